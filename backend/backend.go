@@ -1,0 +1,111 @@
+// Package backend is the contract between the evalrun host and its backend
+// plugins: a Go interface, the types it carries, and (in this package's other
+// files) the gRPC service behind hashicorp/go-plugin that implements it across
+// processes. Third parties write plugins against this package, or against
+// proto/backend.proto from any language.
+package backend
+
+import "context"
+
+// ProtocolVersion is the plugin protocol version negotiated in the go-plugin
+// handshake. Bump it on any incompatible change of the service.
+const ProtocolVersion = 1
+
+// Backend is what every plugin implements and what the host calls.
+type Backend interface {
+	// Describe reports the plugin's identity; it needs no model.
+	Describe(ctx context.Context) (Info, error)
+	// Load opens the model and prepares the device (warm-up included).
+	// Unknown or invalid options are errors.
+	Load(ctx context.Context, req LoadRequest) (LoadResult, error)
+	// Eval feeds tokens into a session and streams the requested logits
+	// rows to emit, one position at a time, in order.
+	Eval(ctx context.Context, req EvalRequest, emit func(Logits) error) error
+	// Bench runs a llama-bench style pp/tg loop timed inside the plugin.
+	Bench(ctx context.Context, req BenchRequest) (BenchResult, error)
+	// Close releases the model and device.
+	Close(ctx context.Context) error
+}
+
+// Info identifies a plugin.
+type Info struct {
+	Name         string   `json:"name"`
+	Version      string   `json:"version"`
+	Device       string   `json:"device"`
+	Capabilities []string `json:"capabilities,omitempty"`
+}
+
+// LoadRequest opens a model. Options are the plugin's own settings from the
+// spec (a JSON object); the plugin validates them.
+type LoadRequest struct {
+	ModelPath string         `json:"model_path"`
+	Threads   int            `json:"threads"`
+	NCtx      int            `json:"n_ctx"`
+	Options   map[string]any `json:"options,omitempty"`
+}
+
+// ModelInfo are facts about the loaded model.
+type ModelInfo struct {
+	Arch      string `json:"arch"`
+	NVocab    int    `json:"n_vocab"`
+	NParams   int64  `json:"n_params"`
+	NCtxTrain int    `json:"n_ctx_train"`
+	NLayer    int    `json:"n_layer"`
+	NEmbd     int    `json:"n_embd"`
+	FileType  string `json:"file_type,omitempty"`
+	SizeBytes int64  `json:"size_bytes"`
+}
+
+// PlanEntry says where one named matmul runs.
+type PlanEntry struct {
+	Op     string `json:"op"`     // llama.cpp graph name, e.g. "ffn_up-0"
+	Device string `json:"device"` // "npu" or "cpu"
+	Shape  string `json:"shape"`  // "T×K×N"
+	Reason string `json:"reason,omitempty"`
+}
+
+// LoadResult reports what Load did.
+type LoadResult struct {
+	Model       ModelInfo   `json:"model"`
+	Plan        []PlanEntry `json:"plan,omitempty"`
+	PlanSummary string      `json:"plan_summary,omitempty"` // e.g. "35 of 36 matmuls on the NPU (fp16)"
+	LoadNS      int64       `json:"load_ns"`
+	WarmupNS    int64       `json:"warmup_ns"`
+	MemoryBytes int64       `json:"memory_bytes"`
+}
+
+// EvalRequest feeds Tokens into Session at position Pos.
+type EvalRequest struct {
+	Session string  `json:"session"` // sessions are independent KV caches
+	Pos     int     `json:"pos"`     // -1: continue after the last token; otherwise truncate the cache to Pos first (0 = reset)
+	Tokens  []int32 `json:"tokens"`
+	// Rows whose logits are wanted, by index into Tokens: From..len(Tokens)-1.
+	// From = len(Tokens) asks for none; From = 0 for all.
+	LogitsFrom int `json:"logits_from"`
+}
+
+// Logits is one streamed row.
+type Logits struct {
+	Index  int       `json:"index"` // index into EvalRequest.Tokens
+	Pos    int       `json:"pos"`   // absolute position in the session
+	Values []float32 `json:"-"`     // full vocabulary
+}
+
+// BenchRequest mirrors llama-bench: one test of NPrompt prompt tokens and/or
+// NGen generated tokens, Reps timed repetitions after an optional warm-up.
+type BenchRequest struct {
+	NPrompt int   `json:"n_prompt"`
+	NGen    int   `json:"n_gen"`
+	Reps    int   `json:"reps"`
+	Warmup  bool  `json:"warmup"`
+	Seed    int64 `json:"seed"`
+	NBatch  int   `json:"n_batch"`
+}
+
+// BenchResult holds the per-repetition wall times measured inside the plugin.
+type BenchResult struct {
+	NPrompt   int     `json:"n_prompt"`
+	NGen      int     `json:"n_gen"`
+	SamplesNS []int64 `json:"samples_ns"`
+	WarmupNS  int64   `json:"warmup_ns"`
+}
