@@ -1,0 +1,14 @@
+//go:build !unix
+
+package gguf
+
+import "os"
+
+// Open reads the whole file (no mmap on this platform) and parses it.
+func Open(path string) (*File, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(data, path)
+}

@@ -1,0 +1,45 @@
+//go:build unix
+
+package gguf
+
+import (
+	"fmt"
+	"math"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// Open maps the file read-only and parses it. Close the File to unmap it.
+func Open(path string) (*File, error) {
+	fd, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer fd.Close() // the mapping outlives the descriptor
+	st, err := fd.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file", path)
+	}
+	size := st.Size()
+	if size == 0 {
+		return Parse(nil, path) // mmap refuses length 0; Parse reports the empty file
+	}
+	if size > math.MaxInt {
+		return nil, fmt.Errorf("%s: file of %d bytes is too large to map", path, size)
+	}
+	data, err := unix.Mmap(int(fd.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("%s: mmap: %w", path, err)
+	}
+	f, err := Parse(data, path)
+	if err != nil {
+		unix.Munmap(data)
+		return nil, err
+	}
+	f.unmap = func() error { return unix.Munmap(data) }
+	return f, nil
+}
