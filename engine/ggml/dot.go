@@ -81,21 +81,21 @@ func dotRow(t Type, w []byte, x []float32) float32 {
 // checkRowFast validates the row geometry without map lookups for the common
 // types (DotRow runs once per output element).
 func checkRowFast(t Type, w []byte, n int) error {
-	var want int
+	var want, rem int
 	switch t {
 	case F32:
 		want = 4 * n
 	case F16, BF16:
 		want = 2 * n
 	case Q8_0:
-		want, n = n/32*34, n%32
+		want, rem = n/32*34, n%32
 	case Q4_0:
-		want, n = n/32*18, n%32
+		want, rem = n/32*18, n%32
 	default:
 		return checkRow(t, w, n)
 	}
-	if n != 0 || len(w) != want {
-		return fmt.Errorf("%s: %d bytes do not hold the row", t, len(w))
+	if rem != 0 || len(w) != want {
+		return fmt.Errorf("%s: %d bytes do not hold a row of %d elements", t, len(w), n)
 	}
 	return nil
 }
