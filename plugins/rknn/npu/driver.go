@@ -20,6 +20,8 @@ const (
 	Int8MMInt8ToFloat32       MatmulType = 9
 	Int4MMInt4ToInt16         MatmulType = 10
 	Int8MMInt4ToInt32         MatmulType = 11
+	Float16MMInt4ToBFloat16   MatmulType = 12
+	Int8MMInt4ToFloat16       MatmulType = 15
 )
 
 // Layout is rknn_matmul_layout.

@@ -1,0 +1,280 @@
+package npu
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+)
+
+// Elem is a Go element type the packers read and write:
+//   - float32: FP32 tensors, or FP16/BF16 tensors (rounded to nearest even);
+//   - uint16: raw FP16/BF16 bits;
+//   - int8, int16, int32: integer tensors (INT4, INT8, INT16, INT32), range-checked.
+//
+// Floats never go into integer tensors (quantize first) and integers never
+// into float tensors.
+type Elem interface {
+	float32 | uint16 | int8 | int16 | int32
+}
+
+// PackA writes the rows×cols row-major matrix src (rows ≤ M, cols ≤ K) into
+// dst in A's layout and type. Every slot outside src (K or M padding, native
+// atom padding) is zero. len(dst) must be ≥ the A size.
+func PackA[T Elem](info *MatmulInfo, src []T, rows, cols int, dst []byte) error {
+	return pack("npu.PackA", info, "A", src, rows, cols, false, dst)
+}
+
+// PackB writes the k×n row-major matrix src (k ≤ K, n ≤ N) into dst in B's
+// layout (norm, tp_norm or native with K>8192 segmentation) and type.
+func PackB[T Elem](info *MatmulInfo, src []T, k, n int, dst []byte) error {
+	return pack("npu.PackB", info, "B", src, k, n, false, dst)
+}
+
+// PackBT is PackB for a transposed source: src is n×k row-major, i.e. N
+// weight rows of K elements as a model stores them.
+func PackBT[T Elem](info *MatmulInfo, src []T, n, k int, dst []byte) error {
+	return pack("npu.PackBT", info, "B", src, n, k, true, dst)
+}
+
+// PackC writes a rows×cols row-major matrix into C's layout (for tests and
+// fakes of the device).
+func PackC[T Elem](info *MatmulInfo, src []T, rows, cols int, dst []byte) error {
+	return pack("npu.PackC", info, "C", src, rows, cols, false, dst)
+}
+
+// UnpackA reads the top-left rows×cols of A from src into dst (row-major).
+func UnpackA[T Elem](info *MatmulInfo, src []byte, dst []T, rows, cols int) error {
+	return unpack("npu.UnpackA", info, "A", src, dst, rows, cols)
+}
+
+// UnpackB reads the top-left k×n of B (logical K×N) into dst (row-major).
+func UnpackB[T Elem](info *MatmulInfo, src []byte, dst []T, k, n int) error {
+	return unpack("npu.UnpackB", info, "B", src, dst, k, n)
+}
+
+// UnpackC reads the top-left rows×cols of C from src into dst (row-major):
+// the gather step after a run.
+func UnpackC[T Elem](info *MatmulInfo, src []byte, dst []T, rows, cols int) error {
+	return unpack("npu.UnpackC", info, "C", src, dst, rows, cols)
+}
+
+// shapeFor validates the caller's matrix against the operand and buffers.
+func shapeFor(fn string, o Operand, rows, cols int, transposed bool, nSrc, nBuf int) error {
+	maxR, maxC := o.Rows, o.Cols
+	if transposed {
+		maxR, maxC = o.Cols, o.Rows
+	}
+	if rows < 0 || cols < 0 || rows > maxR || cols > maxC {
+		return paramErr(fn, "%s: matrix %d×%d does not fit the created %d×%d", o.Name, rows, cols, maxR, maxC)
+	}
+	if nSrc < rows*cols {
+		return paramErr(fn, "%s: matrix slice has %d elements, %d×%d needs %d", o.Name, nSrc, rows, cols, rows*cols)
+	}
+	if nBuf < o.Size() {
+		return paramErr(fn, "%s: buffer has %d bytes, layout needs %d", o.Name, nBuf, o.Size())
+	}
+	return nil
+}
+
+func pack[T Elem](fn string, info *MatmulInfo, name string, src []T, rows, cols int, transposed bool, dst []byte) error {
+	o, err := OperandOf(info, name)
+	if err != nil {
+		return err
+	}
+	if err := shapeFor(fn, o, rows, cols, transposed, len(src), len(dst)); err != nil {
+		return err
+	}
+	put, err := putter(fn, o, src, dst)
+	if err != nil {
+		return err
+	}
+	clear(dst[:o.Size()])
+	for r := 0; r < rows; r++ {
+		for c := 0; c < cols; c++ {
+			lr, lc := r, c
+			if transposed {
+				lr, lc = c, r
+			}
+			if err := put(o.Offset(lr, lc), r*cols+c); err != nil {
+				return paramErr(fn, "%s[%d,%d]: %v", o.Name, lr, lc, err)
+			}
+		}
+	}
+	return nil
+}
+
+func unpack[T Elem](fn string, info *MatmulInfo, name string, src []byte, dst []T, rows, cols int) error {
+	o, err := OperandOf(info, name)
+	if err != nil {
+		return err
+	}
+	if err := shapeFor(fn, o, rows, cols, false, len(dst), len(src)); err != nil {
+		return err
+	}
+	get, err := getter(fn, o, src, dst)
+	if err != nil {
+		return err
+	}
+	for r := 0; r < rows; r++ {
+		for c := 0; c < cols; c++ {
+			get(o.Offset(r, c), r*cols+c)
+		}
+	}
+	return nil
+}
+
+type rangeError struct {
+	v      int64
+	t      TensorType
+	lo, hi int64
+}
+
+func (e rangeError) Error() string {
+	return fmt.Sprintf("value %d out of range for %s [%d,%d]", e.v, e.t, e.lo, e.hi)
+}
+
+func intRange(t TensorType) (lo, hi int64, ok bool) {
+	switch t {
+	case TensorInt4:
+		return -8, 7, true
+	case TensorInt8:
+		return math.MinInt8, math.MaxInt8, true
+	case TensorInt16:
+		return math.MinInt16, math.MaxInt16, true
+	case TensorInt32:
+		return math.MinInt32, math.MaxInt32, true
+	}
+	return 0, 0, false
+}
+
+// putInt stores an in-range integer at element offset off.
+func putInt(dst []byte, t TensorType, off int, v int64) {
+	switch t {
+	case TensorInt4:
+		b := &dst[off/2]
+		if off%2 == 0 {
+			*b = *b&0xf0 | byte(v)&0x0f
+		} else {
+			*b = *b&0x0f | byte(v)<<4
+		}
+	case TensorInt8:
+		dst[off] = byte(v)
+	case TensorInt16:
+		binary.LittleEndian.PutUint16(dst[2*off:], uint16(v))
+	case TensorInt32:
+		binary.LittleEndian.PutUint32(dst[4*off:], uint32(v))
+	}
+}
+
+// getInt loads an integer element (int4 sign-extended).
+func getInt(src []byte, t TensorType, off int) int64 {
+	switch t {
+	case TensorInt4:
+		b := src[off/2]
+		if off%2 == 1 {
+			b >>= 4
+		}
+		return int64(int8(b<<4) >> 4)
+	case TensorInt8:
+		return int64(int8(src[off]))
+	case TensorInt16:
+		return int64(int16(binary.LittleEndian.Uint16(src[2*off:])))
+	case TensorInt32:
+		return int64(int32(binary.LittleEndian.Uint32(src[4*off:])))
+	}
+	return 0
+}
+
+func mismatch(fn string, o Operand, goType string) error {
+	return paramErr(fn, "%s is %s: cannot convert %s values (floats need a float tensor, integers an integer tensor)", o.Name, o.Type, goType)
+}
+
+func putter[T Elem](fn string, o Operand, src []T, dst []byte) (func(off, i int) error, error) {
+	switch s := any(src).(type) {
+	case []float32:
+		switch o.Type {
+		case TensorFloat16:
+			return func(off, i int) error {
+				binary.LittleEndian.PutUint16(dst[2*off:], F32ToF16(s[i]))
+				return nil
+			}, nil
+		case TensorBFloat16:
+			return func(off, i int) error {
+				binary.LittleEndian.PutUint16(dst[2*off:], F32ToBF16(s[i]))
+				return nil
+			}, nil
+		case TensorFloat32:
+			return func(off, i int) error {
+				binary.LittleEndian.PutUint32(dst[4*off:], math.Float32bits(s[i]))
+				return nil
+			}, nil
+		}
+		return nil, mismatch(fn, o, "float32")
+	case []uint16:
+		if o.Type != TensorFloat16 && o.Type != TensorBFloat16 {
+			return nil, mismatch(fn, o, "uint16 (raw half-float bits)")
+		}
+		return func(off, i int) error {
+			binary.LittleEndian.PutUint16(dst[2*off:], s[i])
+			return nil
+		}, nil
+	case []int8:
+		return intPutter(fn, o, dst, "int8", func(i int) int64 { return int64(s[i]) })
+	case []int16:
+		return intPutter(fn, o, dst, "int16", func(i int) int64 { return int64(s[i]) })
+	case []int32:
+		return intPutter(fn, o, dst, "int32", func(i int) int64 { return int64(s[i]) })
+	}
+	panic("unreachable: Elem type set")
+}
+
+func intPutter(fn string, o Operand, dst []byte, goType string, at func(i int) int64) (func(off, i int) error, error) {
+	lo, hi, ok := intRange(o.Type)
+	if !ok {
+		return nil, mismatch(fn, o, goType)
+	}
+	return func(off, i int) error {
+		v := at(i)
+		if v < lo || v > hi {
+			return rangeError{v, o.Type, lo, hi}
+		}
+		putInt(dst, o.Type, off, v)
+		return nil
+	}, nil
+}
+
+func getter[T Elem](fn string, o Operand, src []byte, dst []T) (func(off, i int), error) {
+	switch d := any(dst).(type) {
+	case []float32:
+		switch o.Type {
+		case TensorFloat16:
+			return func(off, i int) { d[i] = F16ToF32(binary.LittleEndian.Uint16(src[2*off:])) }, nil
+		case TensorBFloat16:
+			return func(off, i int) { d[i] = BF16ToF32(binary.LittleEndian.Uint16(src[2*off:])) }, nil
+		case TensorFloat32:
+			return func(off, i int) { d[i] = math.Float32frombits(binary.LittleEndian.Uint32(src[4*off:])) }, nil
+		}
+		return nil, mismatch(fn, o, "float32")
+	case []uint16:
+		if o.Type != TensorFloat16 && o.Type != TensorBFloat16 {
+			return nil, mismatch(fn, o, "uint16 (raw half-float bits)")
+		}
+		return func(off, i int) { d[i] = binary.LittleEndian.Uint16(src[2*off:]) }, nil
+	case []int8:
+		if o.Type != TensorInt4 && o.Type != TensorInt8 {
+			return nil, mismatch(fn, o, "int8")
+		}
+		return func(off, i int) { d[i] = int8(getInt(src, o.Type, off)) }, nil
+	case []int16:
+		if o.Type != TensorInt4 && o.Type != TensorInt8 && o.Type != TensorInt16 {
+			return nil, mismatch(fn, o, "int16")
+		}
+		return func(off, i int) { d[i] = int16(getInt(src, o.Type, off)) }, nil
+	case []int32:
+		if _, _, ok := intRange(o.Type); !ok {
+			return nil, mismatch(fn, o, "int32")
+		}
+		return func(off, i int) { d[i] = int32(getInt(src, o.Type, off)) }, nil
+	}
+	panic("unreachable: Elem type set")
+}
