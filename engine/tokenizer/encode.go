@@ -1,0 +1,255 @@
+package tokenizer
+
+import "strings"
+
+// Encode tokenizes text like llama_tokenize(text, addSpecial,
+// parse_special=false): control tokens such as "<s>" written in the text are
+// tokenized as ordinary text. With addSpecial, BOS is prepended when the
+// vocabulary asks for it (AddBOS) and EOS appended when it asks for that.
+func (t *Tokenizer) Encode(text string, addSpecial bool) []int32 {
+	return t.Tokenize(text, addSpecial, false)
+}
+
+// Tokenize is llama_tokenize with an explicit parse_special: when true,
+// control tokens written in the text (e.g. "<|im_start|>") become their ids.
+// User-defined tokens are matched in the text either way, as in llama.cpp.
+func (t *Tokenizer) Tokenize(text string, addSpecial, parseSpecial bool) []int32 {
+	frags := t.partition(text, parseSpecial)
+	out := make([]int32, 0, len(text)/3+2)
+
+	switch t.kind {
+	case kindSPM:
+		if addSpecial && t.addBOS {
+			out = append(out, t.bos)
+		}
+		prevSpecial := true // the text start counts as "after a special token"
+		for _, f := range frags {
+			if f.token != None {
+				out = append(out, f.token)
+				prevSpecial = true
+				continue
+			}
+			s := text[f.start:f.end]
+			if t.addSpace && prevSpecial {
+				s = " " + s
+			}
+			out = t.spmEncode(strings.ReplaceAll(s, " ", "\u2581"), out)
+			prevSpecial = false
+		}
+	case kindBPE:
+		if addSpecial && t.addBOS {
+			out = append(out, t.bos)
+		}
+		for _, f := range frags {
+			if f.token != None {
+				out = append(out, f.token)
+				continue
+			}
+			out = t.bpeEncode(text[f.start:f.end], out)
+		}
+	}
+	if addSpecial && t.addEOS {
+		out = append(out, t.eos)
+	}
+	return out
+}
+
+// fragment is either a special token (token != None) or the raw text
+// text[start:end].
+type fragment struct {
+	token      int32
+	start, end int
+}
+
+// partition splits text around the special tokens that may appear in it
+// (llama_vocab::impl::tokenizer_st_partition): each special token, longest
+// first, is searched left to right in the text fragments that remain.
+// Control and unknown tokens take part only with parseSpecial.
+func (t *Tokenizer) partition(text string, parseSpecial bool) []fragment {
+	if text == "" {
+		return nil
+	}
+	frags := []fragment{{token: None, start: 0, end: len(text)}}
+	for _, id := range t.special {
+		if !parseSpecial && t.attrs[id]&(attrControl|attrUnknown) != 0 {
+			continue
+		}
+		tok := t.tokens[id]
+		if !strings.Contains(text, tok) {
+			continue // the common case: nothing to split
+		}
+		next := make([]fragment, 0, len(frags)+2)
+		for _, f := range frags {
+			if f.token != None {
+				next = append(next, f)
+				continue
+			}
+			start := f.start
+			for {
+				i := strings.Index(text[start:f.end], tok)
+				if i < 0 {
+					break
+				}
+				if i > 0 {
+					next = append(next, fragment{token: None, start: start, end: start + i})
+				}
+				next = append(next, fragment{token: id})
+				start += i + len(tok)
+			}
+			if start < f.end {
+				next = append(next, fragment{token: None, start: start, end: f.end})
+			}
+		}
+		frags = next
+	}
+	return frags
+}
+
+// spmSymbol is a run of text[start:start+n] in the SPM merge chain.
+type spmSymbol struct {
+	start, n   int
+	prev, next int
+}
+
+// spmBigram is a candidate merge of two adjacent symbols.
+type spmBigram struct {
+	left, right int
+	score       float32
+	size        int
+}
+
+// spmBefore is llm_bigram_spm's priority: higher score first, then the
+// leftmost pair.
+func spmBefore(a, b spmBigram) bool {
+	return a.score > b.score || (a.score == b.score && a.left < b.left)
+}
+
+// spmEncode is llm_tokenizer_spm_session::tokenize on whitespace-escaped
+// text: start from UTF-8 characters and repeatedly merge the adjacent pair
+// whose concatenation is the highest-scoring token; whatever is left that is
+// not a token becomes byte tokens.
+func (t *Tokenizer) spmEncode(text string, out []int32) []int32 {
+	if text == "" {
+		return out
+	}
+	syms := make([]spmSymbol, 0, len(text))
+	for offs := 0; offs < len(text); {
+		n := min(utf8Len(text[offs]), len(text)-offs)
+		i := len(syms)
+		next := i + 1
+		if offs+n == len(text) {
+			next = -1
+		}
+		syms = append(syms, spmSymbol{start: offs, n: n, prev: i - 1, next: next})
+		offs += n
+	}
+
+	queue := make([]spmBigram, 0, len(syms))
+	push := func(left, right int) {
+		if left < 0 || right < 0 {
+			return
+		}
+		l := syms[left]
+		size := l.n + syms[right].n
+		id, ok := t.ids[text[l.start:l.start+size]]
+		if !ok {
+			return
+		}
+		queue = heapPush(queue, spmBigram{left: left, right: right, score: t.scores[id], size: size}, spmBefore)
+	}
+	for i := 1; i < len(syms); i++ {
+		push(i-1, i)
+	}
+	for len(queue) > 0 {
+		var b spmBigram
+		queue, b = heapPop(queue, spmBefore)
+		l, r := &syms[b.left], &syms[b.right]
+		// Skip pairs made stale by an earlier merge of either side.
+		if l.n == 0 || r.n == 0 || l.n+r.n != b.size {
+			continue
+		}
+		l.n += r.n
+		r.n = 0
+		l.next = r.next
+		if r.next >= 0 {
+			syms[r.next].prev = b.left
+		}
+		push(l.prev, b.left)
+		push(b.left, l.next)
+	}
+
+	for i := 0; i != -1; i = syms[i].next {
+		s := syms[i]
+		piece := text[s.start : s.start+s.n]
+		if id, ok := t.ids[piece]; ok {
+			out = append(out, id)
+			continue
+		}
+		// Every merged symbol is a token, so only single characters get
+		// here; llama.cpp's rev_merge lookup can never match them, so we go
+		// straight to the byte fallback.
+		for j := 0; j < len(piece); j++ {
+			switch id := t.byteTokens[piece[j]]; {
+			case id != None:
+				out = append(out, id)
+			case t.unk != None:
+				out = append(out, t.unk) // llama.cpp throws here (vocab without byte tokens)
+			}
+		}
+	}
+	return out
+}
+
+// utf8Len is llama.cpp's unicode_len_utf8: the sequence length announced by
+// a lead byte, 1 for continuation and invalid bytes.
+func utf8Len(b byte) int {
+	switch {
+	case b < 0xC0:
+		return 1
+	case b < 0xE0:
+		return 2
+	case b < 0xF0:
+		return 3
+	}
+	return 4
+}
+
+// heapPush and heapPop keep q as a binary heap whose first element is the
+// one that goes before all others.
+func heapPush[T any](q []T, x T, before func(a, b T) bool) []T {
+	q = append(q, x)
+	i := len(q) - 1
+	for i > 0 {
+		p := (i - 1) / 2
+		if !before(q[i], q[p]) {
+			break
+		}
+		q[i], q[p] = q[p], q[i]
+		i = p
+	}
+	return q
+}
+
+func heapPop[T any](q []T, before func(a, b T) bool) ([]T, T) {
+	top := q[0]
+	last := len(q) - 1
+	q[0] = q[last]
+	q = q[:last]
+	i := 0
+	for {
+		l := 2*i + 1
+		if l >= len(q) {
+			break
+		}
+		m := l
+		if r := l + 1; r < len(q) && before(q[r], q[l]) {
+			m = r
+		}
+		if !before(q[m], q[i]) {
+			break
+		}
+		q[i], q[m] = q[m], q[i]
+		i = m
+	}
+	return q, top
+}

@@ -1,0 +1,582 @@
+package tokenizer
+
+import (
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/dlclark/regexp2"
+)
+
+// The pre-tokenizer regexes, exactly as llama.cpp's llm_tokenizer_bpe lists
+// them. gpt2Regex and llama3Regex run through hand-written splitters (as in
+// llama.cpp's unicode.cpp); the others through regexp2 on llama.cpp's
+// "collapsed" text (see collapseText).
+const (
+	gpt2Regex   = `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)`
+	llama3Regex = `(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+	// The tokenizer.json original of llama3Regex; llama.cpp maps it to the same splitter.
+	llama3RegexCI = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+	qwen2Regex    = `(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+)
+
+// regexTimeout bounds one regexp2 match; the patterns are linear in
+// practice, this only guards against a pathological input.
+const regexTimeout = 10 * time.Second
+
+// preTokenizer splits text into words before the BPE merges
+// (llm_tokenizer_bpe regex_exprs + unicode_regex_split).
+type preTokenizer struct {
+	regexes      []string
+	splits       []splitFunc
+	ignoreMerges bool // a word that is itself a token is not merged (llama3)
+	cleanSpaces  bool // detokenize removes " ," " 's" etc. (clean_up_tokenization_spaces)
+	addBOS       bool // llama.cpp's default add_bos for this pre-tokenizer
+}
+
+// splitFunc refines a split: offsets are lengths (in code points) of
+// consecutive pieces of cpts; each piece is split further on its own.
+type splitFunc func(cpts []rune, offsets []int) []int
+
+var preTokenizers = map[string]*preTokenizer{}
+
+func init() {
+	def := []string{`[\p{P}\$\+<=>\^~\|]+`, gpt2Regex, `\p{N}+`, `[0-9][0-9][0-9]`}
+	gpt2 := []string{gpt2Regex}
+	llama3 := []string{llama3Regex}
+	qwen2 := []string{qwen2Regex}
+	starcoder := []string{`\p{N}`, gpt2Regex}
+
+	add := func(regexes []string, p preTokenizer, names ...string) {
+		p.regexes = regexes
+		for _, re := range regexes {
+			p.splits = append(p.splits, compileSplit(re))
+		}
+		for _, name := range names {
+			q := p
+			preTokenizers[name] = &q
+		}
+	}
+	// Names and flags from llama_vocab::impl::load; only pre-tokenizers
+	// whose regexes are listed above are supported.
+	add(def, preTokenizer{cleanSpaces: true}, "default")
+	add(gpt2, preTokenizer{cleanSpaces: true}, "gpt-2", "phi-2", "jina-es", "jina-de", "gigachat",
+		"jina-v2-es", "jina-v2-de", "a.x-4.0", "mellum", "modern-bert", "mpt", "olmo", "jais", "exaone4")
+	add(gpt2, preTokenizer{}, "trillion", "granite-docling")
+	add(llama3, preTokenizer{ignoreMerges: true, cleanSpaces: true, addBOS: true}, "llama3", "llama-v3",
+		"llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2", "jina-v5-nano")
+	add(llama3, preTokenizer{cleanSpaces: true}, "dbrx", "smaug-bpe")
+	add(qwen2, preTokenizer{}, "qwen2", "deepseek-r1-qwen", "kormo", "f2llmv2")
+	add(qwen2, preTokenizer{cleanSpaces: true}, "stablelm2", "megrez")
+	add(starcoder, preTokenizer{}, "smollm", "command-r")
+	add(starcoder, preTokenizer{cleanSpaces: true}, "starcoder", "refact", "codeshell", "exaone", "minerva-7b", "mellum2")
+}
+
+// compileSplit picks llama.cpp's custom splitter for the GPT-2 and LLaMA-3
+// regexes and a regexp2 matcher otherwise.
+func compileSplit(expr string) splitFunc {
+	switch expr {
+	case gpt2Regex:
+		return splitGPT2
+	case llama3Regex, llama3RegexCI:
+		return splitLlama3
+	}
+	return regexSplitter(expr)
+}
+
+// words pre-tokenizes text and byte-encodes each word (unicode_regex_split).
+func (p *preTokenizer) words(text string) []string {
+	cpts := cptsFromUTF8(text)
+	offsets := []int{len(cpts)}
+	for _, split := range p.splits {
+		offsets = split(cpts, offsets)
+	}
+	words := make([]string, 0, len(offsets))
+	var buf []byte
+	var sb strings.Builder
+	start := 0
+	for _, n := range offsets {
+		buf = buf[:0]
+		for _, c := range cpts[start : start+n] {
+			buf = appendCpt(buf, c)
+		}
+		sb.Reset()
+		for _, b := range buf {
+			sb.WriteString(byteStrs[b])
+		}
+		words = append(words, sb.String())
+		start += n
+	}
+	return words
+}
+
+// cflags are the code point properties the splitters test
+// (unicode_cpt_flags); the zero value means "outside the piece".
+type cflags uint8
+
+const (
+	fDefined cflags = 1 << iota // inside the piece (as_uint() != 0)
+	fLetter
+	fNumber
+	fWhitespace
+)
+
+var asciiFlags [128]cflags
+
+func init() {
+	for c := range rune(128) {
+		asciiFlags[c] = computeFlags(c)
+	}
+}
+
+func computeFlags(c rune) cflags {
+	f := fDefined
+	switch {
+	case unicode.Is(unicode.White_Space, c):
+		f |= fWhitespace
+	case unicode.IsLetter(c):
+		f |= fLetter
+	case unicode.IsNumber(c):
+		f |= fNumber
+	}
+	return f
+}
+
+func flagsOf(c rune) cflags {
+	if c >= 0 && c < 128 {
+		return asciiFlags[c]
+	}
+	return computeFlags(c)
+}
+
+const outOfRange rune = -1
+
+// piece gives the bounds-checked accessors llama.cpp's splitters use.
+type piece struct {
+	cpts     []rune
+	ini, end int
+}
+
+func (p piece) cpt(pos int) rune {
+	if pos >= p.ini && pos < p.end {
+		return p.cpts[pos]
+	}
+	return outOfRange
+}
+
+func (p piece) flags(pos int) cflags {
+	if pos >= p.ini && pos < p.end {
+		return flagsOf(p.cpts[pos])
+	}
+	return 0
+}
+
+// splitGPT2 is unicode_regex_split_custom_gpt2:
+// 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+func splitGPT2(cpts []rune, offsets []int) []int {
+	out := make([]int, 0, len(offsets))
+	start := 0
+	for _, off := range offsets {
+		p := piece{cpts, start, start + off}
+		start += off
+		prevEnd := p.ini
+		add := func(end int) int {
+			n := end - prevEnd
+			if n > 0 {
+				out = append(out, n)
+			}
+			prevEnd = end
+			return n
+		}
+		for pos := p.ini; pos < p.end; {
+			c := p.cpt(pos)
+			f := p.flags(pos)
+			if c == '\'' && pos+1 < p.end {
+				n := p.cpt(pos + 1)
+				if n == 's' || n == 't' || n == 'm' || n == 'd' {
+					pos += add(pos + 2)
+					continue
+				}
+				if pos+2 < p.end {
+					nn := p.cpt(pos + 2)
+					if (n == 'r' && nn == 'e') || (n == 'v' && nn == 'e') || (n == 'l' && nn == 'l') {
+						pos += add(pos + 3)
+						continue
+					}
+				}
+			}
+			f2 := f
+			if c == ' ' {
+				f2 = p.flags(pos + 1)
+			}
+			if f2&fLetter != 0 { // <space>?\p{L}+
+				if c == ' ' {
+					pos++
+				}
+				for f2&fLetter != 0 {
+					pos++
+					f2 = p.flags(pos)
+				}
+				add(pos)
+				continue
+			}
+			if f2&fNumber != 0 { // <space>?\p{N}+
+				if c == ' ' {
+					pos++
+				}
+				for f2&fNumber != 0 {
+					pos++
+					f2 = p.flags(pos)
+				}
+				add(pos)
+				continue
+			}
+			if f2&(fWhitespace|fLetter|fNumber) == 0 && f2 != 0 { // <space>?[^\s\p{L}\p{N}]+
+				if c == ' ' {
+					pos++
+				}
+				for f2&(fWhitespace|fLetter|fNumber) == 0 && f2 != 0 {
+					pos++
+					f2 = p.flags(pos)
+				}
+				add(pos)
+				continue
+			}
+			nws := 0
+			for p.flags(pos+nws)&fWhitespace != 0 {
+				nws++
+			}
+			if nws > 1 && p.cpt(pos+nws) != outOfRange { // \s+(?!\S)
+				pos += nws - 1
+				add(pos)
+				continue
+			}
+			if nws > 0 { // \s+
+				pos += nws
+				add(pos)
+				continue
+			}
+			pos++
+			add(pos)
+		}
+	}
+	return out
+}
+
+// splitLlama3 is unicode_regex_split_custom_llama3:
+// (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+func splitLlama3(cpts []rune, offsets []int) []int {
+	out := make([]int, 0, len(offsets))
+	start := 0
+	for _, off := range offsets {
+		p := piece{cpts, start, start + off}
+		start += off
+		prevEnd := p.ini
+		add := func(end int) int {
+			n := end - prevEnd
+			if n > 0 {
+				out = append(out, n)
+			}
+			prevEnd = end
+			return n
+		}
+		for pos := p.ini; pos < p.end; {
+			c := p.cpt(pos)
+			f := p.flags(pos)
+			if c == '\'' && pos+1 < p.end { // case-insensitive contractions
+				n := asciiLower(p.cpt(pos + 1))
+				if n == 's' || n == 't' || n == 'm' || n == 'd' {
+					pos += add(pos + 2)
+					continue
+				}
+				if pos+2 < p.end {
+					nn := asciiLower(p.cpt(pos + 2))
+					if (n == 'r' && nn == 'e') || (n == 'v' && nn == 'e') || (n == 'l' && nn == 'l') {
+						pos += add(pos + 3)
+						continue
+					}
+				}
+			}
+			if !(c == '\r' || c == '\n' || f&fNumber != 0) { // [^\r\n\p{L}\p{N}]?\p{L}+
+				if f&fLetter != 0 || p.flags(pos+1)&fLetter != 0 {
+					pos++
+					for p.flags(pos)&fLetter != 0 {
+						pos++
+					}
+					add(pos)
+					continue
+				}
+			}
+			if f&fNumber != 0 { // \p{N}{1,3}
+				ini := pos
+				for p.flags(pos)&fNumber != 0 {
+					pos++
+					if pos-ini >= 3 {
+						add(pos)
+						ini = pos
+					}
+				}
+				add(pos)
+				continue
+			}
+			f2 := f
+			if c == ' ' {
+				f2 = p.flags(pos + 1)
+			}
+			// <space>?[^\s\p{L}\p{N}]+[\r\n]* (llama.cpp tests f, not f2, for "defined")
+			if f2&(fWhitespace|fLetter|fNumber) == 0 && f != 0 {
+				if c == ' ' {
+					pos++
+				}
+				for f2&(fWhitespace|fLetter|fNumber) == 0 && f2 != 0 {
+					pos++
+					f2 = p.flags(pos)
+				}
+				for c2 := p.cpt(pos); c2 == '\r' || c2 == '\n'; c2 = p.cpt(pos) {
+					pos++
+				}
+				add(pos)
+				continue
+			}
+			nws, lastRN := 0, 0
+			for p.flags(pos+nws)&fWhitespace != 0 {
+				if c2 := p.cpt(pos + nws); c2 == '\r' || c2 == '\n' {
+					lastRN = pos + nws + 1
+				}
+				nws++
+			}
+			if lastRN > 0 { // \s*[\r\n]+
+				pos = lastRN
+				add(pos)
+				continue
+			}
+			if nws > 1 && p.cpt(pos+nws) != outOfRange { // \s+(?!\S)
+				pos += nws - 1
+				add(pos)
+				continue
+			}
+			if nws > 0 { // \s+
+				pos += nws
+				add(pos)
+				continue
+			}
+			pos++
+			add(pos)
+		}
+	}
+	return out
+}
+
+func asciiLower(c rune) rune {
+	if c >= 'A' && c <= 'Z' {
+		return c + ('a' - 'A')
+	}
+	return c
+}
+
+// Unicode categories the regexes may name, and the single character that
+// stands for a non-ASCII code point of that category in the collapsed text
+// (unicode_regex_split's k_ucat_enum / k_ucat_cpt / k_ucat_map).
+const (
+	collapsedOther  rune = 0xD0
+	collapsedNumber rune = 0xD1
+	collapsedLetter rune = 0xD2
+	collapsedPunct  rune = 0xD3
+	collapsedMark   rune = 0xD4
+	collapsedSymbol rune = 0xD5
+	collapsedSpace  rune = 0x0B // vertical tab: what std::regex \s matches
+)
+
+var categoryClasses = map[string]string{
+	`\p{N}`:  string(collapsedNumber) + `0-9`,
+	`\p{L}`:  string(collapsedLetter) + `A-Za-z`,
+	`\p{P}`:  string(collapsedPunct) + `!-#%-*,-/:-;?-@\[-\]_\{\}`,
+	`\p{M}`:  string(collapsedMark),
+	`\p{S}`:  string(collapsedSymbol) + `\$\+<->^` + "`" + `\|`,
+	`\p{Lu}`: string(collapsedLetter) + `A-Za-z`,
+	`\p{Ll}`: string(collapsedLetter) + `A-Za-z`,
+	`\p{Lt}`: string(collapsedLetter) + `A-Za-z`,
+	`\p{Lm}`: string(collapsedLetter) + `A-Za-z`,
+	`\p{Lo}`: string(collapsedLetter) + `A-Za-z`,
+}
+
+func usesCategories(expr string) bool {
+	for cat := range categoryClasses {
+		if strings.Contains(expr, cat) {
+			return true
+		}
+	}
+	return false
+}
+
+// collapseRegex rewrites \p{..} classes to match the collapsed text, as
+// unicode_regex_split does before handing the regex to std::regex.
+func collapseRegex(expr string) string {
+	var b strings.Builder
+	inside := false
+	for i := 0; i < len(expr); i++ {
+		c := expr[i]
+		if c == '[' && (i == 0 || expr[i-1] != '\\') {
+			b.WriteByte('[')
+			inside = true
+			continue
+		}
+		if inside && c == ']' && expr[i-1] != '\\' {
+			b.WriteByte(']')
+			inside = false
+			continue
+		}
+		if c == '\\' && i+3 < len(expr) && expr[i+1] == 'p' && expr[i+2] == '{' {
+			if j := strings.IndexByte(expr[i+3:], '}'); j >= 0 && i+3+j <= i+10 {
+				if class, ok := categoryClasses[expr[i:i+3+j+1]]; ok {
+					if !inside {
+						b.WriteByte('[')
+					}
+					b.WriteString(class)
+					if !inside {
+						b.WriteByte(']')
+					}
+					i += 3 + j
+					continue
+				}
+			}
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}
+
+// collapseCpt maps a code point to its collapsed stand-in: ASCII stays,
+// whitespace becomes \v, everything else the character of its category.
+func collapseCpt(c rune) rune {
+	if c >= 0 && c < 128 {
+		return c
+	}
+	switch {
+	case unicode.Is(unicode.White_Space, c):
+		return collapsedSpace
+	case unicode.IsLetter(c):
+		return collapsedLetter
+	case unicode.IsNumber(c):
+		return collapsedNumber
+	case unicode.IsPunct(c):
+		return collapsedPunct
+	case unicode.IsMark(c):
+		return collapsedMark
+	case unicode.IsSymbol(c):
+		return collapsedSymbol
+	}
+	return collapsedOther
+}
+
+// regexSplitter runs a general regex the way unicode_regex_split_stl does:
+// on the collapsed text when the regex names Unicode categories, otherwise
+// on the code points with non-ASCII whitespace replaced by \v. Every match
+// and every gap between matches becomes a piece.
+func regexSplitter(expr string) splitFunc {
+	collapsed := usesCategories(expr)
+	pattern := expr
+	if collapsed {
+		pattern = collapseRegex(expr)
+	}
+	re := regexp2.MustCompile(pattern, regexp2.None)
+	re.MatchTimeout = regexTimeout
+	return func(cpts []rune, offsets []int) []int {
+		text := make([]rune, len(cpts))
+		for i, c := range cpts {
+			switch {
+			case collapsed:
+				text[i] = collapseCpt(c)
+			case c > 0x7F && unicode.Is(unicode.White_Space, c):
+				text[i] = collapsedSpace
+			default:
+				text[i] = c
+			}
+		}
+		out := make([]int, 0, len(offsets))
+		start := 0
+		for _, off := range offsets {
+			seg := text[start : start+off]
+			start += off
+			at := 0
+			m, err := re.FindRunesMatch(seg)
+			for err == nil && m != nil {
+				if m.Index > at {
+					out = append(out, m.Index-at)
+				}
+				out = append(out, m.Length)
+				at = m.Index + m.Length
+				m, err = re.FindNextMatch(m)
+			}
+			// On a match timeout the rest of the piece stays whole.
+			if at < off {
+				out = append(out, off-at)
+			}
+		}
+		return out
+	}
+}
+
+// cptsFromUTF8 decodes like llama.cpp's unicode_cpts_from_utf8: lead and
+// continuation bits are checked, but not overlong forms or surrogates; each
+// byte that starts no valid sequence becomes U+FFFD. (Sequences above
+// U+10FFFF, which make llama.cpp throw later, are treated as invalid too.)
+func cptsFromUTF8(s string) []rune {
+	out := make([]rune, 0, len(s))
+	for i := 0; i < len(s); {
+		c, n := cptFromUTF8(s, i)
+		if n == 0 {
+			out = append(out, 0xFFFD)
+			i++
+			continue
+		}
+		out = append(out, c)
+		i += n
+	}
+	return out
+}
+
+func cptFromUTF8(s string, i int) (rune, int) {
+	b0 := s[i]
+	cont := func(k int) bool { return i+k < len(s) && s[i+k]&0xC0 == 0x80 }
+	switch {
+	case b0&0x80 == 0:
+		return rune(b0), 1
+	case b0&0x40 == 0:
+		return 0, 0
+	case b0&0x20 == 0:
+		if !cont(1) {
+			return 0, 0
+		}
+		return rune(b0&0x1F)<<6 | rune(s[i+1]&0x3F), 2
+	case b0&0x10 == 0:
+		if !cont(1) || !cont(2) {
+			return 0, 0
+		}
+		return rune(b0&0x0F)<<12 | rune(s[i+1]&0x3F)<<6 | rune(s[i+2]&0x3F), 3
+	case b0&0x08 == 0:
+		if !cont(1) || !cont(2) || !cont(3) {
+			return 0, 0
+		}
+		c := rune(b0&0x07)<<18 | rune(s[i+1]&0x3F)<<12 | rune(s[i+2]&0x3F)<<6 | rune(s[i+3]&0x3F)
+		if c > 0x10FFFF {
+			return 0, 0
+		}
+		return c, 4
+	}
+	return 0, 0
+}
+
+// appendCpt is unicode_cpt_to_utf8 (which, unlike utf8.AppendRune, keeps
+// surrogate code points as their 3-byte form).
+func appendCpt(dst []byte, c rune) []byte {
+	switch {
+	case c <= 0x7F:
+		return append(dst, byte(c))
+	case c <= 0x7FF:
+		return append(dst, 0xC0|byte(c>>6&0x1F), 0x80|byte(c&0x3F))
+	case c <= 0xFFFF:
+		return append(dst, 0xE0|byte(c>>12&0x0F), 0x80|byte(c>>6&0x3F), 0x80|byte(c&0x3F))
+	}
+	return append(dst, 0xF0|byte(c>>18&0x07), 0x80|byte(c>>12&0x3F), 0x80|byte(c>>6&0x3F), 0x80|byte(c&0x3F))
+}
