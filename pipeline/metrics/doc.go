@@ -1,0 +1,18 @@
+// Package metrics holds the statistics evalrun reports, each computed exactly
+// as the llama.cpp tool that defines it, so that our numbers can be diffed
+// with llama.cpp's printed ones:
+//
+//   - KLD: llama-perplexity --kl-divergence (per-token KL divergence, Δp,
+//     top-1 agreement, PPL(Q) vs PPL(base) with their uncertainties), with
+//     FormatLlamaPerplexity / ParseLlamaPerplexity for its printed blocks;
+//   - Perplexity: plain llama-perplexity (Final estimate: PPL ± σ);
+//   - LogitStats: logit error statistics, led by test-backend-ops' NMSE;
+//   - BenchStats: llama-bench's avg/stddev of time and tokens per second.
+//
+// Floating-point expressions that llama.cpp evaluates in float are evaluated
+// in float32 here, one rounding per C operation (an explicit float32(...)
+// conversion also keeps Go from fusing a*b+c into an FMA); sums that are
+// double in llama.cpp are float64. expf is computed as float32(math.Exp),
+// which is correctly rounded; glibc's expf is within 0.502 ULP, so a rare
+// last-bit difference in one term is possible.
+package metrics

@@ -1,0 +1,287 @@
+package metrics
+
+import (
+	"fmt"
+	"math"
+	"slices"
+)
+
+// KLDTruncation is the base log-probability at or below which
+// llama-perplexity leaves a token out of the KL divergence sum: its base
+// file clamps logits more than 16 below the maximum, so their log-probs are
+// not known there.
+const KLDTruncation = -16
+
+// MinStatsTokens is the token count below which llama-perplexity prints no
+// statistics blocks ("we do not wish to do statistics on so few values").
+const MinStatsTokens = 100
+
+// KLD accumulates llama-perplexity's --kl-divergence statistics of a
+// candidate model Q against a base distribution, one scored token at a time.
+//
+// Memory: like llama.cpp it keeps every per-token KLD and Δp (two float32,
+// 8 bytes per token) for the percentiles; everything else is O(1).
+// The zero value is ready to use. Not safe for concurrent use.
+type KLD struct {
+	sumNLL, sumNLL2         float64
+	sumNLLBase, sumNLLBase2 float64
+	sumNLLNLLBase           float64
+	sumKLD, sumKLD2         float64
+	sumPDiff, sumPDiff2     float64
+	sumPDiff4               float64
+	maxPDiff                float32
+	sameTop                 int
+	kld, pDiff              []float32
+}
+
+// Add scores one token the way llama-perplexity --kl-divergence does.
+// logits is the candidate's logit row, base the base log-probabilities
+// decoded from a base file (kldbase: scale·q + min_log_prob), tok the token
+// that actually follows. The arithmetic, including its float32 roundings and
+// the −16 truncation of the KL sum, is llama.cpp's.
+func (k *KLD) Add(logits, base []float32, tok int32) error {
+	if err := checkRow(logits, base, tok); err != nil {
+		return err
+	}
+	maxLogit, imax := logits[0], 0
+	for i, l := range logits[1:] {
+		if l > maxLogit {
+			maxLogit, imax = l, i+1
+		}
+	}
+	var sumExp float64
+	for _, l := range logits {
+		sumExp += float64(expf(l - maxLogit))
+	}
+	logSumExp := float32(math.Log(sumExp))
+
+	nll := (maxLogit + logSumExp) - logits[tok]
+	nllBase := -base[tok]
+	k.sumNLL += float64(nll)
+	k.sumNLL2 += float64(nll * nll)
+	k.sumNLLBase += float64(nllBase)
+	k.sumNLLBase2 += float64(nllBase * nllBase)
+	k.sumNLLNLLBase += float64(nll * nllBase)
+
+	norm := maxLogit + logSumExp // log Σ exp(l): l_i − norm is log q_i
+	var sum float64
+	imaxBase := 0
+	for i, b := range base {
+		if i == 0 || b > base[imaxBase] {
+			imaxBase = i
+		}
+		if b > KLDTruncation {
+			sum += float64(expf(b) * ((b - logits[i]) + norm))
+		}
+	}
+	pDiff := expf(-nll) - expf(-nllBase)
+	k.record(sum, pDiff, imax == imaxBase)
+	return nil
+}
+
+// AddLogits scores one token against a live reference: ref is the
+// reference backend's logit row, logits the candidate's. Unlike Add there is
+// no base file, so nothing is quantized or truncated: both log-softmaxes are
+// computed in float64 and the KL divergence KL(ref‖cand) = Σ p_ref·(log p_ref
+// − log p_cand) runs over the whole vocabulary (terms whose p_ref underflows
+// to 0 contribute 0). NLLs and Δp are float64 too; the per-token KLD and Δp
+// are stored as float32 and summed in float64 like llama.cpp's. Identical
+// rows give KLD 0 and Δp 0 exactly.
+func (k *KLD) AddLogits(logits, ref []float32, tok int32) error {
+	if err := checkRow(logits, ref, tok); err != nil {
+		return err
+	}
+	imax, normQ := logSoftmaxNorm64(logits)
+	imaxRef, normRef := logSoftmaxNorm64(ref)
+	var sum float64
+	for i := range ref {
+		lpRef := float64(ref[i]) - normRef
+		p := math.Exp(lpRef)
+		if p == 0 {
+			continue
+		}
+		sum += float64(p * (lpRef - (float64(logits[i]) - normQ)))
+	}
+	nll := normQ - float64(logits[tok])
+	nllBase := normRef - float64(ref[tok])
+	k.sumNLL += nll
+	k.sumNLL2 += float64(nll * nll)
+	k.sumNLLBase += nllBase
+	k.sumNLLBase2 += float64(nllBase * nllBase)
+	k.sumNLLNLLBase += float64(nll * nllBase)
+	pDiff := float32(math.Exp(-nll) - math.Exp(-nllBase))
+	k.record(sum, pDiff, imax == imaxRef)
+	return nil
+}
+
+// logSoftmaxNorm64 returns the first index of the maximum and log Σ exp(l_i)
+// computed in float64 around the maximum.
+func logSoftmaxNorm64(l []float32) (imax int, norm float64) {
+	for i, v := range l[1:] {
+		if v > l[imax] {
+			imax = i + 1
+		}
+	}
+	m := float64(l[imax])
+	var s float64
+	for _, v := range l {
+		s += math.Exp(float64(v) - m)
+	}
+	return imax, m + math.Log(s)
+}
+
+func (k *KLD) record(kld float64, pDiff float32, sameTop bool) {
+	k.sumKLD += kld
+	k.sumKLD2 += float64(kld * kld)
+	k.kld = append(k.kld, float32(kld))
+	k.sumPDiff += float64(pDiff)
+	pDiff2 := float64(pDiff * pDiff)
+	k.sumPDiff2 += pDiff2
+	k.sumPDiff4 += float64(pDiff2 * pDiff2)
+	k.maxPDiff = max(k.maxPDiff, float32(math.Abs(float64(pDiff))))
+	k.pDiff = append(k.pDiff, pDiff)
+	if sameTop {
+		k.sameTop++
+	}
+}
+
+func checkRow(logits, base []float32, tok int32) error {
+	if len(logits) == 0 {
+		return fmt.Errorf("metrics: empty logit row")
+	}
+	if len(base) != len(logits) {
+		return fmt.Errorf("metrics: logit row has %d entries, base row %d", len(logits), len(base))
+	}
+	if tok < 0 || int(tok) >= len(logits) {
+		return fmt.Errorf("metrics: token %d outside the vocabulary of %d", tok, len(logits))
+	}
+	return nil
+}
+
+// N is the number of tokens scored so far.
+func (k *KLD) N() int { return len(k.kld) }
+
+// Values returns the per-token KLD and Δp values in the order they were
+// added (views of the accumulator's storage: do not modify).
+func (k *KLD) Values() (kld, pDiff []float32) { return k.kld, k.pDiff }
+
+// ValueErr is a value with its ± (a standard error, as llama.cpp prints).
+type ValueErr struct{ Value, Err float64 }
+
+// Running holds the cumulative statistics llama-perplexity prints in its
+// per-chunk table. Fractions (RMSPDiff, SameTop) are not multiplied by 100.
+type Running struct {
+	N          int
+	PPLQ       ValueErr // exp(mean NLL of Q), ± PPL·σ
+	LnPPLRatio ValueErr // mean ln(PPL(Q)/PPL(base))
+	KLD        ValueErr // mean KLD
+	RMSPDiff   ValueErr // sqrt(mean Δp²)
+	SameTop    ValueErr // fraction of tokens with the same argmax
+}
+
+// Result holds every statistic of llama-perplexity --kl-divergence's final
+// blocks. Percent-valued lines are stored as fractions (Cor 0.9997 prints
+// as 99.97%, Δp −0.00024 as −0.024%); FormatLlamaPerplexity scales them.
+type Result struct {
+	N int // scored tokens
+
+	PPLQ, PPLBase ValueErr
+	Cor           float64 // Pearson correlation of per-token ln-probabilities
+	LnPPLRatio    ValueErr
+	PPLRatio      ValueErr
+	PPLDiff       ValueErr
+
+	KLD ValueErr // mean KL divergence
+	// KLD distribution: Maximum, 99.9%, 99.0%, 95.0%, 90.0%, Median, 10.0%,
+	// 5.0%, 1.0%, 0.1%, Minimum (KLDQuantileLabels).
+	KLDQuantiles [11]float64
+
+	PDiff ValueErr // mean Δp = p_Q(tok) − p_base(tok)
+	// Δp distribution: Maximum, 99.9, 99.0, 95.0, 90.0, 75.0, Median, 25.0,
+	// 10.0, 5.0, 1.0, 0.1, Minimum (PDiffQuantileLabels).
+	PDiffQuantiles [13]float64
+	MaxAbsPDiff    float64
+	RMSPDiff       ValueErr
+	SameTop        ValueErr
+}
+
+// Quantile fractions of the printed distributions; −1 marks the median
+// (llama.cpp's median is not percentile(0.5)), 1 the maximum, 0 the minimum.
+var (
+	KLDQuantileLabels   = [11]string{"Maximum", "99.9%", "99.0%", "95.0%", "90.0%", "Median", "10.0%", " 5.0%", " 1.0%", " 0.1%", "Minimum"}
+	kldQuantileFracs    = [11]float32{1, 0.999, 0.990, 0.950, 0.900, -1, 0.100, 0.050, 0.010, 0.001, 0}
+	PDiffQuantileLabels = [13]string{"Maximum", "99.9%", "99.0%", "95.0%", "90.0%", "75.0%", "Median", "25.0%", "10.0%", " 5.0%", " 1.0%", " 0.1%", "Minimum"}
+	pDiffQuantileFracs  = [13]float32{1, 0.999, 0.990, 0.950, 0.900, 0.750, -1, 0.250, 0.100, 0.050, 0.010, 0.001, 0}
+)
+
+// Running returns the cumulative statistics of the per-chunk table (cheap:
+// no sorting).
+func (k *KLD) Running() Running {
+	n := k.N()
+	lnQ, errQ := MeanAndUncertainty(k.sumNLL, k.sumNLL2, n)
+	lnB, errB := MeanAndUncertainty(k.sumNLLBase, k.sumNLLBase2, n)
+	cov := Covariance(k.sumNLL, k.sumNLLBase, k.sumNLLNLLBase, n)
+	pplQ := math.Exp(lnQ)
+	r := Running{
+		N:          n,
+		PPLQ:       ValueErr{pplQ, pplQ * errQ},
+		LnPPLRatio: ValueErr{lnQ - lnB, math.Sqrt(float64(errQ*errQ) + float64(errB*errB) - float64(2*cov))},
+	}
+	r.KLD.Value, r.KLD.Err = MeanAndUncertainty(k.sumKLD, k.sumKLD2, n)
+	mse, mseErr := MeanAndUncertainty(k.sumPDiff2, k.sumPDiff4, n)
+	rms := math.Sqrt(mse)
+	r.RMSPDiff = ValueErr{rms, 0.5 / rms * mseErr}
+	s := float64(k.sameTop) / float64(n)
+	r.SameTop = ValueErr{s, math.Sqrt(s * (1 - s) / float64(n-1))}
+	return r
+}
+
+// Result computes every final statistic (sorting copies of the stored
+// per-token values). llama.cpp prints them only when N ≥ MinStatsTokens;
+// with fewer tokens the uncertainties are 0 or NaN as in llama.cpp's
+// formulas (e.g. 0/0 for the correlation).
+func (k *KLD) Result() Result {
+	n := k.N()
+	lnQ, errQ := MeanAndUncertainty(k.sumNLL, k.sumNLL2, n)
+	lnB, errB := MeanAndUncertainty(k.sumNLLBase, k.sumNLLBase2, n)
+	cov := Covariance(k.sumNLL, k.sumNLLBase, k.sumNLLNLLBase, n)
+	run := k.Running()
+
+	var r Result
+	r.N = n
+	pplQ, pplB := math.Exp(lnQ), math.Exp(lnB)
+	r.PPLQ = ValueErr{pplQ, pplQ * errQ}
+	r.PPLBase = ValueErr{pplB, pplB * errB}
+	r.Cor = cov / (errQ * errB)
+	r.LnPPLRatio = run.LnPPLRatio
+	ratio := math.Exp(r.LnPPLRatio.Value)
+	r.PPLRatio = ValueErr{ratio, ratio * r.LnPPLRatio.Err}
+	pplCov := pplQ * pplB * cov
+	r.PPLDiff = ValueErr{pplQ - pplB, math.Sqrt(float64(r.PPLQ.Err*r.PPLQ.Err) + float64(r.PPLBase.Err*r.PPLBase.Err) - float64(2*pplCov))}
+
+	r.KLD = run.KLD
+	kld := slices.Clone(k.kld)
+	slices.Sort(kld)
+	for i, f := range kldQuantileFracs {
+		r.KLDQuantiles[i] = float64(quantile(kld, f))
+	}
+
+	r.PDiff.Value, r.PDiff.Err = MeanAndUncertainty(k.sumPDiff, k.sumPDiff2, n)
+	pd := slices.Clone(k.pDiff)
+	slices.Sort(pd)
+	for i, f := range pDiffQuantileFracs {
+		r.PDiffQuantiles[i] = float64(quantile(pd, f))
+	}
+	r.MaxAbsPDiff = float64(k.maxPDiff)
+	r.RMSPDiff = run.RMSPDiff
+	r.SameTop = run.SameTop
+	return r
+}
+
+// quantile is Percentile, or Median for the marker −1.
+func quantile(sorted []float32, f float32) float32 {
+	if f < 0 {
+		return Median(sorted)
+	}
+	return Percentile(sorted, f)
+}
