@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"unsafe"
 )
 
 // Exact numerics. DotF32 fixes one accumulation order: element j is added to
@@ -22,8 +23,8 @@ func accumulate(s *[8]float32, w, x []float32) {
 	x = x[:len(w)]
 	s0, s1, s2, s3, s4, s5, s6, s7 := s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]
 	for i := 0; i+8 <= len(w); i += 8 {
-		ww := w[i : i+8 : i+8]
-		xx := x[i : i+8 : i+8]
+		ww := (*[8]float32)(w[i : i+8])
+		xx := (*[8]float32)(x[i : i+8])
 		s0 += float32(ww[0] * xx[0])
 		s1 += float32(ww[1] * xx[1])
 		s2 += float32(ww[2] * xx[2])
@@ -109,27 +110,26 @@ func tailReduce(s *[8]float32, w func(j int) float32, x []float32, from int) flo
 }
 
 func dotRowF32(w []byte, x []float32) float32 {
-	var s [8]float32
-	s0, s1, s2, s3, s4, s5, s6, s7 := s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]
-	body := len(x) &^ 7
-	w = w[:4*len(x)]
-	for i := 0; i < body; i += 8 {
-		ww := w[4*i : 4*i+32 : 4*i+32]
-		xx := x[i : i+8 : i+8]
-		s0 += float32(math.Float32frombits(binary.LittleEndian.Uint32(ww[0:])) * xx[0])
-		s1 += float32(math.Float32frombits(binary.LittleEndian.Uint32(ww[4:])) * xx[1])
-		s2 += float32(math.Float32frombits(binary.LittleEndian.Uint32(ww[8:])) * xx[2])
-		s3 += float32(math.Float32frombits(binary.LittleEndian.Uint32(ww[12:])) * xx[3])
-		s4 += float32(math.Float32frombits(binary.LittleEndian.Uint32(ww[16:])) * xx[4])
-		s5 += float32(math.Float32frombits(binary.LittleEndian.Uint32(ww[20:])) * xx[5])
-		s6 += float32(math.Float32frombits(binary.LittleEndian.Uint32(ww[24:])) * xx[6])
-		s7 += float32(math.Float32frombits(binary.LittleEndian.Uint32(ww[28:])) * xx[7])
+	if littleEndian && len(x) > 0 {
+		// The stored row already is float32: view it without copying.
+		return dotF32(unsafe.Slice((*float32)(unsafe.Pointer(&w[0])), len(x)), x)
 	}
-	s = [8]float32{s0, s1, s2, s3, s4, s5, s6, s7}
+	var s [8]float32
+	var buf [8]float32
+	body := len(x) &^ 7
+	for i := 0; i < body; i += 8 {
+		for l := range buf {
+			buf[l] = math.Float32frombits(binary.LittleEndian.Uint32(w[4*(i+l):]))
+		}
+		accumulate(&s, buf[:], x[i:i+8])
+	}
 	return tailReduce(&s, func(j int) float32 {
 		return math.Float32frombits(binary.LittleEndian.Uint32(w[4*j:]))
 	}, x, body)
 }
+
+// littleEndian reports whether the host stores float32 as GGUF does.
+var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 
 func dotRowF16(w []byte, x []float32) float32 {
 	var s [8]float32
@@ -170,6 +170,14 @@ func dotRowBF16(w []byte, x []float32) float32 {
 	}, x, body)
 }
 
+// i8f maps a byte to the float32 of its int8 value (exact; cheaper than cvtsi2ss).
+var i8f = func() (t [256]float32) {
+	for i := range t {
+		t[i] = float32(int8(i))
+	}
+	return t
+}()
+
 // dotRowQ8_0 fuses decodeQ8_0: w = float32(q)*d, then lane accumulation.
 func dotRowQ8_0(w []byte, x []float32) float32 {
 	var s0, s1, s2, s3, s4, s5, s6, s7 float32
@@ -179,16 +187,16 @@ func dotRowQ8_0(w []byte, x []float32) float32 {
 		qs := blk[2:34:34]
 		xb := x[32*ib : 32*ib+32 : 32*ib+32]
 		for g := 0; g < 32; g += 8 {
-			q := qs[g : g+8 : g+8]
-			xx := xb[g : g+8 : g+8]
-			s0 += float32(float32(float32(int8(q[0]))*d) * xx[0])
-			s1 += float32(float32(float32(int8(q[1]))*d) * xx[1])
-			s2 += float32(float32(float32(int8(q[2]))*d) * xx[2])
-			s3 += float32(float32(float32(int8(q[3]))*d) * xx[3])
-			s4 += float32(float32(float32(int8(q[4]))*d) * xx[4])
-			s5 += float32(float32(float32(int8(q[5]))*d) * xx[5])
-			s6 += float32(float32(float32(int8(q[6]))*d) * xx[6])
-			s7 += float32(float32(float32(int8(q[7]))*d) * xx[7])
+			q := (*[8]byte)(qs[g : g+8])
+			xx := (*[8]float32)(xb[g : g+8])
+			s0 += float32(float32(i8f[q[0]]*d) * xx[0])
+			s1 += float32(float32(i8f[q[1]]*d) * xx[1])
+			s2 += float32(float32(i8f[q[2]]*d) * xx[2])
+			s3 += float32(float32(i8f[q[3]]*d) * xx[3])
+			s4 += float32(float32(i8f[q[4]]*d) * xx[4])
+			s5 += float32(float32(i8f[q[5]]*d) * xx[5])
+			s6 += float32(float32(i8f[q[6]]*d) * xx[6])
+			s7 += float32(float32(i8f[q[7]]*d) * xx[7])
 		}
 	}
 	s := [8]float32{s0, s1, s2, s3, s4, s5, s6, s7}

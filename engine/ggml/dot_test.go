@@ -128,6 +128,25 @@ func TestDotRowMatchesDequantize(t *testing.T) {
 	}
 }
 
+// TestDotRowF32PortablePath runs the identity check through the byte-decoding
+// F32 path that big-endian hosts use.
+func TestDotRowF32PortablePath(t *testing.T) {
+	defer func(v bool) { littleEndian = v }(littleEndian)
+	littleEndian = false
+	rng := rand.New(rand.NewPCG(9, 9))
+	for _, n := range []int{1, 8, 13, 172, 4096} {
+		w := randomRow(t, rng, F32, n)
+		x := randVec(rng, n)
+		deq := make([]float32, n)
+		if err := Dequantize(F32, w, deq); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := DotRow(F32, w, x), DotF32(deq, x); math.Float32bits(got) != math.Float32bits(want) {
+			t.Fatalf("n=%d: portable DotRow(F32) = %g, DotF32 = %g", n, got, want)
+		}
+	}
+}
+
 func TestDotRowBadLengthPanics(t *testing.T) {
 	defer func() {
 		if r := recover(); r == nil {

@@ -193,7 +193,9 @@ func quantizeQ5_1(x []float32, y []byte) {
 func absMax(x []float32) float32 {
 	var amax float32
 	for _, v := range x {
-		amax = max(amax, float32(math.Abs(float64(v))))
+		if a := math.Float32frombits(math.Float32bits(v) &^ (1 << 31)); a > amax {
+			amax = a
+		}
 	}
 	return amax
 }

@@ -68,8 +68,8 @@ func q8X86(x []float32, qs []byte) (d float32, sum int) {
 		id = 127 / amax
 	}
 	for j, v := range x[:32] {
-		q := int(math.RoundToEven(float64(float32(v * id))))
-		q = max(-128, min(127, q)) // packs_epi16 saturation
+		q := nearestInt(float32(v * id)) // half to even, like _mm256_round_ps
+		q = max(-128, min(127, q))       // packs_epi16 saturation
 		qs[j] = byte(int8(q))
 		sum += q
 	}
