@@ -1,0 +1,408 @@
+package sim
+
+import (
+	"encoding/binary"
+	"math"
+	"sync"
+
+	"github.com/x448/float16"
+
+	"github.com/evalrun/evalrun/plugins/rknn/npu"
+)
+
+// The sim decodes its operands with its own code, walking each native layout
+// in memory order, instead of calling the npu packers: a packer bug then
+// shows up as a wrong product.
+
+var f16lut = func() *[65536]float32 {
+	var t [65536]float32
+	for i := range t {
+		t[i] = float16.Frombits(uint16(i)).Float32()
+	}
+	return &t
+}()
+
+const (
+	bAtomK    = 32   // K atom of native B
+	bSegmentK = 8192 // native B splits K into segments of this size
+)
+
+// Element widths in bits by matmul type: A, B, C.
+func widths(t npu.MatmulType) (a, b, c int) {
+	switch t {
+	case npu.Float16MMFloat16ToFloat32:
+		return 16, 16, 32
+	case npu.Float16MMFloat16ToFloat16:
+		return 16, 16, 16
+	case npu.Int8MMInt8ToInt32:
+		return 8, 8, 32
+	case npu.Int8MMInt8ToInt8:
+		return 8, 8, 8
+	case npu.Int4MMInt4ToInt16:
+		return 4, 4, 16
+	}
+	panic("sim: unvalidated matmul type")
+}
+
+func isFloat(t npu.MatmulType) bool {
+	return t == npu.Float16MMFloat16ToFloat32 || t == npu.Float16MMFloat16ToFloat16
+}
+
+func ceilDiv(a, b int) int { return (a + b - 1) / b }
+
+// workspace holds a run's decoded operands; reused to spare allocations.
+type workspace struct {
+	flatF, aF, bF, cF []float32 // bF is B transposed: N rows of K
+	flatI, aI, bI, cI []int32
+}
+
+func grow[E any](s []E, n int) []E {
+	if cap(s) < n {
+		return make([]E, n)
+	}
+	return s[:n]
+}
+
+// layoutLen is the element count of an operand in its layout, padding included.
+func aLen(M, K int, native bool, subK int) int {
+	if !native {
+		return M * K
+	}
+	return ceilDiv(K, subK) * M * subK
+}
+
+func bLen(K, N int, layout npu.Layout, subN int) int {
+	if layout != npu.LayoutNative {
+		return K * N
+	}
+	n := 0
+	for s0 := 0; s0 < K; s0 += bSegmentK {
+		n += ceilDiv(N, subN) * subN * ceilDiv(min(bSegmentK, K-s0), bAtomK) * bAtomK
+	}
+	return n
+}
+
+// gatherA copies A from layout order into row-major M×K.
+func gatherA[E float32 | int32](flat, dst []E, M, K int, native bool, subK int) {
+	if !native {
+		copy(dst, flat[:M*K])
+		return
+	}
+	idx := 0
+	for kb := 0; kb < ceilDiv(K, subK); kb++ { // [K/subK][M][subK]
+		for m := 0; m < M; m++ {
+			row := dst[m*K : (m+1)*K]
+			for j := 0; j < subK; j++ {
+				if k := kb*subK + j; k < K {
+					row[k] = flat[idx]
+				}
+				idx++
+			}
+		}
+	}
+}
+
+// gatherBT copies B from layout order into N rows of K (B transposed).
+func gatherBT[E float32 | int32](flat, dst []E, K, N int, layout npu.Layout, subN int) {
+	switch layout {
+	case npu.LayoutNorm: // [K][N]
+		for k := 0; k < K; k++ {
+			row := flat[k*N : (k+1)*N]
+			for n, v := range row {
+				dst[n*K+k] = v
+			}
+		}
+	case npu.LayoutTPNorm: // [N][K]
+		copy(dst, flat[:N*K])
+	case npu.LayoutNative: // per K segment: [N/subN][K/32][subN][32]
+		idx := 0
+		for s0 := 0; s0 < K; s0 += bSegmentK {
+			segEnd := s0 + min(bSegmentK, K-s0)
+			kBlocks := ceilDiv(segEnd-s0, bAtomK)
+			for nb := 0; nb < ceilDiv(N, subN); nb++ {
+				for kb := 0; kb < kBlocks; kb++ {
+					for j := 0; j < subN; j++ {
+						n := nb*subN + j
+						for i := 0; i < bAtomK; i++ {
+							if k := s0 + kb*bAtomK + i; n < N && k < segEnd {
+								dst[n*K+k] = flat[idx]
+							}
+							idx++
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// scatterC copies row-major M×N into layout order, padding slots zero.
+func scatterC[E float32 | int32](src, flat []E, M, N int, native bool, subN int) {
+	if !native {
+		copy(flat, src[:M*N])
+		return
+	}
+	idx := 0
+	for nb := 0; nb < ceilDiv(N, subN); nb++ { // [N/subN][M][subN]
+		for m := 0; m < M; m++ {
+			for j := 0; j < subN; j++ {
+				var v E
+				if n := nb*subN + j; n < N {
+					v = src[m*N+n]
+				}
+				flat[idx] = v
+				idx++
+			}
+		}
+	}
+}
+
+func decodeF16(buf []byte, dst []float32) {
+	_ = buf[2*len(dst)-1]
+	for i := range dst {
+		dst[i] = f16lut[binary.LittleEndian.Uint16(buf[2*i:])]
+	}
+}
+
+// decodeInt decodes int8 or int4 (low nibble first) elements minus zp.
+func decodeInt(buf []byte, bits int, zp int32, dst []int32) {
+	if bits == 8 {
+		for i := range dst {
+			dst[i] = int32(int8(buf[i])) - zp
+		}
+		return
+	}
+	for i := range dst {
+		b := buf[i>>1]
+		if i&1 == 1 {
+			b >>= 4
+		}
+		dst[i] = int32(int8(b<<4)>>4) - zp
+	}
+}
+
+// Run computes C = A·B (rknn_matmul_run, blocking).
+func (c *Context) Run() error {
+	const fn = "rknn_matmul_run"
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.alive(fn); err != nil {
+		return err
+	}
+	for _, op := range []struct {
+		name string
+		m    *Mem
+	}{{"A", c.a}, {"B", c.b}, {"C", c.c}} {
+		if op.m == nil {
+			return rkErr(fn, npu.ErrParamInvalid, "%s memory not set (call SetIOMem with io_attr.%s)", op.name, op.name)
+		}
+		if op.m.freed.Load() {
+			return rkErr(fn, npu.ErrParamInvalid, "%s memory was destroyed", op.name)
+		}
+	}
+	d := c.drv
+	f := d.opts.Faults
+	run := d.started.Add(1)
+	if f.CrashAfterRuns > 0 && run > int64(f.CrashAfterRuns) {
+		d.opts.Exit(CrashExitCode)
+		return rkErr(fn, npu.ErrDeviceUnavailable, "simulated device crash at run %d", run)
+	}
+	if f.HangAfterRuns > 0 && run > int64(f.HangAfterRuns) {
+		if d.opts.Hang == nil {
+			select {} // a wedged device never answers
+		}
+		<-d.opts.Hang
+		return rkErr(fn, npu.ErrTimeout, "simulated device hang at run %d", run)
+	}
+
+	c.compute()
+
+	cbuf := c.c.buf
+	_, _, cBits := widths(c.info.Type)
+	if isFloat(c.info.Type) {
+		if f.NaNAfterRuns > 0 && run > int64(f.NaNAfterRuns) {
+			setFirstFloat(cbuf, cBits, float32(math.NaN()))
+		}
+		if f.InfAfterRuns > 0 && run > int64(f.InfAfterRuns) {
+			setFirstFloat(cbuf, cBits, float32(math.Inf(1)))
+		}
+	}
+	if f.BitFlipAfterRuns > 0 && run > int64(f.BitFlipAfterRuns) {
+		cbuf[f.BitFlipBit/8] ^= 1 << (f.BitFlipBit % 8) // little-endian element 0
+	}
+
+	d.runs.Add(1)
+	d.bytesIn.Add(int64(c.attrs.A.Size) + int64(c.attrs.B.Size))
+	d.bytesOu.Add(int64(c.attrs.C.Size))
+	d.macs.Add(int64(c.info.M) * int64(c.info.K) * int64(c.info.N))
+	return nil
+}
+
+func setFirstFloat(buf []byte, bits int, v float32) {
+	if bits == 32 {
+		binary.LittleEndian.PutUint32(buf, math.Float32bits(v))
+		return
+	}
+	binary.LittleEndian.PutUint16(buf, float16.Fromfloat32(v).Bits())
+}
+
+func (c *Context) compute() {
+	M, K, N := int(c.info.M), int(c.info.K), int(c.info.N)
+	aBits, bBits, cBits := widths(c.info.Type)
+	aNative := c.info.ACLayout == npu.LayoutNative
+	subKA := 128 / aBits // A native: 16-byte K atoms
+	subNB := 256 / bBits // B native: fp16 16, int8 32, int4 64
+	subNC := 128 / cBits // C native: 16-byte N atoms
+	w := &c.work
+	nA := aLen(M, K, aNative, subKA)
+	nB := bLen(K, N, c.info.BLayout, subNB)
+	nC := aLen(M, N, aNative, subNC)
+	threads := c.drv.opts.Threads
+
+	if isFloat(c.info.Type) {
+		w.flatF = grow(w.flatF, max(nA, nB, nC))
+		w.aF = grow(w.aF, M*K)
+		w.bF = grow(w.bF, N*K)
+		w.cF = grow(w.cF, M*N)
+		decodeF16(c.a.buf, w.flatF[:nA])
+		gatherA(w.flatF, w.aF, M, K, aNative, subKA)
+		decodeF16(c.b.buf, w.flatF[:nB])
+		gatherBT(w.flatF, w.bF, K, N, c.info.BLayout, subNB)
+		parallelCols(N, threads, func(lo, hi int) { matmulF32(w.aF, w.bF, w.cF, M, K, N, lo, hi) })
+		flat := w.flatF[:nC]
+		scatterC(w.cF, flat, M, N, aNative, subNC)
+		if cBits == 32 {
+			for i, v := range flat {
+				binary.LittleEndian.PutUint32(c.c.buf[4*i:], math.Float32bits(v))
+			}
+		} else {
+			for i, v := range flat {
+				binary.LittleEndian.PutUint16(c.c.buf[2*i:], float16.Fromfloat32(v).Bits()) // RNE
+			}
+		}
+		return
+	}
+
+	q := c.quant
+	w.flatI = grow(w.flatI, max(nA, nB, nC))
+	w.aI = grow(w.aI, M*K)
+	w.bI = grow(w.bI, N*K)
+	w.cI = grow(w.cI, M*N)
+	decodeInt(c.a.buf, aBits, q[0].zp, w.flatI[:nA])
+	gatherA(w.flatI, w.aI, M, K, aNative, subKA)
+	decodeInt(c.b.buf, bBits, q[1].zp, w.flatI[:nB])
+	gatherBT(w.flatI, w.bI, K, N, c.info.BLayout, subNB)
+	parallelCols(N, threads, func(lo, hi int) { matmulI32(w.aI, w.bI, w.cI, M, K, N, lo, hi) })
+	switch c.info.Type {
+	case npu.Int4MMInt4ToInt16:
+		for i, v := range w.cI {
+			w.cI[i] = min(max(v, math.MinInt16), math.MaxInt16)
+		}
+	case npu.Int8MMInt8ToInt8:
+		for i, v := range w.cI {
+			w.cI[i] = requantize(v, q)
+		}
+	}
+	flat := w.flatI[:nC]
+	scatterC(w.cI, flat, M, N, aNative, subNC)
+	switch cBits {
+	case 32:
+		for i, v := range flat {
+			binary.LittleEndian.PutUint32(c.c.buf[4*i:], uint32(v))
+		}
+	case 16:
+		for i, v := range flat {
+			binary.LittleEndian.PutUint16(c.c.buf[2*i:], uint16(v))
+		}
+	case 8:
+		for i, v := range flat {
+			c.c.buf[i] = byte(v)
+		}
+	}
+}
+
+// requantize maps the exact sum Σ(A−zpA)(B−zpB) to int8 output:
+// round(sum·(sA·sB/sC)) in float64, ties away from zero, plus zpC, saturated.
+func requantize(sum int32, q [3]perLayer) int32 {
+	scale := float64(q[0].scale) * float64(q[1].scale) / float64(q[2].scale)
+	v := math.Round(float64(sum)*scale) + float64(q[2].zp)
+	return int32(min(max(v, math.MinInt8), math.MaxInt8))
+}
+
+// parallelCols splits [0,N) into column ranges (multiples of 4) over threads.
+// Each output element is computed by one goroutine in a fixed order, so the
+// result does not depend on the thread count.
+func parallelCols(N, threads int, fn func(lo, hi int)) {
+	if threads <= 1 || N < 8 {
+		fn(0, N)
+		return
+	}
+	chunk := ceilDiv(ceilDiv(N, threads), 4) * 4
+	var wg sync.WaitGroup
+	for lo := 0; lo < N; lo += chunk {
+		hi := min(lo+chunk, N)
+		wg.Go(func() { fn(lo, hi) })
+	}
+	wg.Wait()
+}
+
+// matmulF32 computes columns [lo,hi) of C = A·B with the block-32 float32
+// accumulation of the package doc. bT holds N rows of K.
+func matmulF32(a, bT, cOut []float32, M, K, N, lo, hi int) {
+	n := lo
+	for ; n+4 <= hi; n += 4 {
+		b0, b1, b2, b3 := bT[n*K:(n+1)*K], bT[(n+1)*K:(n+2)*K], bT[(n+2)*K:(n+3)*K], bT[(n+3)*K:(n+4)*K]
+		for m := 0; m < M; m++ {
+			row := a[m*K : (m+1)*K]
+			var acc0, acc1, acc2, acc3 float32
+			for k0 := 0; k0 < K; k0 += bAtomK {
+				end := min(k0+bAtomK, K)
+				var s0, s1, s2, s3 float32
+				for k := k0; k < end; k++ {
+					x := row[k]
+					// float32(...) forbids fusing into an FMA; the products are exact anyway.
+					s0 += float32(x * b0[k])
+					s1 += float32(x * b1[k])
+					s2 += float32(x * b2[k])
+					s3 += float32(x * b3[k])
+				}
+				acc0 += s0
+				acc1 += s1
+				acc2 += s2
+				acc3 += s3
+			}
+			out := cOut[m*N+n : m*N+n+4]
+			out[0], out[1], out[2], out[3] = acc0, acc1, acc2, acc3
+		}
+	}
+	for ; n < hi; n++ {
+		b := bT[n*K : (n+1)*K]
+		for m := 0; m < M; m++ {
+			row := a[m*K : (m+1)*K]
+			var acc float32
+			for k0 := 0; k0 < K; k0 += bAtomK {
+				var s float32
+				for k := k0; k < min(k0+bAtomK, K); k++ {
+					s += float32(row[k] * b[k])
+				}
+				acc += s
+			}
+			cOut[m*N+n] = acc
+		}
+	}
+}
+
+// matmulI32 computes columns [lo,hi) exactly (|sum| < 2^31 within K ≤ 10240).
+func matmulI32(a, bT, cOut []int32, M, K, N, lo, hi int) {
+	for n := lo; n < hi; n++ {
+		b := bT[n*K : (n+1)*K]
+		for m := 0; m < M; m++ {
+			row := a[m*K : (m+1)*K]
+			var s int32
+			for k, x := range row {
+				s += x * b[k]
+			}
+			cOut[m*N+n] = s
+		}
+	}
+}
