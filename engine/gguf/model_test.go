@@ -107,7 +107,7 @@ func TestBundledModelTensors(t *testing.T) {
 
 	f32 := openModel(t, "stories260K.gguf")
 	emb, ok := f32.Tensor("token_embd.weight")
-	if !ok || emb.Size != 512*64*4 || emb.Type != ggml.F32 || !reflect.DeepEqual(emb.Dims, []uint64{64, 512}) {
+	if !ok || emb.Size != 512*64*4 || emb.NElements() != 512*64 || emb.Type != ggml.F32 || !reflect.DeepEqual(emb.Dims, []uint64{64, 512}) {
 		t.Fatalf("token_embd.weight = %+v, %v", emb, ok)
 	}
 	raw, err := os.ReadFile(modelPath("stories260K.gguf"))

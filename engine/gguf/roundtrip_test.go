@@ -228,7 +228,7 @@ func TestGetters(t *testing.T) {
 	}{
 		{"neg", int32(-3)}, {"big", uint64(math.MaxUint64)}, {"u8", uint8(9)}, {"f32", float32(0.25)},
 		{"flag", true}, {"name", "x"}, {"i64s", []int64{-1, math.MaxInt32}}, {"u32s.big", []uint32{1, math.MaxInt32 + 1}},
-		{"u16s", []uint16{65535}}, {"f64s", []float64{0.5}}, {"strs", []string{"a"}},
+		{"u16s", []uint16{65535}}, {"i8s", []int8{-128}}, {"u64s", []uint64{1<<31 - 1}}, {"u64s.big", []uint64{1 << 63}}, {"f64s", []float64{0.5}}, {"strs", []string{"a"}},
 	} {
 		if err := w.AddKV(kv.key, kv.v); err != nil {
 			t.Fatal(err)
@@ -276,6 +276,12 @@ func TestGetters(t *testing.T) {
 	check("Int32s(i64s)", i32s, []int32{-1, math.MaxInt32}, ok, true)
 	i32s, ok = f.Int32s("u16s")
 	check("Int32s(u16s)", i32s, []int32{65535}, ok, true)
+	i32s, ok = f.Int32s("i8s")
+	check("Int32s(i8s)", i32s, []int32{-128}, ok, true)
+	i32s, ok = f.Int32s("u64s")
+	check("Int32s(u64s)", i32s, []int32{math.MaxInt32}, ok, true)
+	_, ok = f.Int32s("u64s.big")
+	check("Int32s(u64s.big)", nil, nil, ok, false)
 	_, ok = f.Int32s("u32s.big")
 	check("Int32s(u32s.big)", nil, nil, ok, false)
 	_, ok = f.Int32s("strs")
