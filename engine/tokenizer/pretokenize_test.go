@@ -1,0 +1,165 @@
+package tokenizer
+
+import (
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// split pre-tokenizes text with a named pre-tokenizer and returns the
+// words as plain text (byte-level encoding undone).
+func split(t *testing.T, pre, text string) []string {
+	t.Helper()
+	p, ok := preTokenizers[pre]
+	if !ok {
+		t.Fatalf("no pre-tokenizer %q", pre)
+	}
+	var out []string
+	for _, w := range p.words(text) {
+		out = append(out, string(decodeByteLevel(w)))
+	}
+	return out
+}
+
+// Expected splits derived by hand from the regexes in llama-vocab.cpp.
+func TestPreTokenizerSplits(t *testing.T) {
+	for _, c := range []struct {
+		pre, text string
+		want      []string
+	}{
+		// contractions: gpt-2 is case-sensitive, llama3/qwen2 are not
+		{"gpt-2", "I'm don't they're we've he'll she'd it's", []string{"I", "'m", " don", "'t", " they", "'re", " we", "'ve", " he", "'ll", " she", "'d", " it", "'s"}},
+		{"gpt-2", "DON'T", []string{"DON", "'", "T"}},
+		{"llama-bpe", "DON'T", []string{"DON", "'T"}},
+		{"qwen2", "WE'RE", []string{"WE", "'RE"}},
+		{"llama-bpe", "it's", []string{"it", "'s"}},
+		// digits: any run (gpt-2), groups of up to 3 (llama3), single digits (qwen2, smollm)
+		{"gpt-2", "12345", []string{"12345"}},
+		{"gpt-2", "a 12345", []string{"a", " 12345"}},
+		{"llama-bpe", "12345", []string{"123", "45"}},
+		{"llama-bpe", "1234567", []string{"123", "456", "7"}},
+		{"llama-bpe", "a 12345", []string{"a", " ", "123", "45"}},
+		{"qwen2", "12345", []string{"1", "2", "3", "4", "5"}},
+		{"qwen2", "abc123def", []string{"abc", "1", "2", "3", "def"}},
+		{"llama-bpe", "abc123def", []string{"abc", "123", "def"}},
+		{"smollm", "a 12 b", []string{"a", " ", "1", "2", " b"}},
+		// whitespace runs: \s+(?!\S) leaves the last space to the next word
+		{"gpt-2", "a   b", []string{"a", "  ", " b"}},
+		{"llama-bpe", "a   b", []string{"a", "  ", " b"}},
+		{"qwen2", "a   b", []string{"a", "  ", " b"}},
+		{"gpt-2", "a  ", []string{"a", "  "}},
+		{"llama-bpe", "a  ", []string{"a", "  "}},
+		{"gpt-2", "a\tb", []string{"a", "\t", "b"}},
+		{"llama-bpe", "a\tb", []string{"a", "\tb"}}, // [^\r\n\p{L}\p{N}]?\p{L}+
+		// newlines: \s*[\r\n]+ keeps whitespace runs up to the last newline together (llama3)
+		{"llama-bpe", "a\n\nb", []string{"a", "\n\n", "b"}},
+		{"gpt-2", "a\n\nb", []string{"a", "\n", "\n", "b"}},
+		{"llama-bpe", "a \n b", []string{"a", " \n", " b"}},
+		{"qwen2", "a \n b", []string{"a", " \n", " b"}},
+		{"llama-bpe", "\r\nx\r\n", []string{"\r\n", "x", "\r\n"}},
+		// punctuation
+		{"gpt-2", "Hello, world!!", []string{"Hello", ",", " world", "!!"}},
+		{"llama-bpe", "Hello, world!!", []string{"Hello", ",", " world", "!!"}},
+		{"gpt-2", "(hello)", []string{"(", "hello", ")"}},
+		{"llama-bpe", "(hello)", []string{"(hello", ")"}},
+		{"llama-bpe", "x...\n\ny", []string{"x", "...\n\n", "y"}},
+		{"gpt-2", "x...\n\ny", []string{"x", "...", "\n", "\n", "y"}},
+		// Unicode letters, CJK, emoji, no-break space
+		{"gpt-2", "héllo wörld", []string{"héllo", " wörld"}},
+		{"llama-bpe", "héllo wörld", []string{"héllo", " wörld"}},
+		{"qwen2", "日本語のテキスト 中文", []string{"日本語のテキスト", " 中文"}},
+		{"gpt-2", "hi 😀😀!", []string{"hi", " 😀😀!"}},
+		{"llama-bpe", "hi 😀😀!", []string{"hi", " 😀😀!"}},
+		{"llama-bpe", "a\u00a0b", []string{"a", "\u00a0b"}},
+		{"gpt-2", "a\u00a0b", []string{"a", "\u00a0", "b"}},
+		{"qwen2", "x\u3000\u3000y", []string{"x", "\u3000", "\u3000y"}},
+		// default: punctuation runs, gpt-2 regex, digit runs, then triples of ASCII digits
+		{"default", "a+b=c, 1234!", []string{"a", "+", "b", "=", "c", ",", " ", "123", "4", "!"}},
+		{"", "", nil},
+	} {
+		pre := c.pre
+		if pre == "" {
+			pre = "default"
+		}
+		if got := split(t, pre, c.text); !slices.Equal(got, c.want) {
+			t.Errorf("%s %q: split %q, want %q", c.pre, c.text, got, c.want)
+		}
+	}
+}
+
+// The hand-written splitters must agree with the regex they stand for, run
+// the way llama.cpp runs general regexes (regexp2 on collapsed text).
+func TestCustomSplittersMatchRegex(t *testing.T) {
+	alphabet := []string{
+		"a", "Z", "é", "日", "ß", "s", "t", "re", "ve", "ll", "d", "m", "S", "T", "RE", "LL",
+		"0", "7", "٣", "Ⅻ", "½",
+		" ", " ", " ", "\t", "\n", "\r", "\u00a0", "\u3000", "\u2028", "\v",
+		"'", "'", ",", "!", "(", "—", "😀", "$", "+", "\x00", "\x1f", "\u0301", "\u200b",
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	n := 3000
+	if testing.Short() {
+		n = 300
+	}
+	for _, c := range []struct {
+		expr   string
+		custom splitFunc
+	}{{gpt2Regex, splitGPT2}, {llama3Regex, splitLlama3}, {llama3RegexCI, splitLlama3}} {
+		re := regexSplitter(c.expr)
+		for range n {
+			var sb strings.Builder
+			for range rng.IntN(12) {
+				sb.WriteString(alphabet[rng.IntN(len(alphabet))])
+			}
+			cpts := cptsFromUTF8(sb.String())
+			offsets := []int{len(cpts)}
+			got, want := c.custom(cpts, offsets), re(cpts, offsets)
+			if len(cpts) == 0 {
+				continue // both give nothing; llama.cpp then keeps no pieces either
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("%q on %q: custom %v, regex %v", c.expr, sb.String(), got, want)
+			}
+		}
+	}
+}
+
+func TestCollapseRegex(t *testing.T) {
+	for in, want := range map[string]string{
+		`\p{N}`:                    "[\u00d10-9]",
+		`[^\r\n\p{L}\p{N}]?\p{L}+`: "[^\\r\\n\u00d2A-Za-z\u00d10-9]?[\u00d2A-Za-z]+",
+		`[\p{P}\$\+<=>\^~\|]+`:     "[\u00d3!-#%-*,-/:-;?-@\\[-\\]_\\{\\}\\$\\+<=>\\^~\\|]+",
+		`[0-9][0-9][0-9]`:          `[0-9][0-9][0-9]`,
+		`\s+(?!\S)`:                `\s+(?!\S)`,
+		`\p{Lu}\p{M}`:              "[\u00d2A-Za-z][\u00d4]",
+		`x\p{Zs}`:                  `x\p{Zs}`, // not a category llama.cpp collapses
+	} {
+		if got := collapseRegex(in); got != want {
+			t.Errorf("collapseRegex(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestCptsFromUTF8(t *testing.T) {
+	for in, want := range map[string][]rune{
+		"aé日😀":             {'a', 'é', '日', '😀'},
+		"\xff":             {0xFFFD},
+		"\xc3":             {0xFFFD},                         // truncated
+		"\xc3A":            {0xFFFD, 'A'},                    // bad continuation
+		"\x80x":            {0xFFFD, 'x'},                    // stray continuation
+		"\xc0\x80":         {0},                              // overlong NUL is accepted, as in llama.cpp
+		"\xed\xa0\x80":     {0xD800},                         // so is a surrogate
+		"\xf5\x80\x80\x80": {0xFFFD, 0xFFFD, 0xFFFD, 0xFFFD}, // beyond U+10FFFF
+	} {
+		if got := cptsFromUTF8(in); !slices.Equal(got, want) {
+			t.Errorf("cptsFromUTF8(%q) = %U, want %U", in, got, want)
+		}
+	}
+	// appendCpt inverts it for every accepted code point, surrogates included.
+	for _, c := range []rune{0, 0x7F, 0x80, 0x7FF, 0x800, 0xD800, 0xFFFF, 0x10000, 0x10FFFF} {
+		if got := cptsFromUTF8(string(appendCpt(nil, c))); !slices.Equal(got, []rune{c}) {
+			t.Errorf("round trip of %U: %U", c, got)
+		}
+	}
+}
