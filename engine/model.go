@@ -1,0 +1,296 @@
+// Package engine is evalrun's reference inference engine: a llama-family
+// transformer computed in pure Go the way llama.cpp's CPU backend computes it.
+// Every weight matmul goes through a MatMuler, so a backend can claim named
+// matmuls (an NPU) while everything else stays on the CPU.
+package engine
+
+import (
+	"fmt"
+
+	"github.com/evalrun/evalrun/engine/ggml"
+	"github.com/evalrun/evalrun/engine/gguf"
+	"github.com/evalrun/evalrun/engine/tokenizer"
+)
+
+// Options configure a loaded model.
+type Options struct {
+	Numerics Numerics
+	Threads  int // <= 0: one per CPU
+	// MatMul wraps the CPU matmul, e.g. to offload some ops; nil = CPU only.
+	MatMul func(cpu MatMuler) MatMuler
+}
+
+// Model is a loaded llama-family model: hyperparameters, weights bound by
+// their GGUF names, and the matmul dispatch.
+type Model struct {
+	Config Config
+
+	file     *gguf.File
+	ownsFile bool
+	tok      *tokenizer.Tokenizer
+	pool     *Pool
+	mm       MatMuler
+
+	tokEmbd    *Weight
+	layers     []layer
+	outputNorm []float32
+	output     *Weight // token_embd when the file has no output.weight
+}
+
+// layer is one transformer block.
+type layer struct {
+	attnNorm   []float32
+	wq, wk, wv *Weight
+	bq, bk, bv []float32 // nil unless the architecture has Q/K/V biases
+	wo         *Weight
+	ffnNorm    []float32
+	wGate, wUp *Weight
+	wDown      *Weight
+}
+
+// Open maps a GGUF file and loads the model from it. Close releases both.
+func Open(path string, opts Options) (*Model, error) {
+	f, err := gguf.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	m, err := LoadGGUF(f, opts)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	m.ownsFile = true
+	return m, nil
+}
+
+// LoadGGUF loads the model from an open GGUF file, which must stay open while
+// the model is used (weights are views into its mapping).
+func LoadGGUF(f *gguf.File, opts Options) (*Model, error) {
+	cfg, err := readConfig(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", f.Path, err)
+	}
+	m := &Model{Config: cfg, file: f}
+	if err := m.bindWeights(opts.Numerics); err != nil {
+		return nil, fmt.Errorf("%s: %w", f.Path, err)
+	}
+	if m.tok, err = tokenizer.FromGGUF(f); err != nil {
+		return nil, fmt.Errorf("%s: tokenizer: %w", f.Path, err)
+	}
+	m.pool = NewPool(opts.Threads)
+	m.mm = NewCPUMatMul(opts.Numerics, m.pool)
+	if opts.MatMul != nil {
+		if m.mm = opts.MatMul(m.mm); m.mm == nil {
+			m.pool.Close()
+			return nil, fmt.Errorf("%s: Options.MatMul returned nil", f.Path)
+		}
+	}
+	return m, nil
+}
+
+// bindWeights looks up every tensor by its GGUF name and checks shape and type.
+func (m *Model) bindWeights(numerics Numerics) error {
+	c := m.Config
+	qDim, kvDim := c.NHead*c.HeadDim, c.NHeadKV*c.HeadDim
+	b := binder{f: m.file, numerics: numerics}
+
+	m.tokEmbd = b.matrix("token_embd.weight", c.NEmbd, c.NVocab)
+	m.outputNorm = b.vector("output_norm.weight", c.NEmbd)
+	if _, ok := m.file.Tensor("output.weight"); ok {
+		m.output = b.matrix("output.weight", c.NEmbd, c.NVocab)
+	} else {
+		m.output = m.tokEmbd // tied embeddings
+	}
+	hasBias := supportedArchs[c.Arch].qkvBias
+	m.layers = make([]layer, c.NLayer)
+	for i := range m.layers {
+		p := fmt.Sprintf("blk.%d.", i)
+		l := &m.layers[i]
+		l.attnNorm = b.vector(p+"attn_norm.weight", c.NEmbd)
+		l.wq = b.matrix(p+"attn_q.weight", c.NEmbd, qDim)
+		l.wk = b.matrix(p+"attn_k.weight", c.NEmbd, kvDim)
+		l.wv = b.matrix(p+"attn_v.weight", c.NEmbd, kvDim)
+		if hasBias {
+			l.bq = b.vector(p+"attn_q.bias", qDim)
+			l.bk = b.vector(p+"attn_k.bias", kvDim)
+			l.bv = b.vector(p+"attn_v.bias", kvDim)
+		}
+		l.wo = b.matrix(p+"attn_output.weight", qDim, c.NEmbd)
+		l.ffnNorm = b.vector(p+"ffn_norm.weight", c.NEmbd)
+		l.wGate = b.matrix(p+"ffn_gate.weight", c.NEmbd, c.NFF)
+		l.wUp = b.matrix(p+"ffn_up.weight", c.NEmbd, c.NFF)
+		l.wDown = b.matrix(p+"ffn_down.weight", c.NFF, c.NEmbd)
+		if b.err != nil {
+			break
+		}
+	}
+	return b.err
+}
+
+// binder fetches tensors, keeping the first error.
+type binder struct {
+	f        *gguf.File
+	numerics Numerics
+	err      error
+}
+
+func (b *binder) tensor(name string, want ...int) (*gguf.TensorInfo, []byte) {
+	if b.err != nil {
+		return nil, nil
+	}
+	ti, ok := b.f.Tensor(name)
+	if !ok {
+		b.err = fmt.Errorf("tensor %q: missing", name)
+		return nil, nil
+	}
+	if !shapeIs(ti.Dims, want) {
+		b.err = fmt.Errorf("tensor %q: shape %v, want %v", name, ti.Dims, want)
+		return nil, nil
+	}
+	rb, err := ggml.RowBytes(ti.Type, want[0])
+	if err != nil {
+		b.err = fmt.Errorf("tensor %q: %w", name, err)
+		return nil, nil
+	}
+	rows := 1
+	for _, d := range want[1:] {
+		rows *= d
+	}
+	data := b.f.TensorData(ti)
+	if len(data) != rb*rows {
+		b.err = fmt.Errorf("tensor %q: %d bytes of data, want %d (%v %s)", name, len(data), rb*rows, want, ti.Type)
+		return nil, nil
+	}
+	// Prove the type is computable now rather than failing mid-forward.
+	if err := ggml.Dequantize(ti.Type, data[:rb], make([]float32, want[0])); err != nil {
+		b.err = fmt.Errorf("tensor %q: type %s not supported: %w", name, ti.Type, err)
+		return nil, nil
+	}
+	return ti, data
+}
+
+// matrix binds a 2-D weight of N rows of K elements.
+func (b *binder) matrix(name string, k, n int) *Weight {
+	ti, data := b.tensor(name, k, n)
+	if ti == nil {
+		return nil
+	}
+	w := &Weight{Name: name, Type: ti.Type, K: k, N: n, Data: data}
+	if b.numerics == GGML && ti.Type != ggml.F32 {
+		qt := ggml.VecDotType(ti.Type)
+		qb, err := ggml.RowBytes(qt, k)
+		if err == nil {
+			err = ggml.QuantizeActivations(ti.Type, make([]float32, k), make([]byte, qb))
+		}
+		if err != nil {
+			b.err = fmt.Errorf("tensor %q: ggml numerics for type %s (activations %s): %w", name, ti.Type, qt, err)
+			return nil
+		}
+	}
+	return w
+}
+
+// vector binds a 1-D tensor (norm weights, biases) as float32.
+func (b *binder) vector(name string, n int) []float32 {
+	ti, data := b.tensor(name, n)
+	if ti == nil {
+		return nil
+	}
+	v := make([]float32, n)
+	if err := ggml.Dequantize(ti.Type, data, v); err != nil {
+		b.err = fmt.Errorf("tensor %q: %w", name, err)
+		return nil
+	}
+	return v
+}
+
+// shapeIs compares GGUF dims with the expected ones, allowing trailing 1s.
+func shapeIs(dims []uint64, want []int) bool {
+	if len(dims) < len(want) {
+		return false
+	}
+	for i, d := range dims {
+		if i < len(want) {
+			if d != uint64(want[i]) {
+				return false
+			}
+		} else if d != 1 {
+			return false
+		}
+	}
+	return true
+}
+
+// NParams is the number of weights in the file (every tensor's elements).
+func (m *Model) NParams() int64 {
+	var n int64
+	for _, ti := range m.file.Tensors {
+		e := int64(1)
+		for _, d := range ti.Dims {
+			e *= int64(d)
+		}
+		n += e
+	}
+	return n
+}
+
+// Tokenizer returns the vocabulary of the model file.
+func (m *Model) Tokenizer() *tokenizer.Tokenizer { return m.tok }
+
+// File returns the GGUF file the model was loaded from.
+func (m *Model) File() *gguf.File { return m.file }
+
+// Threads is the number of threads matmuls and attention use.
+func (m *Model) Threads() int { return m.pool.Threads() }
+
+// MatMulOps lists every weight matmul the model runs for a batch of tokens
+// that requests logits for all of them, in llama.cpp's graph order.
+func (m *Model) MatMulOps(tokens int) []MatMulOp {
+	return m.MatMulOpsOutputs(tokens, tokens)
+}
+
+// MatMulOpsOutputs is MatMulOps for a batch of tokens of which outputs rows
+// request logits: as in llama.cpp, the last layer's FFN and the output head
+// only run on those rows.
+func (m *Model) MatMulOpsOutputs(tokens, outputs int) []MatMulOp {
+	ops := make([]MatMulOp, 0, 7*len(m.layers)+1)
+	for il := range m.layers {
+		ops = m.layerOps(ops, il, tokens, outputs)
+	}
+	return append(ops, m.outputOp(outputs))
+}
+
+// layerOps appends the matmuls of layer il. The Q, V, K order is the node
+// order of llama.cpp's graph (llama-eval-callback).
+func (m *Model) layerOps(ops []MatMulOp, il, tokens, outputs int) []MatMulOp {
+	l := &m.layers[il]
+	ffnRows := tokens
+	if il == len(m.layers)-1 {
+		ffnRows = outputs
+	}
+	op := func(name string, t int, w *Weight) MatMulOp {
+		return MatMulOp{Name: fmt.Sprintf("%s-%d", name, il), Layer: il, T: t, K: w.K, N: w.N, Weight: w}
+	}
+	return append(ops,
+		op("Qcur", tokens, l.wq),
+		op("Vcur", tokens, l.wv),
+		op("Kcur", tokens, l.wk),
+		op("attn_out", tokens, l.wo),
+		op("ffn_gate", ffnRows, l.wGate),
+		op("ffn_up", ffnRows, l.wUp),
+		op("ffn_out", ffnRows, l.wDown),
+	)
+}
+
+func (m *Model) outputOp(outputs int) MatMulOp {
+	return MatMulOp{Name: "result_output", Layer: -1, T: outputs, K: m.output.K, N: m.output.N, Weight: m.output}
+}
+
+// Close stops the worker threads and, for Open, unmaps the file.
+func (m *Model) Close() error {
+	m.pool.Close()
+	if m.ownsFile {
+		return m.file.Close()
+	}
+	return nil
+}

@@ -1,0 +1,236 @@
+package engine
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/evalrun/evalrun/engine/ggml"
+	"github.com/evalrun/evalrun/engine/gguf"
+)
+
+func TestConfigFromStories260K(t *testing.T) {
+	m := openModel(t, modelPath("Q4_0"), Exact, 1)
+	want := Config{Arch: "llama", NVocab: 512, NEmbd: 64, NLayer: 5, NHead: 8, NHeadKV: 4, HeadDim: 8, NFF: 172,
+		NCtxTrain: 2048, RopeDim: 8, RopeBase: 10000, RopeScale: 1, RopeNeox: false, RMSEps: 1e-5}
+	if m.Config != want {
+		t.Errorf("Config = %+v\nwant     %+v", m.Config, want)
+	}
+	// 48 tensors; llama-bench reports about 0.29 M parameters.
+	if n := m.NParams(); n < 280_000 || n > 300_000 {
+		t.Errorf("NParams = %d, want about 0.29 M", n)
+	}
+	if m.Tokenizer() == nil || m.File() == nil {
+		t.Error("Tokenizer or File is nil")
+	}
+	if got := m.layers[0].wDown.Type; got != ggml.F16 {
+		t.Errorf("blk.0.ffn_down type %s, want F16", got)
+	}
+	if got := m.output.Type; got != ggml.Q8_0 {
+		t.Errorf("output type %s, want Q8_0", got)
+	}
+}
+
+// recorder is a MatMuler that logs every op and can alter one op's result,
+// as an offloading backend would.
+type recorder struct {
+	cpu   MatMuler
+	mu    sync.Mutex
+	ops   []MatMulOp
+	bumps map[string]float32
+}
+
+func (r *recorder) MatMul(op *MatMulOp, x, out []float32) error {
+	r.mu.Lock()
+	r.ops = append(r.ops, *op)
+	r.mu.Unlock()
+	if err := r.cpu.MatMul(op, x, out); err != nil {
+		return err
+	}
+	if b, ok := r.bumps[op.Name]; ok {
+		for i := range out[:op.T*op.N] {
+			out[i] += b
+		}
+	}
+	return nil
+}
+
+// TestMatMulDispatch: every weight matmul goes through Options.MatMul with
+// llama.cpp's names and shapes, in the order MatMulOps lists, and a
+// backend's results are what the model uses.
+func TestMatMulDispatch(t *testing.T) {
+	rec := &recorder{bumps: map[string]float32{"result_output": 1}}
+	m, err := Open(modelPath("F32"), Options{Threads: 2, MatMul: func(cpu MatMuler) MatMuler { rec.cpu = cpu; return rec }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	ref := openModel(t, modelPath("F32"), Exact, 1)
+	ids := loadLogitsGolden(t, "p2", "F32").TokenIDs
+
+	want := decodeAll(t, ref, ids)
+	s := m.NewSession(0)
+	last := len(ids) - 1
+	err = s.Decode(ids, func(i int) bool { return i == last }, func(i int, l []float32) error {
+		for j := range l {
+			if l[j] != want[i][j]+1 {
+				return fmt.Errorf("logit %d = %v, want CPU %v + 1 from the backend", j, l[j], want[i][j])
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	plan := m.MatMulOpsOutputs(len(ids), 1)
+	if len(rec.ops) != len(plan) || len(plan) != 7*5+1 {
+		t.Fatalf("ran %d matmuls, MatMulOps lists %d, want %d", len(rec.ops), len(plan), 7*5+1)
+	}
+	for i := range plan {
+		g, w := rec.ops[i], plan[i]
+		if g.Name != w.Name || g.Layer != w.Layer || g.T != w.T || g.K != w.K || g.N != w.N || g.Weight != w.Weight {
+			t.Errorf("op %d: ran %s L%d T%d K%d N%d, listed %s L%d T%d K%d N%d", i, g.Name, g.Layer, g.T, g.K, g.N, w.Name, w.Layer, w.T, w.K, w.N)
+		}
+	}
+	T := len(ids)
+	shapes := map[string][4]int{ // T, K, N, layer
+		"Qcur-0": {T, 64, 64, 0}, "Vcur-0": {T, 64, 32, 0}, "Kcur-0": {T, 64, 32, 0}, "attn_out-0": {T, 64, 64, 0},
+		"ffn_gate-0": {T, 64, 172, 0}, "ffn_up-0": {T, 64, 172, 0}, "ffn_out-0": {T, 172, 64, 0},
+		"ffn_gate-4": {1, 64, 172, 4}, "ffn_out-4": {1, 172, 64, 4}, "attn_out-4": {T, 64, 64, 4},
+		"result_output": {1, 64, 512, -1},
+	}
+	for _, op := range plan {
+		if s, ok := shapes[op.Name]; ok && (s != [4]int{op.T, op.K, op.N, op.Layer}) {
+			t.Errorf("%s: T,K,N,layer = %d,%d,%d,%d, want %v", op.Name, op.T, op.K, op.N, op.Layer, s)
+		}
+	}
+	names := []string{}
+	for _, op := range plan[:7] {
+		names = append(names, op.Name)
+	}
+	if !slices.Equal(names, []string{"Qcur-0", "Vcur-0", "Kcur-0", "attn_out-0", "ffn_gate-0", "ffn_up-0", "ffn_out-0"}) {
+		t.Errorf("layer 0 order %v", names)
+	}
+	if all := m.MatMulOps(3); all[len(all)-2].T != 3 || all[len(all)-1].T != 3 {
+		t.Errorf("MatMulOps(3) should output all 3 rows: %+v", all[len(all)-1])
+	}
+}
+
+// rewriteModel copies a GGUF file, letting edit change or drop KVs and tensors.
+func rewriteModel(t *testing.T, src string, editKV func(kv *gguf.KV) bool, editTensor func(name string, typ *ggml.Type, dims *[]uint64, data *[]byte) bool) string {
+	t.Helper()
+	f, err := gguf.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	w := gguf.NewWriter()
+	for _, kv := range f.KVs {
+		if kv.Key == "general.alignment" || (editKV != nil && !editKV(&kv)) {
+			continue
+		}
+		if err := w.AddKV(kv.Key, kv.Value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range f.Tensors {
+		ti := &f.Tensors[i]
+		typ, dims, data := ti.Type, slices.Clone(ti.Dims), f.TensorData(ti)
+		if editTensor != nil && !editTensor(ti.Name, &typ, &dims, &data) {
+			continue
+		}
+		if err := w.AddTensor(ti.Name, typ, dims, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "edited.gguf")
+	if err := w.WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestBadModelsAreRefusedByName: load errors name the architecture, tensor
+// or key at fault, and never panic.
+func TestBadModelsAreRefusedByName(t *testing.T) {
+	src := modelPath("Q8_0")
+	cases := []struct {
+		name   string
+		kv     func(kv *gguf.KV) bool
+		tensor func(name string, typ *ggml.Type, dims *[]uint64, data *[]byte) bool
+		want   []string
+	}{
+		{"unchanged copy loads", nil, nil, nil},
+		{name: "gemma3", kv: func(kv *gguf.KV) bool {
+			if kv.Key == "general.architecture" {
+				kv.Value = "gemma3"
+			}
+			return true
+		}, want: []string{`unsupported architecture "gemma3" (supported: llama, qwen2)`}},
+		{name: "missing tensor", tensor: func(name string, _ *ggml.Type, _ *[]uint64, _ *[]byte) bool {
+			return name != "blk.0.attn_q.weight"
+		}, want: []string{`tensor "blk.0.attn_q.weight": missing`}},
+		{name: "wrong shape", tensor: func(name string, _ *ggml.Type, dims *[]uint64, _ *[]byte) bool {
+			if name == "blk.1.attn_k.weight" {
+				*dims = []uint64{32, 64} // transposed: same bytes for F32
+			}
+			return true
+		}, want: []string{`tensor "blk.1.attn_k.weight"`, "shape [32 64], want [64 32]"}},
+		{name: "unsupported type", tensor: func(name string, typ *ggml.Type, dims *[]uint64, data *[]byte) bool {
+			if name == "blk.2.attn_q.weight" {
+				// 64 rows of 64 IQ4_NL values: 2 blocks of 18 bytes each.
+				*typ, *data = ggml.IQ4_NL, make([]byte, 64*2*18)
+			}
+			return true
+		}, want: []string{`tensor "blk.2.attn_q.weight"`, "IQ4_NL"}},
+		{name: "missing hyperparameter", kv: func(kv *gguf.KV) bool {
+			return kv.Key != "llama.attention.layer_norm_rms_epsilon"
+		}, want: []string{"llama.attention.layer_norm_rms_epsilon: missing"}},
+		{name: "head count not dividing", kv: func(kv *gguf.KV) bool {
+			if kv.Key == "llama.attention.head_count_kv" {
+				kv.Value = uint32(3)
+			}
+			return true
+		}, want: []string{"head_count 8 is not a multiple of llama.attention.head_count_kv 3"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			path := src
+			if c.kv != nil || c.tensor != nil {
+				path = rewriteModel(t, src, c.kv, c.tensor)
+			}
+			m, err := Open(path, Options{Threads: 1})
+			if c.want == nil {
+				if err != nil {
+					t.Fatal(err)
+				}
+				m.Close()
+				return
+			}
+			if err == nil {
+				m.Close()
+				t.Fatalf("loaded; want an error containing %q", c.want)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestParseNumerics(t *testing.T) {
+	for s, want := range map[string]Numerics{"exact": Exact, "GGML": GGML, " ggml ": GGML} {
+		if got, err := ParseNumerics(s); err != nil || got != want {
+			t.Errorf("ParseNumerics(%q) = %v, %v", s, got, err)
+		}
+	}
+	if _, err := ParseNumerics("fast"); err == nil || !strings.Contains(err.Error(), `"fast"`) {
+		t.Errorf("ParseNumerics(fast) err = %v", err)
+	}
+}

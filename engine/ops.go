@@ -1,0 +1,97 @@
+package engine
+
+import "math"
+
+// The element-wise operations of the llama graph, written to round as
+// ggml-cpu's scalar code does. float32(a*b) stops Go from fusing a*b+c into an
+// FMA on architectures where it would.
+
+// rmsNorm writes x·(1/sqrt(mean(x²)+eps))·w to dst, as
+// ggml_compute_forward_rms_norm_f32 followed by the weight MUL: the squares
+// are float, their sum is double, mean and scale are float.
+func rmsNorm(dst, x, w []float32, eps float32) {
+	var sum float64
+	for _, v := range x {
+		sum += float64(v * v)
+	}
+	mean := float32(sum / float64(len(x)))
+	scale := float32(1) / float32(math.Sqrt(float64(mean+eps)))
+	for i, v := range x {
+		y := v * scale
+		dst[i] = y * w[i]
+	}
+}
+
+// ropeCache fills cs with (cos θ_i, sin θ_i) for i < nDims/2 at position pos,
+// as ggml_rope_cache_init: θ starts at pos and is multiplied (in float) by
+// thetaScale = base^(-2/nDims) for every pair; freqScale multiplies it.
+func ropeCache(cs []float32, pos int, nDims int, thetaScale, freqScale float32) {
+	theta := float32(pos)
+	for i := 0; i < nDims; i += 2 {
+		t := freqScale * theta
+		cs[i] = float32(math.Cos(float64(t)))
+		cs[i+1] = float32(math.Sin(float64(t)))
+		theta *= thetaScale
+	}
+}
+
+// ropeThetaScale is powf(freq_base, -2.0f/n_dims).
+func ropeThetaScale(base float32, nDims int) float32 {
+	e := float32(-2) / float32(nDims)
+	return float32(math.Pow(float64(base), float64(e)))
+}
+
+// rope rotates the first nDims values of one head in place: adjacent pairs
+// (x[i], x[i+1]) for llama, or halves (x[i/2], x[i/2+nDims/2]) for NeoX.
+func rope(x []float32, cs []float32, nDims int, neox bool) {
+	for i := 0; i < nDims; i += 2 {
+		c, s := cs[i], cs[i+1]
+		a, b := i, i+1
+		if neox {
+			a, b = i/2, i/2+nDims/2
+		}
+		x0, x1 := x[a], x[b]
+		x[a] = float32(x0*c) - float32(x1*s)
+		x[b] = float32(x0*s) + float32(x1*c)
+	}
+}
+
+// softmaxScaled turns scores into softmax(scale·scores) in place, as ggml's
+// soft_max with a causal mask: max subtraction, expf, the sum in double and
+// one float multiplication by 1/sum.
+func softmaxScaled(p []float32, scale float32) {
+	maxv := float32(math.Inf(-1))
+	for i, v := range p {
+		v *= scale
+		p[i] = v
+		if v > maxv {
+			maxv = v
+		}
+	}
+	var sum float64
+	for i, v := range p {
+		e := float32(math.Exp(float64(v - maxv)))
+		p[i] = e
+		sum += float64(e)
+	}
+	inv := float32(1.0 / sum)
+	for i := range p {
+		p[i] *= inv
+	}
+}
+
+// swiglu writes silu(gate)·up to dst, with ggml's silu x/(1+expf(-x)).
+func swiglu(dst, gate, up []float32) {
+	for i, g := range gate {
+		e := float32(math.Exp(float64(-g)))
+		silu := g / (1 + e)
+		dst[i] = silu * up[i]
+	}
+}
+
+// addTo adds src to dst element-wise (the residual connections).
+func addTo(dst, src []float32) {
+	for i, v := range src {
+		dst[i] += v
+	}
+}

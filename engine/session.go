@@ -1,0 +1,283 @@
+package engine
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/evalrun/evalrun/engine/ggml"
+)
+
+// Session is one sequence: its KV cache and position. A Session is not safe
+// for concurrent use; several sessions may share a Model.
+type Session struct {
+	m    *Model
+	nCtx int
+	pos  int
+	// Per layer K and V rows for positions [0, pos): kvDim floats each,
+	// F32 like llama.cpp's plain configuration.
+	k, v [][]float32
+}
+
+// NewSession starts an empty sequence of at most nCtx positions (<= 0: the
+// model's training context).
+func (m *Model) NewSession(nCtx int) *Session {
+	if nCtx <= 0 {
+		nCtx = m.Config.NCtxTrain
+	}
+	return &Session{m: m, nCtx: nCtx, k: make([][]float32, m.Config.NLayer), v: make([][]float32, m.Config.NLayer)}
+}
+
+// Pos is the number of tokens in the sequence: the next token's position.
+func (s *Session) Pos() int { return s.pos }
+
+// NCtx is the maximum number of positions.
+func (s *Session) NCtx() int { return s.nCtx }
+
+// Reset empties the sequence.
+func (s *Session) Reset() { s.pos = 0 }
+
+// Truncate drops every position >= pos, so decoding continues at pos.
+// Positions beyond the current length are ignored; negative means 0.
+func (s *Session) Truncate(pos int) {
+	s.pos = min(s.pos, max(pos, 0))
+}
+
+// Decode appends tokens at positions Pos()..Pos()+len(tokens)-1 in one
+// forward pass (one llama_decode) and calls emit, in order, with the logits
+// of every row i for which want(i) (want nil = every row). The logits slice
+// is only valid during the call. On success the position advances even if
+// emit returns an error.
+func (s *Session) Decode(tokens []int32, want func(i int) bool, emit func(i int, logits []float32) error) error {
+	m, c := s.m, s.m.Config
+	T := len(tokens)
+	if T == 0 {
+		return nil
+	}
+	if s.pos+T > s.nCtx {
+		return fmt.Errorf("decode: %d tokens at position %d exceed the context of %d positions", T, s.pos, s.nCtx)
+	}
+	for i, id := range tokens {
+		if id < 0 || int(id) >= c.NVocab {
+			return fmt.Errorf("decode: token %d (batch index %d) out of range [0, %d)", id, i, c.NVocab)
+		}
+	}
+	var outRows []int
+	for i := range T {
+		if want == nil || want(i) {
+			outRows = append(outRows, i)
+		}
+	}
+	s.reserve(s.pos + T)
+
+	E := c.NEmbd
+	x := make([]float32, T*E)
+	for i, id := range tokens {
+		if err := ggml.Dequantize(m.tokEmbd.Type, m.tokEmbd.Row(int(id)), x[i*E:(i+1)*E]); err != nil {
+			return fmt.Errorf("decode: %s row %d: %w", m.tokEmbd.Name, id, err)
+		}
+	}
+	f := forward{s: s, T: T, pos0: s.pos}
+	f.init()
+	var err error
+	for il := range m.layers {
+		if x, err = f.layer(il, x, outRows); err != nil {
+			return err
+		}
+	}
+	R := len(outRows)
+	if R == 0 {
+		s.pos += T
+		return nil
+	}
+	xn := make([]float32, R*E)
+	for r := range R {
+		rmsNorm(xn[r*E:(r+1)*E], x[r*E:(r+1)*E], m.outputNorm, c.RMSEps)
+	}
+	op := m.outputOp(R)
+	logits := make([]float32, R*op.N)
+	if err := m.mm.MatMul(&op, xn, logits); err != nil {
+		return err
+	}
+	s.pos += T
+	for r, i := range outRows {
+		if err := emit(i, logits[r*op.N:(r+1)*op.N]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// reserve grows the KV cache to hold n positions.
+func (s *Session) reserve(n int) {
+	kvDim := s.m.Config.NHeadKV * s.m.Config.HeadDim
+	for il := range s.k {
+		if len(s.k[il]) >= n*kvDim {
+			continue
+		}
+		size := min(max(n, 2*len(s.k[il])/kvDim, 64), s.nCtx) * kvDim
+		k, v := make([]float32, size), make([]float32, size)
+		copy(k, s.k[il][:s.pos*kvDim])
+		copy(v, s.v[il][:s.pos*kvDim])
+		s.k[il], s.v[il] = k, v
+	}
+}
+
+// forward holds the per-batch state of one Decode.
+type forward struct {
+	s    *Session
+	T    int
+	pos0 int
+	rope []float32 // T rows of RopeDim (cos, sin) values
+}
+
+func (f *forward) init() {
+	c := f.s.m.Config
+	f.rope = make([]float32, f.T*c.RopeDim)
+	ts := ropeThetaScale(c.RopeBase, c.RopeDim)
+	for t := range f.T {
+		ropeCache(f.rope[t*c.RopeDim:(t+1)*c.RopeDim], f.pos0+t, c.RopeDim, ts, c.RopeScale)
+	}
+}
+
+func (f *forward) matmul(name string, il, rows int, w *Weight, x []float32) ([]float32, error) {
+	op := MatMulOp{Name: fmt.Sprintf("%s-%d", name, il), Layer: il, T: rows, K: w.K, N: w.N, Weight: w}
+	out := make([]float32, rows*w.N)
+	if err := f.s.m.mm.MatMul(&op, x, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// layer runs transformer block il on x (f.rows rows) and returns its output.
+// In the last layer only outRows continue after attention, as llama.cpp does
+// with inp_out_ids.
+func (f *forward) layer(il int, x []float32, outRows []int) ([]float32, error) {
+	m, c := f.s.m, f.s.m.Config
+	l := &m.layers[il]
+	E, T := c.NEmbd, f.T
+	kvDim := c.NHeadKV * c.HeadDim
+
+	xn := make([]float32, T*E)
+	for t := range T {
+		rmsNorm(xn[t*E:(t+1)*E], x[t*E:(t+1)*E], l.attnNorm, c.RMSEps)
+	}
+	q, err := f.matmul("Qcur", il, T, l.wq, xn)
+	if err != nil {
+		return nil, err
+	}
+	v, err := f.matmul("Vcur", il, T, l.wv, xn)
+	if err != nil {
+		return nil, err
+	}
+	k, err := f.matmul("Kcur", il, T, l.wk, xn)
+	if err != nil {
+		return nil, err
+	}
+	addBias(q, l.bq)
+	addBias(k, l.bk)
+	addBias(v, l.bv)
+	for t := range T {
+		cs := f.rope[t*c.RopeDim : (t+1)*c.RopeDim]
+		for h := range c.NHead {
+			rope(q[(t*c.NHead+h)*c.HeadDim:], cs, c.RopeDim, c.RopeNeox)
+		}
+		for h := range c.NHeadKV {
+			rope(k[(t*c.NHeadKV+h)*c.HeadDim:], cs, c.RopeDim, c.RopeNeox)
+		}
+	}
+	copy(f.s.k[il][f.pos0*kvDim:], k)
+	copy(f.s.v[il][f.pos0*kvDim:], v)
+
+	att := f.attention(il, q)
+	ao, err := f.matmul("attn_out", il, T, l.wo, att)
+	if err != nil {
+		return nil, err
+	}
+	rows := T
+	if il == len(m.layers)-1 && len(outRows) < T {
+		ao, x = gatherRows(ao, outRows, E), gatherRows(x, outRows, E)
+		rows = len(outRows)
+		if rows == 0 {
+			return x, nil
+		}
+	}
+	addTo(x, ao) // ffn_inp
+	xn = xn[:rows*E]
+	for r := range rows {
+		rmsNorm(xn[r*E:(r+1)*E], x[r*E:(r+1)*E], l.ffnNorm, c.RMSEps)
+	}
+	gate, err := f.matmul("ffn_gate", il, rows, l.wGate, xn)
+	if err != nil {
+		return nil, err
+	}
+	up, err := f.matmul("ffn_up", il, rows, l.wUp, xn)
+	if err != nil {
+		return nil, err
+	}
+	swiglu(gate, gate, up)
+	down, err := f.matmul("ffn_out", il, rows, l.wDown, gate)
+	if err != nil {
+		return nil, err
+	}
+	addTo(x, down) // l_out
+	return x, nil
+}
+
+// attention computes softmax(q·Kᵀ/sqrt(head_dim) + causal mask)·V for every
+// row and head against the cache, split over heads (one head is computed by
+// one thread, so the result does not depend on the thread count).
+func (f *forward) attention(il int, q []float32) []float32 {
+	c := f.s.m.Config
+	T, D := f.T, c.HeadDim
+	kvDim := c.NHeadKV * D
+	group := c.NHead / c.NHeadKV
+	scale := float32(1) / float32(math.Sqrt(float64(D)))
+	K, V := f.s.k[il], f.s.v[il]
+	out := make([]float32, T*c.NHead*D)
+	work := func(lo, hi int) {
+		p := make([]float32, f.pos0+T)
+		for h := lo; h < hi; h++ {
+			kvOff := (h / group) * D
+			for t := range T {
+				n := f.pos0 + t + 1 // causal: positions 0..pos0+t
+				qh := q[(t*c.NHead+h)*D : (t*c.NHead+h+1)*D]
+				for j := range n {
+					p[j] = ggml.DotF32(K[j*kvDim+kvOff:j*kvDim+kvOff+D], qh)
+				}
+				softmaxScaled(p[:n], scale)
+				o := out[(t*c.NHead+h)*D : (t*c.NHead+h+1)*D]
+				for j := range n {
+					pj := p[j]
+					vj := V[j*kvDim+kvOff : j*kvDim+kvOff+D]
+					for d := range o {
+						o[d] += float32(pj * vj[d])
+					}
+				}
+			}
+		}
+	}
+	if c.NHead*T*(f.pos0+T)*D < parallelMin {
+		work(0, c.NHead)
+	} else {
+		f.s.m.pool.Run(c.NHead, work)
+	}
+	return out
+}
+
+func addBias(x, b []float32) {
+	if b == nil {
+		return
+	}
+	for i := 0; i < len(x); i += len(b) {
+		addTo(x[i:i+len(b)], b)
+	}
+}
+
+// gatherRows returns the listed rows of x (rows of n values).
+func gatherRows(x []float32, rows []int, n int) []float32 {
+	out := make([]float32, len(rows)*n)
+	for r, i := range rows {
+		copy(out[r*n:(r+1)*n], x[i*n:(i+1)*n])
+	}
+	return out
+}

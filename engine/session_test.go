@@ -1,0 +1,170 @@
+package engine
+
+import (
+	"math"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func p3Tokens(t *testing.T) []int32 {
+	return loadLogitsGolden(t, "p3", "F32").TokenIDs
+}
+
+// TestThreadCountDoesNotChangeLogits: logits are bit-identical for any
+// number of threads, in both numerics.
+func TestThreadCountDoesNotChangeLogits(t *testing.T) {
+	ids := p3Tokens(t)
+	for _, c := range []struct {
+		variant  string
+		numerics Numerics
+	}{{"F32", Exact}, {"Q8_0", GGML}, {"Q4_0", Exact}} {
+		var ref [][]float32
+		for _, threads := range []int{1, 2, 3, 7} {
+			m := openModel(t, modelPath(c.variant), c.numerics, threads)
+			got := decodeAll(t, m, ids)
+			if ref == nil {
+				ref = got
+				continue
+			}
+			for i := range got {
+				for j := range got[i] {
+					if math.Float32bits(got[i][j]) != math.Float32bits(ref[i][j]) {
+						t.Fatalf("%s/%s: threads %d: row %d logit %d = %v, with 1 thread %v", c.variant, c.numerics, threads, i, j, got[i][j], ref[i][j])
+					}
+				}
+			}
+		}
+	}
+}
+
+// decodeChunks feeds ids in chunks of the given sizes and collects every row.
+func decodeChunks(t *testing.T, s *Session, ids []int32, sizes ...int) [][]float32 {
+	t.Helper()
+	var rows [][]float32
+	for _, n := range sizes {
+		chunk := ids[:n]
+		ids = ids[n:]
+		if err := s.Decode(chunk, nil, func(i int, l []float32) error {
+			rows = append(rows, slices.Clone(l))
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return rows
+}
+
+func maxAbsDiff(a, b [][]float32) float64 {
+	var d float64
+	for i := range a {
+		for j := range a[i] {
+			d = max(d, math.Abs(float64(a[i][j])-float64(b[i][j])))
+		}
+	}
+	return d
+}
+
+// TestSessionBatchingIsExact: one batch, token by token and two chunks give
+// bit-identical logits, because every value is computed per row in the same
+// order whatever the batch. Truncate and Reset rewind the KV cache.
+func TestSessionBatchingIsExact(t *testing.T) {
+	ids := loadLogitsGolden(t, "p2", "F32").TokenIDs
+	for _, numerics := range []Numerics{Exact, GGML} {
+		m := openModel(t, modelPath("Q8_0"), numerics, 2)
+		whole := decodeAll(t, m, ids)
+
+		ones := make([]int, len(ids))
+		for i := range ones {
+			ones[i] = 1
+		}
+		s := m.NewSession(64)
+		if d := maxAbsDiff(whole, decodeChunks(t, s, ids, ones...)); d != 0 {
+			t.Errorf("%s: token by token differs from one batch by %g", numerics, d)
+		}
+		s.Reset()
+		if s.Pos() != 0 {
+			t.Fatalf("Pos after Reset = %d", s.Pos())
+		}
+		if d := maxAbsDiff(whole, decodeChunks(t, s, ids, 5, len(ids)-5)); d != 0 {
+			t.Errorf("%s: two chunks differ from one batch by %g", numerics, d)
+		}
+		if s.Pos() != len(ids) {
+			t.Fatalf("Pos = %d, want %d", s.Pos(), len(ids))
+		}
+
+		// Rewind to 7 and decode a different continuation, then the
+		// original one again: it must reproduce rows 7.. exactly.
+		s.Truncate(7)
+		if s.Pos() != 7 {
+			t.Fatalf("Pos after Truncate(7) = %d", s.Pos())
+		}
+		decodeChunks(t, s, []int32{5, 6, 7}, 3)
+		s.Truncate(7)
+		again := decodeChunks(t, s, ids[7:], len(ids)-7)
+		if d := maxAbsDiff(whole[7:], again); d != 0 {
+			t.Errorf("%s: re-decoding after Truncate differs by %g", numerics, d)
+		}
+		s.Truncate(100) // beyond the end: no-op
+		if s.Pos() != len(ids) {
+			t.Errorf("Truncate beyond the end moved Pos to %d", s.Pos())
+		}
+	}
+}
+
+// TestDecodeWantSelectsRows: only requested rows are emitted, in order, and
+// equal the rows of a full decode (the last layer's FFN runs on them only).
+func TestDecodeWantSelectsRows(t *testing.T) {
+	ids := loadLogitsGolden(t, "p2", "F32").TokenIDs
+	m := openModel(t, modelPath("F16"), GGML, 2)
+	whole := decodeAll(t, m, ids)
+	s := m.NewSession(0)
+	var got []int
+	err := s.Decode(ids, func(i int) bool { return i%4 == 1 }, func(i int, l []float32) error {
+		got = append(got, i)
+		if !slices.Equal(l, whole[i]) {
+			t.Errorf("row %d differs from the full decode", i)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, []int{1, 5, 9}) {
+		t.Errorf("emitted rows %v, want [1 5 9]", got)
+	}
+	// No rows wanted: the cache still advances and later rows are right.
+	s.Reset()
+	if err := s.Decode(ids[:6], func(int) bool { return false }, nil); err != nil {
+		t.Fatal(err)
+	}
+	rest := decodeChunks(t, s, ids[6:], len(ids)-6)
+	if d := maxAbsDiff(whole[6:], rest); d != 0 {
+		t.Errorf("rows after a logits-free prefix differ by %g", d)
+	}
+}
+
+func TestDecodeErrors(t *testing.T) {
+	m := openModel(t, modelPath("F32"), Exact, 1)
+	s := m.NewSession(8)
+	emit := func(int, []float32) error { return nil }
+	if err := s.Decode([]int32{1, 2, 512}, nil, emit); err == nil || !strings.Contains(err.Error(), "token 512 (batch index 2)") {
+		t.Errorf("out-of-range token: err = %v", err)
+	}
+	if err := s.Decode([]int32{1, -1}, nil, emit); err == nil || !strings.Contains(err.Error(), "token -1") {
+		t.Errorf("negative token: err = %v", err)
+	}
+	if s.Pos() != 0 {
+		t.Fatalf("failed decodes moved Pos to %d", s.Pos())
+	}
+	if err := s.Decode(make([]int32, 6), nil, emit); err != nil {
+		t.Fatal(err)
+	}
+	err := s.Decode(make([]int32, 3), nil, emit)
+	if err == nil || !strings.Contains(err.Error(), "exceed the context of 8") {
+		t.Errorf("context overflow: err = %v", err)
+	}
+	if s.Pos() != 6 {
+		t.Errorf("Pos after overflow = %d, want 6", s.Pos())
+	}
+}
