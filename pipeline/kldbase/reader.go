@@ -75,8 +75,9 @@ func NewReader(ra io.ReaderAt, size int64, name string) (*Reader, error) {
 	if nVocab < 1 {
 		return nil, ferr("n_vocab", 12, "%d, want at least 1", nVocab)
 	}
-	if nChunk < 0 {
-		return nil, ferr("n_chunk", 16, "%d, want at least 0", nChunk)
+	// At least one chunk: then n_ctx and n_vocab are bounded by the file size.
+	if nChunk < 1 {
+		return nil, ferr("n_chunk", 16, "%d, want at least 1", nChunk)
 	}
 	want, ok := FileSize(int(nCtx), int(nVocab), int(nChunk))
 	if !ok || want != size {
@@ -89,7 +90,7 @@ func NewReader(ra io.ReaderAt, size int64, name string) (*Reader, error) {
 		recordsOffset: HeaderSize + 4*int64(nCtx)*int64(nChunk),
 	}
 	raw := make([]byte, 4*r.nCtx*r.nChunk)
-	if _, err := ra.ReadAt(raw, HeaderSize); err != nil {
+	if _, err := ra.ReadAt(raw, HeaderSize); err != nil && !(len(raw) == 0 && errors.Is(err, io.EOF)) {
 		return nil, fmt.Errorf("%s: reading tokens: %w", name, err)
 	}
 	r.tokens = make([]int32, r.nCtx*r.nChunk)
