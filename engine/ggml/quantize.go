@@ -8,7 +8,8 @@ import (
 
 // Quantize encodes src into dst as type t with ggml's reference weight
 // quantizers (quantize_row_*_ref in ggml-quants.c): F32, F16, BF16, Q4_0,
-// Q4_1, Q5_0, Q5_1, Q8_0, and the activation formats Q8_1 and Q8_K.
+// Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K (kquant.go), and the activation
+// formats Q8_1 and Q8_K.
 // len(dst) must be exactly RowBytes(t, len(src)).
 func Quantize(t Type, src []float32, dst []byte) error {
 	enc, ok := refQuantizers[t]

@@ -216,8 +216,8 @@ func TestQuantizeRoundTrip(t *testing.T) {
 }
 
 func TestQuantizeErrors(t *testing.T) {
-	if err := Quantize(Q4_K, make([]float32, 256), make([]byte, 144)); err == nil || !strings.Contains(err.Error(), "unsupported tensor type Q4_K") {
-		t.Errorf("Q4_K: err = %v", err)
+	if err := Quantize(Q2_K, make([]float32, 256), make([]byte, 84)); err == nil || !strings.Contains(err.Error(), "unsupported tensor type Q2_K") {
+		t.Errorf("Q2_K: err = %v", err)
 	}
 	if err := Quantize(Q8_0, make([]float32, 32), make([]byte, 30)); err == nil || !strings.Contains(err.Error(), "Q8_0: 30 bytes for 32 elements, want 34") {
 		t.Errorf("short dst: err = %v", err)
@@ -230,5 +230,39 @@ func TestQuantizeErrors(t *testing.T) {
 	}
 	if err := QuantizeActivations(Q4_0, make([]float32, 32), make([]byte, 18)); err == nil || !strings.Contains(err.Error(), "want 34") {
 		t.Errorf("Q4_0 activations into 18 bytes: err = %v", err)
+	}
+}
+
+// TestQuantizeKQuants checks the K-quant reference quantizers by their
+// reconstruction error on Gaussian rows with blocks of very different scales,
+// and that all-zero blocks encode as zeros.
+func TestQuantizeKQuants(t *testing.T) {
+	rng := rand.New(rand.NewPCG(10, 11))
+	// Relative RMS error limits: ggml's K-quants reach about 0.07 (Q4_K),
+	// 0.035 (Q5_K) and 0.018 (Q6_K) on Gaussian data.
+	limits := map[Type]float64{Q4_K: 0.09, Q5_K: 0.045, Q6_K: 0.025}
+	for _, typ := range []Type{Q4_K, Q5_K, Q6_K} {
+		x := randVec(rng, 4096)
+		for i := range x {
+			x[i] *= float32(math.Ldexp(1, i/256-8))
+		}
+		y := dequant(t, typ, quantize(t, typ, x))
+		for ib := 0; ib < len(x)/256; ib++ {
+			var se, ss float64
+			for j := 256 * ib; j < 256*ib+256; j++ {
+				e := float64(y[j] - x[j])
+				se += e * e
+				ss += float64(x[j]) * float64(x[j])
+			}
+			if rel := math.Sqrt(se / ss); rel > limits[typ] {
+				t.Errorf("%s block %d: relative RMS error %.4f > %.3f", typ, ib, rel, limits[typ])
+			}
+		}
+		zero := quantize(t, typ, make([]float32, 256))
+		for _, v := range dequant(t, typ, zero) {
+			if v != 0 {
+				t.Fatalf("%s of zeros dequantizes to %g", typ, v)
+			}
+		}
 	}
 }
