@@ -88,7 +88,10 @@ type EvalRequest struct {
 type Logits struct {
 	Index  int       `json:"index"` // index into EvalRequest.Tokens
 	Pos    int       `json:"pos"`   // absolute position in the session
-	Values []float32 `json:"-"`     // full vocabulary
+	// Values is the full vocabulary row. Inside a plugin it may alias the
+	// engine's buffer and is valid only during emit; rows a host receives
+	// through Client are freshly allocated.
+	Values []float32 `json:"-"`
 }
 
 // BenchRequest mirrors llama-bench: one test of NPrompt prompt tokens and/or

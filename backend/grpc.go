@@ -1,0 +1,255 @@
+package backend
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+
+	"google.golang.org/grpc"
+
+	"github.com/evalrun/evalrun/backend/internal/backendpb"
+)
+
+// NewGRPCServer registers b as the Backend service on s. Serve does this for
+// plugin mains; it is exported for tests and for embedding a backend in
+// another gRPC server.
+func NewGRPCServer(s *grpc.Server, b Backend) {
+	backendpb.RegisterBackendServer(s, &grpcServer{impl: b})
+}
+
+// NewGRPCClient returns a Backend that calls the Backend service on conn.
+func NewGRPCClient(conn grpc.ClientConnInterface) Backend {
+	return &grpcClient{pb: backendpb.NewBackendClient(conn)}
+}
+
+// grpcServer adapts a Backend to the generated service interface.
+type grpcServer struct {
+	backendpb.UnimplementedBackendServer
+	impl Backend
+}
+
+func (s *grpcServer) Describe(ctx context.Context, _ *backendpb.DescribeRequest) (*backendpb.DescribeResponse, error) {
+	info, err := s.impl.Describe(ctx)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &backendpb.DescribeResponse{
+		Name:         info.Name,
+		Version:      info.Version,
+		Device:       info.Device,
+		Capabilities: info.Capabilities,
+	}, nil
+}
+
+func (s *grpcServer) Load(ctx context.Context, in *backendpb.LoadRequest) (*backendpb.LoadResponse, error) {
+	req := LoadRequest{
+		ModelPath: in.ModelPath,
+		Threads:   int(in.Threads),
+		NCtx:      int(in.NCtx),
+	}
+	if in.OptionsJson != "" {
+		if err := json.Unmarshal([]byte(in.OptionsJson), &req.Options); err != nil {
+			return nil, toStatus(Errorf(ErrInvalidArgument, "options_json: not a JSON object: %v", err))
+		}
+	}
+	res, err := s.impl.Load(ctx, req)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	out := &backendpb.LoadResponse{
+		Model: &backendpb.ModelInfo{
+			Arch:      res.Model.Arch,
+			NVocab:    int64(res.Model.NVocab),
+			NParams:   res.Model.NParams,
+			NCtxTrain: int64(res.Model.NCtxTrain),
+			NLayer:    int64(res.Model.NLayer),
+			NEmbd:     int64(res.Model.NEmbd),
+			FileType:  res.Model.FileType,
+			SizeBytes: res.Model.SizeBytes,
+		},
+		PlanSummary: res.PlanSummary,
+		LoadNs:      res.LoadNS,
+		WarmupNs:    res.WarmupNS,
+		MemoryBytes: res.MemoryBytes,
+	}
+	for _, p := range res.Plan {
+		out.Plan = append(out.Plan, &backendpb.PlanEntry{Op: p.Op, Device: p.Device, Shape: p.Shape, Reason: p.Reason})
+	}
+	return out, nil
+}
+
+func (s *grpcServer) Eval(in *backendpb.EvalRequest, stream grpc.ServerStreamingServer[backendpb.EvalChunk]) error {
+	req := EvalRequest{
+		Session:    in.Session,
+		Pos:        int(in.Pos),
+		Tokens:     in.Tokens,
+		LogitsFrom: int(in.LogitsFrom),
+	}
+	var buf []byte // reused: Send serializes the message before it returns
+	err := s.impl.Eval(stream.Context(), req, func(l Logits) error {
+		buf = encodeFloats(buf[:0], l.Values)
+		return stream.Send(&backendpb.EvalChunk{Index: int64(l.Index), Pos: int64(l.Pos), Logits: buf})
+	})
+	return toStatus(err)
+}
+
+func (s *grpcServer) Bench(ctx context.Context, in *backendpb.BenchRequest) (*backendpb.BenchResponse, error) {
+	res, err := s.impl.Bench(ctx, BenchRequest{
+		NPrompt: int(in.NPrompt),
+		NGen:    int(in.NGen),
+		Reps:    int(in.Reps),
+		Warmup:  in.Warmup,
+		Seed:    in.Seed,
+		NBatch:  int(in.NBatch),
+	})
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &backendpb.BenchResponse{
+		NPrompt:   int64(res.NPrompt),
+		NGen:      int64(res.NGen),
+		SamplesNs: res.SamplesNS,
+		WarmupNs:  res.WarmupNS,
+	}, nil
+}
+
+func (s *grpcServer) Close(ctx context.Context, _ *backendpb.CloseRequest) (*backendpb.CloseResponse, error) {
+	if err := s.impl.Close(ctx); err != nil {
+		return nil, toStatus(err)
+	}
+	return &backendpb.CloseResponse{}, nil
+}
+
+// grpcClient implements Backend over the generated client.
+type grpcClient struct {
+	pb backendpb.BackendClient
+}
+
+func (c *grpcClient) Describe(ctx context.Context) (Info, error) {
+	r, err := c.pb.Describe(ctx, &backendpb.DescribeRequest{})
+	if err != nil {
+		return Info{}, fromStatus(err)
+	}
+	return Info{Name: r.Name, Version: r.Version, Device: r.Device, Capabilities: r.Capabilities}, nil
+}
+
+func (c *grpcClient) Load(ctx context.Context, req LoadRequest) (LoadResult, error) {
+	in := &backendpb.LoadRequest{
+		ModelPath: req.ModelPath,
+		Threads:   int64(req.Threads),
+		NCtx:      int64(req.NCtx),
+	}
+	if req.Options != nil {
+		js, err := json.Marshal(req.Options)
+		if err != nil {
+			return LoadResult{}, Errorf(ErrInvalidArgument, "options: cannot encode as JSON: %v", err)
+		}
+		in.OptionsJson = string(js)
+	}
+	r, err := c.pb.Load(ctx, in)
+	if err != nil {
+		return LoadResult{}, fromStatus(err)
+	}
+	res := LoadResult{
+		PlanSummary: r.PlanSummary,
+		LoadNS:      r.LoadNs,
+		WarmupNS:    r.WarmupNs,
+		MemoryBytes: r.MemoryBytes,
+	}
+	if m := r.Model; m != nil {
+		res.Model = ModelInfo{
+			Arch:      m.Arch,
+			NVocab:    int(m.NVocab),
+			NParams:   m.NParams,
+			NCtxTrain: int(m.NCtxTrain),
+			NLayer:    int(m.NLayer),
+			NEmbd:     int(m.NEmbd),
+			FileType:  m.FileType,
+			SizeBytes: m.SizeBytes,
+		}
+	}
+	for _, p := range r.Plan {
+		res.Plan = append(res.Plan, PlanEntry{Op: p.Op, Device: p.Device, Shape: p.Shape, Reason: p.Reason})
+	}
+	return res, nil
+}
+
+func (c *grpcClient) Eval(ctx context.Context, req EvalRequest, emit func(Logits) error) error {
+	// Cancelling tells the plugin to stop when emit gives up early.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := c.pb.Eval(ctx, &backendpb.EvalRequest{
+		Session:    req.Session,
+		Pos:        int64(req.Pos),
+		Tokens:     req.Tokens,
+		LogitsFrom: int64(req.LogitsFrom),
+	})
+	if err != nil {
+		return fromStatus(err)
+	}
+	for {
+		chunk, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fromStatus(err)
+		}
+		values, err := decodeFloats(chunk.Logits)
+		if err != nil {
+			return fmt.Errorf("eval chunk %d (pos %d): logits: %w", chunk.Index, chunk.Pos, err)
+		}
+		if err := emit(Logits{Index: int(chunk.Index), Pos: int(chunk.Pos), Values: values}); err != nil {
+			return err
+		}
+	}
+}
+
+func (c *grpcClient) Bench(ctx context.Context, req BenchRequest) (BenchResult, error) {
+	r, err := c.pb.Bench(ctx, &backendpb.BenchRequest{
+		NPrompt: int64(req.NPrompt),
+		NGen:    int64(req.NGen),
+		Reps:    int64(req.Reps),
+		Warmup:  req.Warmup,
+		Seed:    req.Seed,
+		NBatch:  int64(req.NBatch),
+	})
+	if err != nil {
+		return BenchResult{}, fromStatus(err)
+	}
+	return BenchResult{
+		NPrompt:   int(r.NPrompt),
+		NGen:      int(r.NGen),
+		SamplesNS: r.SamplesNs,
+		WarmupNS:  r.WarmupNs,
+	}, nil
+}
+
+func (c *grpcClient) Close(ctx context.Context) error {
+	_, err := c.pb.Close(ctx, &backendpb.CloseRequest{})
+	return fromStatus(err)
+}
+
+// encodeFloats appends v as little-endian float32 bytes.
+func encodeFloats(dst []byte, v []float32) []byte {
+	for _, f := range v {
+		dst = binary.LittleEndian.AppendUint32(dst, math.Float32bits(f))
+	}
+	return dst
+}
+
+// decodeFloats reads little-endian float32 bytes into a new slice.
+func decodeFloats(b []byte) ([]float32, error) {
+	if len(b)%4 != 0 {
+		return nil, fmt.Errorf("%d bytes is not a whole number of float32 values", len(b))
+	}
+	v := make([]float32, len(b)/4)
+	for i := range v {
+		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return v, nil
+}

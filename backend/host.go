@@ -1,0 +1,427 @@
+package backend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// ErrKilled is returned by calls on a Client after Kill.
+var ErrKilled = errors.New("plugin was killed")
+
+// LaunchConfig says how to start a plugin.
+type LaunchConfig struct {
+	Path string   // the plugin binary (see FindPlugin)
+	Args []string // extra command-line arguments
+	Env  []string // extra environment ("KEY=value"), on top of the host's
+	// Logger receives the plugin's log lines (named after the binary) and
+	// go-plugin's own messages. Nil discards them.
+	Logger hclog.Logger
+	// StartTimeout bounds the handshake (default 1 minute).
+	StartTimeout time.Duration
+	// Stderr receives the plugin's raw stderr (its JSON log lines, panics)
+	// and anything it prints on stdout or stderr after the handshake.
+	Stderr io.Writer
+	// Reattach connects to an already running plugin instead of starting
+	// Path (go-plugin's reattach; used by in-process tests and debugging).
+	Reattach *plugin.ReattachConfig
+}
+
+// StderrTailLines is how many of its last stderr lines a crashed plugin's
+// error carries.
+const StderrTailLines = 20
+
+// crashGrace is how long a failed call waits for the process to be reaped
+// before deciding the plugin is merely unreachable rather than dead.
+const crashGrace = 2 * time.Second
+
+// Client is a running plugin. It implements Backend; per-call timeouts are
+// the caller's ctx (a hung call returns context.DeadlineExceeded and the
+// plugin can then be killed). Calls on a plugin that died return a
+// *CrashError (errors.Is(err, ErrCrashed)).
+type Client struct {
+	name    string
+	pc      *plugin.Client
+	backend Backend
+	done    <-chan struct{} // closed when the plugin process exits
+	cmd     *exec.Cmd       // nil when reattached
+	pid     int
+	tail    *tailBuffer
+
+	hung     atomic.Bool // a call ran into its deadline: Kill need not be gentle
+	killed   atomic.Bool
+	killOnce sync.Once
+	release  chan struct{} // frees the OS thread that started the plugin
+}
+
+var _ Backend = (*Client)(nil)
+
+// Launch starts the plugin at cfg.Path (or reattaches), performs the
+// handshake and returns the connected Client. ctx bounds the start.
+func Launch(ctx context.Context, cfg LaunchConfig) (*Client, error) {
+	if cfg.Path == "" && cfg.Reattach == nil {
+		return nil, errors.New("launch plugin: no path given")
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = hclog.NewNullLogger()
+	}
+	c := &Client{
+		name:    filepath.Base(cfg.Path),
+		tail:    newTailBuffer(StderrTailLines),
+		release: make(chan struct{}),
+	}
+	stderr := cfg.Stderr
+	if stderr == nil {
+		stderr = io.Discard
+	}
+	plugins := plugin.PluginSet{PluginName: &Plugin{}}
+	pcfg := &plugin.ClientConfig{
+		HandshakeConfig:  Handshake,
+		VersionedPlugins: map[int]plugin.PluginSet{ProtocolVersion: plugins},
+		Plugins:          plugins, // reattaching skips version negotiation
+		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
+		Managed:          true,
+		StartTimeout:     cfg.StartTimeout,
+		Logger:           logger,
+		// Each source gets its own line splitter so interleaved writes
+		// cannot merge half lines in the tail.
+		Stderr:     io.MultiWriter(stderr, c.tail.source()),
+		SyncStdout: io.MultiWriter(stderr, c.tail.source()),
+		SyncStderr: io.MultiWriter(stderr, c.tail.source()),
+	}
+	if cfg.Reattach != nil {
+		pcfg.Reattach = cfg.Reattach
+		c.pid = cfg.Reattach.Pid
+		if c.name == "." {
+			c.name = "reattached plugin"
+		}
+	} else {
+		if _, err := os.Stat(cfg.Path); err != nil {
+			return nil, fmt.Errorf("launch plugin: %w", err)
+		}
+		cmd := exec.Command(cfg.Path, cfg.Args...)
+		// The host environment first so cfg.Env wins (exec keeps the last
+		// duplicate); go-plugin then appends its handshake variables.
+		cmd.Env = append(os.Environ(), cfg.Env...)
+		pcfg.SkipHostEnv = true
+		killWithParent(cmd)
+		c.cmd = cmd
+		pcfg.Cmd = cmd
+	}
+	c.pc = plugin.NewClient(pcfg)
+
+	type started struct {
+		raw any
+		err error
+	}
+	result := make(chan started, 1)
+	go func() {
+		// Pdeathsig fires when the thread that forked the plugin exits, and Go
+		// ends threads whose goroutine exits locked; keep this one locked and
+		// alive until the plugin is gone so the signal means "host died".
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		rpc, err := c.pc.Client()
+		if err != nil {
+			result <- started{err: err}
+			return
+		}
+		raw, err := rpc.Dispense(PluginName)
+		result <- started{raw: raw, err: err}
+		if err != nil {
+			return
+		}
+		d, _ := raw.(*dispensed)
+		if d == nil {
+			return
+		}
+		select {
+		case <-d.done:
+		case <-c.release:
+		}
+	}()
+
+	var r started
+	select {
+	case r = <-result:
+	case <-ctx.Done():
+		go c.pc.Kill()
+		return nil, fmt.Errorf("launch plugin %s: %w", c.name, ctx.Err())
+	}
+	if r.err != nil {
+		c.pc.Kill()
+		return nil, fmt.Errorf("launch plugin %s: %w%s", c.name, r.err, c.tail.suffix())
+	}
+	d, ok := r.raw.(*dispensed)
+	if !ok {
+		c.pc.Kill()
+		return nil, fmt.Errorf("launch plugin %s: unexpected client type %T", c.name, r.raw)
+	}
+	c.backend, c.done = d.Backend, d.done
+	if c.cmd != nil && c.cmd.Process != nil {
+		c.pid = c.cmd.Process.Pid
+	}
+	return c, nil
+}
+
+// Pid is the plugin's process id.
+func (c *Client) Pid() int { return c.pid }
+
+// Exited reports whether the plugin process has ended (crashed or killed).
+func (c *Client) Exited() bool { return c.pc.Exited() }
+
+// ExitCode is the plugin's exit code, or -1 while it runs, when it was
+// killed by a signal, or when it was reattached.
+func (c *Client) ExitCode() int {
+	if ps := c.processState(); ps != nil {
+		return ps.ExitCode()
+	}
+	return -1
+}
+
+// ExitErr describes how the plugin ended ("exit status 3", "signal:
+// killed"); nil while it runs, after a clean exit, or when reattached.
+func (c *Client) ExitErr() error {
+	ps := c.processState()
+	if ps == nil || ps.Success() {
+		return nil
+	}
+	return errors.New(ps.String())
+}
+
+func (c *Client) processState() *os.ProcessState {
+	// go-plugin reaps the process and then marks it exited under its lock,
+	// so once Exited is true ProcessState is written and safe to read.
+	if c.cmd == nil || !c.pc.Exited() {
+		return nil
+	}
+	return c.cmd.ProcessState
+}
+
+// StderrTail returns the last lines the plugin wrote to stderr (or stdout).
+func (c *Client) StderrTail() []string { return c.tail.lines() }
+
+// Kill stops the plugin: gracefully if it responds, otherwise (or after a
+// call hit its deadline) with SIGKILL. It blocks until the process is gone
+// and may be called more than once.
+func (c *Client) Kill() {
+	c.killOnce.Do(func() {
+		c.killed.Store(true)
+		if c.hung.Load() {
+			c.forceKill()
+		}
+		done := make(chan struct{})
+		go func() {
+			c.pc.Kill()
+			close(done)
+		}()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			// A stopped or wedged plugin can block the graceful shutdown RPC.
+			c.forceKill()
+			<-done
+		}
+		close(c.release)
+	})
+}
+
+func (c *Client) forceKill() {
+	if c.cmd != nil && c.cmd.Process != nil {
+		_ = c.cmd.Process.Kill()
+	}
+}
+
+// Describe implements Backend.
+func (c *Client) Describe(ctx context.Context) (Info, error) {
+	if err := c.usable("Describe"); err != nil {
+		return Info{}, err
+	}
+	info, err := c.backend.Describe(ctx)
+	return info, c.callErr(ctx, "Describe", err)
+}
+
+// Load implements Backend.
+func (c *Client) Load(ctx context.Context, req LoadRequest) (LoadResult, error) {
+	if err := c.usable("Load"); err != nil {
+		return LoadResult{}, err
+	}
+	res, err := c.backend.Load(ctx, req)
+	return res, c.callErr(ctx, "Load", err)
+}
+
+// Eval implements Backend. An error returned by emit ends the call and is
+// returned as is.
+func (c *Client) Eval(ctx context.Context, req EvalRequest, emit func(Logits) error) error {
+	if err := c.usable("Eval"); err != nil {
+		return err
+	}
+	var emitErr error
+	err := c.backend.Eval(ctx, req, func(l Logits) error {
+		emitErr = emit(l)
+		return emitErr
+	})
+	if err != nil && err == emitErr {
+		return err
+	}
+	return c.callErr(ctx, "Eval", err)
+}
+
+// Bench implements Backend.
+func (c *Client) Bench(ctx context.Context, req BenchRequest) (BenchResult, error) {
+	if err := c.usable("Bench"); err != nil {
+		return BenchResult{}, err
+	}
+	res, err := c.backend.Bench(ctx, req)
+	return res, c.callErr(ctx, "Bench", err)
+}
+
+// Close implements Backend: it releases the model; the process keeps
+// running until Kill.
+func (c *Client) Close(ctx context.Context) error {
+	if err := c.usable("Close"); err != nil {
+		return err
+	}
+	return c.callErr(ctx, "Close", c.backend.Close(ctx))
+}
+
+// usable fails fast on a plugin that is already gone.
+func (c *Client) usable(op string) error {
+	if c.killed.Load() {
+		return fmt.Errorf("%s: %s: %w", c.name, op, ErrKilled)
+	}
+	select {
+	case <-c.done:
+		return c.crashError(op, nil)
+	default:
+		return nil
+	}
+}
+
+// callErr classifies a failed call: the caller's deadline, a crash, or the
+// plugin's own error (returned unchanged, so its kind and text survive).
+func (c *Client) callErr(ctx context.Context, op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
+		if errors.Is(err, context.DeadlineExceeded) {
+			c.hung.Store(true)
+		}
+		return fmt.Errorf("%s: %s: %w", c.name, op, ctx.Err())
+	}
+	if c.killed.Load() {
+		return fmt.Errorf("%s: %s: %w", c.name, op, ErrKilled)
+	}
+	// A dead plugin shows up as a transport error; give the reaper a
+	// moment so the exit status and the last stderr lines are known.
+	if code := status.Code(err); code == codes.Unavailable || code == codes.Internal || code == codes.Canceled {
+		select {
+		case <-c.done:
+			return c.crashError(op, err)
+		case <-time.After(crashGrace):
+		}
+	}
+	select {
+	case <-c.done:
+		return c.crashError(op, err)
+	default:
+		return err
+	}
+}
+
+func (c *Client) crashError(op string, cause error) error {
+	e := &CrashError{Plugin: c.name, Pid: c.pid, Op: op, ExitCode: c.ExitCode(), Stderr: c.tail.lines(), Cause: cause}
+	if ee := c.ExitErr(); ee != nil {
+		e.Status = ee.Error()
+	} else if ps := c.processState(); ps != nil {
+		e.Status = ps.String()
+	}
+	return e
+}
+
+// CrashError reports a plugin process that died. errors.Is(err, ErrCrashed).
+type CrashError struct {
+	Plugin   string
+	Pid      int
+	Op       string   // the call that found it dead
+	ExitCode int      // -1 if unknown or killed by a signal
+	Status   string   // e.g. "exit status 3", "signal: segmentation fault"
+	Stderr   []string // its last stderr lines
+	Cause    error    // the transport error, if any
+}
+
+func (e *CrashError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "plugin %s (pid %d) crashed during %s", e.Plugin, e.Pid, e.Op)
+	if e.Status != "" {
+		fmt.Fprintf(&b, ": %s", e.Status)
+	}
+	if len(e.Stderr) > 0 {
+		b.WriteString("; last stderr lines:")
+		for _, l := range e.Stderr {
+			b.WriteString("\n  ")
+			b.WriteString(l)
+		}
+	}
+	return b.String()
+}
+
+// Is makes errors.Is(err, ErrCrashed) true.
+func (e *CrashError) Is(target error) bool { return target == ErrCrashed }
+
+// Unwrap returns the transport error.
+func (e *CrashError) Unwrap() error { return e.Cause }
+
+// PluginPrefix starts the file name of every plugin binary.
+const PluginPrefix = "evalrun-plugin-"
+
+// FindPlugin returns the path of the plugin binary evalrun-plugin-<name>,
+// searching dirs in order and then the directory of the running executable.
+func FindPlugin(name string, dirs ...string) (string, error) {
+	if name == "" || strings.ContainsAny(name, `/\`) || name == "." || name == ".." {
+		return "", fmt.Errorf("find plugin: invalid name %q", name)
+	}
+	file := PluginPrefix + name
+	if runtime.GOOS == "windows" {
+		file += ".exe"
+	}
+	if exe, err := os.Executable(); err == nil {
+		dirs = append(dirs[:len(dirs):len(dirs)], filepath.Dir(exe))
+	}
+	var looked []string
+	for _, dir := range dirs {
+		if dir == "" {
+			continue
+		}
+		p := filepath.Join(dir, file)
+		looked = append(looked, dir)
+		st, err := os.Stat(p)
+		if err != nil || st.IsDir() {
+			continue
+		}
+		if runtime.GOOS != "windows" && st.Mode().Perm()&0o111 == 0 {
+			return "", fmt.Errorf("find plugin %q: %s is not executable", name, p)
+		}
+		if abs, err := filepath.Abs(p); err == nil {
+			p = abs
+		}
+		return p, nil
+	}
+	return "", fmt.Errorf("find plugin %q: no %s in %s", name, file, strings.Join(looked, ", "))
+}

@@ -1,0 +1,134 @@
+package backend
+
+import (
+	"context"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
+)
+
+// Handshake is the go-plugin handshake shared by the host and every plugin.
+// The cookie only stops a plugin binary from being run by hand by mistake; it
+// is not a security measure.
+var Handshake = plugin.HandshakeConfig{
+	ProtocolVersion:  ProtocolVersion,
+	MagicCookieKey:   "EVALRUN_PLUGIN",
+	MagicCookieValue: "9f1c3e0b7a5d4c2e8b6f0a1d3c5e7f90",
+}
+
+// PluginName is the name the Backend service is dispensed under.
+const PluginName = "backend"
+
+// MaxMessageSize is the receive limit of the plugin's gRPC server. gRPC's
+// default of 4 MiB is too small for long token requests; the host side already
+// accepts messages up to 2 GiB.
+const MaxMessageSize = 256 << 20
+
+// LogLevelEnv names the environment variable that sets a plugin's log level
+// (trace, debug, info, warn, error; default info).
+const LogLevelEnv = "EVALRUN_PLUGIN_LOG_LEVEL"
+
+// Plugin is the go-plugin glue for the Backend service. Plugin mains pass an
+// Impl through Serve; the host uses the zero value.
+type Plugin struct {
+	plugin.NetRPCUnsupportedPlugin
+	Impl Backend
+}
+
+var _ plugin.GRPCPlugin = (*Plugin)(nil)
+
+// GRPCServer registers Impl on the plugin's gRPC server.
+func (p *Plugin) GRPCServer(_ *plugin.GRPCBroker, s *grpc.Server) error {
+	NewGRPCServer(s, p.Impl)
+	return nil
+}
+
+// GRPCClient returns the host's Backend. ctx ends when the plugin process
+// exits, which is how the host notices a crash without polling.
+func (p *Plugin) GRPCClient(ctx context.Context, _ *plugin.GRPCBroker, c *grpc.ClientConn) (any, error) {
+	return &dispensed{Backend: NewGRPCClient(c), done: ctx.Done()}, nil
+}
+
+type dispensed struct {
+	Backend
+	done <-chan struct{}
+}
+
+// NewPluginLogger returns the logger a plugin should use: JSON lines on the
+// process's real stderr, which go-plugin forwards into the host's logger with
+// their levels. Create it before Serve: Serve redirects os.Stderr afterwards.
+func NewPluginLogger(name string) hclog.Logger {
+	level := hclog.Info
+	if s := os.Getenv(LogLevelEnv); s != "" {
+		if l := hclog.LevelFromString(strings.TrimSpace(s)); l != hclog.NoLevel {
+			level = l
+		}
+	}
+	return hclog.New(&hclog.LoggerOptions{
+		Name:       name,
+		Level:      level,
+		Output:     os.Stderr,
+		JSONFormat: true,
+	})
+}
+
+// ServeOption adjusts Serve.
+type ServeOption func(*serveConfig)
+
+type serveConfig struct {
+	logger        hclog.Logger
+	test          *plugin.ServeTestConfig
+	watchInterval time.Duration
+}
+
+// WithLogger sets the plugin's logger (default NewPluginLogger("")).
+func WithLogger(l hclog.Logger) ServeOption { return func(c *serveConfig) { c.logger = l } }
+
+// WithTestConfig serves in go-plugin's in-process test mode: the host
+// connects with LaunchConfig.Reattach set to the config sent on
+// tc.ReattachConfigCh. The parent watchdog is off in this mode.
+func WithTestConfig(tc *plugin.ServeTestConfig) ServeOption {
+	return func(c *serveConfig) { c.test = tc }
+}
+
+// Serve runs b as a plugin until the host disconnects. Call it from a plugin
+// main and write nothing to stdout before it: stdout carries the handshake.
+// The plugin exits by itself if the host process dies.
+func Serve(b Backend, opts ...ServeOption) {
+	cfg := serveConfig{watchInterval: 500 * time.Millisecond}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.logger == nil {
+		cfg.logger = NewPluginLogger("")
+	}
+	if cfg.test == nil {
+		go watchParent(os.Getppid(), cfg.watchInterval, cfg.logger)
+	}
+	plugin.Serve(&plugin.ServeConfig{
+		HandshakeConfig:  Handshake,
+		VersionedPlugins: map[int]plugin.PluginSet{ProtocolVersion: {PluginName: &Plugin{Impl: b}}},
+		GRPCServer: func(o []grpc.ServerOption) *grpc.Server {
+			return grpc.NewServer(append(o, grpc.MaxRecvMsgSize(MaxMessageSize))...)
+		},
+		Logger: cfg.logger,
+		Test:   cfg.test,
+	})
+}
+
+// watchParent exits the plugin once it has been re-parented, i.e. the host
+// died without killing it (SIGKILL of the host, or a host on an OS without
+// Pdeathsig): an orphaned plugin would otherwise keep its model in memory.
+func watchParent(ppid int, every time.Duration, log hclog.Logger) {
+	for {
+		time.Sleep(every)
+		if os.Getppid() != ppid {
+			log.Error("host process is gone; exiting", "host_pid", ppid)
+			os.Exit(2)
+		}
+	}
+}
