@@ -86,8 +86,8 @@ type EvalRequest struct {
 
 // Logits is one streamed row.
 type Logits struct {
-	Index  int       `json:"index"` // index into EvalRequest.Tokens
-	Pos    int       `json:"pos"`   // absolute position in the session
+	Index int `json:"index"` // index into EvalRequest.Tokens
+	Pos   int `json:"pos"`   // absolute position in the session
 	// Values is the full vocabulary row. Inside a plugin it may alias the
 	// engine's buffer and is valid only during emit; rows a host receives
 	// through Client are freshly allocated.
