@@ -23,18 +23,6 @@ func init() {
 	}
 }
 
-// bpeBigram is a candidate merge of two adjacent symbols (llm_bigram_bpe).
-type bpeBigram struct {
-	left, right int
-	rank        int32
-	size        int
-}
-
-// bpeBefore: lowest merge rank first, then the leftmost pair.
-func bpeBefore(a, b bpeBigram) bool {
-	return a.rank < b.rank || (a.rank == b.rank && a.left < b.left)
-}
-
 // bpeEncode is llm_tokenizer_bpe_session::tokenize for one text fragment:
 // pre-tokenize into words, byte-encode them, merge each word by rank.
 func (t *Tokenizer) bpeEncode(text string, out []int32) []int32 {
@@ -62,7 +50,7 @@ func (t *Tokenizer) bpeWord(word string, out []int32) []int32 {
 		offs += n
 	}
 
-	queue := make([]bpeBigram, 0, len(syms))
+	queue := make(mergeQueue, 0, len(syms))
 	push := func(left, right int) {
 		if left < 0 || right < 0 {
 			return
@@ -72,28 +60,31 @@ func (t *Tokenizer) bpeWord(word string, out []int32) []int32 {
 		if !ok {
 			return
 		}
-		queue = heapPush(queue, bpeBigram{left: left, right: right, rank: rank, size: l.n + r.n}, bpeBefore)
+		queue.push(candidate{key: bpeKey(rank, left), size: int32(l.n + r.n)})
 	}
 	for i := 1; i < len(syms); i++ {
 		push(i-1, i)
 	}
 	for len(queue) > 0 {
-		var b bpeBigram
-		queue, b = heapPop(queue, bpeBefore)
-		l, r := &syms[b.left], &syms[b.right]
-		// Both sides start where they did when the pair was queued, so an
-		// unchanged total size means an unchanged text.
-		if l.n == 0 || r.n == 0 || l.n+r.n != b.size {
+		b := queue.pop()
+		left := b.left()
+		l := &syms[left]
+		if l.n == 0 || l.next < 0 {
+			continue
+		}
+		// Stale pairs, as in spmEncode: same start, so same size = same text.
+		r := &syms[l.next]
+		if r.n == 0 || l.n+r.n != int(b.size) {
 			continue
 		}
 		l.n += r.n
 		r.n = 0
 		l.next = r.next
 		if r.next >= 0 {
-			syms[r.next].prev = b.left
+			syms[r.next].prev = left
 		}
-		push(l.prev, b.left)
-		push(b.left, l.next)
+		push(l.prev, left)
+		push(left, l.next)
 	}
 
 	for i := 0; i != -1 && len(syms) > 0; i = syms[i].next {

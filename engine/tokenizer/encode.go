@@ -111,19 +111,6 @@ type spmSymbol struct {
 	prev, next int
 }
 
-// spmBigram is a candidate merge of two adjacent symbols.
-type spmBigram struct {
-	left, right int
-	score       float32
-	size        int
-}
-
-// spmBefore is llm_bigram_spm's priority: higher score first, then the
-// leftmost pair.
-func spmBefore(a, b spmBigram) bool {
-	return a.score > b.score || (a.score == b.score && a.left < b.left)
-}
-
 // spmEncode is llm_tokenizer_spm_session::tokenize on whitespace-escaped
 // text: start from UTF-8 characters and repeatedly merge the adjacent pair
 // whose concatenation is the highest-scoring token; whatever is left that is
@@ -144,38 +131,47 @@ func (t *Tokenizer) spmEncode(text string, out []int32) []int32 {
 		offs += n
 	}
 
-	queue := make([]spmBigram, 0, len(syms))
+	queue := make(mergeQueue, 0, len(syms))
 	push := func(left, right int) {
 		if left < 0 || right < 0 {
 			return
 		}
 		l := syms[left]
 		size := l.n + syms[right].n
+		if size > t.maxTokenLen {
+			return // cannot be a token: skip the lookup
+		}
 		id, ok := t.ids[text[l.start:l.start+size]]
 		if !ok {
 			return
 		}
-		queue = heapPush(queue, spmBigram{left: left, right: right, score: t.scores[id], size: size}, spmBefore)
+		queue.push(candidate{key: spmKey(t.scores[id], left), size: int32(size)})
 	}
 	for i := 1; i < len(syms); i++ {
 		push(i-1, i)
 	}
 	for len(queue) > 0 {
-		var b spmBigram
-		queue, b = heapPop(queue, spmBefore)
-		l, r := &syms[b.left], &syms[b.right]
-		// Skip pairs made stale by an earlier merge of either side.
-		if l.n == 0 || r.n == 0 || l.n+r.n != b.size {
+		b := queue.pop()
+		left := b.left()
+		l := &syms[left]
+		if l.n == 0 || l.next < 0 {
+			continue
+		}
+		// Skip pairs made stale by an earlier merge of either side: the
+		// right symbol of a live pair is still the next one, and both keep
+		// their start, so an unchanged total size means an unchanged pair.
+		r := &syms[l.next]
+		if r.n == 0 || l.n+r.n != int(b.size) {
 			continue
 		}
 		l.n += r.n
 		r.n = 0
 		l.next = r.next
 		if r.next >= 0 {
-			syms[r.next].prev = b.left
+			syms[r.next].prev = left
 		}
-		push(l.prev, b.left)
-		push(b.left, l.next)
+		push(l.prev, left)
+		push(left, l.next)
 	}
 
 	for i := 0; i != -1; i = syms[i].next {
@@ -212,44 +208,4 @@ func utf8Len(b byte) int {
 		return 3
 	}
 	return 4
-}
-
-// heapPush and heapPop keep q as a binary heap whose first element is the
-// one that goes before all others.
-func heapPush[T any](q []T, x T, before func(a, b T) bool) []T {
-	q = append(q, x)
-	i := len(q) - 1
-	for i > 0 {
-		p := (i - 1) / 2
-		if !before(q[i], q[p]) {
-			break
-		}
-		q[i], q[p] = q[p], q[i]
-		i = p
-	}
-	return q
-}
-
-func heapPop[T any](q []T, before func(a, b T) bool) ([]T, T) {
-	top := q[0]
-	last := len(q) - 1
-	q[0] = q[last]
-	q = q[:last]
-	i := 0
-	for {
-		l := 2*i + 1
-		if l >= len(q) {
-			break
-		}
-		m := l
-		if r := l + 1; r < len(q) && before(q[r], q[l]) {
-			m = r
-		}
-		if !before(q[m], q[i]) {
-			break
-		}
-		q[i], q[m] = q[m], q[i]
-		i = m
-	}
-	return q, top
 }

@@ -117,8 +117,9 @@ type Tokenizer struct {
 
 	// special holds the CONTROL, USER_DEFINED and UNKNOWN tokens, longest
 	// text first: the order in which text is searched for them.
-	special []int32
-	pieces  [][]byte // llama_token_to_piece(id, lstrip=0, special=false)
+	special     []int32
+	pieces      [][]byte // llama_token_to_piece(id, lstrip=0, special=false)
+	maxTokenLen int      // longest token text in bytes
 
 	// SPM
 	byteTokens [256]int32 // <0xXX> (or the 1-byte token) per byte, None if absent
@@ -192,6 +193,7 @@ func New(v Vocab) (*Tokenizer, error) {
 		}
 		t.ids[s] = int32(i)
 		t.tokens[i] = s
+		t.maxTokenLen = max(t.maxTokenLen, len(s))
 		if v.Scores != nil {
 			t.scores[i] = v.Scores[i]
 		}
