@@ -2,6 +2,7 @@ package tokenizer
 
 import (
 	"bufio"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"os"
@@ -122,4 +123,47 @@ func TestGoldenStories260K(t *testing.T) {
 		}
 	}
 	t.Logf("llama.cpp goldens: %d of %d lines match (ids, detokenized, detokenized_remove_special, pieces)", matched, len(cases))
+}
+
+// TestGoldenPerplexityText checks the 6 KB story text against the tokens
+// llama-perplexity stored in its KL-divergence base file (the text's first
+// n_chunk*n_ctx tokens, BOS included) and the README's total of 3137.
+func TestGoldenPerplexityText(t *testing.T) {
+	tok := storiesTokenizer(t)
+	text, err := os.ReadFile("../../testdata/llamacpp/perplexity/kld-text.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := os.ReadFile("../../testdata/llamacpp/perplexity/stories260K-F32.default.c128.kld")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(base) < 20 || string(base[:8]) != "_logits_" {
+		t.Fatalf("kld base: bad header")
+	}
+	nCtx := int(binary.LittleEndian.Uint32(base[8:]))
+	nChunk := int(int32(binary.LittleEndian.Uint32(base[16:])))
+	n := nCtx * nChunk
+	if n <= 0 || len(base) < 20+4*n {
+		t.Fatalf("kld base: n_ctx %d, n_chunk %d, %d bytes", nCtx, nChunk, len(base))
+	}
+	want := make([]int32, n)
+	for i := range want {
+		want[i] = int32(binary.LittleEndian.Uint32(base[20+4*i:]))
+	}
+	got := tok.Encode(string(text), true)
+	if len(got) != 3137 {
+		t.Errorf("%d tokens, want 3137", len(got))
+	}
+	if len(got) < n {
+		t.Fatalf("%d tokens, fewer than the %d in the base file", len(got), n)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("token %d = %d, llama-perplexity has %d (of %d compared)", i, got[i], want[i], n)
+		}
+	}
+	if d := tok.Decode(got, true); d != " "+string(text) {
+		t.Errorf("Decode(Encode(text, true), true) differs from \" \" + text")
+	}
 }
