@@ -3,6 +3,7 @@ package tokenizer
 import (
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -263,5 +264,38 @@ func TestNewErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: err = %v, want it to contain %q", c.name, err, c.want)
 		}
+	}
+}
+
+// A Tokenizer is shared by the host's goroutines: concurrent use must give
+// the serial results (run with -race to check for data races too).
+func TestConcurrentEncode(t *testing.T) {
+	spm := storiesTokenizer(t)
+	bpe := mustNew(t, byteLevelVocab("qwen2", []string{"h e", "l l"}, nil, nil))
+	texts := []string{"hello world 123", "Once upon a time", "naïve café 日本", "x\n\ny  z"}
+	type result struct{ spm, bpe []int32 }
+	want := make([]result, len(texts))
+	for i, s := range texts {
+		want[i] = result{spm.Encode(s, true), bpe.Encode(s, false)}
+	}
+	var wg sync.WaitGroup
+	errs := make(chan string, 64)
+	for g := range 4 {
+		wg.Go(func() {
+			for k := range 50 {
+				i := (g + k) % len(texts)
+				if got := spm.Encode(texts[i], true); !slices.Equal(got, want[i].spm) {
+					errs <- "spm " + texts[i]
+				}
+				if got := bpe.Encode(texts[i], false); !slices.Equal(got, want[i].bpe) {
+					errs <- "bpe " + texts[i]
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Errorf("concurrent Encode differs: %s", e)
 	}
 }

@@ -163,3 +163,25 @@ func TestCptsFromUTF8(t *testing.T) {
 		}
 	}
 }
+
+// FuzzSplitters cross-checks the hand-written splitters against regexp2 on
+// arbitrary text: go test -run '^$' -fuzz FuzzSplitters
+func FuzzSplitters(f *testing.F) {
+	for _, s := range []string{"", "Hello, world!", "I'M 12345 a  b\n\n", "\u00a0x\u3000 \t'Ll", "😀 日本\r\n"} {
+		f.Add(s)
+	}
+	gpt2, llama3 := regexSplitter(gpt2Regex), regexSplitter(llama3Regex)
+	f.Fuzz(func(t *testing.T, s string) {
+		cpts := cptsFromUTF8(s)
+		if len(cpts) == 0 {
+			return
+		}
+		offsets := []int{len(cpts)}
+		if got, want := splitGPT2(cpts, offsets), gpt2(cpts, offsets); !slices.Equal(got, want) {
+			t.Fatalf("gpt2 %q: custom %v, regex %v", s, got, want)
+		}
+		if got, want := splitLlama3(cpts, offsets), llama3(cpts, offsets); !slices.Equal(got, want) {
+			t.Fatalf("llama3 %q: custom %v, regex %v", s, got, want)
+		}
+	})
+}
