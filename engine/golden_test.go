@@ -220,8 +220,15 @@ func TestLogitsMatchLlamaCpp(t *testing.T) {
 					t.Errorf("%s: argmax differs from llama.cpp at positions %v", name, d.argmaxMismatch)
 				}
 			default: // Exact numerics on a quantized file
-				if d.meanKLD() > 1e-4 {
-					t.Errorf("%s: mean KLD %.3e > 1e-4", name, d.meanKLD())
+				// Exact keeps activations in f32 while llama.cpp rounds
+				// them to F16 or Q8_0: that alone moves Q8_0/Q4_0 by
+				// 1e-4..5e-4 (llama.cpp's own Q8_0-vs-F32 KLD is 8e-4).
+				limit := 1e-3
+				if c.variant == "F16" {
+					limit = 1e-5
+				}
+				if d.meanKLD() > limit {
+					t.Errorf("%s: mean KLD %.3e > %g", name, d.meanKLD(), limit)
 				}
 			}
 		}

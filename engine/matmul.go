@@ -92,18 +92,17 @@ func (c *cpuMatMul) MatMul(op *MatMulOp, x []float32, out []float32) error {
 		run = func(n int, fn func(lo, hi int)) { fn(0, n) }
 	}
 	switch {
+	case c.numerics == GGML:
+		return c.matMulGGML(run, op, x, out)
 	case w.Type == ggml.F32:
 		c.matMulF32(run, op, f32View(w.Data), x, out)
 		return nil
-	case c.numerics == GGML:
-		return c.matMulGGML(run, op, x, out)
 	default:
 		return c.matMulExact(run, op, x, out)
 	}
 }
 
-// matMulF32 is the F32-weight case, the same in both numerics: llama.cpp's
-// vec_dot_type for F32 is F32.
+// matMulF32 is the F32-weight case of Exact numerics.
 func (c *cpuMatMul) matMulF32(run func(int, func(lo, hi int)), op *MatMulOp, w, x, out []float32) {
 	K, N, T := op.K, op.N, op.T
 	run(N, func(lo, hi int) {
@@ -143,37 +142,103 @@ func (c *cpuMatMul) matMulExact(run func(int, func(lo, hi int)), op *MatMulOp, x
 	return errOnce.err
 }
 
-// matMulGGML converts each activation row once to the weight's vec_dot_type,
-// as ggml_compute_forward_mul_mat does, then uses ggml's vec_dot.
+// matMulGGML computes as ggml_compute_forward_mul_mat on an AVX512 build:
+// activations are converted once per row to the weight's vec_dot_type, then
+// each output uses the kernel llama.cpp picks for it (see ggmlDot).
 func (c *cpuMatMul) matMulGGML(run func(int, func(lo, hi int)), op *MatMulOp, x, out []float32) error {
 	w := op.Weight
 	K, N, T := op.K, op.N, op.T
-	qb, err := ggml.RowBytes(ggml.VecDotType(w.Type), K)
+	vt := ggml.VecDotType(w.Type)
+	qb, err := ggml.RowBytes(vt, K)
 	if err != nil {
 		return fmt.Errorf("matmul %s: activations for weight %s (%s): %w", op.Name, w.Name, w.Type, err)
 	}
 	xq := make([]byte, T*qb)
 	var errOnce firstError
-	run(T, func(lo, hi int) {
-		for t := lo; t < hi; t++ {
-			if err := ggml.QuantizeActivations(w.Type, x[t*K:(t+1)*K], xq[t*qb:(t+1)*qb]); err != nil {
-				errOnce.set(fmt.Errorf("matmul %s: activations row %d for weight %s: %w", op.Name, t, w.Name, err))
-				return
+	if vt != ggml.F32 {
+		run(T, func(lo, hi int) {
+			for t := lo; t < hi; t++ {
+				if err := ggml.QuantizeActivations(w.Type, x[t*K:(t+1)*K], xq[t*qb:(t+1)*qb]); err != nil {
+					errOnce.set(fmt.Errorf("matmul %s: activations row %d for weight %s: %w", op.Name, t, w.Name, err))
+					return
+				}
 			}
+		})
+		if errOnce.err != nil {
+			return errOnce.err
 		}
-	})
-	if errOnce.err != nil {
-		return errOnce.err
+	}
+	kernel := ggmlKernel(w.Type, T, N)
+	var xf []float32 // the activations as the float kernels read them
+	switch w.Type {
+	case ggml.F32:
+		xf = x[:T*K]
+	case ggml.F16:
+		xf = make([]float32, T*K)
+		for i := range xf {
+			xf[i] = f16At(xq, i)
+		}
 	}
 	run(N, func(lo, hi int) {
+		var wf []float32
+		if xf != nil {
+			wf = make([]float32, K)
+		}
 		for n := lo; n < hi; n++ {
 			row := w.Row(n)
+			if wf != nil {
+				if err := ggml.Dequantize(w.Type, row, wf); err != nil {
+					errOnce.set(fmt.Errorf("matmul %s: weight %s row %d: %w", op.Name, w.Name, n, err))
+					return
+				}
+			}
 			for t := 0; t < T; t++ {
-				out[t*N+n] = ggml.VecDot(w.Type, row, xq[t*qb:(t+1)*qb], K)
+				switch kernel {
+				case kernelTinyBLAS:
+					out[t*N+n] = tinyBLASDot(wf, xf[t*K:(t+1)*K])
+				case kernelVecDotF32:
+					out[t*N+n] = vecDotF32AVX512(wf, xf[t*K:(t+1)*K], w.Type == ggml.F16)
+				case kernelQ8_0:
+					out[t*N+n] = vecDotQ8_0AVX(row, xq[t*qb:(t+1)*qb], K)
+				case kernelQ4_0:
+					out[t*N+n] = vecDotQ4_0AVX(row, xq[t*qb:(t+1)*qb], K)
+				default:
+					out[t*N+n] = ggml.VecDot(w.Type, row, xq[t*qb:(t+1)*qb], K)
+				}
 			}
 		}
 	})
-	return nil
+	return errOnce.err
+}
+
+type ggmlKernelKind int
+
+const (
+	kernelGeneric   ggmlKernelKind = iota // ggml.VecDot
+	kernelTinyBLAS                        // llamafile tinyBLAS<16> (F32, F16)
+	kernelVecDotF32                       // ggml_vec_dot_f32 / _f16
+	kernelQ8_0                            // AVX vec_dot_q8_0_q8_0 == tinyBLAS_Q0
+	kernelQ4_0                            // AVX vec_dot_q4_0_q8_0 == tinyBLAS_Q0
+)
+
+// ggmlKernel is the kernel llama.cpp's CPU backend runs for a weight type,
+// T activation rows and N output rows: llamafile_sgemm takes batches of >= 2
+// rows (F32/F16 only when N%4 == 0); otherwise the vec_dot loop runs. For the
+// Q0 types both compute the same values. (Q4_0 weights that llama.cpp
+// repacks to q4_0_8x8 use yet other kernels, not reproduced here.)
+func ggmlKernel(t ggml.Type, T, N int) ggmlKernelKind {
+	switch t {
+	case ggml.F32, ggml.F16:
+		if T >= 2 && N%4 == 0 {
+			return kernelTinyBLAS
+		}
+		return kernelVecDotF32
+	case ggml.Q8_0:
+		return kernelQ8_0
+	case ggml.Q4_0:
+		return kernelQ4_0
+	}
+	return kernelGeneric
 }
 
 // firstError keeps the first error reported by parallel workers.
