@@ -350,13 +350,15 @@ func TestResultsIndependentOfThreads(t *testing.T) {
 	for i := range b {
 		b[i] = randHalf(rng)
 	}
-	in := mkInfo(npu.Float16MMFloat16ToFloat32, M, K, N, npu.LayoutNative, npu.LayoutNative)
-	c1 := runFloat(t, New(Options{Threads: 1}), in, a, b)
-	for _, th := range []int{2, 3, 7} {
-		c := runFloat(t, New(Options{Threads: th}), in, a, b)
-		for i := range c1 {
-			if !sameBits(c[i], c1[i]) {
-				t.Fatalf("threads=%d: C[%d] = %v, threads=1 gave %v", th, i, c[i], c1[i])
+	c1 := runFloat(t, New(Options{Threads: 1}), mkInfo(npu.Float16MMFloat16ToFloat32, M, K, N, npu.LayoutNorm, npu.LayoutNorm), a, b)
+	for _, bl := range []npu.Layout{npu.LayoutNorm, npu.LayoutNative, npu.LayoutTPNorm} {
+		in := mkInfo(npu.Float16MMFloat16ToFloat32, M, K, N, bl, npu.LayoutNative)
+		for _, th := range []int{2, 3, 7} {
+			c := runFloat(t, New(Options{Threads: th}), in, a, b)
+			for i := range c1 {
+				if !sameBits(c[i], c1[i]) {
+					t.Fatalf("B=%s threads=%d: C[%d] = %v, threads=1 gave %v", bl, th, i, c[i], c1[i])
+				}
 			}
 		}
 	}

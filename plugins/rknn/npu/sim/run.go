@@ -82,57 +82,62 @@ func bLen(K, N int, layout npu.Layout, subN int) int {
 	return n
 }
 
-// gatherA copies A from layout order into row-major M×K.
-func gatherA[E float32 | int32](flat, dst []E, M, K int, native bool, subK int) {
+// decoder decodes the len(dst) consecutive layout elements starting at
+// element idx of an operand buffer.
+type decoder[E float32 | int32] func(dst []E, idx int)
+
+// gatherA decodes A from its layout into row-major M×K.
+func gatherA[E float32 | int32](dec decoder[E], dst []E, M, K int, native bool, subK int) {
 	if !native {
-		copy(dst, flat[:M*K])
+		dec(dst[:M*K], 0)
 		return
 	}
 	idx := 0
 	for kb := 0; kb < ceilDiv(K, subK); kb++ { // [K/subK][M][subK]
+		k0 := kb * subK
 		for m := 0; m < M; m++ {
-			row := dst[m*K : (m+1)*K]
-			for j := 0; j < subK; j++ {
-				if k := kb*subK + j; k < K {
-					row[k] = flat[idx]
-				}
-				idx++
-			}
+			dec(dst[m*K+k0:m*K+min(k0+subK, K)], idx) // slots past K are padding
+			idx += subK
 		}
 	}
 }
 
-// gatherBT copies B from layout order into N rows of K (B transposed).
-func gatherBT[E float32 | int32](flat, dst []E, K, N int, layout npu.Layout, subN int) {
+// gatherBT decodes B from its layout into N rows of K (B transposed),
+// splitting the work over threads (a pure copy, so the result is the same).
+func gatherBT[E float32 | int32](dec decoder[E], dst []E, K, N int, layout npu.Layout, subN, threads int) {
 	switch layout {
 	case npu.LayoutNorm: // [K][N]
+		row := make([]E, N)
 		for k := 0; k < K; k++ {
-			row := flat[k*N : (k+1)*N]
+			dec(row, k*N)
 			for n, v := range row {
 				dst[n*K+k] = v
 			}
 		}
 	case npu.LayoutTPNorm: // [N][K]
-		copy(dst, flat[:N*K])
+		parallelCols(N, threads, func(lo, hi int) { dec(dst[lo*K:hi*K], lo*K) })
 	case npu.LayoutNative: // per K segment: [N/subN][K/32][subN][32]
-		idx := 0
-		for s0 := 0; s0 < K; s0 += bSegmentK {
-			segEnd := s0 + min(bSegmentK, K-s0)
-			kBlocks := ceilDiv(segEnd-s0, bAtomK)
-			for nb := 0; nb < ceilDiv(N, subN); nb++ {
-				for kb := 0; kb < kBlocks; kb++ {
-					for j := 0; j < subN; j++ {
-						n := nb*subN + j
-						for i := 0; i < bAtomK; i++ {
-							if k := s0 + kb*bAtomK + i; n < N && k < segEnd {
-								dst[n*K+k] = flat[idx]
+		nBlocks := ceilDiv(N, subN)
+		parallelCols(nBlocks, threads, func(lo, hi int) {
+			segBase := 0
+			for s0 := 0; s0 < K; s0 += bSegmentK {
+				segEnd := s0 + min(bSegmentK, K-s0)
+				kBlocks := ceilDiv(segEnd-s0, bAtomK)
+				for nb := lo; nb < hi; nb++ {
+					idx := segBase + nb*kBlocks*subN*bAtomK
+					for kb := 0; kb < kBlocks; kb++ {
+						k0 := s0 + kb*bAtomK
+						for j := 0; j < subN; j++ {
+							if n := nb*subN + j; n < N { // rows past N are padding
+								dec(dst[n*K+k0:n*K+min(k0+bAtomK, segEnd)], idx)
 							}
-							idx++
+							idx += bAtomK
 						}
 					}
 				}
+				segBase += nBlocks * kBlocks * subN * bAtomK
 			}
-		}
+		})
 	}
 }
 
@@ -157,27 +162,34 @@ func scatterC[E float32 | int32](src, flat []E, M, N int, native bool, subN int)
 	}
 }
 
-func decodeF16(buf []byte, dst []float32) {
-	_ = buf[2*len(dst)-1]
-	for i := range dst {
-		dst[i] = f16lut[binary.LittleEndian.Uint16(buf[2*i:])]
+func f16Decoder(buf []byte) decoder[float32] {
+	return func(dst []float32, idx int) {
+		src := buf[2*idx : 2*(idx+len(dst))]
+		for i := range dst {
+			dst[i] = f16lut[binary.LittleEndian.Uint16(src[2*i:])]
+		}
 	}
 }
 
-// decodeInt decodes int8 or int4 (low nibble first) elements minus zp.
-func decodeInt(buf []byte, bits int, zp int32, dst []int32) {
+// intDecoder decodes int8 or int4 (low nibble first) elements minus zp.
+func intDecoder(buf []byte, bits int, zp int32) decoder[int32] {
 	if bits == 8 {
-		for i := range dst {
-			dst[i] = int32(int8(buf[i])) - zp
+		return func(dst []int32, idx int) {
+			src := buf[idx : idx+len(dst)]
+			for i, b := range src {
+				dst[i] = int32(int8(b)) - zp
+			}
 		}
-		return
 	}
-	for i := range dst {
-		b := buf[i>>1]
-		if i&1 == 1 {
-			b >>= 4
+	return func(dst []int32, idx int) {
+		for i := range dst {
+			e := idx + i
+			b := buf[e>>1]
+			if e&1 == 1 {
+				b >>= 4
+			}
+			dst[i] = int32(int8(b<<4)>>4) - zp
 		}
-		dst[i] = int32(int8(b<<4)>>4) - zp
 	}
 }
 
@@ -260,14 +272,12 @@ func (c *Context) compute() {
 	threads := c.drv.opts.Threads
 
 	if isFloat(c.info.Type) {
-		w.flatF = grow(w.flatF, max(nA, nB, nC))
+		w.flatF = grow(w.flatF, nC)
 		w.aF = grow(w.aF, M*K)
 		w.bF = grow(w.bF, N*K)
 		w.cF = grow(w.cF, M*N)
-		decodeF16(c.a.buf, w.flatF[:nA])
-		gatherA(w.flatF, w.aF, M, K, aNative, subKA)
-		decodeF16(c.b.buf, w.flatF[:nB])
-		gatherBT(w.flatF, w.bF, K, N, c.info.BLayout, subNB)
+		gatherA(f16Decoder(c.a.buf[:2*nA]), w.aF, M, K, aNative, subKA)
+		gatherBT(f16Decoder(c.b.buf[:2*nB]), w.bF, K, N, c.info.BLayout, subNB, threads)
 		parallelCols(N, threads, func(lo, hi int) { matmulF32(w.aF, w.bF, w.cF, M, K, N, lo, hi) })
 		flat := w.flatF[:nC]
 		scatterC(w.cF, flat, M, N, aNative, subNC)
@@ -284,14 +294,12 @@ func (c *Context) compute() {
 	}
 
 	q := c.quant
-	w.flatI = grow(w.flatI, max(nA, nB, nC))
+	w.flatI = grow(w.flatI, nC)
 	w.aI = grow(w.aI, M*K)
 	w.bI = grow(w.bI, N*K)
 	w.cI = grow(w.cI, M*N)
-	decodeInt(c.a.buf, aBits, q[0].zp, w.flatI[:nA])
-	gatherA(w.flatI, w.aI, M, K, aNative, subKA)
-	decodeInt(c.b.buf, bBits, q[1].zp, w.flatI[:nB])
-	gatherBT(w.flatI, w.bI, K, N, c.info.BLayout, subNB)
+	gatherA(intDecoder(c.a.buf[:(nA*aBits+7)/8], aBits, q[0].zp), w.aI, M, K, aNative, subKA)
+	gatherBT(intDecoder(c.b.buf[:(nB*bBits+7)/8], bBits, q[1].zp), w.bI, K, N, c.info.BLayout, subNB, threads)
 	parallelCols(N, threads, func(lo, hi int) { matmulI32(w.aI, w.bI, w.cI, M, K, N, lo, hi) })
 	switch c.info.Type {
 	case npu.Int4MMInt4ToInt16:
