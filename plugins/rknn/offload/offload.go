@@ -1,0 +1,565 @@
+// Package offload runs the model's weight matmuls on the RK3588 NPU through
+// an npu.Driver (the simulator or librknnrt), the way the llama.cpp RKNN
+// backend does: B (the weight) converted once to the NPU type in the native
+// layout, N split over up to three cores in multiples of 32, one matmul
+// context per (M, core), activations converted per call. Matmuls it does not
+// claim go to the CPU matmul it wraps.
+package offload
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/evalrun/evalrun/engine"
+	"github.com/evalrun/evalrun/engine/ggml"
+	"github.com/evalrun/evalrun/plugins/rknn/kernels"
+	"github.com/evalrun/evalrun/plugins/rknn/npu"
+)
+
+// Config selects the device and how matmuls are offloaded.
+type Config struct {
+	Driver npu.Driver
+	Type   Type
+	// Cores is how many NPU cores share each matmul's N (1..3).
+	Cores int
+	// ACLayout is the layout of A and C: npu.LayoutNative (the fast path)
+	// or npu.LayoutNorm. B is always native.
+	ACLayout npu.Layout
+	// Kernels limits offloading to the listed (name, T, K, N); nil offloads
+	// every weight matmul at any T ("auto").
+	Kernels *kernels.List
+	// Sequential runs the cores of one matmul one after another instead of
+	// concurrently (results are identical either way).
+	Sequential bool
+	// MaxMs bounds how many token counts (M) keep contexts per weight in
+	// auto mode; the least recently used is destroyed beyond it. 0 means 8.
+	MaxMs int
+}
+
+func (c *Config) check() error {
+	if c.Driver == nil {
+		return errors.New("offload: no NPU driver")
+	}
+	if c.Type < FP16 || c.Type > Int4 {
+		return fmt.Errorf("offload: type %d invalid", c.Type)
+	}
+	if c.Cores < 1 || c.Cores > npu.MaxCores {
+		return fmt.Errorf("offload: cores %d outside 1..%d", c.Cores, npu.MaxCores)
+	}
+	if c.ACLayout != npu.LayoutNative && c.ACLayout != npu.LayoutNorm {
+		return fmt.Errorf("offload: ac_layout %v invalid (native or norm)", c.ACLayout)
+	}
+	if c.MaxMs <= 0 {
+		c.MaxMs = 8
+	}
+	return nil
+}
+
+// Decide says whether cfg offloads op, and if not, why. It needs no device.
+func Decide(cfg Config, op *engine.MatMulOp) (bool, string) {
+	switch w := op.Weight; {
+	case w == nil:
+		return false, "no weight"
+	case !ggml.Supported(w.Type):
+		return false, fmt.Sprintf("weight type %s cannot be converted", w.Type)
+	case op.K > npu.MaxK:
+		return false, fmt.Sprintf("K=%d > %d, the RK3588 limit (K splitting not implemented)", op.K, npu.MaxK)
+	case cfg.Kernels != nil && !cfg.Kernels.Match(op.Name, op.T, op.K, op.N):
+		return false, "not in the kernel list"
+	}
+	return true, ""
+}
+
+// CoreRuns is how many NPU runs ops take under cfg (one per used core of
+// each offloaded op): the plugin uses it to start fault counts after Load.
+func CoreRuns(cfg Config, ops []engine.MatMulOp) int {
+	n := 0
+	for i := range ops {
+		if ok, _ := Decide(cfg, &ops[i]); ok {
+			n += len(SplitN(ops[i].N, cfg.Cores))
+		}
+	}
+	return n
+}
+
+// MatMuler is the offloading engine.MatMuler. MatMul may be called from
+// several goroutines; calls on the same weight and T are serialized.
+type MatMuler struct {
+	cfg Config
+	cpu engine.MatMuler
+
+	mu      sync.Mutex
+	weights map[*engine.Weight]*weightB
+	failed  map[*engine.Weight]string // weights that could not be converted
+	clock   int64                     // LRU clock for kernels
+
+	statsMu sync.Mutex
+	stats   Stats
+
+	// lieBLayout packs B in the norm layout while the contexts say native:
+	// tests use it to prove the device really reads the layout.
+	lieBLayout bool
+}
+
+// Stats are cumulative counters of the offload.
+type Stats struct {
+	NPUCalls, CPUCalls int64
+	// NPURuns counts rknn_matmul_run calls (one per core per call).
+	NPURuns int64
+	// ConvertNS (activations to the NPU type and layout), RunNS (the core
+	// runs, wall clock) and GatherNS (C back to float rows) add up the NPU
+	// calls' time.
+	ConvertNS, RunNS, GatherNS int64
+	// Contexts is the number of live matmul contexts.
+	Contexts int
+}
+
+// New returns an offloading matmul that falls back to cpu.
+func New(cfg Config, cpu engine.MatMuler) (*MatMuler, error) {
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	if cpu == nil {
+		return nil, errors.New("offload: no CPU matmul to fall back to")
+	}
+	return &MatMuler{cfg: cfg, cpu: cpu, weights: map[*engine.Weight]*weightB{}, failed: map[*engine.Weight]string{}}, nil
+}
+
+// Config returns the configuration in effect.
+func (o *MatMuler) Config() Config { return o.cfg }
+
+// Stats returns the counters so far.
+func (o *MatMuler) Stats() Stats {
+	o.statsMu.Lock()
+	s := o.stats
+	o.statsMu.Unlock()
+	o.mu.Lock()
+	for _, w := range o.weights {
+		for _, k := range w.kernels {
+			s.Contexts += len(k.cores)
+		}
+	}
+	o.mu.Unlock()
+	return s
+}
+
+// decide is Decide plus conversion failures seen so far.
+func (o *MatMuler) decide(op *engine.MatMulOp) (bool, string) {
+	if ok, why := Decide(o.cfg, op); !ok {
+		return false, why
+	}
+	o.mu.Lock()
+	why, bad := o.failed[op.Weight]
+	o.mu.Unlock()
+	if bad {
+		return false, why
+	}
+	return true, ""
+}
+
+// MatMul implements engine.MatMuler.
+func (o *MatMuler) MatMul(op *engine.MatMulOp, x, out []float32) error {
+	if ok, _ := o.decide(op); !ok {
+		o.count(func(s *Stats) { s.CPUCalls++ })
+		return o.cpu.MatMul(op, x, out)
+	}
+	w := op.Weight
+	if w.K != op.K || w.N != op.N {
+		return fmt.Errorf("npu matmul %s: op shape K=%d N=%d but weight %s is K=%d N=%d", op.Name, op.K, op.N, w.Name, w.K, w.N)
+	}
+	if len(x) < op.T*op.K || len(out) < op.T*op.N {
+		return fmt.Errorf("npu matmul %s: buffers too small: x %d < %d or out %d < %d", op.Name, len(x), op.T*op.K, len(out), op.T*op.N)
+	}
+	if op.T == 0 {
+		return nil
+	}
+	k, err := o.kernel(op)
+	if err != nil {
+		var conv *convertError
+		if errors.As(err, &conv) { // the weight stays on the CPU from now on
+			return o.cpu.MatMul(op, x, out)
+		}
+		return fmt.Errorf("npu matmul %s (%d×%d×%d): %w", op.Name, op.T, op.K, op.N, err)
+	}
+	if err := o.run(k, op, x, out); err != nil {
+		return fmt.Errorf("npu matmul %s (%d×%d×%d): %w", op.Name, op.T, op.K, op.N, err)
+	}
+	return nil
+}
+
+func (o *MatMuler) count(f func(*Stats)) {
+	o.statsMu.Lock()
+	f(&o.stats)
+	o.statsMu.Unlock()
+}
+
+// convertError marks a weight the NPU type cannot represent.
+type convertError struct{ msg string }
+
+func (e *convertError) Error() string { return e.msg }
+
+// weightB is one weight converted for the NPU: per core, its slice of the
+// output channels as B in native layout.
+type weightB struct {
+	w       *engine.Weight
+	kp      int // K padded to 32
+	slices  []slice
+	kernels map[int]*kernel // by M
+}
+
+type slice struct {
+	core   int
+	lo, hi int       // output channels [lo, hi) of the weight
+	np     int       // hi-lo padded to the type's N alignment
+	b      []byte    // B (Kp×np) in native layout
+	scale  []float32 // int types: per-output-channel scale, len hi-lo
+	bInfo  npu.MatmulInfo
+	bAttrs npu.TensorAttr
+}
+
+// kernel is the set of contexts that run one weight at one M.
+type kernel struct {
+	mu      sync.Mutex
+	w       *weightB
+	m       int
+	lastUse int64
+	a       []byte    // A packed once per call, copied to every core
+	aScale  []float32 // int types: per-row activation scale
+	q       []int8    // int types: quantized activations, M×K
+	cores   []coreCtx
+}
+
+type coreCtx struct {
+	s              *slice
+	mask           npu.CoreMask
+	info           npu.MatmulInfo
+	attrs          npu.IOAttr
+	ctx            npu.Context
+	aMem, bMem, cM npu.Mem
+	cf             []float32
+	ci             []int32
+}
+
+// coreMask is the mask of core i (0..2).
+func coreMask(i int) npu.CoreMask { return npu.Core0 << i }
+
+// kernel returns the contexts for op's weight at M = op.T, converting the
+// weight and creating contexts on first use.
+func (o *MatMuler) kernel(op *engine.MatMulOp) (*kernel, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	wb := o.weights[op.Weight]
+	if wb == nil {
+		var err error
+		if wb, err = o.convert(op.Weight); err != nil {
+			var conv *convertError
+			if errors.As(err, &conv) {
+				o.failed[op.Weight] = conv.msg
+			}
+			return nil, err
+		}
+		o.weights[op.Weight] = wb
+	}
+	o.clock++
+	if k := wb.kernels[op.T]; k != nil {
+		k.lastUse = o.clock
+		return k, nil
+	}
+	if o.cfg.Kernels == nil && len(wb.kernels) >= o.cfg.MaxMs {
+		o.evictLRU(wb)
+	}
+	k, err := o.newKernel(wb, op.T)
+	if err != nil {
+		return nil, err
+	}
+	k.lastUse = o.clock
+	wb.kernels[op.T] = k
+	return k, nil
+}
+
+func (o *MatMuler) evictLRU(wb *weightB) {
+	var old *kernel
+	for _, k := range wb.kernels {
+		if old == nil || k.lastUse < old.lastUse {
+			old = k
+		}
+	}
+	old.mu.Lock() // wait for a call still using it
+	delete(wb.kernels, old.m)
+	old.destroy()
+	old.mu.Unlock()
+}
+
+// convert turns a weight into per-core B slices (the warm-up's heavy part).
+func (o *MatMuler) convert(w *engine.Weight) (*weightB, error) {
+	t := o.cfg.Type
+	K := w.K
+	rb, err := ggml.RowBytes(w.Type, K)
+	if err != nil {
+		return nil, &convertError{fmt.Sprintf("weight %s: %v", w.Name, err)}
+	}
+	if len(w.Data) != rb*w.N {
+		return nil, fmt.Errorf("weight %s has %d bytes, want %d (%d rows of %d %s)", w.Name, len(w.Data), rb*w.N, w.N, K, w.Type)
+	}
+	wb := &weightB{w: w, kp: roundUp(K, npu.KAlign), kernels: map[int]*kernel{}}
+	for core, r := range SplitN(w.N, o.cfg.Cores) {
+		rows := r.Hi - r.Lo
+		s := slice{core: core, lo: r.Lo, hi: r.Hi, np: roundUp(rows, t.NAlign())}
+		s.bInfo = npu.MatmulInfo{M: 1, K: int32(wb.kp), N: int32(s.np), Type: t.MatmulType(), BLayout: npu.LayoutNative, ACLayout: o.cfg.ACLayout}
+		op, err := npu.OperandOf(&s.bInfo, "B")
+		if err != nil {
+			return nil, fmt.Errorf("weight %s: %w", w.Name, err)
+		}
+		s.bAttrs = op.Attr()
+		s.b = make([]byte, op.Size())
+		f := make([]float32, rows*K)
+		if err := ggml.Dequantize(w.Type, w.Data[r.Lo*rb:r.Hi*rb], f); err != nil {
+			return nil, &convertError{fmt.Sprintf("weight %s: %v", w.Name, err)}
+		}
+		packInfo := s.bInfo
+		if o.lieBLayout {
+			packInfo.BLayout = npu.LayoutNorm
+		}
+		if t == FP16 {
+			err = npu.PackBT(&packInfo, f, rows, K, s.b)
+		} else {
+			q := make([]int8, rows*K)
+			s.scale = make([]float32, rows)
+			for n := range rows {
+				sc, ok := quantizeRow(f[n*K:(n+1)*K], t.qmax(), q[n*K:(n+1)*K])
+				if !ok {
+					return nil, &convertError{fmt.Sprintf("weight %s row %d: NaN or Inf has no %s value", w.Name, r.Lo+n, t)}
+				}
+				s.scale[n] = sc
+			}
+			err = npu.PackBT(&packInfo, q, rows, K, s.b)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("weight %s: %w", w.Name, err)
+		}
+		wb.slices = append(wb.slices, s)
+	}
+	return wb, nil
+}
+
+// newKernel creates one context per core slice for M rows: core mask, A, B
+// and C memories, B filled with the slice's converted weight.
+func (o *MatMuler) newKernel(wb *weightB, M int) (k *kernel, err error) {
+	k = &kernel{w: wb, m: M}
+	defer func() {
+		if err != nil {
+			k.destroy()
+		}
+	}()
+	for i := range wb.slices {
+		s := &wb.slices[i]
+		info := s.bInfo
+		info.M = int32(M)
+		ctx, attrs, err := o.cfg.Driver.Create(&info)
+		if err != nil {
+			return nil, fmt.Errorf("core %d: %w", s.core, err)
+		}
+		c := coreCtx{s: s, mask: coreMask(s.core), info: info, attrs: attrs, ctx: ctx}
+		k.cores = append(k.cores, c)
+		cc := &k.cores[len(k.cores)-1]
+		if int(attrs.B.Size) != len(s.b) {
+			return nil, fmt.Errorf("core %d: driver's B size %d != converted %d bytes", s.core, attrs.B.Size, len(s.b))
+		}
+		if o.cfg.Cores > 1 { // a single-core offload lets the runtime choose
+			if err := ctx.SetCoreMask(cc.mask); err != nil {
+				return nil, fmt.Errorf("core %d: %w", s.core, err)
+			}
+		}
+		for _, m := range []struct {
+			mem  *npu.Mem
+			attr *npu.TensorAttr
+		}{{&cc.aMem, &cc.attrs.A}, {&cc.bMem, &cc.attrs.B}, {&cc.cM, &cc.attrs.C}} {
+			if *m.mem, err = ctx.CreateMem(int(m.attr.Size)); err != nil {
+				return nil, fmt.Errorf("core %d: %s: %w", s.core, m.attr.Name, err)
+			}
+			if m.attr.Name == "B" {
+				copy((*m.mem).Bytes(), s.b)
+			}
+			if err := ctx.SetIOMem(*m.mem, m.attr); err != nil {
+				return nil, fmt.Errorf("core %d: %w", s.core, err)
+			}
+		}
+		if o.cfg.Type == FP16 {
+			cc.cf = make([]float32, M*(s.hi-s.lo))
+		} else {
+			cc.ci = make([]int32, M*(s.hi-s.lo))
+		}
+	}
+	k.a = make([]byte, k.cores[0].attrs.A.Size)
+	if o.cfg.Type != FP16 {
+		k.q = make([]int8, M*wb.w.K)
+		k.aScale = make([]float32, M)
+	}
+	return k, nil
+}
+
+// destroy frees the contexts and memories (errors are moot: it is gone).
+func (k *kernel) destroy() {
+	for _, c := range k.cores {
+		for _, m := range []npu.Mem{c.aMem, c.bMem, c.cM} {
+			if m != nil {
+				c.ctx.DestroyMem(m)
+			}
+		}
+		c.ctx.Destroy()
+	}
+	k.cores = nil
+}
+
+// run computes out = x·Wᵀ on the NPU for one call.
+func (o *MatMuler) run(k *kernel, op *engine.MatMulOp, x, out []float32) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.cores == nil {
+		return errors.New("kernel was destroyed")
+	}
+	M, K, N := op.T, op.K, op.N
+	t0 := time.Now()
+	if err := o.convertA(k, x[:M*K], M, K); err != nil {
+		return err
+	}
+	for i := range k.cores {
+		copy(k.cores[i].aMem.Bytes(), k.a)
+	}
+	t1 := time.Now()
+	errs := make([]error, len(k.cores))
+	if o.cfg.Sequential || len(k.cores) == 1 {
+		for i := range k.cores {
+			errs[i] = k.cores[i].ctx.Run()
+		}
+	} else {
+		var wg sync.WaitGroup
+		for i := range k.cores {
+			wg.Go(func() { errs[i] = k.cores[i].ctx.Run() })
+		}
+		wg.Wait()
+	}
+	t2 := time.Now()
+	for i, err := range errs {
+		if err != nil {
+			return fmt.Errorf("core %d: %w", k.cores[i].s.core, err)
+		}
+	}
+	for i := range k.cores {
+		if err := o.gather(&k.cores[i], k.aScale, M, N, out); err != nil {
+			return err
+		}
+	}
+	t3 := time.Now()
+	o.count(func(s *Stats) {
+		s.NPUCalls++
+		s.NPURuns += int64(len(k.cores))
+		s.ConvertNS += t1.Sub(t0).Nanoseconds()
+		s.RunNS += t2.Sub(t1).Nanoseconds()
+		s.GatherNS += t3.Sub(t2).Nanoseconds()
+	})
+	return nil
+}
+
+// convertA writes the activations into k.a in A's type and layout: fp16
+// rounded to nearest even, or int8/int4 with a per-row scale.
+func (o *MatMuler) convertA(k *kernel, x []float32, M, K int) error {
+	info := &k.cores[0].info
+	if o.cfg.Type == FP16 {
+		return npu.PackA(info, x, M, K, k.a)
+	}
+	qmax := o.cfg.Type.qmax()
+	for m := range M {
+		q := k.q[m*K : (m+1)*K]
+		sc, ok := quantizeRow(x[m*K:(m+1)*K], qmax, q)
+		if !ok {
+			clear(q) // the row's outputs become NaN through its scale
+		}
+		k.aScale[m] = sc
+	}
+	return npu.PackA(info, k.q, M, K, k.a)
+}
+
+// gather reads one core's C, drops the N padding and writes its columns of
+// out, dequantizing integer results with the row and channel scales.
+func (o *MatMuler) gather(c *coreCtx, aScale []float32, M, N int, out []float32) error {
+	s := c.s
+	w := s.hi - s.lo
+	if o.cfg.Type == FP16 {
+		if err := npu.UnpackC(&c.info, c.cM.Bytes(), c.cf, M, w); err != nil {
+			return err
+		}
+		for m := range M {
+			copy(out[m*N+s.lo:m*N+s.hi], c.cf[m*w:(m+1)*w])
+		}
+		return nil
+	}
+	if err := npu.UnpackC(&c.info, c.cM.Bytes(), c.ci, M, w); err != nil {
+		return err
+	}
+	for m := range M {
+		row := out[m*N+s.lo : m*N+s.hi]
+		ci := c.ci[m*w : (m+1)*w]
+		sa := aScale[m]
+		for j, v := range ci {
+			row[j] = float32(v) * sa * s.scale[j]
+		}
+	}
+	return nil
+}
+
+// Close destroys every context.
+func (o *MatMuler) Close() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, wb := range o.weights {
+		for m, k := range wb.kernels {
+			k.mu.Lock()
+			k.destroy()
+			k.mu.Unlock()
+			delete(wb.kernels, m)
+		}
+	}
+	return nil
+}
+
+// CoreBuffers is one core's context of an offloaded matmul as the device
+// sees it after the last call, for dumps.
+type CoreBuffers struct {
+	Core    int
+	Lo, Hi  int // output channels of the weight
+	Mask    npu.CoreMask
+	Info    npu.MatmulInfo
+	Attrs   npu.IOAttr
+	A, B, C []byte    // copies of the bound memories, in the device layouts
+	BScale  []float32 // int types: per-output-channel scales of [Lo, Hi)
+}
+
+// Buffers returns copies of the contexts' memories for weight w at M = T,
+// and the per-row activation scales of the last call (int types); ok is
+// false if no such contexts exist.
+func (o *MatMuler) Buffers(w *engine.Weight, T int) (cores []CoreBuffers, aScale []float32, ok bool) {
+	o.mu.Lock()
+	wb := o.weights[w]
+	var k *kernel
+	if wb != nil {
+		k = wb.kernels[T]
+	}
+	o.mu.Unlock()
+	if k == nil {
+		return nil, nil, false
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, c := range k.cores {
+		cores = append(cores, CoreBuffers{
+			Core: c.s.core, Lo: c.s.lo, Hi: c.s.hi, Mask: c.mask, Info: c.info, Attrs: c.attrs,
+			A: slices.Clone(c.aMem.Bytes()), B: slices.Clone(c.bMem.Bytes()), C: slices.Clone(c.cM.Bytes()),
+			BScale: slices.Clone(c.s.scale),
+		})
+	}
+	return cores, slices.Clone(k.aScale), true
+}

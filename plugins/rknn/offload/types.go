@@ -1,0 +1,131 @@
+package offload
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/evalrun/evalrun/plugins/rknn/npu"
+)
+
+// Type is the number format the NPU computes in.
+type Type int
+
+const (
+	// FP16: weights and activations rounded to fp16 (RNE), fp32 result.
+	FP16 Type = iota
+	// Int8: symmetric int8, per-output-channel weight scales and per-row
+	// activation scales (amax/127), exact int32 result.
+	Int8
+	// Int4: as Int8 with amax/7 and an int16 result.
+	Int4
+)
+
+// ParseType maps "fp16", "int8" or "int4" (any case) to its Type.
+func ParseType(s string) (Type, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "fp16", "f16", "float16":
+		return FP16, nil
+	case "int8", "i8":
+		return Int8, nil
+	case "int4", "i4":
+		return Int4, nil
+	}
+	return 0, fmt.Errorf("unknown type %q (want fp16, int8 or int4)", s)
+}
+
+func (t Type) String() string {
+	switch t {
+	case FP16:
+		return "fp16"
+	case Int8:
+		return "int8"
+	case Int4:
+		return "int4"
+	}
+	return fmt.Sprintf("Type(%d)", int(t))
+}
+
+// MatmulType is the rknn_matmul_type the offload creates.
+func (t Type) MatmulType() npu.MatmulType {
+	switch t {
+	case Int8:
+		return npu.Int8MMInt8ToInt32
+	case Int4:
+		return npu.Int4MMInt4ToInt16
+	}
+	return npu.Float16MMFloat16ToFloat32
+}
+
+// NAlign is the RK3588's N alignment for the type (rknn_matmul_api.h).
+func (t Type) NAlign() int {
+	switch t {
+	case Int8:
+		return 32
+	case Int4:
+		return 64
+	}
+	return 16
+}
+
+// qmax is the symmetric integer range: values are clamped to ±qmax.
+func (t Type) qmax() float32 {
+	if t == Int4 {
+		return 7
+	}
+	return 127
+}
+
+// roundUp rounds n up to a multiple of m.
+func roundUp(n, m int) int { return (n + m - 1) / m * m }
+
+// SplitUnit is the granularity of the N split across cores.
+const SplitUnit = 32
+
+// Range is one core's share of the output columns, [Lo, Hi).
+type Range struct{ Lo, Hi int }
+
+// SplitN divides N output columns over cores (1..3) as the llama.cpp RKNN
+// backend does: every core but the last gets ceil(N/cores) rounded up to a
+// multiple of 32, the last takes the rest, and a core left with nothing is
+// skipped. N=172 on 3 cores gives [0,64) [64,128) [128,172); N=64 gives
+// [0,32) [32,64) (the third core idles); N=8192 gives 2752, 2752, 2688.
+// Each slice is later padded to the type's N alignment on its own.
+func SplitN(N, cores int) []Range {
+	cores = max(cores, 1)
+	per := roundUp((N+cores-1)/cores, SplitUnit)
+	var rs []Range
+	for c, lo := 0, 0; c < cores && lo < N; c++ {
+		hi := min(lo+per, N)
+		if c == cores-1 {
+			hi = N
+		}
+		rs = append(rs, Range{lo, hi})
+		lo = hi
+	}
+	return rs
+}
+
+// quantizeRow writes round-half-away(x/scale) clamped to ±qmax into q and
+// returns scale = amax/qmax (0 for an all-zero row). A NaN or Inf in x has no
+// int representation: ok is false.
+func quantizeRow(x []float32, qmax float32, q []int8) (scale float32, ok bool) {
+	var amax float32
+	for _, v := range x {
+		a := float32(math.Abs(float64(v)))
+		if !(a <= math.MaxFloat32) { // NaN or Inf
+			return float32(math.NaN()), false
+		}
+		amax = max(amax, a)
+	}
+	if amax == 0 {
+		clear(q[:len(x)])
+		return 0, true
+	}
+	scale = amax / qmax
+	for i, v := range x {
+		r := math.Round(float64(v / scale)) // half away from zero
+		q[i] = int8(min(max(r, -float64(qmax)), float64(qmax)))
+	}
+	return scale, true
+}
