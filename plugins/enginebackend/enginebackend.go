@@ -1,0 +1,286 @@
+// Package enginebackend implements backend.Backend on top of the evalrun
+// engine. The cpu and rknn plugins share it and differ only in their Config:
+// which options they accept and how they wrap the engine's CPU matmul.
+//
+// Concurrency: the engine runs one model with one worker pool, so all calls
+// except Describe are serialized; Eval calls on different sessions run one
+// after the other.
+package enginebackend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/evalrun/evalrun/backend"
+	"github.com/evalrun/evalrun/engine"
+	"github.com/evalrun/evalrun/engine/tokenizer"
+)
+
+// MatMulFunc wraps the engine's CPU matmul for a loaded model: it returns the
+// matmul the model should use, the plan (where each named matmul runs) and a
+// one-line summary. opts is what Config.Options parsed.
+type MatMulFunc func(m *engine.Model, cpu engine.MatMuler, opts any) (engine.MatMuler, []backend.PlanEntry, string, error)
+
+// Config describes one engine plugin.
+type Config struct {
+	Name, Version, Device string
+	Capabilities          []string
+	// Options parses the plugin's own options; nil accepts none.
+	Options OptionsParser
+	// MatMul claims matmuls for a device; nil runs everything on the CPU.
+	MatMul MatMulFunc
+	// Logger is the plugin's logger; nil is silent.
+	Logger hclog.Logger
+}
+
+// EvalBatch is the most tokens one forward pass takes in Eval (llama.cpp's
+// default n_ubatch); longer requests are decoded in chunks of this size,
+// which bounds memory and lets a cancelled call stop between chunks.
+const EvalBatch = 512
+
+// Backend is the engine-backed backend.Backend.
+type Backend struct {
+	cfg Config
+
+	mu       sync.Mutex
+	model    *engine.Model
+	nCtx     int
+	sessions map[string]*engine.Session
+}
+
+var _ backend.Backend = (*Backend)(nil)
+
+// New returns an unloaded Backend.
+func New(cfg Config) *Backend {
+	if cfg.Options == nil {
+		cfg.Options = NoOptions()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	return &Backend{cfg: cfg}
+}
+
+// Describe implements backend.Backend.
+func (b *Backend) Describe(context.Context) (backend.Info, error) {
+	return backend.Info{
+		Name:         b.cfg.Name,
+		Version:      b.cfg.Version,
+		Device:       b.cfg.Device,
+		Capabilities: append([]string(nil), b.cfg.Capabilities...),
+	}, nil
+}
+
+// Load implements backend.Backend. Loading again replaces the model and drops
+// every session.
+func (b *Backend) Load(ctx context.Context, req backend.LoadRequest) (backend.LoadResult, error) {
+	if req.ModelPath == "" {
+		return backend.LoadResult{}, backend.Errorf(backend.ErrInvalidArgument, "load: model_path is empty")
+	}
+	if req.Threads < 0 {
+		return backend.LoadResult{}, backend.Errorf(backend.ErrInvalidArgument, "load: threads %d is negative", req.Threads)
+	}
+	if req.NCtx < 0 {
+		return backend.LoadResult{}, backend.Errorf(backend.ErrInvalidArgument, "load: n_ctx %d is negative", req.NCtx)
+	}
+	engineOpts, ownOpts, err := splitOptions(req.Options, b.cfg.Options)
+	if err != nil {
+		return backend.LoadResult{}, err
+	}
+	numerics := engine.Exact
+	if v, ok := engineOpts["numerics"]; ok {
+		s, isString := v.(string)
+		if !isString {
+			return backend.LoadResult{}, backend.Errorf(backend.ErrInvalidArgument, "option \"numerics\": want \"exact\" or \"ggml\", got %v", v)
+		}
+		if numerics, err = engine.ParseNumerics(s); err != nil {
+			return backend.LoadResult{}, backend.Errorf(backend.ErrInvalidArgument, "option \"numerics\": %v", err)
+		}
+	}
+	parsed, err := b.cfg.Options.Parse(ownOpts)
+	if err != nil {
+		return backend.LoadResult{}, backend.Errorf(backend.ErrInvalidArgument, "%v", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return backend.LoadResult{}, err
+	}
+
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.closeLocked()
+
+	start := time.Now()
+	var cpu engine.MatMuler
+	dispatch := &switchMatMul{}
+	m, err := engine.Open(req.ModelPath, engine.Options{
+		Numerics: numerics,
+		Threads:  req.Threads,
+		// The device's matmul needs the loaded model to plan, so the model
+		// gets a switch that is pointed at it once planning is done.
+		MatMul: func(c engine.MatMuler) engine.MatMuler {
+			cpu, dispatch.inner = c, c
+			return dispatch
+		},
+	})
+	if err != nil {
+		return backend.LoadResult{}, loadError(req.ModelPath, err)
+	}
+	plan, summary := cpuPlan(m)
+	if b.cfg.MatMul != nil {
+		mm, p, s, err := b.cfg.MatMul(m, cpu, parsed)
+		if err != nil {
+			m.Close()
+			return backend.LoadResult{}, fmt.Errorf("load %s: %s: %w", req.ModelPath, b.cfg.Name, err)
+		}
+		if mm == nil {
+			m.Close()
+			return backend.LoadResult{}, fmt.Errorf("load %s: %s: the matmul hook returned no matmul", req.ModelPath, b.cfg.Name)
+		}
+		dispatch.inner, plan, summary = mm, p, s
+	}
+	loadNS := time.Since(start).Nanoseconds()
+
+	// Warm-up: one token through every matmul, so lazy device preparation
+	// (weight conversion, kernel setup) is paid here, not in the first Eval.
+	start = time.Now()
+	warm := m.NewSession(1)
+	if err := warm.Decode([]int32{warmupToken(m)}, nil, func(int, []float32) error { return nil }); err != nil {
+		m.Close()
+		return backend.LoadResult{}, fmt.Errorf("load %s: warm-up: %w", req.ModelPath, err)
+	}
+	warmupNS := time.Since(start).Nanoseconds()
+
+	b.model, b.nCtx, b.sessions = m, req.NCtx, map[string]*engine.Session{}
+	if b.nCtx == 0 {
+		b.nCtx = m.Config.NCtxTrain
+	}
+	res := backend.LoadResult{
+		Model:       modelInfo(m),
+		Plan:        plan,
+		PlanSummary: summary,
+		LoadNS:      loadNS,
+		WarmupNS:    warmupNS,
+		MemoryBytes: memoryBytes(),
+	}
+	b.cfg.Logger.Info("model loaded", "path", req.ModelPath, "numerics", numerics.String(), "threads", m.Threads(),
+		"n_ctx", b.nCtx, "plan", summary, "load_ms", loadNS/1e6, "warmup_ms", warmupNS/1e6)
+	return res, nil
+}
+
+// loadError keeps "file not found" recognizable across the plugin boundary.
+func loadError(path string, err error) error {
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
+		return err
+	}
+	if _, statErr := os.Stat(path); statErr != nil {
+		return statErr
+	}
+	return backend.Errorf(backend.ErrInvalidArgument, "load %s: %v", path, err)
+}
+
+// switchMatMul forwards to the matmul chosen after the model was loaded.
+type switchMatMul struct{ inner engine.MatMuler }
+
+func (s *switchMatMul) MatMul(op *engine.MatMulOp, x, out []float32) error {
+	return s.inner.MatMul(op, x, out)
+}
+
+// cpuPlan is the plan when every matmul stays on the CPU.
+func cpuPlan(m *engine.Model) ([]backend.PlanEntry, string) {
+	ops := m.MatMulOps(1)
+	plan := make([]backend.PlanEntry, len(ops))
+	for i, op := range ops {
+		plan[i] = backend.PlanEntry{Op: op.Name, Device: "cpu", Shape: Shape(op)}
+	}
+	return plan, fmt.Sprintf("all %d matmuls on the CPU", len(ops))
+}
+
+// Shape formats a matmul's shape the way plans show it: "T×K×N".
+func Shape(op engine.MatMulOp) string { return fmt.Sprintf("%d×%d×%d", op.T, op.K, op.N) }
+
+// warmupToken is BOS when the vocabulary has one, else token 0.
+func warmupToken(m *engine.Model) int32 {
+	if t := m.Tokenizer(); t != nil && t.BOS() != tokenizer.None && int(t.BOS()) < m.Config.NVocab {
+		return t.BOS()
+	}
+	return 0
+}
+
+// Eval implements backend.Backend. A failed Eval leaves the session where it
+// was before the call.
+func (b *Backend) Eval(ctx context.Context, req backend.EvalRequest, emit func(backend.Logits) error) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.model == nil {
+		return backend.Errorf(backend.ErrNotLoaded, "eval: no model loaded (call Load first)")
+	}
+	s := b.sessions[req.Session]
+	if s == nil {
+		s = b.model.NewSession(b.nCtx)
+	}
+	start := s.Pos()
+	switch {
+	case req.Pos == -1:
+	case req.Pos < -1 || req.Pos > s.Pos():
+		return backend.Errorf(backend.ErrInvalidArgument, "eval: pos %d outside -1..%d for session %q", req.Pos, s.Pos(), req.Session)
+	default:
+		start = req.Pos
+	}
+	n := len(req.Tokens)
+	if req.LogitsFrom < 0 || req.LogitsFrom > n {
+		return backend.Errorf(backend.ErrInvalidArgument, "eval: logits_from %d outside 0..%d", req.LogitsFrom, n)
+	}
+	if start+n > b.nCtx {
+		return backend.Errorf(backend.ErrInvalidArgument, "eval: %d tokens at position %d exceed the context of %d (n_ctx)", n, start, b.nCtx)
+	}
+	nVocab := b.model.Config.NVocab
+	for i, t := range req.Tokens {
+		if t < 0 || int(t) >= nVocab {
+			return backend.Errorf(backend.ErrInvalidArgument, "eval: token %d at index %d outside the vocabulary [0, %d)", t, i, nVocab)
+		}
+	}
+	s.Truncate(start)
+	b.sessions[req.Session] = s
+
+	for lo := 0; lo < n; lo += EvalBatch {
+		hi := min(lo+EvalBatch, n)
+		if err := ctx.Err(); err != nil {
+			s.Truncate(start)
+			return err
+		}
+		err := s.Decode(req.Tokens[lo:hi], func(i int) bool { return lo+i >= req.LogitsFrom }, func(i int, logits []float32) error {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			return emit(backend.Logits{Index: lo + i, Pos: start + lo + i, Values: logits})
+		})
+		if err != nil {
+			s.Truncate(start)
+			return err
+		}
+	}
+	return nil
+}
+
+// Close implements backend.Backend.
+func (b *Backend) Close(context.Context) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.closeLocked()
+}
+
+func (b *Backend) closeLocked() error {
+	if b.model == nil {
+		return nil
+	}
+	err := b.model.Close()
+	b.model, b.sessions = nil, nil
+	return err
+}

@@ -1,0 +1,464 @@
+package enginebackend
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/evalrun/evalrun/backend"
+	"github.com/evalrun/evalrun/engine"
+)
+
+const (
+	modelF32  = "../../models/stories260K.gguf"
+	modelQ8   = "../../models/stories260K-q8_0.gguf"
+	goldenP1  = "../../testdata/llamacpp/logits/p1.F32.plain.f32"
+	nVocab260 = 512
+)
+
+// "Once upon a time" with BOS, as llama.cpp tokenizes it; it predicts 432.
+var onceUponATime = []int32{1, 403, 407, 261, 378}
+
+func abs(t *testing.T, rel string) string {
+	t.Helper()
+	p, err := filepath.Abs(rel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func load(t *testing.T, cfg Config, req backend.LoadRequest) (*Backend, backend.LoadResult) {
+	t.Helper()
+	if cfg.Name == "" {
+		cfg = Config{Name: "cpu", Version: "test", Device: "cpu"}
+	}
+	b := New(cfg)
+	if req.ModelPath == "" {
+		req.ModelPath = abs(t, modelF32)
+	}
+	res, err := b.Load(context.Background(), req)
+	if err != nil {
+		t.Fatalf("Load(%s): %v", req.ModelPath, err)
+	}
+	t.Cleanup(func() { b.Close(context.Background()) })
+	return b, res
+}
+
+// rows runs Eval and returns copies of the rows by index.
+func rows(t *testing.T, b backend.Backend, req backend.EvalRequest) map[int]backend.Logits {
+	t.Helper()
+	out := map[int]backend.Logits{}
+	err := b.Eval(context.Background(), req, func(l backend.Logits) error {
+		l.Values = append([]float32(nil), l.Values...)
+		out[l.Index] = l
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("Eval(%+v): %v", req, err)
+	}
+	return out
+}
+
+func argmax(v []float32) int {
+	best := 0
+	for i, x := range v {
+		if x > v[best] {
+			best = i
+		}
+	}
+	return best
+}
+
+func readGolden(t *testing.T, path string, row, n int) []float32 {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(raw) < (row+1)*n*4 {
+		t.Fatalf("%s: %d bytes, too short for row %d", path, len(raw), row)
+	}
+	v := make([]float32, n)
+	for j := range v {
+		v[j] = math.Float32frombits(binary.LittleEndian.Uint32(raw[(row*n+j)*4:]))
+	}
+	return v
+}
+
+func TestLoadReportsModelAndPlan(t *testing.T) {
+	_, res := load(t, Config{}, backend.LoadRequest{Threads: 2})
+	st, err := os.Stat(modelF32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := res.Model
+	if m.Arch != "llama" || m.NVocab != nVocab260 || m.NLayer != 5 || m.NEmbd != 64 || m.NParams <= 0 || m.NCtxTrain <= 0 {
+		t.Errorf("model info %+v does not describe stories260K", m)
+	}
+	if m.SizeBytes != st.Size() || m.FileType != "all F32 (guessed)" {
+		t.Errorf("size %d, file type %q; want %d, \"all F32 (guessed)\"", m.SizeBytes, m.FileType, st.Size())
+	}
+	if len(res.Plan) != 7*5+1 || res.PlanSummary != "all 36 matmuls on the CPU" {
+		t.Fatalf("plan has %d entries, summary %q", len(res.Plan), res.PlanSummary)
+	}
+	if p := res.Plan[0]; p.Op != "Qcur-0" || p.Device != "cpu" || p.Shape != "1×64×64" {
+		t.Errorf("first plan entry %+v", p)
+	}
+	if p := res.Plan[len(res.Plan)-1]; p.Op != "result_output" || p.Shape != "1×64×512" {
+		t.Errorf("last plan entry %+v", p)
+	}
+	if res.LoadNS <= 0 || res.WarmupNS <= 0 || res.MemoryBytes <= 0 {
+		t.Errorf("load %d ns, warm-up %d ns, memory %d bytes: want all positive", res.LoadNS, res.WarmupNS, res.MemoryBytes)
+	}
+}
+
+func TestEvalMatchesLlamaCpp(t *testing.T) {
+	b, _ := load(t, Config{}, backend.LoadRequest{})
+	got := rows(t, b, backend.EvalRequest{Session: "p1", Pos: 0, Tokens: onceUponATime})
+	if len(got) != len(onceUponATime) {
+		t.Fatalf("got %d rows, want %d", len(got), len(onceUponATime))
+	}
+	for i := range onceUponATime {
+		r := got[i]
+		if r.Index != i || r.Pos != i || len(r.Values) != nVocab260 {
+			t.Fatalf("row %d: index %d pos %d, %d values", i, r.Index, r.Pos, len(r.Values))
+		}
+		want := readGolden(t, goldenP1, i, nVocab260)
+		maxDiff := 0.0
+		for j := range want {
+			maxDiff = math.Max(maxDiff, math.Abs(float64(r.Values[j]-want[j])))
+		}
+		if maxDiff > 1e-3 || argmax(r.Values) != argmax(want) {
+			t.Errorf("row %d: max |diff| to llama.cpp %.3g, argmax %d vs %d", i, maxDiff, argmax(r.Values), argmax(want))
+		}
+	}
+	if a := argmax(got[4].Values); a != 432 {
+		t.Errorf("last row argmax %d, want 432", a)
+	}
+}
+
+// maxDiff is the largest absolute difference between two rows.
+func maxDiff(a, b []float32) float64 {
+	d := 0.0
+	for j := range a {
+		d = math.Max(d, math.Abs(float64(a[j]-b[j])))
+	}
+	return d
+}
+
+// splitRef evaluates the prompt as 3 + 2 tokens in session name and returns
+// the last row. The engine follows llama.cpp's kernels, whose rounding depends
+// on the batch size, so bit-for-bit comparisons use the same batch shapes.
+func splitRef(t *testing.T, b backend.Backend, name string) []float32 {
+	t.Helper()
+	rows(t, b, backend.EvalRequest{Session: name, Pos: 0, Tokens: onceUponATime[:3], LogitsFrom: 3})
+	return rows(t, b, backend.EvalRequest{Session: name, Pos: -1, Tokens: onceUponATime[3:], LogitsFrom: 1})[1].Values
+}
+
+func TestSessionsContinueTruncateAndStayApart(t *testing.T) {
+	b, _ := load(t, Config{}, backend.LoadRequest{})
+	whole := rows(t, b, backend.EvalRequest{Session: "whole", Pos: 0, Tokens: onceUponATime})
+
+	// The same prompt in two calls continues the session: same prediction,
+	// logits equal up to the batch-size dependent rounding.
+	rows(t, b, backend.EvalRequest{Session: "split", Pos: 0, Tokens: onceUponATime[:3], LogitsFrom: 3})
+	tail := rows(t, b, backend.EvalRequest{Session: "split", Pos: -1, Tokens: onceUponATime[3:]})
+	if len(tail) != 2 || tail[0].Pos != 3 || tail[1].Pos != 4 {
+		t.Fatalf("continued session: %d rows, positions %d, %d", len(tail), tail[0].Pos, tail[1].Pos)
+	}
+	if d := maxDiff(tail[1].Values, whole[4].Values); d > 1e-4 || argmax(tail[1].Values) != 432 {
+		t.Errorf("continued session: max |diff| %.3g to the one-call rows, argmax %d", d, argmax(tail[1].Values))
+	}
+	// Another session is independent of "split".
+	if other := splitRef(t, b, "other"); !reflect.DeepEqual(other, tail[1].Values) {
+		t.Error("a second session with the same calls gave different logits")
+	}
+	// Truncating to position 3 after other tokens and re-feeding gives the
+	// same rows again.
+	rows(t, b, backend.EvalRequest{Session: "split", Pos: -1, Tokens: []int32{5, 6, 7}, LogitsFrom: 3})
+	again := rows(t, b, backend.EvalRequest{Session: "split", Pos: 3, Tokens: onceUponATime[3:], LogitsFrom: 1})
+	if len(again) != 1 || again[1].Pos != 4 || !reflect.DeepEqual(again[1].Values, tail[1].Values) {
+		t.Errorf("truncate to 3: got rows %v", again)
+	}
+	// Pos 0 resets.
+	reset := rows(t, b, backend.EvalRequest{Session: "split", Pos: 0, Tokens: onceUponATime})
+	if !reflect.DeepEqual(reset[4].Values, whole[4].Values) {
+		t.Error("pos 0 did not reset the session")
+	}
+}
+
+func TestEvalSplitsLongRequests(t *testing.T) {
+	b, _ := load(t, Config{}, backend.LoadRequest{NCtx: EvalBatch + 8})
+	n := EvalBatch + 3
+	tokens := make([]int32, n)
+	for i := range tokens {
+		tokens[i] = int32(1 + i%500)
+	}
+	from := EvalBatch - 2
+	got := rows(t, b, backend.EvalRequest{Session: "long", Pos: 0, Tokens: tokens, LogitsFrom: from})
+	if len(got) != n-from {
+		t.Fatalf("got %d rows, want %d", len(got), n-from)
+	}
+	for i := from; i < n; i++ {
+		if got[i].Pos != i {
+			t.Errorf("row %d has pos %d", i, got[i].Pos)
+		}
+	}
+	// Same rows as feeding the second chunk separately.
+	rows(t, b, backend.EvalRequest{Session: "two", Pos: 0, Tokens: tokens[:EvalBatch], LogitsFrom: EvalBatch})
+	second := rows(t, b, backend.EvalRequest{Session: "two", Pos: -1, Tokens: tokens[EvalBatch:]})
+	if !reflect.DeepEqual(second[2].Values, got[n-1].Values) {
+		t.Error("last row differs between one long request and two requests")
+	}
+}
+
+func TestThreadsAndNumerics(t *testing.T) {
+	last := func(path string, threads int, numerics string) []float32 {
+		b, _ := load(t, Config{}, backend.LoadRequest{ModelPath: abs(t, path), Threads: threads, Options: map[string]any{"numerics": numerics}})
+		return rows(t, b, backend.EvalRequest{Pos: 0, Tokens: onceUponATime, LogitsFrom: 4})[4].Values
+	}
+	one, two := last(modelQ8, 1, "exact"), last(modelQ8, 2, "exact")
+	if !reflect.DeepEqual(one, two) {
+		t.Error("logits differ between 1 and 2 threads")
+	}
+	ggml := last(modelQ8, 2, "ggml")
+	if reflect.DeepEqual(one, ggml) {
+		t.Error("numerics=ggml gave the same Q8_0 logits as exact: the option did not reach the engine")
+	}
+}
+
+func TestBadRequests(t *testing.T) {
+	ctx := context.Background()
+	b := New(Config{Name: "cpu"})
+	err := b.Eval(ctx, backend.EvalRequest{Tokens: []int32{1}}, func(backend.Logits) error { return nil })
+	if !errors.Is(err, backend.ErrNotLoaded) {
+		t.Errorf("Eval before Load: %v", err)
+	}
+	if _, err := b.Bench(ctx, backend.BenchRequest{NPrompt: 1, Reps: 1}); !errors.Is(err, backend.ErrNotLoaded) {
+		t.Errorf("Bench before Load: %v", err)
+	}
+	model := abs(t, modelF32)
+	for _, tc := range []struct {
+		req  backend.LoadRequest
+		kind error
+		text string
+	}{
+		{backend.LoadRequest{ModelPath: model, Options: map[string]any{"numercs": "exact"}}, backend.ErrInvalidArgument, `unknown option "numercs" (valid options: numerics)`},
+		{backend.LoadRequest{ModelPath: model, Options: map[string]any{"numerics": "fast"}}, backend.ErrInvalidArgument, `option "numerics": unknown numerics "fast"`},
+		{backend.LoadRequest{ModelPath: model, Options: map[string]any{"numerics": 1.0}}, backend.ErrInvalidArgument, `option "numerics"`},
+		{backend.LoadRequest{ModelPath: model, Threads: -1}, backend.ErrInvalidArgument, "threads -1"},
+		{backend.LoadRequest{}, backend.ErrInvalidArgument, "model_path is empty"},
+		{backend.LoadRequest{ModelPath: filepath.Join(t.TempDir(), "none.gguf")}, fs.ErrNotExist, "none.gguf"},
+		{backend.LoadRequest{ModelPath: abs(t, "enginebackend.go")}, backend.ErrInvalidArgument, "enginebackend.go"},
+	} {
+		_, err := b.Load(ctx, tc.req)
+		if !errors.Is(err, tc.kind) || !strings.Contains(fmt.Sprint(err), tc.text) {
+			t.Errorf("Load(%+v): err = %v; want %v containing %q", tc.req, err, tc.kind, tc.text)
+		}
+	}
+
+	b, _ = load(t, Config{}, backend.LoadRequest{NCtx: 8})
+	for _, tc := range []struct {
+		req  backend.EvalRequest
+		text string
+	}{
+		{backend.EvalRequest{Pos: 0, Tokens: []int32{1, 512}}, "token 512 at index 1 outside the vocabulary [0, 512)"},
+		{backend.EvalRequest{Pos: 0, Tokens: []int32{1, -3}}, "token -3 at index 1"},
+		{backend.EvalRequest{Pos: 3, Tokens: []int32{1}}, `pos 3 outside -1..0 for session ""`},
+		{backend.EvalRequest{Pos: -2, Tokens: []int32{1}}, "pos -2"},
+		{backend.EvalRequest{Pos: 0, Tokens: []int32{1}, LogitsFrom: 2}, "logits_from 2 outside 0..1"},
+		{backend.EvalRequest{Pos: 0, Tokens: make([]int32, 9)}, "exceed the context of 8"},
+	} {
+		err := b.Eval(ctx, tc.req, func(backend.Logits) error { return nil })
+		if !errors.Is(err, backend.ErrInvalidArgument) || !strings.Contains(fmt.Sprint(err), tc.text) {
+			t.Errorf("Eval(%+v): err = %v; want InvalidArgument containing %q", tc.req, err, tc.text)
+		}
+	}
+	for _, req := range []backend.BenchRequest{{Reps: 1}, {NPrompt: 4, Reps: 0}, {NPrompt: -1, Reps: 1}, {NGen: 1, Reps: 1, NBatch: -1}} {
+		if _, err := b.Bench(ctx, req); !errors.Is(err, backend.ErrInvalidArgument) {
+			t.Errorf("Bench(%+v): err = %v, want InvalidArgument", req, err)
+		}
+	}
+}
+
+func TestFailedEvalLeavesSessionUnchanged(t *testing.T) {
+	b, _ := load(t, Config{}, backend.LoadRequest{})
+	want := splitRef(t, b, "ref")
+	rows(t, b, backend.EvalRequest{Session: "s", Pos: 0, Tokens: onceUponATime[:3], LogitsFrom: 3})
+
+	stop := errors.New("stop")
+	err := b.Eval(context.Background(), backend.EvalRequest{Session: "s", Pos: -1, Tokens: []int32{9, 9, 9}}, func(backend.Logits) error { return stop })
+	if err != stop {
+		t.Fatalf("emit error: got %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := b.Eval(ctx, backend.EvalRequest{Session: "s", Pos: -1, Tokens: []int32{9}}, func(backend.Logits) error { return nil }); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled Eval: got %v", err)
+	}
+	got := rows(t, b, backend.EvalRequest{Session: "s", Pos: -1, Tokens: onceUponATime[3:]})
+	if got[1].Pos != 4 || !reflect.DeepEqual(got[1].Values, want) {
+		t.Errorf("after failed calls the session moved: pos %d", got[1].Pos)
+	}
+}
+
+// recorder is a MatMul hook that logs every matmul and claims none.
+type recorder struct {
+	cpu engine.MatMuler
+	mu  sync.Mutex
+	ops []string
+}
+
+func (r *recorder) MatMul(op *engine.MatMulOp, x, out []float32) error {
+	r.mu.Lock()
+	r.ops = append(r.ops, fmt.Sprintf("%s/%d", op.Name, op.T))
+	r.mu.Unlock()
+	return r.cpu.MatMul(op, x, out)
+}
+
+func (r *recorder) take() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ops := r.ops
+	r.ops = nil
+	return ops
+}
+
+func count(ops []string, name string) int {
+	n := 0
+	for _, o := range ops {
+		if o == name {
+			n++
+		}
+	}
+	return n
+}
+
+func TestBenchFollowsLlamaBench(t *testing.T) {
+	rec := &recorder{}
+	b, _ := load(t, Config{Name: "rec", MatMul: func(m *engine.Model, cpu engine.MatMuler, _ any) (engine.MatMuler, []backend.PlanEntry, string, error) {
+		rec.cpu = cpu
+		return rec, nil, "recording", nil
+	}}, backend.LoadRequest{})
+	rows(t, b, backend.EvalRequest{Session: "keep", Pos: 0, Tokens: onceUponATime[:3], LogitsFrom: 3})
+	rec.take()
+
+	res, err := b.Bench(context.Background(), backend.BenchRequest{NPrompt: 10, NGen: 3, Reps: 2, Warmup: true, Seed: 42, NBatch: 4})
+	if err != nil {
+		t.Fatalf("Bench: %v", err)
+	}
+	if res.NPrompt != 10 || res.NGen != 3 || len(res.SamplesNS) != 2 || res.WarmupNS <= 0 {
+		t.Fatalf("Bench = %+v", res)
+	}
+	for _, s := range res.SamplesNS {
+		if s <= 0 {
+			t.Errorf("sample %d ns", s)
+		}
+	}
+	ops := rec.take()
+	// Per prompt: chunks of 4, 4, 2 tokens, each with one output row; per tg
+	// token one decode of 1. Warm-up: a prompt and 1 token; then 2 × (prompt + 3).
+	prompts, gens := 1+2, 1+2*3
+	if got := count(ops, "Qcur-0/4"); got != 2*prompts {
+		t.Errorf("Qcur-0 with T=4: %d calls, want %d", got, 2*prompts)
+	}
+	if got := count(ops, "Qcur-0/2"); got != prompts {
+		t.Errorf("Qcur-0 with T=2: %d calls, want %d", got, prompts)
+	}
+	if got := count(ops, "Qcur-0/1"); got != gens {
+		t.Errorf("Qcur-0 with T=1: %d calls, want %d", got, gens)
+	}
+	heads := 0
+	for _, o := range ops {
+		if strings.HasPrefix(o, "result_output/") {
+			heads++
+		}
+	}
+	if got, want := count(ops, "result_output/1"), 3*prompts+gens; got != want || heads != want {
+		t.Errorf("output head: %d calls with one row of %d in all, want %d (logits only for each chunk's last token)", got, heads, want)
+	}
+
+	// Bench has its own session: "keep" continues as if nothing happened.
+	want := splitRef(t, b, "ref")
+	cont := rows(t, b, backend.EvalRequest{Session: "keep", Pos: -1, Tokens: onceUponATime[3:], LogitsFrom: 1})
+	if !reflect.DeepEqual(cont[1].Values, want) {
+		t.Error("Bench disturbed an Eval session")
+	}
+}
+
+type rknnLike struct {
+	Cores   int    `json:"cores"`
+	Kernels string `json:"kernels"`
+	Secret  int    `json:"-"`
+}
+
+func (o *rknnLike) Validate() error {
+	if o.Cores == 0 {
+		o.Cores = 3
+	}
+	if o.Cores < 1 || o.Cores > 3 {
+		return fmt.Errorf("option \"cores\": %d, want 1..3", o.Cores)
+	}
+	return nil
+}
+
+func TestMatMulHookAndPluginOptions(t *testing.T) {
+	var gotOpts *rknnLike
+	rec := &recorder{}
+	cfg := Config{
+		Name:    "npu-ish",
+		Options: JSONOptions[rknnLike](),
+		MatMul: func(m *engine.Model, cpu engine.MatMuler, opts any) (engine.MatMuler, []backend.PlanEntry, string, error) {
+			gotOpts = opts.(*rknnLike)
+			if gotOpts.Kernels == "fail" {
+				return nil, nil, "", errors.New("kernel list rejected")
+			}
+			rec.cpu = cpu
+			return rec, []backend.PlanEntry{{Op: "Qcur-0", Device: "npu", Shape: "1×64×64"}}, "1 of 36 matmuls on the NPU", nil
+		},
+	}
+	b, res := load(t, cfg, backend.LoadRequest{Options: map[string]any{"kernels": "all", "numerics": "exact"}})
+	if gotOpts == nil || gotOpts.Cores != 3 || gotOpts.Kernels != "all" {
+		t.Errorf("hook got options %+v", gotOpts)
+	}
+	if res.PlanSummary != "1 of 36 matmuls on the NPU" || len(res.Plan) != 1 || res.Plan[0].Device != "npu" {
+		t.Errorf("plan %+v / %q is not the hook's", res.Plan, res.PlanSummary)
+	}
+	if ops := rec.take(); len(ops) != 36 {
+		t.Errorf("warm-up sent %d matmuls through the hook, want 36", len(ops))
+	}
+	rows(t, b, backend.EvalRequest{Pos: 0, Tokens: onceUponATime})
+	if ops := rec.take(); count(ops, "result_output/5") != 1 {
+		t.Errorf("Eval did not go through the hook: %v", ops)
+	}
+
+	ctx := context.Background()
+	for _, tc := range []struct {
+		opts map[string]any
+		text string
+	}{
+		{map[string]any{"core": 1}, `unknown option "core" (valid options: cores, kernels, numerics)`},
+		{map[string]any{"cores": "two"}, `option "cores": want int, got JSON string`},
+		{map[string]any{"cores": 7}, `option "cores": 7, want 1..3`},
+		{map[string]any{"Secret": 7}, `unknown option "Secret"`},
+	} {
+		_, err := b.Load(ctx, backend.LoadRequest{ModelPath: abs(t, modelF32), Options: tc.opts})
+		if !errors.Is(err, backend.ErrInvalidArgument) || !strings.Contains(fmt.Sprint(err), tc.text) {
+			t.Errorf("Load(%v): err = %v; want InvalidArgument containing %q", tc.opts, err, tc.text)
+		}
+	}
+	_, err := b.Load(ctx, backend.LoadRequest{ModelPath: abs(t, modelF32), Options: map[string]any{"kernels": "fail"}})
+	if err == nil || !strings.Contains(err.Error(), "kernel list rejected") {
+		t.Errorf("hook error: got %v", err)
+	}
+}
