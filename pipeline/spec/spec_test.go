@@ -1,0 +1,615 @@
+package spec
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+// base is a minimal valid spec; the line numbers in the tests below count
+// from it.
+const base = `name: t
+model:
+  path: m.gguf
+datasets:
+  - name: d
+    path: d.jsonl
+reference:
+  plugin: cpu
+backends:
+  - name: b
+    plugin: cpu
+`
+
+// writeSpec puts a spec and the input files it names into a fresh directory.
+func writeSpec(t *testing.T, text string, files ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, f := range append([]string{"m.gguf", "d.jsonl"}, files...) {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := filepath.Join(dir, "t.yaml")
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func envMap(m map[string]string) Option {
+	return WithEnv(func(k string) (string, bool) { v, ok := m[k]; return v, ok })
+}
+
+// load loads text from a temp dir and returns errors with the directory
+// replaced by "DIR" so messages can be compared literally.
+func load(t *testing.T, text string, env map[string]string, files ...string) (*Spec, string) {
+	t.Helper()
+	path := writeSpec(t, text, files...)
+	s, err := Load(path, envMap(env))
+	if err == nil {
+		return s, ""
+	}
+	return s, strings.ReplaceAll(err.Error(), filepath.Dir(path), "DIR")
+}
+
+func TestBadSpecs(t *testing.T) {
+	addModel := func(extra string) string {
+		return strings.Replace(base, "  path: m.gguf\n", "  path: m.gguf\n"+extra, 1)
+	}
+	addDataset := func(extra string) string {
+		return strings.Replace(base, "    path: d.jsonl\n", "    path: d.jsonl\n"+extra, 1)
+	}
+	cases := []struct {
+		name string
+		text string
+		env  map[string]string
+		want []string // substrings of the error, in any order
+	}{
+		{"unknown top-level key", base + "tolerence: 0.1\n", nil,
+			[]string{`DIR/t.yaml:12: unknown key "tolerence"`}},
+		{"unknown nested key", addModel("  sha265: abc\n"), nil,
+			[]string{`DIR/t.yaml:4: unknown key "model.sha265" (did you mean "sha256"?)`}},
+		{"unknown key in a list item", base + "    thread: 2\n", nil,
+			[]string{`DIR/t.yaml:12: unknown key "backends[0].thread" (did you mean "threads"?)`}},
+		{"upper-case key", strings.Replace(base, "name: t", "Name: t", 1), nil,
+			[]string{`DIR/t.yaml:1: unknown key "Name" (did you mean "name"?)`}},
+		{"upper-case key in a list item", strings.Replace(base, "    plugin: cpu\n", "    Plugin: cpu\n", 1), nil,
+			[]string{`DIR/t.yaml:11: unknown key "backends[0].Plugin" (did you mean "plugin"?)`}},
+		{"float for int", base + "    threads: 2.5\n", nil,
+			[]string{`DIR/t.yaml:12: backends[0].threads: want an integer, got number 2.5`}},
+		{"string for int", base + "    threads: two\n", nil,
+			[]string{`DIR/t.yaml:12: backends[0].threads: want an integer, got string "two"`}},
+		{"int for string", strings.Replace(base, "name: t", "name: 12", 1), nil,
+			[]string{`DIR/t.yaml:1: name: want a string (quote it if it looks like a number), got integer 12`}},
+		{"yes for bool", base + "bench: {enabled: yes}\n", nil,
+			[]string{`DIR/t.yaml:12: bench.enabled: want true or false, got string "yes"`}},
+		{"number for duration", base + "timeouts:\n  eval: 300\n", nil,
+			[]string{`DIR/t.yaml:13: timeouts.eval: want a duration such as "30s" (a number has no unit), got integer 300`}},
+		{"bad duration", base + "timeouts: {load: 2 minutes}\n", nil,
+			[]string{`DIR/t.yaml:12: timeouts.load: want a duration such as "30s", "2m" or "1h30m", got string "2 minutes"`}},
+		{"string gate", base + "gates: {kld_mean_max: low}\n", nil,
+			[]string{`DIR/t.yaml:12: gates.kld_mean_max: want a number, got string "low"`}},
+		{"mapping for list", strings.Replace(base, "  - name: b\n    plugin: cpu\n", "  name: b\n", 1), nil,
+			[]string{`DIR/t.yaml:10: backends: want a list, got a mapping`}},
+		{"scalar for mapping", base + "bench: fast\n", nil,
+			[]string{`DIR/t.yaml:12: bench: want a mapping of keys, got string "fast"`}},
+		{"missing model", strings.Replace(base, "model:\n  path: m.gguf\n", "", 1), nil,
+			[]string{`DIR/t.yaml: model.path: required`}},
+		{"missing name", strings.Replace(base, "name: t\n", "", 1), nil,
+			[]string{`DIR/t.yaml: name: required`}},
+		{"missing reference plugin", strings.Replace(base, "  plugin: cpu\nbackends", "  name: r\nbackends", 1), nil,
+			[]string{`DIR/t.yaml:7: reference.plugin: required`}},
+		{"missing backend plugin", strings.TrimSuffix(base, "    plugin: cpu\n"), nil,
+			[]string{`DIR/t.yaml:10: backends[0].plugin: required`}},
+		{"no backends", strings.TrimSuffix(base, "backends:\n  - name: b\n    plugin: cpu\n"), nil,
+			[]string{`DIR/t.yaml: backends: required`}},
+		{"no datasets", strings.Replace(base, "datasets:\n  - name: d\n    path: d.jsonl\n", "", 1), nil,
+			[]string{`DIR/t.yaml: datasets: required`}},
+		{"empty list item", base + "  -\n", nil,
+			[]string{`DIR/t.yaml:12: backends[1]: empty list entry`}},
+		{"duplicate backend", base + "  - name: b\n    plugin: cpu\n", nil,
+			[]string{`DIR/t.yaml:12: backends[1].name: duplicate backend name "b" (also backends[0].name)`}},
+		{"backend named like the reference", strings.Replace(base, "  plugin: cpu\nbackends", "  name: b\n  plugin: cpu\nbackends", 1), nil,
+			[]string{`DIR/t.yaml:11: backends[0].name: duplicate backend name "b" (also reference.name)`}},
+		{"duplicate dataset", strings.Replace(base, "reference:", "  - name: d\n    path: d.jsonl\nreference:", 1), nil,
+			[]string{`DIR/t.yaml:7: datasets[1].name: duplicate dataset name "d" (also datasets[0])`}},
+		{"bad mode", addDataset("    mode: sample\n"), nil,
+			[]string{`DIR/t.yaml:7: datasets[0].mode: "sample": want score or generate`}},
+		{"small n_ctx", addDataset("    n_ctx: 4\n"), nil,
+			[]string{`DIR/t.yaml:7: datasets[0].n_ctx: must be >= 8, got 4`}},
+		{"n_ctx for generate", addDataset("    mode: generate\n    n_ctx: 64\n"), nil,
+			[]string{`DIR/t.yaml:8: datasets[0].n_ctx: only for mode score`}},
+		{"negative limit", addDataset("    limit: -1\n"), nil,
+			[]string{`DIR/t.yaml:7: datasets[0].limit: must be >= 0, got -1`}},
+		{"negative threads", base + "    threads: -2\n", nil,
+			[]string{`DIR/t.yaml:12: backends[0].threads: must be >= 0, got -2`}},
+		{"zero reps", base + "bench:\n  reps: 0\n", nil,
+			[]string{`DIR/t.yaml:13: bench.reps: must be >= 1, got 0`}},
+		{"negative gate", base + "gates:\n  nmse_max: -1\n", nil,
+			[]string{`DIR/t.yaml:13: gates.nmse_max: must be >= 0, got -1`}},
+		{"percent for a fraction", base + "    gates: {same_top_p_min: 98}\n", nil,
+			[]string{`DIR/t.yaml:12: backends[0].gates.same_top_p_min: is a fraction between 0 and 1, got 98`}},
+		{"bad format", base + "output: {formats: [json, html]}\n", nil,
+			[]string{`DIR/t.yaml:12: output.formats[1]: "html": want json, jsonl or md`}},
+		{"bad name", strings.Replace(base, "name: t", "name: my run", 1), nil,
+			[]string{`DIR/t.yaml:1: name: "my run": use only letters, digits`}},
+		{"bad sha256", addModel("  sha256: 1234abcd\n"), nil,
+			[]string{`DIR/t.yaml:4: model.sha256: want 64 hex digits, got "1234abcd"`}},
+		{"plugin and kld_base", strings.Replace(base, "  plugin: cpu\nbackends", "  plugin: cpu\n  kld_base: k.kld\nbackends", 1), nil,
+			[]string{`DIR/t.yaml:9: reference.kld_base: set either reference.plugin or reference.kld_base, not both`}},
+		{"kld_base with datasets", strings.Replace(base, "  plugin: cpu\nbackends", "  kld_base: k.kld\nbackends", 1), nil,
+			[]string{`DIR/t.yaml:4: datasets: not used with reference.kld_base`}},
+		{"options with a number key", base + "    options: {1: x}\n", nil,
+			[]string{`DIR/t.yaml:12: backends[0].options: keys must be strings, got integer 1`}},
+		{"duplicate key", "name: t\n" + base, nil,
+			[]string{`DIR/t.yaml:2: duplicate key "name" (first on line 1)`}},
+		{"empty file", "", nil, []string{`DIR/t.yaml: empty spec`}},
+		{"only comments", "# nothing yet\n", nil, []string{`DIR/t.yaml: empty spec`}},
+		{"top-level list", "- name: t\n", nil,
+			[]string{`DIR/t.yaml:1: the top level must be a mapping of keys`}},
+		{"invalid YAML", "name: t\nmodel: {path: m.gguf\nreference:\n", nil,
+			[]string{`DIR/t.yaml:2: invalid YAML: did not find expected ',' or '}'`}},
+		{"unclosed list", "name: [t\n", nil, // reported where the file ends
+			[]string{`DIR/t.yaml:2: invalid YAML: did not find expected ',' or ']'`}},
+		{"bad indentation", "name: t\nmodel:\n  path: m.gguf\n bad: 1\n", nil,
+			[]string{`DIR/t.yaml:4: invalid YAML: did not find expected key`}},
+		{"tab indentation", "name: t\nmodel:\n\tpath: m.gguf\n", nil,
+			[]string{`DIR/t.yaml:3: invalid YAML: found character that cannot start any token`}},
+		{"two documents", base + "---\nname: u\n", nil,
+			[]string{`DIR/t.yaml:12: more than one YAML document`}},
+		{"missing model file", strings.Replace(base, "m.gguf", "nope.gguf", 1), nil,
+			[]string{`DIR/t.yaml:3: model.path: DIR/nope.gguf: no such file or directory`}},
+		{"missing dataset file", strings.Replace(base, "d.jsonl", "nope.jsonl", 1), nil,
+			[]string{`DIR/t.yaml:6: datasets[0].path: DIR/nope.jsonl: no such file or directory`}},
+		{"env int parse error", base, map[string]string{"EVALRUN_BENCH_REPS": "abc"},
+			[]string{`DIR/t.yaml: bench.reps (from $EVALRUN_BENCH_REPS): want an integer (got "abc")`}},
+		{"env bool parse error", base, map[string]string{"EVALRUN_BENCH_ENABLED": "maybe"},
+			[]string{`DIR/t.yaml: bench.enabled (from $EVALRUN_BENCH_ENABLED): want true or false (got "maybe")`}},
+		{"env duration parse error", base, map[string]string{"EVALRUN_TIMEOUTS_LOAD": "120"},
+			[]string{`DIR/t.yaml: timeouts.load (from $EVALRUN_TIMEOUTS_LOAD): want a duration such as "30s" (got "120")`}},
+		{"env float parse error", base, map[string]string{"EVALRUN_BACKENDS_0_GATES_NMSE_MAX": "NaN"},
+			[]string{`DIR/t.yaml: backends[0].gates.nmse_max (from $EVALRUN_BACKENDS_0_GATES_NMSE_MAX): want a finite number (got "NaN")`}},
+		{"env value fails validation", base, map[string]string{"EVALRUN_BENCH_REPS": "0"},
+			[]string{`DIR/t.yaml: bench.reps (from $EVALRUN_BENCH_REPS): must be >= 1, got 0`}},
+		{"env for a missing list item", base, map[string]string{"EVALRUN_BACKENDS_1_THREADS": "1"},
+			[]string{`DIR/t.yaml: backends[1].threads (from $EVALRUN_BACKENDS_1_THREADS): the spec has only 1 backends entries`}},
+		{"several problems at once", strings.Replace(base, "name: t", "name: 12", 1) + "    thread: 2\nextra: 1\n", nil,
+			[]string{`DIR/t.yaml:1: name: want a string`, `DIR/t.yaml:12: unknown key "backends[0].thread"`, `DIR/t.yaml:13: unknown key "extra"`}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s, msg := load(t, c.text, c.env)
+			if msg == "" {
+				t.Fatalf("loaded without error: %+v", s)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("error\n%s\ndoes not contain\n%s", msg, w)
+				}
+			}
+		})
+	}
+}
+
+func TestErrorListHoldsEachProblem(t *testing.T) {
+	path := writeSpec(t, base+"    thread: 2\nextra: 1\n")
+	_, err := Load(path, WithEnv(nil))
+	var list ErrorList
+	if !errors.As(err, &list) || len(list) != 2 {
+		t.Fatalf("want an ErrorList of 2, got %T %v", err, err)
+	}
+	if list[0].Line != 12 || list[1].Line != 13 || list[0].File != path {
+		t.Errorf("lines %d, %d, file %q", list[0].Line, list[1].Line, list[0].File)
+	}
+	var one *Error
+	if !errors.As(err, &one) || one.Line != 12 {
+		t.Errorf("errors.As(*Error) = %v", one)
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	s, msg := load(t, base+"  - name: g\n    plugin: cpu\n    threads: 3\n", nil)
+	if msg != "" {
+		t.Fatal(msg)
+	}
+	want := Spec{
+		Name:       "t",
+		Model:      Model{Path: filepath.Join(s.Dir, "m.gguf")},
+		Datasets:   []Dataset{{Name: "d", Path: filepath.Join(s.Dir, "d.jsonl"), Mode: ModeScore, NCtx: 128}},
+		Reference:  Reference{Name: "reference", Plugin: "cpu", Threads: runtime.NumCPU()},
+		Candidates: []Backend{{Name: "b", Plugin: "cpu", Threads: runtime.NumCPU()}, {Name: "g", Plugin: "cpu", Threads: 3}},
+		Bench:      Bench{Enabled: true, NPrompt: 64, NGen: 16, Reps: 5, Warmup: true},
+		Output:     Output{Dir: mustAbs(t, "results"), Formats: []string{"json", "jsonl", "md"}},
+		Timeouts:   Timeouts{Start: 30 * time.Second, Load: 120 * time.Second, Eval: 300 * time.Second, Bench: 600 * time.Second},
+		Path:       s.Path,
+		Dir:        s.Dir,
+	}
+	if !reflect.DeepEqual(*s, want) {
+		t.Errorf("got\n%+v\nwant\n%+v", *s, want)
+	}
+	if !filepath.IsAbs(s.Dir) || filepath.Dir(s.Path) != s.Dir {
+		t.Errorf("Path %q Dir %q", s.Path, s.Dir)
+	}
+
+	gen := strings.Replace(base, "    path: d.jsonl\n", "    path: d.jsonl\n    mode: generate\n", 1)
+	s, msg = load(t, gen, nil)
+	if msg != "" {
+		t.Fatal(msg)
+	}
+	if d := s.Datasets[0]; d.MaxNewTokens != 32 || d.NCtx != 0 {
+		t.Errorf("generate defaults: %+v", d)
+	}
+}
+
+func mustAbs(t *testing.T, p string) string {
+	a, err := filepath.Abs(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func TestExplicitValuesAndTypes(t *testing.T) {
+	text := base + `    threads: 1
+    model: q8.gguf
+    options: {Numerics: ggml, npu.cores: 3, List: [1, {Deep: true}]}
+    output: {kld_base: out/b.kld}
+    gates: {kld_mean_max: 1, same_top_p_min: 0.5}
+bench: {enabled: false, n_prompt: 0, n_gen: 8, reps: 2, warmup: false}
+gates:
+  kld_mean_max: 0.01
+  max_abs_diff_max: 0
+output:
+  dir: ../out
+  formats: [md]
+plugin_dir: plugins
+timeouts: {start: 1s, load: 2m, eval: 1h30m, bench: 500ms}
+`
+	path := writeSpec(t, text, "q8.gguf")
+	if err := os.Mkdir(filepath.Join(filepath.Dir(path), "plugins"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Load(path, WithEnv(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := s.Dir
+	b := s.Candidates[0]
+	if b.Threads != 1 || b.Model != filepath.Join(dir, "q8.gguf") || b.Output.KLDBase != filepath.Join(dir, "out/b.kld") {
+		t.Errorf("backend %+v", b)
+	}
+	wantOpts := map[string]any{"Numerics": "ggml", "npu.cores": 3, "List": []any{1, map[string]any{"Deep": true}}}
+	if !reflect.DeepEqual(b.Options, wantOpts) {
+		t.Errorf("options keep their keys: got %#v", b.Options)
+	}
+	if *b.Gates.KLDMeanMax != 1 || *b.Gates.SameTopPMin != 0.5 {
+		t.Errorf("backend gates %v %v", *b.Gates.KLDMeanMax, *b.Gates.SameTopPMin)
+	}
+	if s.Bench != (Bench{Enabled: false, NPrompt: 0, NGen: 8, Reps: 2, Warmup: false}) {
+		t.Errorf("bench %+v", s.Bench)
+	}
+	if *s.Gates.KLDMeanMax != 0.01 || s.Gates.MaxAbsDiffMax == nil || *s.Gates.MaxAbsDiffMax != 0 || s.Gates.NMSEMax != nil {
+		t.Errorf("gates %+v", s.Gates)
+	}
+	if s.Output.Dir != filepath.Join(filepath.Dir(dir), "out") || !reflect.DeepEqual(s.Output.Formats, []string{"md"}) {
+		t.Errorf("output %+v", s.Output)
+	}
+	if s.PluginDir != filepath.Join(dir, "plugins") {
+		t.Errorf("plugin_dir %q", s.PluginDir)
+	}
+	if s.Timeouts != (Timeouts{Start: time.Second, Load: 2 * time.Minute, Eval: 90 * time.Minute, Bench: 500 * time.Millisecond}) {
+		t.Errorf("timeouts %+v", s.Timeouts)
+	}
+	p, err := s.PluginPath("cpu")
+	if err != nil || p != filepath.Join(dir, "plugins", "evalrun-plugin-cpu") {
+		t.Errorf("PluginPath = %q, %v", p, err)
+	}
+}
+
+func TestEnvOverrides(t *testing.T) {
+	env := map[string]string{
+		// keys present in the file
+		"EVALRUN_MODEL_PATH":       "other.gguf",
+		"EVALRUN_BACKENDS_0_NAME":  "renamed",
+		"EVALRUN_DATASETS_0_N_CTX": "64",
+		// keys absent from the file (viper#761)
+		"EVALRUN_BENCH_REPS":                "1",
+		"EVALRUN_BENCH_ENABLED":             "false",
+		"EVALRUN_OUTPUT_DIR":                "out",
+		"EVALRUN_OUTPUT_FORMATS":            "json, md",
+		"EVALRUN_REFERENCE_THREADS":         "3",
+		"EVALRUN_REFERENCE_OPTIONS":         "ignored: options are not scalars",
+		"EVALRUN_TIMEOUTS_EVAL":             "45s",
+		"EVALRUN_GATES_KLD_MEAN_MAX":        "0.5",
+		"EVALRUN_BACKENDS_0_THREADS":        "1",
+		"EVALRUN_BACKENDS_0_GATES_NMSE_MAX": "1e-4",
+		"EVALRUN_DATASETS_0_LIMIT":          "2",
+		"EVALRUN_UNRELATED":                 "x",
+	}
+	s, msg := load(t, base, env, "other.gguf")
+	if msg != "" {
+		t.Fatal(msg)
+	}
+	if s.Model.Path != filepath.Join(s.Dir, "other.gguf") {
+		t.Errorf("model.path %q", s.Model.Path)
+	}
+	if s.Bench.Reps != 1 || s.Bench.Enabled || !s.Bench.Warmup {
+		t.Errorf("bench %+v", s.Bench)
+	}
+	if s.Output.Dir != filepath.Join(s.Dir, "out") || !reflect.DeepEqual(s.Output.Formats, []string{"json", "md"}) {
+		t.Errorf("output %+v", s.Output)
+	}
+	if s.Reference.Threads != 3 || s.Timeouts.Eval != 45*time.Second || s.Timeouts.Load != 120*time.Second {
+		t.Errorf("reference threads %d, timeouts %+v", s.Reference.Threads, s.Timeouts)
+	}
+	if s.Gates.KLDMeanMax == nil || *s.Gates.KLDMeanMax != 0.5 {
+		t.Errorf("gates %+v", s.Gates)
+	}
+	b := s.Candidates[0]
+	if b.Name != "renamed" || b.Threads != 1 || b.Gates.NMSEMax == nil || *b.Gates.NMSEMax != 1e-4 {
+		t.Errorf("backend %+v", b)
+	}
+	if d := s.Datasets[0]; d.NCtx != 64 || d.Limit != 2 {
+		t.Errorf("dataset %+v", d)
+	}
+
+	// The process environment is used by default.
+	path := writeSpec(t, base)
+	t.Setenv("EVALRUN_BENCH_N_GEN", "7")
+	s, err := Load(path)
+	if err != nil || s.Bench.NGen != 7 {
+		t.Errorf("os env: n_gen %d, %v", s.Bench.NGen, err)
+	}
+	s, err = Load(path, WithEnv(nil))
+	if err != nil || s.Bench.NGen != 16 {
+		t.Errorf("WithEnv(nil): n_gen %d, %v", s.Bench.NGen, err)
+	}
+}
+
+func TestAnchorsAndMergeKeys(t *testing.T) {
+	text := `name: t
+model: {path: m.gguf}
+datasets: [{name: d, path: d.jsonl}]
+reference: &cpu
+  plugin: cpu
+  options: {numerics: exact}
+backends:
+  - <<: *cpu
+    name: b
+    options: {numerics: ggml}
+`
+	s, msg := load(t, text, nil)
+	if msg != "" {
+		t.Fatal(msg)
+	}
+	if b := s.Candidates[0]; b.Plugin != "cpu" || b.Options["numerics"] != "ggml" {
+		t.Errorf("merged backend %+v", b)
+	}
+}
+
+func TestKLDBaseReference(t *testing.T) {
+	text := `name: k
+model: {path: m.gguf}
+reference: {kld_base: ref.kld}
+backends: [{name: b, plugin: ./bin/my-plugin}]
+`
+	path := writeSpec(t, text, "ref.kld")
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(filepath.Join(dir, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "bin", "my-plugin"), nil, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Load(path, WithEnv(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Reference.KLDBase != filepath.Join(s.Dir, "ref.kld") || s.Reference.Name != "reference" {
+		t.Errorf("reference %+v", s.Reference)
+	}
+	bs := s.Backends()
+	if len(bs) != 1 || bs[0].Plugin != filepath.Join(s.Dir, "bin", "my-plugin") || bs[0].Model != s.Model.Path {
+		t.Errorf("Backends() = %+v", bs)
+	}
+	if p, _ := s.PluginPath(bs[0].Plugin); p != bs[0].Plugin {
+		t.Errorf("PluginPath of a path = %q", p)
+	}
+
+	bad := strings.Replace(text, "{kld_base: ref.kld}", "{kld_base: ref.kld, threads: 2}", 1)
+	_, msg := load(t, bad, nil, "ref.kld")
+	if !strings.Contains(msg, "DIR/t.yaml:3: reference.threads: has no effect with reference.kld_base") {
+		t.Errorf("got %q", msg)
+	}
+}
+
+func TestBackendsAndGates(t *testing.T) {
+	text := base + `    model: q8.gguf
+    gates: {kld_mean_max: 0.5}
+  - name: c
+    plugin: cpu
+gates: {kld_mean_max: 0.01, same_top_p_min: 0.9}
+`
+	s, msg := load(t, text, nil, "q8.gguf")
+	if msg != "" {
+		t.Fatal(msg)
+	}
+	bs := s.Backends()
+	var names []string
+	for _, b := range bs {
+		names = append(names, b.Name)
+	}
+	if !reflect.DeepEqual(names, []string{"reference", "b", "c"}) {
+		t.Fatalf("order %v", names)
+	}
+	if bs[0].Model != s.Model.Path || bs[1].Model != filepath.Join(s.Dir, "q8.gguf") || bs[2].Model != s.Model.Path {
+		t.Errorf("models %q %q %q", bs[0].Model, bs[1].Model, bs[2].Model)
+	}
+	if len(bs[0].Gates.List()) != 0 {
+		t.Errorf("reference has gates %+v", bs[0].Gates.List())
+	}
+	wantB := []Gate{{Name: "kld_mean_max", Metric: "kld_mean", Max: true, Limit: 0.5}, {Name: "same_top_p_min", Metric: "same_top_p", Limit: 0.9}}
+	if got := bs[1].Gates.List(); !reflect.DeepEqual(got, wantB) {
+		t.Errorf("b gates %+v", got)
+	}
+	if got := bs[2].Gates.List(); got[0].Limit != 0.01 {
+		t.Errorf("c gates %+v", got)
+	}
+	// The effective gates are copies: changing them leaves the spec alone.
+	*bs[2].Gates.KLDMeanMax = 7
+	if *s.Gates.KLDMeanMax != 0.01 {
+		t.Error("Backends() shares gate values with the spec")
+	}
+
+	max := Gate{Name: "kld_mean_max", Max: true, Limit: 0.01}
+	min := Gate{Name: "same_top_p_min", Limit: 0.9}
+	checks := []struct {
+		g    Gate
+		v    float64
+		pass bool
+	}{{max, 0.01, true}, {max, 0.0101, false}, {max, nan(), false}, {min, 0.9, true}, {min, 0.89, false}, {min, nan(), false}}
+	for _, c := range checks {
+		if c.g.Pass(c.v) != c.pass {
+			t.Errorf("%s.Pass(%v) = %v", c.g.Name, c.v, !c.pass)
+		}
+	}
+}
+
+func nan() float64 { z := 0.0; return z / z }
+
+// TestShippedConfigs loads every example in configs/ against the real files
+// of the repository and checks what each promises its reader.
+func TestShippedConfigs(t *testing.T) {
+	paths, err := filepath.Glob("../../configs/*.yaml")
+	if err != nil || len(paths) < 3 {
+		t.Fatalf("configs: %v %v", paths, err)
+	}
+	specs := map[string]*Spec{}
+	for _, p := range paths {
+		s, err := Load(p, WithEnv(nil))
+		if err != nil {
+			t.Errorf("%s: %v", p, err)
+			continue
+		}
+		specs[filepath.Base(p)] = s
+		if s.Model.SHA256 != "" {
+			data, err := os.ReadFile(s.Model.Path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != s.Model.SHA256 {
+				t.Errorf("%s: model.sha256 does not match %s", p, s.Model.Path)
+			}
+		}
+		if s.Output.Dir != mustAbs(t, "../../results") {
+			t.Errorf("%s: output.dir %q", p, s.Output.Dir)
+		}
+	}
+
+	def := specs["default.yaml"]
+	if def == nil {
+		t.Fatal("configs/default.yaml missing or broken")
+	}
+	if def.Reference.Name != "cpu-exact" || def.Reference.Options["numerics"] != "exact" {
+		t.Errorf("default reference %+v", def.Reference)
+	}
+	if len(def.Candidates) != 1 || def.Candidates[0].Name != "cpu-ggml" || def.Candidates[0].Options["numerics"] != "ggml" {
+		t.Errorf("default candidates %+v", def.Candidates)
+	}
+	if len(def.Datasets) != 2 || def.Datasets[0].Mode != ModeScore || def.Datasets[0].NCtx != 128 ||
+		def.Datasets[1].Mode != ModeGenerate || def.Datasets[1].MaxNewTokens != 32 {
+		t.Errorf("default datasets %+v", def.Datasets)
+	}
+	if def.Bench != (Bench{Enabled: true, NPrompt: 64, NGen: 16, Reps: 3, Warmup: true}) {
+		t.Errorf("default bench %+v", def.Bench)
+	}
+	// ggml numerics on F32 differ from exact by KLD ~1e-6: the gates pass it.
+	for _, g := range def.Backends()[1].Gates.List() {
+		if g.Name == "kld_mean_max" && !g.Pass(1e-6) || g.Name == "same_top_p_min" && !g.Pass(0.995) {
+			t.Errorf("default gate %+v rejects the expected ggml-vs-exact result", g)
+		}
+	}
+
+	// llama.cpp's KLD figures for the quantized files (testdata/llamacpp/
+	// perplexity/kld.*.plain.stdout.txt): Q8_0 must pass, Q4_0 must fail.
+	type result struct{ kldMean, kldP99, sameTop float64 }
+	llama := map[string]result{"q8_0": {0.000839, 0.004592, 0.98413}, "q4_0": {0.087270, 0.500650, 0.84987}}
+	for _, name := range []string{"quantized.yaml", "kld-base.yaml"} {
+		s := specs[name]
+		if s == nil {
+			t.Errorf("configs/%s missing or broken", name)
+			continue
+		}
+		for _, b := range s.Backends() {
+			r, ok := llama[b.Name]
+			if !ok {
+				continue
+			}
+			pass := true
+			for _, g := range b.Gates.List() {
+				switch g.Metric {
+				case "kld_mean":
+					pass = pass && g.Pass(r.kldMean)
+				case "kld_p99":
+					pass = pass && g.Pass(r.kldP99)
+				case "same_top_p":
+					pass = pass && g.Pass(r.sameTop)
+				}
+			}
+			if want := b.Name == "q8_0"; pass != want {
+				t.Errorf("%s: %s passes the gates = %v, want %v", name, b.Name, pass, want)
+			}
+			if !strings.Contains(b.Model, strings.ReplaceAll(b.Name, "_", "_")) || b.Model == s.Model.Path {
+				t.Errorf("%s: %s loads %s", name, b.Name, b.Model)
+			}
+		}
+	}
+	if k := specs["kld-base.yaml"]; k != nil && (k.Reference.KLDBase == "" || len(k.Datasets) != 0 || len(k.Backends()) != 2) {
+		t.Errorf("kld-base reference %+v", k.Reference)
+	}
+}
+
+// TestDocListsEveryEnvVar keeps the package documentation's list honest.
+func TestDocListsEveryEnvVar(t *testing.T) {
+	doc, err := os.ReadFile("doc.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vars := EnvVars()
+	if len(vars) < 25 {
+		t.Fatalf("only %d variables", len(vars))
+	}
+	for _, v := range vars {
+		if !strings.Contains(string(doc), v[0]+" ") || !strings.Contains(string(doc), " "+v[1]+"\n") {
+			t.Errorf("doc.go does not list %s (%s)", v[0], v[1])
+		}
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(base))
+	f.Add([]byte(base + "gates: {kld_mean_max: 1}\ntimeouts: {eval: 1s}\n"))
+	f.Add([]byte("a: &x [*x]\n"))
+	f.Add([]byte("name: [\n"))
+	f.Add([]byte("reference: {kld_base: k, options: {<<: {a: 1}}}\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, err := Parse(data, "fuzz.yaml", WithEnv(nil), WithoutFileChecks())
+		if err == nil {
+			if s.Name == "" || s.Model.Path == "" || len(s.Candidates) == 0 || s.Bench.Reps < 1 {
+				t.Fatalf("accepted an invalid spec: %+v", s)
+			}
+			return
+		}
+		if !strings.HasPrefix(err.Error(), "fuzz.yaml") {
+			t.Fatalf("error does not name the file: %v", err)
+		}
+	})
+}
