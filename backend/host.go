@@ -160,7 +160,12 @@ func Launch(ctx context.Context, cfg LaunchConfig) (*Client, error) {
 	select {
 	case r = <-result:
 	case <-ctx.Done():
-		go c.pc.Kill()
+		// Kill once the start has settled: killing earlier would miss a
+		// process that is still being started.
+		go func() {
+			<-result
+			c.pc.Kill()
+		}()
 		return nil, fmt.Errorf("launch plugin %s: %w", c.name, ctx.Err())
 	}
 	if r.err != nil {
@@ -178,6 +183,11 @@ func Launch(ctx context.Context, cfg LaunchConfig) (*Client, error) {
 	}
 	return c, nil
 }
+
+// KillAll kills every plugin started by Launch that is still running. Hosts
+// call it on exit, including from their signal handler, because deferred
+// Kills do not run on os.Exit.
+func KillAll() { plugin.CleanupClients() }
 
 // Pid is the plugin's process id.
 func (c *Client) Pid() int { return c.pid }
