@@ -1,0 +1,111 @@
+package pipeline
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"path/filepath"
+)
+
+// PromptResult is one line of prompts.jsonl: one backend on one prompt (a
+// generate record) or one score chunk.
+type PromptResult struct {
+	Backend         string   `json:"backend"`
+	Dataset         string   `json:"dataset"`
+	ID              string   `json:"id"`
+	Mode            string   `json:"mode"`
+	Tokens          int      `json:"tokens"`
+	KLDMean         *float64 `json:"kld_mean"`
+	KLDMax          *float64 `json:"kld_max"`
+	SameTopP        *float64 `json:"same_top_p"`
+	PPL             *float64 `json:"ppl"`
+	PPLBase         *float64 `json:"ppl_base"`
+	NMSE            *float64 `json:"nmse,omitempty"`
+	CosineMin       *float64 `json:"cosine_min,omitempty"`
+	MaxAbsDiff      *float64 `json:"max_abs_diff,omitempty"`
+	NaNCount        int64    `json:"nan_count"`
+	InfCount        int64    `json:"inf_count"`
+	GreedyMatch     *bool    `json:"greedy_match,omitempty"`
+	FirstDivergence *int     `json:"first_divergence,omitempty"`
+	ReferenceTokens []int32  `json:"reference_tokens,omitempty"`
+	GeneratedTokens []int32  `json:"generated_tokens,omitempty"`
+}
+
+func promptFromComparison(backendName, ds, id, mode string, c *comparison, liveRef bool) PromptResult {
+	a := c.accuracy(liveRef)
+	p := PromptResult{
+		Backend: backendName, Dataset: ds, ID: id, Mode: mode, Tokens: a.Tokens,
+		KLDMean: a.KLDMean, KLDMax: a.KLDMax, SameTopP: a.SameTopP, PPL: a.PPL, PPLBase: a.PPLBase,
+		NMSE: a.NMSE, CosineMin: a.CosineMin, MaxAbsDiff: a.MaxAbsDiff, NaNCount: a.NaNCount, InfCount: a.InfCount,
+	}
+	if c.genPrompts == 1 {
+		m := c.genMatches == 1
+		d := int(c.firstDivSum)
+		p.GreedyMatch, p.FirstDivergence = &m, &d
+	}
+	return p
+}
+
+// promptLog streams prompts.jsonl to a temporary file as results arrive (the
+// run's memory does not grow with the dataset) and renames it into place at
+// the end.
+type promptLog struct {
+	path string
+	f    *os.File
+	w    *bufio.Writer
+	enc  *json.Encoder
+	err  error
+}
+
+func newPromptLog(dir string) (*promptLog, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	path := filepath.Join(dir, "prompts.jsonl")
+	f, err := os.CreateTemp(dir, ".prompts.jsonl.tmp-*")
+	if err != nil {
+		return nil, err
+	}
+	w := bufio.NewWriter(f)
+	return &promptLog{path: path, f: f, w: w, enc: json.NewEncoder(w)}, nil
+}
+
+func (l *promptLog) add(p PromptResult) {
+	if l == nil || l.err != nil {
+		return
+	}
+	l.err = l.enc.Encode(p)
+}
+
+// commit flushes and renames the file into place.
+func (l *promptLog) commit() error {
+	if l == nil {
+		return nil
+	}
+	if l.err == nil {
+		l.err = l.w.Flush()
+	}
+	if l.err == nil {
+		l.err = l.f.Sync()
+	}
+	cerr := l.f.Close()
+	if l.err == nil {
+		l.err = cerr
+	}
+	if l.err == nil {
+		l.err = os.Chmod(l.f.Name(), 0o644)
+	}
+	if l.err == nil {
+		l.err = os.Rename(l.f.Name(), l.path)
+	}
+	if l.err != nil {
+		os.Remove(l.f.Name())
+	}
+	return l.err
+}
+
+func (r *runner) addPrompt(p PromptResult) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.promptLog.add(p)
+}

@@ -1,0 +1,253 @@
+package pipeline
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/mattn/go-isatty"
+	"github.com/olekukonko/tablewriter"
+	"github.com/olekukonko/tablewriter/renderer"
+	"github.com/olekukonko/tablewriter/tw"
+)
+
+// Output formats a spec can ask for.
+const (
+	FormatJSON  = "json"  // summary.json (always written)
+	FormatJSONL = "jsonl" // prompts.jsonl
+	FormatMD    = "md"    // report.md
+)
+
+// writeResults writes summary.json (always) and report.md, each atomically.
+func writeResults(dir string, s *Summary, formats []string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	data, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := writeFileAtomic(filepath.Join(dir, "summary.json"), append(data, '\n')); err != nil {
+		return err
+	}
+	if len(formats) == 0 || slices.Contains(formats, FormatMD) {
+		var b strings.Builder
+		if err := writeReport(&b, s); err != nil {
+			return err
+		}
+		if err := writeFileAtomic(filepath.Join(dir, "report.md"), []byte(b.String())); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && (isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd()))
+}
+
+// newTable makes a table: Unicode borders on a terminal, ASCII otherwise
+// (logs and CI), Markdown for report.md.
+func newTable(w io.Writer, markdown bool) *tablewriter.Table {
+	opts := []tablewriter.Option{tablewriter.WithHeaderAutoFormat(tw.Off), tablewriter.WithRowAutoWrap(tw.WrapNone)}
+	switch {
+	case markdown:
+		opts = append(opts, tablewriter.WithRenderer(renderer.NewMarkdown()))
+	case !isTerminal(w):
+		opts = append(opts, tablewriter.WithRenderer(renderer.NewBlueprint(tw.Rendition{Symbols: tw.NewSymbols(tw.StyleASCII)})))
+	}
+	return tablewriter.NewTable(w, opts...)
+}
+
+func fmtPM(v, e *float64, scale float64, prec int) string {
+	if v == nil {
+		return "-"
+	}
+	if e == nil {
+		return fmt.Sprintf("%.*f", prec, *v*scale)
+	}
+	return fmt.Sprintf("%.*f ± %.*f", prec, *v*scale, prec, *e*scale)
+}
+
+func fmtG(v *float64) string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.3g", *v)
+}
+
+func fmtPct(v *float64) string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f%%", *v*100)
+}
+
+func verdictCell(b BackendSummary) string {
+	switch {
+	case b.Status != StatusOK:
+		return strings.ToUpper(b.Status)
+	case b.Pass:
+		return "PASS"
+	default:
+		return "FAIL"
+	}
+}
+
+func accuracyTable(w io.Writer, s *Summary, md bool) error {
+	t := newTable(w, md)
+	t.Header("backend", "status", "tokens", "KLD mean", "KLD p99", "same top p", "RMS Δp", "PPL ratio", "NMSE", "max |Δlogit|", "greedy", "verdict")
+	for _, b := range s.Backends {
+		row := []string{b.Name, b.Status, "-", "-", "-", "-", "-", "-", "-", "-", "-", verdictCell(b)}
+		if a := b.Accuracy; a != nil {
+			row[2] = fmt.Sprint(a.Tokens)
+			row[3] = fmtPM(a.KLDMean, a.KLDMeanErr, 1, 6)
+			row[4] = fmtG(a.KLDP99)
+			row[5] = fmtPM(a.SameTopP, a.SameTopPErr, 100, 2) + "%"
+			if a.SameTopP == nil {
+				row[5] = "-"
+			}
+			row[6] = fmtPct(a.RMSDp)
+			row[7] = fmtPM(a.PPLRatio, a.PPLRatioErr, 1, 4)
+			row[8] = fmtG(a.NMSE)
+			row[9] = fmtG(a.MaxAbsDiff)
+			if a.GreedyMatch != nil {
+				row[10] = fmt.Sprintf("%.0f%% (div@%.1f)", *a.GreedyMatch*100, *a.FirstDivergenceMean)
+			}
+			if a.NaNCount+a.InfCount > 0 {
+				row[1] += fmt.Sprintf(" (%d NaN, %d Inf)", a.NaNCount, a.InfCount)
+			}
+		}
+		if err := t.Append(row); err != nil {
+			return err
+		}
+	}
+	return t.Render()
+}
+
+func fmtTS(b *BenchTest) string {
+	if b == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f ± %.2f", b.AvgTS, b.StddevTS)
+}
+
+func throughputTable(w io.Writer, s *Summary, md bool) error {
+	t := newTable(w, md)
+	ppName, tgName := "pp t/s", "tg t/s"
+	all := append([]BackendSummary{s.Reference}, s.Backends...)
+	for _, b := range all {
+		if b.Throughput != nil && b.Throughput.PP != nil {
+			ppName = fmt.Sprintf("pp%d t/s", b.Throughput.PP.NPrompt)
+		}
+		if b.Throughput != nil && b.Throughput.TG != nil {
+			tgName = fmt.Sprintf("tg%d t/s", b.Throughput.TG.NGen)
+		}
+	}
+	t.Header("backend", "device", "threads", "load s", "warm-up s", ppName, tgName, "offload")
+	for _, b := range all {
+		if b.Kind == "kld_base" {
+			continue
+		}
+		dev := "-"
+		if b.Info != nil {
+			dev = b.Info.Device
+		}
+		load, warm, plan := "-", "-", "-"
+		if b.Load != nil {
+			load = fmt.Sprintf("%.3f", b.Load.LoadS)
+			warm = fmt.Sprintf("%.3f", b.Load.WarmupS)
+			if b.Load.PlanSummary != "" {
+				plan = b.Load.PlanSummary
+			}
+		}
+		pp, tg := "-", "-"
+		if b.Throughput != nil {
+			pp, tg = fmtTS(b.Throughput.PP), fmtTS(b.Throughput.TG)
+		}
+		name := b.Name
+		if b.Name == s.Reference.Name {
+			name += " (ref)"
+		}
+		if err := t.Append([]string{name, dev, fmt.Sprint(b.Threads), load, warm, pp, tg, plan}); err != nil {
+			return err
+		}
+	}
+	return t.Render()
+}
+
+// printTables prints the accuracy and throughput tables.
+func printTables(w io.Writer, s *Summary) error {
+	fmt.Fprintf(w, "\n%s: %s (%s, %d params) — reference %s\n\naccuracy vs reference\n", s.Run.Name, filepath.Base(s.Model.Path), s.Model.Arch, s.Model.NParams, s.Reference.Name)
+	if err := accuracyTable(w, s, false); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\nthroughput (llama-bench style, timed inside each plugin)\n")
+	return throughputTable(w, s, false)
+}
+
+// writeReport writes report.md: the same tables in Markdown plus the details
+// a reader needs (offload plans, gates, llama-perplexity statistics).
+func writeReport(w io.Writer, s *Summary) error {
+	fmt.Fprintf(w, "# evalrun report: %s\n\n", s.Run.Name)
+	fmt.Fprintf(w, "- run: `%s`, started %s, %.1f s\n", s.Run.ID, s.Run.Started.Format("2006-01-02 15:04:05 MST"), s.Run.DurationS)
+	fmt.Fprintf(w, "- evalrun %s (commit %s), %s/%s, %d CPUs\n", s.Run.EvalrunVersion, s.Run.GitCommit, s.Run.Host.OS, s.Run.Host.Arch, s.Run.Host.CPUs)
+	fmt.Fprintf(w, "- model: `%s` (%s, %d params, vocab %d, sha256 `%s`)\n", s.Model.Path, s.Model.Arch, s.Model.NParams, s.Model.NVocab, s.Model.SHA256)
+	fmt.Fprintf(w, "- reference: %s (%s)\n", s.Reference.Name, s.Reference.Kind)
+	for _, d := range s.Datasets {
+		fmt.Fprintf(w, "- dataset %s (%s): %d records, %d tokens", d.Name, d.Mode, d.Records, d.Tokens)
+		if d.Mode == ModeScore {
+			fmt.Fprintf(w, ", %d chunks of %d, %d scored tokens", d.Chunks, d.NCtx, d.Scored)
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, "\n**Verdict: %s** (exit code %d)\n\n", strings.ToUpper(s.Verdict.Status), s.Verdict.ExitCode)
+	for _, r := range s.Verdict.Reasons {
+		fmt.Fprintf(w, "- %s\n", r)
+	}
+	fmt.Fprintf(w, "\n## Accuracy vs reference\n\n")
+	if err := accuracyTable(w, s, true); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\n## Throughput\n\n")
+	if err := throughputTable(w, s, true); err != nil {
+		return err
+	}
+	for _, b := range s.Backends {
+		fmt.Fprintf(w, "\n## %s\n\n", b.Name)
+		fmt.Fprintf(w, "- plugin `%s`, status **%s**", b.Plugin, b.Status)
+		if b.Error != "" {
+			fmt.Fprintf(w, ": %s", b.Error)
+		}
+		fmt.Fprintln(w)
+		if b.Model != "" {
+			fmt.Fprintf(w, "- model `%s`\n", b.Model)
+		}
+		if len(b.Options) > 0 {
+			o, _ := json.Marshal(b.Options)
+			fmt.Fprintf(w, "- options `%s`\n", o)
+		}
+		for _, g := range b.Gates {
+			mark := "pass"
+			if !g.Pass {
+				mark = "FAIL"
+			}
+			fmt.Fprintf(w, "- gate %s: %s\n", g.Name, mark+" — "+g.describe())
+		}
+		if b.Load != nil && len(b.Load.Plan) > 0 {
+			fmt.Fprintf(w, "\nOffload plan: %s\n\n| op | shape T×K×N | device | note |\n|---|---|---|---|\n", b.Load.PlanSummary)
+			for _, p := range b.Load.Plan {
+				fmt.Fprintf(w, "| %s | %s | %s | %s |\n", p.Op, p.Shape, p.Device, p.Reason)
+			}
+		}
+		if b.Accuracy != nil && b.Accuracy.LlamaPerplexity != "" {
+			fmt.Fprintf(w, "\nllama-perplexity statistics:\n\n```\n%s\n```\n", strings.TrimRight(b.Accuracy.LlamaPerplexity, "\n"))
+		}
+	}
+	return nil
+}

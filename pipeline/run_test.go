@@ -1,0 +1,275 @@
+package pipeline
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// testPlan builds a plan over the fakes without a model file: one score
+// dataset of nTok tokens in chunks of nCtx and a few generate prompts.
+func testPlan(t *testing.T, nVocab, nTok, nCtx, nGen int, cands ...BackendPlan) *Plan {
+	t.Helper()
+	stream := make([]int32, nTok)
+	for i := range stream {
+		stream[i] = int32((i*7919 + 13) % nVocab)
+	}
+	p := &Plan{
+		Name:      "test",
+		OutputDir: t.TempDir(),
+		Model:     ModelSummary{Path: "fake.gguf", Arch: "fake", NVocab: nVocab},
+		BOS:       1,
+		Datasets: []DatasetPlan{
+			{Name: "score", Mode: ModeScore, NCtx: nCtx, Records: 1, Tokens: nTok, Stream: stream},
+		},
+		Reference:  BackendPlan{Name: "ref", Plugin: "fake", Threads: 1},
+		Candidates: cands,
+		Bench:      BenchPlan{Enabled: true, NPrompt: 8, NGen: 4, Reps: 3},
+		Timeouts:   timeouts{start: 5 * time.Second, load: 5 * time.Second, eval: 5 * time.Second, bench: 5 * time.Second},
+	}
+	if nGen > 0 {
+		d := DatasetPlan{Name: "gen", Mode: ModeGenerate, MaxNew: nGen, Records: 3}
+		for i := 0; i < 3; i++ {
+			d.Prompts = append(d.Prompts, genPrompt{dataset: "gen", id: string(rune('a' + i)), tokens: []int32{1, int32(10 + i), int32(20 + i)}, maxNew: nGen})
+		}
+		p.Datasets = append(p.Datasets, d)
+	}
+	return p
+}
+
+func gate(name string, limit float64) Gate {
+	metric, isMax := strings.CutSuffix(name, "_max")
+	if !isMax {
+		metric = strings.TrimSuffix(name, "_min")
+	}
+	return Gate{Name: name, Metric: metric, Max: isMax, Limit: limit}
+}
+
+func runFakes(t *testing.T, p *Plan, fakes map[string]*fakeBackend) (*Result, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	res, err := Run(context.Background(), p, Options{OutDir: filepath.Join(p.OutputDir, "run"), Stdout: &out, Stderr: &errb, Launch: fakeLauncher(fakes), Version: "test"})
+	if err != nil {
+		t.Fatalf("Run: %v\nstderr:\n%s", err, errb.String())
+	}
+	return res, out.String()
+}
+
+func readSummary(t *testing.T, dir string) *Summary {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, "summary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s Summary
+	if err := json.Unmarshal(data, &s); err != nil {
+		t.Fatalf("summary.json: %v", err)
+	}
+	if s.Schema != SchemaVersion {
+		t.Fatalf("schema %q", s.Schema)
+	}
+	return &s
+}
+
+func TestRunIdenticalBackendsPass(t *testing.T) {
+	p := testPlan(t, 64, 256, 32, 5, BackendPlan{Name: "same", Plugin: "fake", Gates: []Gate{gate("kld_mean_max", 0), gate("same_top_p_min", 1), gate("max_abs_diff_max", 0)}})
+	res, out := runFakes(t, p, map[string]*fakeBackend{"ref": newFake(64), "same": newFake(64)})
+	s := readSummary(t, res.Dir)
+	if s.Verdict.ExitCode != ExitPass || s.Verdict.Status != VerdictPass {
+		t.Fatalf("verdict %+v\n%s", s.Verdict, out)
+	}
+	b := s.Backends[0]
+	a := b.Accuracy
+	// 8 chunks × (32-1-16) scored rows + 3 prompts × 5 generated steps.
+	if a.Tokens != 8*15+15 || a.ScoredTokens != 8*15+15 || !a.Complete {
+		t.Fatalf("tokens %d scored %d complete %v", a.Tokens, a.ScoredTokens, a.Complete)
+	}
+	if *a.KLDMean != 0 || *a.SameTopP != 1 || *a.MaxAbsDiff != 0 || *a.NMSE != 0 || *a.GreedyMatch != 1 || *a.FirstDivergenceMean != 5 {
+		t.Fatalf("identical backends: %+v", a)
+	}
+	if *a.PPL != *a.PPLBase {
+		t.Fatalf("PPL %v != base %v", *a.PPL, *a.PPLBase)
+	}
+	if b.Throughput == nil || b.Throughput.PP == nil || len(b.Throughput.PP.SamplesNS) != 3 || s.Reference.Throughput == nil {
+		t.Fatalf("throughput missing: %+v / ref %+v", b.Throughput, s.Reference.Throughput)
+	}
+	// pp8 samples are 8ms, 8.8ms, 9.6ms: llama-bench's mean of rates.
+	want := (8/0.008 + 8/0.0088 + 8/0.0096) / 3
+	if d := b.Throughput.PP.AvgTS - want; d > 1e-6 || d < -1e-6 {
+		t.Fatalf("pp avg_ts %v, want %v", b.Throughput.PP.AvgTS, want)
+	}
+	for _, f := range []string{"summary.json", "prompts.jsonl", "report.md"} {
+		if _, err := os.Stat(filepath.Join(res.Dir, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lines := readLines(t, filepath.Join(res.Dir, "prompts.jsonl"))
+	if len(lines) != 8+3 {
+		t.Fatalf("prompts.jsonl has %d lines, want 11 (8 chunks + 3 prompts)", len(lines))
+	}
+	if !strings.Contains(out, "PASS") || !strings.Contains(out, "same") {
+		t.Fatalf("table does not show the backend passing:\n%s", out)
+	}
+}
+
+func readLines(t *testing.T, path string) []map[string]any {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []map[string]any
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func TestRunNoisyCandidateFailsGate(t *testing.T) {
+	noisy := newFake(64)
+	noisy.noise = 0.5
+	p := testPlan(t, 64, 256, 32, 4,
+		BackendPlan{Name: "noisy", Plugin: "fake", Gates: []Gate{gate("kld_mean_max", 0.001), gate("same_top_p_min", 0.5)}})
+	res, out := runFakes(t, p, map[string]*fakeBackend{"ref": newFake(64), "noisy": noisy})
+	s := res.Summary
+	if s.Verdict.ExitCode != ExitGateFailed || s.Verdict.Status != VerdictFail {
+		t.Fatalf("verdict %+v\n%s", s.Verdict, out)
+	}
+	b := s.Backends[0]
+	if b.Status != StatusOK || b.Pass {
+		t.Fatalf("status %s pass %v", b.Status, b.Pass)
+	}
+	if *b.Accuracy.KLDMean <= 0.001 {
+		t.Fatalf("noise ±0.25 on logits in ±10 gave KLD %v", *b.Accuracy.KLDMean)
+	}
+	var failed []string
+	for _, g := range b.Gates {
+		if !g.Pass {
+			failed = append(failed, g.Name)
+		}
+	}
+	if len(failed) != 1 || failed[0] != "kld_mean_max" {
+		t.Fatalf("failed gates %v, want [kld_mean_max] (same top p stays above 0.5)", failed)
+	}
+}
+
+func TestRunCrashAndHangKeepOtherResults(t *testing.T) {
+	crash := newFake(64)
+	crash.crashAfterRows = 20
+	hang := newFake(64)
+	hang.hangAfterRows = 40
+	p := testPlan(t, 64, 256, 32, 4,
+		BackendPlan{Name: "crash", Plugin: "fake"},
+		BackendPlan{Name: "good", Plugin: "fake", Gates: []Gate{gate("kld_mean_max", 0)}},
+		BackendPlan{Name: "hang", Plugin: "fake"})
+	p.Timeouts.eval = 300 * time.Millisecond
+	res, out := runFakes(t, p, map[string]*fakeBackend{"ref": newFake(64), "crash": crash, "good": newFake(64), "hang": hang})
+	s := readSummary(t, res.Dir)
+	if s.Verdict.ExitCode != ExitBackend || s.Verdict.Status != VerdictError {
+		t.Fatalf("verdict %+v\n%s", s.Verdict, out)
+	}
+	by := map[string]BackendSummary{}
+	for _, b := range s.Backends {
+		by[b.Name] = b
+	}
+	if by["crash"].Status != StatusCrashed || by["crash"].Accuracy == nil || by["crash"].Accuracy.Tokens != 20 || by["crash"].Accuracy.Complete {
+		t.Fatalf("crash: %+v %+v", by["crash"].Status, by["crash"].Accuracy)
+	}
+	if by["hang"].Status != StatusTimeout || !strings.Contains(by["hang"].Error, "timed out") {
+		t.Fatalf("hang: %s %q", by["hang"].Status, by["hang"].Error)
+	}
+	g := by["good"]
+	if g.Status != StatusOK || !g.Pass || !g.Accuracy.Complete || g.Accuracy.Tokens != 8*15+12 || g.Throughput == nil {
+		t.Fatalf("the healthy backend's results are incomplete: %+v %+v", g.Status, g.Accuracy)
+	}
+	if by["crash"].Throughput != nil || by["hang"].Throughput != nil {
+		t.Fatal("a stopped backend was benchmarked")
+	}
+}
+
+func TestRunNaNFailsEvenWithoutGates(t *testing.T) {
+	nan := newFake(64)
+	nan.nanAt = 5
+	p := testPlan(t, 64, 128, 32, 0, BackendPlan{Name: "nan", Plugin: "fake"})
+	res, _ := runFakes(t, p, map[string]*fakeBackend{"ref": newFake(64), "nan": nan})
+	b := res.Summary.Backends[0]
+	if b.Accuracy.NaNCount != 1 || b.Pass || res.Summary.Verdict.ExitCode != ExitGateFailed {
+		t.Fatalf("NaN count %d pass %v verdict %+v", b.Accuracy.NaNCount, b.Pass, res.Summary.Verdict)
+	}
+}
+
+func TestRunReferenceLoadFailureSkipsCandidates(t *testing.T) {
+	p := testPlan(t, 64, 128, 32, 0, BackendPlan{Name: "c", Plugin: "fake"})
+	p.Reference.Options = map[string]any{"bad": true}
+	res, _ := runFakes(t, p, map[string]*fakeBackend{"ref": newFake(64), "c": newFake(64)})
+	s := res.Summary
+	if s.Reference.Status != StatusFailed || !strings.Contains(s.Reference.Error, `unknown option "bad"`) {
+		t.Fatalf("reference %s %q", s.Reference.Status, s.Reference.Error)
+	}
+	if s.Backends[0].Status != StatusSkipped || s.Verdict.ExitCode != ExitBackend {
+		t.Fatalf("candidate %s, verdict %+v", s.Backends[0].Status, s.Verdict)
+	}
+}
+
+// TestRunMemoryFlat shows that the host's memory does not grow with the
+// dataset: 4× the tokens (with a 32000-entry vocabulary, 128 KB of logits
+// per position and backend) leave the peak heap about where it was. What
+// does grow is 4 bytes per dataset token (the tokenized stream) and 8 bytes
+// per scored token per candidate (llama-perplexity's per-token KLD and Δp,
+// kept for exact percentiles).
+func TestRunMemoryFlat(t *testing.T) {
+	if testing.Short() {
+		t.Skip("memory measurement")
+	}
+	const nVocab = 32000
+	peak := func(nTok int) uint64 {
+		p := testPlan(t, nVocab, nTok, 64, 0, BackendPlan{Name: "c", Plugin: "fake"})
+		p.Bench.Enabled = false
+		runtime.GC()
+		var base runtime.MemStats
+		runtime.ReadMemStats(&base)
+		var max atomic.Uint64
+		stop := make(chan struct{})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			var ms runtime.MemStats
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(2 * time.Millisecond):
+				}
+				runtime.ReadMemStats(&ms)
+				if ms.HeapInuse > max.Load() {
+					max.Store(ms.HeapInuse)
+				}
+			}
+		}()
+		runFakes(t, p, map[string]*fakeBackend{"ref": newFake(nVocab), "c": newFake(nVocab)})
+		close(stop)
+		<-done
+		return max.Load() - min(max.Load(), base.HeapInuse)
+	}
+	small := peak(64 * 16) // 16 chunks, 496 scored positions: 62 MB of logits per backend
+	large := peak(64 * 64) // 64 chunks, 1984 positions: 254 MB of logits per backend
+	t.Logf("peak heap growth: %d chunks %.1f MB, %d chunks %.1f MB", 16, float64(small)/1e6, 64, float64(large)/1e6)
+	// The logits of the larger run alone would be 190 MB more per backend.
+	if large > small+16<<20 {
+		t.Fatalf("peak heap grew from %.1f MB to %.1f MB with 4x the dataset", float64(small)/1e6, float64(large)/1e6)
+	}
+}

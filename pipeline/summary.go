@@ -1,0 +1,206 @@
+package pipeline
+
+import "time"
+
+// SchemaVersion names the layout of summary.json. Fields are only ever added
+// under the same version; a rename or removal bumps it.
+const SchemaVersion = "evalrun/summary/v1"
+
+// Status of a backend at the end of a run.
+const (
+	StatusOK      = "ok"      // every pass ran
+	StatusFailed  = "failed"  // could not start, load or evaluate (an error, not a crash)
+	StatusCrashed = "crashed" // the plugin process died
+	StatusTimeout = "timeout" // a call exceeded its timeout; the plugin was killed
+	StatusSkipped = "skipped" // not run (e.g. the reference could not run)
+)
+
+// Verdict statuses and the exit codes they map to.
+const (
+	VerdictPass  = "pass"  // exit 0
+	VerdictFail  = "fail"  // exit 1: a gate failed
+	VerdictError = "error" // exit 3: a backend could not run
+)
+
+// Exit codes of evalrun (documented in the README).
+const (
+	ExitPass       = 0
+	ExitGateFailed = 1
+	ExitBadInput   = 2
+	ExitBackend    = 3
+)
+
+// Summary is summary.json.
+type Summary struct {
+	Schema    string           `json:"schema"`
+	Run       RunInfo          `json:"run"`
+	Model     ModelSummary     `json:"model"`
+	Datasets  []DatasetSummary `json:"datasets"`
+	Reference BackendSummary   `json:"reference"`
+	Backends  []BackendSummary `json:"backends"`
+	Verdict   Verdict          `json:"verdict"`
+}
+
+// RunInfo is the provenance of a run.
+type RunInfo struct {
+	ID             string    `json:"id"`
+	Name           string    `json:"name"`
+	Spec           string    `json:"spec"`
+	Started        time.Time `json:"started"`
+	Finished       time.Time `json:"finished"`
+	DurationS      float64   `json:"duration_s"`
+	EvalrunVersion string    `json:"evalrun_version"`
+	GitCommit      string    `json:"git_commit"`
+	Host           HostInfo  `json:"host"`
+}
+
+// HostInfo describes the machine the host ran on.
+type HostInfo struct {
+	OS       string `json:"os"`
+	Arch     string `json:"arch"`
+	CPUs     int    `json:"cpus"`
+	Hostname string `json:"hostname,omitempty"`
+	GoVer    string `json:"go_version"`
+}
+
+// ModelSummary describes the reference model file.
+type ModelSummary struct {
+	Path      string `json:"path"`
+	SHA256    string `json:"sha256"`
+	Arch      string `json:"arch"`
+	NParams   int64  `json:"n_params"`
+	NVocab    int    `json:"n_vocab"`
+	SizeBytes int64  `json:"size_bytes"`
+}
+
+// DatasetSummary describes one prompt set as the host tokenized it.
+type DatasetSummary struct {
+	Name    string `json:"name"`
+	Path    string `json:"path"`
+	Mode    string `json:"mode"`
+	Records int    `json:"records"`
+	Tokens  int    `json:"tokens"`
+	Chunks  int    `json:"chunks,omitempty"` // score mode: chunks of n_ctx
+	NCtx    int    `json:"n_ctx,omitempty"`
+	Scored  int    `json:"scored_tokens,omitempty"`
+}
+
+// BackendSummary is one backend's results.
+type BackendSummary struct {
+	Name       string         `json:"name"`
+	Plugin     string         `json:"plugin"`
+	Kind       string         `json:"kind"` // "plugin" or "kld_base"
+	Model      string         `json:"model,omitempty"`
+	Threads    int            `json:"threads,omitempty"`
+	Options    map[string]any `json:"options,omitempty"`
+	Status     string         `json:"status"`
+	Error      string         `json:"error,omitempty"`
+	Info       *PluginInfo    `json:"info,omitempty"`
+	Load       *LoadSummary   `json:"load,omitempty"`
+	Accuracy   *Accuracy      `json:"accuracy,omitempty"`
+	Throughput *Throughput    `json:"throughput,omitempty"`
+	Gates      []GateResult   `json:"gates,omitempty"`
+	Pass       bool           `json:"pass"`
+}
+
+// PluginInfo is what Describe returned.
+type PluginInfo struct {
+	Name         string   `json:"name"`
+	Version      string   `json:"version"`
+	Device       string   `json:"device"`
+	Capabilities []string `json:"capabilities,omitempty"`
+}
+
+// LoadSummary is what Load reported plus host-side timing.
+type LoadSummary struct {
+	LoadS       float64     `json:"load_s"`
+	WarmupS     float64     `json:"warmup_s"`
+	HostS       float64     `json:"host_s"` // wall time of the Load call seen by the host
+	MemoryBytes int64       `json:"memory_bytes,omitempty"`
+	PlanSummary string      `json:"plan_summary,omitempty"`
+	Plan        []PlanEntry `json:"plan,omitempty"`
+}
+
+// PlanEntry says where one named matmul runs.
+type PlanEntry struct {
+	Op     string `json:"op"`
+	Device string `json:"device"`
+	Shape  string `json:"shape,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// Accuracy holds the comparison of a backend's logits with the reference.
+// Statistics over scored positions follow llama-perplexity's KL-divergence
+// definitions; logit error statistics follow test-backend-ops. Pointers are
+// null when the statistic is undefined (e.g. no tokens, or no live reference
+// logits when the reference is a kld_base file).
+type Accuracy struct {
+	Tokens              int      `json:"tokens"`        // positions compared (score + teacher-forced generation)
+	ScoredTokens        int      `json:"scored_tokens"` // positions with a next token (KLD, PPL, Δp)
+	KLDMean             *float64 `json:"kld_mean"`      // mean KL(ref‖backend)
+	KLDMeanErr          *float64 `json:"kld_mean_err"`  // its ± (standard error)
+	KLDMax              *float64 `json:"kld_max"`
+	KLDP99              *float64 `json:"kld_p99"`
+	KLDP999             *float64 `json:"kld_p999"`
+	KLDMedian           *float64 `json:"kld_median"`
+	SameTopP            *float64 `json:"same_top_p"`     // fraction (0..1) where argmaxes agree
+	SameTopPErr         *float64 `json:"same_top_p_err"` // its ±
+	RMSDp               *float64 `json:"rms_dp"`         // RMS of Δp, fraction
+	RMSDpErr            *float64 `json:"rms_dp_err"`
+	PPL                 *float64 `json:"ppl"`      // perplexity of the backend
+	PPLErr              *float64 `json:"ppl_err"`  // ±
+	PPLBase             *float64 `json:"ppl_base"` // perplexity of the reference
+	PPLBaseErr          *float64 `json:"ppl_base_err"`
+	PPLRatio            *float64 `json:"ppl_ratio"`
+	PPLRatioErr         *float64 `json:"ppl_ratio_err"`
+	LnPPLRatio          *float64 `json:"ln_ppl_ratio"`
+	LnPPLRatioErr       *float64 `json:"ln_ppl_ratio_err"`
+	DeltaPPL            *float64 `json:"delta_ppl"`
+	DeltaPPLErr         *float64 `json:"delta_ppl_err"`
+	NMSE                *float64 `json:"nmse"`
+	CosineMin           *float64 `json:"cosine_min"`
+	CosineMean          *float64 `json:"cosine_mean"`
+	MaxAbsDiff          *float64 `json:"max_abs_diff"`
+	Top5Overlap         *float64 `json:"top5_overlap"`
+	NaNCount            int64    `json:"nan_count"`
+	InfCount            int64    `json:"inf_count"`
+	GreedyMatch         *float64 `json:"greedy_match"`          // fraction of generate prompts whose free-running greedy output equals the reference's
+	FirstDivergenceMean *float64 `json:"first_divergence_mean"` // mean index of the first differing generated token (max_new_tokens when none)
+	GeneratePrompts     int      `json:"generate_prompts"`
+	Complete            bool     `json:"complete"` // every planned position was compared
+	LlamaPerplexity     string   `json:"llama_perplexity,omitempty"`
+}
+
+// Throughput holds llama-bench style results measured inside the plugin.
+type Throughput struct {
+	PP *BenchTest `json:"pp,omitempty"`
+	TG *BenchTest `json:"tg,omitempty"`
+}
+
+// BenchTest is one llama-bench test (ppN or tgN).
+type BenchTest struct {
+	NPrompt   int     `json:"n_prompt"`
+	NGen      int     `json:"n_gen"`
+	AvgNS     uint64  `json:"avg_ns"`
+	StddevNS  uint64  `json:"stddev_ns"`
+	AvgTS     float64 `json:"avg_ts"`
+	StddevTS  float64 `json:"stddev_ts"`
+	SamplesNS []int64 `json:"samples_ns"`
+	HostS     float64 `json:"host_s"` // wall time of the Bench call seen by the host (includes IPC and warm-up)
+}
+
+// GateResult is one checked gate.
+type GateResult struct {
+	Name  string   `json:"name"`
+	Limit float64  `json:"limit"`
+	Value *float64 `json:"value"`
+	Pass  bool     `json:"pass"`
+	Note  string   `json:"note,omitempty"`
+}
+
+// Verdict is the run's outcome.
+type Verdict struct {
+	Status   string   `json:"status"`
+	ExitCode int      `json:"exit_code"`
+	Reasons  []string `json:"reasons,omitempty"`
+}
