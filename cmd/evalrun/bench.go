@@ -1,0 +1,222 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/spf13/cobra"
+
+	"github.com/evalrun/evalrun/backend"
+	"github.com/evalrun/evalrun/pipeline"
+)
+
+// parseOptions turns repeated --option key=value flags into plugin options.
+// Values that parse as JSON (numbers, booleans, quoted strings) keep their
+// type; anything else is a string.
+func parseOptions(kvs []string) (map[string]any, error) {
+	opts := map[string]any{}
+	for _, kv := range kvs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, usageErr("--option %q: want key=value", kv)
+		}
+		var val any
+		if err := json.Unmarshal([]byte(v), &val); err != nil {
+			val = v
+		}
+		opts[k] = val
+	}
+	return opts, nil
+}
+
+// launchPlugin starts a plugin by name (or path) and loads a model into it.
+func launchPlugin(ctx context.Context, plugin, pluginDir, model string, threads int, opts map[string]any) (*backend.Client, backend.LoadResult, error) {
+	dirs := []string{}
+	if pluginDir != "" {
+		dirs = append(dirs, pluginDir)
+	}
+	path, err := backend.FindPlugin(plugin, dirs...)
+	if err != nil {
+		return nil, backend.LoadResult{}, usageErr("%v", err)
+	}
+	client, err := backend.Launch(ctx, backend.LaunchConfig{Path: path, StartTimeout: 30 * time.Second,
+		Logger: hclog.New(&hclog.LoggerOptions{Name: plugin, Level: hclog.Warn, Output: os.Stderr})})
+	if err != nil {
+		return nil, backend.LoadResult{}, backendErr(err)
+	}
+	res, err := client.Load(ctx, backend.LoadRequest{ModelPath: absPath(model), Threads: threads, Options: opts})
+	if err != nil {
+		client.Kill()
+		return nil, backend.LoadResult{}, backendErr(fmt.Errorf("load %s: %w", model, err))
+	}
+	return client, res, nil
+}
+
+func newBenchCmd() *cobra.Command {
+	var (
+		model, plugin, pluginDir, output string
+		threads, nPrompt, nGen, reps     int
+		noWarmup                         bool
+		options                          []string
+	)
+	cmd := &cobra.Command{
+		Use:   "bench --model M --plugin P",
+		Short: "Measure prompt processing (pp) and generation (tg) speed of a plugin, as llama-bench does",
+		Long: `bench runs llama-bench's tests inside a plugin: ppN (N prompt tokens in one
+batch) and tgN (N single-token decodes), each repeated -r times after a warm-up,
+timed inside the plugin so IPC is excluded. t/s is the mean of the per-repetition
+rates ± their sample standard deviation, as llama-bench computes them.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if model == "" {
+				return usageErr("--model is required")
+			}
+			if nPrompt < 0 || nGen < 0 || reps < 1 || (nPrompt == 0 && nGen == 0) {
+				return usageErr("need -p ≥ 0, -n ≥ 0 (not both 0) and -r ≥ 1")
+			}
+			if output != "md" && output != "json" && output != "jsonl" {
+				return usageErr("-o must be md, json or jsonl")
+			}
+			opts, err := parseOptions(options)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			client, load, err := launchPlugin(ctx, plugin, pluginDir, model, threads, opts)
+			if err != nil {
+				return err
+			}
+			defer client.Kill()
+			info, err := client.Describe(ctx)
+			if err != nil {
+				return backendErr(err)
+			}
+			var rows []benchRow
+			for _, t := range []struct{ p, g int }{{nPrompt, 0}, {0, nGen}} {
+				if t.p == 0 && t.g == 0 {
+					continue
+				}
+				res, err := client.Bench(ctx, backend.BenchRequest{NPrompt: t.p, NGen: t.g, Reps: reps, Warmup: !noWarmup, Seed: 1})
+				if err != nil {
+					return backendErr(err)
+				}
+				bt := pipeline.BenchTestFromSamples(t.p, t.g, res.SamplesNS)
+				rows = append(rows, benchRow{info: info, load: load, model: model, threads: threads, test: bt})
+			}
+			return printBench(cmd.OutOrStdout(), output, rows)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&model, "model", "m", "", "GGUF model file")
+	f.StringVar(&plugin, "plugin", "cpu", "plugin name (evalrun-plugin-NAME) or path")
+	f.StringVar(&pluginDir, "plugin-dir", "", "directory to look for plugins in first")
+	f.IntVarP(&threads, "threads", "t", runtime.NumCPU(), "threads")
+	f.IntVarP(&nPrompt, "n-prompt", "p", 128, "prompt tokens (ppN test; 0 to skip)")
+	f.IntVarP(&nGen, "n-gen", "n", 64, "generated tokens (tgN test; 0 to skip)")
+	f.IntVarP(&reps, "repetitions", "r", 5, "repetitions of each test")
+	f.BoolVar(&noWarmup, "no-warmup", false, "skip the warm-up run")
+	f.StringVarP(&output, "output", "o", "md", "output format: md, json or jsonl")
+	f.StringArrayVar(&options, "option", nil, "plugin option key=value (repeatable), e.g. --option numerics=ggml")
+	return cmd
+}
+
+type benchRow struct {
+	info    backend.Info
+	load    backend.LoadResult
+	model   string
+	threads int
+	test    *pipeline.BenchTest
+}
+
+func (r benchRow) testName() string {
+	switch {
+	case r.test.NPrompt > 0 && r.test.NGen > 0:
+		return fmt.Sprintf("pp%d+tg%d", r.test.NPrompt, r.test.NGen)
+	case r.test.NPrompt > 0:
+		return fmt.Sprintf("pp%d", r.test.NPrompt)
+	default:
+		return fmt.Sprintf("tg%d", r.test.NGen)
+	}
+}
+
+func humanSize(b int64) string {
+	if b >= 1<<30 {
+		return fmt.Sprintf("%.2f GiB", float64(b)/(1<<30))
+	}
+	return fmt.Sprintf("%.2f MiB", float64(b)/(1<<20))
+}
+
+func humanParams(n int64) string {
+	if n >= 1e9 {
+		return fmt.Sprintf("%.2f B", float64(n)/1e9)
+	}
+	return fmt.Sprintf("%.2f M", float64(n)/1e6)
+}
+
+// printBench prints llama-bench's md table or its json/jsonl records (the
+// fields evalrun knows, keyed by llama-bench's names).
+func printBench(w io.Writer, format string, rows []benchRow) error {
+	switch format {
+	case "md":
+		fmt.Fprintln(w, "| model | size | params | backend | threads | test | t/s |")
+		fmt.Fprintln(w, "| ----- | ---: | -----: | ------- | ------: | ---: | --: |")
+		for _, r := range rows {
+			m := r.load.Model
+			fmt.Fprintf(w, "| %s %s | %s | %s | %s | %d | %s | %.2f ± %.2f |\n",
+				m.Arch, m.FileType, humanSize(m.SizeBytes), humanParams(m.NParams), r.info.Name+"/"+r.info.Device,
+				r.threads, r.testName(), r.test.AvgTS, r.test.StddevTS)
+		}
+		fmt.Fprintf(w, "\nbuild: %s (%s)\n", gitCommit, version)
+		return nil
+	default:
+		var recs []map[string]any
+		for _, r := range rows {
+			m := r.load.Model
+			samplesTS := make([]float64, len(r.test.SamplesNS))
+			for i, ns := range r.test.SamplesNS {
+				samplesTS[i] = 1e9 * float64(r.test.NPrompt+r.test.NGen) / float64(ns)
+			}
+			recs = append(recs, map[string]any{
+				"build_commit": gitCommit, "build_number": 0, "cpu_info": runtime.GOARCH, "gpu_info": "",
+				"backends": r.info.Name + "/" + r.info.Device, "model_filename": r.model,
+				"model_type": strings.TrimSpace(m.Arch + " " + m.FileType), "model_size": m.SizeBytes,
+				"model_n_params": m.NParams, "n_batch": r.test.NPrompt, "n_ubatch": r.test.NPrompt,
+				"n_threads": r.threads, "n_prompt": r.test.NPrompt, "n_gen": r.test.NGen, "n_depth": 0,
+				"test_time": time.Now().UTC().Format("2006-01-02T15:04:05Z"),
+				"avg_ns":    r.test.AvgNS, "stddev_ns": r.test.StddevNS, "avg_ts": r.test.AvgTS, "stddev_ts": r.test.StddevTS,
+				"samples_ns": r.test.SamplesNS, "samples_ts": samplesTS,
+			})
+		}
+		enc := json.NewEncoder(w)
+		if format == "jsonl" {
+			for _, r := range recs {
+				if err := enc.Encode(r); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		enc.SetIndent("", "  ")
+		return enc.Encode(recs)
+	}
+}
+
+// absPath resolves a flag path for messages and plugins (which run in their
+// own working directory only by accident).
+func absPath(p string) string {
+	if p == "" {
+		return p
+	}
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return p
+}

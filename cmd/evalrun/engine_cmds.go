@@ -1,0 +1,488 @@
+package main
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/evalrun/evalrun/engine"
+	"github.com/evalrun/evalrun/engine/ggml"
+	"github.com/evalrun/evalrun/engine/gguf"
+	"github.com/evalrun/evalrun/engine/sampling"
+	"github.com/evalrun/evalrun/engine/synth"
+	"github.com/evalrun/evalrun/engine/tokenizer"
+)
+
+// openModel opens a model for the engine commands; a bad file is bad input.
+func openModel(path, numerics string, threads int) (*engine.Model, error) {
+	if path == "" {
+		return nil, usageErr("--model is required")
+	}
+	n, err := engine.ParseNumerics(numerics)
+	if err != nil {
+		return nil, usageErr("--numerics: %v", err)
+	}
+	m, err := engine.Open(path, engine.Options{Numerics: n, Threads: threads})
+	if err != nil {
+		return nil, usageErr("%v", err)
+	}
+	return m, nil
+}
+
+func newInspectCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "inspect MODEL",
+		Short: "Show a GGUF file's metadata, tensors (types and shapes) and parameter count",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f, err := gguf.Open(args[0])
+			if err != nil {
+				return usageErr("%v", err)
+			}
+			defer f.Close()
+			return printInspect(cmd.OutOrStdout(), f, asJSON)
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+// kvSummary shortens long arrays (vocabularies) for display.
+func kvSummary(v any) any {
+	a, ok := v.(gguf.Array)
+	if !ok {
+		return v
+	}
+	n := arrayLen(a.Values)
+	if n <= 8 {
+		return a.Values
+	}
+	return fmt.Sprintf("[%d × %s]", n, typeName(a.Elem))
+}
+
+func arrayLen(v any) int {
+	switch x := v.(type) {
+	case []string:
+		return len(x)
+	case []float32:
+		return len(x)
+	case []int32:
+		return len(x)
+	case []uint32:
+		return len(x)
+	case []uint8:
+		return len(x)
+	case []int8:
+		return len(x)
+	case []uint16:
+		return len(x)
+	case []int16:
+		return len(x)
+	case []uint64:
+		return len(x)
+	case []int64:
+		return len(x)
+	case []float64:
+		return len(x)
+	case []bool:
+		return len(x)
+	case []gguf.Array:
+		return len(x)
+	}
+	return -1
+}
+
+func typeName(t gguf.ValueType) string {
+	names := []string{"u8", "i8", "u16", "i16", "u32", "i32", "f32", "bool", "string", "array", "u64", "i64", "f64"}
+	if int(t) < len(names) {
+		return names[t]
+	}
+	return fmt.Sprintf("type%d", t)
+}
+
+func printInspect(w io.Writer, f *gguf.File, asJSON bool) error {
+	var nParams int64
+	byType := map[string]int{}
+	type tensorOut struct {
+		Name  string   `json:"name"`
+		Type  string   `json:"type"`
+		Shape []uint64 `json:"shape"`
+		Bytes uint64   `json:"bytes"`
+	}
+	var tensors []tensorOut
+	for _, t := range f.Tensors {
+		n := int64(1)
+		for _, d := range t.Dims {
+			n *= int64(d)
+		}
+		nParams += n
+		byType[t.Type.String()]++
+		tensors = append(tensors, tensorOut{t.Name, t.Type.String(), t.Dims, t.Size})
+	}
+	if asJSON {
+		meta := map[string]any{}
+		for _, kv := range f.KVs {
+			meta[kv.Key] = kvSummary(kv.Value)
+		}
+		return json.NewEncoder(w).Encode(map[string]any{
+			"path": f.Path, "version": f.Version, "alignment": f.Alignment, "n_params": nParams,
+			"metadata": meta, "tensors": tensors, "tensor_types": byType,
+		})
+	}
+	fmt.Fprintf(w, "%s: GGUF v%d, alignment %d, %d metadata keys, %d tensors, %d parameters\n\nmetadata:\n",
+		f.Path, f.Version, f.Alignment, len(f.KVs), len(f.Tensors), nParams)
+	for _, kv := range f.KVs {
+		fmt.Fprintf(w, "  %-40s %v\n", kv.Key, kvSummary(kv.Value))
+	}
+	fmt.Fprintf(w, "\ntensors:\n")
+	for _, t := range tensors {
+		fmt.Fprintf(w, "  %-32s %-6s %v\n", t.Name, t.Type, t.Shape)
+	}
+	fmt.Fprintf(w, "\ntensor types:")
+	for _, t := range sortedKeys(byType) {
+		fmt.Fprintf(w, " %s×%d", t, byType[t])
+	}
+	fmt.Fprintln(w)
+	return nil
+}
+
+func sortedKeys(m map[string]int) []string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	for i := 1; i < len(ks); i++ {
+		for j := i; j > 0 && ks[j] < ks[j-1]; j-- {
+			ks[j], ks[j-1] = ks[j-1], ks[j]
+		}
+	}
+	return ks
+}
+
+func openTokenizer(path string) (*tokenizer.Tokenizer, error) {
+	if path == "" {
+		return nil, usageErr("--model is required")
+	}
+	f, err := gguf.Open(path)
+	if err != nil {
+		return nil, usageErr("%v", err)
+	}
+	defer f.Close()
+	tok, err := tokenizer.FromGGUF(f)
+	if err != nil {
+		return nil, usageErr("%s: %v", path, err)
+	}
+	return tok, nil
+}
+
+func newTokenizeCmd() *cobra.Command {
+	var model string
+	var addSpecial bool
+	cmd := &cobra.Command{
+		Use:   "tokenize --model M [--add-special=false] TEXT",
+		Short: "Print the token ids of TEXT as a JSON array (parse_special=false, as llama_tokenize)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			tok, err := openTokenizer(model)
+			if err != nil {
+				return err
+			}
+			ids := tok.Encode(args[0], addSpecial)
+			if ids == nil {
+				ids = []int32{}
+			}
+			return json.NewEncoder(cmd.OutOrStdout()).Encode(ids)
+		},
+	}
+	cmd.Flags().StringVarP(&model, "model", "m", "", "GGUF model file (its tokenizer is used)")
+	cmd.Flags().BoolVar(&addSpecial, "add-special", true, "add BOS/EOS as the vocabulary asks")
+	return cmd
+}
+
+// parseTokens parses "1,2,3" into ids.
+func parseTokens(s string, nVocab int) ([]int32, error) {
+	var ids []int32
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		v, err := strconv.ParseInt(f, 10, 32)
+		if err != nil || v < 0 || int(v) >= nVocab {
+			return nil, usageErr("--tokens: %q is not a token id in 0..%d", f, nVocab-1)
+		}
+		ids = append(ids, int32(v))
+	}
+	if len(ids) == 0 {
+		return nil, usageErr("--tokens: no ids")
+	}
+	return ids, nil
+}
+
+func newGenerateCmd() *cobra.Command {
+	var (
+		model, prompt, numerics string
+		n, threads              int
+		asJSON, stopAtEOS       bool
+		sp                      = sampling.Defaults()
+		seed                    int64
+	)
+	cmd := &cobra.Command{
+		Use:   "generate --model M --prompt P -n N",
+		Short: "Generate text (greedy by default: first index wins ties; EOS not special unless --stop-at-eos)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if n < 0 {
+				return usageErr("-n must be ≥ 0")
+			}
+			m, err := openModel(model, numerics, threads)
+			if err != nil {
+				return err
+			}
+			defer m.Close()
+			tok := m.Tokenizer()
+			ids := tok.Encode(prompt, true)
+			if len(ids) == 0 {
+				return usageErr("the prompt has no tokens")
+			}
+			sp.Seed = uint64(seed)
+			smp := sampling.New(sp)
+			for _, id := range ids {
+				smp.Accept(id)
+			}
+			s := m.NewSession(len(ids) + n)
+			out := cmd.OutOrStdout()
+			bw := bufio.NewWriter(out)
+			defer bw.Flush()
+			if !asJSON {
+				bw.WriteString(prompt)
+				bw.Flush()
+			}
+			var gen []int32
+			var text []byte
+			batch := ids
+			want := func(i int) bool { return i == len(batch)-1 }
+			for len(gen) < n {
+				var next int32
+				err := s.Decode(batch, want, func(_ int, logits []float32) error {
+					next = smp.Sample(logits)
+					return nil
+				})
+				if err != nil {
+					return backendErr(err)
+				}
+				smp.Accept(next)
+				gen = append(gen, next)
+				piece := tok.Piece(next)
+				text = append(text, piece...)
+				if !asJSON {
+					bw.Write(piece)
+					bw.Flush()
+				}
+				if stopAtEOS && tok.IsEOG(next) {
+					break
+				}
+				batch = []int32{next}
+			}
+			if asJSON {
+				if gen == nil {
+					gen = []int32{}
+				}
+				return json.NewEncoder(bw).Encode(map[string]any{"prompt_ids": ids, "generated_ids": gen, "text": string(text)})
+			}
+			bw.WriteString("\n")
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&model, "model", "m", "", "GGUF model file")
+	f.StringVarP(&prompt, "prompt", "p", "", "prompt text (tokenized with BOS)")
+	f.IntVarP(&n, "n-predict", "n", 64, "tokens to generate")
+	f.StringVar(&numerics, "numerics", "exact", "CPU numerics: exact or ggml")
+	f.IntVarP(&threads, "threads", "t", runtime.NumCPU(), "threads")
+	f.BoolVar(&asJSON, "json", false, `print {"prompt_ids":[...],"generated_ids":[...],"text":"..."}`)
+	f.BoolVar(&stopAtEOS, "stop-at-eos", false, "stop at an end-of-generation token")
+	f.Float64Var(&sp.Temperature, "temp", 0, "temperature (0 = greedy)")
+	f.IntVar(&sp.TopK, "top-k", sp.TopK, "top-k (0 = off)")
+	f.Float64Var(&sp.TopP, "top-p", sp.TopP, "top-p (1 = off)")
+	f.Float64Var(&sp.MinP, "min-p", sp.MinP, "min-p (0 = off)")
+	f.Float64Var(&sp.RepeatPenalty, "repeat-penalty", 1, "repeat penalty (1 = off)")
+	f.IntVar(&sp.RepeatLastN, "repeat-last-n", sp.RepeatLastN, "tokens the repeat penalty looks back")
+	f.Int64Var(&seed, "seed", 0, "random seed for sampling")
+	return cmd
+}
+
+func newLogitsCmd() *cobra.Command {
+	var (
+		model, prompt, tokens, out, numerics string
+		threads                              int
+	)
+	cmd := &cobra.Command{
+		Use:   "logits --model M (--prompt P | --tokens 1,2,3) --out FILE",
+		Short: "Write the logits of every position: raw little-endian f32 [n_tokens][n_vocab] in FILE, facts in FILE.json",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if out == "" {
+				return usageErr("--out is required")
+			}
+			if (prompt == "") == (tokens == "") {
+				return usageErr("give exactly one of --prompt and --tokens")
+			}
+			m, err := openModel(model, numerics, threads)
+			if err != nil {
+				return err
+			}
+			defer m.Close()
+			var ids []int32
+			if tokens != "" {
+				if ids, err = parseTokens(tokens, m.Config.NVocab); err != nil {
+					return err
+				}
+			} else if ids = m.Tokenizer().Encode(prompt, true); len(ids) == 0 {
+				return usageErr("the prompt has no tokens")
+			}
+			return writeLogits(m, model, ids, prompt, numerics, out)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&model, "model", "m", "", "GGUF model file")
+	f.StringVarP(&prompt, "prompt", "p", "", "prompt text (tokenized with add_special=true)")
+	f.StringVar(&tokens, "tokens", "", "comma-separated token ids")
+	f.StringVarP(&out, "out", "o", "", "output file (FILE and FILE.json)")
+	f.StringVar(&numerics, "numerics", "exact", "CPU numerics: exact or ggml")
+	f.IntVarP(&threads, "threads", "t", runtime.NumCPU(), "threads")
+	return cmd
+}
+
+func writeLogits(m *engine.Model, modelPath string, ids []int32, text, numerics, out string) error {
+	nv := m.Config.NVocab
+	raw := make([]byte, 0, len(ids)*nv*4)
+	argmax := make([]int32, len(ids))
+	argmaxLogit := make([]float64, len(ids))
+	lse := make([]float64, len(ids))
+	s := m.NewSession(len(ids))
+	err := s.Decode(ids, nil, func(i int, row []float32) error {
+		argmax[i] = sampling.Greedy(row)
+		argmaxLogit[i] = float64(row[argmax[i]])
+		mx := math.Inf(-1)
+		for _, v := range row {
+			mx = math.Max(mx, float64(v))
+		}
+		sum := 0.0
+		for _, v := range row {
+			sum += math.Exp(float64(v) - mx)
+			raw = binary.LittleEndian.AppendUint32(raw, math.Float32bits(v))
+		}
+		lse[i] = mx + math.Log(sum)
+		return nil
+	})
+	if err != nil {
+		return backendErr(err)
+	}
+	if err := writeAtomic(out, raw); err != nil {
+		return err
+	}
+	modelSum, err := fileSHA(modelPath)
+	if err != nil {
+		return err
+	}
+	ls := sha256.Sum256(raw)
+	meta := map[string]any{
+		"tool": "evalrun", "evalrun_version": version, "model_file": filepath.Base(modelPath), "model_path": modelPath,
+		"model_sha256": modelSum, "n_vocab": nv, "numerics": numerics, "add_special": true, "parse_special": false,
+		"n_tokens": len(ids), "token_ids": ids, "logits_file": filepath.Base(out),
+		"logits_format": "raw little-endian float32, row-major [n_tokens][n_vocab], row i = logits after token i (predicts token i+1)",
+		"logits_shape":  []int{len(ids), nv}, "argmax": argmax, "argmax_logit": argmaxLogit, "row_logsumexp": lse,
+		"sha256_of_logits_file": hex.EncodeToString(ls[:]), "threads": m.Threads(),
+	}
+	if text != "" {
+		meta["text"] = text
+	}
+	data, _ := json.MarshalIndent(meta, "", " ")
+	return writeAtomic(out+".json", append(data, '\n'))
+}
+
+func fileSHA(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// writeAtomic writes through a temporary file and a rename.
+func writeAtomic(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	os.Chmod(tmp.Name(), 0o644)
+	return os.Rename(tmp.Name(), path)
+}
+
+func newSynthCmd() *cobra.Command {
+	var (
+		cfg      synth.Config
+		typeName string
+		out      string
+	)
+	cmd := &cobra.Command{
+		Use:   "synth --arch llama --n-embd 768 --n-layer 12 --n-head 12 --n-head-kv 12 --n-ff 2048 --n-vocab 32000 --type q8_0 --seed 1 --out FILE",
+		Short: "Write a synthetic model with random weights and realistic shapes (loadable by llama.cpp too)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if out == "" {
+				return usageErr("--out is required")
+			}
+			t, err := ggml.ParseType(typeName)
+			if err != nil {
+				return usageErr("--type: %v", err)
+			}
+			cfg.Type = t
+			if err := synth.Generate(cfg, out); err != nil {
+				return usageErr("%v", err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s\n", out)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Arch, "arch", "llama", "architecture (llama)")
+	f.IntVar(&cfg.NEmbd, "n-embd", 768, "embedding size")
+	f.IntVar(&cfg.NLayer, "n-layer", 12, "layers")
+	f.IntVar(&cfg.NHead, "n-head", 12, "attention heads")
+	f.IntVar(&cfg.NHeadKV, "n-head-kv", 12, "KV heads (GQA when fewer than heads)")
+	f.IntVar(&cfg.NFF, "n-ff", 2048, "feed-forward size")
+	f.IntVar(&cfg.NVocab, "n-vocab", 32000, "vocabulary size")
+	f.StringVar(&typeName, "type", "f32", "weight type: f32, f16, q8_0, q4_0")
+	f.Int64Var(&cfg.Seed, "seed", 1, "random seed")
+	f.StringVarP(&out, "out", "o", "", "output GGUF file")
+	return cmd
+}
