@@ -43,7 +43,8 @@
 // not the file has it; the key path is upper-cased with '_' for '.' and for a
 // list index. Values are parsed per field type (integers, numbers, true/false
 // as strconv.ParseBool, durations such as "45s"; output.formats is a
-// comma-separated list) and a bad value is an error naming the variable.
+// comma-separated list) and a bad value is an error naming the variable. An
+// empty variable counts as unset, as in viper.
 //
 //	EVALRUN_NAME                         name
 //	EVALRUN_MODEL_PATH                   model.path

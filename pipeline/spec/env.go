@@ -72,8 +72,8 @@ func EnvVars() [][2]string {
 func applyEnv(v *viper.Viper, w *walker, lookup func(string) (string, bool), c *collector) {
 	for _, k := range envKeys(specType, "", w.lists) {
 		raw, ok := lookup(k.name)
-		if !ok {
-			continue
+		if !ok || raw == "" {
+			continue // an empty variable counts as unset, as in viper
 		}
 		val, err := parseEnv(raw, k.typ)
 		if err != nil {
@@ -93,7 +93,7 @@ func applyEnv(v *viper.Viper, w *walker, lookup func(string) (string, bool), c *
 		elem := fieldType(specType, list).Elem()
 		for i := w.lists[list]; i < w.lists[list]+8; i++ {
 			for _, k := range envKeys(elem, fmt.Sprintf("%s[%d]", list, i), nil) {
-				if _, ok := lookup(k.name); ok {
+				if raw, ok := lookup(k.name); ok && raw != "" {
 					c.add(0, k.path, k.name, fmt.Sprintf("the spec has only %d %s entries", w.lists[list], list))
 				}
 			}

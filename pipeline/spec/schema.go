@@ -372,6 +372,13 @@ func (w *walker) freeKeys(n *yaml.Node, path string, depth int) {
 	switch n.Kind {
 	case yaml.MappingNode:
 		merged, explicit := pairs(n, 0)
+		seen := map[string]int{}
+		for _, p := range explicit {
+			if first, dup := seen[p.key.Value]; dup && p.key.Kind == yaml.ScalarNode {
+				w.c.add(p.key.Line, path, "", fmt.Sprintf("duplicate key %q (first on line %d)", p.key.Value, first))
+			}
+			seen[p.key.Value] = p.key.Line
+		}
 		for _, p := range append(merged, explicit...) {
 			if p.key.Kind != yaml.ScalarNode || p.key.ShortTag() != "!!str" {
 				w.c.add(p.key.Line, path, "", fmt.Sprintf("keys must be strings, got %s", describe(p.key)))
@@ -387,12 +394,15 @@ func (w *walker) freeKeys(n *yaml.Node, path string, depth int) {
 }
 
 // decodeFree decodes a free-form map checked by freeKeys, keys as written.
-func decodeFree(n *yaml.Node) map[string]any {
+func decodeFree(n *yaml.Node) (map[string]any, error) {
 	var m map[string]any
-	if err := n.Decode(&m); err != nil || m == nil {
-		return map[string]any{}
+	if err := n.Decode(&m); err != nil {
+		return nil, errors.New(strings.TrimPrefix(err.Error(), "yaml: "))
 	}
-	return m
+	if m == nil {
+		m = map[string]any{}
+	}
+	return m, nil
 }
 
 // suggest returns the known key closest to an unknown one, if it is close.

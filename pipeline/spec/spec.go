@@ -243,13 +243,21 @@ func Parse(data []byte, path string, opts ...Option) (*Spec, error) {
 	}
 	// viper lower-cases map keys and splits keys at dots; plugin options
 	// are free-form, so take them verbatim from the YAML.
-	if n := w.free["reference.options"]; n != nil {
-		s.Reference.Options = decodeFree(n)
-	}
-	for i := range s.Candidates {
-		if n := w.free[fmt.Sprintf("backends[%d].options", i)]; n != nil {
-			s.Candidates[i].Options = decodeFree(n)
+	free := func(path string, dst *map[string]any) {
+		if n := w.free[path]; n != nil {
+			m, err := decodeFree(n)
+			if err != nil {
+				c.add(n.Line, path, "", err.Error())
+			}
+			*dst = m
 		}
+	}
+	free("reference.options", &s.Reference.Options)
+	for i := range s.Candidates {
+		free(fmt.Sprintf("backends[%d].options", i), &s.Candidates[i].Options)
+	}
+	if err := c.err(); err != nil {
+		return nil, err
 	}
 
 	s.Path = path

@@ -149,6 +149,8 @@ func TestBadSpecs(t *testing.T) {
 			[]string{`DIR/t.yaml:4: datasets: not used with reference.kld_base`}},
 		{"options with a number key", base + "    options: {1: x}\n", nil,
 			[]string{`DIR/t.yaml:12: backends[0].options: keys must be strings, got integer 1`}},
+		{"duplicate option", base + "    options:\n      numerics: ggml\n      numerics: exact\n", nil,
+			[]string{`DIR/t.yaml:14: backends[0].options: duplicate key "numerics" (first on line 13)`}},
 		{"duplicate key", "name: t\n" + base, nil,
 			[]string{`DIR/t.yaml:2: duplicate key "name" (first on line 1)`}},
 		{"empty file", "", nil, []string{`DIR/t.yaml: empty spec`}},
@@ -333,6 +335,7 @@ func TestEnvOverrides(t *testing.T) {
 		"EVALRUN_BACKENDS_0_GATES_NMSE_MAX": "1e-4",
 		"EVALRUN_DATASETS_0_LIMIT":          "2",
 		"EVALRUN_UNRELATED":                 "x",
+		"EVALRUN_NAME":                      "", // empty = unset, so name stays "t"
 	}
 	s, msg := load(t, base, env, "other.gguf")
 	if msg != "" {

@@ -296,7 +296,7 @@ func (k *checker) resolvePaths() {
 		b.Plugin, b.Model, b.Output.KLDBase = plugin(b.Plugin), abs(b.Model), abs(b.Output.KLDBase)
 	}
 	s.PluginDir = abs(s.PluginDir)
-	if k.w.has("output.dir") {
+	if s.Output.Dir != "" {
 		s.Output.Dir = abs(s.Output.Dir)
 	} else if wd, err := filepath.Abs(defaultOutputDir); err == nil {
 		s.Output.Dir = wd
