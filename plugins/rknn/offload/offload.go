@@ -9,6 +9,7 @@ package offload
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -113,6 +114,9 @@ type Stats struct {
 	// runs, wall clock) and GatherNS (C back to float rows) add up the NPU
 	// calls' time.
 	ConvertNS, RunNS, GatherNS int64
+	// Saturated counts int4 results at the int16 limit: the NPU clamps
+	// there, so these outputs may be wrong (large K with correlated inputs).
+	Saturated int64
 	// Contexts is the number of live matmul contexts.
 	Contexts int
 }
@@ -448,10 +452,13 @@ func (o *MatMuler) run(k *kernel, op *engine.MatMulOp, x, out []float32) error {
 			return fmt.Errorf("core %d: %w", k.cores[i].s.core, err)
 		}
 	}
+	var saturated int64
 	for i := range k.cores {
-		if err := o.gather(&k.cores[i], k.aScale, M, N, out); err != nil {
+		n, err := o.gather(&k.cores[i], k.aScale, M, N, out)
+		if err != nil {
 			return err
 		}
+		saturated += n
 	}
 	t3 := time.Now()
 	o.count(func(s *Stats) {
@@ -460,6 +467,7 @@ func (o *MatMuler) run(k *kernel, op *engine.MatMulOp, x, out []float32) error {
 		s.ConvertNS += t1.Sub(t0).Nanoseconds()
 		s.RunNS += t2.Sub(t1).Nanoseconds()
 		s.GatherNS += t3.Sub(t2).Nanoseconds()
+		s.Saturated += saturated
 	})
 	return nil
 }
@@ -484,21 +492,22 @@ func (o *MatMuler) convertA(k *kernel, x []float32, M, K int) error {
 }
 
 // gather reads one core's C, drops the N padding and writes its columns of
-// out, dequantizing integer results with the row and channel scales.
-func (o *MatMuler) gather(c *coreCtx, aScale []float32, M, N int, out []float32) error {
+// out, dequantizing integer results with the row and channel scales. It
+// returns how many int16 results sit at the saturation limit.
+func (o *MatMuler) gather(c *coreCtx, aScale []float32, M, N int, out []float32) (saturated int64, err error) {
 	s := c.s
 	w := s.hi - s.lo
 	if o.cfg.Type == FP16 {
 		if err := npu.UnpackC(&c.info, c.cM.Bytes(), c.cf, M, w); err != nil {
-			return err
+			return 0, err
 		}
 		for m := range M {
 			copy(out[m*N+s.lo:m*N+s.hi], c.cf[m*w:(m+1)*w])
 		}
-		return nil
+		return 0, nil
 	}
 	if err := npu.UnpackC(&c.info, c.cM.Bytes(), c.ci, M, w); err != nil {
-		return err
+		return 0, err
 	}
 	for m := range M {
 		row := out[m*N+s.lo : m*N+s.hi]
@@ -506,9 +515,12 @@ func (o *MatMuler) gather(c *coreCtx, aScale []float32, M, N int, out []float32)
 		sa := aScale[m]
 		for j, v := range ci {
 			row[j] = float32(v) * sa * s.scale[j]
+			if o.cfg.Type == Int4 && (v >= math.MaxInt16 || v <= math.MinInt16) {
+				saturated++
+			}
 		}
 	}
-	return nil
+	return saturated, nil
 }
 
 // Close destroys every context.

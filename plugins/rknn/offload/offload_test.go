@@ -330,3 +330,34 @@ func TestDeviceErrorsPropagate(t *testing.T) {
 		t.Error("cores=4 accepted")
 	}
 }
+
+// TestSegmentedKAndSaturation: 8192 < K ≤ 10240 uses the native B layout's
+// K segments; int4 on constant inputs overflows int16 and is counted.
+func TestSegmentedKAndSaturation(t *testing.T) {
+	rng := rand.New(rand.NewPCG(17, 18))
+	w := randWeight(rng, "w", 8224, 16)
+	op := &engine.MatMulOp{Name: "ffn_out-0", T: 1, K: 8224, N: 16, Weight: w}
+	x := randVec(rng, op.K)
+	ref := run(t, engine.NewCPUMatMul(engine.Exact, nil), op, x)
+	if e := nmse(run(t, newOffload(t, Config{Type: FP16, Cores: 1, ACLayout: npu.LayoutNative}), op, x), ref); e > 1e-6 {
+		t.Errorf("K=8224 fp16: NMSE %.3g", e)
+	}
+	if e := nmse(run(t, newOffload(t, Config{Type: Int8, Cores: 1, ACLayout: npu.LayoutNorm}), op, x), ref); e > 2e-4 {
+		t.Errorf("K=8224 int8: NMSE %.3g", e)
+	}
+
+	ones := make([]byte, 4*1024*64)
+	for i := range 1024 * 64 {
+		binary.LittleEndian.PutUint32(ones[4*i:], math.Float32bits(1))
+	}
+	op = &engine.MatMulOp{Name: "x", T: 1, K: 1024, N: 64, Weight: &engine.Weight{Name: "ones", Type: ggml.F32, K: 1024, N: 64, Data: ones}}
+	x = make([]float32, 1024)
+	for i := range x {
+		x[i] = 1
+	}
+	o := newOffload(t, Config{Type: Int4, Cores: 1, ACLayout: npu.LayoutNative})
+	run(t, o, op, x) // 1024·7·7 = 50176 > 32767
+	if s := o.Stats(); s.Saturated != 64 {
+		t.Errorf("saturated %d, want 64", s.Saturated)
+	}
+}

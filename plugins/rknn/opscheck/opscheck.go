@@ -60,6 +60,7 @@ type Result struct {
 	NMSE    float64 `json:"nmse"`
 	MaxAbs  float64 `json:"max_abs_err"`
 	Bad     int     `json:"non_finite"` // NaN or Inf outputs
+	Sat     int64   `json:"saturated"`  // int4 results clamped at the int16 limit
 	Runs    int     `json:"runs"`       // timed calls
 	RunNS   int64   `json:"run_ns"`     // NPU run time per call
 	CallNS  int64   `json:"call_ns"`    // whole offloaded call per call
@@ -141,6 +142,9 @@ func detail(r Result) string {
 	}
 	if r.Bad > 0 {
 		s += fmt.Sprintf(", %d NaN/Inf outputs", r.Bad)
+	}
+	if r.Sat > 0 {
+		s += fmt.Sprintf(", %d saturated", r.Sat)
 	}
 	return s + fmt.Sprintf(", %.2f GFLOPS", r.GFLOPS)
 }
@@ -242,6 +246,7 @@ func checkOne(cfg Config, index int, p kernels.Pair) Result {
 		return fail("%v", err)
 	}
 	r.NMSE, r.MaxAbs, r.Bad = compare(out, d.ref)
+	r.Sat = o.Stats().Saturated
 	r.Pass = r.Bad == 0 && r.NMSE <= MaxNMSE
 
 	before := o.Stats()

@@ -35,7 +35,7 @@ func llama32_1B() *kernels.List {
 	}}
 }
 
-var lineRE = regexp.MustCompile(`^  MUL_MAT\(name=[^,]+,type=(fp16|int8|int4),m=\d+,k=\d+,n=\d+\): (OK|FAIL)  \((nmse \d\.\de[-+]\d\d( > 5\.0e-04)?(, \d+ NaN/Inf outputs)?, \d+\.\d\d GFLOPS|.+)\)$`)
+var lineRE = regexp.MustCompile(`^  MUL_MAT\(name=[^,]+,type=(fp16|int8|int4),m=\d+,k=\d+,n=\d+\): (OK|FAIL)  \((nmse \d\.\de[-+]\d\d( > 5\.0e-04)?(, \d+ NaN/Inf outputs)?(, \d+ saturated)?, \d+\.\d\d GFLOPS|.+)\)$`)
 
 func checkOutput(t *testing.T, out string, rep Report) {
 	t.Helper()
