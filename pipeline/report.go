@@ -239,7 +239,7 @@ func writeReport(w io.Writer, s *Summary) error {
 			}
 			fmt.Fprintf(w, "- gate %s: %s\n", g.Name, mark+" — "+g.describe())
 		}
-		if b.Load != nil && len(b.Load.Plan) > 0 {
+		if b.Load != nil && offloads(b.Load.Plan) {
 			fmt.Fprintf(w, "\nOffload plan: %s\n\n| op | shape T×K×N | device | note |\n|---|---|---|---|\n", b.Load.PlanSummary)
 			for _, p := range b.Load.Plan {
 				fmt.Fprintf(w, "| %s | %s | %s | %s |\n", p.Op, p.Shape, p.Device, p.Reason)
@@ -250,4 +250,15 @@ func writeReport(w io.Writer, s *Summary) error {
 		}
 	}
 	return nil
+}
+
+// offloads reports whether any op of a plan runs off the CPU (an all-CPU
+// plan is summarised in one line).
+func offloads(plan []PlanEntry) bool {
+	for _, p := range plan {
+		if p.Device != "cpu" {
+			return true
+		}
+	}
+	return false
 }

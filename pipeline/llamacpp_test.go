@@ -1,0 +1,140 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/evalrun/evalrun/backend"
+	"github.com/evalrun/evalrun/pipeline/metrics"
+	"github.com/evalrun/evalrun/pipeline/spec"
+	"github.com/evalrun/evalrun/plugins/enginebackend"
+)
+
+// engineLauncher serves every backend with the real engine in-process (the
+// CPU plugin's code without its process), so the whole pipeline runs on
+// real logits quickly.
+func engineLauncher(_ context.Context, b BackendPlan, _ []string, _ hclog.Logger, _ io.Writer, _ time.Duration) (backend.Backend, Process, error) {
+	be := enginebackend.New(enginebackend.Config{Name: "cpu", Version: "test", Device: "cpu"})
+	return be, noProc{}, nil
+}
+
+type noProc struct{}
+
+func (noProc) Exited() bool { return false }
+func (noProc) Kill()        {}
+
+func loadPlan(t *testing.T, path string, env map[string]string) *Plan {
+	t.Helper()
+	s, err := spec.Load(path, spec.WithEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := NewPlan(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func runEngine(t *testing.T, p *Plan) *Summary {
+	t.Helper()
+	var out, errb bytes.Buffer
+	res, err := Run(context.Background(), p, Options{OutDir: t.TempDir(), Stdout: &out, Stderr: &errb, Launch: engineLauncher})
+	if err != nil {
+		t.Fatalf("Run: %v\n%s", err, errb.String())
+	}
+	return res.Summary
+}
+
+func printedStats(t *testing.T, name string) metrics.Result {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "testdata", "llamacpp", "perplexity", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := metrics.ParseLlamaPerplexity(string(data))
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return p.Result
+}
+
+// within checks |ours − theirs| ≤ the larger of the two ± values (and a
+// floor for figures llama.cpp prints with few digits).
+func within(t *testing.T, what string, ours, oursErr, theirs, theirsErr, floor float64) {
+	t.Helper()
+	tol := math.Max(math.Max(oursErr, theirsErr), floor)
+	t.Logf("%-28s ours %.6f ± %.6f   llama.cpp %.6f ± %.6f", what, ours, oursErr, theirs, theirsErr)
+	if math.Abs(ours-theirs) > tol {
+		t.Errorf("%s: ours %.6f, llama.cpp %.6f: differ by more than %.6f", what, ours, theirs, tol)
+	}
+}
+
+// TestKLDBaseAgreesWithLlamaCpp runs configs/kld-base.yaml (our CPU backend
+// in ggml numerics on the Q8_0 and Q4_0 files against llama.cpp's own F32
+// --kl-divergence-base file) and checks that the statistics agree with the
+// blocks llama-perplexity printed for the same pairs, within their ±. Then it
+// writes a base file of its own from the F32 model, reads it back as the
+// reference, and checks the Q8_0 statistics come out the same again.
+func TestKLDBaseAgreesWithLlamaCpp(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the engine over 1512 positions per backend")
+	}
+	p := loadPlan(t, filepath.Join("..", "configs", "kld-base.yaml"), nil)
+	sum := runEngine(t, p)
+	got := map[string]*Accuracy{}
+	for _, b := range sum.Backends {
+		if b.Status != StatusOK || b.Accuracy == nil || b.Accuracy.ScoredTokens != 1512 {
+			t.Fatalf("%s: %s %q", b.Name, b.Status, b.Error)
+		}
+		got[b.Name] = b.Accuracy
+	}
+	check := func(backendName, stdout string, a *Accuracy) {
+		want := printedStats(t, stdout)
+		t.Logf("%s vs %s", backendName, stdout)
+		within(t, "KLD mean", *a.KLDMean, *a.KLDMeanErr, want.KLD.Value, want.KLD.Err, 0)
+		within(t, "same top p", *a.SameTopP, *a.SameTopPErr, want.SameTop.Value, want.SameTop.Err, 0)
+		within(t, "RMS Δp", *a.RMSDp, *a.RMSDpErr, want.RMSPDiff.Value, want.RMSPDiff.Err, 0)
+		within(t, "PPL(Q)", *a.PPL, *a.PPLErr, want.PPLQ.Value, want.PPLQ.Err, 0)
+		within(t, "PPL(Q)/PPL(base)", *a.PPLRatio, *a.PPLRatioErr, want.PPLRatio.Value, want.PPLRatio.Err, 0)
+		// PPL(base) comes from the file alone: it must match to print precision.
+		within(t, "PPL(base)", *a.PPLBase, 0, want.PPLBase.Value, 0, 1e-6)
+	}
+	check("q8_0", "kld.Q8_0.plain.stdout.txt", got["q8_0"])
+	check("q4_0", "kld.Q4_0.plain.stdout.txt", got["q4_0"])
+
+	// Write our own base file from the F32 model (exact numerics) on the same
+	// token stream: the F32 backend runs against llama.cpp's base file and
+	// writes its logits with output.kld_base.
+	base := filepath.Join(t.TempDir(), "ours.kld")
+	w := loadPlan(t, filepath.Join("..", "configs", "kld-base.yaml"), nil)
+	w.Candidates = w.Candidates[:1]
+	w.Candidates[0].Name = "f32"
+	w.Candidates[0].Model = p.Model.Path
+	w.Candidates[0].Options = map[string]any{"numerics": "exact"}
+	w.Candidates[0].KLDBaseOut = base
+	f32 := runEngine(t, w).Backends[0].Accuracy
+	// Our F32 against llama.cpp's F32: the difference is the base file's
+	// 16-bit quantization alone.
+	if *f32.KLDMean > 1e-4 || *f32.SameTopP < 0.999 {
+		t.Fatalf("our F32 vs llama.cpp's F32 base: KLD %v, same top %v", *f32.KLDMean, *f32.SameTopP)
+	}
+
+	again := loadPlan(t, filepath.Join("..", "configs", "kld-base.yaml"), map[string]string{"EVALRUN_REFERENCE_KLD_BASE": base})
+	again.Candidates = again.Candidates[:1]
+	s2 := runEngine(t, again)
+	a2 := s2.Backends[0].Accuracy
+	a1 := got["q8_0"]
+	within(t, "own base: KLD mean", *a2.KLDMean, *a2.KLDMeanErr, *a1.KLDMean, *a1.KLDMeanErr, 0)
+	within(t, "own base: same top p", *a2.SameTopP, *a2.SameTopPErr, *a1.SameTopP, *a1.SameTopPErr, 0)
+	within(t, "own base: RMS Δp", *a2.RMSDp, *a2.RMSDpErr, *a1.RMSDp, *a1.RMSDpErr, 0)
+	within(t, "own base: PPL(base)", *a2.PPLBase, *a2.PPLBaseErr, *a1.PPLBase, *a1.PPLBaseErr, 0)
+}
