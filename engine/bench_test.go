@@ -1,0 +1,85 @@
+package engine
+
+import (
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/evalrun/evalrun/engine/ggml"
+	"github.com/evalrun/evalrun/engine/synth"
+)
+
+// benchModel writes a GPT-2-small-sized llama model (n_embd 768, 12 layers,
+// 12 heads, n_ff 2048, vocab 32000) into the benchmark's temp dir.
+func benchModel(b *testing.B, typ ggml.Type) string {
+	b.Helper()
+	path := filepath.Join(b.TempDir(), "bench.gguf")
+	cfg := synth.Config{NEmbd: 768, NLayer: 12, NHead: 12, NFF: 2048, NVocab: 32000, Type: typ, Seed: 1, NCtx: 1024}
+	if err := synth.Generate(cfg, path); err != nil {
+		b.Fatal(err)
+	}
+	return path
+}
+
+func benchTokens(n int) []int32 {
+	ids := make([]int32, n)
+	for i := range ids {
+		ids[i] = int32(300 + 97*i%31000)
+	}
+	return ids
+}
+
+var noEmit = func(int, []float32) error { return nil }
+
+// BenchmarkPrefill: one Decode of 128 tokens, logits for the last one.
+func BenchmarkPrefill(b *testing.B) {
+	for _, typ := range []ggml.Type{ggml.F32, ggml.Q8_0} {
+		path := benchModel(b, typ)
+		for _, threads := range []int{1, 2} {
+			for _, num := range []Numerics{Exact, GGML} {
+				b.Run(fmt.Sprintf("%s/%s/t%d", typ, num, threads), func(b *testing.B) {
+					m := openModel(b, path, num, threads)
+					ids := benchTokens(128)
+					last := func(i int) bool { return i == len(ids)-1 }
+					s := m.NewSession(256)
+					start := time.Now()
+					for b.Loop() {
+						s.Reset()
+						if err := s.Decode(ids, last, noEmit); err != nil {
+							b.Fatal(err)
+						}
+					}
+					b.ReportMetric(float64(b.N*len(ids))/time.Since(start).Seconds(), "tokens/s")
+				})
+			}
+		}
+	}
+}
+
+// BenchmarkDecode: single-token decodes after a 64-token prefix.
+func BenchmarkDecode(b *testing.B) {
+	for _, typ := range []ggml.Type{ggml.F32, ggml.Q8_0} {
+		path := benchModel(b, typ)
+		for _, threads := range []int{1, 2} {
+			for _, num := range []Numerics{Exact, GGML} {
+				b.Run(fmt.Sprintf("%s/%s/t%d", typ, num, threads), func(b *testing.B) {
+					m := openModel(b, path, num, threads)
+					s := m.NewSession(256)
+					if err := s.Decode(benchTokens(64), func(int) bool { return false }, noEmit); err != nil {
+						b.Fatal(err)
+					}
+					tok := []int32{500}
+					start := time.Now()
+					for b.Loop() {
+						s.Truncate(64)
+						if err := s.Decode(tok, nil, noEmit); err != nil {
+							b.Fatal(err)
+						}
+					}
+					b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "tokens/s")
+				})
+			}
+		}
+	}
+}
