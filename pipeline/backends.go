@@ -175,17 +175,23 @@ func (rb *runBackend) close(ctx context.Context) {
 // evalStream runs one Eval call in the background and hands its rows over a
 // small buffered channel, so reference and candidates advance in lockstep
 // and only a few rows per backend are ever in memory.
+//
+// The eval timeout is measured by the consumer, as the wait for each next
+// row: a plugin blocked only because the host has not yet taken its rows
+// (another backend is slow) is not timed out, while a hung plugin is.
 type evalStream struct {
-	rows   chan []float32
-	err    error // set before rows is closed
-	cancel context.CancelFunc
+	rb      *runBackend
+	rows    chan []float32
+	err     error // set before rows is closed
+	cancel  context.CancelFunc
+	timeout time.Duration
 }
 
 const streamBuffer = 4
 
 func (rb *runBackend) startEval(ctx context.Context, req backend.EvalRequest) *evalStream {
-	cctx, cancel := context.WithTimeout(ctx, rb.timeouts.eval)
-	s := &evalStream{rows: make(chan []float32, streamBuffer), cancel: cancel}
+	cctx, cancel := context.WithCancel(ctx)
+	s := &evalStream{rb: rb, rows: make(chan []float32, streamBuffer), cancel: cancel, timeout: rb.timeouts.eval}
 	go func() {
 		err := rb.be.Eval(cctx, req, func(l backend.Logits) error {
 			row := make([]float32, len(l.Values))
@@ -197,7 +203,7 @@ func (rb *runBackend) startEval(ctx context.Context, req backend.EvalRequest) *e
 				return cctx.Err()
 			}
 		})
-		s.err = timedOut(cctx, rb.timeouts.eval, err)
+		s.err = err
 		close(s.rows)
 	}()
 	return s
@@ -205,40 +211,61 @@ func (rb *runBackend) startEval(ctx context.Context, req backend.EvalRequest) *e
 
 var errShortStream = errors.New("the plugin sent fewer logits rows than requested")
 
-// next returns the next row, or the error that ended the stream early.
+// next returns the next row, or the error that ended the stream early, or
+// errCallTimeout when the plugin produced nothing for the eval timeout.
 func (s *evalStream) next() ([]float32, error) {
-	row, ok := <-s.rows
-	if ok {
-		return row, nil
+	timer := time.NewTimer(s.timeout)
+	defer timer.Stop()
+	select {
+	case row, ok := <-s.rows:
+		if ok {
+			return row, nil
+		}
+		if s.err != nil {
+			return nil, s.err
+		}
+		return nil, errShortStream
+	case <-timer.C:
+		s.cancel()
+		return nil, fmt.Errorf("%w after %s waiting for the next logits row", errCallTimeout, s.timeout)
 	}
-	if s.err != nil {
-		return nil, s.err
-	}
-	return nil, errShortStream
 }
 
 // finish waits for the call to end and reports an error if it failed or
 // sent more rows than expected.
 func (s *evalStream) finish() error {
 	extra := 0
-	for range s.rows {
-		extra++
+	timer := time.NewTimer(s.timeout)
+	defer timer.Stop()
+	defer s.cancel()
+	for {
+		select {
+		case _, ok := <-s.rows:
+			if ok {
+				extra++
+				continue
+			}
+			if s.err != nil {
+				return s.err
+			}
+			if extra > 0 {
+				return fmt.Errorf("the plugin sent %d more logits rows than requested", extra)
+			}
+			return nil
+		case <-timer.C:
+			return fmt.Errorf("%w after %s waiting for the end of the call", errCallTimeout, s.timeout)
+		}
 	}
-	s.cancel()
-	if s.err != nil {
-		return s.err
-	}
-	if extra > 0 {
-		return fmt.Errorf("the plugin sent %d more logits rows than requested", extra)
-	}
-	return nil
 }
 
-// abandon stops a stream whose rows are no longer wanted.
+// abandon stops a stream whose rows are no longer wanted, without waiting
+// for a hung plugin.
 func (s *evalStream) abandon() {
 	s.cancel()
-	for range s.rows {
-	}
+	go func() {
+		for range s.rows {
+		}
+	}()
 }
 
 // pluginName is how a backend's plugin appears in messages.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -74,6 +75,21 @@ func fmtPM(v, e *float64, scale float64, prec int) string {
 	return fmt.Sprintf("%.*f ± %.*f", prec, *v*scale, prec, *e*scale)
 }
 
+// fmtSmall prints a statistic that spans many orders of magnitude (KLD):
+// fixed point for readable values, scientific for tiny ones.
+func fmtSmall(v, e *float64) string {
+	if v == nil {
+		return "-"
+	}
+	if *v != 0 && math.Abs(*v) < 1e-3 {
+		if e == nil {
+			return fmt.Sprintf("%.3g", *v)
+		}
+		return fmt.Sprintf("%.3g ± %.2g", *v, *e)
+	}
+	return fmtPM(v, e, 1, 6)
+}
+
 func fmtG(v *float64) string {
 	if v == nil {
 		return "-"
@@ -106,7 +122,7 @@ func accuracyTable(w io.Writer, s *Summary, md bool) error {
 		row := []string{b.Name, b.Status, "-", "-", "-", "-", "-", "-", "-", "-", "-", verdictCell(b)}
 		if a := b.Accuracy; a != nil {
 			row[2] = fmt.Sprint(a.Tokens)
-			row[3] = fmtPM(a.KLDMean, a.KLDMeanErr, 1, 6)
+			row[3] = fmtSmall(a.KLDMean, a.KLDMeanErr)
 			row[4] = fmtG(a.KLDP99)
 			row[5] = fmtPM(a.SameTopP, a.SameTopPErr, 100, 2) + "%"
 			if a.SameTopP == nil {

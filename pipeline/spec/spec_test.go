@@ -524,7 +524,14 @@ func TestShippedConfigs(t *testing.T) {
 	if def.Reference.Name != "cpu-exact" || def.Reference.Options["numerics"] != "exact" {
 		t.Errorf("default reference %+v", def.Reference)
 	}
-	if len(def.Candidates) != 1 || def.Candidates[0].Name != "cpu-ggml" || def.Candidates[0].Options["numerics"] != "ggml" {
+	// The product's point: the CPU reference against the simulated NPU in
+	// fp16 and int8, plus the CPU in llama.cpp's numerics.
+	var names []string
+	for _, c := range def.Candidates {
+		names = append(names, c.Name+":"+c.Plugin)
+	}
+	if strings.Join(names, ",") != "npu-fp16:rknn,npu-int8:rknn,cpu-ggml:cpu" ||
+		def.Candidates[0].Options["type"] != "fp16" || def.Candidates[1].Options["type"] != "int8" || def.Candidates[2].Options["numerics"] != "ggml" {
 		t.Errorf("default candidates %+v", def.Candidates)
 	}
 	if len(def.Datasets) != 2 || def.Datasets[0].Mode != ModeScore || def.Datasets[0].NCtx != 128 ||
@@ -534,10 +541,23 @@ func TestShippedConfigs(t *testing.T) {
 	if def.Bench != (Bench{Enabled: true, NPrompt: 64, NGen: 16, Reps: 3, Warmup: true}) {
 		t.Errorf("default bench %+v", def.Bench)
 	}
-	// ggml numerics on F32 differ from exact by KLD ~1e-6: the gates pass it.
-	for _, g := range def.Backends()[1].Gates.List() {
-		if g.Name == "kld_mean_max" && !g.Pass(1e-6) || g.Name == "same_top_p_min" && !g.Pass(0.995) {
-			t.Errorf("default gate %+v rejects the expected ggml-vs-exact result", g)
+	// What each default candidate measures on this model (fp16 rounding:
+	// KLD ~1e-6; int8: ~2e-3, 97.5% same top; ggml numerics: ~1e-12) passes
+	// its gates, and a hundredfold worse NPU result fails them.
+	expect := map[string][2]float64{"npu-fp16": {1.1e-6, 0.9995}, "npu-int8": {0.0018, 0.975}, "cpu-ggml": {1e-6, 1}}
+	for _, b := range def.Backends()[1:] {
+		e := expect[b.Name]
+		for _, g := range b.Gates.List() {
+			switch g.Name {
+			case "kld_mean_max":
+				if !g.Pass(e[0]) || strings.HasPrefix(b.Name, "npu") && g.Pass(e[0]*100) {
+					t.Errorf("%s: gate %+v for KLD %g", b.Name, g, e[0])
+				}
+			case "same_top_p_min":
+				if !g.Pass(e[1]) || g.Pass(e[1]-0.1) {
+					t.Errorf("%s: gate %+v for same top %g", b.Name, g, e[1])
+				}
+			}
 		}
 	}
 

@@ -1,0 +1,369 @@
+package main
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/evalrun/evalrun/pipeline"
+)
+
+// binDir holds evalrun and its plugins, built once for the end-to-end tests,
+// which run them as a user would: real processes, real plugins.
+var binDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "evalrun-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binDir = dir
+	code := 1
+	if err := buildBinaries(dir); err != nil {
+		fmt.Fprintln(os.Stderr, "building binaries:", err)
+	} else {
+		code = m.Run()
+	}
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func buildBinaries(dir string) error {
+	for out, pkg := range map[string]string{
+		"evalrun":             ".",
+		"evalrun-plugin-cpu":  "../../plugins/cpu",
+		"evalrun-plugin-rknn": "../../plugins/rknn",
+	} {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, out), pkg)
+		cmd.Stderr = os.Stderr
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("go build %s: %w", pkg, err)
+		}
+	}
+	return nil
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// evalrun runs the built binary from the repository root with extra
+// environment variables.
+func evalrun(t *testing.T, env []string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(binDir, "evalrun"), args...)
+	cmd.Dir = "../.."
+	cmd.Env = append(os.Environ(), env...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return result{code, out.String(), errb.String()}
+}
+
+func readSummary(t *testing.T, dir string) *pipeline.Summary {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, "summary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s pipeline.Summary
+	if err := json.Unmarshal(data, &s); err != nil {
+		t.Fatal(err)
+	}
+	return &s
+}
+
+func byName(s *pipeline.Summary) map[string]pipeline.BackendSummary {
+	m := map[string]pipeline.BackendSummary{}
+	for _, b := range s.Backends {
+		m[b.Name] = b
+	}
+	return m
+}
+
+// TestRknnSimSpec runs configs/rknn-sim.yaml as shipped (bench shortened):
+// the simulated NPU in fp16 really rounds (KLD > 0) yet stays within 1e-4
+// and 99.5% same top token; int8 is measurably worse.
+func TestRknnSimSpec(t *testing.T) {
+	out := t.TempDir()
+	r := evalrun(t, []string{"EVALRUN_BENCH_REPS=1", "EVALRUN_BENCH_N_PROMPT=16", "EVALRUN_BENCH_N_GEN=4"},
+		"run", "configs/rknn-sim.yaml", "--out", out)
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	s := readSummary(t, out)
+	b := byName(s)
+	fp16, int8 := b["npu-fp16"], b["npu-int8"]
+	for _, x := range []pipeline.BackendSummary{fp16, int8} {
+		if x.Status != "ok" || !x.Pass || !x.Accuracy.Complete || x.Throughput == nil || x.Throughput.TG == nil {
+			t.Fatalf("%s: %+v", x.Name, x)
+		}
+		if !strings.Contains(x.Load.PlanSummary, "36 of 36 matmuls on the NPU") {
+			t.Fatalf("%s plan: %q", x.Name, x.Load.PlanSummary)
+		}
+	}
+	k16, k8 := *fp16.Accuracy.KLDMean, *int8.Accuracy.KLDMean
+	t.Logf("npu-fp16: KLD %.3g, same top %.4f; npu-int8: KLD %.3g, same top %.4f", k16, *fp16.Accuracy.SameTopP, k8, *int8.Accuracy.SameTopP)
+	if !(k16 > 0 && k16 <= 1e-4) || *fp16.Accuracy.SameTopP < 0.995 {
+		t.Fatalf("npu-fp16: KLD %g same top %g", k16, *fp16.Accuracy.SameTopP)
+	}
+	if k8 <= k16 {
+		t.Fatalf("npu-int8 KLD %g not above fp16's %g", k8, k16)
+	}
+	if !strings.Contains(r.stdout, "36 of 36 matmuls on the NPU (fp16, 3 cores)") || !strings.Contains(r.stdout, "npu-int8") {
+		t.Fatalf("the table does not show the offload plans:\n%s", r.stdout)
+	}
+	for _, f := range []string{"prompts.jsonl", "report.md"} {
+		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+const faultSpec = `name: faults
+model: {path: ../models/stories260K.gguf}
+datasets:
+  - {name: stories, path: ../datasets/stories.jsonl, mode: score, n_ctx: 64, limit: 2}
+  - {name: openings, path: ../datasets/openings.jsonl, mode: generate, max_new_tokens: 6, limit: 2}
+reference: {name: cpu, plugin: cpu, threads: 1}
+backends:
+  - {name: healthy, plugin: rknn, threads: 1, options: {type: fp16}}
+  - {name: crash, plugin: rknn, threads: 1, options: {fault_crash_after: 150}}
+  - {name: hang, plugin: rknn, threads: 1, options: {fault_hang_after: 150}}
+  - {name: nan, plugin: rknn, threads: 1, options: {fault_nan_after: 40}}
+  - {name: bitflip, plugin: rknn, threads: 1, options: {fault_bitflip_after: 40, fault_bitflip_bit: 22}}
+bench: {n_prompt: 8, n_gen: 2, reps: 1}
+gates: {kld_mean_max: 0.001}
+timeouts: {eval: 3s}
+`
+
+// TestFaultInjection: every simulated device fault ends with its documented
+// status, the run exits 3 (a backend could not run), and the healthy
+// backend's results are complete in summary.json.
+func TestFaultInjection(t *testing.T) {
+	dir := t.TempDir()
+	specPath := filepath.Join(dir, "faults.yaml")
+	spec := strings.ReplaceAll(faultSpec, "../", mustAbs(t, "../..")+"/")
+	if err := os.WriteFile(specPath, []byte(spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	r := evalrun(t, nil, "run", specPath, "--out", out)
+	if r.code != 3 {
+		t.Fatalf("exit %d, want 3\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	s := readSummary(t, out)
+	b := byName(s)
+	want := map[string]string{"healthy": "ok", "crash": "crashed", "hang": "timeout", "nan": "ok", "bitflip": "ok"}
+	for name, st := range want {
+		if b[name].Status != st {
+			t.Errorf("%s: status %s (%s), want %s", name, b[name].Status, b[name].Error, st)
+		}
+	}
+	h := b["healthy"]
+	if !h.Pass || h.Accuracy == nil || !h.Accuracy.Complete || h.Throughput == nil || h.Throughput.PP == nil || h.Throughput.TG == nil {
+		t.Fatalf("healthy backend incomplete: %+v", h)
+	}
+	if n := b["nan"]; n.Pass || n.Accuracy.NaNCount == 0 {
+		t.Errorf("nan: pass %v, nan_count %d", n.Pass, n.Accuracy.NaNCount)
+	}
+	// One flipped mantissa bit in the first output of every NPU matmul:
+	// finite logits, but the KLD gate catches it.
+	if f := b["bitflip"]; f.Pass || f.Accuracy.NaNCount != 0 || f.Accuracy.KLDMean == nil || *f.Accuracy.KLDMean <= 0.001 {
+		t.Errorf("bitflip: pass %v, NaN %d, KLD %v", f.Pass, f.Accuracy.NaNCount, f.Accuracy.KLDMean)
+	}
+	if c := b["crash"]; !strings.Contains(c.Error, "crash") || c.Accuracy == nil || c.Accuracy.Tokens == 0 {
+		t.Errorf("crash: %q, accuracy %+v (what it computed before crashing must be kept)", c.Error, c.Accuracy)
+	}
+	if s.Verdict.Status != "error" || s.Verdict.ExitCode != 3 {
+		t.Errorf("verdict %+v", s.Verdict)
+	}
+}
+
+func mustAbs(t *testing.T, p string) string {
+	a, err := filepath.Abs(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func TestBadInputExitCodes(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(bad, []byte("name: x\nmodel: {path: "+mustAbs(t, "../../models/stories260K.gguf")+"}\nbackend: []\n"), 0o644)
+	r := evalrun(t, nil, "run", bad)
+	if r.code != 2 || !strings.Contains(r.stderr, "bad.yaml:3") || !strings.Contains(r.stderr, `"backend"`) {
+		t.Fatalf("unknown key: exit %d, stderr %q", r.code, r.stderr)
+	}
+	ds := filepath.Join(dir, "bad.jsonl")
+	os.WriteFile(ds, []byte("{\"id\":\"a\",\"text\":\"ok\"}\n{\"id\":\"b\",\"txt\":\"typo\"}\n"), 0o644)
+	spec := filepath.Join(dir, "ds.yaml")
+	os.WriteFile(spec, []byte(fmt.Sprintf("name: x\nmodel: {path: %s}\ndatasets: [{name: d, path: %s, mode: generate}]\nreference: {plugin: cpu}\nbackends: [{name: c, plugin: cpu}]\n", mustAbs(t, "../../models/stories260K.gguf"), ds)), 0o644)
+	r = evalrun(t, nil, "run", spec)
+	if r.code != 2 || !strings.Contains(r.stderr, "bad.jsonl:2") {
+		t.Fatalf("bad dataset line: exit %d, stderr %q", r.code, r.stderr)
+	}
+	r = evalrun(t, nil, "run")
+	if r.code != 2 {
+		t.Fatalf("missing argument: exit %d", r.code)
+	}
+	r = evalrun(t, nil, "inspect", "README.md")
+	if r.code != 2 || !strings.Contains(r.stderr, "README.md") {
+		t.Fatalf("not a GGUF: exit %d, stderr %q", r.code, r.stderr)
+	}
+	r = evalrun(t, []string{"EVALRUN_REFERENCE_PLUGIN=nosuch"}, "run", "configs/default.yaml", "--out", dir+"/o")
+	if r.code != 3 || !strings.Contains(r.stdout, "evalrun-plugin-nosuch") {
+		t.Fatalf("missing plugin: exit %d\n%s", r.code, r.stdout)
+	}
+}
+
+type golden struct {
+	TokenIDs     []int32 `json:"token_ids"`
+	PromptIDs    []int32 `json:"prompt_ids"`
+	GeneratedIDs []int32 `json:"generated_ids"`
+}
+
+func readGolden(t *testing.T, path string) golden {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("../../testdata/llamacpp", path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g golden
+	if err := json.Unmarshal(data, &g); err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+func readF32(t *testing.T, path string) []float32 {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]float32, len(data)/4)
+	for i := range out {
+		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[4*i:]))
+	}
+	return out
+}
+
+// TestEngineCommandsMatchLlamaCpp checks the engine commands as a script
+// uses them against llama.cpp's goldens.
+func TestEngineCommandsMatchLlamaCpp(t *testing.T) {
+	g := readGolden(t, "logits/p3.F32.plain.json")
+	r := evalrun(t, nil, "tokenize", "--model", "models/stories260K.gguf",
+		"The little girl walked into the forest with her basket. She wanted to pick berries for her mother. Soon she found a bush full of red berries. She picked one and ate it. It was sweet! Then she heard a small sound behind the bush.")
+	var ids []int32
+	if err := json.Unmarshal([]byte(r.stdout), &ids); err != nil || fmt.Sprint(ids) != fmt.Sprint(g.TokenIDs) {
+		t.Fatalf("tokenize: %v %q, want %v", err, r.stdout, g.TokenIDs)
+	}
+
+	out := filepath.Join(t.TempDir(), "p3.f32")
+	r = evalrun(t, nil, "logits", "--model", "models/stories260K.gguf", "--tokens", strings.Trim(strings.ReplaceAll(fmt.Sprint(g.TokenIDs), " ", ","), "[]"), "--out", out, "--threads", "2")
+	if r.code != 0 {
+		t.Fatalf("logits: %d %s", r.code, r.stderr)
+	}
+	ours, want := readF32(t, out), readF32(t, "../../testdata/llamacpp/logits/p3.F32.plain.f32")
+	if len(ours) != len(want) {
+		t.Fatalf("logits: %d values, want %d", len(ours), len(want))
+	}
+	maxd := 0.0
+	for i := range ours {
+		maxd = math.Max(maxd, math.Abs(float64(ours[i]-want[i])))
+	}
+	t.Logf("evalrun logits p3 F32: max |Δ| vs llama.cpp %.3g", maxd)
+	if maxd > 1e-4 {
+		t.Fatalf("logits: max |Δ| %g > 1e-4", maxd)
+	}
+	var meta map[string]any
+	data, _ := os.ReadFile(out + ".json")
+	if err := json.Unmarshal(data, &meta); err != nil || meta["n_vocab"].(float64) != 512 || meta["model_sha256"] != "270cba1bd5109f42d03350f60406024560464db173c0e387d91f0426d3bd256d" {
+		t.Fatalf("logits sidecar: %v %v", err, meta)
+	}
+
+	for _, v := range []string{"F32", "F16", "Q8_0"} {
+		gen := readGolden(t, "generate/p1."+v+".plain.gen.json")
+		model := map[string]string{"F32": "stories260K.gguf", "F16": "stories260K-f16.gguf", "Q8_0": "stories260K-q8_0.gguf"}[v]
+		r = evalrun(t, nil, "generate", "--model", "models/"+model, "--prompt", "Once upon a time", "-n", "64", "--json", "--numerics", "ggml")
+		var res struct {
+			PromptIDs    []int32 `json:"prompt_ids"`
+			GeneratedIDs []int32 `json:"generated_ids"`
+			Text         string  `json:"text"`
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
+			t.Fatalf("generate %s: %v %q %s", v, err, r.stdout, r.stderr)
+		}
+		if fmt.Sprint(res.PromptIDs) != fmt.Sprint(gen.PromptIDs) || fmt.Sprint(res.GeneratedIDs) != fmt.Sprint(gen.GeneratedIDs) {
+			t.Fatalf("generate %s: %v, llama.cpp %v", v, res.GeneratedIDs, gen.GeneratedIDs)
+		}
+		if !strings.HasPrefix(res.Text, ", there was a little girl named Lily") {
+			t.Fatalf("generate %s text %q", v, res.Text)
+		}
+	}
+}
+
+func TestOpsAndKernelsCommands(t *testing.T) {
+	r := evalrun(t, nil, "ops", "--model", "models/stories260K.gguf", "--driver", "sim", "--type", "fp16")
+	if r.code != 0 || !strings.Contains(r.stdout, "36/36 tests passed") {
+		t.Fatalf("ops fp16: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	r = evalrun(t, nil, "ops", "--model", "models/stories260K.gguf", "--driver", "sim", "--type", "int4")
+	if r.code != 1 || !strings.Contains(r.stdout, "FAIL") {
+		t.Fatalf("ops int4 must fail the 5e-4 NMSE threshold: exit %d\n%s", r.code, r.stdout)
+	}
+	kl := filepath.Join(t.TempDir(), "k.json")
+	r = evalrun(t, nil, "kernels", "--model", "models/stories260K.gguf", "--tokens", "1", "--ops", "ffn_up,ffn_gate", "--out", kl)
+	if r.code != 0 {
+		t.Fatalf("kernels: %d %s", r.code, r.stderr)
+	}
+	var list struct {
+		Pairs []struct {
+			Name string `json:"name"`
+		} `json:"pairs"`
+	}
+	data, _ := os.ReadFile(kl)
+	if err := json.Unmarshal(data, &list); err != nil || len(list.Pairs) != 10 {
+		t.Fatalf("kernels: %v, %d pairs, want 10 (ffn_up and ffn_gate of 5 layers)", err, len(list.Pairs))
+	}
+	r = evalrun(t, nil, "ops", "--kernels", kl, "--driver", "hardware")
+	if r.code != 3 || !strings.Contains(r.stderr, "rknpu") {
+		t.Fatalf("hardware driver without the build tag: exit %d %q", r.code, r.stderr)
+	}
+}
+
+func TestBenchCommand(t *testing.T) {
+	r := evalrun(t, nil, "bench", "--model", "models/stories260K.gguf", "--plugin", "cpu", "-p", "16", "-n", "4", "-r", "2", "-o", "json", "-t", "1")
+	if r.code != 0 {
+		t.Fatalf("bench: %d %s", r.code, r.stderr)
+	}
+	var recs []map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &recs); err != nil || len(recs) != 2 {
+		t.Fatalf("bench json: %v %q", err, r.stdout)
+	}
+	for _, rec := range recs {
+		if len(rec["samples_ns"].([]any)) != 2 || rec["avg_ts"].(float64) <= 0 {
+			t.Fatalf("bench record %v", rec)
+		}
+	}
+	if recs[0]["n_prompt"].(float64) != 16 || recs[1]["n_gen"].(float64) != 4 {
+		t.Fatalf("bench tests %v", recs)
+	}
+}
