@@ -9,4 +9,4 @@ dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 make -s -C "$here/fakerknnrt" OUT="$dir"
 cd "$root"
-EVALRUN_RKNNRT_FAKE=1 CGO_ENABLED=1 CGO_LDFLAGS="-L$dir" LD_LIBRARY_PATH="$dir" go test -tags rknpu "$@" ./plugins/rknn/npu/...
+EVALRUN_RKNNRT_FAKE=1 CGO_ENABLED=1 CGO_LDFLAGS="-L$dir" LD_LIBRARY_PATH="$dir" go test -tags rknpu "$@" ./plugins/rknn/npu/... ./plugins/rknn/offload/
