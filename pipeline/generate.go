@@ -5,25 +5,8 @@ import (
 	"fmt"
 
 	"github.com/evalrun/evalrun/backend"
+	"github.com/evalrun/evalrun/engine/sampling"
 )
-
-// argmax returns the first index of the largest value (llama.cpp's greedy
-// rule: the first index wins ties). NaN never wins.
-func argmax(row []float32) int32 {
-	best := -1
-	for i, v := range row {
-		if v != v {
-			continue
-		}
-		if best < 0 || v > row[best] {
-			best = i
-		}
-	}
-	if best < 0 {
-		return 0
-	}
-	return int32(best)
-}
 
 // generatePass runs every generate prompt: the reference generates greedily
 // and each candidate is fed the reference's tokens (teacher forcing), so its
@@ -99,7 +82,7 @@ func (r *runner) generateOne(ctx context.Context, p genPrompt) {
 			r.ref.fail(what, err)
 			return
 		}
-		next := argmax(ref)
+		next := sampling.Greedy(ref)
 		refTokens = append(refTokens, next)
 		rows := make([][]float32, len(cands))
 		errs := make([]error, len(cands))
@@ -159,7 +142,7 @@ func (r *runner) freeRun(ctx context.Context, rb *runBackend, p genPrompt) ([]in
 		if err != nil {
 			return out, err
 		}
-		next := argmax(row)
+		next := sampling.Greedy(row)
 		out = append(out, next)
 		req = backend.EvalRequest{Session: "free", Pos: -1, Tokens: []int32{next}, LogitsFrom: 0}
 	}

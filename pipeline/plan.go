@@ -119,7 +119,8 @@ type hostModel struct {
 	tokens  []string
 }
 
-func fileSHA256(path string) (string, error) {
+// FileSHA256 is the hex sha256 of a file, streamed.
+func FileSHA256(path string) (string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return "", err
@@ -135,7 +136,7 @@ func fileSHA256(path string) (string, error) {
 // openHostModel reads the model's metadata and tokenizer, checking its sha256
 // when the spec gives one.
 func openHostModel(path, wantSHA string) (*hostModel, error) {
-	sum, err := fileSHA256(path)
+	sum, err := FileSHA256(path)
 	if err != nil {
 		return nil, inputErr("model: %v", err)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/evalrun/evalrun/engine/sampling"
 	"github.com/evalrun/evalrun/engine/synth"
 	"github.com/evalrun/evalrun/engine/tokenizer"
+	"github.com/evalrun/evalrun/pipeline"
 )
 
 // openModel opens a model for the engine commands; a bad file is bad input.
@@ -395,7 +396,7 @@ func writeLogits(m *engine.Model, modelPath string, ids []int32, text, numerics,
 	if err := writeAtomic(out, raw); err != nil {
 		return err
 	}
-	modelSum, err := fileSHA(modelPath)
+	modelSum, err := pipeline.FileSHA256(modelPath)
 	if err != nil {
 		return err
 	}
@@ -413,19 +414,6 @@ func writeLogits(m *engine.Model, modelPath string, ids []int32, text, numerics,
 	}
 	data, _ := json.MarshalIndent(meta, "", " ")
 	return writeAtomic(out+".json", append(data, '\n'))
-}
-
-func fileSHA(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // writeAtomic writes through a temporary file and a rename.

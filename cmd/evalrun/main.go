@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -65,11 +66,27 @@ Exit codes: 0 pass, 1 a gate failed, 2 bad input or usage, 3 a backend could not
 }
 
 func main() {
+	if gitCommit == "unknown" {
+		gitCommit = vcsRevision()
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	root := newRoot()
 	err := root.ExecuteContext(ctx)
 	os.Exit(exitCode(err))
+}
+
+// vcsRevision is the commit the Go toolchain stamped into the binary, for
+// builds that bypass the Makefile's -ldflags.
+func vcsRevision() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 7 {
+				return s.Value[:7]
+			}
+		}
+	}
+	return "unknown"
 }
 
 // exitCode prints err and maps it to evalrun's documented exit codes.

@@ -1,37 +1,20 @@
 package npu
 
-import (
-	"math"
+import "github.com/evalrun/evalrun/engine/ggml"
 
-	"github.com/x448/float16"
-)
-
-// f16Table decodes every binary16 bit pattern; built from x448/float16 so it
-// is exact by construction.
-var f16Table = func() *[65536]float32 {
-	var t [65536]float32
-	for i := range t {
-		t[i] = float16.Frombits(uint16(i)).Float32()
-	}
-	return &t
-}()
+// The NPU's half-precision conversions are IEEE binary16 with
+// round-to-nearest-even (and bfloat16 likewise), the same as the engine's:
+// one table-driven implementation serves both.
 
 // F16ToF32 decodes an IEEE binary16 value (exact).
-func F16ToF32(h uint16) float32 { return f16Table[h] }
+func F16ToF32(h uint16) float32 { return ggml.F16ToF32(h) }
 
 // F32ToF16 rounds to binary16, round-to-nearest-even; overflow gives ±Inf,
 // NaN stays NaN.
-func F32ToF16(f float32) uint16 { return float16.Fromfloat32(f).Bits() }
+func F32ToF16(f float32) uint16 { return ggml.F32ToF16(f) }
 
 // BF16ToF32 decodes a bfloat16 value (exact).
-func BF16ToF32(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
+func BF16ToF32(h uint16) float32 { return ggml.BF16ToF32(h) }
 
 // F32ToBF16 rounds to bfloat16, round-to-nearest-even; NaN stays a quiet NaN.
-func F32ToBF16(f float32) uint16 {
-	b := math.Float32bits(f)
-	if b&0x7fffffff > 0x7f800000 {
-		return uint16(b>>16) | 0x40
-	}
-	b += 0x7fff + (b>>16)&1
-	return uint16(b >> 16)
-}
+func F32ToBF16(f float32) uint16 { return ggml.F32ToBF16(f) }

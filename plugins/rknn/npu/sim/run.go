@@ -14,14 +14,6 @@ import (
 // in memory order, instead of calling the npu packers: a packer bug then
 // shows up as a wrong product.
 
-var f16lut = func() *[65536]float32 {
-	var t [65536]float32
-	for i := range t {
-		t[i] = float16.Frombits(uint16(i)).Float32()
-	}
-	return &t
-}()
-
 const (
 	bAtomK    = 32   // K atom of native B
 	bSegmentK = 8192 // native B splits K into segments of this size
@@ -166,7 +158,7 @@ func f16Decoder(buf []byte) decoder[float32] {
 	return func(dst []float32, idx int) {
 		src := buf[2*idx : 2*(idx+len(dst))]
 		for i := range dst {
-			dst[i] = f16lut[binary.LittleEndian.Uint16(src[2*i:])]
+			dst[i] = npu.F16ToF32(binary.LittleEndian.Uint16(src[2*i:]))
 		}
 	}
 }
