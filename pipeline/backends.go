@@ -74,6 +74,11 @@ func (rb *runBackend) fail(what string, err error) {
 	if rb.status != StatusOK {
 		return
 	}
+	if errors.Is(err, context.Canceled) {
+		// The run was interrupted: the backend did nothing wrong, and the
+		// verdict says the run is incomplete.
+		return
+	}
 	switch {
 	case errors.Is(err, backend.ErrCrashed) || (rb.client != nil && rb.client.Exited()):
 		rb.status = StatusCrashed

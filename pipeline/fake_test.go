@@ -25,6 +25,7 @@ type fakeBackend struct {
 	crashAfterRows int64 // >0: Eval fails as a crash after this many rows
 	hangAfterRows  int64 // >0: Eval blocks until its ctx ends after this many rows
 	nanAt          int64 // >0: the row with this number gets a NaN
+	onRow          func(n int64)
 
 	mu       sync.Mutex
 	sessions map[string][]uint64 // per position: rolling hash of the history
@@ -99,6 +100,9 @@ func (f *fakeBackend) Eval(ctx context.Context, req backend.EvalRequest, emit fu
 	buf := make([]float32, f.nVocab)
 	for i := req.LogitsFrom; i < len(req.Tokens); i++ {
 		n := f.rows.Add(1)
+		if f.onRow != nil {
+			f.onRow(n)
+		}
 		if f.crashAfterRows > 0 && n > f.crashAfterRows {
 			f.dead.Store(true)
 			return backend.ErrCrashed

@@ -273,3 +273,30 @@ func TestRunMemoryFlat(t *testing.T) {
 		t.Fatalf("peak heap grew from %.1f MB to %.1f MB with 4x the dataset", float64(small)/1e6, float64(large)/1e6)
 	}
 }
+
+// TestRunInterruptedKeepsResults: an interrupt (SIGINT cancels the context)
+// mid-run still writes summary.json with what was compared, marks the run
+// incomplete, and does not blame the backends.
+func TestRunInterruptedKeepsResults(t *testing.T) {
+	slow := newFake(64)
+	p := testPlan(t, 64, 1024, 32, 0, BackendPlan{Name: "c", Plugin: "fake"})
+	ctx, cancel := context.WithCancel(context.Background())
+	slow.onRow = func(n int64) {
+		if n == 100 {
+			cancel()
+		}
+	}
+	var out, errb bytes.Buffer
+	res, err := Run(ctx, p, Options{OutDir: filepath.Join(p.OutputDir, "run"), Stdout: &out, Stderr: &errb, Launch: fakeLauncher(map[string]*fakeBackend{"ref": newFake(64), "c": slow})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := readSummary(t, res.Dir)
+	b := s.Backends[0]
+	if s.Verdict.ExitCode != ExitBackend || !strings.Contains(strings.Join(s.Verdict.Reasons, ";"), "interrupted") {
+		t.Fatalf("verdict %+v", s.Verdict)
+	}
+	if b.Status != StatusOK || b.Accuracy == nil || b.Accuracy.Tokens == 0 || b.Accuracy.Complete || b.Pass {
+		t.Fatalf("backend %s, accuracy %+v", b.Status, b.Accuracy)
+	}
+}
