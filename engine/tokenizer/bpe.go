@@ -38,54 +38,11 @@ func (t *Tokenizer) bpeWord(word string, out []int32) []int32 {
 			return append(out, id)
 		}
 	}
-	syms := make([]spmSymbol, 0, len(word))
-	for offs := 0; offs < len(word); {
-		n := min(utf8Len(word[offs]), len(word)-offs)
-		i := len(syms)
-		next := i + 1
-		if offs+n == len(word) {
-			next = -1
-		}
-		syms = append(syms, spmSymbol{start: offs, n: n, prev: i - 1, next: next})
-		offs += n
-	}
-
-	queue := make(mergeQueue, 0, len(syms))
-	push := func(left, right int) {
-		if left < 0 || right < 0 {
-			return
-		}
-		l, r := syms[left], syms[right]
+	syms := utf8Symbols(word)
+	mergeSymbols(syms, func(l, r spmSymbol, left int) (uint64, bool) {
 		rank, ok := t.ranks[mergePair{word[l.start : l.start+l.n], word[r.start : r.start+r.n]}]
-		if !ok {
-			return
-		}
-		queue.push(candidate{key: bpeKey(rank, left), size: int32(l.n + r.n)})
-	}
-	for i := 1; i < len(syms); i++ {
-		push(i-1, i)
-	}
-	for len(queue) > 0 {
-		b := queue.pop()
-		left := b.left()
-		l := &syms[left]
-		if l.n == 0 || l.next < 0 {
-			continue
-		}
-		// Stale pairs, as in spmEncode: same start, so same size = same text.
-		r := &syms[l.next]
-		if r.n == 0 || l.n+r.n != int(b.size) {
-			continue
-		}
-		l.n += r.n
-		r.n = 0
-		l.next = r.next
-		if r.next >= 0 {
-			syms[r.next].prev = left
-		}
-		push(l.prev, left)
-		push(left, l.next)
-	}
+		return bpeKey(rank, left), ok
+	})
 
 	for i := 0; i != -1 && len(syms) > 0; i = syms[i].next {
 		s := syms[i]

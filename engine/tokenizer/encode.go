@@ -105,20 +105,14 @@ func (t *Tokenizer) partition(text string, parseSpecial bool) []fragment {
 	return frags
 }
 
-// spmSymbol is a run of text[start:start+n] in the SPM merge chain.
+// spmSymbol is a run of text[start:start+n] in the merge chain (SPM and BPE).
 type spmSymbol struct {
 	start, n   int
 	prev, next int
 }
 
-// spmEncode is llm_tokenizer_spm_session::tokenize on whitespace-escaped
-// text: start from UTF-8 characters and repeatedly merge the adjacent pair
-// whose concatenation is the highest-scoring token; whatever is left that is
-// not a token becomes byte tokens.
-func (t *Tokenizer) spmEncode(text string, out []int32) []int32 {
-	if text == "" {
-		return out
-	}
+// utf8Symbols splits text into one linked symbol per UTF-8 character.
+func utf8Symbols(text string) []spmSymbol {
 	syms := make([]spmSymbol, 0, len(text))
 	for offs := 0; offs < len(text); {
 		n := min(utf8Len(text[offs]), len(text)-offs)
@@ -130,22 +124,24 @@ func (t *Tokenizer) spmEncode(text string, out []int32) []int32 {
 		syms = append(syms, spmSymbol{start: offs, n: n, prev: i - 1, next: next})
 		offs += n
 	}
+	return syms
+}
 
+// mergeSymbols is the bigram merge loop llama.cpp's SPM and BPE sessions
+// share: key gives the priority of merging two adjacent symbols (false: they
+// do not merge); the best pair is merged until none is left.
+func mergeSymbols(syms []spmSymbol, key func(l, r spmSymbol, left int) (uint64, bool)) {
 	queue := make(mergeQueue, 0, len(syms))
 	push := func(left, right int) {
 		if left < 0 || right < 0 {
 			return
 		}
-		l := syms[left]
-		size := l.n + syms[right].n
-		if size > t.maxTokenLen {
-			return // cannot be a token: skip the lookup
-		}
-		id, ok := t.ids[text[l.start:l.start+size]]
+		l, r := syms[left], syms[right]
+		k, ok := key(l, r, left)
 		if !ok {
 			return
 		}
-		queue.push(candidate{key: spmKey(t.scores[id], left), size: int32(size)})
+		queue.push(candidate{key: k, size: int32(l.n + r.n)})
 	}
 	for i := 1; i < len(syms); i++ {
 		push(i-1, i)
@@ -173,6 +169,28 @@ func (t *Tokenizer) spmEncode(text string, out []int32) []int32 {
 		push(l.prev, left)
 		push(left, l.next)
 	}
+}
+
+// spmEncode is llm_tokenizer_spm_session::tokenize on whitespace-escaped
+// text: start from UTF-8 characters and repeatedly merge the adjacent pair
+// whose concatenation is the highest-scoring token; whatever is left that is
+// not a token becomes byte tokens.
+func (t *Tokenizer) spmEncode(text string, out []int32) []int32 {
+	if text == "" {
+		return out
+	}
+	syms := utf8Symbols(text)
+	mergeSymbols(syms, func(l, r spmSymbol, left int) (uint64, bool) {
+		size := l.n + r.n
+		if size > t.maxTokenLen {
+			return 0, false // cannot be a token: skip the lookup
+		}
+		id, ok := t.ids[text[l.start:l.start+size]]
+		if !ok {
+			return 0, false
+		}
+		return spmKey(t.scores[id], left), true
+	})
 
 	for i := 0; i != -1; i = syms[i].next {
 		s := syms[i]
