@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"sync"
@@ -51,6 +52,7 @@ type Backend struct {
 
 	mu       sync.Mutex
 	model    *engine.Model
+	device   io.Closer // the device matmul's resources, if it holds any
 	nCtx     int
 	sessions map[string]*engine.Session
 }
@@ -133,6 +135,7 @@ func (b *Backend) Load(ctx context.Context, req backend.LoadRequest) (backend.Lo
 		return backend.LoadResult{}, loadError(req.ModelPath, err)
 	}
 	plan, summary := cpuPlan(m)
+	var device io.Closer // a device matmul that holds resources (NPU contexts, memory)
 	if b.cfg.MatMul != nil {
 		mm, p, s, err := b.cfg.MatMul(m, cpu, parsed)
 		if err != nil {
@@ -144,6 +147,7 @@ func (b *Backend) Load(ctx context.Context, req backend.LoadRequest) (backend.Lo
 			return backend.LoadResult{}, fmt.Errorf("load %s: %s: the matmul hook returned no matmul", req.ModelPath, b.cfg.Name)
 		}
 		dispatch.inner, plan, summary = mm, p, s
+		device, _ = mm.(io.Closer)
 	}
 	loadNS := time.Since(start).Nanoseconds()
 
@@ -152,12 +156,15 @@ func (b *Backend) Load(ctx context.Context, req backend.LoadRequest) (backend.Lo
 	start = time.Now()
 	warm := m.NewSession(1)
 	if err := warm.Decode([]int32{warmupToken(m)}, nil, func(int, []float32) error { return nil }); err != nil {
+		if device != nil {
+			device.Close()
+		}
 		m.Close()
 		return backend.LoadResult{}, fmt.Errorf("load %s: warm-up: %w", req.ModelPath, err)
 	}
 	warmupNS := time.Since(start).Nanoseconds()
 
-	b.model, b.nCtx, b.sessions = m, req.NCtx, map[string]*engine.Session{}
+	b.model, b.device, b.nCtx, b.sessions = m, device, req.NCtx, map[string]*engine.Session{}
 	if b.nCtx == 0 {
 		b.nCtx = m.Config.NCtxTrain
 	}
@@ -281,6 +288,13 @@ func (b *Backend) closeLocked() error {
 		return nil
 	}
 	err := b.model.Close()
-	b.model, b.sessions = nil, nil
+	if b.device != nil {
+		// Release the device's contexts and memory too (on a board they
+		// outlive the process's Go heap).
+		if derr := b.device.Close(); err == nil {
+			err = derr
+		}
+	}
+	b.model, b.device, b.sessions = nil, nil, nil
 	return err
 }

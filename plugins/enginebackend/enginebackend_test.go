@@ -462,3 +462,37 @@ func TestMatMulHookAndPluginOptions(t *testing.T) {
 		t.Errorf("hook error: got %v", err)
 	}
 }
+
+// closingMatMul records whether the backend released the device matmul.
+type closingMatMul struct {
+	engine.MatMuler
+	closed int
+}
+
+func (c *closingMatMul) Close() error { c.closed++; return nil }
+
+func TestCloseReleasesDeviceMatMul(t *testing.T) {
+	var dev *closingMatMul
+	b := New(Config{Name: "dev", MatMul: func(m *engine.Model, cpu engine.MatMuler, _ any) (engine.MatMuler, []backend.PlanEntry, string, error) {
+		dev = &closingMatMul{MatMuler: cpu}
+		return dev, nil, "device", nil
+	}})
+	ctx := context.Background()
+	req := backend.LoadRequest{ModelPath: "../../models/stories260K.gguf", Threads: 1}
+	if _, err := b.Load(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	first := dev
+	if _, err := b.Load(ctx, req); err != nil { // a reload releases the previous device matmul
+		t.Fatal(err)
+	}
+	if first.closed != 1 || dev.closed != 0 {
+		t.Fatalf("after reload: first closed %d, second %d", first.closed, dev.closed)
+	}
+	if err := b.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if dev.closed != 1 {
+		t.Fatalf("Close did not release the device matmul (%d)", dev.closed)
+	}
+}
