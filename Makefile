@@ -13,8 +13,8 @@ all: build
 ## build: evalrun and its plugins into bin/ (evalrun finds plugins beside itself)
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/evalrun ./cmd/evalrun
-	$(GO) build -o $(BIN)/evalrun-plugin-cpu ./plugins/cpu
-	$(GO) build -o $(BIN)/evalrun-plugin-rknn ./plugins/rknn
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/evalrun-plugin-cpu ./plugins/cpu
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/evalrun-plugin-rknn ./plugins/rknn
 
 ## run: the main job: the default spec on the bundled model
 run: build
