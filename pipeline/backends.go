@@ -20,11 +20,9 @@ import (
 // part, and what it computed so far stays in the summary.
 type runBackend struct {
 	name     string
-	plugin   string
 	model    string // model path given to Load
 	threads  int
 	options  map[string]any
-	isRef    bool
 	client   Process
 	be       backend.Backend
 	log      *slog.Logger
@@ -271,12 +269,4 @@ func (s *evalStream) abandon() {
 		for range s.rows {
 		}
 	}()
-}
-
-// pluginName is how a backend's plugin appears in messages.
-func pluginName(p string) string {
-	if strings.ContainsRune(p, '/') {
-		return p
-	}
-	return "evalrun-plugin-" + p
 }

@@ -38,7 +38,6 @@ func (r *runner) generatePass(ctx context.Context) error {
 		r.generateOne(ctx, p)
 		progress.step(i+1, p.dataset+" "+p.id)
 	}
-	progress.done()
 	return nil
 }
 

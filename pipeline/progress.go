@@ -35,5 +35,3 @@ func (p *progress) step(i int, what string) {
 	}
 	fmt.Fprintf(p.w, "%s: %d/%d (%s) elapsed %s eta %s\n", p.name, i, p.total, what, el.Round(100*time.Millisecond), eta.Round(time.Second))
 }
-
-func (p *progress) done() {}

@@ -179,10 +179,10 @@ func (r *runner) prepare() error {
 	return nil
 }
 
-func (r *runner) newRunBackend(b BackendPlan, isRef bool) *runBackend {
+func (r *runner) newRunBackend(b BackendPlan) *runBackend {
 	return &runBackend{
-		name: b.Name, plugin: b.Plugin, model: b.Model, threads: b.Threads, options: b.Options,
-		isRef: isRef, log: r.log, status: StatusOK, timeouts: r.plan.Timeouts,
+		name: b.Name, model: b.Model, threads: b.Threads, options: b.Options,
+		log: r.log, status: StatusOK, timeouts: r.plan.Timeouts,
 	}
 }
 
@@ -201,11 +201,11 @@ func (r *runner) startBackends(ctx context.Context) {
 		rb.launch(ctx, launcher, b, dirs, r.opt.PluginStderr, hl, nCtx)
 	}
 	if r.base == nil {
-		r.ref = r.newRunBackend(p.Reference, true)
+		r.ref = r.newRunBackend(p.Reference)
 		start(r.ref, p.Reference)
 	}
 	for _, b := range p.Candidates {
-		c := &candidate{rb: r.newRunBackend(b, false), cmp: newComparison(), gates: b.Gates, kldOut: b.KLDBaseOut}
+		c := &candidate{rb: r.newRunBackend(b), cmp: newComparison(), gates: b.Gates, kldOut: b.KLDBaseOut}
 		r.cands = append(r.cands, c)
 		if r.ref != nil && !r.ref.ok() {
 			c.rb.status, c.rb.err = StatusSkipped, errors.New("the reference backend could not run")

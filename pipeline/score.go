@@ -67,7 +67,6 @@ func (r *runner) scorePass(ctx context.Context) error {
 		r.scoreOne(ctx, ch, cands)
 		progress.step(i+1, fmt.Sprintf("%s chunk %d", ch.dataset, ch.index+1))
 	}
-	progress.done()
 	return nil
 }
 
