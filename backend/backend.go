@@ -42,6 +42,11 @@ type LoadRequest struct {
 	Threads   int            `json:"threads"`
 	NCtx      int            `json:"n_ctx"`
 	Options   map[string]any `json:"options,omitempty"`
+	// VocabDigest is VocabDigest of the vocabulary the host tokenizes with.
+	// The plugin refuses (ErrInvalidArgument) a model whose vocabulary has
+	// another digest, so every backend sees the same ids mean the same
+	// text. "" skips the check.
+	VocabDigest string `json:"vocab_digest,omitempty"`
 }
 
 // ModelInfo are facts about the loaded model.

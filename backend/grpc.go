@@ -47,9 +47,10 @@ func (s *grpcServer) Describe(ctx context.Context, _ *backendpb.DescribeRequest)
 
 func (s *grpcServer) Load(ctx context.Context, in *backendpb.LoadRequest) (*backendpb.LoadResponse, error) {
 	req := LoadRequest{
-		ModelPath: in.ModelPath,
-		Threads:   int(in.Threads),
-		NCtx:      int(in.NCtx),
+		ModelPath:   in.ModelPath,
+		Threads:     int(in.Threads),
+		NCtx:        int(in.NCtx),
+		VocabDigest: in.VocabDigest,
 	}
 	if in.OptionsJson != "" {
 		if err := json.Unmarshal([]byte(in.OptionsJson), &req.Options); err != nil {
@@ -139,9 +140,10 @@ func (c *grpcClient) Describe(ctx context.Context) (Info, error) {
 
 func (c *grpcClient) Load(ctx context.Context, req LoadRequest) (LoadResult, error) {
 	in := &backendpb.LoadRequest{
-		ModelPath: req.ModelPath,
-		Threads:   int64(req.Threads),
-		NCtx:      int64(req.NCtx),
+		ModelPath:   req.ModelPath,
+		Threads:     int64(req.Threads),
+		NCtx:        int64(req.NCtx),
+		VocabDigest: req.VocabDigest,
 	}
 	if req.Options != nil {
 		js, err := json.Marshal(req.Options)

@@ -51,7 +51,8 @@ func serveInProcess(t *testing.T, b backend.Backend) *backend.Client {
 }
 
 func TestDescribeLoadBenchClose(t *testing.T) {
-	c := serveInProcess(t, &backendtest.Fake{})
+	var gotLoad backend.LoadRequest
+	c := serveInProcess(t, &backendtest.Fake{OnLoad: func(req backend.LoadRequest) { gotLoad = req }})
 	ctx := context.Background()
 
 	info, err := c.Describe(ctx)
@@ -62,9 +63,13 @@ func TestDescribeLoadBenchClose(t *testing.T) {
 		t.Errorf("Describe = %+v, want %+v", info, backendtest.Info)
 	}
 
-	res, err := c.Load(ctx, backend.LoadRequest{ModelPath: "m.gguf", Threads: 3, NCtx: 64, Options: map[string]any{"vocab": 5, "print": false}})
+	loadReq := backend.LoadRequest{ModelPath: "m.gguf", Threads: 3, NCtx: 64, Options: map[string]any{"vocab": float64(5), "print": false}, VocabDigest: "ab12"}
+	res, err := c.Load(ctx, loadReq)
 	if err != nil {
 		t.Fatalf("Load: %v", err)
+	}
+	if !reflect.DeepEqual(gotLoad, loadReq) {
+		t.Errorf("the plugin got %+v, want %+v", gotLoad, loadReq)
 	}
 	want := backend.LoadResult{
 		Model: backend.ModelInfo{Arch: "fake", NVocab: 5, NParams: 1234, NCtxTrain: 64, NLayer: 2, NEmbd: 16, FileType: "F32", SizeBytes: 4096},

@@ -28,6 +28,8 @@ type runBackend struct {
 	log      *slog.Logger
 	timeouts timeouts
 
+	vocabDigest string // the host's vocabulary, checked by the plugin at Load
+
 	mu     sync.Mutex
 	status string
 	err    error
@@ -143,7 +145,7 @@ func (rb *runBackend) launch(ctx context.Context, launcher Launcher, b BackendPl
 	loadCtx, cancel := context.WithTimeout(ctx, rb.timeouts.load)
 	defer cancel()
 	t0 := time.Now()
-	res, err := rb.be.Load(loadCtx, backend.LoadRequest{ModelPath: rb.model, Threads: rb.threads, NCtx: nCtx, Options: rb.options})
+	res, err := rb.be.Load(loadCtx, backend.LoadRequest{ModelPath: rb.model, Threads: rb.threads, NCtx: nCtx, Options: rb.options, VocabDigest: rb.vocabDigest})
 	if err != nil {
 		rb.fail("load "+rb.model, timedOut(loadCtx, rb.timeouts.load, err))
 		return

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"runtime"
 
+	"github.com/evalrun/evalrun/backend"
 	"github.com/evalrun/evalrun/pipeline/spec"
 )
 
@@ -27,6 +28,7 @@ func NewPlan(s *spec.Spec) (*Plan, error) {
 		Bench:     BenchPlan{Enabled: s.Bench.Enabled, NPrompt: s.Bench.NPrompt, NGen: s.Bench.NGen, Reps: s.Bench.Reps, Warmup: s.Bench.Warmup},
 		Timeouts:  timeouts{start: s.Timeouts.Start, load: s.Timeouts.Load, eval: s.Timeouts.Eval, bench: s.Timeouts.Bench},
 	}
+	p.VocabDigest = backend.VocabDigest(hm.tok.VocabSize(), func(id int) string { return hm.tok.Token(int32(id)) })
 	if hm.tok.AddBOS() {
 		p.BOS = hm.tok.BOS()
 	}

@@ -36,6 +36,10 @@ type Plan struct {
 	Candidates []BackendPlan
 	Bench      BenchPlan
 	Timeouts   timeouts
+
+	// VocabDigest is backend.VocabDigest of the tokenizer the host tokenizes
+	// with; every plugin checks its model's vocabulary against it at Load.
+	VocabDigest string
 }
 
 // BackendPlan is one backend of the plan.

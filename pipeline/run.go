@@ -181,7 +181,7 @@ func (r *runner) prepare() error {
 
 func (r *runner) newRunBackend(b BackendPlan) *runBackend {
 	return &runBackend{
-		name: b.Name, model: b.Model, threads: b.Threads, options: b.Options,
+		name: b.Name, model: b.Model, threads: b.Threads, options: b.Options, vocabDigest: r.plan.VocabDigest,
 		log: r.log, status: StatusOK, timeouts: r.plan.Timeouts,
 	}
 }

@@ -134,6 +134,10 @@ func (b *Backend) Load(ctx context.Context, req backend.LoadRequest) (backend.Lo
 	if err != nil {
 		return backend.LoadResult{}, loadError(req.ModelPath, err)
 	}
+	if err := checkVocab(m, req.VocabDigest); err != nil {
+		m.Close()
+		return backend.LoadResult{}, err
+	}
 	plan, summary := cpuPlan(m)
 	var device io.Closer // a device matmul that holds resources (NPU contexts, memory)
 	if b.cfg.MatMul != nil {
@@ -190,6 +194,24 @@ func loadError(path string, err error) error {
 		return statErr
 	}
 	return backend.Errorf(backend.ErrInvalidArgument, "load %s: %v", path, err)
+}
+
+// checkVocab refuses a model whose vocabulary is not the host's ("" = the
+// host did not say).
+func checkVocab(m *engine.Model, want string) error {
+	if want == "" {
+		return nil
+	}
+	tok := m.Tokenizer()
+	if tok == nil {
+		return backend.Errorf(backend.ErrInvalidArgument, "load: the host sent a vocabulary digest but the model has no tokenizer")
+	}
+	if got := backend.VocabDigest(tok.VocabSize(), func(id int) string { return tok.Token(int32(id)) }); got != want {
+		return backend.Errorf(backend.ErrInvalidArgument,
+			"load: the model's vocabulary (%d tokens, digest %.12s) is not the one the host tokenizes with (digest %.12s): the same ids would mean different text",
+			tok.VocabSize(), got, want)
+	}
+	return nil
 }
 
 // switchMatMul forwards to the matmul chosen after the model was loaded.

@@ -16,6 +16,8 @@ import (
 
 	"github.com/evalrun/evalrun/backend"
 	"github.com/evalrun/evalrun/engine"
+	"github.com/evalrun/evalrun/engine/gguf"
+	"github.com/evalrun/evalrun/engine/tokenizer"
 )
 
 const (
@@ -495,4 +497,41 @@ func TestCloseReleasesDeviceMatMul(t *testing.T) {
 	if dev.closed != 1 {
 		t.Fatalf("Close did not release the device matmul (%d)", dev.closed)
 	}
+}
+
+func TestLoadChecksTheHostsVocabulary(t *testing.T) {
+	tok := loadTokenizer(t, modelF32)
+	vocab := make([]string, tok.VocabSize())
+	for i := range vocab {
+		vocab[i] = tok.Token(int32(i))
+	}
+	digest := func(v []string) string { return backend.VocabDigest(len(v), func(i int) string { return v[i] }) }
+
+	// The host's own vocabulary (the Q8_0 file has the same one) is accepted.
+	load(t, Config{}, backend.LoadRequest{ModelPath: abs(t, modelQ8), VocabDigest: digest(vocab)})
+
+	other := append([]string(nil), vocab...)
+	other[300] += "x"
+	b := New(Config{Name: "cpu"})
+	_, err := b.Load(context.Background(), backend.LoadRequest{ModelPath: abs(t, modelF32), VocabDigest: digest(other)})
+	if !errors.Is(err, backend.ErrInvalidArgument) || !strings.Contains(fmt.Sprint(err), "not the one the host tokenizes with") {
+		t.Fatalf("a different vocabulary: err = %v, want InvalidArgument about the host's vocabulary", err)
+	}
+	if err := b.Eval(context.Background(), backend.EvalRequest{Tokens: []int32{1}}, func(backend.Logits) error { return nil }); !errors.Is(err, backend.ErrNotLoaded) {
+		t.Errorf("after a refused Load, Eval: %v, want ErrNotLoaded", err)
+	}
+}
+
+func loadTokenizer(t *testing.T, path string) *tokenizer.Tokenizer {
+	t.Helper()
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	tok, err := tokenizer.FromGGUF(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
 }

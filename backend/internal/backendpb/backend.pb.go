@@ -138,7 +138,11 @@ type LoadRequest struct {
 	NCtx      int64                  `protobuf:"varint,3,opt,name=n_ctx,json=nCtx,proto3" json:"n_ctx,omitempty"`
 	// The plugin's own options as a JSON object ("" = none). The plugin
 	// validates them: an unknown option is INVALID_ARGUMENT.
-	OptionsJson   string `protobuf:"bytes,4,opt,name=options_json,json=optionsJson,proto3" json:"options_json,omitempty"`
+	OptionsJson string `protobuf:"bytes,4,opt,name=options_json,json=optionsJson,proto3" json:"options_json,omitempty"`
+	// The host's vocabulary (backend.VocabDigest: sha256 over n_vocab and every
+	// token's text in id order). A plugin whose model reads a different
+	// vocabulary fails with INVALID_ARGUMENT. "" = not checked.
+	VocabDigest   string `protobuf:"bytes,5,opt,name=vocab_digest,json=vocabDigest,proto3" json:"vocab_digest,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -197,6 +201,13 @@ func (x *LoadRequest) GetNCtx() int64 {
 func (x *LoadRequest) GetOptionsJson() string {
 	if x != nil {
 		return x.OptionsJson
+	}
+	return ""
+}
+
+func (x *LoadRequest) GetVocabDigest() string {
+	if x != nil {
+		return x.VocabDigest
 	}
 	return ""
 }
@@ -819,13 +830,14 @@ const file_backend_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x16\n" +
 	"\x06device\x18\x03 \x01(\tR\x06device\x12\"\n" +
-	"\fcapabilities\x18\x04 \x03(\tR\fcapabilities\"~\n" +
+	"\fcapabilities\x18\x04 \x03(\tR\fcapabilities\"\xa1\x01\n" +
 	"\vLoadRequest\x12\x1d\n" +
 	"\n" +
 	"model_path\x18\x01 \x01(\tR\tmodelPath\x12\x18\n" +
 	"\athreads\x18\x02 \x01(\x03R\athreads\x12\x13\n" +
 	"\x05n_ctx\x18\x03 \x01(\x03R\x04nCtx\x12!\n" +
-	"\foptions_json\x18\x04 \x01(\tR\voptionsJson\"\xdf\x01\n" +
+	"\foptions_json\x18\x04 \x01(\tR\voptionsJson\x12!\n" +
+	"\fvocab_digest\x18\x05 \x01(\tR\vvocabDigest\"\xdf\x01\n" +
 	"\tModelInfo\x12\x12\n" +
 	"\x04arch\x18\x01 \x01(\tR\x04arch\x12\x17\n" +
 	"\an_vocab\x18\x02 \x01(\x03R\x06nVocab\x12\x19\n" +
