@@ -3,15 +3,16 @@ package tokenizer
 import (
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/dlclark/regexp2"
 )
 
 // The pre-tokenizer regexes, exactly as llama.cpp's llm_tokenizer_bpe lists
-// them. gpt2Regex and llama3Regex run through hand-written splitters (as in
-// llama.cpp's unicode.cpp); the others through regexp2 on llama.cpp's
-// "collapsed" text (see collapseText).
+// them (more in classsplit.go). gpt2Regex, llama3Regex and qwen2Regex run
+// through the hand-written splitters llama.cpp's unicode.cpp has for them;
+// the class regexes through hand-written equivalents of the std::regex
+// llama.cpp runs (classsplit.go); any other through regexp2 on llama.cpp's
+// "collapsed" text (see regexSplitter).
 const (
 	gpt2Regex   = `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)`
 	llama3Regex = `(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
@@ -41,11 +42,14 @@ type splitFunc func(cpts []rune, offsets []int) []int
 var preTokenizers = map[string]*preTokenizer{}
 
 func init() {
-	def := []string{`[\p{P}\$\+<=>\^~\|]+`, gpt2Regex, `\p{N}+`, `[0-9][0-9][0-9]`}
+	def := []string{punctRegex, gpt2Regex, numbersRegex, digitTriplesRegex}
 	gpt2 := []string{gpt2Regex}
 	llama3 := []string{llama3Regex}
 	qwen2 := []string{qwen2Regex}
-	starcoder := []string{`\p{N}`, gpt2Regex}
+	starcoder := []string{numberRegex, gpt2Regex}
+	deepseekLLM := []string{newlineRegex, deepseekLetterRegex, deepseekPunctRegex, trailingSpaceRegex, cjkRegex, numbersRegex}
+	deepseekCoder := []string{newlineRegex, letterWordRegex, punctWordRegex, cjkRegex, numberRegex}
+	falcon := []string{falconPunctRegex, gpt2Regex, digitTriplesRegex}
 
 	add := func(regexes []string, p preTokenizer, names ...string) {
 		p.regexes = regexes
@@ -70,16 +74,26 @@ func init() {
 	add(qwen2, preTokenizer{cleanSpaces: true}, "stablelm2", "megrez")
 	add(starcoder, preTokenizer{}, "smollm", "command-r")
 	add(starcoder, preTokenizer{cleanSpaces: true}, "starcoder", "refact", "codeshell", "exaone", "minerva-7b", "mellum2")
+	add(deepseekLLM, preTokenizer{}, "deepseek-llm")
+	add(deepseekCoder, preTokenizer{}, "deepseek-coder")
+	add(falcon, preTokenizer{cleanSpaces: true}, "falcon")
 }
 
-// compileSplit picks llama.cpp's custom splitter for the GPT-2 and LLaMA-3
-// regexes and a regexp2 matcher otherwise.
+// compileSplit picks the splitter for a regex: llama.cpp's custom splitter
+// for the GPT-2, LLaMA-3 and Qwen2 regexes, a hand-written equivalent of
+// the std::regex llama.cpp runs for the class regexes (classSplitters), and
+// regexp2 run the way llama.cpp runs std::regex otherwise.
 func compileSplit(expr string) splitFunc {
 	switch expr {
 	case gpt2Regex:
 		return splitGPT2
 	case llama3Regex, llama3RegexCI:
 		return splitLlama3
+	case qwen2Regex:
+		return splitQwen2
+	}
+	if split, ok := classSplitters[expr]; ok {
+		return split
 	}
 	return regexSplitter(expr)
 }
@@ -129,15 +143,63 @@ func init() {
 	}
 }
 
+// ucat is the one Unicode general category llama.cpp records per code
+// point (unicode_cpt_flags' category bits); whitespace is a separate flag.
+type ucat uint8
+
+const (
+	catOther  ucat = iota // C, Z and unassigned code points
+	catNumber             // \p{N}
+	catLetter             // \p{L}
+	catPunct              // \p{P}
+	catMark               // \p{M}
+	catSymbol             // \p{S}
+)
+
+//go:generate go run gen_unicode.go $LLAMACPP_SRC/src/unicode-data.cpp
+
+// categoryOf is the category llama.cpp's tables (unicode-data.cpp, Unicode
+// 15.1) give c; the table is generated from them (gen_unicode.go), so
+// splitting does not follow the Unicode version of Go's unicode package.
+func categoryOf(c rune) ucat {
+	if c < 0 || c > 0x10FFFF {
+		return catOther
+	}
+	lo, hi := 0, len(categoryStarts) // categoryStarts[lo] <= c < categoryStarts[hi]
+	for hi-lo > 1 {
+		mid := int(uint(lo+hi) >> 1)
+		if categoryStarts[mid] <= c {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return categoryRuns[lo]
+}
+
+// isWhitespace is llama.cpp's unicode_set_whitespace (Unicode White_Space).
+func isWhitespace(c rune) bool {
+	switch c {
+	case '\t', '\n', '\v', '\f', '\r', ' ', 0x85, 0xA0, 0x1680,
+		0x2000, 0x2001, 0x2002, 0x2003, 0x2004, 0x2005, 0x2006, 0x2007, 0x2008, 0x2009, 0x200A,
+		0x2028, 0x2029, 0x202F, 0x205F, 0x3000:
+		return true
+	}
+	return false
+}
+
 func computeFlags(c rune) cflags {
 	f := fDefined
 	switch {
-	case unicode.Is(unicode.White_Space, c):
+	case isWhitespace(c):
 		f |= fWhitespace
-	case unicode.IsLetter(c):
-		f |= fLetter
-	case unicode.IsNumber(c):
-		f |= fNumber
+	default:
+		switch categoryOf(c) {
+		case catLetter:
+			f |= fLetter
+		case catNumber:
+			f |= fNumber
+		}
 	}
 	return f
 }
@@ -265,7 +327,15 @@ func splitGPT2(cpts []rune, offsets []int) []int {
 
 // splitLlama3 is unicode_regex_split_custom_llama3:
 // (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
-func splitLlama3(cpts []rune, offsets []int) []int {
+func splitLlama3(cpts []rune, offsets []int) []int { return splitLlama3Digits(cpts, offsets, 3) }
+
+// splitQwen2 is unicode_regex_split_custom_qwen2, the LLaMA-3 splitter with
+// \p{N} in place of \p{N}{1,3}.
+func splitQwen2(cpts []rune, offsets []int) []int { return splitLlama3Digits(cpts, offsets, 1) }
+
+// splitLlama3Digits is the LLaMA-3 splitter with runs of digits cut every
+// maxDigits.
+func splitLlama3Digits(cpts []rune, offsets []int, maxDigits int) []int {
 	out := make([]int, 0, len(offsets))
 	start := 0
 	for _, off := range offsets {
@@ -307,11 +377,11 @@ func splitLlama3(cpts []rune, offsets []int) []int {
 					continue
 				}
 			}
-			if f&fNumber != 0 { // \p{N}{1,3}
+			if f&fNumber != 0 { // \p{N}{1,maxDigits}
 				ini := pos
 				for p.flags(pos)&fNumber != 0 {
 					pos++
-					if pos-ini >= 3 {
+					if pos-ini >= maxDigits {
 						add(pos)
 						ini = pos
 					}
@@ -392,7 +462,7 @@ var categoryClasses = map[string]string{
 	`\p{L}`:  string(collapsedLetter) + `A-Za-z`,
 	`\p{P}`:  string(collapsedPunct) + `!-#%-*,-/:-;?-@\[-\]_\{\}`,
 	`\p{M}`:  string(collapsedMark),
-	`\p{S}`:  string(collapsedSymbol) + `\$\+<->^` + "`" + `\|`,
+	`\p{S}`:  string(collapsedSymbol) + `\$\+<->^` + "`" + `\|\~`,
 	`\p{Lu}`: string(collapsedLetter) + `A-Za-z`,
 	`\p{Ll}`: string(collapsedLetter) + `A-Za-z`,
 	`\p{Lt}`: string(collapsedLetter) + `A-Za-z`,
@@ -452,21 +522,58 @@ func collapseCpt(c rune) rune {
 	if c >= 0 && c < 128 {
 		return c
 	}
-	switch {
-	case unicode.Is(unicode.White_Space, c):
+	if isWhitespace(c) {
 		return collapsedSpace
-	case unicode.IsLetter(c):
+	}
+	switch categoryOf(c) {
+	case catLetter:
 		return collapsedLetter
-	case unicode.IsNumber(c):
+	case catNumber:
 		return collapsedNumber
-	case unicode.IsPunct(c):
+	case catPunct:
 		return collapsedPunct
-	case unicode.IsMark(c):
+	case catMark:
 		return collapsedMark
-	case unicode.IsSymbol(c):
+	case catSymbol:
 		return collapsedSymbol
 	}
 	return collapsedOther
+}
+
+// wideCpt is what std::wregex sees of a code point: non-ASCII whitespace
+// becomes \v (std::wregex's \s knows only ASCII whitespace).
+func wideCpt(c rune) rune {
+	if c > 0x7F && isWhitespace(c) {
+		return collapsedSpace
+	}
+	return c
+}
+
+// ecmaScriptAnchors rewrites $ for regexp2: in std::regex (ECMAScript, not
+// multiline) it matches only at the end of the text, in .NET also before a
+// final newline; \z is the former.
+func ecmaScriptAnchors(expr string) string {
+	var b strings.Builder
+	inside := false
+	for i := 0; i < len(expr); i++ {
+		c := expr[i]
+		switch {
+		case c == '\\' && i+1 < len(expr):
+			b.WriteByte(c)
+			b.WriteByte(expr[i+1])
+			i++
+			continue
+		case c == '[':
+			inside = true
+		case c == ']':
+			inside = false
+		case c == '$' && !inside:
+			b.WriteString(`\z`)
+			continue
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
 }
 
 // regexSplitter runs a general regex the way unicode_regex_split_stl does:
@@ -475,22 +582,19 @@ func collapseCpt(c rune) rune {
 // and every gap between matches becomes a piece.
 func regexSplitter(expr string) splitFunc {
 	collapsed := usesCategories(expr)
-	pattern := expr
+	pattern := ecmaScriptAnchors(expr)
 	if collapsed {
-		pattern = collapseRegex(expr)
+		pattern = collapseRegex(pattern)
 	}
 	re := regexp2.MustCompile(pattern, regexp2.None)
 	re.MatchTimeout = regexTimeout
 	return func(cpts []rune, offsets []int) []int {
 		text := make([]rune, len(cpts))
 		for i, c := range cpts {
-			switch {
-			case collapsed:
+			if collapsed {
 				text[i] = collapseCpt(c)
-			case c > 0x7F && unicode.Is(unicode.White_Space, c):
-				text[i] = collapsedSpace
-			default:
-				text[i] = c
+			} else {
+				text[i] = wideCpt(c)
 			}
 		}
 		out := make([]int, 0, len(offsets))
