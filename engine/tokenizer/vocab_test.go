@@ -1,0 +1,180 @@
+package tokenizer
+
+import (
+	"bytes"
+	"compress/gzip"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/evalrun/evalrun/engine/gguf"
+)
+
+// vocabDir holds llama.cpp's tokenizer test suites (see its README): each
+// ggml-vocab-NAME.gguf.gz with NAME.gguf.inp (texts) and .gguf.out (ids).
+const vocabDir = "testdata/vocab"
+
+// vocabSuites are every suite in vocabDir; a missing file fails the test.
+var vocabSuites = []string{
+	"gpt-2", "phi-3", "starcoder", "mpt", "refact",
+	"deepseek-llm", "deepseek-coder", "falcon", "llama-bpe", "qwen2",
+}
+
+// vocabCase is one test of a suite: the text and llama.cpp's ids for it.
+type vocabCase struct {
+	text string
+	ids  []int32
+}
+
+// readVocabCases parses a suite the way llama.cpp's test-tokenizer-0 does:
+// the .inp texts are separated by "\n__ggml_vocab_test__\n" (text after the
+// last separator is one more test), the .out has one line of
+// space-separated ids per test.
+func readVocabCases(inp, out []byte, name string) ([]vocabCase, error) {
+	const sep = "\n__ggml_vocab_test__\n"
+	var texts []string
+	for raw := string(inp); raw != ""; {
+		i := strings.Index(raw, sep)
+		if i < 0 {
+			texts = append(texts, raw)
+			break
+		}
+		texts = append(texts, raw[:i])
+		raw = raw[i+len(sep):]
+	}
+	lines := strings.Split(string(out), "\n")
+	if n := len(lines); n > 0 && lines[n-1] == "" {
+		lines = lines[:n-1] // getline: a final newline ends the last line
+	}
+	if len(texts) != len(lines) {
+		return nil, fmt.Errorf("%s: %d texts in .inp, %d lines in .out", name, len(texts), len(lines))
+	}
+	cases := make([]vocabCase, len(texts))
+	for i, line := range lines {
+		cases[i].text = texts[i]
+		for _, f := range strings.Fields(line) {
+			id, err := strconv.ParseInt(f, 10, 32)
+			if err != nil {
+				return nil, fmt.Errorf("%s.out:%d: %v", name, i+1, err)
+			}
+			cases[i].ids = append(cases[i].ids, int32(id))
+		}
+	}
+	return cases, nil
+}
+
+// loadVocabSuite decompresses a suite's vocabulary in memory and reads its
+// test cases.
+func loadVocabSuite(t *testing.T, name string) (*Tokenizer, []vocabCase) {
+	t.Helper()
+	base := filepath.Join(vocabDir, "ggml-vocab-"+name+".gguf")
+	gz, err := os.ReadFile(base + ".gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(gz))
+	if err != nil {
+		t.Fatalf("%s.gz: %v", base, err)
+	}
+	data, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatalf("%s.gz: %v", base, err)
+	}
+	f, err := gguf.Parse(data, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := FromGGUF(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inp, err := os.ReadFile(base + ".inp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := os.ReadFile(base + ".out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases, err := readVocabCases(inp, out, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok, cases
+}
+
+// TestVocabSuites runs llama.cpp's test-tokenizer-0 suites: every text,
+// tokenized without BOS/EOS and without parsing special tokens, must give
+// exactly the ids llama.cpp gives.
+func TestVocabSuites(t *testing.T) {
+	for _, name := range vocabSuites {
+		t.Run(name, func(t *testing.T) {
+			tok, cases := loadVocabSuite(t, name)
+			if len(cases) < 40 {
+				t.Fatalf("only %d tests in the suite", len(cases))
+			}
+			passed := 0
+			for i, c := range cases {
+				got := tok.Encode(c.text, false)
+				if slices.Equal(got, c.ids) {
+					passed++
+					continue
+				}
+				if passed == i { // report the first failure in full
+					t.Errorf("test %d: Encode(%q)\n got  %v\n want %v\n first difference at token %d: got %s, want %s",
+						i+1, c.text, got, c.ids, firstDiff(got, c.ids), tokenAt(tok, got, firstDiff(got, c.ids)), tokenAt(tok, c.ids, firstDiff(got, c.ids)))
+				}
+			}
+			t.Logf("%s: %d/%d tests passed", name, passed, len(cases))
+			if passed != len(cases) {
+				t.Errorf("%s: %d of %d tests failed", name, len(cases)-passed, len(cases))
+			}
+		})
+	}
+}
+
+func firstDiff(a, b []int32) int {
+	n := min(len(a), len(b))
+	for i := range n {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return n
+}
+
+func tokenAt(tok *Tokenizer, ids []int32, i int) string {
+	if i >= len(ids) {
+		return "(end)"
+	}
+	return fmt.Sprintf("%d %q", ids[i], tok.Token(ids[i]))
+}
+
+func TestReadVocabCases(t *testing.T) {
+	inp := "a\n__ggml_vocab_test__\n\n__ggml_vocab_test__\n b\n\n__ggml_vocab_test__\nlast"
+	out := " 1 2\n\n 3 4\n 5\n"
+	cases, err := readVocabCases([]byte(inp), []byte(out), "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []vocabCase{{"a", []int32{1, 2}}, {"", nil}, {" b\n", []int32{3, 4}}, {"last", []int32{5}}}
+	if len(cases) != len(want) {
+		t.Fatalf("%d cases, want %d", len(cases), len(want))
+	}
+	for i := range want {
+		if cases[i].text != want[i].text || !slices.Equal(cases[i].ids, want[i].ids) {
+			t.Errorf("case %d = %q %v, want %q %v", i, cases[i].text, cases[i].ids, want[i].text, want[i].ids)
+		}
+	}
+	if _, err := readVocabCases([]byte(inp), []byte(" 1\n"), "x"); err == nil {
+		t.Error("4 texts with 1 line of ids: no error")
+	}
+	if _, err := readVocabCases([]byte("a"), []byte(" 1 x\n"), "x"); err == nil {
+		t.Error("non-numeric id: no error")
+	}
+}
