@@ -6,7 +6,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X main.version=$(VERSION) -X main.gitCommit=$(COMMIT)
 
-.PHONY: all build run test test-go test-rknpu vet bench fuzz proto clean
+.PHONY: all build run test test-go test-rknpu test-llamacpp-note vet bench fuzz proto llamacpp clean
 
 all: build
 
@@ -15,13 +15,14 @@ build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/evalrun ./cmd/evalrun
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/evalrun-plugin-cpu ./plugins/cpu
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/evalrun-plugin-rknn ./plugins/rknn
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/evalrun-plugin-llamacpp ./plugins/llamacpp
 
 ## run: the main job: the default spec on the bundled model
 run: build
 	$(BIN)/evalrun run $(SPEC)
 
 ## test: vet, unit and end-to-end tests, and the cgo NPU driver against the fake librknnrt
-test: vet test-go test-rknpu
+test: vet test-go test-rknpu test-llamacpp-note
 
 vet:
 	$(GO) vet ./...
@@ -31,6 +32,19 @@ test-go:
 
 test-rknpu:
 	plugins/rknn/npu/rknnrt/testdata/run-fake-test.sh
+
+# The llamacpp plugin's tests need the libraries `make llamacpp` installs;
+# without them they skip, and this says so where it cannot be missed.
+test-llamacpp-note:
+	@if [ -f third_party/llamacpp/v0.5.0/.installed ]; then \
+		echo "llamacpp: plugin tests ran against third_party/llamacpp/v0.5.0"; \
+	else \
+		echo "llamacpp: SKIPPED the llamacpp plugin's library tests: no third_party/llamacpp/v0.5.0 (run make llamacpp)"; \
+	fi
+
+## llamacpp: install the pinned llama.cpp libraries (npm @node-llama-cpp/linux-x64) for the llamacpp plugin
+llamacpp:
+	plugins/llamacpp/install-libs.sh
 
 ## bench: engine benchmarks and llama-bench style plugin benchmarks
 bench: build
