@@ -55,6 +55,10 @@ bench: build
 fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzParse -fuzztime=60s ./engine/gguf
 
+## asm: regenerate engine/ggml's amd64 kernels with avo (pinned in engine/ggml/_asm/go.mod)
+asm:
+	cd engine/ggml/_asm && $(GO) run . -out ../kernels_amd64.s -stubs ../kernels_amd64_stubs.go -pkg ggml
+
 ## proto: regenerate backend/internal/backendpb with pinned generators
 proto:
 	backend/proto/gen.sh

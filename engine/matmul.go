@@ -49,17 +49,23 @@ type MatMuler interface {
 
 // NewCPUMatMul returns the reference CPU matmul. Output rows (N) are split
 // across the pool's threads and every dot product is computed by one thread
-// in a fixed order, so results are identical for any thread count.
-func NewCPUMatMul(numerics Numerics, pool *Pool) MatMuler {
+// in a fixed order, so results are identical for any thread count. kern
+// computes the exact-numerics products (nil: ggml.Best()); every
+// implementation gives the generic code's bits.
+func NewCPUMatMul(numerics Numerics, pool *Pool, kern ggml.Kernels) MatMuler {
 	if pool == nil {
 		pool = NewPool(1)
 	}
-	return &cpuMatMul{numerics: numerics, pool: pool}
+	if kern == nil {
+		kern = ggml.Best()
+	}
+	return &cpuMatMul{numerics: numerics, pool: pool, kern: kern}
 }
 
 type cpuMatMul struct {
 	numerics Numerics
 	pool     *Pool
+	kern     ggml.Kernels
 }
 
 // parallelMin is the number of multiply-adds below which a matmul runs on the
@@ -91,55 +97,22 @@ func (c *cpuMatMul) MatMul(op *MatMulOp, x []float32, out []float32) error {
 	if op.T*op.N*op.K < parallelMin {
 		run = func(n int, fn func(lo, hi int)) { fn(0, n) }
 	}
-	switch {
-	case c.numerics == GGML:
+	if c.numerics == GGML {
 		return c.matMulGGML(run, op, x, out)
-	case w.Type == ggml.F32:
-		c.matMulF32(run, op, f32View(w.Data), x, out)
-		return nil
-	default:
-		return c.matMulExact(run, op, x, out)
 	}
-}
-
-// matMulF32 is the F32-weight case of Exact numerics.
-func (c *cpuMatMul) matMulF32(run func(int, func(lo, hi int)), op *MatMulOp, w, x, out []float32) {
+	if !ggml.Supported(w.Type) {
+		return fmt.Errorf("matmul %s: weight %s: unsupported tensor type %s", op.Name, w.Name, w.Type)
+	}
 	K, N, T := op.K, op.N, op.T
 	run(N, func(lo, hi int) {
-		for n := lo; n < hi; n++ {
-			row := w[n*K : (n+1)*K]
-			for t := 0; t < T; t++ {
-				out[t*N+n] = ggml.DotF32(row, x[t*K:(t+1)*K])
-			}
-		}
-	})
-}
-
-// matMulExact dequantizes each weight row once per call and dots it with every
-// activation row; ggml guarantees DotRow(t, w, x) == DotF32(dequantize(w), x).
-func (c *cpuMatMul) matMulExact(run func(int, func(lo, hi int)), op *MatMulOp, x, out []float32) error {
-	w := op.Weight
-	K, N, T := op.K, op.N, op.T
-	var errOnce firstError
-	run(N, func(lo, hi int) {
+		rows := w.Data[lo*rb : hi*rb]
 		if T == 1 {
-			for n := lo; n < hi; n++ {
-				out[n] = ggml.DotRow(w.Type, w.Row(n), x[:K])
-			}
-			return
-		}
-		row := make([]float32, K)
-		for n := lo; n < hi; n++ {
-			if err := ggml.Dequantize(w.Type, w.Row(n), row); err != nil {
-				errOnce.set(fmt.Errorf("matmul %s: weight %s row %d: %w", op.Name, w.Name, n, err))
-				return
-			}
-			for t := 0; t < T; t++ {
-				out[t*N+n] = ggml.DotF32(row, x[t*K:(t+1)*K])
-			}
+			c.kern.MatVec(w.Type, rows, x[:K], out[lo:hi])
+		} else {
+			c.kern.MatMul(w.Type, rows, hi-lo, x[:T*K], T, out[lo:], N)
 		}
 	})
-	return errOnce.err
+	return nil
 }
 
 // matMulGGML computes as ggml_compute_forward_mul_mat on an AVX512 build:

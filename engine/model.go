@@ -16,6 +16,9 @@ import (
 type Options struct {
 	Numerics Numerics
 	Threads  int // <= 0: one per CPU
+	// Kernels computes the matmuls (nil: ggml.Best(), the fastest this
+	// machine runs; every implementation gives the same bits).
+	Kernels ggml.Kernels
 	// MatMul wraps the CPU matmul, e.g. to offload some ops; nil = CPU only.
 	MatMul func(cpu MatMuler) MatMuler
 }
@@ -29,6 +32,7 @@ type Model struct {
 	ownsFile bool
 	tok      *tokenizer.Tokenizer
 	pool     *Pool
+	kern     ggml.Kernels
 	mm       MatMuler
 
 	tokEmbd    *Weight
@@ -78,7 +82,11 @@ func LoadGGUF(f *gguf.File, opts Options) (*Model, error) {
 		return nil, fmt.Errorf("%s: tokenizer: %w", f.Path, err)
 	}
 	m.pool = NewPool(opts.Threads)
-	m.mm = NewCPUMatMul(opts.Numerics, m.pool)
+	m.kern = opts.Kernels
+	if m.kern == nil {
+		m.kern = ggml.Best()
+	}
+	m.mm = NewCPUMatMul(opts.Numerics, m.pool, m.kern)
 	if opts.MatMul != nil {
 		if m.mm = opts.MatMul(m.mm); m.mm == nil {
 			m.pool.Close()
@@ -239,6 +247,9 @@ func (m *Model) Tokenizer() *tokenizer.Tokenizer { return m.tok }
 
 // File returns the GGUF file the model was loaded from.
 func (m *Model) File() *gguf.File { return m.file }
+
+// Kernels names the kernel implementation the CPU matmuls run.
+func (m *Model) Kernels() ggml.Kernels { return m.kern }
 
 // Threads is the number of threads matmuls and attention use.
 func (m *Model) Threads() int { return m.pool.Threads() }

@@ -1,6 +1,7 @@
 package ggml
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 )
@@ -74,4 +75,50 @@ func mustRowBytes(t Type, n int) int {
 		panic(err)
 	}
 	return size
+}
+
+// BenchmarkMatVec: one decode-sized matrix (2048 rows of 768, an ffn_up of
+// the 768×12 synthetic model) per implementation; MB/s is weight bytes read.
+func BenchmarkMatVec(b *testing.B) {
+	const K, N = 768, 2048
+	for _, typ := range []Type{F32, F16, Q8_0, Q4_0, Q4_K, Q6_K} {
+		rng := rand.New(rand.NewPCG(5, uint64(typ)))
+		w := make([]byte, mustRowBytes(typ, K*N))
+		if err := Quantize(typ, randVec(rng, K*N), w); err != nil {
+			b.Fatal(err)
+		}
+		x := randVec(rng, K)
+		out := make([]float32, N)
+		for _, k := range Available() {
+			b.Run(fmt.Sprintf("%s/%s", typ, k.Name()), func(b *testing.B) {
+				b.SetBytes(int64(len(w)))
+				for b.Loop() {
+					k.MatVec(typ, w, x, out)
+				}
+				b.ReportMetric(float64(K*N)*float64(b.N)/b.Elapsed().Seconds()/1e9, "Gweights/s")
+			})
+		}
+	}
+}
+
+// BenchmarkMatMul: a 128-token prefill through the same matrix.
+func BenchmarkMatMul(b *testing.B) {
+	const K, N, T = 768, 2048, 128
+	for _, typ := range []Type{F32, F16, Q8_0, Q4_0} {
+		rng := rand.New(rand.NewPCG(6, uint64(typ)))
+		w := make([]byte, mustRowBytes(typ, K*N))
+		if err := Quantize(typ, randVec(rng, K*N), w); err != nil {
+			b.Fatal(err)
+		}
+		x := randVec(rng, T*K)
+		out := make([]float32, T*N)
+		for _, k := range Available() {
+			b.Run(fmt.Sprintf("%s/%s", typ, k.Name()), func(b *testing.B) {
+				for b.Loop() {
+					k.MatMul(typ, w, N, x, T, out, N)
+				}
+				b.ReportMetric(2*float64(K*N*T)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOPS")
+			})
+		}
+	}
 }

@@ -1,54 +1,124 @@
 package ggml
 
-// Kernels holds the hot numeric functions so that an accelerated
-// implementation (SIMD, assembly) can replace the generic one. Every
-// implementation must keep the documented semantics bit for bit:
-// DotRow(t, w, x) == DotF32(dequantized w, x), and VecDot/QuantizeActivations
-// must reproduce ggml's integer block arithmetic exactly.
+import (
+	"fmt"
+	"strings"
+)
+
+// Kernels is one implementation of the loops that dominate inference time:
+// whole matrix products over many weight rows, so that a SIMD
+// implementation can decode several rows at once and tile activations.
 //
-// DotF32, DotRow and VecDot panic on mismatched lengths: that is a programming
-// error (row sizes are validated when a model is loaded), not bad input.
+// Every implementation computes exactly what the generic one computes, bit
+// for bit: in exact numerics each output is DotRow(t, weight row, activation
+// row). The generic implementation is the portable fallback and the oracle
+// the others are tested against.
+//
+// Lengths are the caller's contract (weights are validated when a model is
+// loaded); a mismatch panics.
 type Kernels interface {
-	// Name identifies the implementation in reports ("generic", ...).
+	// Name identifies the implementation in reports: "avx512", "generic".
 	Name() string
-	DotF32(a, b []float32) float32
-	DotRow(t Type, w []byte, x []float32) float32
-	QuantizeActivations(t Type, x []float32, dst []byte) error
-	VecDot(t Type, w []byte, xq []byte, n int) float32
-}
-
-type genericKernels struct{}
-
-func (genericKernels) Name() string                                 { return "generic" }
-func (genericKernels) DotF32(a, b []float32) float32                { return dotF32(a, b) }
-func (genericKernels) DotRow(t Type, w []byte, x []float32) float32 { return dotRow(t, w, x) }
-func (genericKernels) QuantizeActivations(t Type, x []float32, dst []byte) error {
-	return quantizeActivations(t, x, dst)
-}
-func (genericKernels) VecDot(t Type, w []byte, xq []byte, n int) float32 {
-	return vecDot(t, w, xq, n)
+	// MatVec sets out[n] = DotRow(t, row n of w, x) for n < len(out); the
+	// rows hold len(x) elements each, back to back.
+	MatVec(t Type, w []byte, x []float32, out []float32)
+	// MatMul sets out[i*ldo+n] = DotRow(t, row n of w, x[i*k:(i+1)*k]) for
+	// i < rows and n < n, where k = len(x)/rows.
+	MatMul(t Type, w []byte, n int, x []float32, rows int, out []float32, ldo int)
 }
 
 // Generic is the portable pure-Go implementation.
 var Generic Kernels = genericKernels{}
 
-// Default is the implementation the package-level functions (and the engine)
-// use. Set it once at start-up, before any computation.
-var Default Kernels = Generic
+type genericKernels struct{}
+
+func (genericKernels) Name() string { return "generic" }
+
+func (genericKernels) MatVec(t Type, w []byte, x []float32, out []float32) {
+	rb := checkMatrix("MatVec", t, w, len(x), len(out))
+	for n := range out {
+		out[n] = dotRow(t, w[n*rb:(n+1)*rb], x)
+	}
+}
+
+func (genericKernels) MatMul(t Type, w []byte, n int, x []float32, rows int, out []float32, ldo int) {
+	k := checkMatMul(t, w, n, x, rows, out, ldo)
+	rb := checkMatrix("MatMul", t, w, k, n)
+	row := make([]float32, k)
+	for j := range n {
+		// DotRow(t, w, x) == DotF32(dequantized w, x): dequantize once.
+		if err := Dequantize(t, w[j*rb:(j+1)*rb], row); err != nil {
+			panic("ggml.MatMul: " + err.Error())
+		}
+		for i := range rows {
+			out[i*ldo+j] = dotF32(row, x[i*k:(i+1)*k])
+		}
+	}
+}
+
+// checkMatrix panics unless w holds n rows of k elements of type t; it
+// returns the row size in bytes.
+func checkMatrix(op string, t Type, w []byte, k, n int) int {
+	rb, err := RowBytes(t, k)
+	if err == nil && !Supported(t) {
+		err = fmt.Errorf("unsupported tensor type %s", t)
+	}
+	if err != nil {
+		panic(fmt.Sprintf("ggml.%s: %v", op, err))
+	}
+	if len(w) != rb*n {
+		panic(fmt.Sprintf("ggml.%s: %d bytes of %s weights, want %d rows of %d elements (%d bytes)", op, len(w), t, n, k, rb*n))
+	}
+	return rb
+}
+
+func checkMatMul(t Type, w []byte, n int, x []float32, rows int, out []float32, ldo int) int {
+	if rows <= 0 || len(x)%rows != 0 {
+		panic(fmt.Sprintf("ggml.MatMul: %d activations do not split into %d rows", len(x), rows))
+	}
+	if ldo < n || len(out) < (rows-1)*ldo+n {
+		panic(fmt.Sprintf("ggml.MatMul: output of %d values with stride %d cannot hold %d×%d", len(out), ldo, rows, n))
+	}
+	return len(x) / rows
+}
+
+// Available lists the implementations this machine can run, best first;
+// Generic is always last.
+func Available() []Kernels { return append(simdKernels(), Generic) }
+
+// Best is the fastest implementation this machine runs.
+func Best() Kernels { return Available()[0] }
+
+// Lookup returns the implementation called name ("auto" = Best), or an
+// error listing what this machine supports.
+func Lookup(name string) (Kernels, error) {
+	name = strings.ToLower(strings.TrimSpace(name))
+	if name == "" || name == "auto" {
+		return Best(), nil
+	}
+	var names []string
+	for _, k := range Available() {
+		if k.Name() == name {
+			return k, nil
+		}
+		names = append(names, k.Name())
+	}
+	return nil, fmt.Errorf("kernels %q are not available on this machine (available: auto, %s)", name, strings.Join(names, ", "))
+}
 
 // DotF32 is Σ a[j]*b[j] in the fixed exact-mode order (see dot.go).
-func DotF32(a, b []float32) float32 { return Default.DotF32(a, b) }
+func DotF32(a, b []float32) float32 { return dotF32(a, b) }
 
 // DotRow is the dot product of a weight row of type t (len(x) elements) with
 // x, bit-identical to DotF32 of the dequantized row.
-func DotRow(t Type, w []byte, x []float32) float32 { return Default.DotRow(t, w, x) }
+func DotRow(t Type, w []byte, x []float32) float32 { return dotRow(t, w, x) }
 
 // QuantizeActivations converts x into VecDotType(t) blocks as ggml's CPU
 // from_float does. len(dst) must be RowBytes(VecDotType(t), len(x)).
 func QuantizeActivations(t Type, x []float32, dst []byte) error {
-	return Default.QuantizeActivations(t, x, dst)
+	return quantizeActivations(t, x, dst)
 }
 
 // VecDot is ggml's vec_dot of a weight row of type t with n activations in
 // VecDotType(t) format.
-func VecDot(t Type, w []byte, xq []byte, n int) float32 { return Default.VecDot(t, w, xq, n) }
+func VecDot(t Type, w []byte, xq []byte, n int) float32 { return vecDot(t, w, xq, n) }

@@ -20,7 +20,7 @@ func BenchmarkFFNUpLlama32_1B(b *testing.B) {
 	for _, typ := range []Type{FP16, Int8} {
 		for _, T := range []int{1, 64} {
 			b.Run(fmt.Sprintf("%s/T=%d", typ, T), func(b *testing.B) {
-				o, err := New(Config{Driver: sim.New(sim.Options{}), Type: typ, Cores: 3, ACLayout: npu.LayoutNative}, engine.NewCPUMatMul(engine.Exact, nil))
+				o, err := New(Config{Driver: sim.New(sim.Options{}), Type: typ, Cores: 3, ACLayout: npu.LayoutNative}, engine.NewCPUMatMul(engine.Exact, nil, nil))
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -110,7 +110,7 @@ func newOffload(t *testing.T, cfg Config) *MatMuler {
 	if cfg.Cores == 0 {
 		cfg.Cores = 3
 	}
-	o, err := New(cfg, engine.NewCPUMatMul(engine.Exact, nil))
+	o, err := New(cfg, engine.NewCPUMatMul(engine.Exact, nil, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +135,7 @@ func TestAgainstCPU(t *testing.T) {
 	w := randWeight(rng, "blk.0.ffn_down.weight", 172, 172)
 	op := &engine.MatMulOp{Name: "ffn_out-0", T: 5, K: 172, N: 172, Weight: w}
 	x := randVec(rng, op.T*op.K)
-	ref := run(t, engine.NewCPUMatMul(engine.Exact, nil), op, x)
+	ref := run(t, engine.NewCPUMatMul(engine.Exact, nil, nil), op, x)
 	bounds := map[Type][2]float64{FP16: {1e-9, 1e-6}, Int8: {1e-6, 2e-4}, Int4: {1e-3, 5e-2}}
 	got := map[Type]float64{}
 	for _, typ := range []Type{FP16, Int8, Int4} {
@@ -226,7 +226,7 @@ func TestWrongBLayoutIsWrong(t *testing.T) {
 	w := randWeight(rng, "w", 64, 64)
 	op := &engine.MatMulOp{Name: "Qcur-0", T: 2, K: 64, N: 64, Weight: w}
 	x := randVec(rng, op.T*op.K)
-	ref := run(t, engine.NewCPUMatMul(engine.Exact, nil), op, x)
+	ref := run(t, engine.NewCPUMatMul(engine.Exact, nil, nil), op, x)
 	good := newOffload(t, Config{Type: FP16, Cores: 1, ACLayout: npu.LayoutNative})
 	if e := nmse(run(t, good, op, x), ref); e > 1e-6 {
 		t.Fatalf("correct layout: NMSE %.3g", e)
@@ -261,7 +261,7 @@ func TestFallback(t *testing.T) {
 	big := randWeight(rng, "big", npu.MaxK+32, 16)
 	op := &engine.MatMulOp{Name: "ffn_out-0", T: 1, K: big.K, N: 16, Weight: big}
 	x := randVec(rng, op.K)
-	ref := run(t, engine.NewCPUMatMul(engine.Exact, nil), op, x)
+	ref := run(t, engine.NewCPUMatMul(engine.Exact, nil, nil), op, x)
 	o := newOffload(t, Config{Type: FP16, ACLayout: npu.LayoutNative})
 	if !slices.Equal(run(t, o, op, x), ref) {
 		t.Error("K > 10240 fallback differs from the CPU")
@@ -297,7 +297,7 @@ func TestLazyContextsAndEviction(t *testing.T) {
 	rng := rand.New(rand.NewPCG(13, 14))
 	w := randWeight(rng, "w", 64, 64)
 	o := newOffload(t, Config{Type: FP16, Cores: 2, ACLayout: npu.LayoutNative, MaxMs: 2})
-	cpu := engine.NewCPUMatMul(engine.Exact, nil)
+	cpu := engine.NewCPUMatMul(engine.Exact, nil, nil)
 	for _, T := range []int{1, 4, 1, 7, 4, 1} {
 		op := &engine.MatMulOp{Name: "Qcur-0", T: T, K: 64, N: 64, Weight: w}
 		x := randVec(rng, T*64)
@@ -326,7 +326,7 @@ func TestDeviceErrorsPropagate(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "attn_out-2") || !strings.Contains(err.Error(), "crash") {
 		t.Errorf("err = %v, want the crash naming attn_out-2", err)
 	}
-	if _, err := New(Config{Driver: drv, Type: FP16, Cores: 4}, engine.NewCPUMatMul(engine.Exact, nil)); err == nil {
+	if _, err := New(Config{Driver: drv, Type: FP16, Cores: 4}, engine.NewCPUMatMul(engine.Exact, nil, nil)); err == nil {
 		t.Error("cores=4 accepted")
 	}
 }
@@ -338,7 +338,7 @@ func TestSegmentedKAndSaturation(t *testing.T) {
 	w := randWeight(rng, "w", 8224, 16)
 	op := &engine.MatMulOp{Name: "ffn_out-0", T: 1, K: 8224, N: 16, Weight: w}
 	x := randVec(rng, op.K)
-	ref := run(t, engine.NewCPUMatMul(engine.Exact, nil), op, x)
+	ref := run(t, engine.NewCPUMatMul(engine.Exact, nil, nil), op, x)
 	if e := nmse(run(t, newOffload(t, Config{Type: FP16, Cores: 1, ACLayout: npu.LayoutNative}), op, x), ref); e > 1e-6 {
 		t.Errorf("K=8224 fp16: NMSE %.3g", e)
 	}

@@ -1,0 +1,151 @@
+package ggml
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// matrix builds n random rows of k elements of type typ.
+func matrix(t *testing.T, rng *rand.Rand, typ Type, k, n int) []byte {
+	t.Helper()
+	var w []byte
+	for range n {
+		w = append(w, randomRow(t, rng, typ, k)...)
+	}
+	return w
+}
+
+// rowLengths are the row lengths a type allows in a test: any for the plain
+// types (tails of every size), whole blocks otherwise.
+func rowLengths(typ Type) []int {
+	if typ.BlockSize() == 1 {
+		return []int{1, 7, 8, 9, 15, 16, 17, 31, 33, 64, 100, 172, 257, 768}
+	}
+	bs := typ.BlockSize()
+	return []int{bs, 2 * bs, 3 * bs, 768 / bs * bs, 2048 / bs * bs}
+}
+
+func sameBits(a, b []float32) (int, bool) {
+	for i := range a {
+		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
+			return i, false
+		}
+	}
+	return 0, true
+}
+
+// TestKernelsMatVecBitIdentical: every implementation's MatVec equals the
+// generic one bit for bit, for every exact type, row count (groups of 4, 2
+// and single rows) and row length.
+func TestKernelsMatVecBitIdentical(t *testing.T) {
+	for _, k := range Available() {
+		if k == Generic {
+			continue
+		}
+		for _, typ := range exactTypes {
+			t.Run(fmt.Sprintf("%s/%s", k.Name(), typ), func(t *testing.T) {
+				rng := rand.New(rand.NewPCG(uint64(typ), 7))
+				for _, K := range rowLengths(typ) {
+					for _, N := range []int{1, 2, 3, 4, 5, 7, 8, 13} {
+						w := matrix(t, rng, typ, K, N)
+						x := randVec(rng, K)
+						want, got := make([]float32, N), make([]float32, N)
+						Generic.MatVec(typ, w, x, want)
+						k.MatVec(typ, w, x, got)
+						if i, ok := sameBits(want, got); !ok {
+							t.Fatalf("K=%d N=%d: row %d: %s gives %v (%#08x), generic %v (%#08x)", K, N, i,
+								k.Name(), got[i], math.Float32bits(got[i]), want[i], math.Float32bits(want[i]))
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestKernelsMatMulBitIdentical: MatMul (the prefill path) equals the generic
+// one for activation row counts around the tile sizes and strided outputs.
+func TestKernelsMatMulBitIdentical(t *testing.T) {
+	for _, k := range Available() {
+		if k == Generic {
+			continue
+		}
+		for _, typ := range exactTypes {
+			t.Run(fmt.Sprintf("%s/%s", k.Name(), typ), func(t *testing.T) {
+				rng := rand.New(rand.NewPCG(uint64(typ), 8))
+				lengths := rowLengths(typ)
+				for _, K := range []int{lengths[0], lengths[len(lengths)/2], lengths[len(lengths)-1]} {
+					for _, N := range []int{1, 4, 6, 9} {
+						for _, T := range []int{2, 7, 8, 9, 17, 70} {
+							w := matrix(t, rng, typ, K, N)
+							x := randVec(rng, T*K)
+							ldo := N + 3
+							want, got := make([]float32, T*ldo), make([]float32, T*ldo)
+							for i := range got {
+								want[i], got[i] = -1, -1 // the gaps must stay untouched
+							}
+							Generic.MatMul(typ, w, N, x, T, want, ldo)
+							k.MatMul(typ, w, N, x, T, got, ldo)
+							if i, ok := sameBits(want, got); !ok {
+								t.Fatalf("K=%d N=%d T=%d: out[%d][%d]: %s gives %v, generic %v", K, N, T, i/ldo, i%ldo, k.Name(), got[i], want[i])
+							}
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestKernelsSpecialValues: zeros of both signs, infinities and huge values
+// (products that overflow) round the same way in every implementation.
+func TestKernelsSpecialValues(t *testing.T) {
+	special := []float32{0, float32(math.Copysign(0, -1)), 1e38, -1e38, 3e-39, float32(math.Inf(1)), float32(math.Inf(-1))}
+	rng := rand.New(rand.NewPCG(9, 9))
+	for _, k := range Available() {
+		if k == Generic {
+			continue
+		}
+		for _, typ := range []Type{F32, F16, BF16} {
+			const K, N = 37, 6
+			wf := make([]float32, K*N)
+			x := make([]float32, K)
+			for i := range wf {
+				wf[i] = special[rng.IntN(len(special))]
+			}
+			for i := range x {
+				x[i] = special[rng.IntN(len(special)-2)] // no Inf: Inf*0 is NaN, whose payload may differ
+			}
+			w := make([]byte, mustRowBytes(typ, K*N))
+			if err := Quantize(typ, wf, w); err != nil {
+				t.Fatal(err)
+			}
+			want, got := make([]float32, N), make([]float32, N)
+			Generic.MatVec(typ, w, x, want)
+			k.MatVec(typ, w, x, got)
+			for i := range want {
+				if math.Float32bits(want[i]) != math.Float32bits(got[i]) && !(want[i] != want[i] && got[i] != got[i]) {
+					t.Errorf("%s %s row %d: %v, generic %v", k.Name(), typ, i, got[i], want[i])
+				}
+			}
+		}
+	}
+}
+
+func TestLookupKernels(t *testing.T) {
+	g, err := Lookup("generic")
+	if err != nil || g != Generic {
+		t.Fatalf("Lookup(generic) = %v, %v", g, err)
+	}
+	if b, err := Lookup("auto"); err != nil || b != Best() {
+		t.Fatalf("Lookup(auto) = %v, %v; want Best() %v", b, err, Best())
+	}
+	if _, err := Lookup("neon9"); err == nil {
+		t.Fatal("Lookup(neon9) succeeded")
+	}
+	if got := Available()[len(Available())-1]; got != Generic {
+		t.Fatalf("last available kernels %s, want generic", got.Name())
+	}
+}
