@@ -52,6 +52,7 @@ type Backend struct {
 	nCtx     int
 	info     backend.ModelInfo
 	sessions map[string]*session
+	evicted  map[string]bool // sessions whose cache stream was taken
 	clock    uint64 // for least-recently-used eviction
 	evals    int    // Eval calls since Load (fault injection)
 }
@@ -192,7 +193,7 @@ func (b *Backend) Load(ctx context.Context, req backend.LoadRequest) (backend.Lo
 	warmupNS := time.Since(start).Nanoseconds()
 
 	b.lib, b.model, b.ctx, b.opts, b.threads, b.nCtx = lib, m, c, opts, threads, nCtx
-	b.sessions, b.evals = map[string]*session{}, 0
+	b.sessions, b.evicted, b.evals = map[string]*session{}, map[string]bool{}, 0
 	arch, _ := m.Meta("general.architecture")
 	b.info = backend.ModelInfo{
 		Arch: arch, NVocab: m.NVocab(), NParams: int64(m.NParams()), NCtxTrain: m.NCtxTrain(),
@@ -300,6 +301,7 @@ func (b *Backend) session(name string) *session {
 	if seq < 0 {
 		seq = b.sessions[victim].seq
 		delete(b.sessions, victim)
+		b.evicted[victim] = true
 		b.cfg.Logger.Debug("session evicted", "session", victim, "for", name)
 	}
 	b.ctx.SeqRm(seq, 0, -1)
@@ -329,6 +331,8 @@ func (b *Backend) Eval(ctx context.Context, req backend.EvalRequest, emit func(b
 	cur := 0
 	if s := b.sessions[req.Session]; s != nil {
 		cur = s.pos
+	} else if b.evicted[req.Session] && req.Pos != 0 {
+		return backend.Errorf(backend.ErrInvalidArgument, "eval: session %q lost its KV cache to newer sessions (at most %d are kept); start it again with pos 0", req.Session, MaxSessions)
 	}
 	start := cur
 	switch {
@@ -347,6 +351,7 @@ func (b *Backend) Eval(ctx context.Context, req backend.EvalRequest, emit func(b
 		b.ctx.SeqRm(MaxSessions+1000, 0, -1) // aborts inside libllama: the sequence does not exist
 	}
 	s := b.session(req.Session)
+	delete(b.evicted, req.Session)
 	// Truncate the cache to start (Pos 0 = reset).
 	b.ctx.SeqRm(s.seq, start, -1)
 	s.pos = start
