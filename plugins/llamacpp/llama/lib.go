@@ -107,6 +107,15 @@ func Open(dir, cpuVariant string) (*Library, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Say what is wrong with dir itself before anything else.
+	if st, err := os.Stat(abs); err != nil {
+		return nil, fmt.Errorf("lib_dir: %w", err)
+	} else if !st.IsDir() {
+		return nil, fmt.Errorf("lib_dir %s is not a directory", abs)
+	}
+	if _, err := findLib(abs, "libllama", llamaPatterns...); err != nil {
+		return nil, err
+	}
 	key := abs + "\x00" + cpuVariant
 	if loaded != nil {
 		if key != loadedKey {
@@ -153,17 +162,13 @@ func findLib(dir, what string, patterns ...string) (string, error) {
 	return found[0], nil
 }
 
+// llamaPatterns are libllama's file names: upstream builds, the npm package.
+var llamaPatterns = []string{"libllama.so", "libllama.so.*", "libllama.v*.so"}
+
 var versionInName = regexp.MustCompile(`\.(v\d+\.\d+\.\d+)\.so`)
 
 func open(dir, cpuVariant string) (*Library, error) {
-	st, err := os.Stat(dir)
-	if err != nil {
-		return nil, fmt.Errorf("lib_dir: %w", err)
-	}
-	if !st.IsDir() {
-		return nil, fmt.Errorf("lib_dir %s is not a directory", dir)
-	}
-	llamaPath, err := findLib(dir, "libllama", "libllama.so", "libllama.so.*", "libllama.v*.so")
+	llamaPath, err := findLib(dir, "libllama", llamaPatterns...)
 	if err != nil {
 		return nil, err
 	}
