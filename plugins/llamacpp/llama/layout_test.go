@@ -168,7 +168,7 @@ func TestProbeRefusesForeignLayouts(t *testing.T) {
 	// main_gpu moves to offset 28 and the booleans to 64.
 	b10587 := make([]byte, ProbeSize)
 	copy(b10587, image(m, ProbeSize)[:28])
-	copy(b10587[28:], []byte{0, 0, 0, 0})      // main_gpu
+	copy(b10587[28:], []byte{0, 0, 0, 0})       // main_gpu
 	copy(b10587[64:], []byte{0, 0, 1, 0, 0, 0}) // vocab_only .. load_mtp
 	for i := 32; i < 64; i++ {
 		b10587[i] = 0
@@ -259,4 +259,3 @@ func tail(b []byte) string {
 	}
 	return string(b)
 }
-

@@ -53,8 +53,8 @@ type Backend struct {
 	info     backend.ModelInfo
 	sessions map[string]*session
 	evicted  map[string]bool // sessions whose cache stream was taken
-	clock    uint64 // for least-recently-used eviction
-	evals    int    // Eval calls since Load (fault injection)
+	clock    uint64          // for least-recently-used eviction
+	evals    int             // Eval calls since Load (fault injection)
 }
 
 type session struct {
