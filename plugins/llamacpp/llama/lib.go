@@ -20,7 +20,10 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"unsafe"
+
+	"os/signal"
 
 	"github.com/ebitengine/purego"
 )
@@ -168,6 +171,7 @@ var llamaPatterns = []string{"libllama.so", "libllama.so.*", "libllama.v*.so"}
 var versionInName = regexp.MustCompile(`\.(v\d+\.\d+\.\d+)\.so`)
 
 func open(dir, cpuVariant string) (*Library, error) {
+	quietAbort()
 	llamaPath, err := findLib(dir, "libllama", llamaPatterns...)
 	if err != nil {
 		return nil, err
@@ -177,6 +181,7 @@ func open(dir, cpuVariant string) (*Library, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dlopen %s: %w", llamaPath, err)
 	}
+	setLogFilter(h)
 	lib := &Library{Dir: dir, Version: "unknown", CPUVariant: "none"}
 	if m := versionInName.FindStringSubmatch(filepath.Base(llamaPath)); m != nil {
 		lib.Version = m[1]
@@ -498,3 +503,82 @@ func loadedCPUVariant() string {
 
 // ErrNoLibrary reports that no library directory was found.
 var ErrNoLibrary = errors.New("no llama.cpp library directory")
+
+// BacktraceEnv, set to 1, keeps ggml's backtrace on an abort (it attaches
+// gdb when installed: slow, and it pushes the abort message out of the few
+// stderr lines the host keeps of a crashed plugin).
+const BacktraceEnv = "EVALRUN_LLAMACPP_BACKTRACE"
+
+// quietAbort sets GGML_NO_BACKTRACE in the C environment (os.Setenv does
+// not reach libc without cgo) unless the user asked for backtraces, and
+// makes SIGABRT kill the process by the default action after ggml has
+// printed its message, instead of the Go runtime's register dump.
+func quietAbort() {
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGABRT)
+	if os.Getenv(BacktraceEnv) == "1" || os.Getenv("GGML_NO_BACKTRACE") != "" {
+		return
+	}
+	libc, err := purego.Dlopen("libc.so.6", purego.RTLD_NOW|purego.RTLD_GLOBAL)
+	if err != nil {
+		return
+	}
+	sym, err := purego.Dlsym(libc, "setenv")
+	if err != nil {
+		return
+	}
+	var setenv func(name, value string, overwrite int32) int32
+	purego.RegisterFunc(&setenv, sym)
+	setenv("GGML_NO_BACKTRACE", "1", 0)
+}
+
+// LogEnv selects how much of llama.cpp's log reaches stderr: "warn"
+// (default: warnings and errors), "info", "debug" (everything).
+const LogEnv = "EVALRUN_LLAMACPP_LOG"
+
+var (
+	logMin      int32 = 3 // GGML_LOG_LEVEL_WARN
+	logKeepCont bool      // the last line was kept: keep its continuations
+	logCallback uintptr
+)
+
+// setLogFilter routes llama.cpp's and ggml's log through a filter: by
+// default llama.cpp prints every tensor and graph input at load and decode,
+// which would bury the lines that matter (a crashed plugin's last stderr
+// lines end up in the host's error).
+func setLogFilter(h uintptr) {
+	switch os.Getenv(LogEnv) {
+	case "debug":
+		return // llama.cpp's own default: everything
+	case "info":
+		logMin = 2
+	}
+	sym, err := purego.Dlsym(h, "llama_log_set")
+	if err != nil {
+		return
+	}
+	var logSet func(cb, user uintptr)
+	purego.RegisterFunc(&logSet, sym)
+	if logCallback == 0 {
+		logCallback = purego.NewCallback(func(level int32, text *byte, _ uintptr) {
+			keep := level >= logMin && level != 5 // GGML_LOG_LEVEL_CONT
+			if level == 5 {
+				keep = logKeepCont
+			} else {
+				logKeepCont = keep
+			}
+			if keep && text != nil {
+				os.Stderr.WriteString(goString(text))
+			}
+		})
+	}
+	logSet(logCallback, 0)
+}
+
+// goString copies a NUL-terminated C string.
+func goString(p *byte) string {
+	n := 0
+	for *(*byte)(unsafe.Add(unsafe.Pointer(p), n)) != 0 {
+		n++
+	}
+	return string(unsafe.Slice(p, n))
+}

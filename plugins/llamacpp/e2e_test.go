@@ -1,0 +1,105 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/evalrun/evalrun/pipeline"
+	"github.com/evalrun/evalrun/pipeline/spec"
+	"github.com/evalrun/evalrun/plugins/llamacpp/llamaplugin"
+)
+
+// TestHostRunsThePlugin runs the real plugin binary under the evalrun host:
+// llama.cpp as the reference, the same configuration as a candidate (equal
+// bit for bit: KLD 0, max |Δ| 0), and a candidate whose libllama aborts
+// (GGML_ASSERT, driven by fault_abort_after) — the host reports it
+// `crashed` with the library's message, keeps the others' results and
+// exits 3.
+func TestHostRunsThePlugin(t *testing.T) {
+	libDir, ok := llamaplugin.RepoLibDir(".")
+	if d := os.Getenv(llamaplugin.LibDirEnv); d != "" {
+		libDir, ok = d, true
+	}
+	if !ok {
+		t.Skipf("llama.cpp libraries not installed (run `make llamacpp` or set %s)", llamaplugin.LibDirEnv)
+	}
+	if testing.Short() {
+		t.Skip("builds the plugin binary")
+	}
+	tmp := t.TempDir()
+	pluginDir := filepath.Join(tmp, "bin")
+	build := exec.Command("go", "build", "-o", filepath.Join(pluginDir, "evalrun-plugin-llamacpp"), ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	specText := `name: llamacpp-e2e
+model:
+  path: ` + filepath.Join(root, "models", "stories260K-q8_0.gguf") + `
+datasets:
+  - {name: stories, path: ` + filepath.Join(root, "datasets", "stories.jsonl") + `, mode: score, n_ctx: 64, limit: 6}
+  - {name: openings, path: ` + filepath.Join(root, "datasets", "openings.jsonl") + `, mode: generate, max_new_tokens: 6, limit: 2}
+reference:
+  name: llama.cpp
+  plugin: llamacpp
+  threads: 2
+  options: {lib_dir: ` + libDir + `}
+backends:
+  - name: llama.cpp-again
+    plugin: llamacpp
+    threads: 1
+    options: {lib_dir: ` + libDir + `, kv_type: f32, flash_attn: "off"}
+    gates: {kld_mean_max: 0, max_abs_diff_max: 0}
+  - name: llama.cpp-abort
+    plugin: llamacpp
+    options: {lib_dir: ` + libDir + `, fault_abort_after: 1}
+bench: {enabled: true, n_prompt: 16, n_gen: 4, reps: 2}
+output: {dir: ` + filepath.Join(tmp, "results") + `, formats: [json, md]}
+`
+	specPath := filepath.Join(tmp, "spec.yaml")
+	if err := os.WriteFile(specPath, []byte(specText), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := spec.Load(specPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := pipeline.NewPlan(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	res, err := pipeline.Run(context.Background(), plan, pipeline.Options{PluginDir: pluginDir, Stdout: &stdout, Stderr: &stderr, Version: "test"})
+	if err != nil {
+		t.Fatalf("Run: %v\n%s", err, stderr.String())
+	}
+	sum := res.Summary
+	t.Logf("\n%s", stdout.String())
+	if sum.Reference.Status != pipeline.StatusOK || sum.Reference.Throughput == nil {
+		t.Fatalf("reference: %s %s", sum.Reference.Status, sum.Reference.Error)
+	}
+	if sum.Reference.Load == nil || !strings.Contains(sum.Reference.Load.PlanSummary, "llama.cpp v0.5.0") {
+		t.Errorf("the reference's load summary does not name the library: %+v", sum.Reference.Load)
+	}
+	again, abort := sum.Backends[0], sum.Backends[1]
+	if again.Status != pipeline.StatusOK || !again.Pass {
+		t.Errorf("same configuration: status %s pass %v error %q gates %+v", again.Status, again.Pass, again.Error, again.Gates)
+	}
+	if a := again.Accuracy; a == nil || a.Tokens == 0 || a.KLDMean == nil || *a.KLDMean != 0 || a.MaxAbsDiff == nil || *a.MaxAbsDiff != 0 {
+		t.Errorf("same configuration with 1 and 2 threads is not bit-identical: %+v", again.Accuracy)
+	}
+	if abort.Status != pipeline.StatusCrashed || !strings.Contains(abort.Error, "GGML_ASSERT") {
+		t.Errorf("aborting libllama: status %s, error %q; want crashed with the library's GGML_ASSERT message", abort.Status, abort.Error)
+	}
+	if sum.Verdict.ExitCode != pipeline.ExitBackend {
+		t.Errorf("exit code %d, want %d", sum.Verdict.ExitCode, pipeline.ExitBackend)
+	}
+}
