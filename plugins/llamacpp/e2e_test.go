@@ -3,12 +3,16 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/evalrun/evalrun/backend"
+	"github.com/evalrun/evalrun/engine/gguf"
 	"github.com/evalrun/evalrun/pipeline"
 	"github.com/evalrun/evalrun/pipeline/spec"
 	"github.com/evalrun/evalrun/plugins/llamacpp/llamaplugin"
@@ -21,22 +25,8 @@ import (
 // `crashed` with the library's message, keeps the others' results and
 // exits 3.
 func TestHostRunsThePlugin(t *testing.T) {
-	libDir, ok := llamaplugin.RepoLibDir(".")
-	if d := os.Getenv(llamaplugin.LibDirEnv); d != "" {
-		libDir, ok = d, true
-	}
-	if !ok {
-		t.Skipf("llama.cpp libraries not installed (run `make llamacpp` or set %s)", llamaplugin.LibDirEnv)
-	}
-	if testing.Short() {
-		t.Skip("builds the plugin binary")
-	}
+	libDir, pluginDir := buildPlugin(t)
 	tmp := t.TempDir()
-	pluginDir := filepath.Join(tmp, "bin")
-	build := exec.Command("go", "build", "-o", filepath.Join(pluginDir, "evalrun-plugin-llamacpp"), ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
 		t.Fatal(err)
@@ -101,5 +91,84 @@ output: {dir: ` + filepath.Join(tmp, "results") + `, formats: [json, md]}
 	}
 	if sum.Verdict.ExitCode != pipeline.ExitBackend {
 		t.Errorf("exit code %d, want %d", sum.Verdict.ExitCode, pipeline.ExitBackend)
+	}
+}
+
+// buildPlugin finds the installed libraries (or skips) and builds the plugin
+// binary into a temporary directory.
+func buildPlugin(t *testing.T) (libDir, pluginDir string) {
+	t.Helper()
+	libDir, ok := llamaplugin.RepoLibDir(".")
+	if d := os.Getenv(llamaplugin.LibDirEnv); d != "" {
+		libDir, ok = d, true
+	}
+	if !ok {
+		t.Skipf("llama.cpp libraries not installed (run `make llamacpp` or set %s)", llamaplugin.LibDirEnv)
+	}
+	if testing.Short() {
+		t.Skip("builds the plugin binary")
+	}
+	pluginDir = filepath.Join(t.TempDir(), "bin")
+	build := exec.Command("go", "build", "-o", filepath.Join(pluginDir, "evalrun-plugin-llamacpp"), ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return libDir, pluginDir
+}
+
+// TestMalformedModelAbortsOnlyThePlugin: a real input that makes libllama
+// abort — a GGUF whose vocabulary lists one text twice trips
+// GGML_ASSERT(id_to_token.size() == token_to_id.size()) in llama-vocab.cpp.
+// (`evalrun run` refuses such a file before any plugin starts, since the
+// host's tokenizer rejects duplicates; `evalrun bench` loads it straight
+// into the plugin.) The host sees a crash with the library's message.
+func TestMalformedModelAbortsOnlyThePlugin(t *testing.T) {
+	libDir, pluginDir := buildPlugin(t)
+	model := filepath.Join(t.TempDir(), "duplicate-token.gguf")
+	writeDuplicateTokenModel(t, filepath.Join("..", "..", "models", "stories260K.gguf"), model)
+
+	ctx := context.Background()
+	c, err := backend.Launch(ctx, backend.LaunchConfig{Path: filepath.Join(pluginDir, "evalrun-plugin-llamacpp")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Kill()
+	_, err = c.Load(ctx, backend.LoadRequest{ModelPath: model, Threads: 1, Options: map[string]any{"lib_dir": libDir}})
+	if !errors.Is(err, backend.ErrCrashed) || !strings.Contains(fmt.Sprint(err), "GGML_ASSERT(id_to_token.size() == token_to_id.size()) failed") {
+		t.Fatalf("Load of a vocabulary with a duplicate token: err = %v; want a crash with llama-vocab.cpp's GGML_ASSERT", err)
+	}
+	t.Logf("host saw: %v", err)
+}
+
+// writeDuplicateTokenModel copies a GGUF with token 300's text replaced by
+// token 301's.
+func writeDuplicateTokenModel(t *testing.T, src, dst string) {
+	t.Helper()
+	f, err := gguf.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	w := gguf.NewWriter()
+	for _, kv := range f.KVs {
+		v := kv.Value
+		if kv.Key == "tokenizer.ggml.tokens" {
+			a := v.(gguf.Array)
+			toks := append([]string(nil), a.Values.([]string)...)
+			toks[300] = toks[301]
+			v = gguf.Array{Elem: a.Elem, Values: toks}
+		}
+		if err := w.AddKV(kv.Key, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range f.Tensors {
+		ti := &f.Tensors[i]
+		if err := w.AddTensor(ti.Name, ti.Type, ti.Dims, f.TensorData(ti)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.WriteFile(dst); err != nil {
+		t.Fatal(err)
 	}
 }
