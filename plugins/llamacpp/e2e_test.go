@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/evalrun/evalrun/backend"
@@ -108,12 +109,36 @@ func buildPlugin(t *testing.T) (libDir, pluginDir string) {
 	if testing.Short() {
 		t.Skip("builds the plugin binary")
 	}
-	pluginDir = filepath.Join(t.TempDir(), "bin")
-	build := exec.Command("go", "build", "-o", filepath.Join(pluginDir, "evalrun-plugin-llamacpp"), ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	pluginDir, err := builtPlugin()
+	if err != nil {
+		t.Fatal(err)
 	}
 	return libDir, pluginDir
+}
+
+// builtPlugin builds the binary once per test run (TestMain removes it).
+var (
+	buildDir    string
+	builtPlugin = sync.OnceValues(func() (string, error) {
+		dir, err := os.MkdirTemp("", "evalrun-llamacpp-e2e-")
+		if err != nil {
+			return "", err
+		}
+		buildDir = dir
+		out, err := exec.Command("go", "build", "-o", filepath.Join(dir, "evalrun-plugin-llamacpp"), ".").CombinedOutput()
+		if err != nil {
+			return "", fmt.Errorf("go build: %v\n%s", err, out)
+		}
+		return dir, nil
+	})
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if buildDir != "" {
+		os.RemoveAll(buildDir)
+	}
+	os.Exit(code)
 }
 
 // TestMalformedModelAbortsOnlyThePlugin: a real input that makes libllama
