@@ -149,7 +149,7 @@ func (c *cpuMatMul) matMulGGML(run func(int, func(lo, hi int)), op *MatMulOp, x,
 	case ggml.F16:
 		xf = make([]float32, T*K)
 		for i := range xf {
-			xf[i] = f16At(xq, i)
+			xf[i] = ggml.F16ToF32(binary.LittleEndian.Uint16(xq[2*i:]))
 		}
 	}
 	run(N, func(lo, hi int) {
@@ -168,13 +168,13 @@ func (c *cpuMatMul) matMulGGML(run func(int, func(lo, hi int)), op *MatMulOp, x,
 			for t := 0; t < T; t++ {
 				switch kernel {
 				case kernelTinyBLAS:
-					out[t*N+n] = tinyBLASDot(wf, xf[t*K:(t+1)*K])
+					out[t*N+n] = ggml.TinyBLASDot(wf, xf[t*K:(t+1)*K])
 				case kernelVecDotF32:
-					out[t*N+n] = vecDotF32AVX512(wf, xf[t*K:(t+1)*K], w.Type == ggml.F16)
+					out[t*N+n] = vecDotFloat(wf, xf[t*K:(t+1)*K], w.Type == ggml.F16)
 				case kernelQ8_0:
-					out[t*N+n] = vecDotQ8_0AVX(row, xq[t*qb:(t+1)*qb], K)
+					out[t*N+n] = ggml.VecDotQ8_0AVX(row, xq[t*qb:(t+1)*qb], K)
 				case kernelQ4_0:
-					out[t*N+n] = vecDotQ4_0AVX(row, xq[t*qb:(t+1)*qb], K)
+					out[t*N+n] = ggml.VecDotQ4_0AVX(row, xq[t*qb:(t+1)*qb], K)
 				default:
 					out[t*N+n] = ggml.VecDot(w.Type, row, xq[t*qb:(t+1)*qb], K)
 				}
@@ -248,4 +248,12 @@ func f32View(b []byte) []float32 {
 		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
 	}
 	return out
+}
+
+// vecDotFloat is ggml_vec_dot_f32, or ggml_vec_dot_f16 for F16 weights.
+func vecDotFloat(a, b []float32, f16 bool) float32 {
+	if f16 {
+		return ggml.VecDotF16(a, b)
+	}
+	return ggml.VecDotF32(a, b)
 }

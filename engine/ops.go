@@ -56,54 +56,6 @@ func rope(x []float32, cs []float32, nDims int, neox bool) {
 	}
 }
 
-// softmaxScaled turns scores into softmax(scale·scores) in place, as ggml's
-// soft_max with a causal mask on an AVX512 build: max subtraction, ggml_v_expf
-// over 16-lane blocks (masked positions contribute 0), each block summed by
-// _mm512_reduce_add_ps into a double, then one float multiplication by 1/sum.
-func softmaxScaled(p []float32, scale float32) {
-	maxv := float32(math.Inf(-1))
-	for i, v := range p {
-		v *= scale
-		p[i] = v
-		if v > maxv {
-			maxv = v
-		}
-	}
-	var sum float64
-	var block [16]float32
-	for i := 0; i < len(p); i += 16 {
-		block = [16]float32{}
-		for l := 0; l < 16 && i+l < len(p); l++ {
-			e := vExpf(p[i+l] - maxv)
-			p[i+l] = e
-			block[l] = e
-		}
-		sum += float64(reduce16(&block))
-	}
-	inv := float32(1.0 / sum)
-	for i := range p {
-		p[i] *= inv
-	}
-}
-
-// swiglu writes silu(gate)·up to dst for one row, like ggml_vec_swiglu_f32 (AVX512):
-// ggml_v_silu x/(1+v_expf(-x)) on 16-element blocks, the scalar
-// x/(1+expf(-x)) on the rest.
-func swiglu(dst, gate, up []float32) {
-	n := len(gate)
-	full := n &^ 15
-	for i, g := range gate {
-		var e float32
-		if i < full {
-			e = vExpf(0 - g)
-		} else {
-			e = expf(-g)
-		}
-		silu := g / (1 + e)
-		dst[i] = silu * up[i]
-	}
-}
-
 // addTo adds src to dst element-wise (the residual connections).
 func addTo(dst, src []float32) {
 	for i, v := range src {

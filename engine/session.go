@@ -215,7 +215,7 @@ func (f *forward) layer(il int, x []float32, outRows []int) ([]float32, error) {
 		return nil, err
 	}
 	for r := range rows {
-		swiglu(gate[r*c.NFF:(r+1)*c.NFF], gate[r*c.NFF:(r+1)*c.NFF], up[r*c.NFF:(r+1)*c.NFF])
+		m.kern.Swiglu(gate[r*c.NFF:(r+1)*c.NFF], gate[r*c.NFF:(r+1)*c.NFF], up[r*c.NFF:(r+1)*c.NFF])
 	}
 	down, err := f.matmul("ffn_out", il, rows, l.wDown, gate)
 	if err != nil {
@@ -238,35 +238,22 @@ func (f *forward) attention(il int, q []float32) []float32 {
 	out := make([]float32, T*c.NHead*D)
 	// kq is a vec_dot_f32 (its src1, the permuted Q, is not contiguous);
 	// kqv is tinyBLAS for batches of >= 2 rows, else vec_dot_f32 over the
-	// KV cells (padded with zeros to whole 64-element steps).
-	tiny := T >= 2 && D%4 == 0
+	// KV cells (zero probability past the sequence).
+	lanes := 64
+	if T >= 2 && D%4 == 0 {
+		lanes = 16
+	}
+	kern := f.s.m.kern
 	work := func(lo, hi int) {
-		nMax := (f.pos0 + T + 63) &^ 63
-		p := make([]float32, nMax)
-		col := make([]float32, nMax)
+		p := make([]float32, f.pos0+T)
 		for h := lo; h < hi; h++ {
 			kvOff := (h / group) * D
 			for t := range T {
 				n := f.pos0 + t + 1 // causal: positions 0..pos0+t
 				qh := q[(t*c.NHead+h)*D : (t*c.NHead+h+1)*D]
-				for j := range n {
-					p[j] = vecDotF32AVX512(K[j*kvDim+kvOff:j*kvDim+kvOff+D], qh, false)
-				}
-				softmaxScaled(p[:n], scale)
-				o := out[(t*c.NHead+h)*D : (t*c.NHead+h+1)*D]
-				for d := range o {
-					for j := range n {
-						col[j] = V[j*kvDim+kvOff+d]
-					}
-					if tiny {
-						o[d] = tinyBLASDot(col[:n], p[:n])
-					} else {
-						m := (n + 63) &^ 63
-						clear(col[n:m])
-						clear(p[n:m])
-						o[d] = vecDotF32AVX512(col[:m], p[:m], false)
-					}
-				}
+				kern.ScoreRows(K[kvOff:], kvDim, qh, p[:n])
+				kern.Softmax(p[:n], scale)
+				kern.WeightedColumns(V[kvOff:], kvDim, p[:n], lanes, out[(t*c.NHead+h)*D:(t*c.NHead+h+1)*D])
 			}
 		}
 	}

@@ -25,6 +25,20 @@ type Kernels interface {
 	// MatMul sets out[i*ldo+n] = DotRow(t, row n of w, x[i*k:(i+1)*k]) for
 	// i < rows and n < n, where k = len(x)/rows.
 	MatMul(t Type, w []byte, n int, x []float32, rows int, out []float32, ldo int)
+
+	// llama.cpp's attention and activation kernels (cpuops.go), used in
+	// both numerics modes.
+
+	// ScoreRows sets out[j] = VecDotF32(k[j*stride:j*stride+len(q)], q).
+	ScoreRows(k []float32, stride int, q []float32, out []float32)
+	// WeightedColumns sets out[i] = Σ_j v[j*stride+i]·p[j] for i <
+	// len(out), in the lane order of a lanes-lane FMA dot product over j:
+	// 16 is TinyBLASDot, 64 is VecDotF32 over p zero-padded to 64.
+	WeightedColumns(v []float32, stride int, p []float32, lanes int, out []float32)
+	// Softmax sets p = softmax(scale·p) as ggml's soft_max does.
+	Softmax(p []float32, scale float32)
+	// Swiglu sets dst = silu(gate)·up as ggml_vec_swiglu_f32 does.
+	Swiglu(dst, gate, up []float32)
 }
 
 // Generic is the portable pure-Go implementation.
@@ -53,6 +67,46 @@ func (genericKernels) MatMul(t Type, w []byte, n int, x []float32, rows int, out
 		for i := range rows {
 			out[i*ldo+j] = dotF32(row, x[i*k:(i+1)*k])
 		}
+	}
+}
+
+func (genericKernels) ScoreRows(k []float32, stride int, q []float32, out []float32) {
+	checkRows("ScoreRows", len(k), stride, len(q), len(out))
+	for j := range out {
+		out[j] = VecDotF32(k[j*stride:j*stride+len(q)], q)
+	}
+}
+
+func (genericKernels) WeightedColumns(v []float32, stride int, p []float32, lanes int, out []float32) {
+	checkRows("WeightedColumns", len(v), stride, len(out), len(p))
+	checkLanes(lanes)
+	weightedColumns(v, stride, p, lanes, out)
+}
+
+func (genericKernels) Softmax(p []float32, scale float32) { softmax(p, scale) }
+
+func (genericKernels) Swiglu(dst, gate, up []float32) {
+	checkSwiglu(dst, gate, up)
+	swiglu(dst, gate, up)
+}
+
+// checkRows panics unless a buffer of size elements holds rows rows of
+// width values stride apart.
+func checkRows(op string, size, stride, width, rows int) {
+	if rows > 0 && (stride < width || size < (rows-1)*stride+width) {
+		panic(fmt.Sprintf("ggml.%s: %d values cannot hold %d rows of %d with stride %d", op, size, rows, width, stride))
+	}
+}
+
+func checkLanes(lanes int) {
+	if lanes != 16 && lanes != 64 {
+		panic(fmt.Sprintf("ggml.WeightedColumns: %d lanes (16 or 64)", lanes))
+	}
+}
+
+func checkSwiglu(dst, gate, up []float32) {
+	if len(up) != len(gate) || len(dst) != len(gate) {
+		panic(fmt.Sprintf("ggml.Swiglu: lengths %d, %d, %d differ", len(dst), len(gate), len(up)))
 	}
 }
 

@@ -158,3 +158,46 @@ var hostLittleEndian = littleEndian
 func f32Slice(b []byte) []float32 {
 	return unsafe.Slice((*float32)(unsafe.Pointer(&b[0])), len(b)/4)
 }
+
+func (avx512Kernels) ScoreRows(k []float32, stride int, q []float32, out []float32) {
+	checkRows("ScoreRows", len(k), stride, len(q), len(out))
+	if len(out) > 0 {
+		scoreRowsAVX512(k, stride, q, out)
+	}
+}
+
+func (avx512Kernels) WeightedColumns(v []float32, stride int, p []float32, lanes int, out []float32) {
+	checkRows("WeightedColumns", len(v), stride, len(out), len(p))
+	checkLanes(lanes)
+	d := len(out)
+	if d == 0 {
+		return
+	}
+	buf := getScratch(lanes * d)
+	defer scratchPool.Put(buf)
+	acc := *buf
+	clear(acc)
+	if len(p) > 0 {
+		laneFMAAVX512(acc, lanes, 0, v, stride, p, d)
+	}
+	if lanes == 64 {
+		reduceLanes64AVX512(acc, d, out)
+	} else {
+		reduceLanes16AVX512(acc, d, out)
+	}
+}
+
+func (avx512Kernels) Softmax(p []float32, scale float32) {
+	if len(p) > 0 {
+		softmaxAVX512(p, scale)
+	}
+}
+
+func (avx512Kernels) Swiglu(dst, gate, up []float32) {
+	checkSwiglu(dst, gate, up)
+	full := len(gate) &^ 15
+	if full > 0 {
+		swigluAVX512(dst, gate, up)
+	}
+	swiglu(dst[full:], gate[full:], up[full:]) // the scalar rest (expf)
+}

@@ -1598,6 +1598,10 @@ rows4:
 	MOVQ   DX, R13
 	MOVQ   BX, R14
 	LEAQ   (R11)(CX*1), R15
+	ADDQ   CX, R15
+	ADDQ   CX, R15
+	ADDQ   CX, R15
+	ADDQ   CX, R15
 
 block_r4:
 	CMPQ         R14, $0x00000020
@@ -1706,6 +1710,8 @@ rows4_done:
 	MOVQ   DX, R11
 	MOVQ   BX, R12
 	LEAQ   (R9)(CX*1), R13
+	ADDQ   CX, R13
+	ADDQ   CX, R13
 
 block_r2:
 	CMPQ         R12, $0x00000020
@@ -1868,6 +1874,10 @@ rows4:
 	MOVQ   DX, R13
 	MOVQ   BX, R14
 	LEAQ   (R11)(CX*1), R15
+	ADDQ   CX, R15
+	ADDQ   CX, R15
+	ADDQ   CX, R15
+	ADDQ   CX, R15
 
 block_r4:
 	CMPQ         R14, $0x00000020
@@ -1971,6 +1981,8 @@ rows4_done:
 	MOVQ   DX, R11
 	MOVQ   BX, R12
 	LEAQ   (R9)(CX*1), R13
+	ADDQ   CX, R13
+	ADDQ   CX, R13
 
 block_r2:
 	CMPQ         R12, $0x00000020
@@ -2128,6 +2140,10 @@ rows4:
 	MOVQ   DX, R13
 	MOVQ   BX, R14
 	LEAQ   (R11)(CX*1), R15
+	ADDQ   CX, R15
+	ADDQ   CX, R15
+	ADDQ   CX, R15
+	ADDQ   CX, R15
 
 block_r4:
 	CMPQ         R14, $0x00000020
@@ -2243,6 +2259,8 @@ rows4_done:
 	MOVQ   DX, R11
 	MOVQ   BX, R12
 	LEAQ   (R9)(CX*1), R13
+	ADDQ   CX, R13
+	ADDQ   CX, R13
 
 block_r2:
 	CMPQ         R12, $0x00000020
@@ -2409,6 +2427,8 @@ rows2:
 	MOVQ   DX, R11
 	MOVQ   BX, R12
 	LEAQ   (R9)(CX*1), R13
+	ADDQ   CX, R13
+	ADDQ   CX, R13
 
 block_r2:
 	CMPQ         R12, $0x00000020
@@ -2588,6 +2608,8 @@ rows2:
 	MOVQ   DX, R11
 	MOVQ   BX, R12
 	LEAQ   (R9)(CX*1), R13
+	ADDQ   CX, R13
+	ADDQ   CX, R13
 
 block_r2:
 	CMPQ         R12, $0x00000020
@@ -2786,6 +2808,10 @@ rows4:
 	MOVQ   DX, R13
 	MOVQ   BX, R14
 	LEAQ   (R11)(CX*1), R15
+	ADDQ   CX, R15
+	ADDQ   CX, R15
+	ADDQ   CX, R15
+	ADDQ   CX, R15
 
 block_r4:
 	CMPQ         R14, $0x00000100
@@ -3382,6 +3408,8 @@ rows4_done:
 	MOVQ   DX, R11
 	MOVQ   BX, R12
 	LEAQ   (R9)(CX*1), R13
+	ADDQ   CX, R13
+	ADDQ   CX, R13
 
 block_r2:
 	CMPQ         R12, $0x00000100
@@ -4040,6 +4068,8 @@ rows2:
 	MOVQ   DX, R11
 	MOVQ   BX, R12
 	LEAQ   (R9)(CX*1), R13
+	ADDQ   CX, R13
+	ADDQ   CX, R13
 
 block_r2:
 	CMPQ         R12, $0x00000100
@@ -5091,6 +5121,10 @@ rows4:
 	MOVQ   DX, R13
 	MOVQ   BX, R14
 	LEAQ   (R11)(CX*1), R15
+	ADDQ   CX, R15
+	ADDQ   CX, R15
+	ADDQ   CX, R15
+	ADDQ   CX, R15
 
 block_r4:
 	CMPQ         R14, $0x00000100
@@ -6040,6 +6074,8 @@ rows4_done:
 	MOVQ   DX, R11
 	MOVQ   BX, R12
 	LEAQ   (R9)(CX*1), R13
+	ADDQ   CX, R13
+	ADDQ   CX, R13
 
 block_r2:
 	CMPQ         R12, $0x00000100
@@ -7390,5 +7426,637 @@ reduce:
 	VEXTRACTF32X4 $0x02, Z0, X1
 	VMOVSS        X0, 108(DI)
 	VMOVSS        X1, 124(DI)
+	VZEROUPPER
+	RET
+
+DATA expConst<>+0(SB)/4, $0x4b400000
+DATA expConst<>+4(SB)/4, $0x3fb8aa3b
+DATA expConst<>+8(SB)/4, $0x3f317200
+DATA expConst<>+12(SB)/4, $0x35bfbe8e
+DATA expConst<>+16(SB)/4, $0x3c072010
+DATA expConst<>+20(SB)/4, $0x3d2b9f17
+DATA expConst<>+24(SB)/4, $0x3e2aaf33
+DATA expConst<>+28(SB)/4, $0x3efffedb
+DATA expConst<>+32(SB)/4, $0x3f7ffff6
+DATA expConst<>+36(SB)/4, $0x3f800000
+DATA expConst<>+40(SB)/4, $0x43400000
+DATA expConst<>+44(SB)/4, $0x7fffffff
+DATA expConst<>+48(SB)/4, $0x7f800000
+DATA expConst<>+52(SB)/4, $0xff800000
+GLOBL expConst<>(SB), RODATA|NOPTR, $56
+
+DATA one64<>+0(SB)/8, $0x3ff0000000000000
+GLOBL one64<>(SB), RODATA|NOPTR, $8
+
+// func scoreRowsAVX512(k []float32, stride int, q []float32, out []float32)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL, FMA3
+TEXT ·scoreRowsAVX512(SB), NOSPLIT, $0-80
+	MOVQ k_base+0(FP), AX
+	MOVQ stride+24(FP), CX
+	MOVQ q_base+32(FP), DX
+	MOVQ q_len+40(FP), BX
+	MOVQ out_base+56(FP), SI
+	MOVQ out_len+64(FP), DI
+	SHLQ $0x02, CX
+	MOVQ BX, R8
+	ANDQ $-64, R8
+
+row:
+	TESTQ  DI, DI
+	JZ     done
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	XORQ   R9, R9
+
+step:
+	CMPQ        R9, R8
+	JAE         reduce
+	VMOVUPS     (AX)(R9*4), Z4
+	VFMADD231PS (DX)(R9*4), Z4, Z0
+	VMOVUPS     64(AX)(R9*4), Z4
+	VFMADD231PS 64(DX)(R9*4), Z4, Z1
+	VMOVUPS     128(AX)(R9*4), Z4
+	VFMADD231PS 128(DX)(R9*4), Z4, Z2
+	VMOVUPS     192(AX)(R9*4), Z4
+	VFMADD231PS 192(DX)(R9*4), Z4, Z3
+	ADDQ        $0x00000040, R9
+	JMP         step
+
+reduce:
+	VADDPS        Z2, Z0, Z0
+	VADDPS        Z3, Z1, Z1
+	VADDPS        Z1, Z0, Z0
+	VEXTRACTF32X8 $0x01, Z0, Y1
+	VADDPS        Y0, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X0
+	VADDPS        X1, X0, X0
+	VSHUFPS       $0x0e, X0, X0, X1
+	VADDPS        X1, X0, X0
+	VSHUFPS       $0x01, X0, X0, X1
+	VADDPS        X1, X0, X0
+
+left:
+	CMPQ        R9, BX
+	JAE         store
+	VMOVSS      (AX)(R9*4), X1
+	VFMADD231SS (DX)(R9*4), X1, X0
+	INCQ        R9
+	JMP         left
+
+store:
+	VMOVSS X0, (SI)
+	ADDQ   $0x00000004, SI
+	ADDQ   CX, AX
+	DECQ   DI
+	JMP    row
+
+done:
+	VZEROUPPER
+	RET
+
+// func laneFMAAVX512(acc []float32, lanes int, j0 int, v []float32, stride int, p []float32, d int)
+// Requires: AVX, AVX512F
+TEXT ·laneFMAAVX512(SB), NOSPLIT, $0-104
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  lanes+24(FP), CX
+	MOVQ  j0+32(FP), DX
+	MOVQ  v_base+40(FP), BX
+	MOVQ  stride+64(FP), SI
+	MOVQ  p_base+72(FP), DI
+	MOVQ  p_len+80(FP), R8
+	MOVQ  d+96(FP), R9
+	SHLQ  $0x02, SI
+	MOVQ  R9, R10
+	SHLQ  $0x02, R10
+	LEAQ  tailMasks<>+0(SB), R11
+	MOVQ  R9, R12
+	ANDQ  $0x0000000f, R12
+	KMOVW (R11)(R12*8), K1
+	ANDQ  $-16, R9
+
+row:
+	TESTQ        R8, R8
+	JZ           done
+	MOVQ         DX, R11
+	IMULQ        R10, R11
+	ADDQ         AX, R11
+	VBROADCASTSS (DI), Z0
+	XORQ         R13, R13
+
+col:
+	CMPQ        R13, R9
+	JAE         coltail
+	VMOVUPS     (BX)(R13*4), Z1
+	VMOVUPS     (R11)(R13*4), Z2
+	VFMADD231PS Z0, Z1, Z2
+	VMOVUPS     Z2, (R11)(R13*4)
+	ADDQ        $0x00000010, R13
+	JMP         col
+
+coltail:
+	TESTQ       R12, R12
+	JZ          next
+	VMOVUPS.Z   (BX)(R13*4), K1, Z1
+	VMOVUPS.Z   (R11)(R13*4), K1, Z2
+	VFMADD231PS Z0, Z1, Z2
+	VMOVUPS     Z2, K1, (R11)(R13*4)
+
+next:
+	ADDQ SI, BX
+	ADDQ $0x00000004, DI
+	INCQ DX
+	CMPQ DX, CX
+	JB   lane_ok
+	XORQ DX, DX
+
+lane_ok:
+	DECQ R8
+	JMP  row
+
+done:
+	VZEROUPPER
+	RET
+
+// func reduceLanes64AVX512(acc []float32, d int, out []float32)
+// Requires: AVX, AVX512F
+TEXT ·reduceLanes64AVX512(SB), NOSPLIT, $0-56
+	MOVQ acc_base+0(FP), AX
+	MOVQ d+24(FP), CX
+	MOVQ out_base+32(FP), DX
+	MOVQ CX, BX
+	SHLQ $0x02, BX
+	LEAQ tailMasks<>+0(SB), SI
+
+col:
+	TESTQ  CX, CX
+	JZ     done
+	CMPQ   CX, $0x00000010
+	JB     partial
+	KXNORW K1, K1, K1
+	JMP    go
+
+partial:
+	KMOVW (SI)(CX*8), K1
+
+go:
+	MOVQ      $0x00000000, DI
+	IMULQ     BX, DI
+	ADDQ      AX, DI
+	MOVQ      $0x00000010, R8
+	IMULQ     BX, R8
+	ADDQ      AX, R8
+	MOVQ      $0x00000020, R9
+	IMULQ     BX, R9
+	ADDQ      AX, R9
+	MOVQ      $0x00000030, R10
+	IMULQ     BX, R10
+	ADDQ      AX, R10
+	XORQ      R11, R11
+	VMOVUPS.Z (DI)(R11*1), K1, Z0
+	VMOVUPS.Z (R9)(R11*1), K1, Z1
+	VADDPS    Z1, Z0, Z0
+	VMOVUPS.Z (R8)(R11*1), K1, Z1
+	VMOVUPS.Z (R10)(R11*1), K1, Z2
+	VADDPS    Z2, Z1, Z1
+	VADDPS    Z1, Z0, Z0
+	ADDQ      BX, R11
+	VMOVUPS.Z (DI)(R11*1), K1, Z1
+	VMOVUPS.Z (R9)(R11*1), K1, Z2
+	VADDPS    Z2, Z1, Z1
+	VMOVUPS.Z (R8)(R11*1), K1, Z2
+	VMOVUPS.Z (R10)(R11*1), K1, Z3
+	VADDPS    Z3, Z2, Z2
+	VADDPS    Z2, Z1, Z1
+	ADDQ      BX, R11
+	VMOVUPS.Z (DI)(R11*1), K1, Z2
+	VMOVUPS.Z (R9)(R11*1), K1, Z3
+	VADDPS    Z3, Z2, Z2
+	VMOVUPS.Z (R8)(R11*1), K1, Z3
+	VMOVUPS.Z (R10)(R11*1), K1, Z4
+	VADDPS    Z4, Z3, Z3
+	VADDPS    Z3, Z2, Z2
+	ADDQ      BX, R11
+	VMOVUPS.Z (DI)(R11*1), K1, Z3
+	VMOVUPS.Z (R9)(R11*1), K1, Z4
+	VADDPS    Z4, Z3, Z3
+	VMOVUPS.Z (R8)(R11*1), K1, Z4
+	VMOVUPS.Z (R10)(R11*1), K1, Z5
+	VADDPS    Z5, Z4, Z4
+	VADDPS    Z4, Z3, Z3
+	ADDQ      BX, R11
+	VMOVUPS.Z (DI)(R11*1), K1, Z4
+	VMOVUPS.Z (R9)(R11*1), K1, Z5
+	VADDPS    Z5, Z4, Z4
+	VMOVUPS.Z (R8)(R11*1), K1, Z5
+	VMOVUPS.Z (R10)(R11*1), K1, Z6
+	VADDPS    Z6, Z5, Z5
+	VADDPS    Z5, Z4, Z4
+	ADDQ      BX, R11
+	VMOVUPS.Z (DI)(R11*1), K1, Z5
+	VMOVUPS.Z (R9)(R11*1), K1, Z6
+	VADDPS    Z6, Z5, Z5
+	VMOVUPS.Z (R8)(R11*1), K1, Z6
+	VMOVUPS.Z (R10)(R11*1), K1, Z7
+	VADDPS    Z7, Z6, Z6
+	VADDPS    Z6, Z5, Z5
+	ADDQ      BX, R11
+	VMOVUPS.Z (DI)(R11*1), K1, Z6
+	VMOVUPS.Z (R9)(R11*1), K1, Z7
+	VADDPS    Z7, Z6, Z6
+	VMOVUPS.Z (R8)(R11*1), K1, Z7
+	VMOVUPS.Z (R10)(R11*1), K1, Z8
+	VADDPS    Z8, Z7, Z7
+	VADDPS    Z7, Z6, Z6
+	ADDQ      BX, R11
+	VMOVUPS.Z (DI)(R11*1), K1, Z7
+	VMOVUPS.Z (R9)(R11*1), K1, Z8
+	VADDPS    Z8, Z7, Z7
+	VMOVUPS.Z (R8)(R11*1), K1, Z8
+	VMOVUPS.Z (R10)(R11*1), K1, Z9
+	VADDPS    Z9, Z8, Z8
+	VADDPS    Z8, Z7, Z7
+	ADDQ      BX, R11
+	VMOVUPS.Z (DI)(R11*1), K1, Z8
+	VMOVUPS.Z (R9)(R11*1), K1, Z9
+	VADDPS    Z9, Z8, Z8
+	VMOVUPS.Z (R8)(R11*1), K1, Z9
+	VMOVUPS.Z (R10)(R11*1), K1, Z10
+	VADDPS    Z10, Z9, Z9
+	VADDPS    Z9, Z8, Z8
+	ADDQ      BX, R11
+	VMOVUPS.Z (DI)(R11*1), K1, Z9
+	VMOVUPS.Z (R9)(R11*1), K1, Z10
+	VADDPS    Z10, Z9, Z9
+	VMOVUPS.Z (R8)(R11*1), K1, Z10
+	VMOVUPS.Z (R10)(R11*1), K1, Z11
+	VADDPS    Z11, Z10, Z10
+	VADDPS    Z10, Z9, Z9
+	ADDQ      BX, R11
+	VMOVUPS.Z (DI)(R11*1), K1, Z10
+	VMOVUPS.Z (R9)(R11*1), K1, Z11
+	VADDPS    Z11, Z10, Z10
+	VMOVUPS.Z (R8)(R11*1), K1, Z11
+	VMOVUPS.Z (R10)(R11*1), K1, Z12
+	VADDPS    Z12, Z11, Z11
+	VADDPS    Z11, Z10, Z10
+	ADDQ      BX, R11
+	VMOVUPS.Z (DI)(R11*1), K1, Z11
+	VMOVUPS.Z (R9)(R11*1), K1, Z12
+	VADDPS    Z12, Z11, Z11
+	VMOVUPS.Z (R8)(R11*1), K1, Z12
+	VMOVUPS.Z (R10)(R11*1), K1, Z13
+	VADDPS    Z13, Z12, Z12
+	VADDPS    Z12, Z11, Z11
+	ADDQ      BX, R11
+	VMOVUPS.Z (DI)(R11*1), K1, Z12
+	VMOVUPS.Z (R9)(R11*1), K1, Z13
+	VADDPS    Z13, Z12, Z12
+	VMOVUPS.Z (R8)(R11*1), K1, Z13
+	VMOVUPS.Z (R10)(R11*1), K1, Z14
+	VADDPS    Z14, Z13, Z13
+	VADDPS    Z13, Z12, Z12
+	ADDQ      BX, R11
+	VMOVUPS.Z (DI)(R11*1), K1, Z13
+	VMOVUPS.Z (R9)(R11*1), K1, Z14
+	VADDPS    Z14, Z13, Z13
+	VMOVUPS.Z (R8)(R11*1), K1, Z14
+	VMOVUPS.Z (R10)(R11*1), K1, Z15
+	VADDPS    Z15, Z14, Z14
+	VADDPS    Z14, Z13, Z13
+	ADDQ      BX, R11
+	VMOVUPS.Z (DI)(R11*1), K1, Z14
+	VMOVUPS.Z (R9)(R11*1), K1, Z15
+	VADDPS    Z15, Z14, Z14
+	VMOVUPS.Z (R8)(R11*1), K1, Z15
+	VMOVUPS.Z (R10)(R11*1), K1, Z16
+	VADDPS    Z16, Z15, Z15
+	VADDPS    Z15, Z14, Z14
+	ADDQ      BX, R11
+	VMOVUPS.Z (DI)(R11*1), K1, Z15
+	VMOVUPS.Z (R9)(R11*1), K1, Z16
+	VADDPS    Z16, Z15, Z15
+	VMOVUPS.Z (R8)(R11*1), K1, Z16
+	VMOVUPS.Z (R10)(R11*1), K1, Z17
+	VADDPS    Z17, Z16, Z16
+	VADDPS    Z16, Z15, Z15
+	ADDQ      BX, R11
+	VADDPS    Z8, Z0, Z0
+	VADDPS    Z9, Z1, Z1
+	VADDPS    Z10, Z2, Z2
+	VADDPS    Z11, Z3, Z3
+	VADDPS    Z12, Z4, Z4
+	VADDPS    Z13, Z5, Z5
+	VADDPS    Z14, Z6, Z6
+	VADDPS    Z15, Z7, Z7
+	VADDPS    Z4, Z0, Z0
+	VADDPS    Z5, Z1, Z1
+	VADDPS    Z6, Z2, Z2
+	VADDPS    Z7, Z3, Z3
+	VADDPS    Z2, Z0, Z0
+	VADDPS    Z3, Z1, Z1
+	VADDPS    Z1, Z0, Z0
+	VMOVUPS   Z0, K1, (DX)
+	ADDQ      $0x00000040, DX
+	ADDQ      $0x00000040, AX
+	CMPQ      CX, $0x00000010
+	JB        done
+	SUBQ      $0x00000010, CX
+	JMP       col
+
+done:
+	VZEROUPPER
+	RET
+
+// func reduceLanes16AVX512(acc []float32, d int, out []float32)
+// Requires: AVX, AVX512F
+TEXT ·reduceLanes16AVX512(SB), NOSPLIT, $0-56
+	MOVQ acc_base+0(FP), AX
+	MOVQ d+24(FP), CX
+	MOVQ out_base+32(FP), DX
+	MOVQ CX, BX
+	SHLQ $0x02, BX
+	LEAQ tailMasks<>+0(SB), SI
+
+col:
+	TESTQ  CX, CX
+	JZ     done
+	CMPQ   CX, $0x00000010
+	JB     partial
+	KXNORW K1, K1, K1
+	JMP    go
+
+partial:
+	KMOVW (SI)(CX*8), K1
+
+go:
+	MOVQ      $0x00000000, DI
+	IMULQ     BX, DI
+	ADDQ      AX, DI
+	XORQ      R8, R8
+	VMOVUPS.Z (DI)(R8*1), K1, Z0
+	ADDQ      BX, R8
+	VMOVUPS.Z (DI)(R8*1), K1, Z1
+	ADDQ      BX, R8
+	VMOVUPS.Z (DI)(R8*1), K1, Z2
+	ADDQ      BX, R8
+	VMOVUPS.Z (DI)(R8*1), K1, Z3
+	ADDQ      BX, R8
+	VMOVUPS.Z (DI)(R8*1), K1, Z4
+	ADDQ      BX, R8
+	VMOVUPS.Z (DI)(R8*1), K1, Z5
+	ADDQ      BX, R8
+	VMOVUPS.Z (DI)(R8*1), K1, Z6
+	ADDQ      BX, R8
+	VMOVUPS.Z (DI)(R8*1), K1, Z7
+	ADDQ      BX, R8
+	VMOVUPS.Z (DI)(R8*1), K1, Z8
+	ADDQ      BX, R8
+	VMOVUPS.Z (DI)(R8*1), K1, Z9
+	ADDQ      BX, R8
+	VMOVUPS.Z (DI)(R8*1), K1, Z10
+	ADDQ      BX, R8
+	VMOVUPS.Z (DI)(R8*1), K1, Z11
+	ADDQ      BX, R8
+	VMOVUPS.Z (DI)(R8*1), K1, Z12
+	ADDQ      BX, R8
+	VMOVUPS.Z (DI)(R8*1), K1, Z13
+	ADDQ      BX, R8
+	VMOVUPS.Z (DI)(R8*1), K1, Z14
+	ADDQ      BX, R8
+	VMOVUPS.Z (DI)(R8*1), K1, Z15
+	ADDQ      BX, R8
+	VADDPS    Z8, Z0, Z0
+	VADDPS    Z9, Z1, Z1
+	VADDPS    Z10, Z2, Z2
+	VADDPS    Z11, Z3, Z3
+	VADDPS    Z12, Z4, Z4
+	VADDPS    Z13, Z5, Z5
+	VADDPS    Z14, Z6, Z6
+	VADDPS    Z15, Z7, Z7
+	VADDPS    Z4, Z0, Z0
+	VADDPS    Z5, Z1, Z1
+	VADDPS    Z6, Z2, Z2
+	VADDPS    Z7, Z3, Z3
+	VADDPS    Z2, Z0, Z0
+	VADDPS    Z3, Z1, Z1
+	VADDPS    Z1, Z0, Z0
+	VMOVUPS   Z0, K1, (DX)
+	ADDQ      $0x00000040, DX
+	ADDQ      $0x00000040, AX
+	CMPQ      CX, $0x00000010
+	JB        done
+	SUBQ      $0x00000010, CX
+	JMP       col
+
+done:
+	VZEROUPPER
+	RET
+
+// func softmaxAVX512(p []float32, scale float32)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL, SSE
+TEXT ·softmaxAVX512(SB), NOSPLIT, $0-28
+	MOVQ         p_base+0(FP), AX
+	MOVQ         p_len+8(FP), CX
+	MOVSS        scale+24(FP), X0
+	VBROADCASTSS X0, Z0
+	LEAQ         tailMasks<>+0(SB), DX
+	MOVQ         CX, BX
+	ANDQ         $-16, BX
+	ANDQ         $0x0000000f, CX
+	KMOVW        (DX)(CX*8), K1
+	VBROADCASTSS expConst<>+52(SB), Z3
+	XORQ         DX, DX
+
+scale:
+	CMPQ    DX, BX
+	JAE     scale_tail
+	VMULPS  (AX)(DX*4), Z0, Z4
+	VMOVUPS Z4, (AX)(DX*4)
+	VMAXPS  Z4, Z3, Z3
+	ADDQ    $0x00000010, DX
+	JMP     scale
+
+scale_tail:
+	TESTQ     CX, CX
+	JZ        max
+	VMOVUPS.Z (AX)(DX*4), K1, Z4
+	VMULPS    Z0, Z4, Z4
+	VMOVUPS   Z4, K1, (AX)(DX*4)
+	VMAXPS    Z4, Z3, K1, Z3
+
+max:
+	VEXTRACTF32X8 $0x01, Z3, Y0
+	VMAXPS        Y3, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X3
+	VMAXPS        X0, X3, X3
+	VSHUFPS       $0x0e, X3, X3, X0
+	VMAXPS        X0, X3, X3
+	VSHUFPS       $0x01, X3, X3, X0
+	VMAXPS        X0, X3, X3
+	VBROADCASTSS  X3, Z0
+	VXORPD        X3, X3, X3
+	XORQ          DX, DX
+
+exp:
+	CMPQ              DX, BX
+	JAE               exp_tail
+	VMOVUPS           (AX)(DX*4), Z4
+	VSUBPS            Z0, Z4, Z4
+	VBROADCASTSS      expConst<>+0(SB), Z5
+	VMOVAPS           Z5, Z6
+	VFMADD231PS.BCST  expConst<>+4(SB), Z4, Z5
+	VSUBPS            Z6, Z5, Z5
+	VMOVAPS           Z4, Z4
+	VFNMADD231PS.BCST expConst<>+8(SB), Z5, Z4
+	VFNMADD231PS.BCST expConst<>+12(SB), Z5, Z4
+	VANDPS.BCST       expConst<>+44(SB), Z5, Z6
+	VCMPPS.BCST       $0x1e, expConst<>+40(SB), Z6, K2
+	VMULPS            Z4, Z4, Z6
+	VBROADCASTSS      expConst<>+20(SB), Z7
+	VFMADD231PS.BCST  expConst<>+16(SB), Z4, Z7
+	VBROADCASTSS      expConst<>+28(SB), Z8
+	VFMADD231PS.BCST  expConst<>+24(SB), Z4, Z8
+	VFMADD213PS       Z8, Z6, Z7
+	VBROADCASTSS      expConst<>+36(SB), Z8
+	VFMADD231PS.BCST  expConst<>+32(SB), Z4, Z8
+	VFMADD213PS       Z8, Z6, Z7
+	VSCALEFPS         Z5, Z7, Z4
+	VXORPS            Z6, Z6, Z6
+	VCMPPS            $0x12, Z6, Z5, K3
+	VBROADCASTSS      expConst<>+48(SB), Z5
+	VMOVAPS           Z6, K3, Z5
+	VMOVAPS           Z5, K2, Z4
+	VMOVUPS           Z4, (AX)(DX*4)
+	VEXTRACTF32X8     $0x01, Z4, Y5
+	VADDPS            Y4, Y5, Y5
+	VEXTRACTF32X4     $0x01, Y5, X4
+	VADDPS            X5, X4, X4
+	VSHUFPS           $0x0e, X4, X4, X5
+	VADDPS            X5, X4, X4
+	VSHUFPS           $0x01, X4, X4, X5
+	VADDPS            X5, X4, X4
+	VCVTSS2SD         X4, X1, X1
+	VADDSD            X1, X3, X3
+	ADDQ              $0x00000010, DX
+	JMP               exp
+
+exp_tail:
+	TESTQ             CX, CX
+	JZ                norm
+	VMOVUPS.Z         (AX)(DX*4), K1, Z1
+	VSUBPS            Z0, Z1, Z1
+	VBROADCASTSS      expConst<>+0(SB), Z0
+	VMOVAPS           Z0, Z4
+	VFMADD231PS.BCST  expConst<>+4(SB), Z1, Z0
+	VSUBPS            Z4, Z0, Z0
+	VMOVAPS           Z1, Z1
+	VFNMADD231PS.BCST expConst<>+8(SB), Z0, Z1
+	VFNMADD231PS.BCST expConst<>+12(SB), Z0, Z1
+	VANDPS.BCST       expConst<>+44(SB), Z0, Z4
+	VCMPPS.BCST       $0x1e, expConst<>+40(SB), Z4, K2
+	VMULPS            Z1, Z1, Z4
+	VBROADCASTSS      expConst<>+20(SB), Z5
+	VFMADD231PS.BCST  expConst<>+16(SB), Z1, Z5
+	VBROADCASTSS      expConst<>+28(SB), Z6
+	VFMADD231PS.BCST  expConst<>+24(SB), Z1, Z6
+	VFMADD213PS       Z6, Z4, Z5
+	VBROADCASTSS      expConst<>+36(SB), Z6
+	VFMADD231PS.BCST  expConst<>+32(SB), Z1, Z6
+	VFMADD213PS       Z6, Z4, Z5
+	VSCALEFPS         Z0, Z5, Z1
+	VXORPS            Z4, Z4, Z4
+	VCMPPS            $0x12, Z4, Z0, K3
+	VBROADCASTSS      expConst<>+48(SB), Z0
+	VMOVAPS           Z4, K3, Z0
+	VMOVAPS           Z0, K2, Z1
+	VMOVUPS.Z         Z1, K1, Z1
+	VMOVUPS           Z1, K1, (AX)(DX*4)
+	VEXTRACTF32X8     $0x01, Z1, Y0
+	VADDPS            Y1, Y0, Y0
+	VEXTRACTF32X4     $0x01, Y0, X1
+	VADDPS            X0, X1, X1
+	VSHUFPS           $0x0e, X1, X1, X0
+	VADDPS            X0, X1, X1
+	VSHUFPS           $0x01, X1, X1, X0
+	VADDPS            X0, X1, X1
+	VCVTSS2SD         X1, X2, X2
+	VADDSD            X2, X3, X3
+
+norm:
+	VMOVSD       one64<>+0(SB), X0
+	VDIVSD       X3, X0, X0
+	VCVTSD2SS    X0, X0, X0
+	VBROADCASTSS X0, Z0
+	XORQ         DX, DX
+
+mul:
+	CMPQ    DX, BX
+	JAE     mul_tail
+	VMULPS  (AX)(DX*4), Z0, Z1
+	VMOVUPS Z1, (AX)(DX*4)
+	ADDQ    $0x00000010, DX
+	JMP     mul
+
+mul_tail:
+	TESTQ     CX, CX
+	JZ        done
+	VMOVUPS.Z (AX)(DX*4), K1, Z1
+	VMULPS    Z0, Z1, Z1
+	VMOVUPS   Z1, K1, (AX)(DX*4)
+
+done:
+	VZEROUPPER
+	RET
+
+// func swigluAVX512(dst []float32, gate []float32, up []float32)
+// Requires: AVX, AVX512DQ, AVX512F
+TEXT ·swigluAVX512(SB), NOSPLIT, $0-72
+	MOVQ dst_base+0(FP), AX
+	MOVQ gate_base+24(FP), CX
+	MOVQ up_base+48(FP), DX
+	MOVQ gate_len+32(FP), BX
+	ANDQ $-16, BX
+	XORQ SI, SI
+
+loop:
+	CMPQ              SI, BX
+	JAE               done
+	VMOVUPS           (CX)(SI*4), Z0
+	VXORPS            Z1, Z1, Z1
+	VSUBPS            Z0, Z1, Z1
+	VBROADCASTSS      expConst<>+0(SB), Z2
+	VMOVAPS           Z2, Z3
+	VFMADD231PS.BCST  expConst<>+4(SB), Z1, Z2
+	VSUBPS            Z3, Z2, Z2
+	VMOVAPS           Z1, Z1
+	VFNMADD231PS.BCST expConst<>+8(SB), Z2, Z1
+	VFNMADD231PS.BCST expConst<>+12(SB), Z2, Z1
+	VANDPS.BCST       expConst<>+44(SB), Z2, Z3
+	VCMPPS.BCST       $0x1e, expConst<>+40(SB), Z3, K1
+	VMULPS            Z1, Z1, Z3
+	VBROADCASTSS      expConst<>+20(SB), Z4
+	VFMADD231PS.BCST  expConst<>+16(SB), Z1, Z4
+	VBROADCASTSS      expConst<>+28(SB), Z5
+	VFMADD231PS.BCST  expConst<>+24(SB), Z1, Z5
+	VFMADD213PS       Z5, Z3, Z4
+	VBROADCASTSS      expConst<>+36(SB), Z5
+	VFMADD231PS.BCST  expConst<>+32(SB), Z1, Z5
+	VFMADD213PS       Z5, Z3, Z4
+	VSCALEFPS         Z2, Z4, Z1
+	VXORPS            Z3, Z3, Z3
+	VCMPPS            $0x12, Z3, Z2, K2
+	VBROADCASTSS      expConst<>+48(SB), Z2
+	VMOVAPS           Z3, K2, Z2
+	VMOVAPS           Z2, K1, Z1
+	VADDPS.BCST       expConst<>+36(SB), Z1, Z1
+	VDIVPS            Z1, Z0, Z0
+	VMULPS            (DX)(SI*4), Z0, Z0
+	VMOVUPS           Z0, (AX)(SI*4)
+	ADDQ              $0x00000010, SI
+	JMP               loop
+
+done:
 	VZEROUPPER
 	RET

@@ -72,3 +72,21 @@ func dequantQ6_KAVX512(src []byte, dst []float32)
 
 //go:noescape
 func gemmExact4x8AVX512(w []float32, ldw int, x []float32, xstride int, k int, tile *[32]float32)
+
+//go:noescape
+func scoreRowsAVX512(k []float32, stride int, q []float32, out []float32)
+
+//go:noescape
+func laneFMAAVX512(acc []float32, lanes int, j0 int, v []float32, stride int, p []float32, d int)
+
+//go:noescape
+func reduceLanes64AVX512(acc []float32, d int, out []float32)
+
+//go:noescape
+func reduceLanes16AVX512(acc []float32, d int, out []float32)
+
+//go:noescape
+func softmaxAVX512(p []float32, scale float32)
+
+//go:noescape
+func swigluAVX512(dst []float32, gate []float32, up []float32)

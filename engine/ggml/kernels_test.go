@@ -149,3 +149,83 @@ func TestLookupKernels(t *testing.T) {
 		t.Fatalf("last available kernels %s, want generic", got.Name())
 	}
 }
+
+func eachSIMD(t *testing.T, fn func(t *testing.T, k Kernels)) {
+	for _, k := range Available() {
+		if k != Generic {
+			t.Run(k.Name(), func(t *testing.T) { fn(t, k) })
+		}
+	}
+}
+
+func expectSame(t *testing.T, what string, want, got []float32) {
+	t.Helper()
+	if i, ok := sameBits(want, got); !ok {
+		t.Fatalf("%s: [%d] = %v (%#08x), generic %v (%#08x)", what, i, got[i], math.Float32bits(got[i]), want[i], math.Float32bits(want[i]))
+	}
+}
+
+// TestKernelsAttentionBitIdentical: the attention kernels (scores, the
+// probability-weighted sum of V in both lane orders) equal the generic
+// emulation of llama.cpp's AVX-512 code for head sizes with and without
+// leftovers and sequence lengths around the lane counts.
+func TestKernelsAttentionBitIdentical(t *testing.T) {
+	eachSIMD(t, func(t *testing.T, k Kernels) {
+		rng := rand.New(rand.NewPCG(11, 12))
+		for _, d := range []int{1, 8, 17, 64, 100, 128} {
+			for _, n := range []int{1, 5, 16, 63, 64, 65, 130, 300} {
+				stride := d + 3
+				kv := randVec(rng, n*stride)
+				q := randVec(rng, d)
+				want, got := make([]float32, n), make([]float32, n)
+				Generic.ScoreRows(kv, stride, q, want)
+				k.ScoreRows(kv, stride, q, got)
+				expectSame(t, fmt.Sprintf("ScoreRows d=%d n=%d", d, n), want, got)
+
+				p := randVec(rng, n)
+				for _, lanes := range []int{16, 64} {
+					want, got := make([]float32, d), make([]float32, d)
+					Generic.WeightedColumns(kv, stride, p, lanes, want)
+					k.WeightedColumns(kv, stride, p, lanes, got)
+					expectSame(t, fmt.Sprintf("WeightedColumns lanes=%d d=%d n=%d", lanes, d, n), want, got)
+				}
+			}
+		}
+	})
+}
+
+// TestKernelsSoftmaxSwiglu: softmax and SwiGLU, including the flush of
+// ggml_v_expf to 0 and +Inf beyond |n| > 192 and masked (-Inf) scores.
+func TestKernelsSoftmaxSwiglu(t *testing.T) {
+	eachSIMD(t, func(t *testing.T, k Kernels) {
+		rng := rand.New(rand.NewPCG(13, 14))
+		for _, n := range []int{1, 2, 15, 16, 17, 64, 100, 257} {
+			for _, scale := range []float32{1, 0.125, 30} {
+				x := randVec(rng, n)
+				for i := range x {
+					x[i] *= 8
+				}
+				if n > 3 {
+					x[n-1] = float32(math.Inf(-1))
+				}
+				want, got := append([]float32(nil), x...), append([]float32(nil), x...)
+				Generic.Softmax(want, scale)
+				k.Softmax(got, scale)
+				expectSame(t, fmt.Sprintf("Softmax n=%d scale=%g", n, scale), want, got)
+			}
+		}
+		for _, n := range []int{1, 15, 16, 33, 2048, 2050} {
+			g, u := randVec(rng, n), randVec(rng, n)
+			for i := range g {
+				g[i] *= 10
+			}
+			if n >= 16 {
+				g[0], g[1], g[2], g[3] = 200, -200, 88.7, -104
+			}
+			want, got := make([]float32, n), make([]float32, n)
+			Generic.Swiglu(want, g, u)
+			k.Swiglu(got, g, u)
+			expectSame(t, fmt.Sprintf("Swiglu n=%d", n), want, got)
+		}
+	})
+}

@@ -23,5 +23,12 @@ func main() {
 		genDequant(t)
 	}
 	genGemmExact()
+	genOpsConstants()
+	genScoreRows()
+	genLaneFMA()
+	genReduceLanes(64)
+	genReduceLanes(16)
+	genSoftmax()
+	genSwiglu()
 	Generate()
 }

@@ -50,6 +50,9 @@ func reducePair(acc VecVirtual) (a, b Register) {
 	return t.AsX(), bx
 }
 
+// pfGroups is the prefetch distance in row groups.
+var pfGroups = 2
+
 // genMatVecExact: out[n] = DotRow(t, row n, x) for n < len(out); the Go
 // caller checks that rowBytes = RowBytes(t, len(x)) and len(w) covers the rows.
 func genMatVecExact(t qtype) {
@@ -122,6 +125,11 @@ func matVecGroup(t qtype, R int, w, stride, x0, k, out Register) {
 	if !t.plain() && R > 1 {
 		pf = GP64()
 		LEAQ(Mem{Base: rows[R-1], Index: stride, Scale: 1}, pf)
+		for g := 1; g < pfGroups; g++ {
+			for i := 0; i < R; i++ {
+				ADDQ(stride, pf)
+			}
+		}
 	}
 
 	// products multiplies row r's decoded chunk by x's chunk and adds the

@@ -1,0 +1,250 @@
+package ggml
+
+import (
+	"math"
+	"math/big"
+)
+
+// llama.cpp's float kernels as its x86-64 AVX-512 CPU backend computes them
+// (the build that made the goldens): lane structure, fused multiply-adds and
+// reduction order are reproduced element for element, so that values match
+// bit for bit. Sources: ggml-cpu vec.cpp/vec.h (ggml_vec_dot_f32/_f16,
+// ggml_v_expf, soft_max, swiglu), quants.c (AVX vec_dot_q8_0/q4_0,
+// hsum_float_8) and llamafile/sgemm.cpp (tinyBLAS, used for batches of >= 2
+// rows). These generic versions are the oracle of the SIMD kernels.
+
+// FMA32 is a float32 fused multiply-add (one rounding), as vfmadd*ps.
+func FMA32(a, b, c float32) float32 {
+	r := math.FMA(float64(a), float64(b), float64(c))
+	// Rounding the float64 result again to float32 is only wrong when it
+	// landed exactly halfway between two float32 values: redo those exactly.
+	if math.Float64bits(r)&(1<<29-1) == 1<<28 {
+		x := new(big.Float).SetPrec(256).SetFloat64(float64(a))
+		x.Mul(x, new(big.Float).SetFloat64(float64(b)))
+		x.Add(x, new(big.Float).SetFloat64(float64(c)))
+		f, _ := x.Float32()
+		return f
+	}
+	return float32(r)
+}
+
+// Reduce16 is _mm512_reduce_add_ps as GCC emits it: halves folded 8, 4,
+// then (q0+q2)+(q1+q3).
+func Reduce16(a *[16]float32) float32 {
+	var h [8]float32
+	for i := range h {
+		h[i] = a[i+8] + a[i]
+	}
+	var q [4]float32
+	for i := range q {
+		q[i] = h[i+4] + h[i]
+	}
+	return (q[0] + q[2]) + (q[1] + q[3])
+}
+
+// hsum8 is hsum_float_8 (and tinyBLAS_Q0's hsum) of a __m256.
+func hsum8(a *[8]float32) float32 {
+	var q [4]float32
+	for i := range q {
+		q[i] = a[i+4] + a[i]
+	}
+	return (q[0] + q[2]) + (q[1] + q[3])
+}
+
+// VecDotF32 is ggml_vec_dot_f32: four 16-lane FMA accumulators over steps
+// of 64 (element j to accumulator j/16%4, lane j%16), folded (x0+x2)+(x1+x3),
+// reduced by Reduce16, then the leftovers added with FMA in order.
+func VecDotF32(a, b []float32) float32 { return vecDotF32Lanes(a, b, false) }
+
+// VecDotF16 is ggml_vec_dot_f16 on values already converted from binary16:
+// as VecDotF32, but the leftovers are summed in double.
+func VecDotF16(a, b []float32) float32 { return vecDotF32Lanes(a, b, true) }
+
+func vecDotF32Lanes(a, b []float32, f16 bool) float32 {
+	n := len(a)
+	np := n &^ 63
+	var sum [4][16]float32
+	for i := 0; i < np; i += 64 {
+		for j := range 4 {
+			aj, bj, sj := a[i+16*j:i+16*j+16], b[i+16*j:i+16*j+16], &sum[j]
+			for l := range 16 {
+				sj[l] = FMA32(aj[l], bj[l], sj[l])
+			}
+		}
+	}
+	for l := range 16 {
+		sum[0][l] += sum[2][l]
+		sum[1][l] += sum[3][l]
+	}
+	for l := range 16 {
+		sum[0][l] += sum[1][l]
+	}
+	s := Reduce16(&sum[0])
+	if f16 {
+		d := float64(s)
+		for i := np; i < n; i++ {
+			d += float64(a[i] * b[i])
+		}
+		return float32(d)
+	}
+	for i := np; i < n; i++ {
+		s = FMA32(a[i], b[i], s)
+	}
+	return s
+}
+
+// TinyBLASDot is one output element of llamafile's tinyBLAS<16, __m512>
+// (F32 and F16): one 16-lane FMA accumulator over k, the k%16 tail into
+// lanes 0.., then Reduce16.
+func TinyBLASDot(a, b []float32) float32 {
+	var acc [16]float32
+	n := len(a)
+	full := n &^ 15
+	for l := 0; l < full; l += 16 {
+		al, bl := a[l:l+16], b[l:l+16]
+		for i := range 16 {
+			acc[i] = FMA32(al[i], bl[i], acc[i])
+		}
+	}
+	for i := 0; i < n-full; i++ {
+		acc[i] = FMA32(a[full+i], b[full+i], acc[i])
+	}
+	return Reduce16(&acc)
+}
+
+// VecDotQ8_0AVX is the AVX2/AVX512 ggml_vec_dot_q8_0_q8_0 and tinyBLAS_Q0
+// (they agree): per block, eight int32 lanes of four byte products each,
+// acc = fma(dx*dy, lane, acc), then hsum_float_8.
+func VecDotQ8_0AVX(w, xq []byte, n int) float32 {
+	var acc [8]float32
+	for ib := 0; ib < n/32; ib++ {
+		x, y := w[34*ib:34*ib+34], xq[34*ib:34*ib+34]
+		d := f16At(x, 0) * f16At(y, 0)
+		for l := range 8 {
+			s := int32(0)
+			for j := 2 + 4*l; j < 6+4*l; j++ {
+				s += int32(int8(x[j])) * int32(int8(y[j]))
+			}
+			acc[l] = FMA32(d, float32(s), acc[l])
+		}
+	}
+	return hsum8(&acc)
+}
+
+// VecDotQ4_0AVX is the AVX ggml_vec_dot_q4_0_q8_0 / tinyBLAS_Q0 for Q4_0:
+// as Q8_0 with the nibbles unpacked (low nibbles = values 0..15) minus 8.
+func VecDotQ4_0AVX(w, xq []byte, n int) float32 {
+	var acc [8]float32
+	var q [32]int32
+	for ib := 0; ib < n/32; ib++ {
+		x, y := w[18*ib:18*ib+18], xq[34*ib:34*ib+34]
+		for j := range 16 {
+			q[j] = int32(x[2+j]&0xF) - 8
+			q[j+16] = int32(x[2+j]>>4) - 8
+		}
+		d := f16At(x, 0) * f16At(y, 0)
+		for l := range 8 {
+			s := int32(0)
+			for j := 4 * l; j < 4*l+4; j++ {
+				s += q[j] * int32(int8(y[2+j]))
+			}
+			acc[l] = FMA32(d, float32(s), acc[l])
+		}
+	}
+	return hsum8(&acc)
+}
+
+// VExpf is ggml_v_expf (AVX-512 build), one lane: exp via 2^n·p(b) with FMA
+// steps; flushes to 0 / +Inf when |n| > 192.
+func VExpf(x float32) float32 {
+	const r = 0x1.8p23
+	z := FMA32(x, 0x1.715476p+0, r)
+	n := z - r
+	b := FMA32(-n, 0x1.7f7d1cp-20, FMA32(-n, 0x1.62e4p-1, x))
+	if math.Abs(float64(n)) > 192 {
+		if n <= 0 {
+			return 0
+		}
+		return float32(math.Inf(1))
+	}
+	u := b * b
+	j := FMA32(FMA32(FMA32(0x1.0e4020p-7, b, 0x1.573e2ep-5), u, FMA32(0x1.555e66p-3, b, 0x1.fffdb6p-2)), u, FMA32(0x1.ffffecp-1, b, 1))
+	return float32(math.Ldexp(float64(j), int(n))) // _mm512_scalef_ps
+}
+
+// Expf is the C library's expf (correctly rounded for practical purposes).
+func Expf(x float32) float32 { return float32(math.Exp(float64(x))) }
+
+// softmax turns scores into softmax(scale·scores) in place, as ggml's
+// soft_max with a causal mask on an AVX-512 build: max subtraction,
+// ggml_v_expf over 16-lane blocks (masked positions contribute 0), each
+// block summed by Reduce16 into a double, then one float multiplication by
+// 1/sum.
+func softmax(p []float32, scale float32) {
+	maxv := float32(math.Inf(-1))
+	for i, v := range p {
+		v *= scale
+		p[i] = v
+		if v > maxv {
+			maxv = v
+		}
+	}
+	var sum float64
+	var block [16]float32
+	for i := 0; i < len(p); i += 16 {
+		block = [16]float32{}
+		for l := 0; l < 16 && i+l < len(p); l++ {
+			e := VExpf(p[i+l] - maxv)
+			p[i+l] = e
+			block[l] = e
+		}
+		sum += float64(Reduce16(&block))
+	}
+	inv := float32(1.0 / sum)
+	for i := range p {
+		p[i] *= inv
+	}
+}
+
+// swiglu writes silu(gate)·up to dst for one row, like ggml_vec_swiglu_f32
+// (AVX-512): ggml_v_silu x/(1+v_expf(-x)) on 16-element blocks, the scalar
+// x/(1+expf(-x)) on the rest.
+func swiglu(dst, gate, up []float32) {
+	n := len(gate)
+	full := n &^ 15
+	for i, g := range gate {
+		var e float32
+		if i < full {
+			e = VExpf(0 - g)
+		} else {
+			e = Expf(-g)
+		}
+		silu := g / (1 + e)
+		dst[i] = silu * up[i]
+	}
+}
+
+// weightedColumns sets out[i] = Σ_j v[j*stride+i]·p[j] for i < len(out) in
+// the lane order of a `lanes`-lane FMA dot product over j: 16 is tinyBLAS
+// (TinyBLASDot), 64 is ggml_vec_dot_f32 over p zero-padded to a multiple of
+// 64 (as llama.cpp's KV cells beyond the sequence hold probability 0).
+func weightedColumns(v []float32, stride int, p []float32, lanes int, out []float32) {
+	n := len(p)
+	m := n
+	if lanes == 64 {
+		m = (n + 63) &^ 63
+	}
+	col := make([]float32, m)
+	pp := make([]float32, m)
+	copy(pp, p)
+	for i := range out {
+		for j := range n {
+			col[j] = v[j*stride+i]
+		}
+		if lanes == 64 {
+			out[i] = VecDotF32(col, pp)
+		} else {
+			out[i] = TinyBLASDot(col, pp)
+		}
+	}
+}
