@@ -89,8 +89,10 @@ type funcs struct {
 var (
 	loadMu sync.Mutex
 	loaded *Library
-	// loadedKey is what the loaded library was opened with.
-	loadedKey string
+	// loadedKey, loadedDir and loadedVariant are what the first Open was
+	// called with; loadedErr is why it failed.
+	loadedKey, loadedDir, loadedVariant string
+	loadedErr                           error
 )
 
 // DLFlags are the dlopen flags: resolve everything now (a missing symbol
@@ -120,17 +122,21 @@ func Open(dir, cpuVariant string) (*Library, error) {
 		return nil, err
 	}
 	key := abs + "\x00" + cpuVariant
-	if loaded != nil {
-		if key != loadedKey {
-			return nil, fmt.Errorf("llama.cpp from %s (cpu_variant %q) is already loaded in this plugin process; one process loads one build", loaded.Dir, loaded.CPUVariant)
-		}
-		return loaded, nil
+	switch {
+	case loadedKey != "" && key != loadedKey:
+		// A refused library stays mapped too (C++ libraries rarely unload),
+		// and its global symbols would bind another build's references.
+		return nil, fmt.Errorf("llama.cpp from %s (cpu_variant %q) was already opened in this plugin process; one process loads one build", loadedDir, loadedVariant)
+	case loadedKey != "":
+		return loaded, loadedErr
 	}
 	lib, err := open(abs, cpuVariant)
+	loadedKey, loadedDir, loadedVariant = key, abs, cpuVariant
 	if err != nil {
+		loadedErr = err
 		return nil, err
 	}
-	loaded, loadedKey = lib, key
+	loaded = lib
 	return lib, nil
 }
 
