@@ -259,3 +259,48 @@ func tail(b []byte) string {
 	}
 	return string(b)
 }
+
+// TestPinnedCPUVariant opens the installed build with cpu_variant x64 (the
+// baseline every x86-64 CPU runs) in a child process and checks that ggml
+// loaded exactly that library; an unknown variant is refused with the list.
+func TestPinnedCPUVariant(t *testing.T) {
+	if v := os.Getenv("EVALRUN_TEST_VARIANT"); v != "" {
+		lib, err := Open(os.Getenv("EVALRUN_TEST_OPEN_DIR"), v)
+		if err != nil {
+			fmt.Printf("VARIANT-RESULT: error %v\n", err)
+			return
+		}
+		fmt.Printf("VARIANT-RESULT: loaded %s\n", lib.CPUVariant)
+		return
+	}
+	dir := os.Getenv("EVALRUN_LLAMACPP_LIB_DIR")
+	if dir == "" {
+		dir = filepath.Join("..", "..", "..", "third_party", "llamacpp", "v0.5.0")
+	}
+	if !slices.Contains(CPUVariants(dir), "x64") {
+		t.Skipf("no libggml-cpu-x64.so in %s (run `make llamacpp`)", dir)
+	}
+	run := func(variant string) string {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestPinnedCPUVariant$", "-test.count=1")
+		cmd.Env = append(os.Environ(), "EVALRUN_TEST_OPEN_DIR="+dir, "EVALRUN_TEST_VARIANT="+variant)
+		out, _ := cmd.CombinedOutput()
+		i := bytes.Index(out, []byte("VARIANT-RESULT: "))
+		if i < 0 {
+			t.Fatalf("child printed no result:\n%s", tail(out))
+		}
+		line := string(out[i+len("VARIANT-RESULT: "):])
+		return line[:strings.IndexByte(line, '\n')]
+	}
+	if got := run("x64"); got != "loaded x64" {
+		t.Errorf("cpu_variant x64: %s", got)
+	}
+	// AMX: loads on Sapphire Rapids, refused (score 0) on other CPUs.
+	if got := run("sapphirerapids"); got != "loaded sapphirerapids" && !strings.Contains(got, "ggml_backend_score is 0 on this CPU") {
+		t.Errorf("cpu_variant sapphirerapids: %s", got)
+	} else {
+		t.Logf("cpu_variant sapphirerapids: %s", got)
+	}
+	if got := run("pentium"); !strings.Contains(got, `cpu_variant "pentium": no libggml-cpu-pentium.so`) || !strings.Contains(got, "available: alderlake, cannonlake") {
+		t.Errorf("cpu_variant pentium: %s", got)
+	}
+}
