@@ -221,11 +221,17 @@ func fileType(desc string) string {
 	return f[2]
 }
 
+// vocabulary is what checkVocab reads of a model (llama.Model).
+type vocabulary interface {
+	NVocab() int
+	TokenText(id int) string
+}
+
 // checkVocab refuses a model whose vocabulary, as libllama reads it, is not
 // the host's. To name the first differing id it compares libllama's token
 // texts with the model file's tokenizer.ggml.tokens (what the host's
 // tokenizer reads).
-func checkVocab(m *llama.Model, path, want string) error {
+func checkVocab(m vocabulary, path, want string) error {
 	if want == "" {
 		return nil
 	}

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/evalrun/evalrun/backend"
+	"github.com/evalrun/evalrun/engine/gguf"
 	"github.com/evalrun/evalrun/plugins/llamacpp/llama"
 )
 
@@ -74,5 +76,47 @@ func TestFileType(t *testing.T) {
 		if got := fileType(desc); got != want {
 			t.Errorf("fileType(%q) = %q, want %q", desc, got, want)
 		}
+	}
+}
+
+// fakeVocab is a vocabulary as a library might read it.
+type fakeVocab []string
+
+func (v fakeVocab) NVocab() int             { return len(v) }
+func (v fakeVocab) TokenText(id int) string { return v[id] }
+
+// TestCheckVocabNamesTheFirstDifference: when libllama reads the file's
+// vocabulary differently from the host, the refusal names the token.
+func TestCheckVocabNamesTheFirstDifference(t *testing.T) {
+	path := "../../../models/stories260K.gguf"
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	toks, _ := f.Strings("tokenizer.ggml.tokens")
+	f.Close()
+	host := backend.VocabDigest(len(toks), func(i int) string { return toks[i] })
+
+	if err := checkVocab(fakeVocab(toks), path, host); err != nil {
+		t.Fatalf("the same vocabulary: %v", err)
+	}
+	if err := checkVocab(fakeVocab(toks[:10]), path, ""); err != nil {
+		t.Fatalf("no digest from the host must not be checked: %v", err)
+	}
+	read := slices.Clone(toks)
+	read[77] = "<0x4A>x" // a library that reads token 77 differently
+	err = checkVocab(fakeVocab(read), path, host)
+	if !errors.Is(err, backend.ErrInvalidArgument) || !strings.Contains(fmt.Sprint(err), `token 77 is "<0x4A>x" in libllama but "<0x4A>" in the model file`) {
+		t.Errorf("a differently read token: %v", err)
+	}
+	err = checkVocab(fakeVocab(toks[:500]), path, host)
+	if !errors.Is(err, backend.ErrInvalidArgument) || !strings.Contains(fmt.Sprint(err), "libllama reads 500 tokens, the model file has 512 (first differing id 500)") {
+		t.Errorf("a shorter vocabulary: %v", err)
+	}
+	other := slices.Clone(toks)
+	other[5] = "zz"
+	err = checkVocab(fakeVocab(toks), path, backend.VocabDigest(len(other), func(i int) string { return other[i] }))
+	if !errors.Is(err, backend.ErrInvalidArgument) || !strings.Contains(fmt.Sprint(err), "the host tokenizes with another vocabulary") {
+		t.Errorf("the host's vocabulary is another file's: %v", err)
 	}
 }
