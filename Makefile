@@ -55,9 +55,10 @@ bench: build
 fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzParse -fuzztime=60s ./engine/gguf
 
-## asm: regenerate engine/ggml's amd64 kernels with avo (pinned in engine/ggml/_asm/go.mod)
+## asm: regenerate the amd64 kernels with avo (pinned in tools/asmgen/go.mod)
 asm:
-	cd engine/ggml/_asm && $(GO) run . -out ../kernels_amd64.s -stubs ../kernels_amd64_stubs.go -pkg ggml
+	cd tools/asmgen && $(GO) run . -set ggml -out ../../engine/ggml/kernels_amd64.s -stubs ../../engine/ggml/kernels_amd64_stubs.go -pkg ggml
+	cd tools/asmgen && $(GO) run . -set npusim -out ../../plugins/rknn/npu/sim/kernels_amd64.s -stubs ../../plugins/rknn/npu/sim/kernels_amd64_stubs.go -pkg sim
 
 ## proto: regenerate backend/internal/backendpb with pinned generators
 proto:

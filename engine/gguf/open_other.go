@@ -12,3 +12,6 @@ func Open(path string) (*File, error) {
 	}
 	return Parse(data, path)
 }
+
+// Evict does nothing where files are read, not mapped.
+func (f *File) Evict(data []byte) {}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -42,4 +43,23 @@ func Open(path string) (*File, error) {
 	}
 	f.unmap = func() error { return unix.Munmap(data) }
 	return f, nil
+}
+
+// Evict tells the OS that the pages of data, a view into the file's mapping
+// (TensorData), are not needed now: they leave the process's resident set
+// and are read again from the page cache if touched. A backend that copies
+// weights to a device calls it so that memory holds one copy. Views of a
+// file that is not mapped are left alone.
+func (f *File) Evict(data []byte) {
+	if f.unmap == nil || len(data) == 0 {
+		return
+	}
+	page := uintptr(os.Getpagesize())
+	start := uintptr(unsafe.Pointer(&data[0]))
+	end := start + uintptr(len(data))
+	lo, hi := (start+page-1)&^(page-1), end&^(page-1)
+	if lo >= hi {
+		return
+	}
+	_ = unix.Madvise(data[lo-start:hi-start], unix.MADV_DONTNEED)
 }

@@ -176,6 +176,7 @@ func (o *options) simFaults(warmupRuns int) sim.Faults {
 func attach(m *engine.Model, cpu engine.MatMuler, parsed any) (engine.MatMuler, []backend.PlanEntry, string, error) {
 	o := parsed.(*options)
 	cfg := o.cfg
+	cfg.Evict = m.File().Evict // the CPU keeps no copy of offloaded weights
 	switch o.Driver {
 	case "hardware":
 		drv, err := rknnrt.New()
@@ -186,7 +187,7 @@ func attach(m *engine.Model, cpu engine.MatMuler, parsed any) (engine.MatMuler, 
 	default:
 		// The engine's warm-up decodes one token: every op at T=1.
 		warm := offload.CoreRuns(cfg, m.MatMulOps(1))
-		cfg.Driver = sim.New(sim.Options{Faults: o.simFaults(warm)})
+		cfg.Driver = sim.New(sim.Options{Faults: o.simFaults(warm), Threads: m.Threads()})
 	}
 	mm, plan, summary, err := offload.Attach(m, cpu, cfg, o.listName)
 	if err != nil {

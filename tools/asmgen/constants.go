@@ -5,6 +5,7 @@ import (
 
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
 )
 
 // Read-only tables the kernels load from memory.
@@ -14,7 +15,7 @@ var (
 	iota16  Mem // float32 16..31
 	iotaM16 Mem // float32 -16..-1: Q5_0 values q-16 for q < 16
 
-	dword3, dword15, dword16, dword32 Mem // one uint32 each, for broadcasts
+	dword0, dword3, dword15, dword16, dword32 Mem // one uint32 each, for broadcasts
 
 	// tailMasks[r] (8 bytes each) for the last r < 16 elements of a row of a
 	// plain type: the load mask (bits 0..r-1), then the masks of the two
@@ -57,6 +58,7 @@ func genConstants() {
 	iota0 = f32s("iota0", seq(0))
 	iota16 = f32s("iota16", seq(16))
 	iotaM16 = f32s("iotaM16", seq(-16))
+	dword0 = u32s("dword0", []uint32{0})
 	dword3 = u32s("dword3", []uint32{3})
 	dword15 = u32s("dword15", []uint32{15})
 	dword16 = u32s("dword16", []uint32{16})
@@ -87,4 +89,13 @@ func genConstants() {
 	for i := 0; i < 8; i++ {
 		DATA(i, U8(1<<i))
 	}
+}
+
+// zeroZMM returns a register set to 0 without reading it: XOR of a register
+// with itself reads it, which makes avo's liveness analysis keep it alive
+// from the function's entry (or a loop's head) and can exhaust the registers.
+func zeroZMM() VecVirtual {
+	z := ZMM()
+	VPBROADCASTD(dword0, z)
+	return z
 }

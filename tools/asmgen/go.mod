@@ -1,14 +1,14 @@
-// The avo generator of engine/ggml's amd64 kernels. A module of its own so
-// that evalrun does not depend on avo: `make asm` regenerates the committed
+// The avo generator of evalrun's amd64 kernels (engine/ggml, the simulated
+// NPU). A module of its own so that evalrun does not depend on avo: `make asm` regenerates the committed
 // .s files; building evalrun needs nothing from here.
-module github.com/evalrun/evalrun/engine/ggml/_asm
+module github.com/evalrun/evalrun/tools/asmgen
 
 go 1.26
 
-require github.com/mmcloughlin/avo v0.5.0
+require github.com/mmcloughlin/avo v0.6.0
 
 require (
-	golang.org/x/mod v0.6.0 // indirect
-	golang.org/x/sys v0.1.0 // indirect
-	golang.org/x/tools v0.2.0 // indirect
+	golang.org/x/mod v0.23.0 // indirect
+	golang.org/x/sync v0.11.0 // indirect
+	golang.org/x/tools v0.30.0 // indirect
 )

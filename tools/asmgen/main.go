@@ -1,23 +1,43 @@
-// Command _asm generates engine/ggml's amd64 kernels with avo:
+// Command asmgen generates evalrun's amd64 kernels with avo, one package's
+// set at a time (`make asm` runs both):
 //
-//	cd engine/ggml/_asm && go run . -out ../kernels_amd64.s -stubs ../kernels_amd64_stubs.go -pkg ggml
+//	go run . -set ggml -out ../../engine/ggml/kernels_amd64.s -stubs ../../engine/ggml/kernels_amd64_stubs.go -pkg ggml
+//	go run . -set npusim -out ../../plugins/rknn/npu/sim/kernels_amd64.s -stubs ../../plugins/rknn/npu/sim/kernels_amd64_stubs.go -pkg sim
 //
-// (`make asm` runs it). The generated files are committed; building evalrun
-// never runs this program.
+// The generated files are committed; building evalrun never runs this
+// program.
 //
-// Every kernel reproduces a generic Go function of package ggml bit for bit
+// Every kernel reproduces a generic Go function of its package bit for bit
 // (same element-to-lane assignment, same rounding of every operation, no
-// fused multiply-add where the generic code rounds twice); the package's
+// fused multiply-add where the generic code rounds twice); the packages'
 // tests compare them on random data.
 package main
 
 import (
+	"flag"
+	"log"
+
 	. "github.com/mmcloughlin/avo/build"
 )
 
+var set = flag.String("set", "ggml", "kernel set: ggml or npusim")
+
 func main() {
+	flag.Parse()
 	ConstraintExpr("amd64")
 	genConstants()
+	switch *set {
+	case "ggml":
+		genGGML()
+	case "npusim":
+		genNPUSim()
+	default:
+		log.Fatalf("unknown -set %q (ggml or npusim)", *set)
+	}
+	Generate()
+}
+
+func genGGML() {
 	for _, t := range exactTypes() {
 		genMatVecExact(t)
 		genDequant(t)
@@ -30,5 +50,4 @@ func main() {
 	genReduceLanes(16)
 	genSoftmax()
 	genSwiglu()
-	Generate()
 }

@@ -38,6 +38,9 @@ type Config struct {
 	// MaxMs bounds how many token counts (M) keep contexts per weight in
 	// auto mode; the least recently used is destroyed beyond it. 0 means 8.
 	MaxMs int
+	// Evict, if set, is called with a weight's data once it is on the
+	// device, so that the process keeps one copy of it (gguf.File.Evict).
+	Evict func(data []byte)
 }
 
 func (c *Config) check() error {
@@ -216,12 +219,28 @@ type weightB struct {
 
 type slice struct {
 	core   int
-	lo, hi int       // output channels [lo, hi) of the weight
-	np     int       // hi-lo padded to the type's N alignment
-	b      []byte    // B (Kp×np) in native layout
+	lo, hi int // output channels [lo, hi) of the weight
+	np     int // hi-lo padded to the type's N alignment
+	// B (Kp×np) in native layout: one device buffer, bound to the contexts
+	// of every M, owned by a context of its own that lives as long as the
+	// converted weight.
+	owner  npu.Context
+	b      npu.Mem
 	scale  []float32 // int types: per-output-channel scale, len hi-lo
 	bInfo  npu.MatmulInfo
 	bAttrs npu.TensorAttr
+}
+
+// release frees the slice's B buffer and its owner context.
+func (s *slice) release() {
+	if s.owner == nil {
+		return
+	}
+	if s.b != nil {
+		s.owner.DestroyMem(s.b)
+	}
+	s.owner.Destroy()
+	s.owner, s.b = nil, nil
 }
 
 // kernel is the set of contexts that run one weight at one M.
@@ -266,6 +285,9 @@ func (o *MatMuler) kernel(op *engine.MatMulOp) (*kernel, error) {
 			return nil, err
 		}
 		o.weights[op.Weight] = wb
+		if o.cfg.Evict != nil {
+			o.cfg.Evict(op.Weight.Data)
+		}
 	}
 	o.clock++
 	if k := wb.kernels[op.T]; k != nil {
@@ -309,16 +331,25 @@ func (o *MatMuler) convert(w *engine.Weight) (*weightB, error) {
 		return nil, fmt.Errorf("weight %s has %d bytes, want %d (%d rows of %d %s)", w.Name, len(w.Data), rb*w.N, w.N, K, w.Type)
 	}
 	wb := &weightB{w: w, kp: roundUp(K, npu.KAlign), kernels: map[int]*kernel{}}
+	ok := false
+	defer func() {
+		if !ok {
+			wb.release()
+		}
+	}()
 	for core, r := range SplitN(w.N, o.cfg.Cores) {
 		rows := r.Hi - r.Lo
-		s := slice{core: core, lo: r.Lo, hi: r.Hi, np: roundUp(rows, t.NAlign())}
+		wb.slices = append(wb.slices, slice{core: core, lo: r.Lo, hi: r.Hi, np: roundUp(rows, t.NAlign())})
+		s := &wb.slices[len(wb.slices)-1]
 		s.bInfo = npu.MatmulInfo{M: 1, K: int32(wb.kp), N: int32(s.np), Type: t.MatmulType(), BLayout: npu.LayoutNative, ACLayout: o.cfg.ACLayout}
-		op, err := npu.OperandOf(&s.bInfo, "B")
+		owner, attrs, err := o.cfg.Driver.Create(&s.bInfo)
 		if err != nil {
-			return nil, fmt.Errorf("weight %s: %w", w.Name, err)
+			return nil, fmt.Errorf("weight %s: core %d: %w", w.Name, core, err)
 		}
-		s.bAttrs = op.Attr()
-		s.b = make([]byte, op.Size())
+		s.owner, s.bAttrs = owner, attrs.B
+		if s.b, err = owner.CreateMem(int(attrs.B.Size)); err != nil {
+			return nil, fmt.Errorf("weight %s: core %d: B: %w", w.Name, core, err)
+		}
 		f := make([]float32, rows*K)
 		if err := ggml.Dequantize(w.Type, w.Data[r.Lo*rb:r.Hi*rb], f); err != nil {
 			return nil, &convertError{fmt.Sprintf("weight %s: %v", w.Name, err)}
@@ -328,7 +359,7 @@ func (o *MatMuler) convert(w *engine.Weight) (*weightB, error) {
 			packInfo.BLayout = npu.LayoutNorm
 		}
 		if t == FP16 {
-			err = npu.PackBT(&packInfo, f, rows, K, s.b)
+			err = npu.PackBT(&packInfo, f, rows, K, s.b.Bytes())
 		} else {
 			q := make([]int8, rows*K)
 			s.scale = make([]float32, rows)
@@ -339,18 +370,31 @@ func (o *MatMuler) convert(w *engine.Weight) (*weightB, error) {
 				}
 				s.scale[n] = sc
 			}
-			err = npu.PackBT(&packInfo, q, rows, K, s.b)
+			err = npu.PackBT(&packInfo, q, rows, K, s.b.Bytes())
 		}
 		if err != nil {
 			return nil, fmt.Errorf("weight %s: %w", w.Name, err)
 		}
-		wb.slices = append(wb.slices, s)
 	}
+	ok = true
 	return wb, nil
 }
 
-// newKernel creates one context per core slice for M rows: core mask, A, B
-// and C memories, B filled with the slice's converted weight.
+// release frees the weight's contexts and device buffers.
+func (wb *weightB) release() {
+	for m, k := range wb.kernels {
+		k.mu.Lock()
+		k.destroy()
+		k.mu.Unlock()
+		delete(wb.kernels, m)
+	}
+	for i := range wb.slices {
+		wb.slices[i].release()
+	}
+}
+
+// newKernel creates one context per core slice for M rows: core mask, A and
+// C memories, and the slice's B buffer bound to it.
 func (o *MatMuler) newKernel(wb *weightB, M int) (k *kernel, err error) {
 	k = &kernel{w: wb, m: M}
 	defer func() {
@@ -369,8 +413,8 @@ func (o *MatMuler) newKernel(wb *weightB, M int) (k *kernel, err error) {
 		c := coreCtx{s: s, mask: coreMask(s.core), info: info, attrs: attrs, ctx: ctx}
 		k.cores = append(k.cores, c)
 		cc := &k.cores[len(k.cores)-1]
-		if int(attrs.B.Size) != len(s.b) {
-			return nil, fmt.Errorf("core %d: driver's B size %d != converted %d bytes", s.core, attrs.B.Size, len(s.b))
+		if attrs.B.Size != s.bAttrs.Size {
+			return nil, fmt.Errorf("core %d: driver's B size %d at M=%d != %d bytes at M=1", s.core, attrs.B.Size, M, s.bAttrs.Size)
 		}
 		if o.cfg.Cores > 1 { // a single-core offload lets the runtime choose
 			if err := ctx.SetCoreMask(cc.mask); err != nil {
@@ -380,16 +424,17 @@ func (o *MatMuler) newKernel(wb *weightB, M int) (k *kernel, err error) {
 		for _, m := range []struct {
 			mem  *npu.Mem
 			attr *npu.TensorAttr
-		}{{&cc.aMem, &cc.attrs.A}, {&cc.bMem, &cc.attrs.B}, {&cc.cM, &cc.attrs.C}} {
+		}{{&cc.aMem, &cc.attrs.A}, {&cc.cM, &cc.attrs.C}} {
 			if *m.mem, err = ctx.CreateMem(int(m.attr.Size)); err != nil {
 				return nil, fmt.Errorf("core %d: %s: %w", s.core, m.attr.Name, err)
-			}
-			if m.attr.Name == "B" {
-				copy((*m.mem).Bytes(), s.b)
 			}
 			if err := ctx.SetIOMem(*m.mem, m.attr); err != nil {
 				return nil, fmt.Errorf("core %d: %w", s.core, err)
 			}
+		}
+		cc.bMem = s.b
+		if err := ctx.SetIOMem(s.b, &cc.attrs.B); err != nil {
+			return nil, fmt.Errorf("core %d: %w", s.core, err)
 		}
 		if o.cfg.Type == FP16 {
 			cc.cf = make([]float32, M*(s.hi-s.lo))
@@ -408,7 +453,7 @@ func (o *MatMuler) newKernel(wb *weightB, M int) (k *kernel, err error) {
 // destroy frees the contexts and memories (errors are moot: it is gone).
 func (k *kernel) destroy() {
 	for _, c := range k.cores {
-		for _, m := range []npu.Mem{c.aMem, c.bMem, c.cM} {
+		for _, m := range []npu.Mem{c.aMem, c.cM} { // B belongs to the weight
 			if m != nil {
 				c.ctx.DestroyMem(m)
 			}
@@ -527,13 +572,9 @@ func (o *MatMuler) gather(c *coreCtx, aScale []float32, M, N int, out []float32)
 func (o *MatMuler) Close() error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	for _, wb := range o.weights {
-		for m, k := range wb.kernels {
-			k.mu.Lock()
-			k.destroy()
-			k.mu.Unlock()
-			delete(wb.kernels, m)
-		}
+	for w, wb := range o.weights {
+		wb.release()
+		delete(o.weights, w)
 	}
 	return nil
 }

@@ -407,3 +407,49 @@ func ExampleParseFaults() {
 	fmt.Printf("%+v %v\n", f, err)
 	// Output: {CrashAfterRuns:3 HangAfterRuns:0 NaNAfterRuns:0 InfAfterRuns:0 BitFlipAfterRuns:1 BitFlipBit:30} <nil>
 }
+
+// TestNativeBShapes: native B (the layout the offload uses, computed by the
+// fast kernels where available) for row counts on both sides of the
+// decode-sized path, odd and even channel groups and K split into 8192
+// segments, against the per-element references.
+func TestNativeBShapes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	d := New(Options{Threads: 2})
+	for _, M := range []int{1, 2, 3, 4, 5, 9} {
+		for _, K := range []int{32, 448, 8224} {
+			for _, N := range []int{16, 48, 64} {
+				a, b := make([]float32, M*K), make([]float32, K*N)
+				for i := range a {
+					a[i] = randHalf(rng)
+				}
+				for i := range b {
+					b[i] = randHalf(rng)
+				}
+				want := refBlock32(a, b, M, K, N)
+				got := runFloat(t, d, mkInfo(npu.Float16MMFloat16ToFloat32, int32(M), int32(K), int32(N), npu.LayoutNative, npu.LayoutNative), a, b)
+				for i := range want {
+					if !sameBits(got[i], want[i]) {
+						t.Fatalf("fp16 M=%d K=%d N=%d: C[%d] = %v, want %v", M, K, N, i, got[i], want[i])
+					}
+				}
+				for _, typ := range []npu.MatmulType{npu.Int8MMInt8ToInt32, npu.Int4MMInt4ToInt16} {
+					lo, hi, n := -128, 127, 2*N
+					if typ == npu.Int4MMInt4ToInt16 {
+						lo, hi, n = -8, 7, 4*N
+					}
+					ai, bi := randInts(rng, M*K, lo, hi), randInts(rng, K*n, lo, hi)
+					ref := refInt64(ai, bi, M, K, n, 0, 0)
+					got := runInt(t, d, mkInfo(typ, int32(M), int32(K), int32(n), npu.LayoutNative, npu.LayoutNorm), ai, bi)
+					for i, r := range ref {
+						if typ == npu.Int4MMInt4ToInt16 {
+							r = min(max(r, math.MinInt16), math.MaxInt16)
+						}
+						if int64(got[i]) != r {
+							t.Fatalf("%s M=%d K=%d N=%d: C[%d] = %d, want %d", typ, M, K, n, i, got[i], r)
+						}
+					}
+				}
+			}
+		}
+	}
+}

@@ -46,6 +46,8 @@ func ceilDiv(a, b int) int { return (a + b - 1) / b }
 type workspace struct {
 	flatF, aF, bF, cF []float32 // bF is B transposed: N rows of K
 	flatI, aI, bI, cI []int32
+	cS                []int32 // a later K segment's partial sums (fast path)
+	aB                []byte  // A as int8 values (fast path)
 }
 
 func grow[E any](s []E, n int) []E {
@@ -262,15 +264,21 @@ func (c *Context) compute() {
 	nB := bLen(K, N, c.info.BLayout, subNB)
 	nC := aLen(M, N, aNative, subNC)
 	threads := c.drv.opts.Threads
+	fast := c.fastType()
+	if fast {
+		c.computeFast(M, K, N, aNative)
+	}
 
 	if isFloat(c.info.Type) {
 		w.flatF = grow(w.flatF, nC)
-		w.aF = grow(w.aF, M*K)
-		w.bF = grow(w.bF, N*K)
-		w.cF = grow(w.cF, M*N)
-		gatherA(f16Decoder(c.a.buf[:2*nA]), w.aF, M, K, aNative, subKA)
-		gatherBT(f16Decoder(c.b.buf[:2*nB]), w.bF, K, N, c.info.BLayout, subNB, threads)
-		parallelCols(N, threads, func(lo, hi int) { matmulF32(w.aF, w.bF, w.cF, M, K, N, lo, hi) })
+		if !fast {
+			w.aF = grow(w.aF, M*K)
+			w.bF = grow(w.bF, N*K)
+			w.cF = grow(w.cF, M*N)
+			gatherA(f16Decoder(c.a.buf[:2*nA]), w.aF, M, K, aNative, subKA)
+			gatherBT(f16Decoder(c.b.buf[:2*nB]), w.bF, K, N, c.info.BLayout, subNB, threads)
+			parallelCols(N, threads, func(lo, hi int) { matmulF32(w.aF, w.bF, w.cF, M, K, N, lo, hi) })
+		}
 		flat := w.flatF[:nC]
 		scatterC(w.cF, flat, M, N, aNative, subNC)
 		if cBits == 32 {
@@ -287,12 +295,14 @@ func (c *Context) compute() {
 
 	q := c.quant
 	w.flatI = grow(w.flatI, nC)
-	w.aI = grow(w.aI, M*K)
-	w.bI = grow(w.bI, N*K)
-	w.cI = grow(w.cI, M*N)
-	gatherA(intDecoder(c.a.buf[:(nA*aBits+7)/8], aBits, q[0].zp), w.aI, M, K, aNative, subKA)
-	gatherBT(intDecoder(c.b.buf[:(nB*bBits+7)/8], bBits, q[1].zp), w.bI, K, N, c.info.BLayout, subNB, threads)
-	parallelCols(N, threads, func(lo, hi int) { matmulI32(w.aI, w.bI, w.cI, M, K, N, lo, hi) })
+	if !fast {
+		w.aI = grow(w.aI, M*K)
+		w.bI = grow(w.bI, N*K)
+		w.cI = grow(w.cI, M*N)
+		gatherA(intDecoder(c.a.buf[:(nA*aBits+7)/8], aBits, q[0].zp), w.aI, M, K, aNative, subKA)
+		gatherBT(intDecoder(c.b.buf[:(nB*bBits+7)/8], bBits, q[1].zp), w.bI, K, N, c.info.BLayout, subNB, threads)
+		parallelCols(N, threads, func(lo, hi int) { matmulI32(w.aI, w.bI, w.cI, M, K, N, lo, hi) })
+	}
 	switch c.info.Type {
 	case npu.Int4MMInt4ToInt16:
 		for i, v := range w.cI {

@@ -1,0 +1,137 @@
+package sim
+
+import (
+	"math"
+
+	"github.com/evalrun/evalrun/plugins/rknn/npu"
+)
+
+// The fast path: contexts whose B is in the native layout (what the
+// offload and the seed use) are computed by the amd64 kernels straight
+// from B's buffer, with no decoded copy of B: the device reads its memory
+// in its own layout, so a layout bug in the caller still gives wrong
+// products, and memory stays one copy of each weight. The numerics are the
+// documented ones (the generic path's): fp16 products exact, summed one
+// after the other inside each 32-element K block, blocks added in K order;
+// integer paths exact. Other layouts and types go through run.go.
+
+// fastType reports whether the fast path computes this context.
+func (c *Context) fastType() bool {
+	if !haveKernels || c.info.BLayout != npu.LayoutNative {
+		return false
+	}
+	switch c.info.Type {
+	case npu.Float16MMFloat16ToFloat32, npu.Float16MMFloat16ToFloat16, npu.Int8MMInt8ToInt32, npu.Int4MMInt4ToInt16:
+		return true
+	}
+	return false // int8→int8 needs the quantization parameters: run.go
+}
+
+// segments calls fn for every K segment of a native B: its first k, its
+// number of 32-element blocks and its byte offset in B.
+func segments(K, N, subN, bBits int, fn func(k0, kBlocks, off int)) {
+	off := 0
+	for k0 := 0; k0 < K; k0 += bSegmentK {
+		kBlocks := ceilDiv(min(bSegmentK, K-k0), bAtomK)
+		fn(k0, kBlocks, off)
+		off += ceilDiv(N, subN) * kBlocks * subN * bAtomK * bBits / 8
+	}
+}
+
+// computeFast fills w.cF (float types) or w.cI (integer types) with the
+// row-major M×N result.
+func (c *Context) computeFast(M, K, N int, aNative bool) {
+	w := &c.work
+	aBits, bBits, _ := widths(c.info.Type)
+	subKA := 128 / aBits
+	subNB := 256 / bBits
+	nA := aLen(M, K, aNative, subKA)
+	threads := c.drv.opts.Threads
+	b := c.b.buf
+	nBlocks := N / subNB
+
+	if isFloat(c.info.Type) {
+		w.aF = grow(w.aF, M*K)
+		w.cF = grow(w.cF, M*N)
+		gatherA(f16Decoder(c.a.buf[:2*nA]), w.aF, M, K, aNative, subKA)
+		segments(K, N, subNB, bBits, func(k0, kBlocks, off int) {
+			blockBytes := kBlocks * 1024 // one group of 16 channels, all blocks
+			if M <= 4 && k0 == 0 && K <= bSegmentK {
+				// Decode-sized: transpose in registers, consume at once.
+				direct := [...]func(b []byte, kBlocks int, a []float32, lda int, c []float32, ldc int){
+					fp16Direct1AVX512, fp16Direct2AVX512, fp16Direct3AVX512, fp16Direct4AVX512}[M-1]
+				parallelCols(nBlocks, threads, func(lo, hi int) {
+					for nb := lo; nb < hi; nb++ {
+						direct(b[off+nb*blockBytes:off+(nb+1)*blockBytes], kBlocks, w.aF, K, w.cF[nb*16:], N)
+					}
+				})
+				return
+			}
+			parallelCols(nBlocks, threads, func(lo, hi int) {
+				bt := make([]float32, 2*kBlocks*512)
+				for nb := lo; nb < hi; nb += 2 {
+					fp16TransposeAVX512(b[off+nb*blockBytes:off+(nb+1)*blockBytes], kBlocks, bt)
+					if nb+1 < hi {
+						fp16TransposeAVX512(b[off+(nb+1)*blockBytes:off+(nb+2)*blockBytes], kBlocks, bt[kBlocks*512:])
+						fp16Accumulate2AVX512(bt, w.aF[k0:], K, M, kBlocks, w.cF[nb*16:], N, k0 == 0)
+					} else {
+						fp16Accumulate1AVX512(bt, w.aF[k0:], K, M, kBlocks, w.cF[nb*16:], N, k0 == 0)
+					}
+				}
+			})
+		})
+		return
+	}
+
+	// Integer types: A as int8 values, row-major; int4 rows rearranged per
+	// 32-element block as its 16 even then 16 odd elements, to meet B's
+	// low and high nibbles.
+	w.aI = grow(w.aI, M*K)
+	w.cI = grow(w.cI, M*N)
+	gatherA(intDecoder(c.a.buf[:(nA*aBits+7)/8], aBits, 0), w.aI, M, K, aNative, subKA)
+	w.aB = grow(w.aB, M*K)
+	for m := range M {
+		row, dst := w.aI[m*K:(m+1)*K], w.aB[m*K:(m+1)*K]
+		if aBits == 8 {
+			for k, v := range row {
+				dst[k] = byte(int8(v))
+			}
+			continue
+		}
+		for k0 := 0; k0 < K; k0 += 32 {
+			for t := range 16 {
+				dst[k0+t] = byte(int8(row[k0+2*t]))
+				dst[k0+16+t] = byte(int8(row[k0+2*t+1]))
+			}
+		}
+	}
+	kernel := int8NativeAVX512
+	if aBits == 4 {
+		kernel = int4NativeAVX512
+	}
+	first := true
+	segments(K, N, subNB, bBits, func(k0, kBlocks, off int) {
+		dst := w.cI
+		if !first { // later K segments: exact partial sums added
+			w.cS = grow(w.cS, M*N)
+			dst = w.cS
+		}
+		blockBytes := kBlocks * 1024
+		parallelCols(nBlocks, threads, func(lo, hi int) {
+			for nb := lo; nb < hi; nb++ {
+				kernel(w.aB[k0:], K, M, b[off+nb*blockBytes:off+(nb+1)*blockBytes], kBlocks, dst[nb*subNB:], N)
+			}
+		})
+		if !first {
+			for i, v := range w.cS {
+				w.cI[i] += v
+			}
+		}
+		first = false
+	})
+	if c.info.Type == npu.Int4MMInt4ToInt16 {
+		for i, v := range w.cI {
+			w.cI[i] = min(max(v, math.MinInt16), math.MaxInt16)
+		}
+	}
+}

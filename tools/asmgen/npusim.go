@@ -1,0 +1,591 @@
+package main
+
+import (
+	"fmt"
+
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+// The simulated RK3588 NPU's matmuls straight from the native B layout
+// (plugins/rknn/npu/sim/fast.go has the Go side and the layouts):
+//
+//   - fp16: B blocks of 16 output channels × 32 K values are converted and
+//     transposed once per call, then every output keeps the documented
+//     order: products summed one after the other inside each 32-block,
+//     blocks added in K order (16 outputs a vector, 8 dependency chains).
+//   - int8 / int4: exact integer dot products, in any order: VPDPBUSD on
+//     (a + 128) and B, minus 128·ΣB per channel.
+
+func genNPUSim() {
+	genNPUConstants()
+	genFP16Transpose()
+	for rows := 1; rows <= 4; rows++ {
+		genFP16Direct(rows)
+	}
+	genFP16Accumulate(1)
+	genFP16Accumulate(2)
+	genIntNative(8)
+	genIntNative(4)
+}
+
+var byte80, byte0F, byte08 Mem
+
+func genNPUConstants() {
+	byte80 = u32s("byte80", []uint32{0x80808080})
+	byte0F = u32s("byte0F", []uint32{0x0f0f0f0f})
+	byte08 = u32s("byte08", []uint32{0x08080808})
+}
+
+// transpose16 transposes 16 vectors of 16 lanes (r[j][k] → out[k][j]).
+func transpose16(r []VecVirtual) []VecVirtual {
+	t := make([]VecVirtual, 16)
+	for i := 0; i < 16; i += 2 {
+		t[i], t[i+1] = ZMM(), ZMM()
+		VUNPCKLPS(r[i+1], r[i], t[i])
+		VUNPCKHPS(r[i+1], r[i], t[i+1])
+	}
+	u := make([]VecVirtual, 16)
+	for i := 0; i < 16; i += 4 {
+		for j, imm := range []uint8{0x44, 0xEE} {
+			u[i+j], u[i+2+j] = ZMM(), ZMM()
+			VSHUFPS(U8(imm), t[i+2], t[i], u[i+j])
+			VSHUFPS(U8(imm), t[i+3], t[i+1], u[i+2+j])
+		}
+	}
+	v := make([]VecVirtual, 16)
+	for g := 0; g < 16; g += 8 {
+		for i := 0; i < 4; i++ {
+			v[g+i], v[g+4+i] = ZMM(), ZMM()
+			VSHUFF32X4(U8(0x88), u[g+4+i], u[g+i], v[g+i])
+			VSHUFF32X4(U8(0xDD), u[g+4+i], u[g+i], v[g+4+i])
+		}
+	}
+	w := make([]VecVirtual, 16)
+	for i := 0; i < 8; i++ {
+		w[i], w[i+8] = ZMM(), ZMM()
+		VSHUFF32X4(U8(0x88), v[i+8], v[i], w[i])
+		VSHUFF32X4(U8(0xDD), v[i+8], v[i], w[i+8])
+	}
+	return w
+}
+
+// genFP16Transpose: bt[kb][k][j] = float32(B[j][32kb+k]) for the kBlocks
+// native blocks of one group of 16 output channels (1024 bytes each).
+// fp16PrefetchBlocks is how far ahead the fp16 kernel prefetches B.
+var fp16PrefetchBlocks = 8
+
+func genFP16Transpose() {
+	TEXT("fp16TransposeAVX512", NOSPLIT, "func(b []byte, kBlocks int, bt []float32)")
+	Pragma("noescape")
+	bp := Load(Param("b").Base(), GP64())
+	n := Load(Param("kBlocks"), GP64())
+	out := Load(Param("bt").Base(), GP64())
+	Label("block")
+	TESTQ(n, n)
+	JZ(LabelRef("done"))
+	// B streams from memory once per call: prefetch a few blocks ahead
+	// (the hardware prefetchers alone left this kernel at a third of the
+	// bandwidth).
+	for off := 0; off < 1024; off += 64 {
+		PREFETCHT0(Mem{Base: bp, Disp: fp16PrefetchBlocks*1024 + off})
+	}
+	for h := 0; h < 2; h++ {
+		r := make([]VecVirtual, 16)
+		for j := range r {
+			r[j] = ZMM()
+			VCVTPH2PS(Mem{Base: bp, Disp: 64*j + 32*h}, r[j])
+		}
+		c := transpose16(r)
+		for k := range c {
+			VMOVUPS(c[k], Mem{Base: out, Disp: 64 * (16*h + k)})
+		}
+	}
+	ADDQ(U32(1024), bp)
+	ADDQ(U32(2048), out)
+	DECQ(n)
+	JMP(LabelRef("block"))
+	Label("done")
+	VZEROUPPER()
+	RET()
+}
+
+// genFP16Direct is the few-row (decode) form of transpose + accumulate for
+// one group of 16 output channels: each half block is transposed in
+// registers and consumed at once, so B is read once and nothing is stored
+// in between. Same numerics as fp16Accumulate (init = true).
+func genFP16Direct(rows int) {
+	TEXT(fmt.Sprintf("fp16Direct%dAVX512", rows), NOSPLIT, "func(b []byte, kBlocks int, a []float32, lda int, c []float32, ldc int)")
+	Pragma("noescape")
+	bp := Load(Param("b").Base(), GP64())
+	n := Load(Param("kBlocks"), GP64())
+	ap := Load(Param("a").Base(), GP64())
+	lda := Load(Param("lda"), GP64())
+	SHLQ(U8(2), lda)
+	arow := make([]Register, rows)
+	for i := range arow {
+		arow[i] = GP64()
+		if i == 0 {
+			MOVQ(ap, arow[i])
+		} else {
+			LEAQ(Mem{Base: arow[i-1], Index: lda, Scale: 1}, arow[i])
+		}
+	}
+	acc := make([]VecVirtual, rows)
+	for i := range acc {
+		acc[i] = zeroZMM()
+	}
+	Label("block")
+	TESTQ(n, n)
+	JZ(LabelRef("done"))
+	for off := 0; off < 1024; off += 64 {
+		PREFETCHT0(Mem{Base: bp, Disp: fp16PrefetchBlocks*1024 + off})
+	}
+	s := make([]VecVirtual, rows)
+	for h := 0; h < 2; h++ {
+		r := make([]VecVirtual, 16)
+		for j := range r {
+			r[j] = ZMM()
+			VCVTPH2PS(Mem{Base: bp, Disp: 64*j + 32*h}, r[j])
+		}
+		t := transpose16(r)
+		for k := range t {
+			for i := range s {
+				if h == 0 && k == 0 {
+					s[i] = zeroZMM()
+				}
+				VFMADD231PS_BCST(Mem{Base: arow[i], Disp: 4 * (16*h + k)}, t[k], s[i])
+			}
+		}
+	}
+	for i := range s {
+		VADDPS(s[i], acc[i], acc[i])
+		ADDQ(U32(128), arow[i])
+	}
+	ADDQ(U32(1024), bp)
+	DECQ(n)
+	JMP(LabelRef("block"))
+	Label("done")
+	cp := Load(Param("c").Base(), GP64())
+	ldc := Load(Param("ldc"), GP64())
+	SHLQ(U8(2), ldc)
+	for i := range acc {
+		VMOVUPS(acc[i], Mem{Base: cp})
+		if i+1 < rows {
+			ADDQ(ldc, cp)
+		}
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// genFP16Accumulate: for nb (1 or 2) groups of 16 output channels whose
+// transposed blocks are in bt ([nb][kBlocks][32][16]):
+//
+//	c[m][16j+l] = acc + Σ_kb (Σ_k a[m][32kb+k]·B[j][l][k] in k order)
+//
+// with acc = 0 (init) or the value c holds (a later K segment); the
+// products are exact (fp16 inputs), so each one-rounding FMA is s + p.
+func genFP16Accumulate(nb int) {
+	TEXT(fmt.Sprintf("fp16Accumulate%dAVX512", nb), NOSPLIT, "func(bt []float32, a []float32, lda int, rows int, kBlocks int, c []float32, ldc int, init bool)")
+	Pragma("noescape")
+	// Few general registers stay live across groups; the rest is reloaded
+	// from the arguments where needed.
+	ap := Load(Param("a").Base(), GP64())
+	rows := Load(Param("rows"), GP64())
+	cp := Load(Param("c").Base(), GP64())
+
+	for _, G := range []int{4, 3, 2, 1} {
+		loop, done := fmt.Sprintf("m%d", G), fmt.Sprintf("m%d_done", G)
+		Label(loop)
+		CMPQ(rows, U32(G))
+		JB(LabelRef(done))
+		fp16Group(G, nb, ap, cp)
+		lda := Load(Param("lda"), GP64())
+		ldc := Load(Param("ldc"), GP64())
+		SHLQ(U8(2), lda)
+		SHLQ(U8(2), ldc)
+		for i := 0; i < G; i++ {
+			ADDQ(lda, ap)
+			ADDQ(ldc, cp)
+		}
+		SUBQ(U32(G), rows)
+		if G == 4 {
+			JMP(LabelRef(loop))
+		}
+		Label(done)
+	}
+	VZEROUPPER()
+	RET()
+}
+
+func fp16Group(G, nb int, ap, cp Register) {
+	tag := fmt.Sprintf("_%d", G)
+	acc := make([][]VecVirtual, G)
+	for i := range acc {
+		acc[i] = make([]VecVirtual, nb)
+		for j := range acc[i] {
+			acc[i][j] = ZMM()
+		}
+	}
+	// c rows: cp + i*ldc
+	crow := func(i int, f func(m Mem)) {
+		ldc := Load(Param("ldc"), GP64())
+		SHLQ(U8(2), ldc)
+		r := GP64()
+		MOVQ(cp, r)
+		for range i {
+			ADDQ(ldc, r)
+		}
+		f(Mem{Base: r})
+	}
+	initp := Load(Param("init"), GP8())
+	TESTB(initp, initp)
+	JZ(LabelRef("load" + tag))
+	for i := range acc {
+		for j := range acc[i] {
+			VPBROADCASTD(dword0, acc[i][j])
+		}
+	}
+	JMP(LabelRef("loaded" + tag))
+	Label("load" + tag)
+	for i := range acc {
+		crow(i, func(m Mem) {
+			for j := range acc[i] {
+				VMOVUPS(m.Offset(64*j), acc[i][j])
+			}
+		})
+	}
+	Label("loaded" + tag)
+	lda := Load(Param("lda"), GP64())
+	SHLQ(U8(2), lda)
+	arow := make([]Register, G)
+	for i := range arow {
+		arow[i] = GP64()
+		if i == 0 {
+			MOVQ(ap, arow[i])
+		} else {
+			LEAQ(Mem{Base: arow[i-1], Index: lda, Scale: 1}, arow[i])
+		}
+	}
+	kb := Load(Param("kBlocks"), GP64())
+	bj := make([]Register, nb)
+	for j := range bj {
+		bj[j] = GP64()
+		if j == 0 {
+			Load(Param("bt").Base(), bj[j])
+		} else {
+			MOVQ(kb, bj[j])
+			SHLQ(U8(11), bj[j]) // kBlocks*2048 bytes a group
+			ADDQ(bj[0], bj[j])
+		}
+	}
+	Label("kb" + tag)
+	TESTQ(kb, kb)
+	JZ(LabelRef("kb_done" + tag))
+	s := make([][]VecVirtual, G)
+	for i := range s {
+		s[i] = make([]VecVirtual, nb)
+		for j := range s[i] {
+			s[i][j] = zeroZMM()
+		}
+	}
+	for k := 0; k < 32; k++ {
+		for i := range s {
+			av := ZMM()
+			VBROADCASTSS(Mem{Base: arow[i], Disp: 4 * k}, av)
+			for j := range s[i] {
+				VFMADD231PS(Mem{Base: bj[j], Disp: 64 * k}, av, s[i][j])
+			}
+		}
+	}
+	for i := range s {
+		for j := range s[i] {
+			VADDPS(s[i][j], acc[i][j], acc[i][j])
+		}
+	}
+	for j := range bj {
+		ADDQ(U32(2048), bj[j])
+	}
+	for i := range arow {
+		ADDQ(U32(128), arow[i])
+	}
+	DECQ(kb)
+	JMP(LabelRef("kb" + tag))
+	Label("kb_done" + tag)
+	for i := range acc {
+		crow(i, func(m Mem) {
+			for j := range acc[i] {
+				VMOVUPS(acc[i][j], m.Offset(64*j))
+			}
+		})
+	}
+}
+
+// lanes tracks, for a reduction network, which output every lane of a
+// vector belongs to (-1: several, an error), so that the generator can emit
+// the final permutation and check the network.
+type lanes [16]int
+
+func shuf128(a, b lanes, imm uint8) lanes { // VSHUFI32X4/VSHUFF32X4: src1 a, src2 b
+	var r lanes
+	for blk := 0; blk < 4; blk++ {
+		src := a
+		if blk >= 2 {
+			src = b
+		}
+		sel := int(imm>>(2*blk)) & 3
+		copy(r[4*blk:4*blk+4], src[4*sel:4*sel+4])
+	}
+	return r
+}
+
+func shufps(a, b lanes, imm uint8) lanes { // VSHUFPS: per 128 bits, 2 from a then 2 from b
+	var r lanes
+	for blk := 0; blk < 4; blk++ {
+		for e := 0; e < 4; e++ {
+			src := a
+			if e >= 2 {
+				src = b
+			}
+			r[4*blk+e] = src[4*blk+int(imm>>(2*e))&3]
+		}
+	}
+	return r
+}
+
+func addLanes(a, b lanes) lanes {
+	var r lanes
+	for i := range r {
+		r[i] = a[i]
+		if a[i] != b[i] {
+			r[i] = -1
+		}
+	}
+	return r
+}
+
+type tracked struct {
+	v VecVirtual
+	l lanes
+}
+
+// reduceInt sums vectors of int32 partial sums per output (every lane of
+// in[i] belongs to output in[i].l[lane]) down to vectors holding one full
+// sum per lane: pairs of vectors are merged with 128-bit block shuffles
+// while 2-lane... groups remain, then with in-lane shuffles.
+func reduceInt(in []tracked, perLane int, emitCode bool) []tracked {
+	for perLane > 1 {
+		var next []tracked
+		for i := 0; i < len(in); i += 2 {
+			a, b := in[i], in[i+1]
+			var lo, hi uint8
+			var f func(a, b lanes, imm uint8) lanes
+			var emit func(imm uint8, b, a, d Op)
+			switch perLane {
+			case 8:
+				lo, hi, f = 0x88, 0xDD, shuf128
+				emit = func(imm uint8, b, a, d Op) { VSHUFI32X4(U8(imm), b, a, d) }
+			case 4:
+				lo, hi, f = 0x44, 0xEE, shufps
+				emit = func(imm uint8, b, a, d Op) { VSHUFPS(U8(imm), b, a, d) }
+			case 2:
+				lo, hi, f = 0x88, 0xDD, shufps
+				emit = func(imm uint8, b, a, d Op) { VSHUFPS(U8(imm), b, a, d) }
+			default:
+				panic("reduceInt: lanes per output")
+			}
+			var u VecVirtual
+			if emitCode {
+				u = ZMM()
+				v := ZMM()
+				emit(lo, b.v, a.v, u)
+				emit(hi, b.v, a.v, v)
+				VPADDD(v, u, u)
+			}
+			l := addLanes(f(a.l, b.l, lo), f(a.l, b.l, hi))
+			for _, o := range l {
+				if o < 0 {
+					panic("reduceInt: network mixes outputs")
+				}
+			}
+			next = append(next, tracked{u, l})
+		}
+		in = next
+		if perLane == 8 {
+			perLane = 4
+		} else {
+			perLane /= 2
+		}
+	}
+	return in
+}
+
+// genIntNative: exact int32 dot products of int8 (bits 8) or int4 (bits 4)
+// A rows with one native B group (32 int8 or 64 int4 output channels, all
+// K blocks): c[m][n] = Σ_k a[m][k]·B[n][k]. a holds int8 values, row-major
+// (lda bytes per row); for int4 each 32-chunk is rearranged as the 16 even
+// then the 16 odd k, matching B's low and high nibbles.
+func genIntNative(bits int) {
+	per, lanesPer := 2, 8 // int8: two channels of 32 bytes a 64-byte load
+	if bits == 4 {
+		per, lanesPer = 4, 4 // int4: four channels of 16 bytes (32 nibbles)
+	}
+	label := func(o int) lanes {
+		var l lanes
+		for i := range l {
+			l[i] = o*per + i/lanesPer
+		}
+		return l
+	}
+	// The permutations that put the reduced sums in channel order.
+	var perms []Mem
+	{
+		in := make([]tracked, 16)
+		for i := range in {
+			in[i] = tracked{l: label(i)}
+		}
+		for q, t := range reduceInt(in, lanesPer, false) {
+			idx := make([]uint32, 16)
+			for lane, o := range t.l {
+				if o/16 != q {
+					panic(fmt.Sprintf("reduction: vector %d holds output %d", q, o))
+				}
+				idx[o-16*q] = uint32(lane)
+			}
+			perms = append(perms, u32s(fmt.Sprintf("perm%d_%d", bits, q), idx))
+		}
+	}
+	TEXT(fmt.Sprintf("int%dNativeAVX512", bits), NOSPLIT, "func(a []byte, lda int, rows int, b []byte, kBlocks int, c []int32, ldc int)")
+	Pragma("noescape")
+	local = AllocLocal(64 * 4)
+	ap := Load(Param("a").Base(), GP64())
+	lda := Load(Param("lda"), GP64())
+	rows := Load(Param("rows"), GP64())
+	bp := Load(Param("b").Base(), GP64())
+	kBlocks := Load(Param("kBlocks"), GP64())
+	cp := Load(Param("c").Base(), GP64())
+	ldc := Load(Param("ldc"), GP64())
+	SHLQ(U8(2), ldc)
+
+	// nibbles unpacks 64 bytes of int4 into low and high sign-extended bytes.
+	nibbles := func(m Mem) (lo, hi VecVirtual) {
+		x := ZMM()
+		VMOVDQU8(m, x)
+		lo, hi = ZMM(), ZMM()
+		e8 := ZMM()
+		VPBROADCASTD(byte08, e8)
+		VPANDD_BCST(byte0F, x, lo)
+		VPSRLW(U8(4), x, hi)
+		VPANDD_BCST(byte0F, hi, hi)
+		for _, v := range []VecVirtual{lo, hi} {
+			VPXORD(e8, v, v)
+			VPSUBB(e8, v, v) // (q ^ 8) - 8: the signed nibble
+		}
+		return lo, hi
+	}
+	reduceStore := func(acc []VecVirtual, dst Mem, sub []Mem) {
+		in := make([]tracked, len(acc))
+		for i := range acc {
+			in[i] = tracked{acc[i], label(i)}
+		}
+		out := reduceInt(in, lanesPer, true)
+		for q, t := range out {
+			iv := ZMM()
+			VMOVDQU32(perms[q], iv)
+			VPERMD(t.v, iv, t.v)
+			if sub != nil {
+				VPSUBD(sub[q], t.v, t.v)
+			}
+			VMOVDQU32(t.v, dst.Offset(64*q))
+		}
+	}
+	nacc := 16
+
+	// 128·ΣB per channel, once: VPDPBUSD with a vector of 0x80 bytes.
+	corrDst := local
+	{
+		acc := make([]VecVirtual, nacc)
+		for i := range acc {
+			acc[i] = zeroZMM()
+		}
+		c80 := ZMM()
+		VPBROADCASTD(byte80, c80)
+		b := GP64()
+		MOVQ(bp, b)
+		n := GP64()
+		MOVQ(kBlocks, n)
+		Label("corr")
+		TESTQ(n, n)
+		JZ(LabelRef("corr_done"))
+		for i := range acc {
+			if bits == 8 {
+				VPDPBUSD(Mem{Base: b, Disp: 64 * i}, c80, acc[i])
+			} else {
+				lo, hi := nibbles(Mem{Base: b, Disp: 64 * i})
+				VPDPBUSD(lo, c80, acc[i])
+				VPDPBUSD(hi, c80, acc[i])
+			}
+		}
+		ADDQ(U32(1024), b)
+		DECQ(n)
+		JMP(LabelRef("corr"))
+		Label("corr_done")
+		reduceStore(acc, corrDst, nil)
+	}
+	nOut := 16 * per // channels in the group: 32 (int8) or 64 (int4)
+	sub := make([]Mem, nOut/16)
+	for q := range sub {
+		sub[q] = corrDst.Offset(64 * q)
+	}
+
+	Label("row")
+	TESTQ(rows, rows)
+	JZ(LabelRef("done"))
+	acc := make([]VecVirtual, nacc)
+	for i := range acc {
+		acc[i] = zeroZMM()
+	}
+	b := GP64()
+	MOVQ(bp, b)
+	ar := GP64()
+	MOVQ(ap, ar)
+	n := GP64()
+	MOVQ(kBlocks, n)
+	Label("k")
+	TESTQ(n, n)
+	JZ(LabelRef("k_done"))
+	if bits == 8 {
+		au := ZMM()
+		VBROADCASTI32X8(Mem{Base: ar}, au)
+		VPXORD_BCST(byte80, au, au) // a + 128 as unsigned bytes
+		for i := range acc {
+			VPDPBUSD(Mem{Base: b, Disp: 64 * i}, au, acc[i])
+		}
+	} else {
+		ae, ao := ZMM(), ZMM()
+		VBROADCASTI32X4(Mem{Base: ar}, ae)
+		VBROADCASTI32X4(Mem{Base: ar, Disp: 16}, ao)
+		VPXORD_BCST(byte80, ae, ae)
+		VPXORD_BCST(byte80, ao, ao)
+		for i := range acc {
+			lo, hi := nibbles(Mem{Base: b, Disp: 64 * i})
+			VPDPBUSD(lo, ae, acc[i])
+			VPDPBUSD(hi, ao, acc[i])
+		}
+	}
+	ADDQ(U32(1024), b)
+	ADDQ(U32(32), ar)
+	DECQ(n)
+	JMP(LabelRef("k"))
+	Label("k_done")
+	reduceStore(acc, Mem{Base: cp}, sub)
+	ADDQ(lda, ap)
+	ADDQ(ldc, cp)
+	DECQ(rows)
+	JMP(LabelRef("row"))
+	Label("done")
+	VZEROUPPER()
+	RET()
+}
