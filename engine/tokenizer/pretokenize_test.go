@@ -296,7 +296,9 @@ func FuzzSplitters(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		cpts := cptsFromUTF8(s)
-		if len(cpts) == 0 {
+		// regexp2 takes quadratic time on long whitespace runs (\s+$,
+		// \s+(?!\S)); nothing in the splitters depends on length.
+		if len(cpts) == 0 || len(cpts) > 1000 {
 			return
 		}
 		offsets := []int{len(cpts)}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/evalrun/evalrun/engine/gguf"
@@ -68,10 +69,15 @@ func readVocabCases(inp, out []byte, name string) ([]vocabCase, error) {
 	return cases, nil
 }
 
-// loadVocabSuite decompresses a suite's vocabulary in memory and reads its
-// test cases.
-func loadVocabSuite(t *testing.T, name string) (*Tokenizer, []vocabCase) {
+// vocabs caches the tokenizers loadVocab built (they are immutable).
+var vocabs sync.Map
+
+// loadVocab decompresses a suite's vocabulary in memory.
+func loadVocab(t *testing.T, name string) *Tokenizer {
 	t.Helper()
+	if tok, ok := vocabs.Load(name); ok {
+		return tok.(*Tokenizer)
+	}
 	base := filepath.Join(vocabDir, "ggml-vocab-"+name+".gguf")
 	gz, err := os.ReadFile(base + ".gz")
 	if err != nil {
@@ -93,6 +99,13 @@ func loadVocabSuite(t *testing.T, name string) (*Tokenizer, []vocabCase) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	vocabs.Store(name, tok)
+	return tok
+}
+
+// loadVocabCases reads base.inp and base.out.
+func loadVocabCases(t *testing.T, base string) []vocabCase {
+	t.Helper()
 	inp, err := os.ReadFile(base + ".inp")
 	if err != nil {
 		t.Fatal(err)
@@ -105,7 +118,7 @@ func loadVocabSuite(t *testing.T, name string) (*Tokenizer, []vocabCase) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return tok, cases
+	return cases
 }
 
 // TestVocabSuites runs llama.cpp's test-tokenizer-0 suites: every text,
@@ -114,27 +127,52 @@ func loadVocabSuite(t *testing.T, name string) (*Tokenizer, []vocabCase) {
 func TestVocabSuites(t *testing.T) {
 	for _, name := range vocabSuites {
 		t.Run(name, func(t *testing.T) {
-			tok, cases := loadVocabSuite(t, name)
+			tok := loadVocab(t, name)
+			cases := loadVocabCases(t, filepath.Join(vocabDir, "ggml-vocab-"+name+".gguf"))
 			if len(cases) < 40 {
 				t.Fatalf("only %d tests in the suite", len(cases))
 			}
-			passed := 0
-			for i, c := range cases {
-				got := tok.Encode(c.text, false)
-				if slices.Equal(got, c.ids) {
-					passed++
-					continue
-				}
-				if passed == i { // report the first failure in full
-					t.Errorf("test %d: Encode(%q)\n got  %v\n want %v\n first difference at token %d: got %s, want %s",
-						i+1, c.text, got, c.ids, firstDiff(got, c.ids), tokenAt(tok, got, firstDiff(got, c.ids)), tokenAt(tok, c.ids, firstDiff(got, c.ids)))
-				}
-			}
-			t.Logf("%s: %d/%d tests passed", name, passed, len(cases))
-			if passed != len(cases) {
-				t.Errorf("%s: %d of %d tests failed", name, len(cases)-passed, len(cases))
-			}
+			checkVocabCases(t, name, tok, cases)
 		})
+	}
+}
+
+// TestVocabRandom runs random texts (gen_random.py: every script class the
+// pre-tokenizers tell apart, random code points, invalid UTF-8) whose ids
+// llama.cpp b10587's llama-tokenize wrote, in the same format.
+func TestVocabRandom(t *testing.T) {
+	for _, name := range vocabSuites {
+		t.Run(name, func(t *testing.T) {
+			tok := loadVocab(t, name)
+			cases := loadVocabCases(t, filepath.Join(vocabDir, "ggml-vocab-"+name+".random"))
+			if len(cases) < 150 {
+				t.Fatalf("only %d tests in the suite", len(cases))
+			}
+			checkVocabCases(t, name, tok, cases)
+		})
+	}
+}
+
+// checkVocabCases reports the first failing text in full and the number
+// of tests passed.
+func checkVocabCases(t *testing.T, name string, tok *Tokenizer, cases []vocabCase) {
+	t.Helper()
+	passed := 0
+	for i, c := range cases {
+		got := tok.Encode(c.text, false)
+		if slices.Equal(got, c.ids) {
+			passed++
+			continue
+		}
+		if passed == i { // the first failure
+			d := firstDiff(got, c.ids)
+			t.Errorf("test %d: Encode(%q)\n got  %v\n want %v\n first difference at token %d: got %s, want %s",
+				i+1, c.text, got, c.ids, d, tokenAt(tok, got, d), tokenAt(tok, c.ids, d))
+		}
+	}
+	t.Logf("%s: %d/%d tests passed", name, passed, len(cases))
+	if passed != len(cases) {
+		t.Errorf("%s: %d of %d tests failed", name, len(cases)-passed, len(cases))
 	}
 }
 
