@@ -229,8 +229,10 @@ func TestCleanSpaces(t *testing.T) {
 }
 
 func TestBPEDecodeCleansSpacesPerPreTokenizer(t *testing.T) {
-	// gpt-2 cleans tokenization spaces on decode, qwen2 does not.
-	for pre, want := range map[string]string{"gpt-2": "hi, it's", "qwen2": "hi , it 's"} {
+	// gpt-2 and falcon clean tokenization spaces on decode, qwen2 and the
+	// deepseek ones do not (llama_vocab::impl::load).
+	for pre, want := range map[string]string{"gpt-2": "hi, it's", "qwen2": "hi , it 's",
+		"falcon": "hi, it's", "deepseek-llm": "hi , it 's", "deepseek-coder": "hi , it 's"} {
 		tok := mustNew(t, byteLevelVocab(pre, nil, nil, nil))
 		if got := tok.Decode(tok.Encode("hi , it 's", false), false); got != want {
 			t.Errorf("%s: Decode = %q, want %q", pre, got, want)
