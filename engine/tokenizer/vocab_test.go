@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/evalrun/evalrun/engine/gguf"
 )
@@ -73,7 +74,7 @@ func readVocabCases(inp, out []byte, name string) ([]vocabCase, error) {
 var vocabs sync.Map
 
 // loadVocab decompresses a suite's vocabulary in memory.
-func loadVocab(t *testing.T, name string) *Tokenizer {
+func loadVocab(t testing.TB, name string) *Tokenizer {
 	t.Helper()
 	if tok, ok := vocabs.Load(name); ok {
 		return tok.(*Tokenizer)
@@ -104,7 +105,7 @@ func loadVocab(t *testing.T, name string) *Tokenizer {
 }
 
 // loadVocabCases reads base.inp and base.out.
-func loadVocabCases(t *testing.T, base string) []vocabCase {
+func loadVocabCases(t testing.TB, base string) []vocabCase {
 	t.Helper()
 	inp, err := os.ReadFile(base + ".inp")
 	if err != nil {
@@ -215,4 +216,34 @@ func TestReadVocabCases(t *testing.T) {
 	if _, err := readVocabCases([]byte("a"), []byte(" 1 x\n"), "x"); err == nil {
 		t.Error("non-numeric id: no error")
 	}
+}
+
+// FuzzEncodeVocabs encodes arbitrary text with the pre-tokenizers that are
+// not llama.cpp custom splitters plus qwen2: every id must be a vocabulary
+// id, and those that keep tokenization spaces must decode valid UTF-8 back
+// to the text: go test -run '^$' -fuzz FuzzEncodeVocabs
+func FuzzEncodeVocabs(f *testing.F) {
+	names := []string{"deepseek-llm", "deepseek-coder", "falcon", "qwen2"}
+	toks := make([]*Tokenizer, len(names))
+	for i, name := range names {
+		toks[i] = loadVocab(f, name)
+		for _, c := range loadVocabCases(f, filepath.Join(vocabDir, "ggml-vocab-"+name+".random")) {
+			f.Add(c.text)
+		}
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		for i, tok := range toks {
+			ids := tok.Encode(s, false)
+			for _, id := range ids {
+				if id < 0 || int(id) >= tok.VocabSize() {
+					t.Fatalf("%s: Encode(%q) produced id %d", names[i], s, id)
+				}
+			}
+			if !tok.cleanSpaces && utf8.ValidString(s) {
+				if got := tok.Decode(ids, false); got != s {
+					t.Fatalf("%s: Decode(Encode(%q)) = %q", names[i], s, got)
+				}
+			}
+		}
+	})
 }
