@@ -141,7 +141,7 @@ func (c *cpuMatMul) matMulGGML(run func(int, func(lo, hi int)), op *MatMulOp, x,
 			return errOnce.err
 		}
 	}
-	kernel := ggmlKernel(w.Type, T, N)
+	kernel := ggmlKernel(w.Type, T, K, N)
 	var xf []float32 // the activations as the float kernels read them
 	switch w.Type {
 	case ggml.F32:
@@ -175,6 +175,8 @@ func (c *cpuMatMul) matMulGGML(run func(int, func(lo, hi int)), op *MatMulOp, x,
 					out[t*N+n] = ggml.VecDotQ8_0AVX(row, xq[t*qb:(t+1)*qb], K)
 				case kernelQ4_0:
 					out[t*N+n] = ggml.VecDotQ4_0AVX(row, xq[t*qb:(t+1)*qb], K)
+				case kernelQ4_0x8:
+					out[t*N+n] = ggml.VecDotQ4_0Repacked(row, xq[t*qb:(t+1)*qb], K)
 				default:
 					out[t*N+n] = ggml.VecDot(w.Type, row, xq[t*qb:(t+1)*qb], K)
 				}
@@ -192,23 +194,29 @@ const (
 	kernelVecDotF32                       // ggml_vec_dot_f32 / _f16
 	kernelQ8_0                            // AVX vec_dot_q8_0_q8_0 == tinyBLAS_Q0
 	kernelQ4_0                            // AVX vec_dot_q4_0_q8_0 == tinyBLAS_Q0
+	kernelQ4_0x8                          // repacked q4_0_8x8 gemv/gemm
 )
 
 // ggmlKernel is the kernel llama.cpp's CPU backend runs for a weight type,
-// T activation rows and N output rows: llamafile_sgemm takes batches of >= 2
-// rows (F32/F16 only when N%4 == 0); otherwise the vec_dot loop runs. For the
-// Q0 types both compute the same values. (Q4_0 weights that llama.cpp
-// repacks to q4_0_8x8 use yet other kernels, not reproduced here.)
-func ggmlKernel(t ggml.Type, T, N int) ggmlKernelKind {
+// T activation rows, K inputs and N output rows: llamafile_sgemm takes
+// batches of >= 2 rows, for F32/F16 only when its tinyBLAS<16> fits
+// (K%16 == 0 and N%4 == 0, llamafile/sgemm.cpp tinyBLAS::matmul); otherwise
+// the vec_dot loop runs. For the Q0 types both compute the same values.
+// Q4_0 weights of a multiple of 8 rows are repacked to q4_0_8x8 at load
+// (use_extra_bufts, on by default) and use its kernels at every T.
+func ggmlKernel(t ggml.Type, T, K, N int) ggmlKernelKind {
 	switch t {
 	case ggml.F32, ggml.F16:
-		if T >= 2 && N%4 == 0 {
+		if T >= 2 && K%16 == 0 && N%4 == 0 {
 			return kernelTinyBLAS
 		}
 		return kernelVecDotF32
 	case ggml.Q8_0:
 		return kernelQ8_0
 	case ggml.Q4_0:
+		if N%8 == 0 {
+			return kernelQ4_0x8
+		}
 		return kernelQ4_0
 	}
 	return kernelGeneric

@@ -1,6 +1,11 @@
 package engine
 
-import "math"
+import (
+	"math"
+
+	"github.com/evalrun/evalrun/engine/cmath"
+	"github.com/evalrun/evalrun/engine/ggml"
+)
 
 // The element-wise operations of the llama graph, written to round as
 // ggml-cpu's scalar code does. float32(a*b) stops Go from fusing a*b+c into an
@@ -29,20 +34,22 @@ func ropeCache(cs []float32, pos int, nDims int, thetaScale, freqScale float32) 
 	theta := float32(pos)
 	for i := 0; i < nDims; i += 2 {
 		t := freqScale * theta
-		cs[i] = float32(math.Cos(float64(t)))
-		cs[i+1] = float32(math.Sin(float64(t)))
+		cs[i] = cmath.Cosf(t)
+		cs[i+1] = cmath.Sinf(t)
 		theta *= thetaScale
 	}
 }
 
 // ropeThetaScale is powf(freq_base, -2.0f/n_dims).
 func ropeThetaScale(base float32, nDims int) float32 {
-	e := float32(-2) / float32(nDims)
-	return float32(math.Pow(float64(base), float64(e)))
+	return cmath.Powf(base, float32(-2)/float32(nDims))
 }
 
 // rope rotates the first nDims values of one head in place: adjacent pairs
 // (x[i], x[i+1]) for llama, or halves (x[i/2], x[i/2+nDims/2]) for NeoX.
+// ggml's rotate_pairs computes x0*cos - x1*sin and x0*sin + x1*cos, which
+// GCC contracts into fma(x0, cos, -(x1*sin)) and fma(x0, sin, x1*cos)
+// (checked against llama.cpp's ROPE nodes).
 func rope(x []float32, cs []float32, nDims int, neox bool) {
 	for i := 0; i < nDims; i += 2 {
 		c, s := cs[i], cs[i+1]
@@ -51,8 +58,8 @@ func rope(x []float32, cs []float32, nDims int, neox bool) {
 			a, b = i/2, i/2+nDims/2
 		}
 		x0, x1 := x[a], x[b]
-		x[a] = float32(x0*c) - float32(x1*s)
-		x[b] = float32(x0*s) + float32(x1*c)
+		x[a] = ggml.FMA32(x0, c, -float32(x1*s))
+		x[b] = ggml.FMA32(x0, s, float32(x1*c))
 	}
 }
 

@@ -3,6 +3,8 @@ package ggml
 import (
 	"math"
 	"math/big"
+
+	"github.com/evalrun/evalrun/engine/cmath"
 )
 
 // llama.cpp's float kernels as its x86-64 AVX-512 CPU backend computes them
@@ -53,7 +55,11 @@ func hsum8(a *[8]float32) float32 {
 
 // VecDotF32 is ggml_vec_dot_f32: four 16-lane FMA accumulators over steps
 // of 64 (element j to accumulator j/16%4, lane j%16), folded (x0+x2)+(x1+x3),
-// reduced by Reduce16, then the leftovers added with FMA in order.
+// reduced by Reduce16, then the n%64 leftovers added in order the way GCC
+// compiles `sumf += x[i]*y[i]` for AVX-512 (the zen4/skylakex/icelake
+// builds, objdump of ggml_vec_dot_f32): runs of 16, then one run of 8, have
+// their products rounded first (vmulps) and added one by one; the last < 8
+// are fused multiply-adds.
 func VecDotF32(a, b []float32) float32 { return vecDotF32Lanes(a, b, false) }
 
 // VecDotF16 is ggml_vec_dot_f16 on values already converted from binary16:
@@ -87,7 +93,25 @@ func vecDotF32Lanes(a, b []float32, f16 bool) float32 {
 		}
 		return float32(d)
 	}
-	for i := np; i < n; i++ {
+	return leftoversF32(a[np:n], b[np:n], s)
+}
+
+// leftoversF32 adds Σ a[i]*b[i] to s as GCC's AVX-512 code for the scalar
+// leftover loop of ggml_vec_dot_f32 does (see VecDotF32).
+func leftoversF32(a, b []float32, s float32) float32 {
+	i, n := 0, len(a)
+	for ; n-i >= 16; i += 16 {
+		for j := i; j < i+16; j++ {
+			s += float32(a[j] * b[j])
+		}
+	}
+	if n-i >= 8 {
+		for j := i; j < i+8; j++ {
+			s += float32(a[j] * b[j])
+		}
+		i += 8
+	}
+	for ; i < n; i++ {
 		s = FMA32(a[i], b[i], s)
 	}
 	return s
@@ -154,6 +178,26 @@ func VecDotQ4_0AVX(w, xq []byte, n int) float32 {
 	return hsum8(&acc)
 }
 
+// VecDotQ4_0Repacked is what llama.cpp computes for a Q4_0 weight it has
+// repacked to q4_0_8x8 (x86 with AVX2, weights of a multiple of 8 rows:
+// ggml_repack_get_optimal_repack_type): its gemv and gemm keep one output
+// per lane, with the block's whole integer sum, and fold the blocks in
+// order: acc = fma(float(Σ q·q8), dx*dy, acc) (arch/x86/repack.cpp
+// gemv/gemm_q4_b32_8x8_q8_0_lut_avx).
+func VecDotQ4_0Repacked(w, xq []byte, n int) float32 {
+	var acc float32
+	for ib := 0; ib < n/32; ib++ {
+		x, y := w[18*ib:18*ib+18], xq[34*ib:34*ib+34]
+		s := int32(0)
+		for j := range 16 {
+			s += (int32(x[2+j]&0xF) - 8) * int32(int8(y[2+j]))
+			s += (int32(x[2+j]>>4) - 8) * int32(int8(y[18+j]))
+		}
+		acc = FMA32(float32(s), f16At(x, 0)*f16At(y, 0), acc)
+	}
+	return acc
+}
+
 // VExpf is ggml_v_expf (AVX-512 build), one lane: exp via 2^n·p(b) with FMA
 // steps; flushes to 0 / +Inf when |n| > 192.
 func VExpf(x float32) float32 {
@@ -172,8 +216,9 @@ func VExpf(x float32) float32 {
 	return float32(math.Ldexp(float64(j), int(n))) // _mm512_scalef_ps
 }
 
-// Expf is the C library's expf (correctly rounded for practical purposes).
-func Expf(x float32) float32 { return float32(math.Exp(float64(x))) }
+// Expf is the C library's expf, which llama.cpp calls on the elements after
+// the last whole 16-lane block (it is not always correctly rounded).
+func Expf(x float32) float32 { return cmath.Expf(x) }
 
 // softmax turns scores into softmax(scale·scores) in place, as ggml's
 // soft_max with a causal mask on an AVX-512 build: max subtraction,

@@ -7453,7 +7453,7 @@ GLOBL one64<>(SB), RODATA|NOPTR, $8
 
 // func scoreRowsAVX512(k []float32, stride int, q []float32, out []float32)
 // Requires: AVX, AVX512DQ, AVX512F, AVX512VL, FMA3
-TEXT ·scoreRowsAVX512(SB), NOSPLIT, $0-80
+TEXT ·scoreRowsAVX512(SB), NOSPLIT, $64-80
 	MOVQ k_base+0(FP), AX
 	MOVQ stride+24(FP), CX
 	MOVQ q_base+32(FP), DX
@@ -7500,13 +7500,56 @@ reduce:
 	VSHUFPS       $0x01, X0, X0, X1
 	VADDPS        X1, X0, X0
 
-left:
+left16:
+	MOVQ    BX, R10
+	SUBQ    R9, R10
+	CMPQ    R10, $0x00000010
+	JB      left8
+	VMOVUPS (AX)(R9*4), Z1
+	VMULPS  (DX)(R9*4), Z1, Z1
+	VMOVUPS Z1, (SP)
+	VADDSS  (SP), X0, X0
+	VADDSS  4(SP), X0, X0
+	VADDSS  8(SP), X0, X0
+	VADDSS  12(SP), X0, X0
+	VADDSS  16(SP), X0, X0
+	VADDSS  20(SP), X0, X0
+	VADDSS  24(SP), X0, X0
+	VADDSS  28(SP), X0, X0
+	VADDSS  32(SP), X0, X0
+	VADDSS  36(SP), X0, X0
+	VADDSS  40(SP), X0, X0
+	VADDSS  44(SP), X0, X0
+	VADDSS  48(SP), X0, X0
+	VADDSS  52(SP), X0, X0
+	VADDSS  56(SP), X0, X0
+	VADDSS  60(SP), X0, X0
+	ADDQ    $0x00000010, R9
+	JMP     left16
+
+left8:
+	CMPQ    R10, $0x00000008
+	JB      left1
+	VMOVUPS (AX)(R9*4), Y1
+	VMULPS  (DX)(R9*4), Y1, Y1
+	VMOVUPS Y1, (SP)
+	VADDSS  (SP), X0, X0
+	VADDSS  4(SP), X0, X0
+	VADDSS  8(SP), X0, X0
+	VADDSS  12(SP), X0, X0
+	VADDSS  16(SP), X0, X0
+	VADDSS  20(SP), X0, X0
+	VADDSS  24(SP), X0, X0
+	VADDSS  28(SP), X0, X0
+	ADDQ    $0x00000008, R9
+
+left1:
 	CMPQ        R9, BX
 	JAE         store
 	VMOVSS      (AX)(R9*4), X1
 	VFMADD231SS (DX)(R9*4), X1, X0
 	INCQ        R9
-	JMP         left
+	JMP         left1
 
 store:
 	VMOVSS X0, (SI)

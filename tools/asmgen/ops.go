@@ -92,6 +92,7 @@ func vexpf(x VecVirtual) VecVirtual {
 func genScoreRows() {
 	TEXT("scoreRowsAVX512", NOSPLIT, "func(k []float32, stride int, q []float32, out []float32)")
 	Pragma("noescape")
+	local = AllocLocal(64)
 	kp := Load(Param("k").Base(), GP64())
 	stride := Load(Param("stride"), GP64())
 	qp := Load(Param("q").Base(), GP64())
@@ -128,14 +129,43 @@ func genScoreRows() {
 	VADDPS(acc[3], acc[1], acc[1])
 	VADDPS(acc[1], acc[0], acc[0])
 	s := reduce16(acc[0])
-	Label("left")
+	// Leftovers as GCC compiles ggml's scalar loop for AVX-512: runs of 16,
+	// then one of 8, multiplied first (rounded) and added in order; the
+	// last < 8 with fused multiply-adds (see leftoversF32).
+	left := GP64()
+	Label("left16")
+	MOVQ(n, left)
+	SUBQ(i, left)
+	CMPQ(left, U32(16))
+	JB(LabelRef("left8"))
+	p16 := ZMM()
+	VMOVUPS(Mem{Base: kp, Index: i, Scale: 4}, p16)
+	VMULPS(Mem{Base: qp, Index: i, Scale: 4}, p16, p16)
+	VMOVUPS(p16, local)
+	for l := 0; l < 16; l++ {
+		VADDSS(local.Offset(4*l), s, s)
+	}
+	ADDQ(U32(16), i)
+	JMP(LabelRef("left16"))
+	Label("left8")
+	CMPQ(left, U32(8))
+	JB(LabelRef("left1"))
+	p8 := YMM()
+	VMOVUPS(Mem{Base: kp, Index: i, Scale: 4}, p8)
+	VMULPS(Mem{Base: qp, Index: i, Scale: 4}, p8, p8)
+	VMOVUPS(p8, local)
+	for l := 0; l < 8; l++ {
+		VADDSS(local.Offset(4*l), s, s)
+	}
+	ADDQ(U32(8), i)
+	Label("left1")
 	CMPQ(i, n)
 	JAE(LabelRef("store"))
 	x := XMM()
 	VMOVSS(Mem{Base: kp, Index: i, Scale: 4}, x)
 	VFMADD231SS(Mem{Base: qp, Index: i, Scale: 4}, x, s)
 	INCQ(i)
-	JMP(LabelRef("left"))
+	JMP(LabelRef("left1"))
 	Label("store")
 	VMOVSS(s, Mem{Base: out})
 	ADDQ(U32(4), out)

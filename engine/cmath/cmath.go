@@ -1,0 +1,52 @@
+// Package cmath gives the engine the C library's single-precision expf,
+// sinf, cosf and powf, the functions llama.cpp's CPU backend calls (RoPE's
+// cos/sin cache, its scale, SiLU on the elements past a 16-lane block). The
+// C library's results are not always correctly rounded, so matching
+// llama.cpp bit for bit means calling the same functions: on Linux the
+// process's libm is loaded at first use (github.com/ebitengine/purego, no
+// cgo). Where it cannot be loaded, correctly rounded Go versions stand in
+// and Source reports it.
+package cmath
+
+import (
+	"math"
+	"sync"
+)
+
+var (
+	once                   sync.Once
+	expf, sinf, cosf, cexp func(float32) float32
+	powf                   func(float32, float32) float32
+	source                 = "go"
+)
+
+func load() {
+	once.Do(func() {
+		expf, sinf, cosf, powf = goExpf, goSinf, goCosf, goPowf
+		if e, s, c, p, name, ok := loadLibm(); ok {
+			expf, sinf, cosf, powf, source = e, s, c, p, name
+		}
+	})
+}
+
+// Source names where the functions come from: the C library's file name
+// (e.g. "libm.so.6") or "go" when it could not be loaded.
+func Source() string { load(); return source }
+
+// Expf is the C library's expf.
+func Expf(x float32) float32 { load(); return expf(x) }
+
+// Sinf is the C library's sinf.
+func Sinf(x float32) float32 { load(); return sinf(x) }
+
+// Cosf is the C library's cosf.
+func Cosf(x float32) float32 { load(); return cosf(x) }
+
+// Powf is the C library's powf.
+func Powf(x, y float32) float32 { load(); return powf(x, y) }
+
+// The stand-ins: float64 evaluation rounded once to float32.
+func goExpf(x float32) float32    { return float32(math.Exp(float64(x))) }
+func goSinf(x float32) float32    { return float32(math.Sin(float64(x))) }
+func goCosf(x float32) float32    { return float32(math.Cos(float64(x))) }
+func goPowf(x, y float32) float32 { return float32(math.Pow(float64(x), float64(y))) }
