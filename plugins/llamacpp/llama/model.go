@@ -130,6 +130,9 @@ type ContextParams struct {
 	Threads                        int
 	FlashAttn                      int32
 	TypeK, TypeV                   int32 // ggml types
+	// Observe, if set, sees the graph's nodes as they are computed
+	// (llama.cpp's cb_eval).
+	Observe *Observer
 }
 
 // Context is a llama_context with one reusable llama_batch of NUBatch tokens.
@@ -142,6 +145,7 @@ type Context struct {
 	cap    int
 	nVocab int
 	nSeq   int
+	obs    uintptr // observer registration, 0 if none
 }
 
 // NewContext creates a context on the model.
@@ -163,9 +167,25 @@ func (m *Model) NewContext(p ContextParams) (*Context, error) {
 			return nil, err
 		}
 	}
+	var obs uintptr
+	if p.Observe != nil {
+		cb, ud := registerObserver(p.Observe)
+		if err := cp.Set("cb_eval", cb); err != nil {
+			unregisterObserver(ud)
+			return nil, err
+		}
+		if err := cp.Set("cb_eval_user_data", ud); err != nil {
+			unregisterObserver(ud)
+			return nil, err
+		}
+		obs = ud
+	}
 	out := l.f.initContext.Call([]reflect.Value{reflect.ValueOf(m.ptr), cp.Value()})
 	ptr := out[0].Interface().(uintptr)
 	if ptr == 0 {
+		if obs != 0 {
+			unregisterObserver(obs)
+		}
 		return nil, fmt.Errorf("llama_init_from_model failed (n_ctx %d, flash_attn %d, type_k %d, type_v %d; its reason is in the plugin's log)", p.NCtx, p.FlashAttn, p.TypeK, p.TypeV)
 	}
 	if l.Layout.Batch != reflect.TypeFor[batchV1]() {
@@ -175,7 +195,7 @@ func (m *Model) NewContext(p ContextParams) (*Context, error) {
 	bout := l.f.batchInit.Call([]reflect.Value{reflect.ValueOf(int32(p.NUBatch)), reflect.ValueOf(int32(0)), reflect.ValueOf(int32(1))})
 	b := Struct{reflect.New(l.Layout.Batch).Elem()}
 	b.v.Set(bout[0])
-	c := &Context{m: m, ptr: ptr, mem: l.f.getMemory(ptr), batch: b, cap: p.NUBatch, nVocab: m.NVocab(), nSeq: p.NSeqMax}
+	c := &Context{m: m, ptr: ptr, mem: l.f.getMemory(ptr), batch: b, cap: p.NUBatch, nVocab: m.NVocab(), nSeq: p.NSeqMax, obs: obs}
 	c.raw = (*batchV1)(b.v.Addr().UnsafePointer())
 	return c, nil
 }
@@ -187,6 +207,10 @@ func (c *Context) Free() {
 		c.m.lib.f.batchFree.Call([]reflect.Value{c.batch.Value()})
 		c.m.lib.f.free(c.ptr)
 		c.ptr = 0
+		if c.obs != 0 {
+			unregisterObserver(c.obs)
+			c.obs = 0
+		}
 	}
 }
 
