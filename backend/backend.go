@@ -5,7 +5,10 @@
 // proto/backend.proto from any language.
 package backend
 
-import "context"
+import (
+	"context"
+	"fmt"
+)
 
 // ProtocolVersion is the plugin protocol version negotiated in the go-plugin
 // handshake. Bump it on any incompatible change of the service.
@@ -76,7 +79,12 @@ type LoadResult struct {
 	PlanSummary string      `json:"plan_summary,omitempty"` // e.g. "35 of 36 matmuls on the NPU (fp16)"
 	LoadNS      int64       `json:"load_ns"`
 	WarmupNS    int64       `json:"warmup_ns"`
-	MemoryBytes int64       `json:"memory_bytes"`
+	// MemoryBytes is the plugin's resident set size right after Load (mapped
+	// weights included), as the plugin measured it.
+	MemoryBytes int64 `json:"memory_bytes"`
+	// Kernels names the CPU kernel implementation the plugin's matmuls run
+	// ("avx512", "avx2", "generic", a llama.cpp CPU variant); "" = not said.
+	Kernels string `json:"kernels,omitempty"`
 }
 
 // EvalRequest feeds Tokens into Session at position Pos.
@@ -95,8 +103,12 @@ type Logits struct {
 	Pos   int `json:"pos"`   // absolute position in the session
 	// Values is the full vocabulary row. Inside a plugin it may alias the
 	// engine's buffer and is valid only during emit; rows a host receives
-	// through Client are freshly allocated.
+	// through Client.Eval are freshly allocated (Client.EvalInto decodes
+	// into buffers of the caller's).
 	Values []float32 `json:"-"`
+	// ComputeNS is how long the plugin has computed in this call up to this
+	// row, sending excluded (0 = not measured). Set by the gRPC server.
+	ComputeNS int64 `json:"-"`
 }
 
 // BenchRequest mirrors llama-bench: one test of NPrompt prompt tokens and/or
@@ -108,6 +120,33 @@ type BenchRequest struct {
 	Warmup  bool  `json:"warmup"`
 	Seed    int64 `json:"seed"`
 	NBatch  int   `json:"n_batch"`
+}
+
+// Validate checks a request the way every plugin must refuse it
+// (ErrInvalidArgument naming the field).
+func (r BenchRequest) Validate() error {
+	switch {
+	case r.NPrompt < 0 || r.NGen < 0:
+		return Errorf(ErrInvalidArgument, "bench: n_prompt %d and n_gen %d must not be negative", r.NPrompt, r.NGen)
+	case r.NPrompt == 0 && r.NGen == 0:
+		return Errorf(ErrInvalidArgument, "bench: n_prompt and n_gen are both 0")
+	case r.Reps < 1:
+		return Errorf(ErrInvalidArgument, "bench: reps %d, want at least 1", r.Reps)
+	case r.NBatch < 0:
+		return Errorf(ErrInvalidArgument, "bench: n_batch %d is negative", r.NBatch)
+	}
+	return nil
+}
+
+// String names the test as llama-bench does: "pp512", "tg128", "pp512+tg128".
+func (r BenchRequest) String() string {
+	switch {
+	case r.NPrompt > 0 && r.NGen > 0:
+		return fmt.Sprintf("pp%d+tg%d", r.NPrompt, r.NGen)
+	case r.NPrompt > 0:
+		return fmt.Sprintf("pp%d", r.NPrompt)
+	}
+	return fmt.Sprintf("tg%d", r.NGen)
 }
 
 // BenchResult holds the per-repetition wall times measured inside the plugin.

@@ -2,12 +2,10 @@ package backend
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
-	"math"
+	"time"
 
 	"google.golang.org/grpc"
 
@@ -76,6 +74,7 @@ func (s *grpcServer) Load(ctx context.Context, in *backendpb.LoadRequest) (*back
 		LoadNs:      res.LoadNS,
 		WarmupNs:    res.WarmupNS,
 		MemoryBytes: res.MemoryBytes,
+		Kernels:     res.Kernels,
 	}
 	for _, p := range res.Plan {
 		out.Plan = append(out.Plan, &backendpb.PlanEntry{Op: p.Op, Device: p.Device, Shape: p.Shape, Reason: p.Reason})
@@ -91,9 +90,15 @@ func (s *grpcServer) Eval(in *backendpb.EvalRequest, stream grpc.ServerStreaming
 		LogitsFrom: int(in.LogitsFrom),
 	}
 	var buf []byte // reused: Send serializes the message before it returns
+	start := time.Now()
+	var sending time.Duration // encoding and sending rows: IPC, not compute
 	err := s.impl.Eval(stream.Context(), req, func(l Logits) error {
+		t := time.Now()
+		compute := t.Sub(start) - sending
 		buf = encodeFloats(buf[:0], l.Values)
-		return stream.Send(&backendpb.EvalChunk{Index: int64(l.Index), Pos: int64(l.Pos), Logits: buf})
+		err := stream.Send(&backendpb.EvalChunk{Index: int64(l.Index), Pos: int64(l.Pos), Logits: buf, ComputeNs: compute.Nanoseconds()})
+		sending += time.Since(t)
+		return err
 	})
 	return toStatus(err)
 }
@@ -161,6 +166,7 @@ func (c *grpcClient) Load(ctx context.Context, req LoadRequest) (LoadResult, err
 		LoadNS:      r.LoadNs,
 		WarmupNS:    r.WarmupNs,
 		MemoryBytes: r.MemoryBytes,
+		Kernels:     r.Kernels,
 	}
 	if m := r.Model; m != nil {
 		res.Model = ModelInfo{
@@ -181,6 +187,12 @@ func (c *grpcClient) Load(ctx context.Context, req LoadRequest) (LoadResult, err
 }
 
 func (c *grpcClient) Eval(ctx context.Context, req EvalRequest, emit func(Logits) error) error {
+	return c.EvalInto(ctx, req, nil, emit)
+}
+
+// EvalInto implements RowDecoder: the stream is read with rowCodec, which
+// decodes each row's bytes straight into buf(n).
+func (c *grpcClient) EvalInto(ctx context.Context, req EvalRequest, buf func(n int) []float32, emit func(Logits) error) error {
 	// Cancelling tells the plugin to stop when emit gives up early.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -189,23 +201,26 @@ func (c *grpcClient) Eval(ctx context.Context, req EvalRequest, emit func(Logits
 		Pos:        int64(req.Pos),
 		Tokens:     req.Tokens,
 		LogitsFrom: int64(req.LogitsFrom),
-	})
+	}, grpc.ForceCodecV2(rowCodec{}))
 	if err != nil {
 		return fromStatus(err)
 	}
+	if buf == nil {
+		buf = func(n int) []float32 { return make([]float32, n) }
+	}
+	chunk := rowChunk{buf: buf}
 	for {
-		chunk, err := stream.Recv()
+		err := stream.RecvMsg(&chunk)
 		if errors.Is(err, io.EOF) {
 			return nil
 		}
 		if err != nil {
+			if chunk.err != nil {
+				return chunk.err
+			}
 			return fromStatus(err)
 		}
-		values, err := decodeFloats(chunk.Logits)
-		if err != nil {
-			return fmt.Errorf("eval chunk %d (pos %d): logits: %w", chunk.Index, chunk.Pos, err)
-		}
-		if err := emit(Logits{Index: int(chunk.Index), Pos: int(chunk.Pos), Values: values}); err != nil {
+		if err := emit(Logits{Index: int(chunk.index), Pos: int(chunk.pos), Values: chunk.values, ComputeNS: chunk.computeNS}); err != nil {
 			return err
 		}
 	}
@@ -236,22 +251,3 @@ func (c *grpcClient) Close(ctx context.Context) error {
 	return fromStatus(err)
 }
 
-// encodeFloats appends v as little-endian float32 bytes.
-func encodeFloats(dst []byte, v []float32) []byte {
-	for _, f := range v {
-		dst = binary.LittleEndian.AppendUint32(dst, math.Float32bits(f))
-	}
-	return dst
-}
-
-// decodeFloats reads little-endian float32 bytes into a new slice.
-func decodeFloats(b []byte) ([]float32, error) {
-	if len(b)%4 != 0 {
-		return nil, fmt.Errorf("%d bytes is not a whole number of float32 values", len(b))
-	}
-	v := make([]float32, len(b)/4)
-	for i := range v {
-		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-	}
-	return v, nil
-}

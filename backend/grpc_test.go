@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/evalrun/evalrun/backend"
-	"github.com/evalrun/evalrun/backend/internal/backendtest"
+	"github.com/evalrun/evalrun/backend/backendtest"
 )
 
 // serveInProcess runs b through backend.Serve in go-plugin's test mode and
@@ -156,6 +156,36 @@ func TestEvalStreamsLargeRows(t *testing.T) {
 	}
 }
 
+func TestEvalIntoUsesTheCallersRows(t *testing.T) {
+	c := serveInProcess(t, &backendtest.Fake{})
+	const vocab = 1000
+	if _, err := c.Load(context.Background(), backend.LoadRequest{ModelPath: "m", Options: map[string]any{"vocab": vocab}}); err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	pool := [][]float32{make([]float32, vocab), make([]float32, vocab)}
+	next := 0
+	var lastCompute int64
+	tokens := []int32{5, 6, 7, 8}
+	err := c.EvalInto(context.Background(), backend.EvalRequest{Session: "s", Pos: 0, Tokens: tokens},
+		func(n int) []float32 { r := pool[next%2][:n]; next++; return r },
+		func(l backend.Logits) error {
+			if &l.Values[0] != &pool[l.Index%2][0] {
+				t.Errorf("row %d was not decoded into the caller's buffer", l.Index)
+			}
+			if msg := backendtest.CheckRow(l.Values, l.Index, tokens[l.Index], len(tokens), vocab); msg != "" {
+				t.Errorf("row %d: %s", l.Index, msg)
+			}
+			if l.ComputeNS <= 0 || l.ComputeNS < lastCompute {
+				t.Errorf("row %d: compute %d ns after %d: want a growing positive total", l.Index, l.ComputeNS, lastCompute)
+			}
+			lastCompute = l.ComputeNS
+			return nil
+		})
+	if err != nil || next != len(tokens) {
+		t.Fatalf("EvalInto: %v, %d rows", err, next)
+	}
+}
+
 func TestEvalRequestAboveGRPCDefaultLimit(t *testing.T) {
 	c := serveInProcess(t, &backendtest.Fake{})
 	if _, err := c.Load(context.Background(), backend.LoadRequest{ModelPath: "m"}); err != nil {
@@ -252,6 +282,13 @@ func TestFindPlugin(t *testing.T) {
 		t.Errorf("FindPlugin(noexec): err = %v, want 'not executable'", err)
 	}
 	if _, err := backend.FindPlugin("../x", dir); err == nil {
-		t.Error("FindPlugin accepted a name with a path separator")
+		t.Error("FindPlugin accepted a path to nothing")
+	}
+	// A path (the caller allowed it) is used as is, made absolute.
+	if got, err := backend.FindPlugin(bin); err != nil || got != bin {
+		t.Errorf("FindPlugin(path) = %q, %v; want %q", got, err, bin)
+	}
+	if _, err := backend.FindPlugin(dir + "/"); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Errorf("FindPlugin(directory): err = %v", err)
 	}
 }

@@ -23,6 +23,11 @@ import (
 // ErrKilled is returned by calls on a Client after Kill.
 var ErrKilled = errors.New("plugin was killed")
 
+// MTLSEnv turns off go-plugin's automatic mutual TLS between the host and its
+// plugins when set to "0" or "off" (for a plugin, e.g. in another language,
+// that does not implement it). It is on by default.
+const MTLSEnv = "EVALRUN_PLUGIN_MTLS"
+
 // LaunchConfig says how to start a plugin.
 type LaunchConfig struct {
 	Path string   // the plugin binary (see FindPlugin)
@@ -49,20 +54,30 @@ const StderrTailLines = 20
 // before deciding the plugin is merely unreachable rather than dead.
 const crashGrace = 2 * time.Second
 
+// killWait bounds how long Kill waits for go-plugin to finish reading the
+// plugin's output after the process group was killed: a descendant that left
+// the group could keep the pipes open forever.
+const killWait = 3 * time.Second
+
 // Client is a running plugin. It implements Backend; per-call timeouts are
 // the caller's ctx (a hung call returns context.DeadlineExceeded and the
 // plugin can then be killed). Calls on a plugin that died return a
 // *CrashError (errors.Is(err, ErrCrashed)).
+//
+// The plugin runs in a process group of its own: signals sent to the host's
+// group (Ctrl-C, kill -TERM -PGID) do not reach it, and Kill ends every
+// process it started. On Linux the kernel kills the plugin when the host
+// dies; a watchdog (a shell in the plugin's group that waits on a pipe only
+// the host holds) then kills the rest of the group, on any Unix.
 type Client struct {
 	name    string
 	pc      *plugin.Client
 	backend Backend
 	done    <-chan struct{} // closed when the plugin process exits
-	cmd     *exec.Cmd       // nil when reattached
+	proc    *process        // nil when reattached
 	pid     int
 	tail    *tailBuffer
 
-	hung     atomic.Bool // a call ran into its deadline: Kill need not be gentle
 	killed   atomic.Bool
 	killOnce sync.Once
 	release  chan struct{} // frees the OS thread that started the plugin
@@ -71,7 +86,9 @@ type Client struct {
 var _ Backend = (*Client)(nil)
 
 // Launch starts the plugin at cfg.Path (or reattaches), performs the
-// handshake and returns the connected Client. ctx bounds the start.
+// handshake and returns the connected Client. ctx bounds the start. When the
+// plugin's directory holds a plugins.sha256 lock file, the binary's sha256
+// must be the one it lists (go-plugin's SecureConfig).
 func Launch(ctx context.Context, cfg LaunchConfig) (*Client, error) {
 	if cfg.Path == "" && cfg.Reattach == nil {
 		return nil, errors.New("launch plugin: no path given")
@@ -95,7 +112,6 @@ func Launch(ctx context.Context, cfg LaunchConfig) (*Client, error) {
 		VersionedPlugins: map[int]plugin.PluginSet{ProtocolVersion: plugins},
 		Plugins:          plugins, // reattaching skips version negotiation
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
-		Managed:          true,
 		StartTimeout:     cfg.StartTimeout,
 		Logger:           logger,
 		// Each source gets its own line splitter so interleaved writes
@@ -111,17 +127,36 @@ func Launch(ctx context.Context, cfg LaunchConfig) (*Client, error) {
 			c.name = "reattached plugin"
 		}
 	} else {
-		if _, err := os.Stat(cfg.Path); err != nil {
+		if st, err := os.Stat(cfg.Path); err != nil {
+			return nil, fmt.Errorf("launch plugin: %w", err)
+		} else if !st.Mode().IsRegular() {
+			return nil, fmt.Errorf("launch plugin: %s is not a regular file", cfg.Path)
+		}
+		sum, err := lockedChecksum(cfg.Path)
+		if err != nil {
 			return nil, fmt.Errorf("launch plugin: %w", err)
 		}
-		cmd := exec.Command(cfg.Path, cfg.Args...)
-		// The host environment first so cfg.Env wins (exec keeps the last
-		// duplicate); go-plugin then appends its handshake variables.
-		cmd.Env = append(os.Environ(), cfg.Env...)
+		m := strings.ToLower(os.Getenv(MTLSEnv))
+		pcfg.AutoMTLS = m != "0" && m != "off" && m != "false"
 		pcfg.SkipHostEnv = true
-		killWithParent(cmd)
-		c.cmd = cmd
-		pcfg.Cmd = cmd
+		// go-plugin creates a private socket directory for a RunnerFunc and
+		// removes it on Kill (the watchdog does if the host dies), so no
+		// socket outlives its plugin. spec carries go-plugin's variables.
+		pcfg.RunnerFunc = func(_ hclog.Logger, spec *exec.Cmd, socketDir string) (pluginRunner, error) {
+			if sum != nil {
+				// go-plugin's SecureConfig, checked here: with a RunnerFunc
+				// go-plugin has no path of its own to check.
+				if ok, err := newSecureConfig(sum).Check(cfg.Path); err != nil || !ok {
+					return nil, fmt.Errorf("%s: sha256 differs from %s (rebuild with make build): %w", cfg.Path, LockFile, errChecksum(err))
+				}
+			}
+			cmd := exec.Command(cfg.Path, cfg.Args...)
+			// The host environment first so cfg.Env wins (exec keeps the
+			// last duplicate), then go-plugin's handshake variables.
+			cmd.Env = append(append(os.Environ(), cfg.Env...), spec.Env...)
+			c.proc = newProcess(cmd, socketDir)
+			return c.proc, nil
+		}
 	}
 	c.pc = plugin.NewClient(pcfg)
 
@@ -164,30 +199,25 @@ func Launch(ctx context.Context, cfg LaunchConfig) (*Client, error) {
 		// process that is still being started.
 		go func() {
 			<-result
-			c.pc.Kill()
+			c.Kill()
 		}()
 		return nil, fmt.Errorf("launch plugin %s: %w", c.name, ctx.Err())
 	}
 	if r.err != nil {
-		c.pc.Kill()
+		c.Kill()
 		return nil, fmt.Errorf("launch plugin %s: %w%s", c.name, r.err, c.tail.suffix())
 	}
 	d, ok := r.raw.(*dispensed)
 	if !ok {
-		c.pc.Kill()
+		c.Kill()
 		return nil, fmt.Errorf("launch plugin %s: unexpected client type %T", c.name, r.raw)
 	}
 	c.backend, c.done = d.Backend, d.done
-	if c.cmd != nil && c.cmd.Process != nil {
-		c.pid = c.cmd.Process.Pid
+	if c.proc != nil {
+		c.pid = c.proc.pid()
 	}
 	return c, nil
 }
-
-// KillAll kills every plugin started by Launch that is still running. Hosts
-// call it on exit, including from their signal handler, because deferred
-// Kills do not run on os.Exit.
-func KillAll() { plugin.CleanupClients() }
 
 // Pid is the plugin's process id.
 func (c *Client) Pid() int { return c.pid }
@@ -217,23 +247,34 @@ func (c *Client) ExitErr() error {
 func (c *Client) processState() *os.ProcessState {
 	// go-plugin reaps the process and then marks it exited under its lock,
 	// so once Exited is true ProcessState is written and safe to read.
-	if c.cmd == nil || !c.pc.Exited() {
+	if c.proc == nil || !c.pc.Exited() {
 		return nil
 	}
-	return c.cmd.ProcessState
+	return c.proc.cmd.ProcessState
+}
+
+// PeakRSS is the plugin process's peak resident set size so far (Linux:
+// VmHWM of /proc/PID/status); ok is false on other systems, for a
+// reattached plugin, or once the process is gone.
+func (c *Client) PeakRSS() (bytes int64, ok bool) {
+	if c.proc == nil || c.pc.Exited() {
+		return 0, false
+	}
+	return peakRSS(c.pid)
 }
 
 // StderrTail returns the last lines the plugin wrote to stderr (or stdout).
 func (c *Client) StderrTail() []string { return c.tail.lines() }
 
-// Kill stops the plugin: gracefully if it responds, otherwise (or after a
-// call hit its deadline) with SIGKILL. It blocks until the process is gone
-// and may be called more than once.
+// Kill ends the plugin and every process it started (SIGKILL to its process
+// group; the caller asks a plugin to release its resources with Close
+// first). It returns within a few seconds even if a descendant that left the
+// group holds the plugin's output open, and may be called more than once.
 func (c *Client) Kill() {
 	c.killOnce.Do(func() {
 		c.killed.Store(true)
-		if c.hung.Load() {
-			c.forceKill()
+		if c.proc != nil {
+			c.proc.killGroup()
 		}
 		done := make(chan struct{})
 		go func() {
@@ -242,19 +283,10 @@ func (c *Client) Kill() {
 		}()
 		select {
 		case <-done:
-		case <-time.After(5 * time.Second):
-			// A stopped or wedged plugin can block the graceful shutdown RPC.
-			c.forceKill()
-			<-done
+		case <-time.After(killWait):
 		}
 		close(c.release)
 	})
-}
-
-func (c *Client) forceKill() {
-	if c.cmd != nil && c.cmd.Process != nil {
-		_ = c.cmd.Process.Kill()
-	}
 }
 
 // Describe implements Backend.
@@ -278,18 +310,38 @@ func (c *Client) Load(ctx context.Context, req LoadRequest) (LoadResult, error) 
 // Eval implements Backend. An error returned by emit ends the call and is
 // returned as is.
 func (c *Client) Eval(ctx context.Context, req EvalRequest, emit func(Logits) error) error {
+	return c.EvalInto(ctx, req, nil, emit)
+}
+
+// EvalInto is Eval that decodes every row straight into buf(n), a slice of
+// n float32 the caller owns (nil buf: freshly allocated rows). A host that
+// recycles its rows receives a vocabulary of logits with one copy and no
+// allocation per row.
+func (c *Client) EvalInto(ctx context.Context, req EvalRequest, buf func(n int) []float32, emit func(Logits) error) error {
 	if err := c.usable("Eval"); err != nil {
 		return err
 	}
 	var emitErr error
-	err := c.backend.Eval(ctx, req, func(l Logits) error {
+	wrapped := func(l Logits) error {
 		emitErr = emit(l)
 		return emitErr
-	})
+	}
+	var err error
+	if rd, ok := c.backend.(RowDecoder); ok {
+		err = rd.EvalInto(ctx, req, buf, wrapped)
+	} else {
+		err = c.backend.Eval(ctx, req, wrapped)
+	}
 	if err != nil && err == emitErr {
 		return err
 	}
 	return c.callErr(ctx, "Eval", err)
+}
+
+// RowDecoder is implemented by the host's gRPC client (and Client): Eval
+// with rows decoded into the caller's buffers.
+type RowDecoder interface {
+	EvalInto(ctx context.Context, req EvalRequest, buf func(n int) []float32, emit func(Logits) error) error
 }
 
 // Bench implements Backend.
@@ -330,9 +382,6 @@ func (c *Client) callErr(ctx context.Context, op string, err error) error {
 		return nil
 	}
 	if ctx.Err() != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
-		if errors.Is(err, context.DeadlineExceeded) {
-			c.hung.Store(true)
-		}
 		return fmt.Errorf("%s: %s: %w", c.name, op, ctx.Err())
 	}
 	if c.killed.Load() {
@@ -357,9 +406,7 @@ func (c *Client) callErr(ctx context.Context, op string, err error) error {
 
 func (c *Client) crashError(op string, cause error) error {
 	e := &CrashError{Plugin: c.name, Pid: c.pid, Op: op, ExitCode: c.ExitCode(), Stderr: c.tail.lines(), Cause: cause}
-	if ee := c.ExitErr(); ee != nil {
-		e.Status = ee.Error()
-	} else if ps := c.processState(); ps != nil {
+	if ps := c.processState(); ps != nil {
 		e.Status = ps.String()
 	}
 	return e
@@ -397,41 +444,3 @@ func (e *CrashError) Is(target error) bool { return target == ErrCrashed }
 
 // Unwrap returns the transport error.
 func (e *CrashError) Unwrap() error { return e.Cause }
-
-// PluginPrefix starts the file name of every plugin binary.
-const PluginPrefix = "evalrun-plugin-"
-
-// FindPlugin returns the path of the plugin binary evalrun-plugin-<name>,
-// searching dirs in order and then the directory of the running executable.
-func FindPlugin(name string, dirs ...string) (string, error) {
-	if name == "" || strings.ContainsAny(name, `/\`) || name == "." || name == ".." {
-		return "", fmt.Errorf("find plugin: invalid name %q", name)
-	}
-	file := PluginPrefix + name
-	if runtime.GOOS == "windows" {
-		file += ".exe"
-	}
-	if exe, err := os.Executable(); err == nil {
-		dirs = append(dirs[:len(dirs):len(dirs)], filepath.Dir(exe))
-	}
-	var looked []string
-	for _, dir := range dirs {
-		if dir == "" {
-			continue
-		}
-		p := filepath.Join(dir, file)
-		looked = append(looked, dir)
-		st, err := os.Stat(p)
-		if err != nil || st.IsDir() {
-			continue
-		}
-		if runtime.GOOS != "windows" && st.Mode().Perm()&0o111 == 0 {
-			return "", fmt.Errorf("find plugin %q: %s is not executable", name, p)
-		}
-		if abs, err := filepath.Abs(p); err == nil {
-			p = abs
-		}
-		return p, nil
-	}
-	return "", fmt.Errorf("find plugin %q: no %s in %s", name, file, strings.Join(looked, ", "))
-}

@@ -20,6 +20,9 @@ import (
 var testPlugin string
 
 func TestMain(m *testing.M) {
+	if path := os.Getenv(hostEnv); path != "" {
+		standInHost(path)
+	}
 	dir, err := os.MkdirTemp("", "evalrun-backend-test")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

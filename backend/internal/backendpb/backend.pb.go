@@ -381,13 +381,16 @@ func (x *PlanEntry) GetReason() string {
 }
 
 type LoadResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Model         *ModelInfo             `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
-	Plan          []*PlanEntry           `protobuf:"bytes,2,rep,name=plan,proto3" json:"plan,omitempty"`
-	PlanSummary   string                 `protobuf:"bytes,3,opt,name=plan_summary,json=planSummary,proto3" json:"plan_summary,omitempty"`
-	LoadNs        int64                  `protobuf:"varint,4,opt,name=load_ns,json=loadNs,proto3" json:"load_ns,omitempty"`
-	WarmupNs      int64                  `protobuf:"varint,5,opt,name=warmup_ns,json=warmupNs,proto3" json:"warmup_ns,omitempty"`
-	MemoryBytes   int64                  `protobuf:"varint,6,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Model       *ModelInfo             `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
+	Plan        []*PlanEntry           `protobuf:"bytes,2,rep,name=plan,proto3" json:"plan,omitempty"`
+	PlanSummary string                 `protobuf:"bytes,3,opt,name=plan_summary,json=planSummary,proto3" json:"plan_summary,omitempty"`
+	LoadNs      int64                  `protobuf:"varint,4,opt,name=load_ns,json=loadNs,proto3" json:"load_ns,omitempty"`
+	WarmupNs    int64                  `protobuf:"varint,5,opt,name=warmup_ns,json=warmupNs,proto3" json:"warmup_ns,omitempty"`
+	MemoryBytes int64                  `protobuf:"varint,6,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
+	// The CPU kernel implementation the plugin's matmuls run, e.g. "avx512",
+	// "avx2", "generic", or a llama.cpp CPU variant ("zen4"). "" = not said.
+	Kernels       string `protobuf:"bytes,7,opt,name=kernels,proto3" json:"kernels,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -462,6 +465,13 @@ func (x *LoadResponse) GetMemoryBytes() int64 {
 		return x.MemoryBytes
 	}
 	return 0
+}
+
+func (x *LoadResponse) GetKernels() string {
+	if x != nil {
+		return x.Kernels
+	}
+	return ""
 }
 
 type EvalRequest struct {
@@ -540,7 +550,10 @@ type EvalChunk struct {
 	Index int64                  `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"` // index into EvalRequest.tokens
 	Pos   int64                  `protobuf:"varint,2,opt,name=pos,proto3" json:"pos,omitempty"`     // absolute position in the session
 	// The full vocabulary row as little-endian IEEE-754 float32 values.
-	Logits        []byte `protobuf:"bytes,3,opt,name=logits,proto3" json:"logits,omitempty"`
+	Logits []byte `protobuf:"bytes,3,opt,name=logits,proto3" json:"logits,omitempty"`
+	// Nanoseconds the plugin has spent computing in this call up to this row,
+	// not counting the time spent sending earlier rows (0 = not measured).
+	ComputeNs     int64 `protobuf:"varint,4,opt,name=compute_ns,json=computeNs,proto3" json:"compute_ns,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -594,6 +607,13 @@ func (x *EvalChunk) GetLogits() []byte {
 		return x.Logits
 	}
 	return nil
+}
+
+func (x *EvalChunk) GetComputeNs() int64 {
+	if x != nil {
+		return x.ComputeNs
+	}
+	return 0
 }
 
 type BenchRequest struct {
@@ -852,24 +872,27 @@ const file_backend_proto_rawDesc = "" +
 	"\x02op\x18\x01 \x01(\tR\x02op\x12\x16\n" +
 	"\x06device\x18\x02 \x01(\tR\x06device\x12\x14\n" +
 	"\x05shape\x18\x03 \x01(\tR\x05shape\x12\x16\n" +
-	"\x06reason\x18\x04 \x01(\tR\x06reason\"\xf2\x01\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"\x8c\x02\n" +
 	"\fLoadResponse\x123\n" +
 	"\x05model\x18\x01 \x01(\v2\x1d.evalrun.backend.v1.ModelInfoR\x05model\x121\n" +
 	"\x04plan\x18\x02 \x03(\v2\x1d.evalrun.backend.v1.PlanEntryR\x04plan\x12!\n" +
 	"\fplan_summary\x18\x03 \x01(\tR\vplanSummary\x12\x17\n" +
 	"\aload_ns\x18\x04 \x01(\x03R\x06loadNs\x12\x1b\n" +
 	"\twarmup_ns\x18\x05 \x01(\x03R\bwarmupNs\x12!\n" +
-	"\fmemory_bytes\x18\x06 \x01(\x03R\vmemoryBytes\"r\n" +
+	"\fmemory_bytes\x18\x06 \x01(\x03R\vmemoryBytes\x12\x18\n" +
+	"\akernels\x18\a \x01(\tR\akernels\"r\n" +
 	"\vEvalRequest\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x10\n" +
 	"\x03pos\x18\x02 \x01(\x03R\x03pos\x12\x16\n" +
 	"\x06tokens\x18\x03 \x03(\x05R\x06tokens\x12\x1f\n" +
 	"\vlogits_from\x18\x04 \x01(\x03R\n" +
-	"logitsFrom\"K\n" +
+	"logitsFrom\"j\n" +
 	"\tEvalChunk\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x03R\x05index\x12\x10\n" +
 	"\x03pos\x18\x02 \x01(\x03R\x03pos\x12\x16\n" +
-	"\x06logits\x18\x03 \x01(\fR\x06logits\"\x97\x01\n" +
+	"\x06logits\x18\x03 \x01(\fR\x06logits\x12\x1d\n" +
+	"\n" +
+	"compute_ns\x18\x04 \x01(\x03R\tcomputeNs\"\x97\x01\n" +
 	"\fBenchRequest\x12\x19\n" +
 	"\bn_prompt\x18\x01 \x01(\x03R\anPrompt\x12\x13\n" +
 	"\x05n_gen\x18\x02 \x01(\x03R\x04nGen\x12\x12\n" +

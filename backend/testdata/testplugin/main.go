@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/evalrun/evalrun/backend"
-	"github.com/evalrun/evalrun/backend/internal/backendtest"
+	"github.com/evalrun/evalrun/backend/backendtest"
 )
 
 func main() {

@@ -1,6 +1,7 @@
-// Package backendtest holds a fake Backend with fully predictable results, used
-// by the adapter tests in-process and by the test plugin binary under
-// backend/testdata, so the transport can be checked without a model.
+// Package backendtest holds a fake Backend with fully predictable results, as
+// net/http/httptest does for HTTP: the adapter tests serve it in-process, the
+// test plugin binary under backend/testdata serves it as a real process, and
+// hosts and plugin authors can check a transport without a model.
 package backendtest
 
 import (

@@ -1,0 +1,198 @@
+package backend
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/hashicorp/go-plugin"
+	"github.com/hashicorp/go-plugin/runner"
+)
+
+type pluginRunner = runner.Runner
+
+// process runs one plugin for go-plugin (a runner.Runner): the plugin in a
+// process group of its own, with a watchdog that ends the group if the host
+// dies without doing it.
+type process struct {
+	cmd            *exec.Cmd
+	socketDir      string
+	stdout, stderr io.ReadCloser // set by Start
+	stopWatchdog   func()
+	killOnce       sync.Once
+}
+
+func newProcess(cmd *exec.Cmd, socketDir string) *process {
+	ownProcessGroup(cmd)
+	return &process{cmd: cmd, socketDir: socketDir, stopWatchdog: func() {}}
+}
+
+func (p *process) Start(context.Context) error {
+	var err error
+	if p.stdout, err = p.cmd.StdoutPipe(); err != nil {
+		return err
+	}
+	if p.stderr, err = p.cmd.StderrPipe(); err != nil {
+		return err
+	}
+	if err := p.cmd.Start(); err != nil {
+		return err
+	}
+	p.stopWatchdog = startWatchdog(p.cmd.Process.Pid, p.socketDir)
+	return nil
+}
+
+func (p *process) pid() int {
+	if p.cmd.Process == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
+// killGroup SIGKILLs the plugin's process group (the plugin and whatever it
+// started) and releases the watchdog. The group leader is not reaped before
+// its output is drained (go-plugin waits for that), so its pid, which is the
+// group's id, cannot have been reused.
+func (p *process) killGroup() {
+	p.killOnce.Do(func() {
+		if pid := p.pid(); pid > 0 {
+			killProcessGroup(pid)
+		}
+		p.stopWatchdog()
+	})
+}
+
+func (p *process) Wait(context.Context) error { return p.cmd.Wait() }
+func (p *process) Kill(context.Context) error { p.killGroup(); return nil }
+func (p *process) Stdout() io.ReadCloser      { return p.stdout }
+func (p *process) Stderr() io.ReadCloser      { return p.stderr }
+func (p *process) Name() string               { return p.cmd.Path }
+func (p *process) ID() string                 { return strconv.Itoa(p.pid()) }
+
+func (p *process) Diagnose(context.Context) string { return "" }
+
+func (p *process) PluginToHost(network, addr string) (string, string, error) {
+	return network, addr, nil
+}
+
+func (p *process) HostToPlugin(network, addr string) (string, string, error) {
+	return network, addr, nil
+}
+
+// errChecksum says why a checksum check failed.
+func errChecksum(err error) error {
+	if err != nil {
+		return err
+	}
+	return plugin.ErrChecksumsDoNotMatch
+}
+
+// PluginPrefix starts the file name of every plugin binary.
+const PluginPrefix = "evalrun-plugin-"
+
+// LockFile is the name of the checksum file beside plugin binaries (make
+// build writes it in sha256sum's format). When present, Launch refuses a
+// binary it does not list or whose sha256 differs.
+const LockFile = "plugins.sha256"
+
+// FindPlugin returns the executable for ref: a plugin name is the binary
+// evalrun-plugin-NAME, searched in dirs in order and then in the directory of
+// the running executable; a ref containing a path separator is a path, used
+// as is. Whether a path may be given at all is the caller's decision (a spec
+// says plugin_path for it). The result is absolute.
+func FindPlugin(ref string, dirs ...string) (string, error) {
+	if strings.ContainsAny(ref, `/\`) {
+		return checkExecutable(ref)
+	}
+	if ref == "" || ref == "." || ref == ".." {
+		return "", fmt.Errorf("find plugin: invalid name %q", ref)
+	}
+	file := PluginPrefix + ref
+	if runtime.GOOS == "windows" {
+		file += ".exe"
+	}
+	if exe, err := os.Executable(); err == nil {
+		if real, err := filepath.EvalSymlinks(exe); err == nil {
+			exe = real
+		}
+		dirs = append(dirs[:len(dirs):len(dirs)], filepath.Dir(exe))
+	}
+	var looked []string
+	for _, dir := range dirs {
+		if dir == "" {
+			continue
+		}
+		looked = append(looked, dir)
+		p := filepath.Join(dir, file)
+		if st, err := os.Stat(p); err == nil && !st.IsDir() {
+			return checkExecutable(p)
+		}
+	}
+	return "", fmt.Errorf("find plugin %q: no %s in %s", ref, file, strings.Join(looked, ", "))
+}
+
+func checkExecutable(p string) (string, error) {
+	st, err := os.Stat(p)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "", fmt.Errorf("plugin %s: no such file", p)
+	case err != nil:
+		return "", fmt.Errorf("plugin %w", err)
+	case !st.Mode().IsRegular():
+		return "", fmt.Errorf("plugin %s: not a regular file", p)
+	case runtime.GOOS != "windows" && st.Mode().Perm()&0o111 == 0:
+		return "", fmt.Errorf("plugin %s: is not executable", p)
+	}
+	return filepath.Abs(p)
+}
+
+// lockedChecksum is the sha256 the lock file beside path lists for it, nil
+// when there is no lock file.
+func lockedChecksum(path string) ([]byte, error) {
+	lock := filepath.Join(filepath.Dir(path), LockFile)
+	f, err := os.Open(lock)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	name := filepath.Base(path)
+	sc := bufio.NewScanner(f)
+	for line := 1; sc.Scan(); line++ {
+		text := strings.TrimSpace(sc.Text())
+		if text == "" || text[0] == '#' {
+			continue
+		}
+		sum, file, ok := strings.Cut(text, " ")
+		file = strings.TrimPrefix(strings.TrimSpace(file), "*")
+		b, err := hex.DecodeString(sum)
+		if !ok || err != nil || len(b) != sha256.Size {
+			return nil, fmt.Errorf("%s:%d: want \"SHA256  FILE\" (sha256sum's format)", lock, line)
+		}
+		if file == name {
+			return b, nil
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	return nil, fmt.Errorf("%s is not listed in %s (rebuild with make build, or remove the lock file)", name, lock)
+}
+
+func newSecureConfig(sum []byte) *plugin.SecureConfig {
+	return &plugin.SecureConfig{Checksum: sum, Hash: sha256.New()}
+}
