@@ -20,6 +20,8 @@ type Options struct {
 	// machine runs; every implementation gives the same bits).
 	Kernels ggml.Kernels
 	// MatMul wraps the CPU matmul, e.g. to offload some ops; nil = CPU only.
+	// A device that needs the loaded model to plan is attached after Open
+	// with UseMatMul instead.
 	MatMul func(cpu MatMuler) MatMuler
 }
 
@@ -33,7 +35,8 @@ type Model struct {
 	tok      *tokenizer.Tokenizer
 	pool     *Pool
 	kern     ggml.Kernels
-	mm       MatMuler
+	cpu      MatMuler // the CPU matmul
+	mm       MatMuler // what Decode calls: cpu, or a device wrapping it
 
 	tokEmbd    *Weight
 	layers     []layer
@@ -86,7 +89,8 @@ func LoadGGUF(f *gguf.File, opts Options) (*Model, error) {
 	if m.kern == nil {
 		m.kern = ggml.Best()
 	}
-	m.mm = NewCPUMatMul(opts.Numerics, m.pool, m.kern)
+	m.cpu = NewCPUMatMul(opts.Numerics, m.pool, m.kern)
+	m.mm = m.cpu
 	if opts.MatMul != nil {
 		if m.mm = opts.MatMul(m.mm); m.mm == nil {
 			m.pool.Close()
@@ -132,7 +136,32 @@ func (m *Model) bindWeights(numerics Numerics) error {
 			break
 		}
 	}
-	return b.err
+	if b.err != nil {
+		return b.err
+	}
+	// A block the hyperparameters do not count would be silently ignored.
+	for _, ti := range m.file.Tensors {
+		var il int
+		if _, err := fmt.Sscanf(ti.Name, "blk.%d.", &il); err == nil && il >= c.NLayer {
+			return fmt.Errorf("tensor %q: block %d, but %s.block_count is %d", ti.Name, il, c.Arch, c.NLayer)
+		}
+	}
+	return nil
+}
+
+// Check reads a GGUF file's hyperparameters and binds every tensor as Open
+// would, without a tokenizer, threads or a session: a host uses it to refuse
+// a model before any backend loads it.
+func Check(f *gguf.File) error {
+	cfg, err := readConfig(f)
+	if err != nil {
+		return fmt.Errorf("%s: %w", f.Path, err)
+	}
+	m := &Model{Config: cfg, file: f}
+	if err := m.bindWeights(Exact); err != nil {
+		return fmt.Errorf("%s: %w", f.Path, err)
+	}
+	return nil
 }
 
 // binder fetches tensors, keeping the first error.
@@ -254,6 +283,19 @@ func (m *Model) Kernels() ggml.Kernels { return m.kern }
 // Threads is the number of threads matmuls and attention use.
 func (m *Model) Threads() int { return m.pool.Threads() }
 
+// CPUMatMul is the model's CPU matmul, the one a device falls back to.
+func (m *Model) CPUMatMul() MatMuler { return m.cpu }
+
+// UseMatMul makes Decode run every weight matmul through mm, typically a
+// device that claims some ops and hands the rest to CPUMatMul; nil restores
+// the CPU. Not safe while a Decode runs.
+func (m *Model) UseMatMul(mm MatMuler) {
+	if mm == nil {
+		mm = m.cpu
+	}
+	m.mm = mm
+}
+
 // MatMulOps lists every weight matmul the model runs for a batch of tokens
 // that requests logits for all of them, in llama.cpp's graph order.
 func (m *Model) MatMulOps(tokens int) []MatMulOp {
@@ -262,18 +304,33 @@ func (m *Model) MatMulOps(tokens int) []MatMulOp {
 
 // MatMulOpsOutputs is MatMulOps for a batch of tokens of which outputs rows
 // request logits: as in llama.cpp, the last layer's FFN and the output head
-// only run on those rows.
+// only run on those rows. The ops are the ones Decode runs (layerOps and
+// outputOp build both).
 func (m *Model) MatMulOpsOutputs(tokens, outputs int) []MatMulOp {
-	ops := make([]MatMulOp, 0, 7*len(m.layers)+1)
+	ops := make([]MatMulOp, 0, nLayerOps*len(m.layers)+1)
 	for il := range m.layers {
-		ops = m.layerOps(ops, il, tokens, outputs)
+		lo := m.layerOps(il, tokens, outputs)
+		ops = append(ops, lo[:]...)
 	}
 	return append(ops, m.outputOp(outputs))
 }
 
-// layerOps appends the matmuls of layer il. The Q, V, K order is the node
-// order of llama.cpp's graph (llama-eval-callback).
-func (m *Model) layerOps(ops []MatMulOp, il, tokens, outputs int) []MatMulOp {
+// The matmuls of a layer, in the node order of llama.cpp's graph
+// (llama-eval-callback): Q, V, K, then the attention output and the FFN.
+const (
+	opQ = iota
+	opV
+	opK
+	opAttnOut
+	opFFNGate
+	opFFNUp
+	opFFNDown
+	nLayerOps
+)
+
+// layerOps are the matmuls of layer il for a batch of tokens of which
+// outputs rows continue past attention in the last layer.
+func (m *Model) layerOps(il, tokens, outputs int) [nLayerOps]MatMulOp {
 	l := &m.layers[il]
 	ffnRows := tokens
 	if il == len(m.layers)-1 {
@@ -282,15 +339,15 @@ func (m *Model) layerOps(ops []MatMulOp, il, tokens, outputs int) []MatMulOp {
 	op := func(name string, t int, w *Weight) MatMulOp {
 		return MatMulOp{Name: fmt.Sprintf("%s-%d", name, il), Layer: il, T: t, K: w.K, N: w.N, Weight: w}
 	}
-	return append(ops,
-		op("Qcur", tokens, l.wq),
-		op("Vcur", tokens, l.wv),
-		op("Kcur", tokens, l.wk),
-		op("attn_out", tokens, l.wo),
-		op("ffn_gate", ffnRows, l.wGate),
-		op("ffn_up", ffnRows, l.wUp),
-		op("ffn_out", ffnRows, l.wDown),
-	)
+	return [nLayerOps]MatMulOp{
+		opQ:       op("Qcur", tokens, l.wq),
+		opV:       op("Vcur", tokens, l.wv),
+		opK:       op("Kcur", tokens, l.wk),
+		opAttnOut: op("attn_out", tokens, l.wo),
+		opFFNGate: op("ffn_gate", ffnRows, l.wGate),
+		opFFNUp:   op("ffn_up", ffnRows, l.wUp),
+		opFFNDown: op("ffn_out", ffnRows, l.wDown),
+	}
 }
 
 func (m *Model) outputOp(outputs int) MatMulOp {

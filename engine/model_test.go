@@ -120,6 +120,24 @@ func TestMatMulDispatch(t *testing.T) {
 	}
 }
 
+// TestUseMatMulAfterOpen: a device attached to a loaded model (as a plugin
+// does once it has planned) gets every matmul; nil restores the CPU.
+func TestUseMatMulAfterOpen(t *testing.T) {
+	m := openModel(t, modelPath("F32"), Exact, 1)
+	ids := []int32{1, 2, 3}
+	want := decodeAll(t, m, ids)
+	rec := &recorder{cpu: m.CPUMatMul(), bumps: map[string]float32{"result_output": 1}}
+	m.UseMatMul(rec)
+	got := decodeAll(t, m, ids)
+	if len(rec.ops) != len(m.MatMulOps(3)) || got[2][0] != want[2][0]+1 {
+		t.Fatalf("device ran %d ops (want %d), logit %v (want %v)", len(rec.ops), len(m.MatMulOps(3)), got[2][0], want[2][0]+1)
+	}
+	m.UseMatMul(nil)
+	if again := decodeAll(t, m, ids); again[2][0] != want[2][0] {
+		t.Fatalf("after UseMatMul(nil): %v, want the CPU's %v", again[2][0], want[2][0])
+	}
+}
+
 // rewriteModel copies a GGUF file, letting edit change or drop KVs and tensors.
 func rewriteModel(t *testing.T, src string, editKV func(kv *gguf.KV) bool, editTensor func(name string, typ *ggml.Type, dims *[]uint64, data *[]byte) bool) string {
 	t.Helper()
@@ -196,6 +214,18 @@ func TestBadModelsAreRefusedByName(t *testing.T) {
 			}
 			return true
 		}, want: []string{"head_count 8 is not a multiple of llama.attention.head_count_kv 3"}},
+		{name: "head count 0", kv: func(kv *gguf.KV) bool {
+			if kv.Key == "llama.attention.head_count" {
+				kv.Value = uint32(0)
+			}
+			return true
+		}, want: []string{"llama.attention.head_count: value 0 out of range"}},
+		{name: "block count below the tensors", kv: func(kv *gguf.KV) bool {
+			if kv.Key == "llama.block_count" {
+				kv.Value = uint32(4)
+			}
+			return true
+		}, want: []string{`tensor "blk.4.`, "block 4, but llama.block_count is 4"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -203,7 +233,20 @@ func TestBadModelsAreRefusedByName(t *testing.T) {
 			if c.kv != nil || c.tensor != nil {
 				path = rewriteModel(t, src, c.kv, c.tensor)
 			}
+			// Check (what the host runs before any plugin) agrees with Open.
+			f, err := gguf.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkErr := Check(f)
+			f.Close()
+			if (checkErr == nil) != (c.want == nil) {
+				t.Errorf("Check: %v", checkErr)
+			}
 			m, err := Open(path, Options{Threads: 1})
+			if err != nil && checkErr != nil && err.Error() != checkErr.Error() {
+				t.Errorf("Check says %q, Open %q", checkErr, err)
+			}
 			if c.want == nil {
 				if err != nil {
 					t.Fatal(err)

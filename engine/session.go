@@ -139,10 +139,10 @@ func (f *forward) init() {
 	}
 }
 
-func (f *forward) matmul(name string, il, rows int, w *Weight, x []float32) ([]float32, error) {
-	op := MatMulOp{Name: fmt.Sprintf("%s-%d", name, il), Layer: il, T: rows, K: w.K, N: w.N, Weight: w}
-	out := make([]float32, rows*w.N)
-	if err := f.s.m.mm.MatMul(&op, x, out); err != nil {
+// matmul runs one op of the layer's list (the list MatMulOps reports).
+func (f *forward) matmul(op *MatMulOp, x []float32) ([]float32, error) {
+	out := make([]float32, op.T*op.N)
+	if err := f.s.m.mm.MatMul(op, x, out); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -156,20 +156,21 @@ func (f *forward) layer(il int, x []float32, outRows []int) ([]float32, error) {
 	l := &m.layers[il]
 	E, T := c.NEmbd, f.T
 	kvDim := c.NHeadKV * c.HeadDim
+	ops := m.layerOps(il, T, len(outRows))
 
 	xn := make([]float32, T*E)
 	for t := range T {
 		rmsNorm(xn[t*E:(t+1)*E], x[t*E:(t+1)*E], l.attnNorm, c.RMSEps)
 	}
-	q, err := f.matmul("Qcur", il, T, l.wq, xn)
+	q, err := f.matmul(&ops[opQ], xn)
 	if err != nil {
 		return nil, err
 	}
-	v, err := f.matmul("Vcur", il, T, l.wv, xn)
+	v, err := f.matmul(&ops[opV], xn)
 	if err != nil {
 		return nil, err
 	}
-	k, err := f.matmul("Kcur", il, T, l.wk, xn)
+	k, err := f.matmul(&ops[opK], xn)
 	if err != nil {
 		return nil, err
 	}
@@ -189,7 +190,7 @@ func (f *forward) layer(il int, x []float32, outRows []int) ([]float32, error) {
 	copy(f.s.v[il][f.pos0*kvDim:], v)
 
 	att := f.attention(il, q)
-	ao, err := f.matmul("attn_out", il, T, l.wo, att)
+	ao, err := f.matmul(&ops[opAttnOut], att)
 	if err != nil {
 		return nil, err
 	}
@@ -206,18 +207,18 @@ func (f *forward) layer(il int, x []float32, outRows []int) ([]float32, error) {
 	for r := range rows {
 		rmsNorm(xn[r*E:(r+1)*E], x[r*E:(r+1)*E], l.ffnNorm, c.RMSEps)
 	}
-	gate, err := f.matmul("ffn_gate", il, rows, l.wGate, xn)
+	gate, err := f.matmul(&ops[opFFNGate], xn)
 	if err != nil {
 		return nil, err
 	}
-	up, err := f.matmul("ffn_up", il, rows, l.wUp, xn)
+	up, err := f.matmul(&ops[opFFNUp], xn)
 	if err != nil {
 		return nil, err
 	}
 	for r := range rows {
 		m.kern.Swiglu(gate[r*c.NFF:(r+1)*c.NFF], gate[r*c.NFF:(r+1)*c.NFF], up[r*c.NFF:(r+1)*c.NFF])
 	}
-	down, err := f.matmul("ffn_out", il, rows, l.wDown, gate)
+	down, err := f.matmul(&ops[opFFNDown], gate)
 	if err != nil {
 		return nil, err
 	}
