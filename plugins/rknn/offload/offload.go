@@ -77,18 +77,6 @@ func Decide(cfg Config, op *engine.MatMulOp) (bool, string) {
 	return true, ""
 }
 
-// CoreRuns is how many NPU runs ops take under cfg (one per used core of
-// each offloaded op): the plugin uses it to start fault counts after Load.
-func CoreRuns(cfg Config, ops []engine.MatMulOp) int {
-	n := 0
-	for i := range ops {
-		if ok, _ := Decide(cfg, &ops[i]); ok {
-			n += len(SplitN(ops[i].N, cfg.Cores))
-		}
-	}
-	return n
-}
-
 // MatMuler is the offloading engine.MatMuler. MatMul may be called from
 // several goroutines; calls on the same weight and T are serialized.
 type MatMuler struct {
@@ -102,10 +90,6 @@ type MatMuler struct {
 
 	statsMu sync.Mutex
 	stats   Stats
-
-	// lieBLayout packs B in the norm layout while the contexts say native:
-	// tests use it to prove the device really reads the layout.
-	lieBLayout bool
 }
 
 // Stats are cumulative counters of the offload.
@@ -354,12 +338,8 @@ func (o *MatMuler) convert(w *engine.Weight) (*weightB, error) {
 		if err := ggml.Dequantize(w.Type, w.Data[r.Lo*rb:r.Hi*rb], f); err != nil {
 			return nil, &convertError{fmt.Sprintf("weight %s: %v", w.Name, err)}
 		}
-		packInfo := s.bInfo
-		if o.lieBLayout {
-			packInfo.BLayout = npu.LayoutNorm
-		}
 		if t == FP16 {
-			err = npu.PackBT(&packInfo, f, rows, K, s.b.Bytes())
+			err = npu.PackBT(&s.bInfo, f, rows, K, s.b.Bytes())
 		} else {
 			q := make([]int8, rows*K)
 			s.scale = make([]float32, rows)
@@ -370,7 +350,7 @@ func (o *MatMuler) convert(w *engine.Weight) (*weightB, error) {
 				}
 				s.scale[n] = sc
 			}
-			err = npu.PackBT(&packInfo, q, rows, K, s.b.Bytes())
+			err = npu.PackBT(&s.bInfo, q, rows, K, s.b.Bytes())
 		}
 		if err != nil {
 			return nil, fmt.Errorf("weight %s: %w", w.Name, err)
