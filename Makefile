@@ -6,7 +6,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X main.version=$(VERSION) -X main.gitCommit=$(COMMIT)
 
-.PHONY: all build run test test-go test-rknpu test-llamacpp-note vet bench fuzz proto llamacpp clean
+.PHONY: oracle all build run test test-go test-rknpu test-llamacpp-note vet bench fuzz proto llamacpp clean
 
 all: build
 
@@ -54,6 +54,13 @@ bench: build
 ## fuzz: a short run of every fuzz target
 fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzParse -fuzztime=60s ./engine/gguf
+
+## oracle: the CPU plugin's ggml numerics against llama.cpp (make llamacpp first), every bundled variant
+oracle: build
+	@for v in "" -f16 -q8_0 -q4_0; do \
+		echo "== stories260K$$v"; \
+		EVALRUN_MODEL_PATH=$(CURDIR)/models/stories260K$$v.gguf $(BIN)/evalrun run configs/llamacpp-oracle.yaml || exit $$?; \
+	done
 
 ## asm: regenerate the amd64 kernels with avo (pinned in tools/asmgen/go.mod)
 asm:
