@@ -250,4 +250,3 @@ func (c *grpcClient) Close(ctx context.Context) error {
 	_, err := c.pb.Close(ctx, &backendpb.CloseRequest{})
 	return fromStatus(err)
 }
-

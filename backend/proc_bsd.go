@@ -10,3 +10,6 @@ func setPdeathsig(*syscall.SysProcAttr) {}
 
 // peakRSS is not measured outside Linux (no /proc/PID/status).
 func peakRSS(int) (int64, bool) { return 0, false }
+
+// ResidentBytes is not measured outside Linux: 0.
+func ResidentBytes() int64 { return 0 }

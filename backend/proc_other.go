@@ -20,3 +20,6 @@ func killProcessGroup(pid int) {
 func startWatchdog(int, string) func() { return func() {} }
 
 func peakRSS(int) (int64, bool) { return 0, false }
+
+// ResidentBytes is not measured outside Linux: 0.
+func ResidentBytes() int64 { return 0 }

@@ -20,15 +20,8 @@ const DefaultBenchBatch = 512
 // single-token decodes. Tokens are random from a generator seeded with Seed;
 // the first is BOS when the model adds one. Eval sessions are not touched.
 func (b *Backend) Bench(ctx context.Context, req backend.BenchRequest) (backend.BenchResult, error) {
-	switch {
-	case req.NPrompt < 0 || req.NGen < 0:
-		return backend.BenchResult{}, backend.Errorf(backend.ErrInvalidArgument, "bench: n_prompt %d and n_gen %d must not be negative", req.NPrompt, req.NGen)
-	case req.NPrompt == 0 && req.NGen == 0:
-		return backend.BenchResult{}, backend.Errorf(backend.ErrInvalidArgument, "bench: n_prompt and n_gen are both 0")
-	case req.Reps < 1:
-		return backend.BenchResult{}, backend.Errorf(backend.ErrInvalidArgument, "bench: reps %d, want at least 1", req.Reps)
-	case req.NBatch < 0:
-		return backend.BenchResult{}, backend.Errorf(backend.ErrInvalidArgument, "bench: n_batch %d is negative", req.NBatch)
+	if err := req.Validate(); err != nil {
+		return backend.BenchResult{}, err
 	}
 	nBatch := req.NBatch
 	if nBatch == 0 {

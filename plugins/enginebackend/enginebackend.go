@@ -1,6 +1,7 @@
 // Package enginebackend implements backend.Backend on top of the evalrun
 // engine. The cpu and rknn plugins share it and differ only in their Config:
-// which options they accept and how they wrap the engine's CPU matmul.
+// which options they accept and which device they attach to the loaded
+// model (see Device).
 //
 // Concurrency: the engine runs one model with one worker pool, so all calls
 // except Describe are serialized; Eval calls on different sessions run one
@@ -11,7 +12,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"sync"
@@ -24,19 +24,13 @@ import (
 	"github.com/evalrun/evalrun/engine/tokenizer"
 )
 
-// MatMulFunc wraps the engine's CPU matmul for a loaded model: it returns the
-// matmul the model should use, the plan (where each named matmul runs) and a
-// one-line summary. opts is what Config.Options parsed.
-type MatMulFunc func(m *engine.Model, cpu engine.MatMuler, opts any) (engine.MatMuler, []backend.PlanEntry, string, error)
-
 // Config describes one engine plugin.
 type Config struct {
 	Name, Version, Device string
 	Capabilities          []string
-	// Options parses the plugin's own options; nil accepts none.
+	// Options parses the plugin's own options and says which device to
+	// attach; nil accepts none and runs every matmul on the CPU.
 	Options OptionsParser
-	// MatMul claims matmuls for a device; nil runs everything on the CPU.
-	MatMul MatMulFunc
 	// Logger is the plugin's logger; nil is silent.
 	Logger hclog.Logger
 }
@@ -52,7 +46,7 @@ type Backend struct {
 
 	mu       sync.Mutex
 	model    *engine.Model
-	device   io.Closer // the device matmul's resources, if it holds any
+	device   Device // nil: CPU only
 	nCtx     int
 	sessions map[string]*engine.Session
 }
@@ -106,7 +100,7 @@ func (b *Backend) Load(ctx context.Context, req backend.LoadRequest) (backend.Lo
 			return backend.LoadResult{}, backend.Errorf(backend.ErrInvalidArgument, "option \"numerics\": %v", err)
 		}
 	}
-	parsed, err := b.cfg.Options.Parse(ownOpts)
+	attach, err := b.cfg.Options.Parse(ownOpts)
 	if err != nil {
 		return backend.LoadResult{}, backend.Errorf(backend.ErrInvalidArgument, "%v", err)
 	}
@@ -119,18 +113,7 @@ func (b *Backend) Load(ctx context.Context, req backend.LoadRequest) (backend.Lo
 	b.closeLocked()
 
 	start := time.Now()
-	var cpu engine.MatMuler
-	dispatch := &switchMatMul{}
-	m, err := engine.Open(req.ModelPath, engine.Options{
-		Numerics: numerics,
-		Threads:  req.Threads,
-		// The device's matmul needs the loaded model to plan, so the model
-		// gets a switch that is pointed at it once planning is done.
-		MatMul: func(c engine.MatMuler) engine.MatMuler {
-			cpu, dispatch.inner = c, c
-			return dispatch
-		},
-	})
+	m, err := engine.Open(req.ModelPath, engine.Options{Numerics: numerics, Threads: req.Threads})
 	if err != nil {
 		return backend.LoadResult{}, loadError(req.ModelPath, err)
 	}
@@ -139,19 +122,14 @@ func (b *Backend) Load(ctx context.Context, req backend.LoadRequest) (backend.Lo
 		return backend.LoadResult{}, err
 	}
 	plan, summary := cpuPlan(m)
-	var device io.Closer // a device matmul that holds resources (NPU contexts, memory)
-	if b.cfg.MatMul != nil {
-		mm, p, s, err := b.cfg.MatMul(m, cpu, parsed)
-		if err != nil {
+	var device Device
+	if attach != nil {
+		if device, err = attach(m); err != nil {
 			m.Close()
 			return backend.LoadResult{}, fmt.Errorf("load %s: %s: %w", req.ModelPath, b.cfg.Name, err)
 		}
-		if mm == nil {
-			m.Close()
-			return backend.LoadResult{}, fmt.Errorf("load %s: %s: the matmul hook returned no matmul", req.ModelPath, b.cfg.Name)
-		}
-		dispatch.inner, plan, summary = mm, p, s
-		device, _ = mm.(io.Closer)
+		m.UseMatMul(device)
+		plan, summary = device.Plan()
 	}
 	loadNS := time.Since(start).Nanoseconds()
 
@@ -167,6 +145,9 @@ func (b *Backend) Load(ctx context.Context, req backend.LoadRequest) (backend.Lo
 		return backend.LoadResult{}, fmt.Errorf("load %s: warm-up: %w", req.ModelPath, err)
 	}
 	warmupNS := time.Since(start).Nanoseconds()
+	if a, ok := device.(Armer); ok {
+		a.Arm()
+	}
 
 	b.model, b.device, b.nCtx, b.sessions = m, device, req.NCtx, map[string]*engine.Session{}
 	if b.nCtx == 0 {
@@ -178,10 +159,11 @@ func (b *Backend) Load(ctx context.Context, req backend.LoadRequest) (backend.Lo
 		PlanSummary: summary,
 		LoadNS:      loadNS,
 		WarmupNS:    warmupNS,
-		MemoryBytes: memoryBytes(),
+		MemoryBytes: backend.ResidentBytes(),
+		Kernels:     m.Kernels().Name(),
 	}
 	b.cfg.Logger.Info("model loaded", "path", req.ModelPath, "numerics", numerics.String(), "threads", m.Threads(),
-		"n_ctx", b.nCtx, "plan", summary, "load_ms", loadNS/1e6, "warmup_ms", warmupNS/1e6)
+		"n_ctx", b.nCtx, "plan", summary, "kernels", res.Kernels, "load_ms", loadNS/1e6, "warmup_ms", warmupNS/1e6)
 	return res, nil
 }
 
@@ -212,13 +194,6 @@ func checkVocab(m *engine.Model, want string) error {
 			tok.VocabSize(), got, want)
 	}
 	return nil
-}
-
-// switchMatMul forwards to the matmul chosen after the model was loaded.
-type switchMatMul struct{ inner engine.MatMuler }
-
-func (s *switchMatMul) MatMul(op *engine.MatMulOp, x, out []float32) error {
-	return s.inner.MatMul(op, x, out)
 }
 
 // cpuPlan is the plan when every matmul stays on the CPU.

@@ -314,11 +314,26 @@ func TestFailedEvalLeavesSessionUnchanged(t *testing.T) {
 	}
 }
 
-// recorder is a MatMul hook that logs every matmul and claims none.
+// recorder is a Device that logs every matmul and claims none.
 type recorder struct {
-	cpu engine.MatMuler
-	mu  sync.Mutex
-	ops []string
+	cpu     engine.MatMuler
+	mu      sync.Mutex
+	ops     []string
+	plan    []backend.PlanEntry
+	summary string
+	closed  int
+	armed   int
+}
+
+func (r *recorder) Plan() ([]backend.PlanEntry, string) { return r.plan, r.summary }
+func (r *recorder) Close() error                        { r.closed++; return nil }
+
+// recording attaches rec as the device, with no options of its own.
+func recording(rec *recorder) OptionsParser {
+	return DeviceOptions(func(m *engine.Model, _ *struct{}) (Device, error) {
+		rec.cpu = m.CPUMatMul()
+		return rec, nil
+	})
 }
 
 func (r *recorder) MatMul(op *engine.MatMulOp, x, out []float32) error {
@@ -348,10 +363,7 @@ func count(ops []string, name string) int {
 
 func TestBenchFollowsLlamaBench(t *testing.T) {
 	rec := &recorder{}
-	b, _ := load(t, Config{Name: "rec", MatMul: func(m *engine.Model, cpu engine.MatMuler, _ any) (engine.MatMuler, []backend.PlanEntry, string, error) {
-		rec.cpu = cpu
-		return rec, nil, "recording", nil
-	}}, backend.LoadRequest{})
+	b, _ := load(t, Config{Name: "rec", Options: recording(rec)}, backend.LoadRequest{})
 	rows(t, b, backend.EvalRequest{Session: "keep", Pos: 0, Tokens: onceUponATime[:3], LogitsFrom: 3})
 	rec.take()
 
@@ -414,20 +426,28 @@ func (o *rknnLike) Validate() error {
 	return nil
 }
 
-func TestMatMulHookAndPluginOptions(t *testing.T) {
+// armedRecorder is a recorder with faults to arm.
+type armedRecorder struct {
+	*recorder
+	onArm func()
+}
+
+func (a armedRecorder) Arm() { a.armed++; a.onArm() }
+
+func TestDeviceAndPluginOptions(t *testing.T) {
 	var gotOpts *rknnLike
-	rec := &recorder{}
+	rec := &recorder{plan: []backend.PlanEntry{{Op: "Qcur-0", Device: "npu", Shape: "1×64×64"}}, summary: "1 of 36 matmuls on the NPU"}
+	warmOps := -1
 	cfg := Config{
-		Name:    "npu-ish",
-		Options: JSONOptions[rknnLike](),
-		MatMul: func(m *engine.Model, cpu engine.MatMuler, opts any) (engine.MatMuler, []backend.PlanEntry, string, error) {
-			gotOpts = opts.(*rknnLike)
+		Name: "npu-ish",
+		Options: DeviceOptions(func(m *engine.Model, opts *rknnLike) (Device, error) {
+			gotOpts = opts
 			if gotOpts.Kernels == "fail" {
-				return nil, nil, "", errors.New("kernel list rejected")
+				return nil, errors.New("kernel list rejected")
 			}
-			rec.cpu = cpu
-			return rec, []backend.PlanEntry{{Op: "Qcur-0", Device: "npu", Shape: "1×64×64"}}, "1 of 36 matmuls on the NPU", nil
-		},
+			rec.cpu = m.CPUMatMul()
+			return armedRecorder{rec, func() { warmOps = len(rec.ops) }}, nil
+		}),
 	}
 	b, res := load(t, cfg, backend.LoadRequest{Options: map[string]any{"kernels": "all", "numerics": "exact"}})
 	if gotOpts == nil || gotOpts.Cores != 3 || gotOpts.Kernels != "all" {
@@ -436,8 +456,11 @@ func TestMatMulHookAndPluginOptions(t *testing.T) {
 	if res.PlanSummary != "1 of 36 matmuls on the NPU" || len(res.Plan) != 1 || res.Plan[0].Device != "npu" {
 		t.Errorf("plan %+v / %q is not the hook's", res.Plan, res.PlanSummary)
 	}
-	if ops := rec.take(); len(ops) != 36 {
-		t.Errorf("warm-up sent %d matmuls through the hook, want 36", len(ops))
+	if ops := rec.take(); len(ops) != 36 || warmOps != 36 || rec.armed != 1 {
+		t.Errorf("warm-up sent %d matmuls through the device, want 36, and then armed it (%d times, after %d ops)", len(ops), rec.armed, warmOps)
+	}
+	if res.Kernels == "" {
+		t.Error("LoadResult does not name the CPU kernels")
 	}
 	rows(t, b, backend.EvalRequest{Pos: 0, Tokens: onceUponATime})
 	if ops := rec.take(); count(ops, "result_output/5") != 1 {
@@ -465,20 +488,12 @@ func TestMatMulHookAndPluginOptions(t *testing.T) {
 	}
 }
 
-// closingMatMul records whether the backend released the device matmul.
-type closingMatMul struct {
-	engine.MatMuler
-	closed int
-}
-
-func (c *closingMatMul) Close() error { c.closed++; return nil }
-
-func TestCloseReleasesDeviceMatMul(t *testing.T) {
-	var dev *closingMatMul
-	b := New(Config{Name: "dev", MatMul: func(m *engine.Model, cpu engine.MatMuler, _ any) (engine.MatMuler, []backend.PlanEntry, string, error) {
-		dev = &closingMatMul{MatMuler: cpu}
-		return dev, nil, "device", nil
-	}})
+func TestCloseReleasesTheDevice(t *testing.T) {
+	var dev *recorder
+	b := New(Config{Name: "dev", Options: DeviceOptions(func(m *engine.Model, _ *struct{}) (Device, error) {
+		dev = &recorder{cpu: m.CPUMatMul()}
+		return dev, nil
+	})})
 	ctx := context.Background()
 	req := backend.LoadRequest{ModelPath: "../../models/stories260K.gguf", Threads: 1}
 	if _, err := b.Load(ctx, req); err != nil {

@@ -1,12 +1,7 @@
 package enginebackend
 
 import (
-	"bufio"
 	"fmt"
-	"os"
-	"runtime"
-	"strconv"
-	"strings"
 
 	"github.com/evalrun/evalrun/backend"
 	"github.com/evalrun/evalrun/engine"
@@ -65,26 +60,4 @@ func fileType(f *gguf.File) string {
 		return "all F32 (guessed)"
 	}
 	return best.String() + " (guessed)"
-}
-
-// memoryBytes is the plugin's resident set size (mapped weights included),
-// or the Go runtime's view where /proc is unavailable.
-func memoryBytes() int64 {
-	if f, err := os.Open("/proc/self/status"); err == nil {
-		defer f.Close()
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-				fields := strings.Fields(rest)
-				if len(fields) == 2 && fields[1] == "kB" {
-					if kb, err := strconv.ParseInt(fields[0], 10, 64); err == nil {
-						return kb << 10
-					}
-				}
-			}
-		}
-	}
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return int64(ms.Sys)
 }

@@ -10,40 +10,59 @@ import (
 	"strings"
 
 	"github.com/evalrun/evalrun/backend"
+	"github.com/evalrun/evalrun/engine"
 )
 
 // OptionsParser validates a plugin's own options (the spec's free-form
-// object). The engine's option "numerics" is handled by the Backend itself and
-// never reaches the parser.
+// object) before the model is opened. The engine's option "numerics" is
+// handled by the Backend itself and never reaches the parser.
 type OptionsParser interface {
 	// Names lists the options the plugin accepts.
 	Names() []string
-	// Parse validates opts, whose keys are all from Names, and returns the
-	// parsed form that Config.MatMul receives. Errors should name the option.
-	Parse(opts map[string]any) (any, error)
+	// Parse validates opts, whose keys are all from Names, and returns how
+	// to attach the plugin's device once the model is loaded (nil: every
+	// matmul on the CPU). Errors should name the option.
+	Parse(opts map[string]any) (Attach, error)
 }
+
+// Attach creates a plugin's device for a loaded model.
+type Attach func(m *engine.Model) (Device, error)
+
+// Device is what a plugin attaches to a loaded model: a matmul that claims
+// some ops and hands the others to m.CPUMatMul(), the plan saying where each
+// op runs, and the device resources Close releases.
+type Device interface {
+	engine.MatMuler
+	// Plan lists where every matmul runs and sums it up in one line.
+	Plan() ([]backend.PlanEntry, string)
+	Close() error
+}
+
+// Armer is a Device with injected faults: Arm is called once Load's
+// warm-up has run, so fault counts start at the first call after Load.
+type Armer interface{ Arm() }
 
 // NoOptions accepts no options of the plugin's own.
 func NoOptions() OptionsParser { return noOptions{} }
 
 type noOptions struct{}
 
-func (noOptions) Names() []string                   { return nil }
-func (noOptions) Parse(map[string]any) (any, error) { return nil, nil }
+func (noOptions) Names() []string                      { return nil }
+func (noOptions) Parse(map[string]any) (Attach, error) { return nil, nil }
 
 // Validator is implemented by option structs that check their values as a
 // whole after decoding.
 type Validator interface{ Validate() error }
 
-// JSONOptions decodes the options into a *T through T's json tags (the tag
-// names are the option names); if *T implements Validator, Validate runs
-// after decoding. T's zero value, or defaults set by Validate, stand for
-// missing options.
-func JSONOptions[T any]() OptionsParser {
+// DeviceOptions decodes the options into an O through O's json tags (the
+// tag names are the option names); if *O implements Validator, Validate runs
+// after decoding. O's zero value, or defaults set by Validate, stand for
+// missing options. attach then receives them with the loaded model.
+func DeviceOptions[O any](attach func(m *engine.Model, opts *O) (Device, error)) OptionsParser {
 	var names []string
-	t := reflect.TypeFor[T]()
+	t := reflect.TypeFor[O]()
 	if t.Kind() != reflect.Struct {
-		panic(fmt.Sprintf("enginebackend.JSONOptions: %v is not a struct", t))
+		panic(fmt.Sprintf("enginebackend.DeviceOptions: %v is not a struct", t))
 	}
 	for f := range t.Fields() {
 		if !f.IsExported() {
@@ -59,15 +78,18 @@ func JSONOptions[T any]() OptionsParser {
 		names = append(names, name)
 	}
 	sort.Strings(names)
-	return jsonOptions[T]{names: names}
+	return deviceOptions[O]{names: names, attach: attach}
 }
 
-type jsonOptions[T any] struct{ names []string }
+type deviceOptions[O any] struct {
+	names  []string
+	attach func(*engine.Model, *O) (Device, error)
+}
 
-func (j jsonOptions[T]) Names() []string { return j.names }
+func (d deviceOptions[O]) Names() []string { return d.names }
 
-func (j jsonOptions[T]) Parse(opts map[string]any) (any, error) {
-	v := new(T)
+func (d deviceOptions[O]) Parse(opts map[string]any) (Attach, error) {
+	v := new(O)
 	if len(opts) > 0 {
 		js, err := json.Marshal(opts)
 		if err != nil {
@@ -88,7 +110,7 @@ func (j jsonOptions[T]) Parse(opts map[string]any) (any, error) {
 			return nil, err
 		}
 	}
-	return v, nil
+	return func(m *engine.Model) (Device, error) { return d.attach(m, v) }, nil
 }
 
 // engineOptions are the options every engine plugin accepts.

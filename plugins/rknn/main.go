@@ -1,7 +1,15 @@
 // Command evalrun-plugin-rknn is the RK3588 NPU backend: the evalrun engine
 // with weight matmuls offloaded to the NPU through the RKNN matmul API (the
 // simulator, or librknnrt when built with -tags rknpu), the rest on the CPU.
-// The host launches it; it is not run by hand.
+// The host launches it; it is not run by hand, except for its two commands
+// (see tools.go), which evalrun kernels and evalrun ops run:
+//
+//	evalrun-plugin-rknn kernels --model M ...   a mat_kernel_size.json
+//	evalrun-plugin-rknn ops --model M ...       test-backend-ops for the NPU
+//
+// They live here rather than in evalrun so that the host links no NPU code
+// (the simulator, or with -tags rknpu the cgo driver) and the option parsing
+// is the plugin's own.
 //
 // Options:
 //
@@ -20,6 +28,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
 
 	"github.com/evalrun/evalrun/backend"
 	"github.com/evalrun/evalrun/engine"
@@ -35,14 +44,16 @@ import (
 var version = "dev"
 
 func main() {
+	if len(os.Args) > 1 && isTool(os.Args[1]) {
+		os.Exit(runTool(os.Args[1:]))
+	}
 	log := backend.NewPluginLogger("rknn")
 	backend.Serve(enginebackend.New(enginebackend.Config{
 		Name:         "rknn",
 		Version:      version,
 		Device:       deviceName(),
 		Capabilities: []string{"eval", "bench", "sessions"},
-		Options:      enginebackend.JSONOptions[options](),
-		MatMul:       attach,
+		Options:      enginebackend.DeviceOptions(attach),
 		Logger:       log,
 	}), backend.WithLogger(log))
 }
@@ -117,16 +128,16 @@ func (o *options) Validate() error {
 		}
 		o.cfg.Kernels, o.listName = &l, o.Kernels
 	}
-	for _, f := range o.faultFields() {
-		if *f.v != nil && **f.v < 0 {
-			return fmt.Errorf("option %q: %d must be >= 0", f.name, **f.v)
+	for _, a := range o.faults().after() {
+		if a.v != nil && *a.v < 0 {
+			return fmt.Errorf("option %q: %d must be >= 0", a.name, *a.v)
 		}
-		if *f.v != nil && o.Driver != "sim" {
-			return fmt.Errorf("option %q: fault injection needs driver sim", f.name)
+		if a.v != nil && o.Driver != "sim" {
+			return fmt.Errorf("option %q: fault injection needs driver sim", a.name)
 		}
 	}
 	if b := o.FaultBitflipBit; b != nil {
-		if *b > 31 {
+		if *b < 0 || *b > 31 {
 			return fmt.Errorf("option \"fault_bitflip_bit\": %d outside 0..31", *b)
 		}
 		if o.FaultBitflipAfter == nil {
@@ -136,62 +147,61 @@ func (o *options) Validate() error {
 	return nil
 }
 
-type faultField struct {
-	name string
-	v    **int
-	sim  func(*sim.Faults) *int
-}
-
-func (o *options) faultFields() []faultField {
-	return []faultField{
-		{"fault_crash_after", &o.FaultCrashAfter, func(f *sim.Faults) *int { return &f.CrashAfterRuns }},
-		{"fault_hang_after", &o.FaultHangAfter, func(f *sim.Faults) *int { return &f.HangAfterRuns }},
-		{"fault_nan_after", &o.FaultNaNAfter, func(f *sim.Faults) *int { return &f.NaNAfterRuns }},
-		{"fault_inf_after", &o.FaultInfAfter, func(f *sim.Faults) *int { return &f.InfAfterRuns }},
-		{"fault_bitflip_after", &o.FaultBitflipAfter, func(f *sim.Faults) *int { return &f.BitFlipAfterRuns }},
-		{"fault_bitflip_bit", &o.FaultBitflipBit, func(f *sim.Faults) *int { return &f.BitFlipBit }},
-	}
-}
-
-// simFaults maps the options onto sim.Faults. The sim counts every run of
-// the driver, Load's one-token warm-up included, so counts are shifted by
-// the warm-up's runs: fault_nan_after 0 hits the first run of the first Eval.
-func (o *options) simFaults(warmupRuns int) sim.Faults {
-	var f sim.Faults
-	for _, ff := range o.faultFields() {
-		if *ff.v == nil {
-			continue
-		}
-		v := **ff.v
-		if ff.name != "fault_bitflip_bit" {
-			v += warmupRuns
-		}
-		*ff.sim(&f) = v
+func (o *options) faults() faults {
+	f := faults{crash: o.FaultCrashAfter, hang: o.FaultHangAfter, nan: o.FaultNaNAfter, inf: o.FaultInfAfter, bitflip: o.FaultBitflipAfter}
+	if o.FaultBitflipBit != nil {
+		f.bit = *o.FaultBitflipBit
 	}
 	return f
 }
 
-// attach is the Load hook: open the driver, convert the weights and create
-// the contexts (the warm-up), and report the plan.
-func attach(m *engine.Model, cpu engine.MatMuler, parsed any) (engine.MatMuler, []backend.PlanEntry, string, error) {
-	o := parsed.(*options)
-	cfg := o.cfg
-	cfg.Evict = m.File().Evict // the CPU keeps no copy of offloaded weights
-	switch o.Driver {
-	case "hardware":
+// openDriver opens the NPU driver the options name.
+func (o *options) openDriver(threads int) (npu.Driver, error) {
+	if o.Driver == "hardware" {
 		drv, err := rknnrt.New()
 		if err != nil {
-			return nil, nil, "", fmt.Errorf("driver hardware: %w", err)
+			return nil, fmt.Errorf("driver hardware: %w", err)
 		}
-		cfg.Driver = drv
-	default:
-		// The engine's warm-up decodes one token: every op at T=1.
-		warm := offload.CoreRuns(cfg, m.MatMulOps(1))
-		cfg.Driver = sim.New(sim.Options{Faults: o.simFaults(warm), Threads: m.Threads()})
+		return drv, nil
 	}
-	mm, plan, summary, err := offload.Attach(m, cpu, cfg, o.listName)
+	return sim.New(sim.Options{Threads: threads}), nil
+}
+
+// npuDevice is the offload attached to a loaded model, with its plan and
+// the fault layer (nil without fault options), armed after the warm-up.
+type npuDevice struct {
+	*offload.MatMuler
+	plan    []backend.PlanEntry
+	summary string
+	faults  *faultDriver
+}
+
+func (d *npuDevice) Plan() ([]backend.PlanEntry, string) { return d.plan, d.summary }
+
+func (d *npuDevice) Arm() {
+	if d.faults != nil {
+		d.faults.arm()
+	}
+}
+
+// attach opens the driver, converts the weights and creates the contexts
+// of every planned op, and reports the plan.
+func attach(m *engine.Model, o *options) (enginebackend.Device, error) {
+	cfg := o.cfg
+	cfg.Evict = m.File().Evict // the CPU keeps no copy of offloaded weights
+	drv, err := o.openDriver(m.Threads())
 	if err != nil {
-		return nil, nil, "", err
+		return nil, err
 	}
-	return mm, plan, summary, nil
+	dev := &npuDevice{}
+	if f := o.faults(); f.any() {
+		dev.faults = newFaultDriver(drv, f)
+		drv = dev.faults
+	}
+	cfg.Driver = drv
+	dev.MatMuler, dev.plan, dev.summary, err = offload.Attach(m, m.CPUMatMul(), cfg, o.listName)
+	if err != nil {
+		return nil, err
+	}
+	return dev, nil
 }

@@ -209,6 +209,25 @@ func TestFaultNaN(t *testing.T) {
 	}
 }
 
+// TestFaultCountsStartAfterLoad: the fault counts start after the warm-up
+// even when the warm-up ran nothing on the NPU (a kernel list without T=1
+// ops): fault_nan_after 0 hits the first NPU run of the first Eval.
+func TestFaultCountsStartAfterLoad(t *testing.T) {
+	c := launch(t)
+	list := filepath.Join(t.TempDir(), "k.json")
+	os.WriteFile(list, []byte(`{"pairs":[{"src0":{"row":8,"col":64},"src1":{"row":64,"col":172},"name":"ffn_up-0"}]}`), 0o644)
+	if _, err := load(c, map[string]any{"kernels": list, "fault_nan_after": 0}); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := eval(c, context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !math.IsNaN(float64(rows[0][0])) {
+		t.Errorf("row 0 starts with %v: the first NPU run after Load was not hit", rows[0][0])
+	}
+}
+
 // TestFaultHang: a hung device blocks Eval until the host's deadline; the
 // plugin can then be killed.
 func TestFaultHang(t *testing.T) {

@@ -8,11 +8,9 @@
 package llamaplugin
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -208,7 +206,8 @@ func (b *Backend) Load(ctx context.Context, req backend.LoadRequest) (backend.Lo
 		PlanSummary: summary,
 		LoadNS:      loadNS,
 		WarmupNS:    warmupNS,
-		MemoryBytes: memoryBytes(),
+		MemoryBytes: backend.ResidentBytes(),
+		Kernels:     lib.CPUVariant,
 	}, nil
 }
 
@@ -258,27 +257,6 @@ func checkVocab(m vocabulary, path, want string) error {
 	}
 	return backend.Errorf(backend.ErrInvalidArgument,
 		"load %s: vocabulary differs from the host's: libllama reads %d tokens that equal this model file's, but the host tokenizes with another vocabulary (digest %.12s, the host's %.12s); first differing id unknown", path, n, got, want)
-}
-
-// memoryBytes is the plugin's resident set size.
-func memoryBytes() int64 {
-	f, err := os.Open("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-			fields := strings.Fields(rest)
-			if len(fields) == 2 && fields[1] == "kB" {
-				if kb, err := strconv.ParseInt(fields[0], 10, 64); err == nil {
-					return kb << 10
-				}
-			}
-		}
-	}
-	return 0
 }
 
 // session returns the named session, making one (and evicting the least

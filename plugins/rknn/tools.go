@@ -1,0 +1,192 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/evalrun/evalrun/backend"
+	"github.com/evalrun/evalrun/engine"
+	"github.com/evalrun/evalrun/plugins/rknn/kernels"
+	"github.com/evalrun/evalrun/plugins/rknn/opscheck"
+)
+
+// The plugin's commands, run as "evalrun-plugin-rknn kernels|ops ..." (by
+// evalrun kernels and evalrun ops, which pass their arguments on). Their exit
+// codes are evalrun's (backend.Exit*).
+func isTool(arg string) bool { return arg == "kernels" || arg == "ops" }
+
+// toolError carries an exit code out of a command.
+type toolError struct {
+	code int
+	err  error
+}
+
+func (e *toolError) Error() string { return e.err.Error() }
+
+func usageErr(format string, args ...any) error {
+	return &toolError{backend.ExitBadInput, fmt.Errorf(format, args...)}
+}
+
+func runTool(args []string) int {
+	root := &cobra.Command{Use: "evalrun", SilenceUsage: true, SilenceErrors: true}
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageErr("%v (see '%s --help')", err, c.CommandPath()) })
+	root.AddCommand(newKernelsCmd(), newOpsCmd())
+	root.SetArgs(args)
+	err := root.Execute()
+	if err == nil {
+		return backend.ExitPass
+	}
+	fmt.Fprintln(os.Stderr, "evalrun:", err)
+	var te *toolError
+	if errors.As(err, &te) {
+		return te.code
+	}
+	return backend.ExitBadInput // cobra's own: unknown flag or argument
+}
+
+// parseBatchSizes reads --tokens "1,128": positive batch sizes.
+func parseBatchSizes(s string) ([]int, error) {
+	var ts []int
+	for _, f := range strings.Split(s, ",") {
+		t, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || t <= 0 {
+			return nil, usageErr("--tokens: %q is not a positive token count (want e.g. 1,128)", f)
+		}
+		ts = append(ts, t)
+	}
+	return ts, nil
+}
+
+// parseOps reads --ops "ffn_up,ffn_gate": base names of weight matmuls.
+func parseOps(s string) ([]string, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var ops []string
+	for _, f := range strings.Split(s, ",") {
+		ops = append(ops, strings.TrimSpace(f))
+	}
+	if err := kernels.CheckOps(ops); err != nil {
+		return nil, usageErr("--ops: %v", err)
+	}
+	return ops, nil
+}
+
+func newKernelsCmd() *cobra.Command {
+	var model, tokens, ops, out string
+	cmd := &cobra.Command{
+		Use:   "kernels --model M [--tokens 1[,128]] [--ops ffn_up,ffn_gate,...] [--out FILE]",
+		Short: "Write the llama.cpp RKNN backend's kernel list (mat_kernel_size.json) for a model",
+		Long: `kernels lists every weight matmul the model runs for the given batch sizes
+(tokens per forward pass) as the llama.cpp RKNN backend's mat_kernel_size.json:
+{"pairs":[{"src0":{"row":T,"col":K},"src1":{"row":K,"col":N},"name":"ffn_up-0"}]}.
+--ops keeps only some matmuls (Qcur, Vcur, Kcur, attn_out, ffn_gate, ffn_up,
+ffn_out, result_output). The list is the rknn plugin's "kernels" option.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ts, err := parseBatchSizes(tokens)
+			if err != nil {
+				return err
+			}
+			opList, err := parseOps(ops)
+			if err != nil {
+				return err
+			}
+			if model == "" {
+				return usageErr("--model is required")
+			}
+			m, err := engine.Open(model, engine.Options{Threads: 1})
+			if err != nil {
+				return usageErr("%v", err)
+			}
+			defer m.Close()
+			l := kernels.ForModel(m, ts, opList)
+			if out == "" || out == "-" {
+				_, err = l.WriteTo(cmd.OutOrStdout())
+				return err
+			}
+			if err := l.WriteFile(out); err != nil {
+				return usageErr("--out: %v", err)
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "wrote %d kernels to %s\n", len(l.Pairs), out)
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&model, "model", "m", "", "GGUF model file")
+	cmd.Flags().StringVar(&tokens, "tokens", "1", "comma-separated batch sizes (tokens per forward pass)")
+	cmd.Flags().StringVar(&ops, "ops", "", "comma-separated ops to keep (default all)")
+	cmd.Flags().StringVarP(&out, "out", "o", "", "output file (default stdout)")
+	return cmd
+}
+
+func newOpsCmd() *cobra.Command {
+	var o options
+	var cores int
+	var model, tokens, ops, dumpDir string
+	var seed uint64
+	cmd := &cobra.Command{
+		Use:   "ops (--kernels FILE | --model M [--tokens 1]) --driver sim|hardware [--type fp16|int8|int4] [--cores 3] [--dump DIR]",
+		Short: "test-backend-ops for the NPU: check and time every kernel shape on random inputs",
+		Long: `ops runs every kernel of a list (or of a model, see 'evalrun kernels') through
+the rknn plugin's offload path on random inputs uniform in [-1, 1] and compares
+the result with a float64 reference of the unquantized inputs:
+NMSE = Σ(npu−ref)²/Σnpu² must be ≤ 5e-4 (test-backend-ops' MUL_MAT threshold)
+and no output may be NaN or Inf. GFLOPS = 2·M·K·N / NPU run time (on the
+simulator this measures the simulation, not an RK3588).
+--driver, --type, --cores, --ac-layout and --kernels are the plugin's options.
+--dump DIR writes, per op, the A, B and C buffers exactly as laid out for the
+NPU, the inputs in normal layout, the reference and a JSON sidecar.
+Exit status 1 when any op fails.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if (o.Kernels == "") == (model == "") {
+				return usageErr("give exactly one of --kernels and --model")
+			}
+			o.Cores = &cores
+			if err := o.Validate(); err != nil {
+				return usageErr("%v", err)
+			}
+			cfg := opscheck.Config{Kernels: o.cfg.Kernels, Model: model, DumpDir: dumpDir, Seed: seed,
+				DriverName: o.Driver, Type: o.cfg.Type, Cores: o.cfg.Cores, ACLayout: o.cfg.ACLayout}
+			if model != "" {
+				var err error
+				if cfg.Tokens, err = parseBatchSizes(tokens); err != nil {
+					return err
+				}
+				if cfg.Ops, err = parseOps(ops); err != nil {
+					return err
+				}
+			}
+			drv, err := o.openDriver(1)
+			if err != nil {
+				return &toolError{backend.ExitBackend, err}
+			}
+			cfg.Driver = drv
+			rep, err := opscheck.Run(cmd.Context(), cfg, cmd.OutOrStdout())
+			if err != nil {
+				return usageErr("%v", err)
+			}
+			if !rep.OK {
+				return &toolError{backend.ExitGateFailed, fmt.Errorf("%d of %d ops failed", len(rep.Results)-rep.Passed, len(rep.Results))}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Kernels, "kernels", "", "kernel list (mat_kernel_size.json) to check")
+	f.StringVarP(&model, "model", "m", "", "GGUF model whose matmul shapes to check")
+	f.StringVar(&tokens, "tokens", "1", "with --model: comma-separated batch sizes")
+	f.StringVar(&ops, "ops", "", "with --model: comma-separated ops to keep (default all)")
+	f.StringVar(&o.Driver, "driver", "sim", "NPU driver: sim or hardware (needs a -tags rknpu build)")
+	f.StringVar(&o.Type, "type", "fp16", "NPU type: fp16, int8 or int4")
+	f.IntVar(&cores, "cores", 3, "NPU cores sharing each matmul's N (1..3)")
+	f.StringVar(&o.ACLayout, "ac-layout", "native", "layout of A and C: native or normal")
+	f.StringVar(&dumpDir, "dump", "", "write every op's NPU buffers and a JSON sidecar under DIR")
+	f.Uint64Var(&seed, "seed", 1, "random seed of the inputs")
+	return cmd
+}
