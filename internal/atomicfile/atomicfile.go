@@ -1,0 +1,91 @@
+// Package atomicfile writes result files so that a reader sees either the
+// old content or the complete new one, and locks a results directory against
+// a second writer.
+//
+// Data goes to a temporary file .NAME.tmp-RANDOM in the destination's
+// directory, created with the mode os.Create gives (0666 minus the umask);
+// Commit syncs it, renames it over the destination and syncs the directory.
+// On any error, and on Abort, the temporary file is removed: an interrupted
+// or failed write leaves nothing behind.
+package atomicfile
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// File is a file being written that becomes Path on Commit.
+type File struct {
+	*os.File
+	path string
+}
+
+// Create starts writing path. A path naming a directory is refused at once.
+func Create(path string) (*File, error) {
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return nil, fmt.Errorf("%s: is a directory", path)
+	}
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	for {
+		var r [6]byte
+		rand.Read(r[:])
+		f, err := os.OpenFile(filepath.Join(dir, "."+base+".tmp-"+hex.EncodeToString(r[:])), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o666)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		return &File{File: f, path: path}, nil
+	}
+}
+
+// Path is where the file goes on Commit.
+func (f *File) Path() string { return f.path }
+
+// Commit syncs and closes the file and renames it over Path.
+func (f *File) Commit() error {
+	err := f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), f.path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return err
+	}
+	if d, err := os.Open(filepath.Dir(f.path)); err == nil {
+		d.Sync() // the rename itself; not all systems can sync a directory
+		d.Close()
+	}
+	return nil
+}
+
+// Abort discards the file.
+func (f *File) Abort() {
+	f.Close()
+	os.Remove(f.Name())
+}
+
+// WriteFile writes data to path atomically.
+func WriteFile(path string, data []byte) error {
+	f, err := Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Abort()
+		return err
+	}
+	return f.Commit()
+}
