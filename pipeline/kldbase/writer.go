@@ -3,20 +3,17 @@ package kldbase
 import (
 	"bufio"
 	"encoding/binary"
-	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 
-	"github.com/evalrun/evalrun/pipeline/metrics"
+	"github.com/evalrun/evalrun/internal/atomicfile"
 )
 
 // Writer writes a base file record by record, in file order (chunk by chunk,
 // positions First() … n_ctx−2 within a chunk). The file appears at its path
-// only when Close succeeds (temporary file + rename).
+// only when Close succeeds (package atomicfile).
 type Writer struct {
 	path     string
-	f        *os.File
+	f        *atomicfile.File
 	bw       *bufio.Writer
 	nCtx     int
 	nVocab   int
@@ -25,7 +22,6 @@ type Writer struct {
 	written  int
 	rec      Record
 	buf      []byte
-	ppl      metrics.Perplexity
 	err      error // first write error; later calls return it
 	finished bool
 }
@@ -54,7 +50,7 @@ func Create(path string, nCtx, nVocab int, tokens []int32) (*Writer, error) {
 			return nil, fmt.Errorf("kldbase: %s: tokens[%d] = %d outside the vocabulary of %d", path, i, t, nVocab)
 		}
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	f, err := atomicfile.Create(path)
 	if err != nil {
 		return nil, fmt.Errorf("kldbase: %w", err)
 	}
@@ -91,8 +87,7 @@ func (w *Writer) Next() (chunk, k int) {
 }
 
 // WriteRecord encodes the logits of the next scored position (see Encode)
-// and appends the record. It also scores the position's target token into
-// Perplexity, as llama-perplexity does while writing a base file.
+// and appends the record.
 func (w *Writer) WriteRecord(logits []float32) error {
 	if w.err != nil {
 		return w.err
@@ -108,7 +103,7 @@ func (w *Writer) WriteRecord(logits []float32) error {
 	}
 	chunk, k := w.Next()
 	target := w.tokens[chunk*w.nCtx+w.nCtx/2+k+1]
-	w.ppl.AddNLL(Encode(logits, target, &w.rec))
+	Encode(logits, target, &w.rec)
 	MarshalRecord(&w.rec, w.buf)
 	if _, err := w.bw.Write(w.buf); err != nil {
 		w.err = fmt.Errorf("kldbase: writing %s: %w", w.path, err)
@@ -117,10 +112,6 @@ func (w *Writer) WriteRecord(logits []float32) error {
 	w.written++
 	return nil
 }
-
-// Perplexity is the perplexity of the records written so far, with each
-// NLL computed in float as llama-perplexity does when writing a base file.
-func (w *Writer) Perplexity() *metrics.Perplexity { return &w.ppl }
 
 // Close finishes the file: it fails, leaving no file, unless every record
 // was written. Close after Close or Abort returns nil.
@@ -137,20 +128,13 @@ func (w *Writer) Close() error {
 		return fmt.Errorf("kldbase: %s: %d of %d records written", w.path, w.written, w.Records())
 	}
 	w.finished = true
-	tmp := w.f.Name()
 	err := w.bw.Flush()
-	if err == nil {
-		err = w.f.Chmod(0o644)
-	}
-	if err == nil {
-		err = w.f.Sync()
-	}
-	err = errors.Join(err, w.f.Close())
-	if err == nil {
-		err = os.Rename(tmp, w.path)
+	if err != nil {
+		w.f.Abort()
+	} else {
+		err = w.f.Commit()
 	}
 	if err != nil {
-		os.Remove(tmp)
 		return fmt.Errorf("kldbase: finishing %s: %w", w.path, err)
 	}
 	return nil
@@ -162,6 +146,5 @@ func (w *Writer) Abort() {
 		return
 	}
 	w.finished = true
-	w.f.Close()
-	os.Remove(w.f.Name())
+	w.f.Abort()
 }
