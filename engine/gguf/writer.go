@@ -8,10 +8,9 @@ import (
 	"io"
 	"math"
 	"math/bits"
-	"os"
-	"path/filepath"
 
 	"github.com/evalrun/evalrun/engine/ggml"
+	"github.com/evalrun/evalrun/internal/atomicfile"
 )
 
 // Writer builds a GGUF version 3 file. KVs and tensors are written in the
@@ -279,36 +278,22 @@ func (w *Writer) WriteTo(out io.Writer) (int64, error) {
 	return total, nil
 }
 
-// WriteFile writes the file atomically: to a temporary file in the same
-// directory, synced, then renamed over path.
-func (w *Writer) WriteFile(path string) (err error) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp*")
+// WriteFile writes the file atomically (package atomicfile): a reader sees
+// the old file or the whole new one, and a failed write leaves nothing.
+func (w *Writer) WriteFile(path string) error {
+	f, err := atomicfile.Create(path)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	bw := bufio.NewWriterSize(tmp, 1<<20)
-	if _, err = w.WriteTo(bw); err != nil {
+	bw := bufio.NewWriterSize(f, 1<<20)
+	if _, err = w.WriteTo(bw); err == nil {
+		err = bw.Flush()
+	}
+	if err != nil {
+		f.Abort()
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	if err = bw.Flush(); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	if err = tmp.Chmod(0o644); err != nil {
-		return err
-	}
-	if err = tmp.Sync(); err != nil {
-		return err
-	}
-	if err = tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return f.Commit()
 }
 
 func appendString(b []byte, s string) []byte {
