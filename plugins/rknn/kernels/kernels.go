@@ -11,10 +11,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/evalrun/evalrun/engine"
+	"github.com/evalrun/evalrun/internal/atomicfile"
 )
 
 // Shape is one matrix's size.
@@ -155,24 +155,16 @@ func (l List) WriteTo(w io.Writer) (int64, error) {
 	return b.WriteTo(w)
 }
 
-// WriteFile writes the list to path atomically (temp file + rename).
+// WriteFile writes the list to path atomically (package atomicfile).
 func (l List) WriteFile(path string) error {
 	if err := l.Validate(path); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
+	var b bytes.Buffer
+	if _, err := l.WriteTo(&b); err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name())
-	if _, err := l.WriteTo(tmp); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return atomicfile.WriteFile(path, b.Bytes())
 }
 
 // OpNames are the weight matmuls of a llama graph, in graph order.
