@@ -152,16 +152,16 @@ func (m *Model) bindWeights(numerics Numerics) error {
 // Check reads a GGUF file's hyperparameters and binds every tensor as Open
 // would, without a tokenizer, threads or a session: a host uses it to refuse
 // a model before any backend loads it.
-func Check(f *gguf.File) error {
+func Check(f *gguf.File) (Config, error) {
 	cfg, err := readConfig(f)
 	if err != nil {
-		return fmt.Errorf("%s: %w", f.Path, err)
+		return cfg, fmt.Errorf("%s: %w", f.Path, err)
 	}
 	m := &Model{Config: cfg, file: f}
 	if err := m.bindWeights(Exact); err != nil {
-		return fmt.Errorf("%s: %w", f.Path, err)
+		return cfg, fmt.Errorf("%s: %w", f.Path, err)
 	}
-	return nil
+	return cfg, nil
 }
 
 // binder fetches tensors, keeping the first error.

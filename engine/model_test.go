@@ -238,7 +238,7 @@ func TestBadModelsAreRefusedByName(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			checkErr := Check(f)
+			_, checkErr := Check(f)
 			f.Close()
 			if (checkErr == nil) != (c.want == nil) {
 				t.Errorf("Check: %v", checkErr)
