@@ -1,0 +1,3 @@
+// Package oracle holds the tests that hold the engine's ggml numerics to
+// llama.cpp itself (the llamacpp plugin's library), bit for bit.
+package oracle
