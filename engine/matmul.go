@@ -59,13 +59,16 @@ func NewCPUMatMul(numerics Numerics, pool *Pool, kern ggml.Kernels) MatMuler {
 	if kern == nil {
 		kern = ggml.Best()
 	}
-	return &cpuMatMul{numerics: numerics, pool: pool, kern: kern}
+	c := &cpuMatMul{numerics: numerics, pool: pool, kern: kern}
+	c.acts.New = func() any { return new(ggml.GGMLActivations) }
+	return c
 }
 
 type cpuMatMul struct {
 	numerics Numerics
 	pool     *Pool
 	kern     ggml.Kernels
+	acts     sync.Pool // *ggml.GGMLActivations, reused across calls
 }
 
 // parallelMin is the number of multiply-adds below which a matmul runs on the
@@ -115,111 +118,23 @@ func (c *cpuMatMul) MatMul(op *MatMulOp, x []float32, out []float32) error {
 	return nil
 }
 
-// matMulGGML computes as ggml_compute_forward_mul_mat on an AVX512 build:
-// activations are converted once per row to the weight's vec_dot_type, then
-// each output uses the kernel llama.cpp picks for it (see ggmlDot).
+// matMulGGML computes as ggml_compute_forward_mul_mat on an AVX-512 build:
+// the activations are converted once to the weight's vec_dot_type, then
+// every output uses the kernel llama.cpp picks (ggml.GGMLKernelFor).
 func (c *cpuMatMul) matMulGGML(run func(int, func(lo, hi int)), op *MatMulOp, x, out []float32) error {
 	w := op.Weight
 	K, N, T := op.K, op.N, op.T
-	vt := ggml.VecDotType(w.Type)
-	qb, err := ggml.RowBytes(vt, K)
-	if err != nil {
+	a := c.acts.Get().(*ggml.GGMLActivations)
+	defer c.acts.Put(a)
+	if err := c.kern.PrepareGGML(w.Type, x[:T*K], T, a); err != nil {
 		return fmt.Errorf("matmul %s: activations for weight %s (%s): %w", op.Name, w.Name, w.Type, err)
 	}
-	xq := make([]byte, T*qb)
-	var errOnce firstError
-	if vt != ggml.F32 {
-		run(T, func(lo, hi int) {
-			for t := lo; t < hi; t++ {
-				if err := ggml.QuantizeActivations(w.Type, x[t*K:(t+1)*K], xq[t*qb:(t+1)*qb]); err != nil {
-					errOnce.set(fmt.Errorf("matmul %s: activations row %d for weight %s: %w", op.Name, t, w.Name, err))
-					return
-				}
-			}
-		})
-		if errOnce.err != nil {
-			return errOnce.err
-		}
-	}
-	kernel := ggmlKernel(w.Type, T, K, N)
-	var xf []float32 // the activations as the float kernels read them
-	switch w.Type {
-	case ggml.F32:
-		xf = x[:T*K]
-	case ggml.F16:
-		xf = make([]float32, T*K)
-		for i := range xf {
-			xf[i] = ggml.F16ToF32(binary.LittleEndian.Uint16(xq[2*i:]))
-		}
-	}
+	kern := ggml.GGMLKernelFor(w.Type, T, K, N)
+	rb := w.RowBytes()
 	run(N, func(lo, hi int) {
-		var wf []float32
-		if xf != nil {
-			wf = make([]float32, K)
-		}
-		for n := lo; n < hi; n++ {
-			row := w.Row(n)
-			if wf != nil {
-				if err := ggml.Dequantize(w.Type, row, wf); err != nil {
-					errOnce.set(fmt.Errorf("matmul %s: weight %s row %d: %w", op.Name, w.Name, n, err))
-					return
-				}
-			}
-			for t := 0; t < T; t++ {
-				switch kernel {
-				case kernelTinyBLAS:
-					out[t*N+n] = ggml.TinyBLASDot(wf, xf[t*K:(t+1)*K])
-				case kernelVecDotF32:
-					out[t*N+n] = vecDotFloat(wf, xf[t*K:(t+1)*K], w.Type == ggml.F16)
-				case kernelQ8_0:
-					out[t*N+n] = ggml.VecDotQ8_0AVX(row, xq[t*qb:(t+1)*qb], K)
-				case kernelQ4_0:
-					out[t*N+n] = ggml.VecDotQ4_0AVX(row, xq[t*qb:(t+1)*qb], K)
-				case kernelQ4_0x8:
-					out[t*N+n] = ggml.VecDotQ4_0Repacked(row, xq[t*qb:(t+1)*qb], K)
-				default:
-					out[t*N+n] = ggml.VecDot(w.Type, row, xq[t*qb:(t+1)*qb], K)
-				}
-			}
-		}
+		c.kern.MatMulGGML(kern, w.Type, w.Data[lo*rb:hi*rb], hi-lo, a, out[lo:], N)
 	})
-	return errOnce.err
-}
-
-type ggmlKernelKind int
-
-const (
-	kernelGeneric   ggmlKernelKind = iota // ggml.VecDot
-	kernelTinyBLAS                        // llamafile tinyBLAS<16> (F32, F16)
-	kernelVecDotF32                       // ggml_vec_dot_f32 / _f16
-	kernelQ8_0                            // AVX vec_dot_q8_0_q8_0 == tinyBLAS_Q0
-	kernelQ4_0                            // AVX vec_dot_q4_0_q8_0 == tinyBLAS_Q0
-	kernelQ4_0x8                          // repacked q4_0_8x8 gemv/gemm
-)
-
-// ggmlKernel is the kernel llama.cpp's CPU backend runs for a weight type,
-// T activation rows, K inputs and N output rows: llamafile_sgemm takes
-// batches of >= 2 rows, for F32/F16 only when its tinyBLAS<16> fits
-// (K%16 == 0 and N%4 == 0, llamafile/sgemm.cpp tinyBLAS::matmul); otherwise
-// the vec_dot loop runs. For the Q0 types both compute the same values.
-// Q4_0 weights of a multiple of 8 rows are repacked to q4_0_8x8 at load
-// (use_extra_bufts, on by default) and use its kernels at every T.
-func ggmlKernel(t ggml.Type, T, K, N int) ggmlKernelKind {
-	switch t {
-	case ggml.F32, ggml.F16:
-		if T >= 2 && K%16 == 0 && N%4 == 0 {
-			return kernelTinyBLAS
-		}
-		return kernelVecDotF32
-	case ggml.Q8_0:
-		return kernelQ8_0
-	case ggml.Q4_0:
-		if N%8 == 0 {
-			return kernelQ4_0x8
-		}
-		return kernelQ4_0
-	}
-	return kernelGeneric
+	return nil
 }
 
 // firstError keeps the first error reported by parallel workers.
@@ -256,12 +171,4 @@ func f32View(b []byte) []float32 {
 		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
 	}
 	return out
-}
-
-// vecDotFloat is ggml_vec_dot_f32, or ggml_vec_dot_f16 for F16 weights.
-func vecDotFloat(a, b []float32, f16 bool) float32 {
-	if f16 {
-		return ggml.VecDotF16(a, b)
-	}
-	return ggml.VecDotF32(a, b)
 }

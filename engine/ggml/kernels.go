@@ -39,6 +39,15 @@ type Kernels interface {
 	Softmax(p []float32, scale float32)
 	// Swiglu sets dst = silu(gate)·up as ggml_vec_swiglu_f32 does.
 	Swiglu(dst, gate, up []float32)
+
+	// ggml numerics (ggmlmm.go).
+
+	// PrepareGGML converts rows of activations x as llama.cpp does for
+	// weights of type t, into a (whose buffers are reused).
+	PrepareGGML(t Type, x []float32, rows int, a *GGMLActivations) error
+	// MatMulGGML sets out[i*ldo+j] for every activation row i of a and the n
+	// rows j of w with kernel kern.
+	MatMulGGML(kern GGMLKernel, t Type, w []byte, n int, a *GGMLActivations, out []float32, ldo int)
 }
 
 // Generic is the portable pure-Go implementation.
@@ -88,6 +97,14 @@ func (genericKernels) Softmax(p []float32, scale float32) { softmax(p, scale) }
 func (genericKernels) Swiglu(dst, gate, up []float32) {
 	checkSwiglu(dst, gate, up)
 	swiglu(dst, gate, up)
+}
+
+func (genericKernels) PrepareGGML(t Type, x []float32, rows int, a *GGMLActivations) error {
+	return prepareGGML(t, x, rows, a)
+}
+
+func (genericKernels) MatMulGGML(kern GGMLKernel, t Type, w []byte, n int, a *GGMLActivations, out []float32, ldo int) {
+	matMulGGML(kern, t, w, n, a, out, ldo)
 }
 
 // checkRows panics unless a buffer of size elements holds rows rows of

@@ -3,6 +3,7 @@
 package ggml
 
 import (
+	"fmt"
 	"sync"
 	"unsafe"
 
@@ -24,6 +25,9 @@ func hasAVX512() bool {
 	x := cpu.X86
 	return x.HasAVX512F && x.HasAVX512BW && x.HasAVX512DQ && x.HasAVX512VL
 }
+
+// hasVNNI: the ggml integer dot products use VPDPBUSD.
+var hasVNNI = cpu.X86.HasAVX512VNNI
 
 // avx512Kernels runs the avo-generated kernels of kernels_amd64.s; types
 // without one fall back to the generic code.
@@ -201,3 +205,109 @@ func (avx512Kernels) Swiglu(dst, gate, up []float32) {
 	}
 	swiglu(dst[full:], gate[full:], up[full:]) // the scalar rest (expf)
 }
+
+func (avx512Kernels) PrepareGGML(t Type, x []float32, rows int, a *GGMLActivations) error {
+	if rows <= 0 || len(x)%rows != 0 {
+		return prepareGGML(t, x, rows, a) // reports the error
+	}
+	k := len(x) / rows
+	switch {
+	case t == F16:
+		a.Weight, a.K, a.Rows = t, k, rows
+		a.F = grow(a.F, len(x))
+		if len(x) > 0 {
+			roundF16AVX512(x, a.F)
+		}
+		return nil
+	case VecDotType(t) == Q8_0 && k%32 == 0:
+		a.Weight, a.K, a.Rows = t, k, rows
+		a.QStride = k / 32 * 34
+		a.Q = grow(a.Q, rows*a.QStride)
+		if len(x) > 0 {
+			quantizeQ8_0AVX512(x, a.Q)
+		}
+		return nil
+	}
+	return prepareGGML(t, x, rows, a)
+}
+
+// ggmlRowBlock is how many weight rows a batch streams through all its
+// activation rows at a time (about 64 KiB of Q8_0 weights: they stay in L2).
+func ggmlRowBlock(rb int) int { return max(16, (64<<10)/max(rb, 1)&^15) }
+
+func (avx512Kernels) MatMulGGML(kern GGMLKernel, t Type, w []byte, n int, a *GGMLActivations, out []float32, ldo int) {
+	k := a.K
+	if n == 0 || a.Rows == 0 || k == 0 {
+		return
+	}
+	rb := checkMatrix("MatMulGGML", t, w, k, n)
+	if a.Weight != t {
+		panic(fmt.Sprintf("ggml.MatMulGGML: activations prepared for %s weights, not %s", a.Weight, t))
+	}
+	if ldo < n || len(out) < (a.Rows-1)*ldo+n {
+		panic(fmt.Sprintf("ggml.MatMulGGML: output of %d values with stride %d cannot hold %d×%d", len(out), ldo, a.Rows, n))
+	}
+	// rowsKernel runs a per-row kernel over weight rows [j0, j1) for every
+	// activation row, a block of weight rows at a time.
+	rowsKernel := func(j0, j1 int, f func(w []byte, y, i int, out []float32)) {
+		blk := ggmlRowBlock(rb)
+		for b0 := j0; b0 < j1; b0 += blk {
+			b1 := min(b0+blk, j1)
+			for i := range a.Rows {
+				f(w[b0*rb:b1*rb], 0, i, out[i*ldo+b0:i*ldo+b1])
+			}
+		}
+	}
+	switch {
+	case !hasVNNI && (t == Q8_0 || t == Q4_0):
+	case kern == GGMLQ8_0AVX && t == Q8_0:
+		rowsKernel(0, n, func(w []byte, _ int, i int, o []float32) {
+			vecDotQ8_0RowsAVX512(w, rb, a.Q[i*a.QStride:(i+1)*a.QStride], o)
+		})
+		return
+	case kern == GGMLQ4_0x8 && t == Q4_0:
+		full := n &^ 15
+		if full > 0 {
+			rowsKernel(0, full, func(w []byte, _ int, i int, o []float32) {
+				vecDotQ4_0x8RowsAVX512(w, rb, a.Q[i*a.QStride:(i+1)*a.QStride], o)
+			})
+		}
+		for j := full; j < n; j++ {
+			for i := range a.Rows {
+				out[i*ldo+j] = VecDotQ4_0Repacked(w[j*rb:(j+1)*rb], a.Q[i*a.QStride:(i+1)*a.QStride], k)
+			}
+		}
+		return
+	case kern == GGMLVecDot && (t == F32 || t == F16):
+		f := vecDotF32RowsAVX512
+		if t == F16 {
+			f = vecDotF16RowsAVX512
+		}
+		rowsKernel(0, n, func(w []byte, _ int, i int, o []float32) { f(w, rb, a.F[i*k:(i+1)*k], o) })
+		return
+	case kern == GGMLTinyBLAS && (t == F32 || t == F16) && k%16 == 0:
+		tiles := tinyBLASF32
+		if t == F16 {
+			tiles = tinyBLASF16
+		}
+		full := n &^ 3
+		for j := 0; j < full; j += 4 {
+			for i := 0; i < a.Rows; i += 4 {
+				r := min(4, a.Rows-i)
+				tiles[r-1](w[j*rb:(j+4)*rb], rb, a.F[i*k:(i+r)*k], k, out[i*ldo+j:], ldo)
+			}
+		}
+		if full < n {
+			matMulGGML(kern, t, w[full*rb:], n-full, a, out[full:], ldo)
+		}
+		return
+	}
+	matMulGGML(kern, t, w, n, a, out, ldo)
+}
+
+var (
+	tinyBLASF32 = [4]func(w []byte, rowBytes int, x []float32, k int, out []float32, ldo int){
+		tinyBLASF32x1AVX512, tinyBLASF32x2AVX512, tinyBLASF32x3AVX512, tinyBLASF32x4AVX512}
+	tinyBLASF16 = [4]func(w []byte, rowBytes int, x []float32, k int, out []float32, ldo int){
+		tinyBLASF16x1AVX512, tinyBLASF16x2AVX512, tinyBLASF16x3AVX512, tinyBLASF16x4AVX512}
+)

@@ -8106,3 +8106,2008 @@ loop:
 done:
 	VZEROUPPER
 	RET
+
+DATA c127<>+0(SB)/4, $0x42fe0000
+GLOBL c127<>(SB), RODATA|NOPTR, $4
+
+DATA absMask<>+0(SB)/4, $0x7fffffff
+GLOBL absMask<>(SB), RODATA|NOPTR, $4
+
+DATA nib0F<>+0(SB)/4, $0x0f0f0f0f
+GLOBL nib0F<>(SB), RODATA|NOPTR, $4
+
+DATA nib08<>+0(SB)/4, $0x08080808
+GLOBL nib08<>(SB), RODATA|NOPTR, $4
+
+DATA xor80<>+0(SB)/4, $0x80808080
+GLOBL xor80<>(SB), RODATA|NOPTR, $4
+
+DATA dword18<>+0(SB)/4, $0x00000012
+GLOBL dword18<>(SB), RODATA|NOPTR, $4
+
+// func quantizeQ8_0AVX512(x []float32, dst []byte)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL, F16C
+TEXT ·quantizeQ8_0AVX512(SB), NOSPLIT, $0-48
+	MOVQ x_base+0(FP), AX
+	MOVQ x_len+8(FP), CX
+	MOVQ dst_base+24(FP), DX
+
+block:
+	CMPQ          CX, $0x00000020
+	JB            done
+	VMOVUPS       (AX), Z0
+	VMOVUPS       64(AX), Z1
+	VANDPS.BCST   absMask<>+0(SB), Z0, Z2
+	VANDPS.BCST   absMask<>+0(SB), Z1, Z3
+	VMAXPS        Z3, Z2, Z2
+	VEXTRACTF32X8 $0x01, Z2, Y3
+	VMAXPS        Y2, Y3, Y3
+	VEXTRACTF32X4 $0x01, Y3, X2
+	VMAXPS        X3, X2, X2
+	VSHUFPS       $0x0e, X2, X2, X3
+	VMAXPS        X3, X2, X2
+	VSHUFPS       $0x01, X2, X2, X3
+	VMAXPS        X3, X2, X2
+	VDIVSS        c127<>+0(SB), X2, X3
+	VMOVSS        c127<>+0(SB), X4
+	VDIVSS        X2, X4, X4
+	VXORPS        X5, X5, X5
+	VCMPSS        $0x00, X5, X2, K1
+	VMOVSS        X5, X5, K1, X4
+	VBROADCASTSS  X4, Z2
+	VMULPS        Z2, Z0, Z0
+	VCVTPS2DQ     Z0, Z0
+	VPMOVSDB      Z0, 2(DX)
+	VMULPS        Z2, Z1, Z1
+	VCVTPS2DQ     Z1, Z1
+	VPMOVSDB      Z1, 18(DX)
+	VCVTPS2PH     $0x00, X3, X0
+	VMOVD         X0, BX
+	MOVW          BX, (DX)
+	ADDQ          $0x00000080, AX
+	ADDQ          $0x00000022, DX
+	SUBQ          $0x00000020, CX
+	JMP           block
+
+done:
+	VZEROUPPER
+	RET
+
+// func roundF16AVX512(x []float32, dst []float32)
+// Requires: AVX, AVX512F
+TEXT ·roundF16AVX512(SB), NOSPLIT, $0-48
+	MOVQ x_base+0(FP), AX
+	MOVQ x_len+8(FP), CX
+	MOVQ dst_base+24(FP), DX
+
+loop:
+	CMPQ      CX, $0x00000010
+	JB        tail
+	VMOVUPS   (AX), Z0
+	VCVTPS2PH $0x00, Z0, Y0
+	VCVTPH2PS Y0, Z0
+	VMOVUPS   Z0, (DX)
+	ADDQ      $0x00000040, AX
+	ADDQ      $0x00000040, DX
+	SUBQ      $0x00000010, CX
+	JMP       loop
+
+tail:
+	TESTQ     CX, CX
+	JZ        done
+	LEAQ      tailMasks<>+0(SB), BX
+	KMOVW     (BX)(CX*8), K1
+	VMOVUPS.Z (AX), K1, Z0
+	VCVTPS2PH $0x00, Z0, Y0
+	VCVTPH2PS Y0, Z0
+	VMOVUPS   Z0, K1, (DX)
+
+done:
+	VZEROUPPER
+	RET
+
+// func vecDotQ8_0RowsAVX512(w []byte, rowBytes int, y []byte, out []float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, MMX+
+TEXT ·vecDotQ8_0RowsAVX512(SB), NOSPLIT, $0-80
+	MOVQ w_base+0(FP), AX
+	MOVQ rowBytes+24(FP), CX
+	MOVQ out_base+56(FP), DX
+	MOVQ out_len+64(FP), BX
+
+rows8:
+	CMPQ         BX, $0x00000008
+	JB           rows8_done
+	LEAQ         (CX)(CX*2), SI
+	MOVQ         AX, DI
+	LEAQ         (DI)(CX*4), R8
+	MOVQ         CX, R9
+	IMUL3Q       $0x00000010, R9, R9
+	ADDQ         AX, R9
+	VPBROADCASTD dword0<>+0(SB), Z0
+	VPBROADCASTD dword0<>+0(SB), Z1
+	VPBROADCASTD dword0<>+0(SB), Z2
+	VPBROADCASTD dword0<>+0(SB), Z3
+	MOVQ         y_base+32(FP), R10
+	MOVQ         y_len+40(FP), R11
+	VPBROADCASTD xor80<>+0(SB), Z4
+
+block_8:
+	CMPQ            R11, $0x00000022
+	JB              reduce_8
+	PREFETCHT0      (R9)
+	PREFETCHT0      64(R9)
+	PREFETCHT0      128(R9)
+	PREFETCHT0      192(R9)
+	PREFETCHT0      256(R9)
+	ADDQ            $0x00000110, R9
+	VBROADCASTI64X4 2(R10), Z5
+	VPBROADCASTD    dword0<>+0(SB), Z6
+	VPDPBUSD        Z5, Z4, Z6
+	VPBROADCASTW    (R10), Y7
+	VCVTPH2PS       Y7, Z7
+	VMOVDQU8        2(DI), Y9
+	VINSERTI64X4    $0x01, 2(DI)(CX*1), Z9, Z9
+	VPXORD          Z4, Z9, Z9
+	VPBROADCASTD    dword0<>+0(SB), Z10
+	VPDPBUSD        Z5, Z9, Z10
+	VPSUBD          Z6, Z10, Z10
+	VCVTDQ2PS       Z10, Z10
+	VPBROADCASTW    (DI), X8
+	VPBROADCASTW    (DI)(CX*1), X9
+	VINSERTI32X4    $0x01, X9, Y8, Y11
+	VCVTPH2PS       Y11, Z11
+	VMULPS          Z7, Z11, Z11
+	VFMADD231PS     Z10, Z11, Z0
+	VMOVDQU8        2(DI)(CX*2), Y12
+	VINSERTI64X4    $0x01, 2(DI)(SI*1), Z12, Z12
+	VPXORD          Z4, Z12, Z12
+	VPBROADCASTD    dword0<>+0(SB), Z10
+	VPDPBUSD        Z5, Z12, Z10
+	VPSUBD          Z6, Z10, Z10
+	VCVTDQ2PS       Z10, Z10
+	VPBROADCASTW    (DI)(CX*2), X8
+	VPBROADCASTW    (DI)(SI*1), X9
+	VINSERTI32X4    $0x01, X9, Y8, Y11
+	VCVTPH2PS       Y11, Z11
+	VMULPS          Z7, Z11, Z11
+	VFMADD231PS     Z10, Z11, Z1
+	VMOVDQU8        2(R8), Y13
+	VINSERTI64X4    $0x01, 2(R8)(CX*1), Z13, Z13
+	VPXORD          Z4, Z13, Z13
+	VPBROADCASTD    dword0<>+0(SB), Z10
+	VPDPBUSD        Z5, Z13, Z10
+	VPSUBD          Z6, Z10, Z10
+	VCVTDQ2PS       Z10, Z10
+	VPBROADCASTW    (R8), X8
+	VPBROADCASTW    (R8)(CX*1), X9
+	VINSERTI32X4    $0x01, X9, Y8, Y11
+	VCVTPH2PS       Y11, Z11
+	VMULPS          Z7, Z11, Z11
+	VFMADD231PS     Z10, Z11, Z2
+	VMOVDQU8        2(R8)(CX*2), Y14
+	VINSERTI64X4    $0x01, 2(R8)(SI*1), Z14, Z14
+	VPXORD          Z4, Z14, Z14
+	VPBROADCASTD    dword0<>+0(SB), Z10
+	VPDPBUSD        Z5, Z14, Z10
+	VPSUBD          Z6, Z10, Z10
+	VCVTDQ2PS       Z10, Z10
+	VPBROADCASTW    (R8)(CX*2), X8
+	VPBROADCASTW    (R8)(SI*1), X5
+	VINSERTI32X4    $0x01, X5, Y8, Y5
+	VCVTPH2PS       Y5, Z5
+	VMULPS          Z7, Z5, Z5
+	VFMADD231PS     Z10, Z5, Z3
+	ADDQ            $0x00000022, DI
+	ADDQ            $0x00000022, R8
+	ADDQ            $0x00000022, R10
+	SUBQ            $0x00000022, R11
+	JMP             block_8
+
+reduce_8:
+	VSHUFF32X4    $0xb1, Z0, Z0, Z4
+	VADDPS        Z4, Z0, Z4
+	VSHUFPS       $0x4e, Z4, Z4, Z0
+	VADDPS        Z0, Z4, Z4
+	VSHUFPS       $0xb1, Z4, Z4, Z0
+	VADDPS        Z0, Z4, Z4
+	VEXTRACTF32X4 $0x02, Z4, X0
+	VMOVSS        X4, (DX)
+	VMOVSS        X0, 4(DX)
+	VSHUFF32X4    $0xb1, Z1, Z1, Z0
+	VADDPS        Z0, Z1, Z0
+	VSHUFPS       $0x4e, Z0, Z0, Z1
+	VADDPS        Z1, Z0, Z0
+	VSHUFPS       $0xb1, Z0, Z0, Z1
+	VADDPS        Z1, Z0, Z0
+	VEXTRACTF32X4 $0x02, Z0, X1
+	VMOVSS        X0, 8(DX)
+	VMOVSS        X1, 12(DX)
+	VSHUFF32X4    $0xb1, Z2, Z2, Z0
+	VADDPS        Z0, Z2, Z0
+	VSHUFPS       $0x4e, Z0, Z0, Z1
+	VADDPS        Z1, Z0, Z0
+	VSHUFPS       $0xb1, Z0, Z0, Z1
+	VADDPS        Z1, Z0, Z0
+	VEXTRACTF32X4 $0x02, Z0, X1
+	VMOVSS        X0, 16(DX)
+	VMOVSS        X1, 20(DX)
+	VSHUFF32X4    $0xb1, Z3, Z3, Z0
+	VADDPS        Z0, Z3, Z0
+	VSHUFPS       $0x4e, Z0, Z0, Z1
+	VADDPS        Z1, Z0, Z0
+	VSHUFPS       $0xb1, Z0, Z0, Z1
+	VADDPS        Z1, Z0, Z0
+	VEXTRACTF32X4 $0x02, Z0, X1
+	VMOVSS        X0, 24(DX)
+	VMOVSS        X1, 28(DX)
+	ADDQ          CX, AX
+	ADDQ          CX, AX
+	ADDQ          CX, AX
+	ADDQ          CX, AX
+	ADDQ          CX, AX
+	ADDQ          CX, AX
+	ADDQ          CX, AX
+	ADDQ          CX, AX
+	ADDQ          $0x00000020, DX
+	SUBQ          $0x00000008, BX
+	JMP           rows8
+
+rows8_done:
+	CMPQ         BX, $0x00000004
+	JB           rows4_done
+	LEAQ         (CX)(CX*2), SI
+	MOVQ         AX, DI
+	MOVQ         CX, R8
+	IMUL3Q       $0x00000008, R8, R8
+	ADDQ         AX, R8
+	VPBROADCASTD dword0<>+0(SB), Z0
+	VPBROADCASTD dword0<>+0(SB), Z1
+	MOVQ         y_base+32(FP), R9
+	MOVQ         y_len+40(FP), R10
+	VPBROADCASTD xor80<>+0(SB), Z2
+
+block_4:
+	CMPQ            R10, $0x00000022
+	JB              reduce_4
+	PREFETCHT0      (R8)
+	PREFETCHT0      64(R8)
+	PREFETCHT0      128(R8)
+	ADDQ            $0x00000088, R8
+	VBROADCASTI64X4 2(R9), Z3
+	VPBROADCASTD    dword0<>+0(SB), Z4
+	VPDPBUSD        Z3, Z2, Z4
+	VPBROADCASTW    (R9), Y5
+	VCVTPH2PS       Y5, Z5
+	VMOVDQU8        2(DI), Y8
+	VINSERTI64X4    $0x01, 2(DI)(CX*1), Z8, Z8
+	VPXORD          Z2, Z8, Z8
+	VPBROADCASTD    dword0<>+0(SB), Z6
+	VPDPBUSD        Z3, Z8, Z6
+	VPSUBD          Z4, Z6, Z6
+	VCVTDQ2PS       Z6, Z6
+	VPBROADCASTW    (DI), X15
+	VPBROADCASTW    (DI)(CX*1), X7
+	VINSERTI32X4    $0x01, X7, Y15, Y7
+	VCVTPH2PS       Y7, Z7
+	VMULPS          Z5, Z7, Z7
+	VFMADD231PS     Z6, Z7, Z0
+	VMOVDQU8        2(DI)(CX*2), Y16
+	VINSERTI64X4    $0x01, 2(DI)(SI*1), Z16, Z16
+	VPXORD          Z2, Z16, Z16
+	VPBROADCASTD    dword0<>+0(SB), Z6
+	VPDPBUSD        Z3, Z16, Z6
+	VPSUBD          Z4, Z6, Z6
+	VCVTDQ2PS       Z6, Z6
+	VPBROADCASTW    (DI)(CX*2), X15
+	VPBROADCASTW    (DI)(SI*1), X3
+	VINSERTI32X4    $0x01, X3, Y15, Y3
+	VCVTPH2PS       Y3, Z3
+	VMULPS          Z5, Z3, Z3
+	VFMADD231PS     Z6, Z3, Z1
+	ADDQ            $0x00000022, DI
+	ADDQ            $0x00000022, R9
+	SUBQ            $0x00000022, R10
+	JMP             block_4
+
+reduce_4:
+	VSHUFF32X4    $0xb1, Z0, Z0, Z2
+	VADDPS        Z2, Z0, Z2
+	VSHUFPS       $0x4e, Z2, Z2, Z0
+	VADDPS        Z0, Z2, Z2
+	VSHUFPS       $0xb1, Z2, Z2, Z0
+	VADDPS        Z0, Z2, Z2
+	VEXTRACTF32X4 $0x02, Z2, X0
+	VMOVSS        X2, (DX)
+	VMOVSS        X0, 4(DX)
+	VSHUFF32X4    $0xb1, Z1, Z1, Z0
+	VADDPS        Z0, Z1, Z0
+	VSHUFPS       $0x4e, Z0, Z0, Z1
+	VADDPS        Z1, Z0, Z0
+	VSHUFPS       $0xb1, Z0, Z0, Z1
+	VADDPS        Z1, Z0, Z0
+	VEXTRACTF32X4 $0x02, Z0, X1
+	VMOVSS        X0, 8(DX)
+	VMOVSS        X1, 12(DX)
+	ADDQ          CX, AX
+	ADDQ          CX, AX
+	ADDQ          CX, AX
+	ADDQ          CX, AX
+	ADDQ          $0x00000010, DX
+	SUBQ          $0x00000004, BX
+
+rows4_done:
+	CMPQ         BX, $0x00000002
+	JB           rows2_done
+	LEAQ         (CX)(CX*2), SI
+	MOVQ         AX, SI
+	MOVQ         CX, DI
+	IMUL3Q       $0x00000004, DI, DI
+	ADDQ         AX, DI
+	VPBROADCASTD dword0<>+0(SB), Z0
+	MOVQ         y_base+32(FP), R8
+	MOVQ         y_len+40(FP), R9
+	VPBROADCASTD xor80<>+0(SB), Z1
+
+block_2:
+	CMPQ            R9, $0x00000022
+	JB              reduce_2
+	PREFETCHT0      (DI)
+	PREFETCHT0      64(DI)
+	ADDQ            $0x00000044, DI
+	VBROADCASTI64X4 2(R8), Z2
+	VPBROADCASTD    dword0<>+0(SB), Z3
+	VPDPBUSD        Z2, Z1, Z3
+	VPBROADCASTW    (R8), Y4
+	VCVTPH2PS       Y4, Z4
+	VMOVDQU8        2(SI), Y15
+	VINSERTI64X4    $0x01, 2(SI)(CX*1), Z15, Z15
+	VPXORD          Z1, Z15, Z15
+	VPBROADCASTD    dword0<>+0(SB), Z5
+	VPDPBUSD        Z2, Z15, Z5
+	VPSUBD          Z3, Z5, Z5
+	VCVTDQ2PS       Z5, Z5
+	VPBROADCASTW    (SI), X17
+	VPBROADCASTW    (SI)(CX*1), X2
+	VINSERTI32X4    $0x01, X2, Y17, Y2
+	VCVTPH2PS       Y2, Z2
+	VMULPS          Z4, Z2, Z2
+	VFMADD231PS     Z5, Z2, Z0
+	ADDQ            $0x00000022, SI
+	ADDQ            $0x00000022, R8
+	SUBQ            $0x00000022, R9
+	JMP             block_2
+
+reduce_2:
+	VSHUFF32X4    $0xb1, Z0, Z0, Z1
+	VADDPS        Z1, Z0, Z1
+	VSHUFPS       $0x4e, Z1, Z1, Z0
+	VADDPS        Z0, Z1, Z1
+	VSHUFPS       $0xb1, Z1, Z1, Z0
+	VADDPS        Z0, Z1, Z1
+	VEXTRACTF32X4 $0x02, Z1, X0
+	VMOVSS        X1, (DX)
+	VMOVSS        X0, 4(DX)
+	ADDQ          CX, AX
+	ADDQ          CX, AX
+	ADDQ          $0x00000008, DX
+	SUBQ          $0x00000002, BX
+
+rows2_done:
+	CMPQ         BX, $0x00000001
+	JB           rows1_done
+	LEAQ         (CX)(CX*2), SI
+	MOVQ         AX, SI
+	VPBROADCASTD dword0<>+0(SB), Z0
+	MOVQ         y_base+32(FP), DI
+	MOVQ         y_len+40(FP), R8
+	VPBROADCASTD xor80<>+0(SB), Z1
+
+block_1:
+	CMPQ            R8, $0x00000022
+	JB              reduce_1
+	VBROADCASTI64X4 2(DI), Z2
+	VPBROADCASTD    dword0<>+0(SB), Z3
+	VPDPBUSD        Z2, Z1, Z3
+	VPBROADCASTW    (DI), Y4
+	VCVTPH2PS       Y4, Z4
+	VMOVDQU8        2(SI), Y17
+	VINSERTI64X4    $0x01, 2(SI), Z17, Z17
+	VPXORD          Z1, Z17, Z17
+	VPBROADCASTD    dword0<>+0(SB), Z5
+	VPDPBUSD        Z2, Z17, Z5
+	VPSUBD          Z3, Z5, Z5
+	VCVTDQ2PS       Z5, Z5
+	VPBROADCASTW    (SI), X18
+	VPBROADCASTW    (SI), X2
+	VINSERTI32X4    $0x01, X2, Y18, Y2
+	VCVTPH2PS       Y2, Z2
+	VMULPS          Z4, Z2, Z2
+	VFMADD231PS     Z5, Z2, Z0
+	ADDQ            $0x00000022, SI
+	ADDQ            $0x00000022, DI
+	SUBQ            $0x00000022, R8
+	JMP             block_1
+
+reduce_1:
+	VSHUFF32X4    $0xb1, Z0, Z0, Z1
+	VADDPS        Z1, Z0, Z1
+	VSHUFPS       $0x4e, Z1, Z1, Z0
+	VADDPS        Z0, Z1, Z1
+	VSHUFPS       $0xb1, Z1, Z1, Z0
+	VADDPS        Z0, Z1, Z1
+	VEXTRACTF32X4 $0x02, Z1, X0
+	VMOVSS        X1, (DX)
+	ADDQ          CX, AX
+	ADDQ          $0x00000004, DX
+	SUBQ          $0x00000001, BX
+
+rows1_done:
+	VZEROUPPER
+	RET
+
+DATA q4x8RowOf<>+0(SB)/4, $0x00000000
+DATA q4x8RowOf<>+4(SB)/4, $0x00000004
+DATA q4x8RowOf<>+8(SB)/4, $0x00000008
+DATA q4x8RowOf<>+12(SB)/4, $0x0000000c
+DATA q4x8RowOf<>+16(SB)/4, $0x00000001
+DATA q4x8RowOf<>+20(SB)/4, $0x00000005
+DATA q4x8RowOf<>+24(SB)/4, $0x00000009
+DATA q4x8RowOf<>+28(SB)/4, $0x0000000d
+DATA q4x8RowOf<>+32(SB)/4, $0x00000002
+DATA q4x8RowOf<>+36(SB)/4, $0x00000006
+DATA q4x8RowOf<>+40(SB)/4, $0x0000000a
+DATA q4x8RowOf<>+44(SB)/4, $0x0000000e
+DATA q4x8RowOf<>+48(SB)/4, $0x00000003
+DATA q4x8RowOf<>+52(SB)/4, $0x00000007
+DATA q4x8RowOf<>+56(SB)/4, $0x0000000b
+DATA q4x8RowOf<>+60(SB)/4, $0x0000000f
+GLOBL q4x8RowOf<>(SB), RODATA|NOPTR, $64
+
+DATA q4x8LaneOf<>+0(SB)/4, $0x00000000
+DATA q4x8LaneOf<>+4(SB)/4, $0x00000004
+DATA q4x8LaneOf<>+8(SB)/4, $0x00000008
+DATA q4x8LaneOf<>+12(SB)/4, $0x0000000c
+DATA q4x8LaneOf<>+16(SB)/4, $0x00000001
+DATA q4x8LaneOf<>+20(SB)/4, $0x00000005
+DATA q4x8LaneOf<>+24(SB)/4, $0x00000009
+DATA q4x8LaneOf<>+28(SB)/4, $0x0000000d
+DATA q4x8LaneOf<>+32(SB)/4, $0x00000002
+DATA q4x8LaneOf<>+36(SB)/4, $0x00000006
+DATA q4x8LaneOf<>+40(SB)/4, $0x0000000a
+DATA q4x8LaneOf<>+44(SB)/4, $0x0000000e
+DATA q4x8LaneOf<>+48(SB)/4, $0x00000003
+DATA q4x8LaneOf<>+52(SB)/4, $0x00000007
+DATA q4x8LaneOf<>+56(SB)/4, $0x0000000b
+DATA q4x8LaneOf<>+60(SB)/4, $0x0000000f
+GLOBL q4x8LaneOf<>(SB), RODATA|NOPTR, $64
+
+// func vecDotQ4_0x8RowsAVX512(w []byte, rowBytes int, y []byte, out []float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, MMX+
+TEXT ·vecDotQ4_0x8RowsAVX512(SB), NOSPLIT, $0-80
+	MOVQ         w_base+0(FP), AX
+	MOVQ         rowBytes+24(FP), CX
+	MOVQ         out_base+56(FP), DX
+	MOVQ         out_len+64(FP), BX
+	VMOVDQU32    q4x8RowOf<>+0(SB), Z0
+	VPBROADCASTD CX, Z1
+	VPMULLD      Z1, Z0, Z0
+	LEAQ         (CX)(CX*2), SI
+
+group:
+	CMPQ         BX, $0x00000010
+	JB           done
+	MOVQ         AX, DI
+	LEAQ         (DI)(CX*4), R8
+	LEAQ         (R8)(CX*4), R9
+	LEAQ         (R9)(CX*4), R10
+	MOVQ         CX, R11
+	SHLQ         $0x05, R11
+	ADDQ         AX, R11
+	VPBROADCASTD dword0<>+0(SB), Z1
+	VPBROADCASTD dword0<>+0(SB), Z19
+	MOVQ         y_base+32(FP), R12
+	MOVQ         y_len+40(FP), R13
+	VPBROADCASTD nib08<>+0(SB), Z20
+
+block:
+	CMPQ            R13, $0x00000022
+	JB              reduce
+	PREFETCHT0      (R11)
+	PREFETCHT0      64(R11)
+	PREFETCHT0      128(R11)
+	PREFETCHT0      192(R11)
+	PREFETCHT0      256(R11)
+	ADDQ            $0x00000120, R11
+	VBROADCASTI64X4 2(R12), Z21
+	VPBROADCASTD    dword0<>+0(SB), Z22
+	VPDPBUSD        Z21, Z20, Z22
+	VMOVDQU8        2(DI), X2
+	VINSERTI32X4    $0x01, 2(DI)(CX*1), Y2, Y2
+	VPANDD.BCST     nib0F<>+0(SB), Y2, Y3
+	VPSRLW          $0x04, Y2, Y5
+	VPANDD.BCST     nib0F<>+0(SB), Y5, Y5
+	VINSERTI64X4    $0x01, Y5, Z3, Z3
+	VSHUFI64X2      $0xd8, Z3, Z3, Z3
+	VPBROADCASTD    dword0<>+0(SB), Z23
+	VPDPBUSD        Z21, Z3, Z23
+	VPSUBD          Z22, Z23, Z23
+	VMOVDQU8        2(DI)(CX*2), X4
+	VINSERTI32X4    $0x01, 2(DI)(SI*1), Y4, Y4
+	VPANDD.BCST     nib0F<>+0(SB), Y4, Y5
+	VPSRLW          $0x04, Y4, Y3
+	VPANDD.BCST     nib0F<>+0(SB), Y3, Y3
+	VINSERTI64X4    $0x01, Y3, Z5, Z5
+	VSHUFI64X2      $0xd8, Z5, Z5, Z5
+	VPBROADCASTD    dword0<>+0(SB), Z24
+	VPDPBUSD        Z21, Z5, Z24
+	VPSUBD          Z22, Z24, Z24
+	VMOVDQU8        2(R8), X6
+	VINSERTI32X4    $0x01, 2(R8)(CX*1), Y6, Y6
+	VPANDD.BCST     nib0F<>+0(SB), Y6, Y7
+	VPSRLW          $0x04, Y6, Y3
+	VPANDD.BCST     nib0F<>+0(SB), Y3, Y3
+	VINSERTI64X4    $0x01, Y3, Z7, Z7
+	VSHUFI64X2      $0xd8, Z7, Z7, Z7
+	VPBROADCASTD    dword0<>+0(SB), Z25
+	VPDPBUSD        Z21, Z7, Z25
+	VPSUBD          Z22, Z25, Z25
+	VMOVDQU8        2(R8)(CX*2), X8
+	VINSERTI32X4    $0x01, 2(R8)(SI*1), Y8, Y8
+	VPANDD.BCST     nib0F<>+0(SB), Y8, Y9
+	VPSRLW          $0x04, Y8, Y3
+	VPANDD.BCST     nib0F<>+0(SB), Y3, Y3
+	VINSERTI64X4    $0x01, Y3, Z9, Z9
+	VSHUFI64X2      $0xd8, Z9, Z9, Z9
+	VPBROADCASTD    dword0<>+0(SB), Z26
+	VPDPBUSD        Z21, Z9, Z26
+	VPSUBD          Z22, Z26, Z26
+	VMOVDQU8        2(R9), X10
+	VINSERTI32X4    $0x01, 2(R9)(CX*1), Y10, Y10
+	VPANDD.BCST     nib0F<>+0(SB), Y10, Y11
+	VPSRLW          $0x04, Y10, Y3
+	VPANDD.BCST     nib0F<>+0(SB), Y3, Y3
+	VINSERTI64X4    $0x01, Y3, Z11, Z11
+	VSHUFI64X2      $0xd8, Z11, Z11, Z11
+	VPBROADCASTD    dword0<>+0(SB), Z27
+	VPDPBUSD        Z21, Z11, Z27
+	VPSUBD          Z22, Z27, Z27
+	VMOVDQU8        2(R9)(CX*2), X12
+	VINSERTI32X4    $0x01, 2(R9)(SI*1), Y12, Y12
+	VPANDD.BCST     nib0F<>+0(SB), Y12, Y13
+	VPSRLW          $0x04, Y12, Y3
+	VPANDD.BCST     nib0F<>+0(SB), Y3, Y3
+	VINSERTI64X4    $0x01, Y3, Z13, Z13
+	VSHUFI64X2      $0xd8, Z13, Z13, Z13
+	VPBROADCASTD    dword0<>+0(SB), Z28
+	VPDPBUSD        Z21, Z13, Z28
+	VPSUBD          Z22, Z28, Z28
+	VMOVDQU8        2(R10), X14
+	VINSERTI32X4    $0x01, 2(R10)(CX*1), Y14, Y14
+	VPANDD.BCST     nib0F<>+0(SB), Y14, Y15
+	VPSRLW          $0x04, Y14, Y3
+	VPANDD.BCST     nib0F<>+0(SB), Y3, Y3
+	VINSERTI64X4    $0x01, Y3, Z15, Z15
+	VSHUFI64X2      $0xd8, Z15, Z15, Z15
+	VPBROADCASTD    dword0<>+0(SB), Z29
+	VPDPBUSD        Z21, Z15, Z29
+	VPSUBD          Z22, Z29, Z29
+	VMOVDQU8        2(R10)(CX*2), X16
+	VINSERTI32X4    $0x01, 2(R10)(SI*1), Y16, Y16
+	VPANDD.BCST     nib0F<>+0(SB), Y16, Y17
+	VPSRLW          $0x04, Y16, Y3
+	VPANDD.BCST     nib0F<>+0(SB), Y3, Y3
+	VINSERTI64X4    $0x01, Y3, Z17, Z17
+	VSHUFI64X2      $0xd8, Z17, Z17, Z17
+	VPBROADCASTD    dword0<>+0(SB), Z30
+	VPDPBUSD        Z21, Z17, Z30
+	VPSUBD          Z22, Z30, Z30
+	VSHUFI32X4      $0x88, Z24, Z23, Z21
+	VSHUFI32X4      $0xdd, Z24, Z23, Z22
+	VPADDD          Z22, Z21, Z21
+	VSHUFI32X4      $0x88, Z26, Z25, Z22
+	VSHUFI32X4      $0xdd, Z26, Z25, Z23
+	VPADDD          Z23, Z22, Z22
+	VSHUFI32X4      $0x88, Z28, Z27, Z23
+	VSHUFI32X4      $0xdd, Z28, Z27, Z24
+	VPADDD          Z24, Z23, Z23
+	VSHUFI32X4      $0x88, Z30, Z29, Z24
+	VSHUFI32X4      $0xdd, Z30, Z29, Z25
+	VPADDD          Z25, Z24, Z24
+	VSHUFPS         $0x44, Z22, Z21, Z25
+	VSHUFPS         $0xee, Z22, Z21, Z21
+	VPADDD          Z21, Z25, Z25
+	VSHUFPS         $0x44, Z24, Z23, Z21
+	VSHUFPS         $0xee, Z24, Z23, Z22
+	VPADDD          Z22, Z21, Z21
+	VSHUFPS         $0x88, Z21, Z25, Z22
+	VSHUFPS         $0xdd, Z21, Z25, Z21
+	VPADDD          Z21, Z22, Z22
+	VCVTDQ2PS       Z22, Z22
+	VPADDD          Z19, Z0, Z21
+	KXNORW          K1, K1, K1
+	VPXORD          Z18, Z18, Z18
+	VPGATHERDD      (AX)(Z21*1), K1, Z18
+	VPMOVDW         Z18, Y3
+	VCVTPH2PS       Y3, Z21
+	VPBROADCASTW    (R12), Y3
+	VCVTPH2PS       Y3, Z23
+	VMULPS          Z23, Z21, Z21
+	VFMADD231PS     Z21, Z22, Z1
+	VPADDD.BCST     dword18<>+0(SB), Z19, Z19
+	ADDQ            $0x00000012, DI
+	ADDQ            $0x00000012, R8
+	ADDQ            $0x00000012, R9
+	ADDQ            $0x00000012, R10
+	ADDQ            $0x00000022, R12
+	SUBQ            $0x00000022, R13
+	JMP             block
+
+reduce:
+	VMOVDQU32 q4x8LaneOf<>+0(SB), Z19
+	VPERMPS   Z1, Z19, Z1
+	VMOVUPS   Z1, (DX)
+	MOVQ      CX, DI
+	SHLQ      $0x04, DI
+	ADDQ      DI, AX
+	ADDQ      $0x00000040, DX
+	SUBQ      $0x00000010, BX
+	JMP       group
+
+done:
+	VZEROUPPER
+	RET
+
+// func vecDotF32RowsAVX512(w []byte, rowBytes int, x []float32, out []float32)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL, FMA3
+TEXT ·vecDotF32RowsAVX512(SB), NOSPLIT, $64-80
+	MOVQ w_base+0(FP), AX
+	MOVQ rowBytes+24(FP), CX
+	MOVQ x_base+32(FP), DX
+	MOVQ x_len+40(FP), BX
+	MOVQ out_base+56(FP), SI
+	MOVQ out_len+64(FP), DI
+	MOVQ BX, R8
+	ANDQ $-64, R8
+
+row:
+	TESTQ        DI, DI
+	JZ           done
+	VPBROADCASTD dword0<>+0(SB), Z0
+	VPBROADCASTD dword0<>+0(SB), Z1
+	VPBROADCASTD dword0<>+0(SB), Z2
+	VPBROADCASTD dword0<>+0(SB), Z3
+	XORQ         R9, R9
+
+step:
+	CMPQ        R9, R8
+	JAE         fold
+	VMOVUPS     (AX)(R9*4), Z4
+	VFMADD231PS (DX)(R9*4), Z4, Z0
+	VMOVUPS     64(AX)(R9*4), Z4
+	VFMADD231PS 64(DX)(R9*4), Z4, Z1
+	VMOVUPS     128(AX)(R9*4), Z4
+	VFMADD231PS 128(DX)(R9*4), Z4, Z2
+	VMOVUPS     192(AX)(R9*4), Z4
+	VFMADD231PS 192(DX)(R9*4), Z4, Z3
+	ADDQ        $0x00000040, R9
+	JMP         step
+
+fold:
+	VADDPS        Z2, Z0, Z0
+	VADDPS        Z3, Z1, Z1
+	VADDPS        Z1, Z0, Z0
+	VEXTRACTF32X8 $0x01, Z0, Y1
+	VADDPS        Y0, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X0
+	VADDPS        X1, X0, X0
+	VSHUFPS       $0x0e, X0, X0, X1
+	VADDPS        X1, X0, X0
+	VSHUFPS       $0x01, X0, X0, X1
+	VADDPS        X1, X0, X0
+
+left16:
+	MOVQ    BX, R10
+	SUBQ    R9, R10
+	CMPQ    R10, $0x00000010
+	JB      left8
+	VMOVUPS (AX)(R9*4), Z1
+	VMULPS  (DX)(R9*4), Z1, Z1
+	VMOVUPS Z1, (SP)
+	VADDSS  (SP), X0, X0
+	VADDSS  4(SP), X0, X0
+	VADDSS  8(SP), X0, X0
+	VADDSS  12(SP), X0, X0
+	VADDSS  16(SP), X0, X0
+	VADDSS  20(SP), X0, X0
+	VADDSS  24(SP), X0, X0
+	VADDSS  28(SP), X0, X0
+	VADDSS  32(SP), X0, X0
+	VADDSS  36(SP), X0, X0
+	VADDSS  40(SP), X0, X0
+	VADDSS  44(SP), X0, X0
+	VADDSS  48(SP), X0, X0
+	VADDSS  52(SP), X0, X0
+	VADDSS  56(SP), X0, X0
+	VADDSS  60(SP), X0, X0
+	ADDQ    $0x00000010, R9
+	JMP     left16
+
+left8:
+	CMPQ    R10, $0x00000008
+	JB      left1
+	VMOVUPS (AX)(R9*4), Y1
+	VMULPS  (DX)(R9*4), Y1, Y1
+	VMOVUPS Y1, (SP)
+	VADDSS  (SP), X0, X0
+	VADDSS  4(SP), X0, X0
+	VADDSS  8(SP), X0, X0
+	VADDSS  12(SP), X0, X0
+	VADDSS  16(SP), X0, X0
+	VADDSS  20(SP), X0, X0
+	VADDSS  24(SP), X0, X0
+	VADDSS  28(SP), X0, X0
+	ADDQ    $0x00000008, R9
+
+left1:
+	CMPQ        R9, BX
+	JAE         store
+	VMOVSS      (AX)(R9*4), X1
+	VFMADD231SS (DX)(R9*4), X1, X0
+	INCQ        R9
+	JMP         left1
+
+store:
+	VMOVSS X0, (SI)
+	ADDQ   $0x00000004, SI
+	ADDQ   CX, AX
+	DECQ   DI
+	JMP    row
+
+done:
+	VZEROUPPER
+	RET
+
+// func vecDotF16RowsAVX512(w []byte, rowBytes int, x []float32, out []float32)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL, F16C
+TEXT ·vecDotF16RowsAVX512(SB), NOSPLIT, $64-80
+	MOVQ w_base+0(FP), AX
+	MOVQ rowBytes+24(FP), CX
+	MOVQ x_base+32(FP), DX
+	MOVQ x_len+40(FP), BX
+	MOVQ out_base+56(FP), SI
+	MOVQ out_len+64(FP), DI
+	MOVQ BX, R8
+	ANDQ $-64, R8
+
+row:
+	TESTQ        DI, DI
+	JZ           done
+	VPBROADCASTD dword0<>+0(SB), Z0
+	VPBROADCASTD dword0<>+0(SB), Z1
+	VPBROADCASTD dword0<>+0(SB), Z2
+	VPBROADCASTD dword0<>+0(SB), Z3
+	XORQ         R9, R9
+
+step:
+	CMPQ        R9, R8
+	JAE         fold
+	VCVTPH2PS   (AX)(R9*2), Z4
+	VFMADD231PS (DX)(R9*4), Z4, Z0
+	VCVTPH2PS   32(AX)(R9*2), Z4
+	VFMADD231PS 64(DX)(R9*4), Z4, Z1
+	VCVTPH2PS   64(AX)(R9*2), Z4
+	VFMADD231PS 128(DX)(R9*4), Z4, Z2
+	VCVTPH2PS   96(AX)(R9*2), Z4
+	VFMADD231PS 192(DX)(R9*4), Z4, Z3
+	ADDQ        $0x00000040, R9
+	JMP         step
+
+fold:
+	VADDPS        Z2, Z0, Z0
+	VADDPS        Z3, Z1, Z1
+	VADDPS        Z1, Z0, Z0
+	VEXTRACTF32X8 $0x01, Z0, Y1
+	VADDPS        Y0, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X0
+	VADDPS        X1, X0, X0
+	VSHUFPS       $0x0e, X0, X0, X1
+	VADDPS        X1, X0, X0
+	VSHUFPS       $0x01, X0, X0, X1
+	VADDPS        X1, X0, X0
+	VCVTSS2SD     X0, X5, X5
+
+left:
+	CMPQ      R9, BX
+	JAE       store
+	MOVWLZX   (AX)(R9*2), R10
+	VMOVD     R10, X1
+	VCVTPH2PS X1, X1
+	VMULSS    (DX)(R9*4), X1, X1
+	VCVTSS2SD X1, X1, X1
+	VADDSD    X1, X5, X5
+	INCQ      R9
+	JMP       left
+
+store:
+	VCVTSD2SS X5, X0, X0
+	VMOVSS    X0, (SI)
+	ADDQ      $0x00000004, SI
+	ADDQ      CX, AX
+	DECQ      DI
+	JMP       row
+
+done:
+	VZEROUPPER
+	RET
+
+// func tinyBLASF32x1AVX512(w []byte, rowBytes int, x []float32, k int, out []float32, ldo int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+TEXT ·tinyBLASF32x1AVX512(SB), NOSPLIT, $0-96
+	MOVQ         w_base+0(FP), AX
+	MOVQ         rowBytes+24(FP), CX
+	MOVQ         x_base+32(FP), DX
+	MOVQ         k+56(FP), BX
+	LEAQ         (AX)(CX*1), SI
+	LEAQ         (SI)(CX*1), DI
+	LEAQ         (DI)(CX*1), CX
+	MOVQ         BX, R8
+	SHLQ         $0x02, R8
+	VPBROADCASTD dword0<>+0(SB), Z0
+	VPBROADCASTD dword0<>+0(SB), Z1
+	VPBROADCASTD dword0<>+0(SB), Z2
+	VPBROADCASTD dword0<>+0(SB), Z3
+	XORQ         R8, R8
+
+k:
+	CMPQ        R8, BX
+	JAE         reduce
+	VMOVUPS     (AX)(R8*4), Z4
+	VMOVUPS     (SI)(R8*4), Z5
+	VMOVUPS     (DI)(R8*4), Z6
+	VMOVUPS     (CX)(R8*4), Z7
+	VMOVUPS     (DX)(R8*4), Z8
+	VFMADD231PS Z8, Z4, Z0
+	VFMADD231PS Z8, Z5, Z1
+	VFMADD231PS Z8, Z6, Z2
+	VFMADD231PS Z8, Z7, Z3
+	ADDQ        $0x00000010, R8
+	JMP         k
+
+reduce:
+	MOVQ          out_base+64(FP), AX
+	MOVQ          ldo+88(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X8 $0x01, Z0, Y4
+	VADDPS        Y0, Y4, Y4
+	VEXTRACTF32X4 $0x01, Y4, X0
+	VADDPS        X4, X0, X0
+	VSHUFPS       $0x0e, X0, X0, X4
+	VADDPS        X4, X0, X0
+	VSHUFPS       $0x01, X0, X0, X4
+	VADDPS        X4, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF32X8 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF32X8 $0x01, Z2, Y0
+	VADDPS        Y2, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 8(AX)
+	VEXTRACTF32X8 $0x01, Z3, Y0
+	VADDPS        Y3, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 12(AX)
+	VZEROUPPER
+	RET
+
+// func tinyBLASF16x1AVX512(w []byte, rowBytes int, x []float32, k int, out []float32, ldo int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+TEXT ·tinyBLASF16x1AVX512(SB), NOSPLIT, $0-96
+	MOVQ         w_base+0(FP), AX
+	MOVQ         rowBytes+24(FP), CX
+	MOVQ         x_base+32(FP), DX
+	MOVQ         k+56(FP), BX
+	LEAQ         (AX)(CX*1), SI
+	LEAQ         (SI)(CX*1), DI
+	LEAQ         (DI)(CX*1), CX
+	MOVQ         BX, R8
+	SHLQ         $0x02, R8
+	VPBROADCASTD dword0<>+0(SB), Z0
+	VPBROADCASTD dword0<>+0(SB), Z1
+	VPBROADCASTD dword0<>+0(SB), Z2
+	VPBROADCASTD dword0<>+0(SB), Z3
+	XORQ         R8, R8
+
+k:
+	CMPQ        R8, BX
+	JAE         reduce
+	VCVTPH2PS   (AX)(R8*2), Z4
+	VCVTPH2PS   (SI)(R8*2), Z5
+	VCVTPH2PS   (DI)(R8*2), Z6
+	VCVTPH2PS   (CX)(R8*2), Z7
+	VMOVUPS     (DX)(R8*4), Z8
+	VFMADD231PS Z8, Z4, Z0
+	VFMADD231PS Z8, Z5, Z1
+	VFMADD231PS Z8, Z6, Z2
+	VFMADD231PS Z8, Z7, Z3
+	ADDQ        $0x00000010, R8
+	JMP         k
+
+reduce:
+	MOVQ          out_base+64(FP), AX
+	MOVQ          ldo+88(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X8 $0x01, Z0, Y4
+	VADDPS        Y0, Y4, Y4
+	VEXTRACTF32X4 $0x01, Y4, X0
+	VADDPS        X4, X0, X0
+	VSHUFPS       $0x0e, X0, X0, X4
+	VADDPS        X4, X0, X0
+	VSHUFPS       $0x01, X0, X0, X4
+	VADDPS        X4, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF32X8 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF32X8 $0x01, Z2, Y0
+	VADDPS        Y2, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 8(AX)
+	VEXTRACTF32X8 $0x01, Z3, Y0
+	VADDPS        Y3, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 12(AX)
+	VZEROUPPER
+	RET
+
+// func tinyBLASF32x2AVX512(w []byte, rowBytes int, x []float32, k int, out []float32, ldo int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+TEXT ·tinyBLASF32x2AVX512(SB), NOSPLIT, $0-96
+	MOVQ         w_base+0(FP), AX
+	MOVQ         rowBytes+24(FP), CX
+	MOVQ         x_base+32(FP), DX
+	MOVQ         k+56(FP), BX
+	LEAQ         (AX)(CX*1), SI
+	LEAQ         (SI)(CX*1), DI
+	LEAQ         (DI)(CX*1), CX
+	MOVQ         BX, R8
+	SHLQ         $0x02, R8
+	LEAQ         (DX)(R8*1), R8
+	VPBROADCASTD dword0<>+0(SB), Z0
+	VPBROADCASTD dword0<>+0(SB), Z1
+	VPBROADCASTD dword0<>+0(SB), Z2
+	VPBROADCASTD dword0<>+0(SB), Z3
+	VPBROADCASTD dword0<>+0(SB), Z4
+	VPBROADCASTD dword0<>+0(SB), Z5
+	VPBROADCASTD dword0<>+0(SB), Z6
+	VPBROADCASTD dword0<>+0(SB), Z7
+	XORQ         R9, R9
+
+k:
+	CMPQ        R9, BX
+	JAE         reduce
+	VMOVUPS     (AX)(R9*4), Z8
+	VMOVUPS     (SI)(R9*4), Z9
+	VMOVUPS     (DI)(R9*4), Z10
+	VMOVUPS     (CX)(R9*4), Z11
+	VMOVUPS     (DX)(R9*4), Z12
+	VFMADD231PS Z12, Z8, Z0
+	VFMADD231PS Z12, Z9, Z1
+	VFMADD231PS Z12, Z10, Z2
+	VFMADD231PS Z12, Z11, Z3
+	VMOVUPS     (R8)(R9*4), Z12
+	VFMADD231PS Z12, Z8, Z4
+	VFMADD231PS Z12, Z9, Z5
+	VFMADD231PS Z12, Z10, Z6
+	VFMADD231PS Z12, Z11, Z7
+	ADDQ        $0x00000010, R9
+	JMP         k
+
+reduce:
+	MOVQ          out_base+64(FP), AX
+	MOVQ          ldo+88(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X8 $0x01, Z0, Y8
+	VADDPS        Y0, Y8, Y8
+	VEXTRACTF32X4 $0x01, Y8, X0
+	VADDPS        X8, X0, X0
+	VSHUFPS       $0x0e, X0, X0, X8
+	VADDPS        X8, X0, X0
+	VSHUFPS       $0x01, X0, X0, X8
+	VADDPS        X8, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF32X8 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF32X8 $0x01, Z2, Y0
+	VADDPS        Y2, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 8(AX)
+	VEXTRACTF32X8 $0x01, Z3, Y0
+	VADDPS        Y3, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 12(AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X8 $0x01, Z4, Y0
+	VADDPS        Y4, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	VEXTRACTF32X8 $0x01, Z5, Y0
+	VADDPS        Y5, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF32X8 $0x01, Z6, Y0
+	VADDPS        Y6, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 8(AX)
+	VEXTRACTF32X8 $0x01, Z7, Y0
+	VADDPS        Y7, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 12(AX)
+	VZEROUPPER
+	RET
+
+// func tinyBLASF16x2AVX512(w []byte, rowBytes int, x []float32, k int, out []float32, ldo int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+TEXT ·tinyBLASF16x2AVX512(SB), NOSPLIT, $0-96
+	MOVQ         w_base+0(FP), AX
+	MOVQ         rowBytes+24(FP), CX
+	MOVQ         x_base+32(FP), DX
+	MOVQ         k+56(FP), BX
+	LEAQ         (AX)(CX*1), SI
+	LEAQ         (SI)(CX*1), DI
+	LEAQ         (DI)(CX*1), CX
+	MOVQ         BX, R8
+	SHLQ         $0x02, R8
+	LEAQ         (DX)(R8*1), R8
+	VPBROADCASTD dword0<>+0(SB), Z0
+	VPBROADCASTD dword0<>+0(SB), Z1
+	VPBROADCASTD dword0<>+0(SB), Z2
+	VPBROADCASTD dword0<>+0(SB), Z3
+	VPBROADCASTD dword0<>+0(SB), Z4
+	VPBROADCASTD dword0<>+0(SB), Z5
+	VPBROADCASTD dword0<>+0(SB), Z6
+	VPBROADCASTD dword0<>+0(SB), Z7
+	XORQ         R9, R9
+
+k:
+	CMPQ        R9, BX
+	JAE         reduce
+	VCVTPH2PS   (AX)(R9*2), Z8
+	VCVTPH2PS   (SI)(R9*2), Z9
+	VCVTPH2PS   (DI)(R9*2), Z10
+	VCVTPH2PS   (CX)(R9*2), Z11
+	VMOVUPS     (DX)(R9*4), Z12
+	VFMADD231PS Z12, Z8, Z0
+	VFMADD231PS Z12, Z9, Z1
+	VFMADD231PS Z12, Z10, Z2
+	VFMADD231PS Z12, Z11, Z3
+	VMOVUPS     (R8)(R9*4), Z12
+	VFMADD231PS Z12, Z8, Z4
+	VFMADD231PS Z12, Z9, Z5
+	VFMADD231PS Z12, Z10, Z6
+	VFMADD231PS Z12, Z11, Z7
+	ADDQ        $0x00000010, R9
+	JMP         k
+
+reduce:
+	MOVQ          out_base+64(FP), AX
+	MOVQ          ldo+88(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X8 $0x01, Z0, Y8
+	VADDPS        Y0, Y8, Y8
+	VEXTRACTF32X4 $0x01, Y8, X0
+	VADDPS        X8, X0, X0
+	VSHUFPS       $0x0e, X0, X0, X8
+	VADDPS        X8, X0, X0
+	VSHUFPS       $0x01, X0, X0, X8
+	VADDPS        X8, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF32X8 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF32X8 $0x01, Z2, Y0
+	VADDPS        Y2, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 8(AX)
+	VEXTRACTF32X8 $0x01, Z3, Y0
+	VADDPS        Y3, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 12(AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X8 $0x01, Z4, Y0
+	VADDPS        Y4, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	VEXTRACTF32X8 $0x01, Z5, Y0
+	VADDPS        Y5, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF32X8 $0x01, Z6, Y0
+	VADDPS        Y6, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 8(AX)
+	VEXTRACTF32X8 $0x01, Z7, Y0
+	VADDPS        Y7, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 12(AX)
+	VZEROUPPER
+	RET
+
+// func tinyBLASF32x3AVX512(w []byte, rowBytes int, x []float32, k int, out []float32, ldo int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+TEXT ·tinyBLASF32x3AVX512(SB), NOSPLIT, $0-96
+	MOVQ         w_base+0(FP), AX
+	MOVQ         rowBytes+24(FP), CX
+	MOVQ         x_base+32(FP), DX
+	MOVQ         k+56(FP), BX
+	LEAQ         (AX)(CX*1), SI
+	LEAQ         (SI)(CX*1), DI
+	LEAQ         (DI)(CX*1), CX
+	MOVQ         BX, R8
+	SHLQ         $0x02, R8
+	LEAQ         (DX)(R8*1), R9
+	LEAQ         (R9)(R8*1), R8
+	VPBROADCASTD dword0<>+0(SB), Z0
+	VPBROADCASTD dword0<>+0(SB), Z1
+	VPBROADCASTD dword0<>+0(SB), Z2
+	VPBROADCASTD dword0<>+0(SB), Z3
+	VPBROADCASTD dword0<>+0(SB), Z4
+	VPBROADCASTD dword0<>+0(SB), Z5
+	VPBROADCASTD dword0<>+0(SB), Z6
+	VPBROADCASTD dword0<>+0(SB), Z7
+	VPBROADCASTD dword0<>+0(SB), Z8
+	VPBROADCASTD dword0<>+0(SB), Z9
+	VPBROADCASTD dword0<>+0(SB), Z10
+	VPBROADCASTD dword0<>+0(SB), Z11
+	XORQ         R10, R10
+
+k:
+	CMPQ        R10, BX
+	JAE         reduce
+	VMOVUPS     (AX)(R10*4), Z12
+	VMOVUPS     (SI)(R10*4), Z13
+	VMOVUPS     (DI)(R10*4), Z14
+	VMOVUPS     (CX)(R10*4), Z15
+	VMOVUPS     (DX)(R10*4), Z16
+	VFMADD231PS Z16, Z12, Z0
+	VFMADD231PS Z16, Z13, Z1
+	VFMADD231PS Z16, Z14, Z2
+	VFMADD231PS Z16, Z15, Z3
+	VMOVUPS     (R9)(R10*4), Z16
+	VFMADD231PS Z16, Z12, Z4
+	VFMADD231PS Z16, Z13, Z5
+	VFMADD231PS Z16, Z14, Z6
+	VFMADD231PS Z16, Z15, Z7
+	VMOVUPS     (R8)(R10*4), Z16
+	VFMADD231PS Z16, Z12, Z8
+	VFMADD231PS Z16, Z13, Z9
+	VFMADD231PS Z16, Z14, Z10
+	VFMADD231PS Z16, Z15, Z11
+	ADDQ        $0x00000010, R10
+	JMP         k
+
+reduce:
+	MOVQ          out_base+64(FP), AX
+	MOVQ          ldo+88(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X8 $0x01, Z0, Y12
+	VADDPS        Y0, Y12, Y12
+	VEXTRACTF32X4 $0x01, Y12, X0
+	VADDPS        X12, X0, X0
+	VSHUFPS       $0x0e, X0, X0, X12
+	VADDPS        X12, X0, X0
+	VSHUFPS       $0x01, X0, X0, X12
+	VADDPS        X12, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF32X8 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF32X8 $0x01, Z2, Y0
+	VADDPS        Y2, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 8(AX)
+	VEXTRACTF32X8 $0x01, Z3, Y0
+	VADDPS        Y3, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 12(AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X8 $0x01, Z4, Y0
+	VADDPS        Y4, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	VEXTRACTF32X8 $0x01, Z5, Y0
+	VADDPS        Y5, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF32X8 $0x01, Z6, Y0
+	VADDPS        Y6, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 8(AX)
+	VEXTRACTF32X8 $0x01, Z7, Y0
+	VADDPS        Y7, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 12(AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X8 $0x01, Z8, Y0
+	VADDPS        Y8, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	VEXTRACTF32X8 $0x01, Z9, Y0
+	VADDPS        Y9, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF32X8 $0x01, Z10, Y0
+	VADDPS        Y10, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 8(AX)
+	VEXTRACTF32X8 $0x01, Z11, Y0
+	VADDPS        Y11, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 12(AX)
+	VZEROUPPER
+	RET
+
+// func tinyBLASF16x3AVX512(w []byte, rowBytes int, x []float32, k int, out []float32, ldo int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+TEXT ·tinyBLASF16x3AVX512(SB), NOSPLIT, $0-96
+	MOVQ         w_base+0(FP), AX
+	MOVQ         rowBytes+24(FP), CX
+	MOVQ         x_base+32(FP), DX
+	MOVQ         k+56(FP), BX
+	LEAQ         (AX)(CX*1), SI
+	LEAQ         (SI)(CX*1), DI
+	LEAQ         (DI)(CX*1), CX
+	MOVQ         BX, R8
+	SHLQ         $0x02, R8
+	LEAQ         (DX)(R8*1), R9
+	LEAQ         (R9)(R8*1), R8
+	VPBROADCASTD dword0<>+0(SB), Z0
+	VPBROADCASTD dword0<>+0(SB), Z1
+	VPBROADCASTD dword0<>+0(SB), Z2
+	VPBROADCASTD dword0<>+0(SB), Z3
+	VPBROADCASTD dword0<>+0(SB), Z4
+	VPBROADCASTD dword0<>+0(SB), Z5
+	VPBROADCASTD dword0<>+0(SB), Z6
+	VPBROADCASTD dword0<>+0(SB), Z7
+	VPBROADCASTD dword0<>+0(SB), Z8
+	VPBROADCASTD dword0<>+0(SB), Z9
+	VPBROADCASTD dword0<>+0(SB), Z10
+	VPBROADCASTD dword0<>+0(SB), Z11
+	XORQ         R10, R10
+
+k:
+	CMPQ        R10, BX
+	JAE         reduce
+	VCVTPH2PS   (AX)(R10*2), Z12
+	VCVTPH2PS   (SI)(R10*2), Z13
+	VCVTPH2PS   (DI)(R10*2), Z14
+	VCVTPH2PS   (CX)(R10*2), Z15
+	VMOVUPS     (DX)(R10*4), Z16
+	VFMADD231PS Z16, Z12, Z0
+	VFMADD231PS Z16, Z13, Z1
+	VFMADD231PS Z16, Z14, Z2
+	VFMADD231PS Z16, Z15, Z3
+	VMOVUPS     (R9)(R10*4), Z16
+	VFMADD231PS Z16, Z12, Z4
+	VFMADD231PS Z16, Z13, Z5
+	VFMADD231PS Z16, Z14, Z6
+	VFMADD231PS Z16, Z15, Z7
+	VMOVUPS     (R8)(R10*4), Z16
+	VFMADD231PS Z16, Z12, Z8
+	VFMADD231PS Z16, Z13, Z9
+	VFMADD231PS Z16, Z14, Z10
+	VFMADD231PS Z16, Z15, Z11
+	ADDQ        $0x00000010, R10
+	JMP         k
+
+reduce:
+	MOVQ          out_base+64(FP), AX
+	MOVQ          ldo+88(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X8 $0x01, Z0, Y12
+	VADDPS        Y0, Y12, Y12
+	VEXTRACTF32X4 $0x01, Y12, X0
+	VADDPS        X12, X0, X0
+	VSHUFPS       $0x0e, X0, X0, X12
+	VADDPS        X12, X0, X0
+	VSHUFPS       $0x01, X0, X0, X12
+	VADDPS        X12, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF32X8 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF32X8 $0x01, Z2, Y0
+	VADDPS        Y2, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 8(AX)
+	VEXTRACTF32X8 $0x01, Z3, Y0
+	VADDPS        Y3, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 12(AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X8 $0x01, Z4, Y0
+	VADDPS        Y4, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	VEXTRACTF32X8 $0x01, Z5, Y0
+	VADDPS        Y5, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF32X8 $0x01, Z6, Y0
+	VADDPS        Y6, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 8(AX)
+	VEXTRACTF32X8 $0x01, Z7, Y0
+	VADDPS        Y7, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 12(AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X8 $0x01, Z8, Y0
+	VADDPS        Y8, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	VEXTRACTF32X8 $0x01, Z9, Y0
+	VADDPS        Y9, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF32X8 $0x01, Z10, Y0
+	VADDPS        Y10, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 8(AX)
+	VEXTRACTF32X8 $0x01, Z11, Y0
+	VADDPS        Y11, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 12(AX)
+	VZEROUPPER
+	RET
+
+// func tinyBLASF32x4AVX512(w []byte, rowBytes int, x []float32, k int, out []float32, ldo int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+TEXT ·tinyBLASF32x4AVX512(SB), NOSPLIT, $0-96
+	MOVQ         w_base+0(FP), AX
+	MOVQ         rowBytes+24(FP), CX
+	MOVQ         x_base+32(FP), DX
+	MOVQ         k+56(FP), BX
+	LEAQ         (AX)(CX*1), SI
+	LEAQ         (SI)(CX*1), DI
+	LEAQ         (DI)(CX*1), CX
+	MOVQ         BX, R8
+	SHLQ         $0x02, R8
+	LEAQ         (DX)(R8*1), R9
+	LEAQ         (R9)(R8*1), R10
+	LEAQ         (R10)(R8*1), R8
+	VPBROADCASTD dword0<>+0(SB), Z0
+	VPBROADCASTD dword0<>+0(SB), Z1
+	VPBROADCASTD dword0<>+0(SB), Z2
+	VPBROADCASTD dword0<>+0(SB), Z3
+	VPBROADCASTD dword0<>+0(SB), Z4
+	VPBROADCASTD dword0<>+0(SB), Z5
+	VPBROADCASTD dword0<>+0(SB), Z6
+	VPBROADCASTD dword0<>+0(SB), Z7
+	VPBROADCASTD dword0<>+0(SB), Z8
+	VPBROADCASTD dword0<>+0(SB), Z9
+	VPBROADCASTD dword0<>+0(SB), Z10
+	VPBROADCASTD dword0<>+0(SB), Z11
+	VPBROADCASTD dword0<>+0(SB), Z12
+	VPBROADCASTD dword0<>+0(SB), Z13
+	VPBROADCASTD dword0<>+0(SB), Z14
+	VPBROADCASTD dword0<>+0(SB), Z15
+	XORQ         R11, R11
+
+k:
+	CMPQ        R11, BX
+	JAE         reduce
+	VMOVUPS     (AX)(R11*4), Z16
+	VMOVUPS     (SI)(R11*4), Z17
+	VMOVUPS     (DI)(R11*4), Z18
+	VMOVUPS     (CX)(R11*4), Z19
+	VMOVUPS     (DX)(R11*4), Z20
+	VFMADD231PS Z20, Z16, Z0
+	VFMADD231PS Z20, Z17, Z1
+	VFMADD231PS Z20, Z18, Z2
+	VFMADD231PS Z20, Z19, Z3
+	VMOVUPS     (R9)(R11*4), Z20
+	VFMADD231PS Z20, Z16, Z4
+	VFMADD231PS Z20, Z17, Z5
+	VFMADD231PS Z20, Z18, Z6
+	VFMADD231PS Z20, Z19, Z7
+	VMOVUPS     (R10)(R11*4), Z20
+	VFMADD231PS Z20, Z16, Z8
+	VFMADD231PS Z20, Z17, Z9
+	VFMADD231PS Z20, Z18, Z10
+	VFMADD231PS Z20, Z19, Z11
+	VMOVUPS     (R8)(R11*4), Z20
+	VFMADD231PS Z20, Z16, Z12
+	VFMADD231PS Z20, Z17, Z13
+	VFMADD231PS Z20, Z18, Z14
+	VFMADD231PS Z20, Z19, Z15
+	ADDQ        $0x00000010, R11
+	JMP         k
+
+reduce:
+	MOVQ          out_base+64(FP), AX
+	MOVQ          ldo+88(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X8 $0x01, Z0, Y16
+	VADDPS        Y0, Y16, Y16
+	VEXTRACTF32X4 $0x01, Y16, X0
+	VADDPS        X16, X0, X0
+	VSHUFPS       $0x0e, X0, X0, X16
+	VADDPS        X16, X0, X0
+	VSHUFPS       $0x01, X0, X0, X16
+	VADDPS        X16, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF32X8 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF32X8 $0x01, Z2, Y0
+	VADDPS        Y2, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 8(AX)
+	VEXTRACTF32X8 $0x01, Z3, Y0
+	VADDPS        Y3, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 12(AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X8 $0x01, Z4, Y0
+	VADDPS        Y4, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	VEXTRACTF32X8 $0x01, Z5, Y0
+	VADDPS        Y5, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF32X8 $0x01, Z6, Y0
+	VADDPS        Y6, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 8(AX)
+	VEXTRACTF32X8 $0x01, Z7, Y0
+	VADDPS        Y7, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 12(AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X8 $0x01, Z8, Y0
+	VADDPS        Y8, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	VEXTRACTF32X8 $0x01, Z9, Y0
+	VADDPS        Y9, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF32X8 $0x01, Z10, Y0
+	VADDPS        Y10, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 8(AX)
+	VEXTRACTF32X8 $0x01, Z11, Y0
+	VADDPS        Y11, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 12(AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X8 $0x01, Z12, Y0
+	VADDPS        Y12, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	VEXTRACTF32X8 $0x01, Z13, Y0
+	VADDPS        Y13, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF32X8 $0x01, Z14, Y0
+	VADDPS        Y14, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 8(AX)
+	VEXTRACTF32X8 $0x01, Z15, Y0
+	VADDPS        Y15, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 12(AX)
+	VZEROUPPER
+	RET
+
+// func tinyBLASF16x4AVX512(w []byte, rowBytes int, x []float32, k int, out []float32, ldo int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+TEXT ·tinyBLASF16x4AVX512(SB), NOSPLIT, $0-96
+	MOVQ         w_base+0(FP), AX
+	MOVQ         rowBytes+24(FP), CX
+	MOVQ         x_base+32(FP), DX
+	MOVQ         k+56(FP), BX
+	LEAQ         (AX)(CX*1), SI
+	LEAQ         (SI)(CX*1), DI
+	LEAQ         (DI)(CX*1), CX
+	MOVQ         BX, R8
+	SHLQ         $0x02, R8
+	LEAQ         (DX)(R8*1), R9
+	LEAQ         (R9)(R8*1), R10
+	LEAQ         (R10)(R8*1), R8
+	VPBROADCASTD dword0<>+0(SB), Z0
+	VPBROADCASTD dword0<>+0(SB), Z1
+	VPBROADCASTD dword0<>+0(SB), Z2
+	VPBROADCASTD dword0<>+0(SB), Z3
+	VPBROADCASTD dword0<>+0(SB), Z4
+	VPBROADCASTD dword0<>+0(SB), Z5
+	VPBROADCASTD dword0<>+0(SB), Z6
+	VPBROADCASTD dword0<>+0(SB), Z7
+	VPBROADCASTD dword0<>+0(SB), Z8
+	VPBROADCASTD dword0<>+0(SB), Z9
+	VPBROADCASTD dword0<>+0(SB), Z10
+	VPBROADCASTD dword0<>+0(SB), Z11
+	VPBROADCASTD dword0<>+0(SB), Z12
+	VPBROADCASTD dword0<>+0(SB), Z13
+	VPBROADCASTD dword0<>+0(SB), Z14
+	VPBROADCASTD dword0<>+0(SB), Z15
+	XORQ         R11, R11
+
+k:
+	CMPQ        R11, BX
+	JAE         reduce
+	VCVTPH2PS   (AX)(R11*2), Z16
+	VCVTPH2PS   (SI)(R11*2), Z17
+	VCVTPH2PS   (DI)(R11*2), Z18
+	VCVTPH2PS   (CX)(R11*2), Z19
+	VMOVUPS     (DX)(R11*4), Z20
+	VFMADD231PS Z20, Z16, Z0
+	VFMADD231PS Z20, Z17, Z1
+	VFMADD231PS Z20, Z18, Z2
+	VFMADD231PS Z20, Z19, Z3
+	VMOVUPS     (R9)(R11*4), Z20
+	VFMADD231PS Z20, Z16, Z4
+	VFMADD231PS Z20, Z17, Z5
+	VFMADD231PS Z20, Z18, Z6
+	VFMADD231PS Z20, Z19, Z7
+	VMOVUPS     (R10)(R11*4), Z20
+	VFMADD231PS Z20, Z16, Z8
+	VFMADD231PS Z20, Z17, Z9
+	VFMADD231PS Z20, Z18, Z10
+	VFMADD231PS Z20, Z19, Z11
+	VMOVUPS     (R8)(R11*4), Z20
+	VFMADD231PS Z20, Z16, Z12
+	VFMADD231PS Z20, Z17, Z13
+	VFMADD231PS Z20, Z18, Z14
+	VFMADD231PS Z20, Z19, Z15
+	ADDQ        $0x00000010, R11
+	JMP         k
+
+reduce:
+	MOVQ          out_base+64(FP), AX
+	MOVQ          ldo+88(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X8 $0x01, Z0, Y16
+	VADDPS        Y0, Y16, Y16
+	VEXTRACTF32X4 $0x01, Y16, X0
+	VADDPS        X16, X0, X0
+	VSHUFPS       $0x0e, X0, X0, X16
+	VADDPS        X16, X0, X0
+	VSHUFPS       $0x01, X0, X0, X16
+	VADDPS        X16, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF32X8 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF32X8 $0x01, Z2, Y0
+	VADDPS        Y2, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 8(AX)
+	VEXTRACTF32X8 $0x01, Z3, Y0
+	VADDPS        Y3, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 12(AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X8 $0x01, Z4, Y0
+	VADDPS        Y4, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	VEXTRACTF32X8 $0x01, Z5, Y0
+	VADDPS        Y5, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF32X8 $0x01, Z6, Y0
+	VADDPS        Y6, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 8(AX)
+	VEXTRACTF32X8 $0x01, Z7, Y0
+	VADDPS        Y7, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 12(AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X8 $0x01, Z8, Y0
+	VADDPS        Y8, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	VEXTRACTF32X8 $0x01, Z9, Y0
+	VADDPS        Y9, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF32X8 $0x01, Z10, Y0
+	VADDPS        Y10, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 8(AX)
+	VEXTRACTF32X8 $0x01, Z11, Y0
+	VADDPS        Y11, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 12(AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X8 $0x01, Z12, Y0
+	VADDPS        Y12, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	VEXTRACTF32X8 $0x01, Z13, Y0
+	VADDPS        Y13, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF32X8 $0x01, Z14, Y0
+	VADDPS        Y14, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 8(AX)
+	VEXTRACTF32X8 $0x01, Z15, Y0
+	VADDPS        Y15, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 12(AX)
+	VZEROUPPER
+	RET

@@ -90,3 +90,45 @@ func softmaxAVX512(p []float32, scale float32)
 
 //go:noescape
 func swigluAVX512(dst []float32, gate []float32, up []float32)
+
+//go:noescape
+func quantizeQ8_0AVX512(x []float32, dst []byte)
+
+//go:noescape
+func roundF16AVX512(x []float32, dst []float32)
+
+//go:noescape
+func vecDotQ8_0RowsAVX512(w []byte, rowBytes int, y []byte, out []float32)
+
+//go:noescape
+func vecDotQ4_0x8RowsAVX512(w []byte, rowBytes int, y []byte, out []float32)
+
+//go:noescape
+func vecDotF32RowsAVX512(w []byte, rowBytes int, x []float32, out []float32)
+
+//go:noescape
+func vecDotF16RowsAVX512(w []byte, rowBytes int, x []float32, out []float32)
+
+//go:noescape
+func tinyBLASF32x1AVX512(w []byte, rowBytes int, x []float32, k int, out []float32, ldo int)
+
+//go:noescape
+func tinyBLASF16x1AVX512(w []byte, rowBytes int, x []float32, k int, out []float32, ldo int)
+
+//go:noescape
+func tinyBLASF32x2AVX512(w []byte, rowBytes int, x []float32, k int, out []float32, ldo int)
+
+//go:noescape
+func tinyBLASF16x2AVX512(w []byte, rowBytes int, x []float32, k int, out []float32, ldo int)
+
+//go:noescape
+func tinyBLASF32x3AVX512(w []byte, rowBytes int, x []float32, k int, out []float32, ldo int)
+
+//go:noescape
+func tinyBLASF16x3AVX512(w []byte, rowBytes int, x []float32, k int, out []float32, ldo int)
+
+//go:noescape
+func tinyBLASF32x4AVX512(w []byte, rowBytes int, x []float32, k int, out []float32, ldo int)
+
+//go:noescape
+func tinyBLASF16x4AVX512(w []byte, rowBytes int, x []float32, k int, out []float32, ldo int)

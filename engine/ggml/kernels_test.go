@@ -229,3 +229,69 @@ func TestKernelsSoftmaxSwiglu(t *testing.T) {
 		}
 	})
 }
+
+// ggmlActivations are random rows with the awkward cases of activation
+// quantization: an all-zero block, ties at .5 after scaling, tiny values.
+func ggmlActivations(rng *rand.Rand, rows, k int) []float32 {
+	x := randVec(rng, rows*k)
+	if k >= 64 {
+		clear(x[32:64])                   // amax = 0 block
+		x[0], x[1], x[2] = 127, 0.5, -2.5 // scaled by exactly 1: ties
+		x[k-1] = 1e-30
+	}
+	return x
+}
+
+// TestKernelsGGMLBitIdentical: the ggml-numerics kernels (activation
+// conversion and every llama.cpp kernel the engine picks) equal the generic
+// code bit for bit.
+func TestKernelsGGMLBitIdentical(t *testing.T) {
+	eachSIMD(t, func(t *testing.T, k Kernels) {
+		rng := rand.New(rand.NewPCG(31, 32))
+		for _, typ := range []Type{F32, F16, Q8_0, Q4_0, Q4_1, Q6_K} {
+			for _, K := range rowLengths(typ) {
+				if typ.BlockSize() == 1 && K%16 != 0 && K != 172 && K != 257 {
+					continue
+				}
+				for _, N := range []int{1, 3, 5, 7, 8, 12, 16, 17, 23, 40} {
+					for _, T := range []int{1, 2, 3, 5, 8} {
+						w := matrix(t, rng, typ, K, N)
+						x := ggmlActivations(rng, T, K)
+						var ga, ka GGMLActivations
+						if err := Generic.PrepareGGML(typ, x, T, &ga); err != nil {
+							t.Fatal(err)
+						}
+						if err := k.PrepareGGML(typ, x, T, &ka); err != nil {
+							t.Fatal(err)
+						}
+						if string(ga.Q) != string(ka.Q) || ga.QStride != ka.QStride {
+							t.Fatalf("%s K=%d T=%d: quantized activations differ", typ, K, T)
+						}
+						if i, ok := sameBits(ga.F, ka.F); !ok {
+							t.Fatalf("%s K=%d T=%d: float activations [%d]: %v vs %v", typ, K, T, i, ka.F[i], ga.F[i])
+						}
+						kinds := []GGMLKernel{GGMLKernelFor(typ, T, K, N)}
+						switch typ {
+						case F32, F16:
+							kinds = append(kinds, GGMLVecDot)
+							if K%16 == 0 {
+								kinds = append(kinds, GGMLTinyBLAS)
+							}
+						case Q4_0:
+							kinds = append(kinds, GGMLQ4_0x8, GGMLQ4_0AVX)
+						}
+						for _, kind := range kinds {
+							ldo := N + 2
+							want, got := make([]float32, T*ldo), make([]float32, T*ldo)
+							Generic.MatMulGGML(kind, typ, w, N, &ga, want, ldo)
+							k.MatMulGGML(kind, typ, w, N, &ka, got, ldo)
+							if i, ok := sameBits(want, got); !ok {
+								t.Fatalf("%s kernel %d K=%d N=%d T=%d: out[%d][%d] = %v, generic %v", typ, kind, K, N, T, i/ldo, i%ldo, got[i], want[i])
+							}
+						}
+					}
+				}
+			}
+		}
+	})
+}

@@ -50,4 +50,5 @@ func genGGML() {
 	genReduceLanes(16)
 	genSoftmax()
 	genSwiglu()
+	genGGMLNumerics()
 }
