@@ -14,11 +14,11 @@ import (
 type GGMLKernel int
 
 const (
-	GGMLVecDot     GGMLKernel = iota // the type's vec_dot (VecDot; F32/F16: ggml_vec_dot_f32/_f16)
-	GGMLTinyBLAS                     // llamafile tinyBLAS<16> (F32, F16)
-	GGMLQ8_0AVX                      // AVX vec_dot_q8_0_q8_0 == tinyBLAS_Q0
-	GGMLQ4_0AVX                      // AVX vec_dot_q4_0_q8_0 == tinyBLAS_Q0
-	GGMLQ4_0x8                       // repacked q4_0_8x8 gemv/gemm
+	GGMLVecDot   GGMLKernel = iota // the type's vec_dot (VecDot; F32/F16: ggml_vec_dot_f32/_f16)
+	GGMLTinyBLAS                   // llamafile tinyBLAS<16> (F32, F16)
+	GGMLQ8_0AVX                    // AVX vec_dot_q8_0_q8_0 == tinyBLAS_Q0
+	GGMLQ4_0AVX                    // AVX vec_dot_q4_0_q8_0 == tinyBLAS_Q0
+	GGMLQ4_0x8                     // repacked q4_0_8x8 gemv/gemm
 )
 
 // GGMLKernelFor is the kernel llama.cpp runs for weights of type t with n
