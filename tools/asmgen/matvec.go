@@ -117,12 +117,12 @@ func matVecGroup(t qtype, R int, w, stride, x0, k, out Register) {
 	MOVQ(k, kk)
 	blk := func(r int) Mem { return Mem{Base: rows[r], Index: off, Scale: 1} }
 
-	// Rows of the quantized types are short (a few hundred bytes), too short
-	// for the hardware prefetchers to lock onto R interleaved streams: walk
-	// the next group's bytes with software prefetches, R blocks' worth per
-	// block, one group ahead.
+	// R interleaved row streams, short ones for the quantized types, keep
+	// the hardware prefetchers from streaming at full bandwidth: walk a later
+	// group's bytes with software prefetches, R blocks' worth per block
+	// (measured: F16 24 -> 33 GB/s, Q8_0 rows more than twice as fast).
 	var pf Register
-	if !t.plain() && R > 1 {
+	if R > 1 {
 		pf = GP64()
 		LEAQ(Mem{Base: rows[R-1], Index: stride, Scale: 1}, pf)
 		for g := 1; g < pfGroups; g++ {
