@@ -1,0 +1,129 @@
+// Package testkit is what evalrun's tests share: building the binaries they
+// start as real processes, and reading llama.cpp's goldens in testdata/. It
+// is imported by _test.go files only.
+package testkit
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Root is the repository's root directory.
+func Root() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+// Path is a path under the repository's root.
+func Path(rel ...string) string { return filepath.Join(append([]string{Root()}, rel...)...) }
+
+// Build compiles main packages (paths relative to the repository's root, as
+// "./plugins/cpu") into dir, under the given file names.
+func Build(dir string, bins map[string]string) error {
+	for name, pkg := range bins {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, name), pkg)
+		cmd.Dir, cmd.Stderr = Root(), os.Stderr
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("go build %s: %w", pkg, err)
+		}
+	}
+	return nil
+}
+
+// Main runs a package's tests with the binaries of bins built into a
+// temporary directory first (built is told where) and removed after: call
+// it from TestMain.
+func Main(m *testing.M, bins map[string]string, built func(dir string)) {
+	d, err := os.MkdirTemp("", "evalrun-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := 1
+	if err := Build(d, bins); err != nil {
+		fmt.Fprintln(os.Stderr, "building test binaries:", err)
+	} else {
+		built(d)
+		code = m.Run()
+	}
+	os.RemoveAll(d)
+	os.Exit(code)
+}
+
+// F32 reads a raw little-endian float32 file (llama.cpp's logits goldens:
+// row-major [n_tokens][n_vocab]).
+func F32(t testing.TB, path string) []float32 {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b)%4 != 0 {
+		t.Fatalf("%s: %d bytes is not a whole number of float32 values", path, len(b))
+	}
+	v := make([]float32, len(b)/4)
+	for i := range v {
+		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return v
+}
+
+// Golden is the JSON sidecar of a llama.cpp golden (testdata/llamacpp).
+type Golden struct {
+	TokenIDs     []int32 `json:"token_ids"`
+	PromptIDs    []int32 `json:"prompt_ids"`
+	GeneratedIDs []int32 `json:"generated_ids"`
+	NVocab       int     `json:"n_vocab"`
+}
+
+// ReadGolden reads a golden's sidecar, path relative to testdata/llamacpp.
+func ReadGolden(t testing.TB, rel string) Golden {
+	t.Helper()
+	b, err := os.ReadFile(Path("testdata", "llamacpp", rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g Golden
+	if err := json.Unmarshal(b, &g); err != nil {
+		t.Fatalf("%s: %v", rel, err)
+	}
+	return g
+}
+
+// Alive reports whether a process exists and is not a zombie (Linux /proc;
+// elsewhere whether it can be signalled).
+func Alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		p, err := os.FindProcess(pid)
+		return err == nil && runtime.GOOS != "linux" && p.Signal(syscall.Signal(0)) == nil
+	}
+	// The state follows the parenthesised command name.
+	s := string(b)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
+		return s[i+2] != 'Z'
+	}
+	return true
+}
+
+// WaitGone fails t unless pid is gone within limit (and then kills it).
+func WaitGone(t testing.TB, what string, pid int, limit time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if !Alive(pid) {
+			return
+		}
+	}
+	syscall.Kill(pid, syscall.SIGKILL)
+	t.Errorf("%s (pid %d) still running %v later", what, pid, limit)
+}
