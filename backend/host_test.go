@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/evalrun/evalrun/backend"
+	"github.com/evalrun/evalrun/internal/testkit"
 )
 
 // testPlugin is the binary of ./testdata/testplugin, built once in TestMain.
@@ -23,22 +24,8 @@ func TestMain(m *testing.M) {
 	if path := os.Getenv(hostEnv); path != "" {
 		standInHost(path)
 	}
-	dir, err := os.MkdirTemp("", "evalrun-backend-test")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	testPlugin = filepath.Join(dir, backend.PluginPrefix+"test")
-	build := exec.Command("go", "build", "-o", testPlugin, "./testdata/testplugin")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building the test plugin:", err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	name := backend.PluginPrefix + "test"
+	testkit.Main(m, map[string]string{name: "./backend/testdata/testplugin"}, func(dir string) { testPlugin = filepath.Join(dir, name) })
 }
 
 func writeFile(path string, mode os.FileMode) error {
@@ -215,24 +202,10 @@ func TestPluginExitsWhenHostDies(t *testing.T) {
 	host.Process.Kill()
 	host.Wait()
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if !processAlive(pid) {
+		if !testkit.Alive(pid) {
 			return
 		}
 	}
 	exec.Command("kill", "-9", fmt.Sprint(pid)).Run()
 	t.Errorf("plugin pid %d still running 5 s after its host was killed", pid)
-}
-
-// processAlive reports whether pid exists and is not a zombie.
-func processAlive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	// The state follows the parenthesised command name.
-	s := string(b)
-	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
-		return s[i+2] != 'Z'
-	}
-	return true
 }

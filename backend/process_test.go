@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/evalrun/evalrun/backend"
+	"github.com/evalrun/evalrun/internal/testkit"
 )
 
 // forkingPlugin writes a plugin script that starts a child holding the
@@ -52,18 +53,6 @@ func readPid(t *testing.T, file string) int {
 	return 0
 }
 
-// waitGone fails unless pid is gone (or a zombie) within limit.
-func waitGone(t *testing.T, what string, pid int, limit time.Duration) {
-	t.Helper()
-	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if !processAlive(pid) {
-			return
-		}
-	}
-	syscall.Kill(pid, syscall.SIGKILL)
-	t.Errorf("%s (pid %d) still running %v later", what, pid, limit)
-}
-
 func TestKillEndsTheChildrenAPluginStarted(t *testing.T) {
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp) // where go-plugin puts the socket directory
@@ -84,7 +73,7 @@ func TestKillEndsTheChildrenAPluginStarted(t *testing.T) {
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("Kill took %v with a child holding the plugin's output open", d)
 	}
-	waitGone(t, "the plugin's child", child, 5*time.Second)
+	testkit.WaitGone(t, "the plugin's child", child, 5*time.Second)
 	if entries, _ := os.ReadDir(tmp); len(entries) != 0 {
 		t.Errorf("after Kill TMPDIR still holds %v (socket directories must not accumulate)", entries)
 	}
@@ -100,7 +89,7 @@ func TestPluginPrintingNoHandshakeFailsFast(t *testing.T) {
 	if d := time.Since(start); d > 8*time.Second {
 		t.Errorf("Launch failed only after %v", d)
 	}
-	waitGone(t, "the script's sleep", readPid(t, pidFile), 5*time.Second)
+	testkit.WaitGone(t, "the script's sleep", readPid(t, pidFile), 5*time.Second)
 }
 
 func TestLockFileChecksums(t *testing.T) {
@@ -180,8 +169,8 @@ func TestPluginTreeEndsWhenTheHostIsKilled(t *testing.T) {
 			child := readPid(t, pidFile)
 			host.Process.Signal(sig)
 			host.Wait()
-			waitGone(t, "the plugin", pluginPid, 5*time.Second)
-			waitGone(t, "the plugin's child", child, 5*time.Second)
+			testkit.WaitGone(t, "the plugin", pluginPid, 5*time.Second)
+			testkit.WaitGone(t, "the plugin's child", child, 5*time.Second)
 		})
 	}
 }

@@ -2,12 +2,8 @@ package main
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
-	"fmt"
 	"math"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -18,28 +14,14 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/evalrun/evalrun/backend"
+	"github.com/evalrun/evalrun/internal/testkit"
 )
 
 // pluginDir holds evalrun-plugin-cpu, built once from this package.
 var pluginDir string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "evalrun-plugin-cpu-test")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	build := exec.Command("go", "build", "-o", filepath.Join(dir, backend.PluginPrefix+"cpu"), ".")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building evalrun-plugin-cpu:", err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	pluginDir = dir
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	testkit.Main(m, map[string]string{backend.PluginPrefix + "cpu": "./plugins/cpu"}, func(dir string) { pluginDir = dir })
 }
 
 func absPath(t *testing.T, rel string) string {
@@ -67,15 +49,7 @@ func launch(t *testing.T) *backend.Client {
 
 func golden(t *testing.T, row, nVocab int) []float32 {
 	t.Helper()
-	raw, err := os.ReadFile("../../testdata/llamacpp/logits/p1.F32.plain.f32")
-	if err != nil {
-		t.Fatal(err)
-	}
-	v := make([]float32, nVocab)
-	for j := range v {
-		v[j] = math.Float32frombits(binary.LittleEndian.Uint32(raw[(row*nVocab+j)*4:]))
-	}
-	return v
+	return testkit.F32(t, testkit.Path("testdata", "llamacpp", "logits", "p1.F32.plain.f32"))[row*nVocab : (row+1)*nVocab]
 }
 
 func argmax(v []float32) int {

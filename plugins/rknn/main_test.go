@@ -3,10 +3,8 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,6 +12,7 @@ import (
 
 	"github.com/evalrun/evalrun/backend"
 	"github.com/evalrun/evalrun/engine"
+	"github.com/evalrun/evalrun/internal/testkit"
 	"github.com/evalrun/evalrun/plugins/rknn/npu/rknnrt"
 	"github.com/evalrun/evalrun/plugins/rknn/npu/sim"
 )
@@ -24,22 +23,8 @@ var pluginPath string
 var modelPath, _ = filepath.Abs("../../models/stories260K.gguf")
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "evalrun-rknn-test")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	pluginPath = filepath.Join(dir, backend.PluginPrefix+"rknn")
-	build := exec.Command("go", "build", "-o", pluginPath, ".")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building evalrun-plugin-rknn:", err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	name := backend.PluginPrefix + "rknn"
+	testkit.Main(m, map[string]string{name: "./plugins/rknn"}, func(dir string) { pluginPath = filepath.Join(dir, name) })
 }
 
 func launch(t *testing.T) *backend.Client {
