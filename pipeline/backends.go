@@ -5,41 +5,38 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
-	"strings"
+	"regexp"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/evalrun/evalrun/backend"
+	"github.com/evalrun/evalrun/pipeline/spec"
 )
 
 // runBackend is one live backend plugin during a run, with the status the
 // run has observed for it. Once a backend leaves StatusOK it takes no further
 // part, and what it computed so far stays in the summary.
 type runBackend struct {
-	name     string
-	model    string // model path given to Load
-	threads  int
-	options  map[string]any
-	client   Process
-	be       backend.Backend
+	spec.Backend
 	log      *slog.Logger
-	timeouts timeouts
-
-	vocabDigest string // the host's vocabulary, checked by the plugin at Load
+	timeouts spec.Timeouts
+	nVocab   int
+	proc     Process
+	be       backend.Backend
+	rows     chan []float32 // recycled logits rows (see evalStream)
 
 	mu     sync.Mutex
 	status string
 	err    error
 
-	info *PluginInfo
-	load *LoadSummary
-}
-
-type timeouts struct {
-	start, load, eval, bench time.Duration
+	info    *PluginInfo
+	load    *LoadSummary
+	eval    EvalTiming
+	peakRSS *int64
 }
 
 func (rb *runBackend) ok() bool {
@@ -67,20 +64,16 @@ func timedOut(callCtx context.Context, limit time.Duration, err error) error {
 }
 
 // fail records why the backend stopped. The first failure wins; a timed-out
-// or failed plugin is killed so it cannot linger.
-func (rb *runBackend) fail(what string, err error) {
+// or failed plugin is killed so it cannot linger. An error caused by the
+// run being interrupted is not the backend's failure.
+func (rb *runBackend) fail(ctx context.Context, what string, err error) {
 	rb.mu.Lock()
 	defer rb.mu.Unlock()
-	if rb.status != StatusOK {
-		return
-	}
-	if errors.Is(err, context.Canceled) {
-		// The run was interrupted: the backend did nothing wrong, and the
-		// verdict says the run is incomplete.
+	if rb.status != StatusOK || ctx.Err() != nil {
 		return
 	}
 	switch {
-	case errors.Is(err, backend.ErrCrashed) || (rb.client != nil && rb.client.Exited()):
+	case errors.Is(err, backend.ErrCrashed) || (rb.proc != nil && rb.proc.Exited()):
 		rb.status = StatusCrashed
 	case errors.Is(err, errCallTimeout):
 		rb.status = StatusTimeout
@@ -88,9 +81,9 @@ func (rb *runBackend) fail(what string, err error) {
 		rb.status = StatusFailed
 	}
 	rb.err = fmt.Errorf("%s: %w", what, err)
-	rb.log.Error("backend stopped", "backend", rb.name, "status", rb.status, "error", rb.err)
-	if rb.client != nil && rb.status != StatusCrashed {
-		rb.client.Kill()
+	rb.log.Error("backend stopped", "backend", rb.Name, "status", rb.status, "error", rb.err)
+	if rb.proc != nil && rb.status != StatusCrashed {
+		rb.proc.Kill()
 	}
 }
 
@@ -98,133 +91,227 @@ func (rb *runBackend) fail(what string, err error) {
 type Process interface {
 	Exited() bool
 	Kill()
+	PeakRSS() (bytes int64, ok bool) // peak resident set size so far
 }
 
-// Launcher starts the plugin of a backend. The default finds the plugin
-// binary and starts it with go-plugin; tests substitute in-process backends.
-type Launcher func(ctx context.Context, b BackendPlan, pluginDirs []string, logger hclog.Logger, stderr io.Writer, startTimeout time.Duration) (backend.Backend, Process, error)
+// Launch is what a Launcher needs besides the backend.
+type Launch struct {
+	PluginDirs   []string     // where plugin names are looked up first
+	Logger       hclog.Logger // receives plugin log lines
+	Stderr       io.Writer    // plugins' raw stderr
+	StartTimeout time.Duration
+}
 
-// LaunchPlugin is the default Launcher.
-func LaunchPlugin(ctx context.Context, b BackendPlan, pluginDirs []string, logger hclog.Logger, stderr io.Writer, startTimeout time.Duration) (backend.Backend, Process, error) {
-	path := b.Plugin
-	if !strings.ContainsRune(path, '/') {
-		p, err := backend.FindPlugin(b.Plugin, pluginDirs...)
-		if err != nil {
-			return nil, nil, err
-		}
-		path = p
+// Launcher starts the plugin of a backend. The default, LaunchPlugin, finds
+// the binary and starts it as a process; tests substitute in-process
+// backends.
+type Launcher func(ctx context.Context, b spec.Backend, l Launch) (backend.Backend, Process, error)
+
+// LaunchPlugin is the default Launcher: plugin_path as given, or the plugin
+// name found by backend.FindPlugin.
+func LaunchPlugin(ctx context.Context, b spec.Backend, l Launch) (backend.Backend, Process, error) {
+	ref := b.PluginPath
+	if ref == "" {
+		ref = b.Plugin
 	}
-	c, err := backend.Launch(ctx, backend.LaunchConfig{Path: path, StartTimeout: startTimeout, Logger: logger, Stderr: stderr})
+	path, err := backend.FindPlugin(ref, l.PluginDirs...)
 	if err != nil {
-		return nil, nil, fmt.Errorf("start plugin %s: %w", path, err)
+		return nil, nil, err
+	}
+	c, err := backend.Launch(ctx, backend.LaunchConfig{Path: path, StartTimeout: l.StartTimeout, Logger: l.Logger, Stderr: l.Stderr})
+	if err != nil {
+		return nil, nil, err
 	}
 	return c, c, nil
 }
 
-// launch starts the plugin process, asks it to describe itself and loads the
-// model. Errors are recorded on rb, not returned: a backend that cannot run
-// is a result.
-func (rb *runBackend) launch(ctx context.Context, launcher Launcher, b BackendPlan, dirs []string, stderr io.Writer, hl hclog.Logger, nCtx int) {
-	startCtx, cancel := context.WithTimeout(ctx, rb.timeouts.start)
-	be, proc, err := launcher(startCtx, b, dirs, hl, stderr, rb.timeouts.start)
-	if err != nil {
-		rb.fail("start", timedOut(startCtx, rb.timeouts.start, err))
-		cancel()
-		return
-	}
-	rb.client = proc
-	rb.be = be
-	info, err := rb.be.Describe(startCtx)
-	cancel()
-	if err != nil {
-		rb.fail("describe", timedOut(startCtx, rb.timeouts.start, err))
-		return
-	}
-	rb.info = &PluginInfo{Name: info.Name, Version: info.Version, Device: info.Device, Capabilities: info.Capabilities}
+// optionRE finds the option a plugin's error names (backend's convention:
+// `option "type": ...`, `unknown option "typo"`).
+var optionRE = regexp.MustCompile(`option "([^"]+)"`)
 
-	loadCtx, cancel := context.WithTimeout(ctx, rb.timeouts.load)
+// launch starts the plugin, loads the model and checks what Load reports.
+// A backend that cannot run is a result (recorded on rb); a Load that the
+// plugin refuses as bad input (an option, the model file) is the user's to
+// fix and comes back as an *InputError pointing at the spec's line.
+func (rb *runBackend) launch(ctx context.Context, s *spec.Spec, launcher Launcher, l Launch, req backend.LoadRequest) error {
+	startCtx, cancel := context.WithTimeout(ctx, rb.timeouts.Start)
+	defer cancel()
+	be, proc, err := launcher(startCtx, rb.Backend, l)
+	if err != nil {
+		rb.fail(ctx, "start", timedOut(startCtx, rb.timeouts.Start, err))
+		return nil
+	}
+	rb.be, rb.proc = be, proc
+	if err := rb.describe(ctx, startCtx); err != nil {
+		return nil
+	}
+
+	loadCtx, cancel := context.WithTimeout(ctx, rb.timeouts.Load)
 	defer cancel()
 	t0 := time.Now()
-	res, err := rb.be.Load(loadCtx, backend.LoadRequest{ModelPath: rb.model, Threads: rb.threads, NCtx: nCtx, Options: rb.options, VocabDigest: rb.vocabDigest})
-	if err != nil {
-		rb.fail("load "+rb.model, timedOut(loadCtx, rb.timeouts.load, err))
-		return
+	res, err := rb.be.Load(loadCtx, req)
+	switch {
+	case err != nil && ctx.Err() == nil && (errors.Is(err, backend.ErrInvalidArgument) || errors.Is(err, fs.ErrNotExist)):
+		key := rb.Key + ".model"
+		if m := optionRE.FindStringSubmatch(err.Error()); m != nil {
+			key = rb.Key + ".options." + m[1]
+		}
+		return &InputError{s.Err(key, "%s refused to load: %v", rb.Name, err)}
+	case err != nil:
+		rb.fail(ctx, "load "+rb.Model, timedOut(loadCtx, rb.timeouts.Load, err))
+		return nil
+	case res.Model.NVocab != rb.nVocab:
+		rb.fail(ctx, "load "+rb.Model, fmt.Errorf("the plugin reads a vocabulary of %d tokens, the host's has %d", res.Model.NVocab, rb.nVocab))
+		return nil
 	}
-	ls := &LoadSummary{
+	rb.load = &LoadSummary{
 		LoadS:       float64(res.LoadNS) / 1e9,
 		WarmupS:     float64(res.WarmupNS) / 1e9,
 		HostS:       time.Since(t0).Seconds(),
 		MemoryBytes: res.MemoryBytes,
+		Kernels:     res.Kernels,
 		PlanSummary: res.PlanSummary,
+		Plan:        res.Plan,
 	}
-	for _, p := range res.Plan {
-		ls.Plan = append(ls.Plan, PlanEntry{Op: p.Op, Device: p.Device, Shape: p.Shape, Reason: p.Reason})
+	if n, ok := rb.proc.PeakRSS(); ok {
+		rb.load.PeakRSSBytes = &n
 	}
-	rb.load = ls
-	rb.log.Info("backend loaded", "backend", rb.name, "plugin", info.Name, "device", info.Device,
-		"load_s", fmt.Sprintf("%.3f", ls.LoadS), "plan", res.PlanSummary)
+	// Some plugins only know their version and device once loaded.
+	if err := rb.describe(ctx, loadCtx); err != nil {
+		return nil
+	}
+	rb.log.Info("backend loaded", "backend", rb.Name, "plugin", rb.info.Name, "device", rb.info.Device,
+		"load_s", fmt.Sprintf("%.3f", rb.load.LoadS), "kernels", res.Kernels, "plan", res.PlanSummary)
+	return nil
 }
 
-func (rb *runBackend) close(ctx context.Context) {
-	if rb.client == nil {
+func (rb *runBackend) describe(ctx, callCtx context.Context) error {
+	info, err := rb.be.Describe(callCtx)
+	if err != nil {
+		rb.fail(ctx, "describe", timedOut(callCtx, rb.timeouts.Start, err))
+		return err
+	}
+	rb.info = &info
+	return nil
+}
+
+// close releases the model, records the run's peak memory and kills the
+// plugin and whatever it started.
+func (rb *runBackend) close() {
+	if rb.proc == nil {
 		return
 	}
 	if rb.ok() {
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		_ = rb.be.Close(cctx)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if n, ok := rb.proc.PeakRSS(); ok {
+			rb.peakRSS = &n
+		}
+		_ = rb.be.Close(ctx)
 		cancel()
 	}
-	rb.client.Kill()
+	rb.proc.Kill()
 }
 
 // evalStream runs one Eval call in the background and hands its rows over a
 // small buffered channel, so reference and candidates advance in lockstep
-// and only a few rows per backend are ever in memory.
+// and only a few rows per backend are ever in memory. Rows are decoded
+// straight into buffers recycled through rb.rows: no allocation per row once
+// the pool is full.
 //
 // The eval timeout is measured by the consumer, as the wait for each next
 // row: a plugin blocked only because the host has not yet taken its rows
 // (another backend is slow) is not timed out, while a hung plugin is.
 type evalStream struct {
 	rb      *runBackend
-	rows    chan []float32
-	err     error // set before rows is closed
+	ch      chan streamRow
+	err     error // set before ch is closed
 	cancel  context.CancelFunc
-	timeout time.Duration
+	start   time.Time
+	compute int64         // the last row's compute_ns: the call's compute so far
+	decode  time.Duration // written by the producer, read after ch is closed
+	end     time.Time
+}
+
+type streamRow struct {
+	values    []float32
+	computeNS int64
 }
 
 const streamBuffer = 4
 
 func (rb *runBackend) startEval(ctx context.Context, req backend.EvalRequest) *evalStream {
 	cctx, cancel := context.WithCancel(ctx)
-	s := &evalStream{rb: rb, rows: make(chan []float32, streamBuffer), cancel: cancel, timeout: rb.timeouts.eval}
+	s := &evalStream{rb: rb, ch: make(chan streamRow, streamBuffer), cancel: cancel, start: time.Now()}
 	go func() {
-		err := rb.be.Eval(cctx, req, func(l backend.Logits) error {
-			row := make([]float32, len(l.Values))
-			copy(row, l.Values)
+		var t0 time.Time
+		buf := func(n int) []float32 {
+			t0 = time.Now()
+			return rb.takeRow(n)
+		}
+		send := func(l backend.Logits, values []float32) error {
+			if len(values) != rb.nVocab {
+				return fmt.Errorf("the plugin sent a row of %d logits, the vocabulary has %d", len(values), rb.nVocab)
+			}
 			select {
-			case s.rows <- row:
+			case s.ch <- streamRow{values, l.ComputeNS}:
 				return nil
 			case <-cctx.Done():
 				return cctx.Err()
 			}
-		})
+		}
+		var err error
+		if rd, ok := rb.be.(backend.RowDecoder); ok {
+			err = rd.EvalInto(cctx, req, buf, func(l backend.Logits) error {
+				s.decode += time.Since(t0)
+				return send(l, l.Values)
+			})
+		} else { // an in-process backend lends its own buffer: copy it
+			err = rb.be.Eval(cctx, req, func(l backend.Logits) error {
+				t := time.Now()
+				row := rb.takeRow(len(l.Values))
+				copy(row, l.Values)
+				s.decode += time.Since(t)
+				return send(l, row)
+			})
+		}
 		s.err = err
-		close(s.rows)
+		close(s.ch)
 	}()
 	return s
 }
 
+func (rb *runBackend) takeRow(n int) []float32 {
+	select {
+	case r := <-rb.rows:
+		if cap(r) >= n {
+			return r[:n]
+		}
+	default:
+	}
+	return make([]float32, n)
+}
+
+// release hands a row back once the host is done with it.
+func (rb *runBackend) release(row []float32) {
+	select {
+	case rb.rows <- row:
+	default:
+	}
+}
+
 var errShortStream = errors.New("the plugin sent fewer logits rows than requested")
 
-// next returns the next row, or the error that ended the stream early, or
-// errCallTimeout when the plugin produced nothing for the eval timeout.
+// next returns the next row (release it when done), or the error that ended
+// the stream early, or errCallTimeout when the plugin produced nothing for
+// the eval timeout.
 func (s *evalStream) next() ([]float32, error) {
-	timer := time.NewTimer(s.timeout)
+	timer := time.NewTimer(s.rb.timeouts.Eval)
 	defer timer.Stop()
 	select {
-	case row, ok := <-s.rows:
+	case r, ok := <-s.ch:
 		if ok {
-			return row, nil
+			s.compute = r.computeNS
+			return r.values, nil
 		}
 		if s.err != nil {
 			return nil, s.err
@@ -232,24 +319,34 @@ func (s *evalStream) next() ([]float32, error) {
 		return nil, errShortStream
 	case <-timer.C:
 		s.cancel()
-		return nil, fmt.Errorf("%w after %s waiting for the next logits row", errCallTimeout, s.timeout)
+		return nil, fmt.Errorf("%w after %s waiting for the next logits row", errCallTimeout, s.rb.timeouts.Eval)
 	}
 }
 
-// finish waits for the call to end and reports an error if it failed or
-// sent more rows than expected.
-func (s *evalStream) finish() error {
+// finish waits for the call to end, reports an error if it failed or sent
+// more rows than expected, and books its timing.
+func (s *evalStream) finish(rows int) error {
 	extra := 0
-	timer := time.NewTimer(s.timeout)
+	timer := time.NewTimer(s.rb.timeouts.Eval)
 	defer timer.Stop()
 	defer s.cancel()
 	for {
 		select {
-		case _, ok := <-s.rows:
+		case r, ok := <-s.ch:
 			if ok {
 				extra++
+				s.rb.release(r.values)
 				continue
 			}
+			s.end = time.Now()
+			s.rb.mu.Lock()
+			e := &s.rb.eval
+			e.Calls++
+			e.Rows += rows
+			e.CallS += s.end.Sub(s.start).Seconds()
+			e.ComputeS += float64(s.compute) / 1e9
+			e.DecodeS += s.decode.Seconds()
+			s.rb.mu.Unlock()
 			if s.err != nil {
 				return s.err
 			}
@@ -258,7 +355,7 @@ func (s *evalStream) finish() error {
 			}
 			return nil
 		case <-timer.C:
-			return fmt.Errorf("%w after %s waiting for the end of the call", errCallTimeout, s.timeout)
+			return fmt.Errorf("%w after %s waiting for the end of the call", errCallTimeout, s.rb.timeouts.Eval)
 		}
 	}
 }
@@ -268,7 +365,8 @@ func (s *evalStream) finish() error {
 func (s *evalStream) abandon() {
 	s.cancel()
 	go func() {
-		for range s.rows {
+		for r := range s.ch {
+			s.rb.release(r.values)
 		}
 	}()
 }

@@ -6,11 +6,10 @@ import (
 	"time"
 
 	"github.com/evalrun/evalrun/backend"
-	"github.com/evalrun/evalrun/pipeline/metrics"
 )
 
 // benchPass measures throughput one backend at a time, never overlapping, so
-// no backend's figures include another's load.
+// no backend's figures include another's load. An interruption stops it.
 func (r *runner) benchPass(ctx context.Context) {
 	if r.ref != nil && r.ref.ok() {
 		r.refTput = r.benchBackend(ctx, r.ref)
@@ -21,45 +20,36 @@ func (r *runner) benchPass(ctx context.Context) {
 }
 
 func (r *runner) benchBackend(ctx context.Context, rb *runBackend) *Throughput {
-	b := r.plan.Bench
+	b := r.plan.Spec.Bench
 	t := &Throughput{}
-	if b.NPrompt > 0 {
-		t.PP = r.benchTest(ctx, rb, backend.BenchRequest{NPrompt: b.NPrompt, Reps: b.Reps, Warmup: b.Warmup, Seed: 1})
-	}
-	if b.NGen > 0 && rb.ok() {
-		t.TG = r.benchTest(ctx, rb, backend.BenchRequest{NGen: b.NGen, Reps: b.Reps, Warmup: b.Warmup, Seed: 1})
+	for _, req := range []backend.BenchRequest{{NPrompt: b.NPrompt}, {NGen: b.NGen}} {
+		if req.NPrompt+req.NGen == 0 || ctx.Err() != nil || !rb.ok() {
+			continue
+		}
+		req.Reps, req.Warmup, req.Seed = b.Reps, b.Warmup, 1
+		fmt.Fprintf(r.opt.Stderr, "bench %s %s (%d reps)\n", rb.Name, req, req.Reps)
+		cctx, cancel := context.WithTimeout(ctx, r.plan.Spec.Timeouts.Bench)
+		t0 := time.Now()
+		res, err := rb.be.Bench(cctx, req)
+		if err == nil && len(res.SamplesNS) != req.Reps {
+			err = fmt.Errorf("the plugin returned %d samples for %d repetitions", len(res.SamplesNS), req.Reps)
+		}
+		if err != nil {
+			rb.fail(ctx, "bench "+req.String(), timedOut(cctx, r.plan.Spec.Timeouts.Bench, err))
+			cancel()
+			continue
+		}
+		cancel()
+		bt := NewBenchTest(req.NPrompt, req.NGen, res.SamplesNS)
+		bt.HostS = time.Since(t0).Seconds()
+		if req.NGen > 0 {
+			t.TG = bt
+		} else {
+			t.PP = bt
+		}
 	}
 	if t.PP == nil && t.TG == nil {
 		return nil
 	}
 	return t
-}
-
-// BenchTestFromSamples computes llama-bench's statistics for one test.
-func BenchTestFromSamples(nPrompt, nGen int, samples []int64) *BenchTest {
-	avgNS, sdNS, avgTS, sdTS := metrics.BenchStats(samples, nPrompt+nGen)
-	return &BenchTest{NPrompt: nPrompt, NGen: nGen, AvgNS: avgNS, StddevNS: sdNS, AvgTS: avgTS, StddevTS: sdTS, SamplesNS: samples}
-}
-
-func (r *runner) benchTest(ctx context.Context, rb *runBackend, req backend.BenchRequest) *BenchTest {
-	name := fmt.Sprintf("pp%d", req.NPrompt)
-	if req.NGen > 0 {
-		name = fmt.Sprintf("tg%d", req.NGen)
-	}
-	fmt.Fprintf(r.opt.Stderr, "bench %s %s (%d reps)\n", rb.name, name, req.Reps)
-	cctx, cancel := context.WithTimeout(ctx, r.plan.Timeouts.bench)
-	defer cancel()
-	t0 := time.Now()
-	res, err := rb.be.Bench(cctx, req)
-	if err != nil {
-		rb.fail("bench "+name, timedOut(cctx, r.plan.Timeouts.bench, err))
-		return nil
-	}
-	if len(res.SamplesNS) == 0 {
-		rb.fail("bench "+name, fmt.Errorf("the plugin returned no samples"))
-		return nil
-	}
-	bt := BenchTestFromSamples(req.NPrompt, req.NGen, res.SamplesNS)
-	bt.HostS = time.Since(t0).Seconds()
-	return bt
 }

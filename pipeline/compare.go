@@ -1,15 +1,17 @@
 package pipeline
 
 import (
+	"fmt"
 	"math"
 
 	"github.com/evalrun/evalrun/pipeline/metrics"
+	"github.com/evalrun/evalrun/pipeline/spec"
 )
 
 // comparison accumulates one backend's agreement with the reference over a
-// run: llama-perplexity's KL-divergence statistics over positions that have a
-// next token, test-backend-ops style logit errors over every compared row,
-// and greedy-generation agreement.
+// run or one prompt: llama-perplexity's KL-divergence statistics over
+// positions that have a next token, test-backend-ops style logit errors over
+// every compared row, and greedy-generation agreement.
 type comparison struct {
 	kld   metrics.KLD
 	logit metrics.LogitStats
@@ -26,31 +28,51 @@ type comparison struct {
 	firstDivSum float64
 }
 
-func newComparison() *comparison { return &comparison{} }
-
-// addLive compares a candidate row with a live reference row. tok is the
-// token that follows this position (the scoring target), or -1 if none.
-func (c *comparison) addLive(cand, ref []float32, tok int32) {
-	c.compared++
-	_ = c.logit.Add(cand, ref) // rows have the vocabulary's length: checked by the caller
-	if tok >= 0 {
-		_ = c.kld.AddLogits(cand, ref, tok)
+// addLive compares a candidate row with a prepared live reference row and
+// adds the result to the run's and the prompt's comparison: each statistic
+// of the row is computed once. tok is the token that follows this position
+// (the scoring target), or -1 if none.
+func addLive(cand []float32, ref *metrics.RefRow, tok int32, run, prompt *comparison) error {
+	if err := metrics.AddLogitRow(cand, ref, &run.logit, &prompt.logit); err != nil {
+		return err
 	}
+	run.compared++
+	prompt.compared++
+	if tok < 0 {
+		return nil
+	}
+	row, err := metrics.LiveKLDRow(cand, ref, tok)
+	if err != nil {
+		return err
+	}
+	run.kld.AddRow(row)
+	prompt.kld.AddRow(row)
+	return nil
 }
 
-// addBase compares a candidate row with decoded base log-probabilities from a
-// llama-perplexity --kl-divergence-base file.
-func (c *comparison) addBase(cand, baseLogProbs []float32, tok int32) {
-	c.compared++
+// addBase compares a candidate row with decoded base log-probabilities from
+// a llama-perplexity --kl-divergence-base file.
+func addBase(cand, baseLogProbs []float32, tok int32, run, prompt *comparison) error {
+	row, err := metrics.BaseKLDRow(cand, baseLogProbs, tok)
+	if err != nil {
+		return err
+	}
+	var nan, inf int64
 	for _, v := range cand {
 		switch {
 		case math.IsNaN(float64(v)):
-			c.nan++
+			nan++
 		case math.IsInf(float64(v), 0):
-			c.inf++
+			inf++
 		}
 	}
-	_ = c.kld.Add(cand, baseLogProbs, tok)
+	for _, c := range []*comparison{run, prompt} {
+		c.compared++
+		c.nan += nan
+		c.inf += inf
+		c.kld.AddRow(row)
+	}
+	return nil
 }
 
 // addGreedy records one free-running greedy generation against the reference's.
@@ -113,4 +135,59 @@ func (c *comparison) accuracy(liveRef bool) *Accuracy {
 		a.FirstDivergenceMean = f64(c.firstDivSum / float64(c.genPrompts))
 	}
 	return a
+}
+
+// metricValue looks up a gated metric; nil when it was not measured.
+func metricValue(metric string, a *Accuracy, t *Throughput) (v *float64, known bool) {
+	switch metric {
+	case "tg_ts", "pp_ts":
+		if t == nil {
+			return nil, true
+		}
+		if b := map[string]*BenchTest{"tg_ts": t.TG, "pp_ts": t.PP}[metric]; b != nil {
+			return &b.AvgTS, true
+		}
+		return nil, true
+	}
+	if a == nil {
+		a = &Accuracy{}
+	}
+	p, ok := map[string]*float64{"kld_mean": a.KLDMean, "kld_p99": a.KLDP99, "same_top_p": a.SameTopP, "nmse": a.NMSE,
+		"greedy_match": a.GreedyMatch, "max_abs_diff": a.MaxAbsDiff, "ppl_ratio": a.PPLRatio}[metric]
+	return p, ok
+}
+
+// evaluateGates checks every gate. A gate whose statistic could not be
+// computed fails: a check that saw nothing must not pass (the test-backend-ops
+// "0/0 OK" lesson). NaN or Inf in the logits always fails.
+func evaluateGates(gates []spec.Gate, a *Accuracy, t *Throughput) []GateResult {
+	var out []GateResult
+	for _, g := range gates {
+		v, known := metricValue(g.Metric, a, t)
+		r := GateResult{Name: g.Name, Limit: g.Limit, Value: v}
+		switch {
+		case !known:
+			r.Note = "unknown metric " + g.Metric
+		case v == nil:
+			r.Note = "not measured"
+		default:
+			r.Pass = g.Pass(*v)
+		}
+		out = append(out, r)
+	}
+	if a != nil && (a.NaNCount > 0 || a.InfCount > 0) {
+		n := float64(a.NaNCount + a.InfCount)
+		out = append(out, GateResult{Name: "finite_logits", Limit: 0, Value: &n, Note: fmt.Sprintf("%d NaN, %d Inf logits", a.NaNCount, a.InfCount)})
+	}
+	return out
+}
+
+func (g GateResult) describe() string {
+	if g.Value == nil {
+		return fmt.Sprintf("%s (limit %g): %s", g.Name, g.Limit, g.Note)
+	}
+	if g.Note != "" {
+		return fmt.Sprintf("%s: %s", g.Name, g.Note)
+	}
+	return fmt.Sprintf("%s: %.6g against limit %g", g.Name, *g.Value, g.Limit)
 }

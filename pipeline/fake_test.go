@@ -3,15 +3,12 @@ package pipeline
 import (
 	"context"
 	"errors"
-	"io"
 	"math"
 	"sync"
 	"sync/atomic"
-	"time"
-
-	"github.com/hashicorp/go-hclog"
 
 	"github.com/evalrun/evalrun/backend"
+	"github.com/evalrun/evalrun/pipeline/spec"
 )
 
 // fakeBackend is an in-process backend whose logits are a deterministic
@@ -25,6 +22,7 @@ type fakeBackend struct {
 	crashAfterRows int64 // >0: Eval fails as a crash after this many rows
 	hangAfterRows  int64 // >0: Eval blocks until its ctx ends after this many rows
 	nanAt          int64 // >0: the row with this number gets a NaN
+	failLoad       bool  // Load fails (not as bad input)
 	onRow          func(n int64)
 
 	mu       sync.Mutex
@@ -45,6 +43,9 @@ func (f *fakeBackend) Describe(context.Context) (backend.Info, error) {
 func (f *fakeBackend) Load(_ context.Context, req backend.LoadRequest) (backend.LoadResult, error) {
 	if _, ok := req.Options["bad"]; ok {
 		return backend.LoadResult{}, backend.Errorf(backend.ErrInvalidArgument, "unknown option \"bad\"")
+	}
+	if f.failLoad {
+		return backend.LoadResult{}, errors.New("no device")
 	}
 	return backend.LoadResult{Model: backend.ModelInfo{Arch: "fake", NVocab: f.nVocab}, PlanSummary: "all on the test device"}, nil
 }
@@ -135,12 +136,13 @@ func (f *fakeBackend) Close(context.Context) error { return nil }
 // fakeProc lets the runner see a crashed fake as an exited process.
 type fakeProc struct{ f *fakeBackend }
 
-func (p fakeProc) Exited() bool { return p.f.dead.Load() }
-func (p fakeProc) Kill()        {}
+func (p fakeProc) Exited() bool           { return p.f.dead.Load() }
+func (p fakeProc) Kill()                  {}
+func (p fakeProc) PeakRSS() (int64, bool) { return 0, false }
 
 // fakeLauncher hands out the fakes by backend name.
 func fakeLauncher(fakes map[string]*fakeBackend) Launcher {
-	return func(_ context.Context, b BackendPlan, _ []string, _ hclog.Logger, _ io.Writer, _ time.Duration) (backend.Backend, Process, error) {
+	return func(_ context.Context, b spec.Backend, _ Launch) (backend.Backend, Process, error) {
 		f, ok := fakes[b.Name]
 		if !ok {
 			return nil, nil, errors.New("no such test backend " + b.Name)

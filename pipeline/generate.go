@@ -3,24 +3,26 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"sync"
+	"time"
 
 	"github.com/evalrun/evalrun/backend"
 	"github.com/evalrun/evalrun/engine/sampling"
+	"github.com/evalrun/evalrun/pipeline/metrics"
+	"github.com/evalrun/evalrun/pipeline/spec"
 )
 
 // generatePass runs every generate prompt: the reference generates greedily
 // and each candidate is fed the reference's tokens (teacher forcing), so its
 // logits are comparable at every step; then each candidate runs free on its
 // own greedy tokens to find where it first diverges.
-func (r *runner) generatePass(ctx context.Context) error {
+func (r *runner) generatePass(ctx context.Context) {
 	var prompts []genPrompt
 	for _, d := range r.plan.Datasets {
-		if d.Mode == ModeGenerate {
-			prompts = append(prompts, d.Prompts...)
-		}
+		prompts = append(prompts, d.Prompts...)
 	}
 	if len(prompts) == 0 {
-		return nil
+		return
 	}
 	for _, c := range r.liveCands() {
 		for _, p := range prompts {
@@ -29,89 +31,79 @@ func (r *runner) generatePass(ctx context.Context) error {
 	}
 	progress := newProgress(r.opt.Stderr, "generate", len(prompts))
 	for i, p := range prompts {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if !r.ref.ok() {
-			return fmt.Errorf("the reference stopped")
+		if ctx.Err() != nil || !r.ref.ok() {
+			return
 		}
 		r.generateOne(ctx, p)
 		progress.step(i+1, p.dataset+" "+p.id)
 	}
-	return nil
 }
 
-type genPrompt struct {
-	dataset string
-	id      string
-	tokens  []int32
-	maxNew  int
-}
-
-// evalOne runs one Eval call that must return exactly one row.
-func evalOne(ctx context.Context, rb *runBackend, req backend.EvalRequest) ([]float32, error) {
+// evalOne runs one Eval call that must return exactly one row, as one
+// round of its own unless the caller books it.
+func evalOne(ctx context.Context, rb *runBackend, req backend.EvalRequest) ([]float32, *evalStream, error) {
 	s := rb.startEval(ctx, req)
 	row, err := s.next()
 	if err != nil {
 		s.abandon()
-		return nil, err
+		return nil, s, err
 	}
-	if err := s.finish(); err != nil {
-		return nil, err
+	if err := s.finish(1); err != nil {
+		rb.release(row)
+		return nil, s, err
 	}
-	return row, nil
+	return row, s, nil
 }
 
 func (r *runner) generateOne(ctx context.Context, p genPrompt) {
 	cands := r.liveCands()
 	per := make([]*comparison, len(cands))
-	for i := range per {
-		per[i] = newComparison()
-	}
 	alive := make([]bool, len(cands))
-	for i := range alive {
-		alive[i] = true
+	for i := range cands {
+		per[i], alive[i] = &comparison{}, true
 	}
+	var ref metrics.RefRow
 	refTokens := make([]int32, 0, p.maxNew)
 	req := backend.EvalRequest{Session: "generate", Pos: 0, Tokens: p.tokens, LogitsFrom: len(p.tokens) - 1}
-	for step := 0; step < p.maxNew; step++ {
+	for step := range p.maxNew {
 		what := fmt.Sprintf("generate %s/%s step %d", p.dataset, p.id, step)
-		ref, err := evalOne(ctx, r.ref, req)
+		refRow, s, err := evalOne(ctx, r.ref, req)
+		r.round(s)
 		if err != nil {
-			r.ref.fail(what, err)
+			r.ref.fail(ctx, what, err)
 			return
 		}
-		next := sampling.Greedy(ref)
+		next := sampling.Greedy(refRow)
 		refTokens = append(refTokens, next)
+		ref.Set(refRow)
 		rows := make([][]float32, len(cands))
 		errs := make([]error, len(cands))
-		done := make(chan int, len(cands))
+		streams := make([]*evalStream, len(cands))
+		var wg sync.WaitGroup
+		for i, c := range cands {
+			if alive[i] {
+				wg.Go(func() { rows[i], streams[i], errs[i] = evalOne(ctx, c.rb, req) })
+			}
+		}
+		wg.Wait()
+		r.round(streams...)
 		for i, c := range cands {
 			if !alive[i] {
-				done <- i
 				continue
 			}
-			go func(i int, c *candidate) {
-				rows[i], errs[i] = evalOne(ctx, c.rb, req)
-				done <- i
-			}(i, c)
-		}
-		for range cands {
-			<-done
-		}
-		for i, c := range cands {
-			if !alive[i] {
-				continue
+			if errs[i] == nil {
+				t := time.Now()
+				errs[i] = addLive(rows[i], &ref, next, c.cmp, per[i])
+				r.timing.MetricsS += time.Since(t).Seconds()
+				c.rb.release(rows[i])
 			}
 			if errs[i] != nil {
-				c.rb.fail(what, errs[i])
+				c.rb.fail(ctx, what, errs[i])
 				alive[i] = false
-				continue
 			}
-			c.cmp.addLive(rows[i], ref, next)
-			per[i].addLive(rows[i], ref, next)
 		}
-		req = backend.EvalRequest{Session: "generate", Pos: -1, Tokens: []int32{next}, LogitsFrom: 0}
+		r.ref.release(refRow)
+		req = backend.EvalRequest{Session: "generate", Pos: -1, Tokens: []int32{next}}
 	}
 
 	for i, c := range cands {
@@ -120,14 +112,13 @@ func (r *runner) generateOne(ctx context.Context, p genPrompt) {
 		}
 		free, err := r.freeRun(ctx, c.rb, p)
 		if err != nil {
-			c.rb.fail(fmt.Sprintf("free-running generate %s/%s", p.dataset, p.id), err)
+			c.rb.fail(ctx, fmt.Sprintf("free-running generate %s/%s", p.dataset, p.id), err)
 			continue
 		}
 		c.cmp.addGreedy(free, refTokens)
 		per[i].addGreedy(free, refTokens)
-		pr := promptFromComparison(c.rb.name, p.dataset, p.id, "generate", per[i], true)
-		pr.ReferenceTokens = refTokens
-		pr.GeneratedTokens = free
+		pr := promptFromComparison(c.rb.Name, p.dataset, p.id, spec.ModeGenerate, per[i], true)
+		pr.ReferenceTokens, pr.GeneratedTokens = refTokens, free
 		r.addPrompt(pr)
 	}
 }
@@ -136,14 +127,16 @@ func (r *runner) generateOne(ctx context.Context, p genPrompt) {
 func (r *runner) freeRun(ctx context.Context, rb *runBackend, p genPrompt) ([]int32, error) {
 	out := make([]int32, 0, p.maxNew)
 	req := backend.EvalRequest{Session: "free", Pos: 0, Tokens: p.tokens, LogitsFrom: len(p.tokens) - 1}
-	for step := 0; step < p.maxNew; step++ {
-		row, err := evalOne(ctx, rb, req)
+	for range p.maxNew {
+		row, s, err := evalOne(ctx, rb, req)
+		r.round(s)
 		if err != nil {
 			return out, err
 		}
 		next := sampling.Greedy(row)
+		rb.release(row)
 		out = append(out, next)
-		req = backend.EvalRequest{Session: "free", Pos: -1, Tokens: []int32{next}, LogitsFrom: 0}
+		req = backend.EvalRequest{Session: "free", Pos: -1, Tokens: []int32{next}}
 	}
 	return out, nil
 }

@@ -3,14 +3,10 @@ package pipeline
 import (
 	"bytes"
 	"context"
-	"io"
 	"math"
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
-
-	"github.com/hashicorp/go-hclog"
 
 	"github.com/evalrun/evalrun/backend"
 	"github.com/evalrun/evalrun/pipeline/metrics"
@@ -21,23 +17,27 @@ import (
 // engineLauncher serves every backend with the real engine in-process (the
 // CPU plugin's code without its process), so the whole pipeline runs on
 // real logits quickly.
-func engineLauncher(_ context.Context, b BackendPlan, _ []string, _ hclog.Logger, _ io.Writer, _ time.Duration) (backend.Backend, Process, error) {
+func engineLauncher(_ context.Context, _ spec.Backend, _ Launch) (backend.Backend, Process, error) {
 	be := enginebackend.New(enginebackend.Config{Name: "cpu", Version: "test", Device: "cpu"})
 	return be, noProc{}, nil
 }
 
 type noProc struct{}
 
-func (noProc) Exited() bool { return false }
-func (noProc) Kill()        {}
+func (noProc) Exited() bool           { return false }
+func (noProc) Kill()                  {}
+func (noProc) PeakRSS() (int64, bool) { return 0, false }
 
 func loadPlan(t *testing.T, path string, env map[string]string) *Plan {
 	t.Helper()
-	s, err := spec.Load(path, spec.WithEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok }))
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+	s, err := spec.Load(context.Background(), path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := NewPlan(s)
+	p, err := NewPlan(context.Background(), s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,11 +116,9 @@ func TestKLDBaseAgreesWithLlamaCpp(t *testing.T) {
 	// writes its logits with output.kld_base.
 	base := filepath.Join(t.TempDir(), "ours.kld")
 	w := loadPlan(t, filepath.Join("..", "configs", "kld-base.yaml"), nil)
-	w.Candidates = w.Candidates[:1]
-	w.Candidates[0].Name = "f32"
-	w.Candidates[0].Model = p.Model.Path
-	w.Candidates[0].Options = map[string]any{"numerics": "exact"}
-	w.Candidates[0].KLDBaseOut = base
+	c := &w.Spec.Candidates
+	*c = (*c)[:1]
+	(*c)[0].Name, (*c)[0].Model, (*c)[0].Options, (*c)[0].Output.KLDBase = "f32", p.Model.Path, map[string]any{"numerics": "exact"}, base
 	f32 := runEngine(t, w).Backends[0].Accuracy
 	// Our F32 against llama.cpp's F32: the difference is the base file's
 	// 16-bit quantization alone.
@@ -129,7 +127,7 @@ func TestKLDBaseAgreesWithLlamaCpp(t *testing.T) {
 	}
 
 	again := loadPlan(t, filepath.Join("..", "configs", "kld-base.yaml"), map[string]string{"EVALRUN_REFERENCE_KLD_BASE": base})
-	again.Candidates = again.Candidates[:1]
+	again.Spec.Candidates = again.Spec.Candidates[:1]
 	s2 := runEngine(t, again)
 	a2 := s2.Backends[0].Accuracy
 	a1 := got["q8_0"]

@@ -1,226 +1,215 @@
 package pipeline
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"slices"
+	"strings"
 
+	"github.com/evalrun/evalrun/backend"
+	"github.com/evalrun/evalrun/engine"
 	"github.com/evalrun/evalrun/engine/gguf"
 	"github.com/evalrun/evalrun/engine/tokenizer"
+	"github.com/evalrun/evalrun/internal/atomicfile"
 	"github.com/evalrun/evalrun/pipeline/dataset"
+	"github.com/evalrun/evalrun/pipeline/kldbase"
+	"github.com/evalrun/evalrun/pipeline/spec"
 )
 
-// Dataset modes.
-const (
-	ModeScore    = "score"
-	ModeGenerate = "generate"
-)
-
-// Plan is a spec resolved against the model: every path absolute, every
-// prompt tokenized once on the host so that all backends see the same ids.
+// Plan is a spec resolved against its model: the model's facts, every prompt
+// tokenized once on the host so that all backends see the same ids, and
+// every check a backend would otherwise only fail at Load.
 type Plan struct {
-	Name       string
-	SpecPath   string
-	SpecDir    string
-	OutputDir  string
-	Formats    []string
-	PluginDir  string
-	Model      ModelSummary
-	BOS        int32 // written over position 0 of every score chunk; -1 if the vocabulary adds no BOS
-	Datasets   []DatasetPlan
-	Reference  BackendPlan
-	Candidates []BackendPlan
-	Bench      BenchPlan
-	Timeouts   timeouts
-
+	Spec      *spec.Spec
+	Model     ModelSummary
+	NCtxTrain int   // the model's context_length: no pass feeds more
+	BOS       int32 // written over position 0 of every score chunk; -1 if the vocabulary adds no BOS
+	Datasets  []DatasetPlan
 	// VocabDigest is backend.VocabDigest of the tokenizer the host tokenizes
 	// with; every plugin checks its model's vocabulary against it at Load.
 	VocabDigest string
 }
 
-// BackendPlan is one backend of the plan.
-type BackendPlan struct {
-	Name       string
-	Plugin     string
-	Threads    int
-	Model      string
-	Options    map[string]any
-	KLDBase    string // reference only: read reference logits from this file
-	KLDBaseOut string // write this backend's score logits here
-	Gates      []Gate
-}
-
-// BenchPlan are the throughput settings.
-type BenchPlan struct {
-	Enabled       bool
-	NPrompt, NGen int
-	Reps          int
-	Warmup        bool
-}
-
 // DatasetPlan is one tokenized prompt set.
 type DatasetPlan struct {
-	Name    string
-	Path    string
-	Mode    string
-	NCtx    int
-	MaxNew  int
+	spec.Dataset
 	Records int
 	Tokens  int
-	Stream  []int32 // score: every record's tokens (each with BOS), concatenated
-	Prompts []genPrompt
+	Stream  []int32     // score: every record's tokens (each with BOS), concatenated
+	Prompts []genPrompt // generate
 }
 
-func (d DatasetPlan) summary() DatasetSummary {
-	s := DatasetSummary{Name: d.Name, Path: d.Path, Mode: d.Mode, Records: d.Records, Tokens: d.Tokens}
-	if d.Mode == ModeScore {
-		s.NCtx = d.NCtx
-		s.Chunks = len(d.Stream) / d.NCtx
-		s.Scored = s.Chunks * (d.NCtx - 1 - d.NCtx/2)
+type genPrompt struct {
+	dataset, id string
+	tokens      []int32
+	maxNew      int
+}
+
+// InputError marks a problem with the user's input (spec, dataset, model
+// file, plugin options): exit code 2.
+type InputError struct{ Err error }
+
+func (e *InputError) Error() string { return e.Err.Error() }
+func (e *InputError) Unwrap() error { return e.Err }
+
+func inputErr(format string, args ...any) error {
+	return &InputError{fmt.Errorf(format, args...)}
+}
+
+// NewPlan checks the model (sha256, hyperparameters and tensors, special
+// token ids, that every backend's model override has its vocabulary),
+// tokenizes every dataset once and checks every size against the model's
+// context. Every error is an *InputError; a cancelled ctx returns its error.
+func NewPlan(ctx context.Context, s *spec.Spec) (*Plan, error) {
+	p := &Plan{Spec: s, BOS: -1}
+	tok, err := p.openModel(ctx)
+	if err != nil {
+		return nil, err
 	}
-	return s
-}
-
-// maxContext is the longest sequence any pass feeds a backend.
-func (p *Plan) maxContext() int {
-	n := 0
-	for _, d := range p.Datasets {
-		switch d.Mode {
-		case ModeScore:
-			n = max(n, d.NCtx)
-		case ModeGenerate:
-			for _, g := range d.Prompts {
-				n = max(n, len(g.tokens)+g.maxNew)
+	p.VocabDigest = backend.VocabDigest(tok.VocabSize(), func(id int) string { return tok.Token(int32(id)) })
+	if tok.AddBOS() {
+		p.BOS = tok.BOS()
+	}
+	for _, b := range s.Backends() {
+		if b.Model != s.Model.Path {
+			if err := checkSameVocab(tok, b); err != nil {
+				return nil, err
 			}
 		}
 	}
-	if p.Bench.Enabled {
-		n = max(n, p.Bench.NPrompt+p.Bench.NGen+1)
+	for i, d := range s.Datasets {
+		if d.Mode == spec.ModeScore && d.NCtx > p.NCtxTrain {
+			return nil, &InputError{s.Err(fmt.Sprintf("datasets[%d].n_ctx", i), "%d exceeds the model's context_length %d", d.NCtx, p.NCtxTrain)}
+		}
+		dp := DatasetPlan{Dataset: d}
+		if err := p.tokenize(ctx, tok, &dp); err != nil {
+			return nil, err
+		}
+		p.Datasets = append(p.Datasets, dp)
 	}
-	return max(n, 512)
+	if b := s.Bench; b.Enabled && b.NPrompt+b.NGen > p.NCtxTrain {
+		return nil, &InputError{s.Err("bench.n_prompt", "n_prompt %d + n_gen %d exceed the model's context_length %d", b.NPrompt, b.NGen, p.NCtxTrain)}
+	}
+	return p, p.checkOutputs()
 }
 
-// PluginDirs lists where plugins are looked up, the CLI's choice first.
-func (p *Plan) PluginDirs(override string) []string {
-	var dirs []string
-	if override != "" {
-		dirs = append(dirs, override)
-	}
-	if p.PluginDir != "" {
-		dirs = append(dirs, p.PluginDir)
-	}
-	return dirs
-}
-
-// hostModel is what the host itself reads from the reference model file.
-type hostModel struct {
-	summary ModelSummary
-	tok     *tokenizer.Tokenizer
-	tokens  []string
-}
-
-// FileSHA256 is the hex sha256 of a file, streamed.
-func FileSHA256(path string) (string, error) {
-	f, err := os.Open(path)
+// openModel reads the model's facts and tokenizer and checks it as a plugin
+// would at Load.
+func (p *Plan) openModel(ctx context.Context) (*tokenizer.Tokenizer, error) {
+	path := p.Spec.Model.Path
+	sum, err := FileSHA256(ctx, path)
 	if err != nil {
-		return "", err
+		return nil, inputOr(ctx, err, "model: %v", err)
 	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
-}
-
-// openHostModel reads the model's metadata and tokenizer, checking its sha256
-// when the spec gives one.
-func openHostModel(path, wantSHA string) (*hostModel, error) {
-	sum, err := FileSHA256(path)
-	if err != nil {
-		return nil, inputErr("model: %v", err)
-	}
-	if wantSHA != "" && !equalHex(sum, wantSHA) {
-		return nil, inputErr("model %s: sha256 is %s, the spec expects %s", path, sum, wantSHA)
+	if want := p.Spec.Model.SHA256; want != "" && sum != want {
+		return nil, &InputError{p.Spec.Err("model.sha256", "%s has sha256 %s", path, sum)}
 	}
 	f, err := gguf.Open(path)
 	if err != nil {
 		return nil, &InputError{err}
 	}
 	defer f.Close()
+	cfg, err := engine.Check(f)
+	if err != nil {
+		return nil, &InputError{fmt.Errorf("model %w", err)}
+	}
 	tok, err := tokenizer.FromGGUF(f)
 	if err != nil {
 		return nil, inputErr("model %s: %v", path, err)
 	}
-	arch, _ := f.String("general.architecture")
+	n := tok.VocabSize()
+	for _, key := range []string{"bos_token_id", "eos_token_id"} {
+		// A uint32 that reads as the tokenizer's -1 ("none") is still out of range.
+		if id, ok := f.Uint("tokenizer.ggml." + key); ok && id >= uint64(n) {
+			return nil, inputErr("model %s: tokenizer.ggml.%s %d is outside the vocabulary of %d tokens", path, key, id, n)
+		}
+	}
 	var nParams int64
 	for _, t := range f.Tensors {
-		n := int64(1)
+		e := int64(1)
 		for _, d := range t.Dims {
-			n *= int64(d)
+			e *= int64(d)
 		}
-		nParams += n
+		nParams += e
 	}
-	st, err := os.Stat(path)
-	if err != nil {
-		return nil, inputErr("model: %v", err)
-	}
-	vocab, _ := f.Strings("tokenizer.ggml.tokens")
-	return &hostModel{
-		summary: ModelSummary{Path: path, SHA256: sum, Arch: arch, NParams: nParams, NVocab: tok.VocabSize(), SizeBytes: st.Size()},
-		tok:     tok,
-		tokens:  slices.Clone(vocab),
-	}, nil
+	p.Model = ModelSummary{Path: path, SHA256: sum, Arch: cfg.Arch, NParams: nParams, NVocab: n, SizeBytes: f.Size}
+	p.NCtxTrain = cfg.NCtxTrain
+	return tok, nil
 }
 
-func equalHex(a, b string) bool {
-	if len(a) != len(b) {
-		return false
+// inputOr is an InputError, or ctx's error when the run was interrupted.
+func inputOr(ctx context.Context, err error, format string, args ...any) error {
+	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		return err
 	}
-	for i := 0; i < len(a); i++ {
-		x, y := a[i]|0x20, b[i]|0x20
-		if x != y {
-			return false
+	return inputErr(format, args...)
+}
+
+// FileSHA256 hashes a file, stopping when ctx ends (a model is gigabytes).
+func FileSHA256(ctx context.Context, path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	buf := make([]byte, 4<<20)
+	for {
+		if err := ctx.Err(); err != nil {
+			return "", err
+		}
+		n, err := f.Read(buf)
+		h.Write(buf[:n])
+		if errors.Is(err, io.EOF) {
+			return hex.EncodeToString(h.Sum(nil)), nil
+		}
+		if err != nil {
+			return "", err
 		}
 	}
-	return true
 }
 
 // checkSameVocab refuses a backend model override whose vocabulary differs
-// from the reference model's: logits of different vocabularies cannot be
-// compared position by position.
-func checkSameVocab(ref *hostModel, backendName, path string) error {
-	f, err := gguf.Open(path)
+// from the reference model's, or that a plugin would refuse to load: logits
+// of different vocabularies cannot be compared position by position.
+func checkSameVocab(tok *tokenizer.Tokenizer, b spec.Backend) error {
+	f, err := gguf.Open(b.Model)
 	if err != nil {
-		return &InputError{fmt.Errorf("backend %s: %w", backendName, err)}
+		return &InputError{fmt.Errorf("backend %s: %w", b.Name, err)}
 	}
 	defer f.Close()
+	if _, err := engine.Check(f); err != nil {
+		return &InputError{fmt.Errorf("backend %s: model %w", b.Name, err)}
+	}
 	toks, _ := f.Strings("tokenizer.ggml.tokens")
-	if len(toks) != len(ref.tokens) {
-		return inputErr("backend %s: model %s has %d vocabulary entries, the reference model has %d: vocabularies must be identical", backendName, path, len(toks), len(ref.tokens))
+	if len(toks) != tok.VocabSize() {
+		return inputErr("backend %s: model %s has %d vocabulary entries, the reference model has %d: vocabularies must be identical", b.Name, b.Model, len(toks), tok.VocabSize())
 	}
 	for i := range toks {
-		if toks[i] != ref.tokens[i] {
-			return inputErr("backend %s: model %s: vocabulary entry %d is %q, the reference model's is %q: vocabularies must be identical", backendName, path, i, toks[i], ref.tokens[i])
+		if toks[i] != tok.Token(int32(i)) {
+			return inputErr("backend %s: model %s: vocabulary entry %d is %q, the reference model's is %q: vocabularies must be identical", b.Name, b.Model, i, toks[i], tok.Token(int32(i)))
 		}
 	}
 	return nil
 }
 
-// tokenizeDataset reads a prompt set and tokenizes it with the reference
-// model's tokenizer (add_special = true: BOS as llama.cpp adds it).
-func tokenizeDataset(hm *hostModel, d *DatasetPlan, limit int) error {
+// tokenize reads a prompt set and tokenizes it with the reference model's
+// tokenizer (add_special = true: BOS as llama.cpp adds it).
+func (p *Plan) tokenize(ctx context.Context, tok *tokenizer.Tokenizer, d *DatasetPlan) error {
 	r, err := dataset.Open(d.Path)
 	if err != nil {
 		return &InputError{err}
 	}
 	defer r.Close()
-	nVocab := int32(hm.summary.NVocab)
-	for limit <= 0 || d.Records < limit {
+	nVocab := int32(tok.VocabSize())
+	for d.Limit <= 0 || d.Records < d.Limit {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		rec, err := r.Next()
 		if errors.Is(err, io.EOF) {
 			break
@@ -230,7 +219,7 @@ func tokenizeDataset(hm *hostModel, d *DatasetPlan, limit int) error {
 		}
 		ids := rec.Tokens
 		if ids == nil {
-			ids = hm.tok.Encode(rec.Text, true)
+			ids = tok.Encode(rec.Text, true)
 		}
 		for _, id := range ids {
 			if id < 0 || id >= nVocab {
@@ -240,20 +229,74 @@ func tokenizeDataset(hm *hostModel, d *DatasetPlan, limit int) error {
 		d.Records++
 		d.Tokens += len(ids)
 		switch d.Mode {
-		case ModeScore:
+		case spec.ModeScore:
 			d.Stream = append(d.Stream, ids...)
-		case ModeGenerate:
+		case spec.ModeGenerate:
 			if len(ids) == 0 {
 				return inputErr("%s:%d: record %q has no tokens to generate from", d.Path, rec.Line, rec.ID)
 			}
-			d.Prompts = append(d.Prompts, genPrompt{dataset: d.Name, id: rec.ID, tokens: ids, maxNew: d.MaxNew})
+			if len(ids)+d.MaxNewTokens > p.NCtxTrain {
+				return inputErr("%s:%d: record %q: %d prompt tokens + max_new_tokens %d exceed the model's context_length %d", d.Path, rec.Line, rec.ID, len(ids), d.MaxNewTokens, p.NCtxTrain)
+			}
+			d.Prompts = append(d.Prompts, genPrompt{dataset: d.Name, id: rec.ID, tokens: ids, maxNew: d.MaxNewTokens})
 		}
 	}
 	if d.Records == 0 {
 		return inputErr("dataset %s (%s): no records", d.Name, d.Path)
 	}
-	if d.Mode == ModeScore && len(d.Stream) < d.NCtx {
+	if d.Mode == spec.ModeScore && len(d.Stream) < d.NCtx {
 		return inputErr("dataset %s (%s): %d tokens, fewer than n_ctx %d: nothing to score", d.Name, d.Path, len(d.Stream), d.NCtx)
 	}
 	return nil
+}
+
+// checkOutputs refuses output.kld_base files that cannot be written, and
+// asks for the one score dataset a kld-base file can hold.
+func (p *Plan) checkOutputs() error {
+	nScore := 0
+	for _, d := range p.Datasets {
+		if d.Mode == spec.ModeScore {
+			nScore++
+		}
+	}
+	for _, b := range p.Spec.Backends() {
+		if b.Output.KLDBase == "" {
+			continue
+		}
+		key := b.Key + ".output.kld_base"
+		if p.Spec.Reference.KLDBase == "" && nScore != 1 {
+			return &InputError{p.Spec.Err(key, "needs exactly one score dataset (a kld-base file holds one token stream with one n_ctx), the spec has %d", nScore)}
+		}
+		f, err := atomicfile.Create(b.Output.KLDBase)
+		if err != nil {
+			return &InputError{p.Spec.Err(key, "cannot write %s: %v", b.Output.KLDBase, strings.TrimPrefix(err.Error(), b.Output.KLDBase+": "))}
+		}
+		f.Abort()
+	}
+	return nil
+}
+
+// maxContext is the longest sequence any pass feeds a backend.
+func (p *Plan) maxContext() int {
+	n := 0
+	for _, d := range p.Datasets {
+		n = max(n, d.NCtx)
+		for _, g := range d.Prompts {
+			n = max(n, len(g.tokens)+g.maxNew)
+		}
+	}
+	if b := p.Spec.Bench; b.Enabled {
+		n = max(n, b.NPrompt+b.NGen+1)
+	}
+	return min(max(n, 512), p.NCtxTrain)
+}
+
+func (d DatasetPlan) summary() DatasetSummary {
+	s := DatasetSummary{Name: d.Name, Path: d.Path, Mode: string(d.Mode), Records: d.Records, Tokens: d.Tokens}
+	if d.Mode == spec.ModeScore {
+		s.NCtx = d.NCtx
+		s.Chunks = len(d.Stream) / d.NCtx
+		s.Scored = s.Chunks * kldbase.PerChunk(d.NCtx)
+	}
+	return s
 }

@@ -3,8 +3,10 @@ package pipeline
 import (
 	"bufio"
 	"encoding/json"
-	"os"
 	"path/filepath"
+
+	"github.com/evalrun/evalrun/internal/atomicfile"
+	"github.com/evalrun/evalrun/pipeline/spec"
 )
 
 // PromptResult is one line of prompts.jsonl: one backend on one prompt (a
@@ -31,10 +33,10 @@ type PromptResult struct {
 	GeneratedTokens []int32  `json:"generated_tokens,omitempty"`
 }
 
-func promptFromComparison(backendName, ds, id, mode string, c *comparison, liveRef bool) PromptResult {
+func promptFromComparison(backendName, ds, id string, mode spec.Mode, c *comparison, liveRef bool) PromptResult {
 	a := c.accuracy(liveRef)
 	p := PromptResult{
-		Backend: backendName, Dataset: ds, ID: id, Mode: mode, Tokens: a.Tokens,
+		Backend: backendName, Dataset: ds, ID: id, Mode: string(mode), Tokens: a.Tokens,
 		KLDMean: a.KLDMean, KLDMax: a.KLDMax, SameTopP: a.SameTopP, PPL: a.PPL, PPLBase: a.PPLBase,
 		NMSE: a.NMSE, CosineMin: a.CosineMin, MaxAbsDiff: a.MaxAbsDiff, NaNCount: a.NaNCount, InfCount: a.InfCount,
 	}
@@ -47,37 +49,31 @@ func promptFromComparison(backendName, ds, id, mode string, c *comparison, liveR
 }
 
 // promptLog streams prompts.jsonl to a temporary file as results arrive (the
-// run's memory does not grow with the dataset) and renames it into place at
-// the end.
+// run's memory does not grow with the dataset) and moves it into place at
+// the end (package atomicfile).
 type promptLog struct {
-	path string
-	f    *os.File
-	w    *bufio.Writer
-	enc  *json.Encoder
-	err  error
+	f   *atomicfile.File
+	w   *bufio.Writer
+	enc *json.Encoder
+	err error
 }
 
 func newPromptLog(dir string) (*promptLog, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
-	path := filepath.Join(dir, "prompts.jsonl")
-	f, err := os.CreateTemp(dir, ".prompts.jsonl.tmp-*")
+	f, err := atomicfile.Create(filepath.Join(dir, "prompts.jsonl"))
 	if err != nil {
 		return nil, err
 	}
 	w := bufio.NewWriter(f)
-	return &promptLog{path: path, f: f, w: w, enc: json.NewEncoder(w)}, nil
+	return &promptLog{f: f, w: w, enc: json.NewEncoder(w)}, nil
 }
 
 func (l *promptLog) add(p PromptResult) {
-	if l == nil || l.err != nil {
-		return
+	if l != nil && l.err == nil {
+		l.err = l.enc.Encode(p)
 	}
-	l.err = l.enc.Encode(p)
 }
 
-// commit flushes and renames the file into place.
+// commit flushes the file and moves it into place.
 func (l *promptLog) commit() error {
 	if l == nil {
 		return nil
@@ -85,23 +81,17 @@ func (l *promptLog) commit() error {
 	if l.err == nil {
 		l.err = l.w.Flush()
 	}
-	if l.err == nil {
-		l.err = l.f.Sync()
-	}
-	cerr := l.f.Close()
-	if l.err == nil {
-		l.err = cerr
-	}
-	if l.err == nil {
-		l.err = os.Chmod(l.f.Name(), 0o644)
-	}
-	if l.err == nil {
-		l.err = os.Rename(l.f.Name(), l.path)
-	}
 	if l.err != nil {
-		os.Remove(l.f.Name())
+		l.f.Abort()
+		return l.err
 	}
-	return l.err
+	return l.f.Commit()
+}
+
+func (l *promptLog) abort() {
+	if l != nil {
+		l.f.Abort()
+	}
 }
 
 func (r *runner) addPrompt(p PromptResult) {

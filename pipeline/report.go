@@ -14,6 +14,9 @@ import (
 	"github.com/olekukonko/tablewriter"
 	"github.com/olekukonko/tablewriter/renderer"
 	"github.com/olekukonko/tablewriter/tw"
+
+	"github.com/evalrun/evalrun/internal/atomicfile"
+	"github.com/evalrun/evalrun/pipeline/spec"
 )
 
 // Output formats a spec can ask for.
@@ -25,14 +28,11 @@ const (
 
 // writeResults writes summary.json (always) and report.md, each atomically.
 func writeResults(dir string, s *Summary, formats []string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
 	data, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(filepath.Join(dir, "summary.json"), append(data, '\n')); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(dir, "summary.json"), append(data, '\n')); err != nil {
 		return err
 	}
 	if len(formats) == 0 || slices.Contains(formats, FormatMD) {
@@ -40,7 +40,7 @@ func writeResults(dir string, s *Summary, formats []string) error {
 		if err := writeReport(&b, s); err != nil {
 			return err
 		}
-		if err := writeFileAtomic(filepath.Join(dir, "report.md"), []byte(b.String())); err != nil {
+		if err := atomicfile.WriteFile(filepath.Join(dir, "report.md"), []byte(b.String())); err != nil {
 			return err
 		}
 	}
@@ -153,6 +153,13 @@ func fmtTS(b *BenchTest) string {
 	return fmt.Sprintf("%.2f ± %.2f", b.AvgTS, b.StddevTS)
 }
 
+func fmtBytes(n *int64) string {
+	if n == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f MiB", float64(*n)/(1<<20))
+}
+
 func throughputTable(w io.Writer, s *Summary, md bool) error {
 	t := newTable(w, md)
 	ppName, tgName := "pp t/s", "tg t/s"
@@ -165,7 +172,7 @@ func throughputTable(w io.Writer, s *Summary, md bool) error {
 			tgName = fmt.Sprintf("tg%d t/s", b.Throughput.TG.NGen)
 		}
 	}
-	t.Header("backend", "device", "threads", "load s", "warm-up s", ppName, tgName, "offload")
+	t.Header("backend", "device", "kernels", "threads", "load s", "warm-up s", ppName, tgName, "peak RSS load / run", "offload")
 	for _, b := range all {
 		if b.Kind == "kld_base" {
 			continue
@@ -174,13 +181,17 @@ func throughputTable(w io.Writer, s *Summary, md bool) error {
 		if b.Info != nil {
 			dev = b.Info.Device
 		}
-		load, warm, plan := "-", "-", "-"
+		load, warm, plan, kern, peakLoad := "-", "-", "-", "-", "-"
 		if b.Load != nil {
 			load = fmt.Sprintf("%.3f", b.Load.LoadS)
 			warm = fmt.Sprintf("%.3f", b.Load.WarmupS)
 			if b.Load.PlanSummary != "" {
 				plan = b.Load.PlanSummary
 			}
+			if b.Load.Kernels != "" {
+				kern = b.Load.Kernels
+			}
+			peakLoad = fmtBytes(b.Load.PeakRSSBytes)
 		}
 		pp, tg := "-", "-"
 		if b.Throughput != nil {
@@ -190,7 +201,7 @@ func throughputTable(w io.Writer, s *Summary, md bool) error {
 		if b.Name == s.Reference.Name {
 			name += " (ref)"
 		}
-		if err := t.Append([]string{name, dev, fmt.Sprint(b.Threads), load, warm, pp, tg, plan}); err != nil {
+		if err := t.Append([]string{name, dev, kern, fmt.Sprint(b.Threads), load, warm, pp, tg, peakLoad + " / " + fmtBytes(b.PeakRSSBytes), plan}); err != nil {
 			return err
 		}
 	}
@@ -204,7 +215,14 @@ func printTables(w io.Writer, s *Summary) error {
 		return err
 	}
 	fmt.Fprintf(w, "\nthroughput (llama-bench style, timed inside each plugin)\n")
-	return throughputTable(w, s, false)
+	if err := throughputTable(w, s, false); err != nil {
+		return err
+	}
+	if h := s.Host; h != nil && h.HostIPCShare != nil {
+		fmt.Fprintf(w, "\nhost + IPC: %.1f%% of the %.1f s of accuracy passes (plugins computing: %.1f s; host decoding %.2f s, comparing %.2f s)\n",
+			100**h.HostIPCShare, h.PassesS, h.ComputeS, h.DecodeS, h.MetricsS)
+	}
+	return nil
 }
 
 // writeReport writes report.md: the same tables in Markdown plus the details
@@ -217,7 +235,7 @@ func writeReport(w io.Writer, s *Summary) error {
 	fmt.Fprintf(w, "- reference: %s (%s)\n", s.Reference.Name, s.Reference.Kind)
 	for _, d := range s.Datasets {
 		fmt.Fprintf(w, "- dataset %s (%s): %d records, %d tokens", d.Name, d.Mode, d.Records, d.Tokens)
-		if d.Mode == ModeScore {
+		if d.Mode == string(spec.ModeScore) {
 			fmt.Fprintf(w, ", %d chunks of %d, %d scored tokens", d.Chunks, d.NCtx, d.Scored)
 		}
 		fmt.Fprintln(w)
@@ -246,6 +264,9 @@ func writeReport(w io.Writer, s *Summary) error {
 		}
 		if len(b.Options) > 0 {
 			o, _ := json.Marshal(b.Options)
+			if len(o) > 500 { // the spec's size bounds it; a report stays readable
+				o = append(o[:500:500], "…"...)
+			}
 			fmt.Fprintf(w, "- options `%s`\n", o)
 		}
 		for _, g := range b.Gates {

@@ -2,6 +2,11 @@
 // plan, drives the backend plugins through the accuracy, generation and
 // throughput passes, compares their logits with the reference as they
 // stream in, and writes the results and the verdict.
+//
+// The stages have one owner each: package spec reads the file (its types
+// are the plan's), NewPlan checks it against the model and tokenizes, Run
+// drives the backends (runBackend, evalStream), compares (comparison) and
+// decides (finish), and the CLI maps the outcome to backend.Exit* codes.
 package pipeline
 
 import (
@@ -17,7 +22,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/evalrun/evalrun/backend"
+	"github.com/evalrun/evalrun/internal/atomicfile"
 	"github.com/evalrun/evalrun/pipeline/kldbase"
+	"github.com/evalrun/evalrun/pipeline/spec"
 )
 
 // Options are the host-side settings of a run that are not part of the spec.
@@ -39,17 +47,6 @@ type Options struct {
 	Launch Launcher
 }
 
-// InputError marks a problem with the user's input (spec, dataset, model
-// file): exit code 2.
-type InputError struct{ Err error }
-
-func (e *InputError) Error() string { return e.Err.Error() }
-func (e *InputError) Unwrap() error { return e.Err }
-
-func inputErr(format string, args ...any) error {
-	return &InputError{fmt.Errorf(format, args...)}
-}
-
 // Result is what Run hands back to the CLI.
 type Result struct {
 	Summary *Summary
@@ -57,9 +54,11 @@ type Result struct {
 }
 
 // Run executes a planned experiment. A returned error means the run could
-// not start or its results could not be written (the exit code is then 2 for
-// an InputError, else 3); otherwise the verdict in the summary carries the
-// exit code. Results computed before a backend failure are always kept.
+// not start or its results could not be written: an *InputError (exit code
+// 2: the results directory, a plugin refusing its options or the model) or
+// another error (exit code 3). Otherwise the verdict in the summary carries
+// the exit code. Results computed before a backend failure or an
+// interruption are always kept.
 func Run(ctx context.Context, p *Plan, opt Options) (*Result, error) {
 	if opt.Stdout == nil {
 		opt.Stdout = os.Stdout
@@ -70,60 +69,86 @@ func Run(ctx context.Context, p *Plan, opt Options) (*Result, error) {
 	if opt.Log == nil {
 		opt.Log = slog.New(slog.NewTextHandler(opt.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
+	if opt.Launch == nil {
+		opt.Launch = LaunchPlugin
+	}
 	now := opt.Now
 	if now == nil {
 		now = time.Now
 	}
+	s := p.Spec
 	started := now()
-	runID := started.UTC().Format("20060102-150405") + "-" + p.Name
+	runID := started.UTC().Format("20060102-150405") + "-" + s.Name
 	outDir := opt.OutDir
 	if outDir == "" {
-		outDir = filepath.Join(p.OutputDir, runID)
+		outDir = filepath.Join(s.Output.Dir, runID)
 	}
+	unlock, err := openOutDir(outDir)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 
 	host, _ := os.Hostname()
 	sum := &Summary{
 		Schema: SchemaVersion,
 		Run: RunInfo{
-			ID: runID, Name: p.Name, Spec: p.SpecPath, Started: started.UTC(),
+			ID: runID, Name: s.Name, Spec: s.Path, Started: started.UTC(),
 			EvalrunVersion: opt.Version, GitCommit: opt.GitCommit,
 			Host: HostInfo{OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: runtime.NumCPU(), Hostname: host, GoVer: runtime.Version()},
 		},
 		Model: p.Model,
 	}
 	r := &runner{plan: p, opt: opt, log: opt.Log, sum: sum}
-	defer r.closeAll(context.Background())
-
+	defer r.closeAll()
 	if err := r.prepare(); err != nil {
 		return nil, err
 	}
-	if len(p.Formats) == 0 || slices.Contains(p.Formats, FormatJSONL) {
-		pl, err := newPromptLog(outDir)
-		if err != nil {
-			return nil, fmt.Errorf("results directory: %w", err)
+	if len(s.Output.Formats) == 0 || slices.Contains(s.Output.Formats, FormatJSONL) {
+		if r.promptLog, err = newPromptLog(outDir); err != nil {
+			return nil, &InputError{fmt.Errorf("results directory %s: %w", outDir, err)}
 		}
-		r.promptLog = pl
 	}
-	r.startBackends(ctx)
+	if err := r.startBackends(ctx); err != nil {
+		r.promptLog.abort()
+		return nil, err
+	}
 	r.passes(ctx)
+	r.closeAll() // the plugins' peak memory is read here
+	r.finish(ctx, now())
 
-	r.finish(now())
-	err := writeResults(outDir, r.sum, p.Formats)
+	res := &Result{Summary: r.sum, Dir: outDir}
+	err = writeResults(outDir, r.sum, s.Output.Formats)
 	if perr := r.promptLog.commit(); err == nil {
 		err = perr
 	}
 	if err != nil {
-		return &Result{Summary: r.sum, Dir: outDir}, fmt.Errorf("writing results to %s: %w", outDir, err)
+		return res, fmt.Errorf("writing results to %s: %w", outDir, err)
 	}
 	if err := printTables(opt.Stdout, r.sum); err != nil {
-		return &Result{Summary: r.sum, Dir: outDir}, err
+		return res, err
 	}
 	fmt.Fprintf(opt.Stdout, "\nverdict: %s (exit %d)", r.sum.Verdict.Status, r.sum.Verdict.ExitCode)
 	for _, why := range r.sum.Verdict.Reasons {
 		fmt.Fprintf(opt.Stdout, "\n  - %s", why)
 	}
 	fmt.Fprintf(opt.Stdout, "\nresults: %s\n", outDir)
-	return &Result{Summary: r.sum, Dir: outDir}, nil
+	return res, nil
+}
+
+// openOutDir makes the results directory and locks it against a second run.
+func openOutDir(dir string) (unlock func(), err error) {
+	if st, err := os.Stat(dir); err == nil && !st.IsDir() {
+		return nil, inputErr("results directory %s: exists and is not a directory", dir)
+	}
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		return nil, inputErr("results directory: %v", err)
+	}
+	unlock, err = atomicfile.LockDir(dir)
+	if err != nil {
+		return nil, inputErr("results directory %s: %v (another evalrun is writing there)", dir, err)
+	}
+	return unlock, nil
 }
 
 // runner holds the state of one run.
@@ -142,15 +167,16 @@ type runner struct {
 
 	refTput     *Throughput
 	refOut      *kldbase.Writer // output.kld_base of the reference
+	problems    []string        // run-level failures for the verdict (outputs not written)
 	interrupted bool
+	timing      HostTiming
+	closeOnce   sync.Once
 }
 
 // candidate is a backend under test with its accumulated comparison.
 type candidate struct {
 	rb      *runBackend
 	cmp     *comparison
-	gates   []Gate
-	kldOut  string
 	tput    *Throughput
 	outFile *kldbase.Writer
 }
@@ -160,59 +186,58 @@ func (r *runner) prepare() error {
 	for _, d := range p.Datasets {
 		r.sum.Datasets = append(r.sum.Datasets, d.summary())
 	}
-	if p.Reference.KLDBase != "" {
-		b, err := kldbase.Open(p.Reference.KLDBase)
+	if path := p.Spec.Reference.KLDBase; path != "" {
+		b, err := kldbase.Open(path)
 		if err != nil {
 			return &InputError{err}
 		}
-		if b.NVocab() != p.Model.NVocab {
-			b.Close()
-			return inputErr("reference kld_base %s: n_vocab %d differs from the model's %d", p.Reference.KLDBase, b.NVocab(), p.Model.NVocab)
-		}
 		r.base = b
+		switch {
+		case b.NVocab() != p.Model.NVocab:
+			return inputErr("reference kld_base %s: n_vocab %d differs from the model's %d", path, b.NVocab(), p.Model.NVocab)
+		case b.NCtx() > p.NCtxTrain:
+			return inputErr("reference kld_base %s: n_ctx %d exceeds the model's context_length %d", path, b.NCtx(), p.NCtxTrain)
+		}
 		r.sum.Datasets = append(r.sum.Datasets, DatasetSummary{
-			Name: "kld_base", Path: p.Reference.KLDBase, Mode: "score",
-			Tokens: len(b.Tokens()), Chunks: b.NChunk(), NCtx: b.NCtx(),
-			Scored: b.NChunk() * (b.NCtx() - 1 - b.NCtx()/2),
+			Name: "kld_base", Path: path, Mode: string(spec.ModeScore),
+			Tokens: len(b.Tokens()), Chunks: b.NChunk(), NCtx: b.NCtx(), Scored: b.NChunk() * kldbase.PerChunk(b.NCtx()),
 		})
 	}
 	return nil
 }
 
-func (r *runner) newRunBackend(b BackendPlan) *runBackend {
-	return &runBackend{
-		name: b.Name, model: b.Model, threads: b.Threads, options: b.Options, vocabDigest: r.plan.VocabDigest,
-		log: r.log, status: StatusOK, timeouts: r.plan.Timeouts,
-	}
-}
-
 // startBackends launches the reference and every candidate. Launching is
 // sequential so start-up logs stay readable and load times are not skewed.
-func (r *runner) startBackends(ctx context.Context) {
+func (r *runner) startBackends(ctx context.Context) error {
 	p := r.plan
+	l := Launch{PluginDirs: []string{r.opt.PluginDir, p.Spec.PluginDir}, Logger: newPluginLogger(r.log),
+		Stderr: r.opt.PluginStderr, StartTimeout: p.Spec.Timeouts.Start}
 	nCtx := p.maxContext()
-	hl := newPluginLogger(r.log)
-	launcher := r.opt.Launch
-	if launcher == nil {
-		launcher = LaunchPlugin
+	if r.base != nil {
+		nCtx = max(nCtx, r.base.NCtx())
 	}
-	dirs := p.PluginDirs(r.opt.PluginDir)
-	start := func(rb *runBackend, b BackendPlan) {
-		rb.launch(ctx, launcher, b, dirs, r.opt.PluginStderr, hl, nCtx)
-	}
-	if r.base == nil {
-		r.ref = r.newRunBackend(p.Reference)
-		start(r.ref, p.Reference)
-	}
-	for _, b := range p.Candidates {
-		c := &candidate{rb: r.newRunBackend(b), cmp: newComparison(), gates: b.Gates, kldOut: b.KLDBaseOut}
-		r.cands = append(r.cands, c)
+	for _, b := range p.Spec.Backends() {
+		rb := &runBackend{Backend: b, log: r.log, timeouts: p.Spec.Timeouts, nVocab: p.Model.NVocab,
+			status: StatusOK, rows: make(chan []float32, streamBuffer+2)}
+		if b.Key == "reference" {
+			r.ref = rb
+		} else {
+			r.cands = append(r.cands, &candidate{rb: rb, cmp: &comparison{}})
+		}
 		if r.ref != nil && !r.ref.ok() {
-			c.rb.status, c.rb.err = StatusSkipped, errors.New("the reference backend could not run")
+			rb.status, rb.err = StatusSkipped, errors.New("the reference backend could not run")
 			continue
 		}
-		start(c.rb, b)
+		if ctx.Err() != nil {
+			continue
+		}
+		err := rb.launch(ctx, p.Spec, r.opt.Launch, l, backend.LoadRequest{
+			ModelPath: b.Model, Threads: b.Threads, NCtx: nCtx, Options: b.Options, VocabDigest: p.VocabDigest})
+		if err != nil {
+			return err
+		}
 	}
+	return nil
 }
 
 func (r *runner) liveCands() []*candidate {
@@ -225,61 +250,72 @@ func (r *runner) liveCands() []*candidate {
 	return out
 }
 
-func (r *runner) refOK() bool { return r.base != nil || (r.ref != nil && r.ref.ok()) }
+func (r *runner) refOK() bool { return r.base != nil || r.ref.ok() }
 
+// passes runs the score, generate and bench passes, stopping at an
+// interruption.
 func (r *runner) passes(ctx context.Context) {
-	if !r.refOK() {
+	if !r.refOK() || ctx.Err() != nil {
 		return
 	}
-	if err := r.scorePass(ctx); err != nil {
-		r.log.Error("score pass", "error", err)
+	start := time.Now()
+	r.scorePass(ctx)
+	if r.ref != nil && r.ref.ok() && ctx.Err() == nil {
+		r.generatePass(ctx)
 	}
-	if ctx.Err() != nil {
-		r.interrupted = true
-		return
-	}
-	if r.ref != nil && r.ref.ok() {
-		if err := r.generatePass(ctx); err != nil {
-			r.log.Error("generate pass", "error", err)
-		}
-	}
-	if ctx.Err() != nil {
-		r.interrupted = true
-		return
-	}
-	if r.plan.Bench.Enabled {
+	r.timing.PassesS = time.Since(start).Seconds()
+	if r.plan.Spec.Bench.Enabled && ctx.Err() == nil {
 		r.benchPass(ctx)
-	}
-	if ctx.Err() != nil {
-		r.interrupted = true
 	}
 }
 
-func (r *runner) closeAll(ctx context.Context) {
+// round books one lockstep round of calls: its cost on the critical path is
+// the slowest call's compute inside its plugin.
+func (r *runner) round(streams ...*evalStream) {
+	slowest := int64(0)
+	for _, s := range streams {
+		if s != nil {
+			slowest = max(slowest, s.compute)
+		}
+	}
+	r.timing.ComputeS += float64(slowest) / 1e9
+}
+
+func (r *runner) closeAll() {
+	r.closeOnce.Do(func() {
+		for _, rb := range r.backends() {
+			rb.close()
+		}
+		if r.base != nil {
+			r.base.Close()
+		}
+	})
+}
+
+// backends lists the live plugins' runBackends, reference first.
+func (r *runner) backends() []*runBackend {
+	var out []*runBackend
 	if r.ref != nil {
-		r.ref.close(ctx)
+		out = append(out, r.ref)
 	}
 	for _, c := range r.cands {
-		c.rb.close(ctx)
+		out = append(out, c.rb)
 	}
-	if r.base != nil {
-		r.base.Close()
-	}
+	return out
 }
 
 // finish fills the backend blocks, evaluates the gates and sets the verdict.
-func (r *runner) finish(end time.Time) {
+func (r *runner) finish(ctx context.Context, end time.Time) {
 	s := r.sum
 	s.Run.Finished = end.UTC()
 	s.Run.DurationS = end.Sub(s.Run.Started).Seconds()
-
+	r.interrupted = ctx.Err() != nil
 	var reasons []string
-	exit := ExitPass
-	errorSeen := false
+	gateFailed, errorSeen := false, r.interrupted || len(r.problems) > 0
 	if r.base != nil {
-		s.Reference = BackendSummary{Name: r.plan.Reference.Name, Kind: "kld_base", Model: r.plan.Reference.KLDBase, Status: StatusOK, Pass: true}
+		s.Reference = BackendSummary{Name: r.plan.Spec.Reference.Name, Kind: "kld_base", Model: r.plan.Spec.Reference.KLDBase, Status: StatusOK, Pass: true}
 	} else {
-		s.Reference = r.backendSummary(r.ref, r.plan.Reference)
+		s.Reference = r.backendSummary(r.ref)
 		s.Reference.Throughput = r.refTput
 		s.Reference.Pass = s.Reference.Status == StatusOK
 		if !s.Reference.Pass {
@@ -287,14 +323,14 @@ func (r *runner) finish(end time.Time) {
 			reasons = append(reasons, fmt.Sprintf("reference %s %s: %s", s.Reference.Name, s.Reference.Status, s.Reference.Error))
 		}
 	}
-	for i, c := range r.cands {
-		bs := r.backendSummary(c.rb, r.plan.Candidates[i])
+	for _, c := range r.cands {
+		bs := r.backendSummary(c.rb)
 		if bs.Status != StatusSkipped && (c.cmp.compared > 0 || bs.Status == StatusOK) {
 			bs.Accuracy = c.cmp.accuracy(r.base == nil)
 		}
 		bs.Throughput = c.tput
 		if bs.Status == StatusOK {
-			bs.Gates = evaluateGates(c.gates, bs.Accuracy, bs.Throughput)
+			bs.Gates = evaluateGates(c.rb.Gates.List(), bs.Accuracy, bs.Throughput)
 			bs.Pass = true
 			for _, g := range bs.Gates {
 				if !g.Pass {
@@ -310,37 +346,53 @@ func (r *runner) finish(end time.Time) {
 			errorSeen = true
 			reasons = append(reasons, fmt.Sprintf("%s %s: %s", bs.Name, bs.Status, bs.Error))
 		}
-		if !bs.Pass && exit == ExitPass {
-			exit = ExitGateFailed
-		}
+		gateFailed = gateFailed || !bs.Pass
 		s.Backends = append(s.Backends, bs)
 	}
+	if r.timing.PassesS > 0 {
+		t := r.timing
+		for _, rb := range r.backends() {
+			t.DecodeS += rb.eval.DecodeS
+		}
+		if t.ComputeS > 0 {
+			hostIPC := t.PassesS - t.ComputeS
+			share := hostIPC / t.PassesS
+			t.HostIPCS, t.HostIPCShare = &hostIPC, &share
+		}
+		s.Host = &t
+	}
+	reasons = append(reasons, r.problems...)
 	if r.interrupted {
-		errorSeen = true
 		reasons = append(reasons, "the run was interrupted")
 	}
 	switch {
 	case errorSeen:
-		s.Verdict = Verdict{Status: VerdictError, ExitCode: ExitBackend, Reasons: reasons}
-	case exit == ExitGateFailed:
-		s.Verdict = Verdict{Status: VerdictFail, ExitCode: ExitGateFailed, Reasons: reasons}
+		s.Verdict = Verdict{Status: VerdictError, ExitCode: backend.ExitBackend, Reasons: reasons}
+	case gateFailed:
+		s.Verdict = Verdict{Status: VerdictFail, ExitCode: backend.ExitGateFailed, Reasons: reasons}
 	default:
-		s.Verdict = Verdict{Status: VerdictPass, ExitCode: ExitPass, Reasons: reasons}
+		s.Verdict = Verdict{Status: VerdictPass, ExitCode: backend.ExitPass, Reasons: reasons}
 	}
 }
 
-func (r *runner) backendSummary(rb *runBackend, b BackendPlan) BackendSummary {
+func (r *runner) backendSummary(rb *runBackend) BackendSummary {
+	b := rb.Backend
 	bs := BackendSummary{Name: b.Name, Plugin: b.Plugin, Kind: "plugin", Model: b.Model, Threads: b.Threads, Options: b.Options}
-	if rb == nil {
-		bs.Status = StatusSkipped
-		return bs
+	if b.PluginPath != "" {
+		bs.Plugin = b.PluginPath
 	}
 	st, err := rb.statusErr()
 	bs.Status = st
 	if err != nil {
 		bs.Error = err.Error()
 	}
-	bs.Info = rb.info
-	bs.Load = rb.load
+	if st == StatusOK && rb.load == nil { // interrupted before it loaded
+		bs.Status, bs.Error = StatusSkipped, "the run was interrupted"
+	}
+	bs.Info, bs.Load, bs.PeakRSSBytes = rb.info, rb.load, rb.peakRSS
+	if rb.eval.Calls > 0 {
+		e := rb.eval
+		bs.Eval = &e
+	}
 	return bs
 }

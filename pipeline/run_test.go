@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -12,32 +13,42 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/evalrun/evalrun/backend"
+	"github.com/evalrun/evalrun/pipeline/spec"
 )
 
 // testPlan builds a plan over the fakes without a model file: one score
 // dataset of nTok tokens in chunks of nCtx and a few generate prompts.
-func testPlan(t *testing.T, nVocab, nTok, nCtx, nGen int, cands ...BackendPlan) *Plan {
+func testPlan(t *testing.T, nVocab, nTok, nCtx, nGen int, cands ...spec.Backend) *Plan {
 	t.Helper()
 	stream := make([]int32, nTok)
 	for i := range stream {
 		stream[i] = int32((i*7919 + 13) % nVocab)
 	}
-	p := &Plan{
+	s := &spec.Spec{
 		Name:      "test",
-		OutputDir: t.TempDir(),
+		Reference: spec.Reference{Backend: spec.Backend{Name: "ref", Plugin: "fake", Threads: 1, Key: "reference"}},
+		Bench:     spec.Bench{Enabled: true, NPrompt: 8, NGen: 4, Reps: 3},
+		Output:    spec.Output{Dir: t.TempDir(), Formats: []string{"json", "jsonl", "md"}},
+		Timeouts:  spec.Timeouts{Start: 5 * time.Second, Load: 5 * time.Second, Eval: 5 * time.Second, Bench: 5 * time.Second},
+	}
+	for i := range cands {
+		cands[i].Key = fmt.Sprintf("backends[%d]", i)
+	}
+	s.Candidates = cands
+	p := &Plan{
+		Spec:      s,
 		Model:     ModelSummary{Path: "fake.gguf", Arch: "fake", NVocab: nVocab},
+		NCtxTrain: 1 << 20,
 		BOS:       1,
 		Datasets: []DatasetPlan{
-			{Name: "score", Mode: ModeScore, NCtx: nCtx, Records: 1, Tokens: nTok, Stream: stream},
+			{Dataset: spec.Dataset{Name: "score", Mode: spec.ModeScore, NCtx: nCtx}, Records: 1, Tokens: nTok, Stream: stream},
 		},
-		Reference:  BackendPlan{Name: "ref", Plugin: "fake", Threads: 1},
-		Candidates: cands,
-		Bench:      BenchPlan{Enabled: true, NPrompt: 8, NGen: 4, Reps: 3},
-		Timeouts:   timeouts{start: 5 * time.Second, load: 5 * time.Second, eval: 5 * time.Second, bench: 5 * time.Second},
 	}
 	if nGen > 0 {
-		d := DatasetPlan{Name: "gen", Mode: ModeGenerate, MaxNew: nGen, Records: 3}
-		for i := 0; i < 3; i++ {
+		d := DatasetPlan{Dataset: spec.Dataset{Name: "gen", Mode: spec.ModeGenerate, MaxNewTokens: nGen}, Records: 3}
+		for i := range 3 {
 			d.Prompts = append(d.Prompts, genPrompt{dataset: "gen", id: string(rune('a' + i)), tokens: []int32{1, int32(10 + i), int32(20 + i)}, maxNew: nGen})
 		}
 		p.Datasets = append(p.Datasets, d)
@@ -45,18 +56,12 @@ func testPlan(t *testing.T, nVocab, nTok, nCtx, nGen int, cands ...BackendPlan) 
 	return p
 }
 
-func gate(name string, limit float64) Gate {
-	metric, isMax := strings.CutSuffix(name, "_max")
-	if !isMax {
-		metric = strings.TrimSuffix(name, "_min")
-	}
-	return Gate{Name: name, Metric: metric, Max: isMax, Limit: limit}
-}
+func ptr(v float64) *float64 { return &v }
 
 func runFakes(t *testing.T, p *Plan, fakes map[string]*fakeBackend) (*Result, string) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	res, err := Run(context.Background(), p, Options{OutDir: filepath.Join(p.OutputDir, "run"), Stdout: &out, Stderr: &errb, Launch: fakeLauncher(fakes), Version: "test"})
+	res, err := Run(context.Background(), p, Options{OutDir: filepath.Join(p.Spec.Output.Dir, "run"), Stdout: &out, Stderr: &errb, Launch: fakeLauncher(fakes), Version: "test"})
 	if err != nil {
 		t.Fatalf("Run: %v\nstderr:\n%s", err, errb.String())
 	}
@@ -80,10 +85,10 @@ func readSummary(t *testing.T, dir string) *Summary {
 }
 
 func TestRunIdenticalBackendsPass(t *testing.T) {
-	p := testPlan(t, 64, 256, 32, 5, BackendPlan{Name: "same", Plugin: "fake", Gates: []Gate{gate("kld_mean_max", 0), gate("same_top_p_min", 1), gate("max_abs_diff_max", 0)}})
+	p := testPlan(t, 64, 256, 32, 5, spec.Backend{Name: "same", Plugin: "fake", Gates: spec.Gates{KLDMeanMax: ptr(0), SameTopPMin: ptr(1), MaxAbsDiffMax: ptr(0)}})
 	res, out := runFakes(t, p, map[string]*fakeBackend{"ref": newFake(64), "same": newFake(64)})
 	s := readSummary(t, res.Dir)
-	if s.Verdict.ExitCode != ExitPass || s.Verdict.Status != VerdictPass {
+	if s.Verdict.ExitCode != backend.ExitPass || s.Verdict.Status != VerdictPass {
 		t.Fatalf("verdict %+v\n%s", s.Verdict, out)
 	}
 	b := s.Backends[0]
@@ -143,10 +148,10 @@ func TestRunNoisyCandidateFailsGate(t *testing.T) {
 	noisy := newFake(64)
 	noisy.noise = 0.5
 	p := testPlan(t, 64, 256, 32, 4,
-		BackendPlan{Name: "noisy", Plugin: "fake", Gates: []Gate{gate("kld_mean_max", 0.001), gate("same_top_p_min", 0.5)}})
+		spec.Backend{Name: "noisy", Plugin: "fake", Gates: spec.Gates{KLDMeanMax: ptr(0.001), SameTopPMin: ptr(0.5)}})
 	res, out := runFakes(t, p, map[string]*fakeBackend{"ref": newFake(64), "noisy": noisy})
 	s := res.Summary
-	if s.Verdict.ExitCode != ExitGateFailed || s.Verdict.Status != VerdictFail {
+	if s.Verdict.ExitCode != backend.ExitGateFailed || s.Verdict.Status != VerdictFail {
 		t.Fatalf("verdict %+v\n%s", s.Verdict, out)
 	}
 	b := s.Backends[0]
@@ -173,13 +178,13 @@ func TestRunCrashAndHangKeepOtherResults(t *testing.T) {
 	hang := newFake(64)
 	hang.hangAfterRows = 40
 	p := testPlan(t, 64, 256, 32, 4,
-		BackendPlan{Name: "crash", Plugin: "fake"},
-		BackendPlan{Name: "good", Plugin: "fake", Gates: []Gate{gate("kld_mean_max", 0)}},
-		BackendPlan{Name: "hang", Plugin: "fake"})
-	p.Timeouts.eval = 300 * time.Millisecond
+		spec.Backend{Name: "crash", Plugin: "fake"},
+		spec.Backend{Name: "good", Plugin: "fake", Gates: spec.Gates{KLDMeanMax: ptr(0)}},
+		spec.Backend{Name: "hang", Plugin: "fake"})
+	p.Spec.Timeouts.Eval = 300 * time.Millisecond
 	res, out := runFakes(t, p, map[string]*fakeBackend{"ref": newFake(64), "crash": crash, "good": newFake(64), "hang": hang})
 	s := readSummary(t, res.Dir)
-	if s.Verdict.ExitCode != ExitBackend || s.Verdict.Status != VerdictError {
+	if s.Verdict.ExitCode != backend.ExitBackend || s.Verdict.Status != VerdictError {
 		t.Fatalf("verdict %+v\n%s", s.Verdict, out)
 	}
 	by := map[string]BackendSummary{}
@@ -204,23 +209,24 @@ func TestRunCrashAndHangKeepOtherResults(t *testing.T) {
 func TestRunNaNFailsEvenWithoutGates(t *testing.T) {
 	nan := newFake(64)
 	nan.nanAt = 5
-	p := testPlan(t, 64, 128, 32, 0, BackendPlan{Name: "nan", Plugin: "fake"})
+	p := testPlan(t, 64, 128, 32, 0, spec.Backend{Name: "nan", Plugin: "fake"})
 	res, _ := runFakes(t, p, map[string]*fakeBackend{"ref": newFake(64), "nan": nan})
 	b := res.Summary.Backends[0]
-	if b.Accuracy.NaNCount != 1 || b.Pass || res.Summary.Verdict.ExitCode != ExitGateFailed {
+	if b.Accuracy.NaNCount != 1 || b.Pass || res.Summary.Verdict.ExitCode != backend.ExitGateFailed {
 		t.Fatalf("NaN count %d pass %v verdict %+v", b.Accuracy.NaNCount, b.Pass, res.Summary.Verdict)
 	}
 }
 
 func TestRunReferenceLoadFailureSkipsCandidates(t *testing.T) {
-	p := testPlan(t, 64, 128, 32, 0, BackendPlan{Name: "c", Plugin: "fake"})
-	p.Reference.Options = map[string]any{"bad": true}
-	res, _ := runFakes(t, p, map[string]*fakeBackend{"ref": newFake(64), "c": newFake(64)})
+	p := testPlan(t, 64, 128, 32, 0, spec.Backend{Name: "c", Plugin: "fake"})
+	ref := newFake(64)
+	ref.failLoad = true
+	res, _ := runFakes(t, p, map[string]*fakeBackend{"ref": ref, "c": newFake(64)})
 	s := res.Summary
-	if s.Reference.Status != StatusFailed || !strings.Contains(s.Reference.Error, `unknown option "bad"`) {
+	if s.Reference.Status != StatusFailed || !strings.Contains(s.Reference.Error, "no device") {
 		t.Fatalf("reference %s %q", s.Reference.Status, s.Reference.Error)
 	}
-	if s.Backends[0].Status != StatusSkipped || s.Verdict.ExitCode != ExitBackend {
+	if s.Backends[0].Status != StatusSkipped || s.Verdict.ExitCode != backend.ExitBackend {
 		t.Fatalf("candidate %s, verdict %+v", s.Backends[0].Status, s.Verdict)
 	}
 }
@@ -237,8 +243,8 @@ func TestRunMemoryFlat(t *testing.T) {
 	}
 	const nVocab = 32000
 	peak := func(nTok int) uint64 {
-		p := testPlan(t, nVocab, nTok, 64, 0, BackendPlan{Name: "c", Plugin: "fake"})
-		p.Bench.Enabled = false
+		p := testPlan(t, nVocab, nTok, 64, 0, spec.Backend{Name: "c", Plugin: "fake"})
+		p.Spec.Bench.Enabled = false
 		runtime.GC()
 		var base runtime.MemStats
 		runtime.ReadMemStats(&base)
@@ -279,7 +285,7 @@ func TestRunMemoryFlat(t *testing.T) {
 // incomplete, and does not blame the backends.
 func TestRunInterruptedKeepsResults(t *testing.T) {
 	slow := newFake(64)
-	p := testPlan(t, 64, 1024, 32, 0, BackendPlan{Name: "c", Plugin: "fake"})
+	p := testPlan(t, 64, 1024, 32, 0, spec.Backend{Name: "c", Plugin: "fake"})
 	ctx, cancel := context.WithCancel(context.Background())
 	slow.onRow = func(n int64) {
 		if n == 100 {
@@ -287,13 +293,13 @@ func TestRunInterruptedKeepsResults(t *testing.T) {
 		}
 	}
 	var out, errb bytes.Buffer
-	res, err := Run(ctx, p, Options{OutDir: filepath.Join(p.OutputDir, "run"), Stdout: &out, Stderr: &errb, Launch: fakeLauncher(map[string]*fakeBackend{"ref": newFake(64), "c": slow})})
+	res, err := Run(ctx, p, Options{OutDir: filepath.Join(p.Spec.Output.Dir, "run"), Stdout: &out, Stderr: &errb, Launch: fakeLauncher(map[string]*fakeBackend{"ref": newFake(64), "c": slow})})
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := readSummary(t, res.Dir)
 	b := s.Backends[0]
-	if s.Verdict.ExitCode != ExitBackend || !strings.Contains(strings.Join(s.Verdict.Reasons, ";"), "interrupted") {
+	if s.Verdict.ExitCode != backend.ExitBackend || !strings.Contains(strings.Join(s.Verdict.Reasons, ";"), "interrupted") {
 		t.Fatalf("verdict %+v", s.Verdict)
 	}
 	if b.Status != StatusOK || b.Accuracy == nil || b.Accuracy.Tokens == 0 || b.Accuracy.Complete || b.Pass {

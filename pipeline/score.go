@@ -3,9 +3,12 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/evalrun/evalrun/backend"
 	"github.com/evalrun/evalrun/pipeline/kldbase"
+	"github.com/evalrun/evalrun/pipeline/metrics"
+	"github.com/evalrun/evalrun/pipeline/spec"
 )
 
 // scoreChunk is one n_ctx window of a score stream, as llama-perplexity
@@ -14,31 +17,32 @@ type scoreChunk struct {
 	dataset string
 	index   int     // chunk index within its dataset
 	tokens  []int32 // original tokens, len n_ctx
-	first   int     // n_ctx/2
 	bos     int32   // token written over position 0, or -1 to keep it
 }
+
+// first is the first scored position, n_ctx/2.
+func (c scoreChunk) first() int { return len(c.tokens) / 2 }
+
+// rows is the number of scored positions: first .. n_ctx-2.
+func (c scoreChunk) rows() int { return kldbase.PerChunk(len(c.tokens)) }
 
 // input is what the backends evaluate: the chunk without its last token (its
 // logits row predicts nothing) and with BOS written over position 0, as
 // llama-perplexity does when the vocabulary adds BOS.
 func (c scoreChunk) input() []int32 {
-	in := make([]int32, len(c.tokens)-1)
-	copy(in, c.tokens)
+	in := append([]int32(nil), c.tokens[:len(c.tokens)-1]...)
 	if c.bos >= 0 {
 		in[0] = c.bos
 	}
 	return in
 }
 
-// rows is the number of scored positions: first .. n_ctx-2.
-func (c scoreChunk) rows() int { return len(c.tokens) - 1 - c.first }
-
 // scorePass evaluates every score chunk on the reference (or reads it from
 // the kld_base file) and on every live candidate, comparing row by row.
-func (r *runner) scorePass(ctx context.Context) error {
+func (r *runner) scorePass(ctx context.Context) {
 	chunks := r.scoreChunks()
 	if len(chunks) == 0 {
-		return nil
+		return
 	}
 	total := 0
 	for _, c := range chunks {
@@ -47,27 +51,18 @@ func (r *runner) scorePass(ctx context.Context) error {
 	for _, c := range r.liveCands() {
 		c.cmp.planned += total
 	}
-	if err := r.openKLDOutputs(chunks); err != nil {
-		return err
-	}
+	r.openKLDOutputs(chunks)
 	defer r.closeKLDOutputs()
 
 	progress := newProgress(r.opt.Stderr, "score", len(chunks))
 	for i, ch := range chunks {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if !r.refOK() {
-			return fmt.Errorf("the reference stopped")
-		}
 		cands := r.liveCands()
-		if len(cands) == 0 && r.refOut == nil {
-			return nil
+		if ctx.Err() != nil || !r.refOK() || len(cands) == 0 && r.refOut == nil {
+			return
 		}
 		r.scoreOne(ctx, ch, cands)
 		progress.step(i+1, fmt.Sprintf("%s chunk %d", ch.dataset, ch.index+1))
 	}
-	return nil
 }
 
 // scoreChunks lists the chunks to score: from the kld_base file when it is
@@ -75,92 +70,85 @@ func (r *runner) scorePass(ctx context.Context) error {
 func (r *runner) scoreChunks() []scoreChunk {
 	var out []scoreChunk
 	if r.base != nil {
-		toks := r.base.Tokens()
-		n := r.base.NCtx()
-		for i := 0; i < r.base.NChunk(); i++ {
-			out = append(out, scoreChunk{dataset: "kld_base", index: i, tokens: toks[i*n : (i+1)*n], first: n / 2, bos: r.plan.BOS})
+		toks, n := r.base.Tokens(), r.base.NCtx()
+		for i := range r.base.NChunk() {
+			out = append(out, scoreChunk{dataset: "kld_base", index: i, tokens: toks[i*n : (i+1)*n], bos: r.plan.BOS})
 		}
 		return out
 	}
 	for _, d := range r.plan.Datasets {
-		if d.Mode != ModeScore {
+		if d.Mode != spec.ModeScore {
 			continue
 		}
 		for i := 0; i+d.NCtx <= len(d.Stream); i += d.NCtx {
-			out = append(out, scoreChunk{dataset: d.Name, index: i / d.NCtx, tokens: d.Stream[i : i+d.NCtx], first: d.NCtx / 2, bos: r.plan.BOS})
+			out = append(out, scoreChunk{dataset: d.Name, index: i / d.NCtx, tokens: d.Stream[i : i+d.NCtx], bos: r.plan.BOS})
 		}
 	}
 	return out
 }
 
 func (r *runner) scoreOne(ctx context.Context, ch scoreChunk, cands []*candidate) {
-	in := ch.input()
-	req := backend.EvalRequest{Session: "score", Pos: 0, Tokens: in, LogitsFrom: ch.first}
+	what := fmt.Sprintf("eval %s chunk %d", ch.dataset, ch.index+1)
+	req := backend.EvalRequest{Session: "score", Pos: 0, Tokens: ch.input(), LogitsFrom: ch.first()}
 	var refStream *evalStream
 	if r.ref != nil {
 		refStream = r.ref.startEval(ctx, req)
 	}
 	streams := make([]*evalStream, len(cands))
-	for i, c := range cands {
-		streams[i] = c.rb.startEval(ctx, req)
-	}
 	per := make([]*comparison, len(cands))
-	for i := range per {
-		per[i] = newComparison()
+	for i, c := range cands {
+		streams[i], per[i] = c.rb.startEval(ctx, req), &comparison{}
 	}
-
+	var ref metrics.RefRow
 	var baseRow []float32
 	if r.base != nil {
 		baseRow = make([]float32, r.base.NVocab())
 	}
-	rows := ch.rows()
-	for k := 0; k < rows; k++ {
-		tok := ch.tokens[ch.first+k+1]
-		var ref []float32
+	for k := range ch.rows() {
+		tok := ch.tokens[ch.first()+k+1]
+		var refRow []float32
 		if refStream != nil {
 			row, err := refStream.next()
 			if err != nil {
-				r.ref.fail(fmt.Sprintf("eval %s chunk %d", ch.dataset, ch.index+1), err)
+				r.ref.fail(ctx, what, err)
 				break
 			}
-			ref = row
-			r.writeRefOut(ref)
-		} else {
-			if err := r.base.Record(ch.index, k, baseRow); err != nil {
-				r.log.Error("reading kld_base", "error", err)
-				break
-			}
+			refRow = row
+			ref.Set(row)
+			r.writeOut(&r.refOut, r.ref.Name, row)
+		} else if err := r.base.Record(ch.index, k, baseRow); err != nil {
+			r.problem("reading the kld_base reference: %v", err)
+			break
 		}
 		for i, c := range cands {
 			if streams[i] == nil {
 				continue
 			}
 			row, err := streams[i].next()
+			if err == nil {
+				r.writeOut(&c.outFile, c.rb.Name, row)
+				t := time.Now()
+				if refRow != nil {
+					err = addLive(row, &ref, tok, c.cmp, per[i])
+				} else {
+					err = addBase(row, baseRow, tok, c.cmp, per[i])
+				}
+				r.timing.MetricsS += time.Since(t).Seconds()
+				c.rb.release(row)
+			}
 			if err != nil {
-				c.rb.fail(fmt.Sprintf("eval %s chunk %d position %d", ch.dataset, ch.index+1, ch.first+k), err)
+				c.rb.fail(ctx, fmt.Sprintf("%s position %d", what, ch.first()+k), err)
 				streams[i].abandon()
 				streams[i] = nil
-				continue
 			}
-			if c.outFile != nil {
-				if err := c.outFile.WriteRecord(row); err != nil {
-					r.log.Error("writing kld_base output", "backend", c.rb.name, "error", err)
-					c.outFile.Abort()
-					c.outFile = nil
-				}
-			}
-			if ref != nil {
-				c.cmp.addLive(row, ref, tok)
-				per[i].addLive(row, ref, tok)
-			} else {
-				c.cmp.addBase(row, baseRow, tok)
-				per[i].addBase(row, baseRow, tok)
-			}
+		}
+		if refRow != nil {
+			r.ref.release(refRow)
 		}
 	}
 	if refStream != nil {
-		if err := refStream.finish(); err != nil && r.ref.ok() {
-			r.ref.fail(fmt.Sprintf("eval %s chunk %d", ch.dataset, ch.index+1), err)
+		if err := refStream.finish(ch.rows()); err != nil {
+			r.ref.fail(ctx, what, err)
 		}
 		if !r.ref.ok() {
 			for _, s := range streams {
@@ -175,82 +163,82 @@ func (r *runner) scoreOne(ctx context.Context, ch scoreChunk, cands []*candidate
 		if streams[i] == nil {
 			continue
 		}
-		if err := streams[i].finish(); err != nil {
-			c.rb.fail(fmt.Sprintf("eval %s chunk %d", ch.dataset, ch.index+1), err)
+		if err := streams[i].finish(ch.rows()); err != nil {
+			c.rb.fail(ctx, what, err)
 		}
-		r.addPrompt(promptFromComparison(c.rb.name, ch.dataset, fmt.Sprintf("chunk-%d", ch.index+1), "score", per[i], r.base == nil))
+		r.addPrompt(promptFromComparison(c.rb.Name, ch.dataset, fmt.Sprintf("chunk-%d", ch.index+1), spec.ModeScore, per[i], r.base == nil))
 	}
+	r.round(append(streams, refStream)...)
 }
 
-// openKLDOutputs creates the kld_base files requested with output.kld_base.
-// The token stream in their header is the one scored, so llama-perplexity
-// --kl-divergence can read them back.
-func (r *runner) openKLDOutputs(chunks []scoreChunk) error {
+// openKLDOutputs creates the kld_base files requested with output.kld_base
+// (NewPlan checked that they can be written). The token stream in their
+// header is the one scored, so llama-perplexity --kl-divergence can read
+// them back.
+func (r *runner) openKLDOutputs(chunks []scoreChunk) {
 	toks := make([]int32, 0, len(chunks)*len(chunks[0].tokens))
 	for _, c := range chunks {
 		toks = append(toks, c.tokens...)
 	}
-	nCtx := len(chunks[0].tokens)
-	create := func(path string) (*kldbase.Writer, error) {
-		w, err := kldbase.Create(path, nCtx, r.plan.Model.NVocab, toks)
-		if err != nil {
-			return nil, fmt.Errorf("output kld_base %s: %w", path, err)
+	create := func(path, name string) *kldbase.Writer {
+		if path == "" {
+			return nil
 		}
-		return w, nil
+		w, err := kldbase.Create(path, len(chunks[0].tokens), r.plan.Model.NVocab, toks)
+		if err != nil {
+			r.problem("%s: output.kld_base not written: %v", name, err)
+		}
+		return w
 	}
-	if r.plan.Reference.KLDBaseOut != "" && r.ref != nil {
-		w, err := create(r.plan.Reference.KLDBaseOut)
-		if err != nil {
-			return err
-		}
-		r.refOut = w
+	if r.ref != nil {
+		r.refOut = create(r.ref.Output.KLDBase, r.ref.Name)
 	}
 	for _, c := range r.liveCands() {
-		if c.kldOut == "" {
-			continue
-		}
-		w, err := create(c.kldOut)
-		if err != nil {
-			return err
-		}
-		c.outFile = w
+		c.outFile = create(c.rb.Output.KLDBase, c.rb.Name)
 	}
-	return nil
 }
 
-func (r *runner) writeRefOut(row []float32) {
-	if r.refOut == nil {
+// writeOut appends a row to a backend's kld_base output; a write error
+// drops the file and is reported in the verdict.
+func (r *runner) writeOut(w **kldbase.Writer, name string, row []float32) {
+	if *w == nil {
 		return
 	}
-	if err := r.refOut.WriteRecord(row); err != nil {
-		r.log.Error("writing kld_base output", "backend", r.plan.Reference.Name, "error", err)
-		r.refOut.Abort()
-		r.refOut = nil
+	if err := (*w).WriteRecord(row); err != nil {
+		r.problem("%s: output.kld_base not written: %v", name, err)
+		(*w).Abort()
+		*w = nil
 	}
+}
+
+// problem records a run-level failure: the verdict is an error.
+func (r *runner) problem(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	r.log.Error(msg)
+	r.mu.Lock()
+	r.problems = append(r.problems, msg)
+	r.mu.Unlock()
 }
 
 // closeKLDOutputs commits complete files; an incomplete one (its backend
 // stopped part way) is not a valid base file and is discarded with a note.
 func (r *runner) closeKLDOutputs() {
-	finish := func(name string, w *kldbase.Writer, complete bool) {
-		if w == nil {
+	finish := func(rb *runBackend, w **kldbase.Writer) {
+		if *w == nil {
 			return
 		}
-		if !complete {
-			w.Abort()
-			r.log.Warn("kld_base output discarded: the backend did not score every chunk", "backend", name)
-			return
+		if !rb.ok() {
+			(*w).Abort()
+			r.log.Warn("kld_base output discarded: the backend did not score every chunk", "backend", rb.Name)
+		} else if err := (*w).Close(); err != nil {
+			r.problem("%s: output.kld_base not written: %v", rb.Name, err)
 		}
-		if err := w.Close(); err != nil {
-			r.log.Error("writing kld_base output", "backend", name, "error", err)
-		}
+		*w = nil
 	}
-	if r.refOut != nil {
-		finish(r.plan.Reference.Name, r.refOut, r.ref.ok())
-		r.refOut = nil
+	if r.ref != nil {
+		finish(r.ref, &r.refOut)
 	}
 	for _, c := range r.cands {
-		finish(c.rb.name, c.outFile, c.rb.ok())
-		c.outFile = nil
+		finish(c.rb, &c.outFile)
 	}
 }

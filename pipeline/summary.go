@@ -1,6 +1,11 @@
 package pipeline
 
-import "time"
+import (
+	"time"
+
+	"github.com/evalrun/evalrun/backend"
+	"github.com/evalrun/evalrun/pipeline/metrics"
+)
 
 // SchemaVersion names the layout of summary.json. Fields are only ever added
 // under the same version; a rename or removal bumps it.
@@ -15,19 +20,12 @@ const (
 	StatusSkipped = "skipped" // not run (e.g. the reference could not run)
 )
 
-// Verdict statuses and the exit codes they map to.
+// Verdict statuses; their exit codes are backend.ExitPass, ExitGateFailed
+// and ExitBackend.
 const (
 	VerdictPass  = "pass"  // exit 0
 	VerdictFail  = "fail"  // exit 1: a gate failed
-	VerdictError = "error" // exit 3: a backend could not run
-)
-
-// Exit codes of evalrun (documented in the README).
-const (
-	ExitPass       = 0
-	ExitGateFailed = 1
-	ExitBadInput   = 2
-	ExitBackend    = 3
+	VerdictError = "error" // exit 3: a backend could not run, or the run was interrupted
 )
 
 // Summary is summary.json.
@@ -38,7 +36,26 @@ type Summary struct {
 	Datasets  []DatasetSummary `json:"datasets"`
 	Reference BackendSummary   `json:"reference"`
 	Backends  []BackendSummary `json:"backends"`
+	Host      *HostTiming      `json:"host,omitempty"`
 	Verdict   Verdict          `json:"verdict"`
+}
+
+// HostTiming splits the wall time of the accuracy passes (score and
+// generate) into the plugins' compute on the critical path and the rest:
+// the host decoding rows and comparing them, IPC, and waiting. Backends run
+// in lockstep rounds (a score chunk on every backend at once; a generate
+// step on the reference, then on the candidates at once; a free-running
+// step), so a round costs its slowest backend's compute plus overhead.
+type HostTiming struct {
+	PassesS  float64 `json:"passes_s"`  // wall time of the score and generate passes
+	ComputeS float64 `json:"compute_s"` // Σ over rounds of the slowest call's compute inside its plugin
+	DecodeS  float64 `json:"decode_s"`  // the host decoding logits rows (all backends)
+	MetricsS float64 `json:"metrics_s"` // the host comparing rows with the reference
+	// HostIPCS is PassesS − ComputeS: host work, IPC and waiting;
+	// HostIPCShare is its fraction of PassesS. Null when a plugin does not
+	// report its compute time.
+	HostIPCS     *float64 `json:"host_ipc_s"`
+	HostIPCShare *float64 `json:"host_ipc_share"`
 }
 
 // RunInfo is the provenance of a run.
@@ -99,35 +116,45 @@ type BackendSummary struct {
 	Load       *LoadSummary   `json:"load,omitempty"`
 	Accuracy   *Accuracy      `json:"accuracy,omitempty"`
 	Throughput *Throughput    `json:"throughput,omitempty"`
-	Gates      []GateResult   `json:"gates,omitempty"`
-	Pass       bool           `json:"pass"`
+	Eval       *EvalTiming    `json:"eval,omitempty"`
+	// PeakRSSBytes is the plugin process's peak resident set size over the
+	// whole run (Linux VmHWM, read before Close); null elsewhere.
+	PeakRSSBytes *int64       `json:"peak_rss_bytes,omitempty"`
+	Gates        []GateResult `json:"gates,omitempty"`
+	Pass         bool         `json:"pass"`
 }
 
-// PluginInfo is what Describe returned.
-type PluginInfo struct {
-	Name         string   `json:"name"`
-	Version      string   `json:"version"`
-	Device       string   `json:"device"`
-	Capabilities []string `json:"capabilities,omitempty"`
+// EvalTiming is where one backend's Eval calls spent their time.
+type EvalTiming struct {
+	Calls    int     `json:"calls"`
+	Rows     int     `json:"rows"`
+	CallS    float64 `json:"call_s"`    // from each request to its last row, as the host saw it
+	ComputeS float64 `json:"compute_s"` // computing inside the plugin (EvalChunk.compute_ns; 0 if not reported)
+	DecodeS  float64 `json:"decode_s"`  // the host decoding the rows
 }
+
+// PluginInfo is what Describe returned after Load (some plugins only know
+// their version and device once a library is loaded).
+type PluginInfo = backend.Info
 
 // LoadSummary is what Load reported plus host-side timing.
 type LoadSummary struct {
-	LoadS       float64     `json:"load_s"`
-	WarmupS     float64     `json:"warmup_s"`
-	HostS       float64     `json:"host_s"` // wall time of the Load call seen by the host
-	MemoryBytes int64       `json:"memory_bytes,omitempty"`
-	PlanSummary string      `json:"plan_summary,omitempty"`
-	Plan        []PlanEntry `json:"plan,omitempty"`
+	LoadS   float64 `json:"load_s"`
+	WarmupS float64 `json:"warmup_s"`
+	HostS   float64 `json:"host_s"` // wall time of the Load call seen by the host
+	// MemoryBytes is what the plugin reported: its resident set size right
+	// after Load (mapped weights included), the plugin's own measurement.
+	MemoryBytes int64 `json:"memory_bytes,omitempty"`
+	// PeakRSSBytes is the plugin's peak resident set size up to the end of
+	// Load, read by the host (Linux VmHWM); null elsewhere.
+	PeakRSSBytes *int64      `json:"peak_rss_bytes,omitempty"`
+	Kernels      string      `json:"kernels,omitempty"` // the CPU kernels the plugin's matmuls run
+	PlanSummary  string      `json:"plan_summary,omitempty"`
+	Plan         []PlanEntry `json:"plan,omitempty"`
 }
 
 // PlanEntry says where one named matmul runs.
-type PlanEntry struct {
-	Op     string `json:"op"`
-	Device string `json:"device"`
-	Shape  string `json:"shape,omitempty"`
-	Reason string `json:"reason,omitempty"`
-}
+type PlanEntry = backend.PlanEntry
 
 // Accuracy holds the comparison of a backend's logits with the reference.
 // Statistics over scored positions follow llama-perplexity's KL-divergence
@@ -175,6 +202,12 @@ type Accuracy struct {
 type Throughput struct {
 	PP *BenchTest `json:"pp,omitempty"`
 	TG *BenchTest `json:"tg,omitempty"`
+}
+
+// NewBenchTest computes llama-bench's statistics for one test.
+func NewBenchTest(nPrompt, nGen int, samples []int64) *BenchTest {
+	avgNS, sdNS, avgTS, sdTS := metrics.BenchStats(samples, nPrompt+nGen)
+	return &BenchTest{NPrompt: nPrompt, NGen: nGen, AvgNS: avgNS, StddevNS: sdNS, AvgTS: avgTS, StddevTS: sdTS, SamplesNS: samples}
 }
 
 // BenchTest is one llama-bench test (ppN or tgN).

@@ -1,6 +1,9 @@
 package pipeline
 
 import (
+	"context"
+	"errors"
+	"io"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,11 +20,9 @@ func TestPlanSendsTheHostsVocabulary(t *testing.T) {
 		p.Datasets[i].Stream, p.Datasets[i].Prompts = p.Datasets[i].Stream[:0], p.Datasets[i].Prompts[:min(1, len(p.Datasets[i].Prompts))]
 	}
 	p.VocabDigest = strings.Repeat("0", 64)
-	s := runEngine(t, p)
-	if s.Reference.Status != StatusFailed || !strings.Contains(s.Reference.Error, "not the one the host tokenizes with") {
-		t.Fatalf("reference with another vocabulary: status %s, error %q", s.Reference.Status, s.Reference.Error)
-	}
-	if s.Verdict.ExitCode != ExitBackend {
-		t.Errorf("exit code %d, want %d", s.Verdict.ExitCode, ExitBackend)
+	_, err := Run(context.Background(), p, Options{OutDir: t.TempDir(), Stdout: io.Discard, Stderr: io.Discard, Launch: engineLauncher})
+	var ie *InputError
+	if !errors.As(err, &ie) || !strings.Contains(err.Error(), "not the one the host tokenizes with") || !strings.Contains(err.Error(), "reference.model") {
+		t.Fatalf("reference with another vocabulary: err = %v, want an input error at reference.model", err)
 	}
 }

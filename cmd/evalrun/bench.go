@@ -1,10 +1,12 @@
 package main
 
 import (
-	"context"
+	"cmp"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -37,29 +39,6 @@ func parseOptions(kvs []string) (map[string]any, error) {
 	return opts, nil
 }
 
-// launchPlugin starts a plugin by name (or path) and loads a model into it.
-func launchPlugin(ctx context.Context, plugin, pluginDir, model string, threads int, opts map[string]any) (*backend.Client, backend.LoadResult, error) {
-	dirs := []string{}
-	if pluginDir != "" {
-		dirs = append(dirs, pluginDir)
-	}
-	path, err := backend.FindPlugin(plugin, dirs...)
-	if err != nil {
-		return nil, backend.LoadResult{}, usageErr("%v", err)
-	}
-	client, err := backend.Launch(ctx, backend.LaunchConfig{Path: path, StartTimeout: 30 * time.Second,
-		Logger: hclog.New(&hclog.LoggerOptions{Name: plugin, Level: hclog.Warn, Output: os.Stderr})})
-	if err != nil {
-		return nil, backend.LoadResult{}, backendErr(err)
-	}
-	res, err := client.Load(ctx, backend.LoadRequest{ModelPath: absPath(model), Threads: threads, Options: opts})
-	if err != nil {
-		client.Kill()
-		return nil, backend.LoadResult{}, backendErr(fmt.Errorf("load %s: %w", model, err))
-	}
-	return client, res, nil
-}
-
 func newBenchCmd() *cobra.Command {
 	var (
 		model, plugin, pluginDir, output string
@@ -73,16 +52,20 @@ func newBenchCmd() *cobra.Command {
 		Long: `bench runs llama-bench's tests inside a plugin: ppN (N prompt tokens in one
 batch) and tgN (N single-token decodes), each repeated -r times after a warm-up,
 timed inside the plugin so IPC is excluded. t/s is the mean of the per-repetition
-rates ± their sample standard deviation, as llama-bench computes them.`,
+rates ± their sample standard deviation, as llama-bench computes them.
+--plugin is a name (the binary evalrun-plugin-NAME) or a path to a plugin.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if model == "" {
+			switch {
+			case model == "":
 				return usageErr("--model is required")
-			}
-			if nPrompt < 0 || nGen < 0 || reps < 1 || (nPrompt == 0 && nGen == 0) {
-				return usageErr("need -p ≥ 0, -n ≥ 0 (not both 0) and -r ≥ 1")
-			}
-			if output != "md" && output != "json" && output != "jsonl" {
+			case nPrompt < 0 || nGen < 0 || nPrompt+nGen == 0 || nPrompt > 1<<24 || nGen > 1<<24:
+				return usageErr("-p and -n: 0 to %d tokens, not both 0", 1<<24)
+			case reps < 1 || reps > 1000:
+				return usageErr("-r: 1 to 1000 repetitions")
+			case threads < 1 || threads > 4*runtime.NumCPU():
+				return usageErr("-t: 1 to %d threads (4 × the CPUs)", 4*runtime.NumCPU())
+			case output != "md" && output != "json" && output != "jsonl":
 				return usageErr("-o must be md, json or jsonl")
 			}
 			opts, err := parseOptions(options)
@@ -90,26 +73,38 @@ rates ± their sample standard deviation, as llama-bench computes them.`,
 				return err
 			}
 			ctx := cmd.Context()
-			client, load, err := launchPlugin(ctx, plugin, pluginDir, model, threads, opts)
+			path, err := backend.FindPlugin(plugin, pluginDir)
 			if err != nil {
-				return err
+				return usageErr("--plugin: %v", err)
+			}
+			client, err := backend.Launch(ctx, backend.LaunchConfig{Path: path, StartTimeout: 30 * time.Second,
+				Logger: hclog.New(&hclog.LoggerOptions{Name: plugin, Level: hclog.Warn, Output: os.Stderr})})
+			if err != nil {
+				return backendErr(err)
 			}
 			defer client.Kill()
-			info, err := client.Describe(ctx)
+			load, err := client.Load(ctx, backend.LoadRequest{ModelPath: absPath(model), Threads: threads, Options: opts})
+			if errors.Is(err, backend.ErrInvalidArgument) || errors.Is(err, fs.ErrNotExist) {
+				return usageErr("load %s: %v", model, err)
+			} else if err != nil {
+				return backendErr(fmt.Errorf("load %s: %w", model, err))
+			}
+			info, err := client.Describe(ctx) // after Load: some plugins only know their device then
 			if err != nil {
 				return backendErr(err)
 			}
 			var rows []benchRow
-			for _, t := range []struct{ p, g int }{{nPrompt, 0}, {0, nGen}} {
-				if t.p == 0 && t.g == 0 {
+			for _, req := range []backend.BenchRequest{{NPrompt: nPrompt}, {NGen: nGen}} {
+				if req.NPrompt+req.NGen == 0 {
 					continue
 				}
-				res, err := client.Bench(ctx, backend.BenchRequest{NPrompt: t.p, NGen: t.g, Reps: reps, Warmup: !noWarmup, Seed: 1})
+				req.Reps, req.Warmup, req.Seed = reps, !noWarmup, 1
+				res, err := client.Bench(ctx, req)
 				if err != nil {
 					return backendErr(err)
 				}
-				bt := pipeline.BenchTestFromSamples(t.p, t.g, res.SamplesNS)
-				rows = append(rows, benchRow{info: info, load: load, model: model, threads: threads, test: bt})
+				rows = append(rows, benchRow{info: info, load: load, model: model, threads: threads,
+					name: req.String(), test: pipeline.NewBenchTest(req.NPrompt, req.NGen, res.SamplesNS)})
 			}
 			return printBench(cmd.OutOrStdout(), output, rows)
 		},
@@ -133,18 +128,8 @@ type benchRow struct {
 	load    backend.LoadResult
 	model   string
 	threads int
+	name    string // pp128, tg64
 	test    *pipeline.BenchTest
-}
-
-func (r benchRow) testName() string {
-	switch {
-	case r.test.NPrompt > 0 && r.test.NGen > 0:
-		return fmt.Sprintf("pp%d+tg%d", r.test.NPrompt, r.test.NGen)
-	case r.test.NPrompt > 0:
-		return fmt.Sprintf("pp%d", r.test.NPrompt)
-	default:
-		return fmt.Sprintf("tg%d", r.test.NGen)
-	}
 }
 
 func humanSize(b int64) string {
@@ -166,13 +151,13 @@ func humanParams(n int64) string {
 func printBench(w io.Writer, format string, rows []benchRow) error {
 	switch format {
 	case "md":
-		fmt.Fprintln(w, "| model | size | params | backend | threads | test | t/s |")
-		fmt.Fprintln(w, "| ----- | ---: | -----: | ------- | ------: | ---: | --: |")
+		fmt.Fprintln(w, "| model | size | params | backend | kernels | threads | test | t/s |")
+		fmt.Fprintln(w, "| ----- | ---: | -----: | ------- | ------- | ------: | ---: | --: |")
 		for _, r := range rows {
 			m := r.load.Model
-			fmt.Fprintf(w, "| %s %s | %s | %s | %s | %d | %s | %.2f ± %.2f |\n",
+			fmt.Fprintf(w, "| %s %s | %s | %s | %s | %s | %d | %s | %.2f ± %.2f |\n",
 				m.Arch, m.FileType, humanSize(m.SizeBytes), humanParams(m.NParams), r.info.Name+"/"+r.info.Device,
-				r.threads, r.testName(), r.test.AvgTS, r.test.StddevTS)
+				cmp.Or(r.load.Kernels, "-"), r.threads, r.name, r.test.AvgTS, r.test.StddevTS)
 		}
 		fmt.Fprintf(w, "\nbuild: %s (%s)\n", gitCommit, version)
 		return nil
@@ -186,7 +171,7 @@ func printBench(w io.Writer, format string, rows []benchRow) error {
 			}
 			recs = append(recs, map[string]any{
 				"build_commit": gitCommit, "build_number": 0, "cpu_info": runtime.GOARCH, "gpu_info": "",
-				"backends": r.info.Name + "/" + r.info.Device, "model_filename": r.model,
+				"backends": r.info.Name + "/" + r.info.Device, "kernels": r.load.Kernels, "model_filename": r.model,
 				"model_type": strings.TrimSpace(m.Arch + " " + m.FileType), "model_size": m.SizeBytes,
 				"model_n_params": m.NParams, "n_batch": r.test.NPrompt, "n_ubatch": r.test.NPrompt,
 				"n_threads": r.threads, "n_prompt": r.test.NPrompt, "n_gen": r.test.NGen, "n_depth": 0,

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -12,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/evalrun/evalrun/internal/testkit"
 	"github.com/evalrun/evalrun/pipeline"
 )
 
@@ -20,35 +20,11 @@ import (
 var binDir string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "evalrun-e2e-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binDir = dir
-	code := 1
-	if err := buildBinaries(dir); err != nil {
-		fmt.Fprintln(os.Stderr, "building binaries:", err)
-	} else {
-		code = m.Run()
-	}
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
-
-func buildBinaries(dir string) error {
-	for out, pkg := range map[string]string{
-		"evalrun":             ".",
-		"evalrun-plugin-cpu":  "../../plugins/cpu",
-		"evalrun-plugin-rknn": "../../plugins/rknn",
-	} {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, out), pkg)
-		cmd.Stderr = os.Stderr
-		if err := cmd.Run(); err != nil {
-			return fmt.Errorf("go build %s: %w", pkg, err)
-		}
-	}
-	return nil
+	testkit.Main(m, map[string]string{
+		"evalrun":             "./cmd/evalrun",
+		"evalrun-plugin-cpu":  "./plugins/cpu",
+		"evalrun-plugin-rknn": "./plugins/rknn",
+	}, func(dir string) { binDir = dir })
 }
 
 type result struct {
@@ -233,42 +209,10 @@ func TestBadInputExitCodes(t *testing.T) {
 	}
 }
 
-type golden struct {
-	TokenIDs     []int32 `json:"token_ids"`
-	PromptIDs    []int32 `json:"prompt_ids"`
-	GeneratedIDs []int32 `json:"generated_ids"`
-}
-
-func readGolden(t *testing.T, path string) golden {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join("../../testdata/llamacpp", path))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var g golden
-	if err := json.Unmarshal(data, &g); err != nil {
-		t.Fatal(err)
-	}
-	return g
-}
-
-func readF32(t *testing.T, path string) []float32 {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := make([]float32, len(data)/4)
-	for i := range out {
-		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[4*i:]))
-	}
-	return out
-}
-
 // TestEngineCommandsMatchLlamaCpp checks the engine commands as a script
 // uses them against llama.cpp's goldens.
 func TestEngineCommandsMatchLlamaCpp(t *testing.T) {
-	g := readGolden(t, "logits/p3.F32.plain.json")
+	g := testkit.ReadGolden(t, "logits/p3.F32.plain.json")
 	r := evalrun(t, nil, "tokenize", "--model", "models/stories260K.gguf",
 		"The little girl walked into the forest with her basket. She wanted to pick berries for her mother. Soon she found a bush full of red berries. She picked one and ate it. It was sweet! Then she heard a small sound behind the bush.")
 	var ids []int32
@@ -281,7 +225,7 @@ func TestEngineCommandsMatchLlamaCpp(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("logits: %d %s", r.code, r.stderr)
 	}
-	ours, want := readF32(t, out), readF32(t, "../../testdata/llamacpp/logits/p3.F32.plain.f32")
+	ours, want := testkit.F32(t, out), testkit.F32(t, testkit.Path("testdata", "llamacpp", "logits", "p3.F32.plain.f32"))
 	if len(ours) != len(want) {
 		t.Fatalf("logits: %d values, want %d", len(ours), len(want))
 	}
@@ -300,7 +244,7 @@ func TestEngineCommandsMatchLlamaCpp(t *testing.T) {
 	}
 
 	for _, v := range []string{"F32", "F16", "Q8_0"} {
-		gen := readGolden(t, "generate/p1."+v+".plain.gen.json")
+		gen := testkit.ReadGolden(t, "generate/p1."+v+".plain.gen.json")
 		model := map[string]string{"F32": "stories260K.gguf", "F16": "stories260K-f16.gguf", "Q8_0": "stories260K-q8_0.gguf"}[v]
 		r = evalrun(t, nil, "generate", "--model", "models/"+model, "--prompt", "Once upon a time", "-n", "64", "--json", "--numerics", "ggml")
 		var res struct {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -9,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -23,6 +23,7 @@ import (
 	"github.com/evalrun/evalrun/engine/sampling"
 	"github.com/evalrun/evalrun/engine/synth"
 	"github.com/evalrun/evalrun/engine/tokenizer"
+	"github.com/evalrun/evalrun/internal/atomicfile"
 	"github.com/evalrun/evalrun/pipeline"
 )
 
@@ -30,6 +31,9 @@ import (
 func openModel(path, numerics string, threads int) (*engine.Model, error) {
 	if path == "" {
 		return nil, usageErr("--model is required")
+	}
+	if threads < 1 || threads > 4*runtime.NumCPU() {
+		return nil, usageErr("--threads: 1 to %d (4 × the CPUs), got %d", 4*runtime.NumCPU(), threads)
 	}
 	n, err := engine.ParseNumerics(numerics)
 	if err != nil {
@@ -246,8 +250,21 @@ func newGenerateCmd() *cobra.Command {
 		Short: "Generate text (greedy by default: first index wins ties; EOS not special unless --stop-at-eos)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if n < 0 {
+			switch {
+			case n < 0:
 				return usageErr("-n must be ≥ 0")
+			case !(sp.Temperature >= 0):
+				return usageErr("--temp must be ≥ 0 (0 = greedy)")
+			case !(sp.TopP > 0 && sp.TopP <= 1):
+				return usageErr("--top-p must be in (0, 1] (1 = off)")
+			case !(sp.MinP >= 0 && sp.MinP <= 1):
+				return usageErr("--min-p must be in [0, 1] (0 = off)")
+			case sp.TopK < 0:
+				return usageErr("--top-k must be ≥ 0 (0 = off)")
+			case !(sp.RepeatPenalty > 0):
+				return usageErr("--repeat-penalty must be > 0 (1 = off)")
+			case sp.RepeatLastN < -1:
+				return usageErr("--repeat-last-n must be ≥ -1")
 			}
 			m, err := openModel(model, numerics, threads)
 			if err != nil {
@@ -355,7 +372,7 @@ func newLogitsCmd() *cobra.Command {
 			} else if ids = m.Tokenizer().Encode(prompt, true); len(ids) == 0 {
 				return usageErr("the prompt has no tokens")
 			}
-			return writeLogits(m, model, ids, prompt, numerics, out)
+			return writeLogits(cmd.Context(), m, model, ids, prompt, numerics, out)
 		},
 	}
 	f := cmd.Flags()
@@ -368,7 +385,7 @@ func newLogitsCmd() *cobra.Command {
 	return cmd
 }
 
-func writeLogits(m *engine.Model, modelPath string, ids []int32, text, numerics, out string) error {
+func writeLogits(ctx context.Context, m *engine.Model, modelPath string, ids []int32, text, numerics, out string) error {
 	nv := m.Config.NVocab
 	raw := make([]byte, 0, len(ids)*nv*4)
 	argmax := make([]int32, len(ids))
@@ -393,12 +410,12 @@ func writeLogits(m *engine.Model, modelPath string, ids []int32, text, numerics,
 	if err != nil {
 		return backendErr(err)
 	}
-	if err := writeAtomic(out, raw); err != nil {
-		return err
+	if err := atomicfile.WriteFile(out, raw); err != nil {
+		return usageErr("--out: %v", err)
 	}
-	modelSum, err := pipeline.FileSHA256(modelPath)
+	modelSum, err := pipeline.FileSHA256(ctx, modelPath)
 	if err != nil {
-		return err
+		return backendErr(err)
 	}
 	ls := sha256.Sum256(raw)
 	meta := map[string]any{
@@ -413,26 +430,10 @@ func writeLogits(m *engine.Model, modelPath string, ids []int32, text, numerics,
 		meta["text"] = text
 	}
 	data, _ := json.MarshalIndent(meta, "", " ")
-	return writeAtomic(out+".json", append(data, '\n'))
-}
-
-// writeAtomic writes through a temporary file and a rename.
-func writeAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return usageErr("%v", err)
+	if err := atomicfile.WriteFile(out+".json", append(data, '\n')); err != nil {
+		return usageErr("--out: %v", err)
 	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	os.Chmod(tmp.Name(), 0o644)
-	return os.Rename(tmp.Name(), path)
+	return nil
 }
 
 func newSynthCmd() *cobra.Command {

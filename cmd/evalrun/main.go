@@ -1,6 +1,10 @@
 // Command evalrun checks whether a backend (an NPU, another numerics mode, a
 // quantized model) computes a language model the same way the CPU reference
 // does, and how fast. See the README for the commands and exit codes.
+//
+// The host links no plugin code: `go list -deps ./cmd/evalrun` names no
+// package under plugins/. Its NPU tools (kernels, ops) are commands of the
+// rknn plugin binary that evalrun runs (tools.go).
 package main
 
 import (
@@ -11,8 +15,11 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/evalrun/evalrun/backend"
 )
 
 // Set by the Makefile with -ldflags "-X main.version=... -X main.gitCommit=...".
@@ -21,15 +28,7 @@ var (
 	gitCommit = "unknown"
 )
 
-// Exit codes (README "Exit codes").
-const (
-	exitPass       = 0
-	exitGateFailed = 1
-	exitUsage      = 2
-	exitBackend    = 3
-)
-
-// exitError carries an exit code through cobra.
+// exitError carries one of backend's exit codes through cobra.
 type exitError struct {
 	code int
 	err  error
@@ -39,10 +38,18 @@ func (e *exitError) Error() string { return e.err.Error() }
 func (e *exitError) Unwrap() error { return e.err }
 
 func usageErr(format string, args ...any) error {
-	return &exitError{exitUsage, fmt.Errorf(format, args...)}
+	return &exitError{backend.ExitBadInput, fmt.Errorf(format, args...)}
 }
 
-func backendErr(err error) error { return &exitError{exitBackend, err} }
+func backendErr(err error) error { return &exitError{backend.ExitBackend, err} }
+
+// inputOrInterrupted is a usage error, or the interruption that caused it.
+func inputOrInterrupted(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return backendErr(fmt.Errorf("interrupted: %w", err))
+	}
+	return &exitError{backend.ExitBadInput, err}
+}
 
 func newRoot() *cobra.Command {
 	root := &cobra.Command{
@@ -52,7 +59,8 @@ func newRoot() *cobra.Command {
 backends (plugins), compares their logits with the reference (KL divergence,
 top-1 agreement, perplexity, error statistics) and measures tokens/sec.
 
-Exit codes: 0 pass, 1 a gate failed, 2 bad input or usage, 3 a backend could not run.`,
+Exit codes: 0 pass, 1 a gate failed, 2 bad input or usage, 3 a backend could
+not run or the run was interrupted.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       version + " (" + gitCommit + ")",
@@ -61,18 +69,35 @@ Exit codes: 0 pass, 1 a gate failed, 2 bad input or usage, 3 a backend could not
 		return usageErr("%v (see '%s --help')", err, c.CommandPath())
 	})
 	root.AddCommand(newRunCmd(), newBenchCmd(), newInspectCmd(), newTokenizeCmd(), newGenerateCmd(),
-		newLogitsCmd(), newSynthCmd(), newKernelsCmd(), newOpsCmd())
+		newLogitsCmd(), newSynthCmd(), newToolCmd("kernels", "Write the llama.cpp RKNN backend's kernel list (mat_kernel_size.json) for a model"),
+		newToolCmd("ops", "test-backend-ops for the NPU: check and time every kernel shape on random inputs"))
 	return root
 }
+
+// interruptGrace is how long evalrun winds down after SIGINT or SIGTERM
+// (stopping plugins, writing what was computed) before it exits anyway.
+const interruptGrace = 20 * time.Second
 
 func main() {
 	if gitCommit == "unknown" {
 		gitCommit = vcsRevision()
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	root := newRoot()
-	err := root.ExecuteContext(ctx)
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		sig := <-sigs
+		fmt.Fprintf(os.Stderr, "evalrun: %v: stopping (again to quit at once)\n", sig)
+		cancel()
+		select {
+		case <-sigs:
+		case <-time.After(interruptGrace):
+		}
+		// Plugins die with the process (Pdeathsig, and their watchdogs).
+		fmt.Fprintln(os.Stderr, "evalrun: interrupted")
+		os.Exit(backend.ExitBackend)
+	}()
+	err := newRoot().ExecuteContext(ctx)
 	os.Exit(exitCode(err))
 }
 
@@ -89,19 +114,19 @@ func vcsRevision() string {
 	return "unknown"
 }
 
-// exitCode prints err and maps it to evalrun's documented exit codes.
+// exitCode prints err and maps it to evalrun's exit codes.
 func exitCode(err error) int {
 	if err == nil {
-		return exitPass
+		return backend.ExitPass
 	}
 	var ee *exitError
 	if errors.As(err, &ee) {
-		if ee.err != nil && ee.code != exitGateFailed {
+		if ee.err != nil && ee.code != backend.ExitGateFailed {
 			fmt.Fprintln(os.Stderr, "evalrun:", ee.err)
 		}
 		return ee.code
 	}
 	fmt.Fprintln(os.Stderr, "evalrun:", err)
 	// cobra's own errors (unknown command, bad args) are usage errors.
-	return exitUsage
+	return backend.ExitBadInput
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/evalrun/evalrun/backend"
 	"github.com/evalrun/evalrun/pipeline"
 	"github.com/evalrun/evalrun/pipeline/spec"
 )
@@ -22,39 +23,38 @@ func newRunCmd() *cobra.Command {
 feeds them the same token sequences, compares their logits with the reference
 as they stream in, measures throughput one backend at a time, writes
 summary.json, prompts.jsonl and report.md, prints tables and exits with the
-verdict: 0 pass, 1 a gate failed, 2 bad input, 3 a backend could not run.
+verdict: 0 pass, 1 a gate failed, 2 bad input, 3 a backend could not run or
+the run was interrupted (Ctrl-C; what was computed is written).
 
 Every scalar spec key can be overridden from the environment as
 EVALRUN_<KEY_PATH>, e.g. EVALRUN_BENCH_REPS=1 or EVALRUN_OUTPUT_DIR=/tmp/out.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := spec.Load(args[0])
+			ctx := cmd.Context()
+			s, err := spec.Load(ctx, args[0])
 			if err != nil {
-				return &exitError{exitUsage, err}
+				return inputOrInterrupted(ctx, err)
 			}
-			plan, err := pipeline.NewPlan(s)
+			plan, err := pipeline.NewPlan(ctx, s)
 			if err != nil {
-				return &exitError{exitUsage, err}
+				return inputOrInterrupted(ctx, err)
 			}
 			level := slog.LevelInfo
 			if verbose {
 				level = slog.LevelDebug
 			}
-			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-			res, err := pipeline.Run(cmd.Context(), plan, pipeline.Options{
-				OutDir: outDir, PluginDir: pluginDir, Stdout: cmd.OutOrStdout(), Stderr: os.Stderr, Log: log,
-				Version: version, GitCommit: gitCommit,
+			res, err := pipeline.Run(ctx, plan, pipeline.Options{
+				OutDir: absPath(outDir), PluginDir: absPath(pluginDir), Stdout: cmd.OutOrStdout(), Stderr: os.Stderr,
+				Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})), Version: version, GitCommit: gitCommit,
 			})
-			if err != nil {
-				var ie *pipeline.InputError
-				if errors.As(err, &ie) {
-					return &exitError{exitUsage, err}
-				}
+			var ie *pipeline.InputError
+			switch {
+			case errors.As(err, &ie):
+				return inputOrInterrupted(ctx, err)
+			case err != nil:
 				return backendErr(err)
-			}
-			v := res.Summary.Verdict
-			if v.ExitCode != exitPass {
-				return &exitError{v.ExitCode, fmt.Errorf("verdict %s", v.Status)}
+			case res.Summary.Verdict.ExitCode != backend.ExitPass:
+				return &exitError{res.Summary.Verdict.ExitCode, fmt.Errorf("verdict %s", res.Summary.Verdict.Status)}
 			}
 			return nil
 		},

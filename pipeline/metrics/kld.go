@@ -34,14 +34,27 @@ type KLD struct {
 	kld, pDiff              []float32
 }
 
-// Add scores one token the way llama-perplexity --kl-divergence does.
+// KLDRow is one scored position: its KL divergence, Δp, top-1 agreement
+// and the NLL terms of the perplexities, computed once (BaseKLDRow,
+// LiveKLDRow) and added to any number of accumulators with AddRow. The terms
+// are kept as they are summed, so every accumulator gets the same bits.
+type KLDRow struct {
+	kld               float64
+	pDiff             float32
+	sameTop           bool
+	nll, nll2         float64
+	nllBase, nllBase2 float64
+	nllNLLBase        float64
+}
+
+// BaseKLDRow scores one token the way llama-perplexity --kl-divergence does.
 // logits is the candidate's logit row, base the base log-probabilities
 // decoded from a base file (kldbase: scale·q + min_log_prob), tok the token
 // that actually follows. The arithmetic, including its float32 roundings and
 // the −16 truncation of the KL sum, is llama.cpp's.
-func (k *KLD) Add(logits, base []float32, tok int32) error {
+func BaseKLDRow(logits, base []float32, tok int32) (KLDRow, error) {
 	if err := checkRow(logits, base, tok); err != nil {
-		return err
+		return KLDRow{}, err
 	}
 	maxLogit, imax := logits[0], 0
 	for i, l := range logits[1:] {
@@ -57,12 +70,6 @@ func (k *KLD) Add(logits, base []float32, tok int32) error {
 
 	nll := (maxLogit + logSumExp) - logits[tok]
 	nllBase := -base[tok]
-	k.sumNLL += float64(nll)
-	k.sumNLL2 += float64(nll * nll)
-	k.sumNLLBase += float64(nllBase)
-	k.sumNLLBase2 += float64(nllBase * nllBase)
-	k.sumNLLNLLBase += float64(nll * nllBase)
-
 	norm := maxLogit + logSumExp // log Σ exp(l): l_i − norm is log q_i
 	var sum float64
 	imaxBase := 0
@@ -74,28 +81,60 @@ func (k *KLD) Add(logits, base []float32, tok int32) error {
 			sum += float64(expf(b) * ((b - logits[i]) + norm))
 		}
 	}
-	pDiff := expf(-nll) - expf(-nllBase)
-	k.record(sum, pDiff, imax == imaxBase)
-	return nil
+	return KLDRow{
+		kld: sum, pDiff: expf(-nll) - expf(-nllBase), sameTop: imax == imaxBase,
+		nll: float64(nll), nll2: float64(nll * nll),
+		nllBase: float64(nllBase), nllBase2: float64(nllBase * nllBase), nllNLLBase: float64(nll * nllBase),
+	}, nil
 }
 
-// AddLogits scores one token against a live reference: ref is the
-// reference backend's logit row, logits the candidate's. Unlike Add there is
-// no base file, so nothing is quantized or truncated: both log-softmaxes are
-// computed in float64 and the KL divergence KL(ref‖cand) = Σ p_ref·(log p_ref
-// − log p_cand) runs over the whole vocabulary (terms whose p_ref underflows
-// to 0 contribute 0). NLLs and Δp are float64 too; the per-token KLD and Δp
-// are stored as float32 and summed in float64 like llama.cpp's. Identical
-// rows give KLD 0 and Δp 0 exactly.
-func (k *KLD) AddLogits(logits, ref []float32, tok int32) error {
-	if err := checkRow(logits, ref, tok); err != nil {
-		return err
+// RefRow is a reference logits row prepared once for every candidate
+// compared with it: its log-softmax normalizer and argmax, and what the logit
+// statistics need (non-finite counts, Σ ref², top 5). Set reuses its storage.
+type RefRow struct {
+	Logits   []float32
+	imax     int
+	norm     float64
+	nan, inf int
+	sumSq    float64 // Σ ref² in float64, for the cosine
+	top      []int
+}
+
+// Set prepares ref (kept, not copied).
+func (r *RefRow) Set(ref []float32) {
+	r.Logits, r.nan, r.inf, r.sumSq = ref, 0, 0, 0
+	for _, v := range ref {
+		switch f := float64(v); {
+		case math.IsNaN(f):
+			r.nan++
+		case math.IsInf(f, 0):
+			r.inf++
+		default:
+			r.sumSq += float64(f * f)
+		}
+	}
+	if len(ref) > 0 {
+		r.imax, r.norm = logSoftmaxNorm64(ref)
+		r.top = topK(ref, 5, r.top[:0])
+	}
+}
+
+// LiveKLDRow scores one token against a live reference: ref is the
+// reference backend's prepared row, logits the candidate's. Unlike
+// BaseKLDRow there is no base file, so nothing is quantized or truncated:
+// both log-softmaxes are computed in float64 and the KL divergence
+// KL(ref‖cand) = Σ p_ref·(log p_ref − log p_cand) runs over the whole
+// vocabulary (terms whose p_ref underflows to 0 contribute 0). NLLs and Δp
+// are float64 too; the per-token KLD and Δp are stored as float32 and summed
+// in float64 like llama.cpp's. Identical rows give KLD 0 and Δp 0 exactly.
+func LiveKLDRow(logits []float32, ref *RefRow, tok int32) (KLDRow, error) {
+	if err := checkRow(logits, ref.Logits, tok); err != nil {
+		return KLDRow{}, err
 	}
 	imax, normQ := logSoftmaxNorm64(logits)
-	imaxRef, normRef := logSoftmaxNorm64(ref)
 	var sum float64
-	for i := range ref {
-		lpRef := float64(ref[i]) - normRef
+	for i, rv := range ref.Logits {
+		lpRef := float64(rv) - ref.norm
 		p := math.Exp(lpRef)
 		if p == 0 {
 			continue
@@ -103,15 +142,31 @@ func (k *KLD) AddLogits(logits, ref []float32, tok int32) error {
 		sum += float64(p * (lpRef - (float64(logits[i]) - normQ)))
 	}
 	nll := normQ - float64(logits[tok])
-	nllBase := normRef - float64(ref[tok])
-	k.sumNLL += nll
-	k.sumNLL2 += float64(nll * nll)
-	k.sumNLLBase += nllBase
-	k.sumNLLBase2 += float64(nllBase * nllBase)
-	k.sumNLLNLLBase += float64(nll * nllBase)
-	pDiff := float32(math.Exp(-nll) - math.Exp(-nllBase))
-	k.record(sum, pDiff, imax == imaxRef)
-	return nil
+	nllBase := ref.norm - float64(ref.Logits[tok])
+	return KLDRow{
+		kld: sum, pDiff: float32(math.Exp(-nll) - math.Exp(-nllBase)), sameTop: imax == ref.imax,
+		nll: nll, nll2: float64(nll * nll), nllBase: nllBase, nllBase2: float64(nllBase * nllBase), nllNLLBase: float64(nll * nllBase),
+	}, nil
+}
+
+// Add is BaseKLDRow added to k.
+func (k *KLD) Add(logits, base []float32, tok int32) error {
+	r, err := BaseKLDRow(logits, base, tok)
+	if err == nil {
+		k.AddRow(r)
+	}
+	return err
+}
+
+// AddLogits is LiveKLDRow added to k.
+func (k *KLD) AddLogits(logits, ref []float32, tok int32) error {
+	var rr RefRow
+	rr.Set(ref)
+	r, err := LiveKLDRow(logits, &rr, tok)
+	if err == nil {
+		k.AddRow(r)
+	}
+	return err
 }
 
 // logSoftmaxNorm64 returns the first index of the maximum and log Σ exp(l_i)
@@ -130,17 +185,23 @@ func logSoftmaxNorm64(l []float32) (imax int, norm float64) {
 	return imax, m + math.Log(s)
 }
 
-func (k *KLD) record(kld float64, pDiff float32, sameTop bool) {
-	k.sumKLD += kld
-	k.sumKLD2 += float64(kld * kld)
-	k.kld = append(k.kld, float32(kld))
-	k.sumPDiff += float64(pDiff)
-	pDiff2 := float64(pDiff * pDiff)
+// AddRow adds one scored position.
+func (k *KLD) AddRow(r KLDRow) {
+	k.sumNLL += r.nll
+	k.sumNLL2 += r.nll2
+	k.sumNLLBase += r.nllBase
+	k.sumNLLBase2 += r.nllBase2
+	k.sumNLLNLLBase += r.nllNLLBase
+	k.sumKLD += r.kld
+	k.sumKLD2 += float64(r.kld * r.kld)
+	k.kld = append(k.kld, float32(r.kld))
+	k.sumPDiff += float64(r.pDiff)
+	pDiff2 := float64(r.pDiff * r.pDiff)
 	k.sumPDiff2 += pDiff2
 	k.sumPDiff4 += float64(pDiff2 * pDiff2)
-	k.maxPDiff = max(k.maxPDiff, float32(math.Abs(float64(pDiff))))
-	k.pDiff = append(k.pDiff, pDiff)
-	if sameTop {
+	k.maxPDiff = max(k.maxPDiff, float32(math.Abs(float64(r.pDiff))))
+	k.pDiff = append(k.pDiff, r.pDiff)
+	if r.sameTop {
 		k.sameTop++
 	}
 }

@@ -20,7 +20,7 @@ type LogitStats struct {
 	maxAbsDiff                       float64
 	top5Sum                          float64
 	top1Same                         int
-	topCand, topRef                  []int
+	topCand                          []int // scratch
 }
 
 // LogitResult is the summary of LogitStats.
@@ -48,51 +48,58 @@ type LogitResult struct {
 
 // Add compares one candidate row with its reference row.
 func (s *LogitStats) Add(cand, ref []float32) error {
-	if len(cand) != len(ref) {
-		return fmt.Errorf("metrics: candidate row has %d logits, reference row %d", len(cand), len(ref))
+	var r RefRow
+	r.Set(ref)
+	return AddLogitRow(cand, &r, s)
+}
+
+// AddLogitRow compares one candidate row with its prepared reference row
+// and adds the result to every accumulator in accs (a run's and a
+// prompt's): each element's difference is computed once, and every
+// accumulator sees the same additions in the same order as if it were the
+// only one.
+func AddLogitRow(cand []float32, ref *RefRow, accs ...*LogitStats) error {
+	if len(cand) != len(ref.Logits) {
+		return fmt.Errorf("metrics: candidate row has %d logits, reference row %d", len(cand), len(ref.Logits))
 	}
 	if len(cand) == 0 {
 		return fmt.Errorf("metrics: empty logit row")
 	}
-	s.rows++
-	finite := true
-	for i := range cand {
-		a, b := float64(cand[i]), float64(ref[i])
-		switch {
+	candNaN, candInf := 0, 0
+	for _, v := range cand {
+		switch a := float64(v); {
 		case math.IsNaN(a):
-			s.candNaN++
-			finite = false
+			candNaN++
 		case math.IsInf(a, 0):
-			s.candInf++
-			finite = false
+			candInf++
 		}
-		switch {
-		case math.IsNaN(b):
-			s.refNaN++
-			finite = false
-		case math.IsInf(b, 0):
-			s.refInf++
-			finite = false
+	}
+	finite := candNaN+candInf+ref.nan+ref.inf == 0
+	for _, s := range accs {
+		s.rows++
+		s.candNaN, s.candInf, s.refNaN, s.refInf = s.candNaN+candNaN, s.candInf+candInf, s.refNaN+ref.nan, s.refInf+ref.inf
+		if !finite {
+			s.skipped++
 		}
 	}
 	if !finite {
-		s.skipped++
 		return nil
 	}
-
-	var dot, na, nb float64
-	for i := range cand {
-		a, b := cand[i], ref[i]
+	var dot, na float64
+	for i, a := range cand {
+		b := ref.Logits[i]
 		d := a - b
-		s.sumSqDiff += float64(d * d)
-		s.sumSqCand += float64(a * a)
-		s.maxAbsDiff = max(s.maxAbsDiff, math.Abs(float64(d)))
+		dd, aa, ad := float64(d*d), float64(a*a), math.Abs(float64(d))
+		for _, s := range accs {
+			s.sumSqDiff += dd
+			s.sumSqCand += aa
+			s.maxAbsDiff = max(s.maxAbsDiff, ad)
+		}
 		dot += float64(float64(a) * float64(b))
 		na += float64(float64(a) * float64(a))
-		nb += float64(float64(b) * float64(b))
 	}
 	var cos float64
-	switch {
+	switch nb := ref.sumSq; {
 	case na == 0 && nb == 0:
 		cos = 1
 	case na == 0 || nb == 0:
@@ -100,24 +107,25 @@ func (s *LogitStats) Add(cand, ref []float32) error {
 	default:
 		cos = dot / (math.Sqrt(na) * math.Sqrt(nb))
 	}
-	if s.rows-s.skipped == 1 || cos < s.cosMin {
-		s.cosMin = cos
-	}
-	s.cosSum += cos
-
-	s.topCand = topK(cand, 5, s.topCand[:0])
-	s.topRef = topK(ref, 5, s.topRef[:0])
+	top := topK(cand, 5, accs[0].topCand[:0])
+	accs[0].topCand = top
 	overlap := 0
-	for _, i := range s.topCand {
-		for _, j := range s.topRef {
+	for _, i := range top {
+		for _, j := range ref.top {
 			if i == j {
 				overlap++
 			}
 		}
 	}
-	s.top5Sum += float64(overlap) / float64(len(s.topCand))
-	if s.topCand[0] == s.topRef[0] {
-		s.top1Same++
+	for _, s := range accs {
+		if s.rows-s.skipped == 1 || cos < s.cosMin {
+			s.cosMin = cos
+		}
+		s.cosSum += cos
+		s.top5Sum += float64(overlap) / float64(len(top))
+		if top[0] == ref.top[0] {
+			s.top1Same++
+		}
 	}
 	return nil
 }

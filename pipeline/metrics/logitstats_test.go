@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
 )
@@ -104,5 +105,45 @@ func TestLogitStatsEdgeRows(t *testing.T) {
 	var empty LogitStats
 	if r := empty.Result(); r.Rows != 0 || !math.IsNaN(r.NMSE) {
 		t.Errorf("no rows: %+v", r)
+	}
+}
+
+// TestRowsFoldIntoSeveralAccumulators: a row computed once and added to a
+// run's and a prompt's accumulator gives each the bits it gets alone.
+func TestRowsFoldIntoSeveralAccumulators(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	var alone, run, prompt LogitStats
+	var kAlone, kRun, kPrompt KLD
+	var ref RefRow
+	for range 50 {
+		a, b := make([]float32, 300), make([]float32, 300)
+		for i := range a {
+			b[i] = float32(rng.NormFloat64() * 4)
+			a[i] = b[i] + float32(rng.NormFloat64()*0.1)
+		}
+		tok := int32(rng.IntN(300))
+		if err := alone.Add(a, b); err != nil {
+			t.Fatal(err)
+		}
+		if err := kAlone.AddLogits(a, b, tok); err != nil {
+			t.Fatal(err)
+		}
+		ref.Set(b)
+		if err := AddLogitRow(a, &ref, &run, &prompt); err != nil {
+			t.Fatal(err)
+		}
+		row, err := LiveKLDRow(a, &ref, tok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kRun.AddRow(row)
+		kPrompt.AddRow(row)
+	}
+	if alone.Result() != run.Result() || run.Result() != prompt.Result() {
+		t.Errorf("logit stats differ:\n%+v\n%+v\n%+v", alone.Result(), run.Result(), prompt.Result())
+	}
+	ra, rr, rp := kAlone.Result(), kRun.Result(), kPrompt.Result()
+	if ra != rr || rr != rp {
+		t.Errorf("KLD results differ:\n%+v\n%+v\n%+v", ra, rr, rp)
 	}
 }

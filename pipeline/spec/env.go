@@ -2,36 +2,28 @@ package spec
 
 import (
 	"fmt"
-	"math"
 	"reflect"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/spf13/viper"
+	"go.yaml.in/yaml/v3"
 )
 
 // envPrefix starts every override variable: EVALRUN_BENCH_REPS sets bench.reps.
-const envPrefix = "EVALRUN_"
+const envPrefix = "EVALRUN"
 
-// envKey is one scalar key that an environment variable can set.
+// envKey is a scalar key an environment variable can set.
 type envKey struct {
-	name string       // EVALRUN_BACKENDS_0_THREADS
-	path string       // backends[0].threads
-	typ  reflect.Type // the Go type of the field
+	path string       // "backends[0].threads"
+	kind reflect.Kind // of its field
 }
 
-// envName is the variable for a key path: dots and list indices become '_'.
-func envName(path string) string {
-	r := strings.NewReplacer(".", "_", "[", "_", "]", "")
-	return envPrefix + strings.ToUpper(r.Replace(path))
-}
-
-// envKeys lists the settable scalar keys under struct type t. Lists
-// contribute one set per item they have in the file (lists[path] items).
-// viper's AutomaticEnv only sees keys the file already has (viper#761) and
-// hands back untyped strings, so the keys are enumerated from the struct.
-func envKeys(t reflect.Type, path string, lists map[string]int) []envKey {
+// envKeys lists the keys under struct type t that an environment variable
+// can set. A list contributes the keys of each item the file has
+// (items(path)). viper's AutomaticEnv only finds keys it is asked for
+// (viper#761), so they are enumerated from the struct.
+func envKeys(t reflect.Type, path string, items func(list string) int) []envKey {
 	var out []envKey
 	for _, f := range fieldsOf(t) {
 		p := join(path, f.key)
@@ -40,158 +32,148 @@ func envKeys(t reflect.Type, path string, lists map[string]int) []envKey {
 			ft = ft.Elem()
 		}
 		switch {
-		case ft == durationType:
-			out = append(out, envKey{envName(p), p, ft})
+		case ft == durationType || ft.Kind() != reflect.Struct && ft.Kind() != reflect.Slice && ft.Kind() != reflect.Map:
+			out = append(out, envKey{p, ft.Kind()})
 		case ft.Kind() == reflect.Struct:
-			out = append(out, envKeys(ft, p, lists)...)
+			out = append(out, envKeys(ft, p, items)...)
 		case ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct:
-			for i := range lists[p] {
-				out = append(out, envKeys(ft.Elem(), fmt.Sprintf("%s[%d]", p, i), lists)...)
+			for i := range items(p) {
+				out = append(out, envKeys(ft.Elem(), fmt.Sprintf("%s[%d]", p, i), items)...)
 			}
-		case ft.Kind() == reflect.Map:
-			// free-form plugin options: not settable from the environment
-		default:
-			out = append(out, envKey{envName(p), p, ft})
+		case ft.Kind() == reflect.Slice: // output.formats: a comma-separated list
+			out = append(out, envKey{p, reflect.Slice})
 		}
+		// maps (plugin options) cannot be set from the environment
 	}
 	return out
 }
 
-// EnvVars lists the environment variables that override top-level scalar
-// keys, with the key each sets (list items add EVALRUN_BACKENDS_<i>_... and
-// EVALRUN_DATASETS_<i>_... for the items in the file).
-func EnvVars() [][2]string {
-	var out [][2]string
-	for _, k := range envKeys(specType, "", nil) {
-		out = append(out, [2]string{k.name, k.path})
-	}
-	return out
+// envName is the variable for a key path: upper case, '_' for '.' and for
+// list indices.
+func envName(path string) string {
+	return envPrefix + "_" + strings.ToUpper(strings.NewReplacer(".", "_", "[", "_", "]", "").Replace(path))
 }
 
-// applyEnv sets every key whose EVALRUN_ variable is set, typed per field.
-func applyEnv(v *viper.Viper, w *walker, lookup func(string) (string, bool), c *collector) {
-	for _, k := range envKeys(specType, "", w.lists) {
-		raw, ok := lookup(k.name)
-		if !ok || raw == "" {
-			continue // an empty variable counts as unset, as in viper
+// applyEnv writes every EVALRUN_ override into the YAML tree, as a plain
+// scalar (a list for output.formats) that the walk then checks like any
+// value of the file. viper reads the environment; an empty variable counts
+// as unset, as in viper.
+func applyEnv(root *yaml.Node, w *walker, c *collector) {
+	v := viper.New()
+	v.SetEnvPrefix(envPrefix)
+	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_"))
+	v.AutomaticEnv()
+	viperKey := func(path string) string {
+		return strings.ToLower(strings.NewReplacer("[", ".", "]", "").Replace(path))
+	}
+	items := func(list string) int {
+		if n := lookup(root, list); n != nil && n.Kind == yaml.SequenceNode {
+			return len(n.Content)
 		}
-		val, err := parseEnv(raw, k.typ)
-		if err != nil {
-			c.add(0, k.path, k.name, fmt.Sprintf("%s (got %q)", err, raw))
+		return 0
+	}
+	for _, k := range envKeys(specType, "", items) {
+		if !v.IsSet(viperKey(k.path)) {
 			continue
 		}
-		w.env[k.path] = k.name
-		if list, index, rest, ok := splitListPath(k.path); ok {
-			setInList(v, list, index, rest, val)
-		} else {
-			v.Set(k.path, val)
+		raw := v.GetString(viperKey(k.path))
+		// A plain scalar: the walk resolves "2" to an integer, "true" to a
+		// boolean; a string field takes the text as it is.
+		val := &yaml.Node{Kind: yaml.ScalarNode, Value: strings.TrimSpace(raw)}
+		switch k.kind {
+		case reflect.String:
+			val.Tag, val.Value = "!!str", raw
+		case reflect.Slice:
+			val = &yaml.Node{Kind: yaml.SequenceNode}
+			for _, part := range strings.Split(raw, ",") {
+				if part = strings.TrimSpace(part); part != "" {
+					val.Content = append(val.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: part})
+				}
+			}
 		}
+		w.env[k.path] = envName(k.path)
+		set(root, k.path, val)
 	}
 	// An override for an item the file does not have would silently do
 	// nothing; catch the likely ones.
 	for _, list := range []string{"datasets", "backends"} {
-		elem := fieldType(specType, list).Elem()
-		for i := w.lists[list]; i < w.lists[list]+8; i++ {
+		n := items(list)
+		elem := reflect.TypeFor[Dataset]()
+		if list == "backends" {
+			elem = reflect.TypeFor[Backend]()
+		}
+		for i := n; i < n+8; i++ {
 			for _, k := range envKeys(elem, fmt.Sprintf("%s[%d]", list, i), nil) {
-				if raw, ok := lookup(k.name); ok && raw != "" {
-					c.add(0, k.path, k.name, fmt.Sprintf("the spec has only %d %s entries", w.lists[list], list))
+				if v.IsSet(viperKey(k.path)) {
+					c.add(0, k.path, envName(k.path), fmt.Sprintf("the spec has only %d %s entries", n, list))
 				}
 			}
 		}
 	}
 }
 
-func fieldType(t reflect.Type, key string) reflect.Type {
-	for _, f := range fieldsOf(t) {
-		if f.key == key {
-			return f.typ
+// lookup returns the node at a key path, or nil.
+func lookup(n *yaml.Node, path string) *yaml.Node {
+	for _, part := range splitPath(path) {
+		n = child(resolve(n), part, false)
+		if n == nil {
+			return nil
 		}
 	}
-	return nil
+	return n
 }
 
-// parseEnv converts an environment string to the field's type.
-func parseEnv(raw string, t reflect.Type) (any, error) {
-	s := strings.TrimSpace(raw)
-	if t == durationType {
-		d, err := time.ParseDuration(s)
-		if err != nil {
-			return nil, fmt.Errorf(`want a duration such as "30s"`)
+// set replaces (or adds) the value at a key path, making the mappings on
+// the way; list items must exist.
+func set(root *yaml.Node, path string, val *yaml.Node) {
+	parts := splitPath(path)
+	n := root
+	for _, part := range parts[:len(parts)-1] {
+		if n = child(resolve(n), part, true); n == nil {
+			return
 		}
-		if d < 0 {
-			return nil, fmt.Errorf("must not be negative")
-		}
-		return d, nil
 	}
-	switch t.Kind() {
-	case reflect.String:
-		return raw, nil
-	case reflect.Int:
-		i, err := strconv.Atoi(s)
-		if err != nil {
-			return nil, fmt.Errorf("want an integer")
+	n = resolve(n)
+	last := parts[len(parts)-1]
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == last {
+			n.Content[i+1] = val
+			return
 		}
-		return i, nil
-	case reflect.Float64:
-		f, err := strconv.ParseFloat(s, 64)
-		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
-			return nil, fmt.Errorf("want a finite number")
+	}
+	n.Content = append(n.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: last}, val)
+}
+
+// child is the value of key (or item "[i]") in n; create adds a missing key
+// as an empty mapping.
+func child(n *yaml.Node, part string, create bool) *yaml.Node {
+	if i, err := strconv.Atoi(strings.Trim(part, "[]")); err == nil && strings.HasPrefix(part, "[") {
+		if n.Kind == yaml.SequenceNode && i < len(n.Content) {
+			return n.Content[i]
 		}
-		return f, nil
-	case reflect.Bool:
-		b, err := strconv.ParseBool(s)
-		if err != nil {
-			return nil, fmt.Errorf("want true or false")
-		}
-		return b, nil
-	case reflect.Slice: // []string: comma-separated
-		var items []any
-		for _, part := range strings.Split(s, ",") {
-			if part = strings.TrimSpace(part); part != "" {
-				items = append(items, part)
+		return nil
+	}
+	if n.Kind != yaml.MappingNode {
+		return nil
+	}
+	m := &yaml.Node{Kind: yaml.MappingNode}
+	for i := len(n.Content) - 2; i >= 0; i -= 2 { // the last of duplicate keys wins
+		if n.Content[i].Value == part {
+			if create && isNull(n.Content[i+1]) { // "gates:" with nothing yet
+				n.Content[i+1] = m
 			}
+			return n.Content[i+1]
 		}
-		return items, nil
 	}
-	return nil, fmt.Errorf("cannot be set from the environment")
+	if !create {
+		return nil
+	}
+	n.Content = append(n.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: part}, m)
+	return m
 }
 
-// splitListPath splits "backends[1].gates.nmse_max" into
-// ("backends", 1, "gates.nmse_max").
-func splitListPath(path string) (list string, index int, rest string, ok bool) {
-	open := strings.IndexByte(path, '[')
-	end := strings.IndexByte(path, ']')
-	if open < 0 || end < open {
-		return "", 0, "", false
-	}
-	index, err := strconv.Atoi(path[open+1 : end])
-	if err != nil {
-		return "", 0, "", false
-	}
-	return path[:open], index, strings.TrimPrefix(path[end+1:], "."), true
-}
-
-// setInList sets a key inside one item of a list of mappings; viper can
-// only override whole values, so the list is rebuilt and set back.
-func setInList(v *viper.Viper, list string, index int, rest string, val any) {
-	items, _ := v.Get(list).([]any)
-	if index >= len(items) {
-		return
-	}
-	m, _ := items[index].(map[string]any)
-	if m == nil {
-		m = map[string]any{}
-		items[index] = m
-	}
-	keys := strings.Split(rest, ".")
-	for _, k := range keys[:len(keys)-1] {
-		sub, _ := m[k].(map[string]any)
-		if sub == nil {
-			sub = map[string]any{}
-			m[k] = sub
-		}
-		m = sub
-	}
-	m[keys[len(keys)-1]] = val
-	v.Set(list, items)
+// splitPath splits "backends[1].gates.nmse_max" into "backends", "[1]",
+// "gates", "nmse_max".
+func splitPath(path string) []string {
+	return strings.FieldsFunc(strings.ReplaceAll(path, "[", ".["), func(r rune) bool { return r == '.' })
 }

@@ -15,28 +15,39 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// The YAML is checked against the Spec struct before viper sees it: viper
-// lower-cases keys, forgets line numbers, and mapstructure turns 2.5 into 2
-// for an int even with weak typing off. The walk below reports unknown keys,
-// wrong types and duplicate keys with the line they are on.
+// The YAML is checked against the Spec struct before yaml.v3 decodes it:
+// the decoder would turn 2.5 into 2 for an int, "yes" into true and 12
+// into "12", and its errors name Go types, not keys. The walk below reports
+// unknown keys, wrong types and duplicate keys with the line they are on
+// (environment overrides are in the tree by then, with line 0).
 
 var specType = reflect.TypeFor[Spec]()
 
+var durationType = reflect.TypeFor[time.Duration]()
+
 type field struct {
 	key   string
-	index int
+	index []int
 	typ   reflect.Type
 }
 
-// fieldsOf lists the mapstructure keys of a struct type, in field order.
+// fieldsOf lists the yaml keys of a struct type, in field order, with the
+// fields of inline structs in their place.
 func fieldsOf(t reflect.Type) []field {
 	var out []field
 	for i := range t.NumField() {
-		key := t.Field(i).Tag.Get("mapstructure")
+		f := t.Field(i)
+		key, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if opts == "inline" {
+			for _, in := range fieldsOf(f.Type) {
+				out = append(out, field{key: in.key, index: append([]int{i}, in.index...), typ: in.typ})
+			}
+			continue
+		}
 		if key == "" || key == "-" {
 			continue
 		}
-		out = append(out, field{key: key, index: i, typ: t.Field(i).Type})
+		out = append(out, field{key: key, index: []int{i}, typ: f.Type})
 	}
 	return out
 }
@@ -45,11 +56,9 @@ func fieldsOf(t reflect.Type) []field {
 // file, so later checks can point at the line.
 type walker struct {
 	c     *collector
-	lines map[string]int        // key path -> line of the key (or list item)
-	lists map[string]int        // list key path -> number of items
-	free  map[string]*yaml.Node // free-form maps (plugin options) -> their node
-	env   map[string]string     // key path -> environment variable that set it
-	nodes int                   // nodes visited; aliases can make a small file huge
+	lines map[string]int    // key path -> line of the key (or list item)
+	env   map[string]string // key path -> environment variable that set it
+	nodes int               // nodes visited; aliases can make a small file huge
 }
 
 // maxNodes bounds the walk: a few aliases nested in each other ("billion
@@ -66,7 +75,7 @@ func (w *walker) visit(n *yaml.Node) bool {
 }
 
 func newWalker(c *collector) *walker {
-	return &walker{c: c, lines: map[string]int{}, lists: map[string]int{}, free: map[string]*yaml.Node{}, env: map[string]string{}}
+	return &walker{c: c, lines: map[string]int{}, env: map[string]string{}}
 }
 
 // has reports whether a key was given, in the file or the environment.
@@ -267,13 +276,21 @@ func (w *walker) mapping(n *yaml.Node, t reflect.Type, path string) {
 		}
 		child := join(path, k.Value)
 		if isNull(p.value) {
-			// "key:" with nothing after it reads as absent, as viper does.
 			delete(w.lines, child)
 			continue
 		}
 		w.lines[child] = k.Line
 		w.value(p.value, f.typ, child)
 	}
+	// "key:" with nothing after it reads as absent: the decoder would
+	// otherwise zero the field and its default.
+	kept := n.Content[:0]
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if !isNull(n.Content[i+1]) {
+			kept = append(kept, n.Content[i], n.Content[i+1])
+		}
+	}
+	n.Content = kept
 }
 
 func orTop(path string) string {
@@ -290,7 +307,7 @@ func (w *walker) value(n *yaml.Node, t reflect.Type, path string) {
 		return
 	}
 	bad := func(want string) {
-		w.c.add(n.Line, path, "", fmt.Sprintf("want %s, got %s", want, describe(n)))
+		w.c.add(n.Line, path, w.env[path], fmt.Sprintf("want %s, got %s", want, describe(n)))
 	}
 	if t == durationType {
 		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!str" {
@@ -298,7 +315,7 @@ func (w *walker) value(n *yaml.Node, t reflect.Type, path string) {
 		} else if d, err := time.ParseDuration(n.Value); err != nil {
 			bad(`a duration such as "30s", "2m" or "1h30m"`)
 		} else if d < 0 {
-			w.c.add(n.Line, path, "", "must not be negative, got "+n.Value)
+			w.c.add(n.Line, path, w.env[path], "must not be negative, got "+n.Value)
 		}
 		return
 	}
@@ -314,7 +331,6 @@ func (w *walker) value(n *yaml.Node, t reflect.Type, path string) {
 			bad("a list")
 			return
 		}
-		w.lists[path] = len(n.Content)
 		for i, item := range n.Content {
 			ip := fmt.Sprintf("%s[%d]", path, i)
 			if isNull(item) {
@@ -329,8 +345,7 @@ func (w *walker) value(n *yaml.Node, t reflect.Type, path string) {
 			bad("a mapping of keys")
 			return
 		}
-		w.free[path] = n
-		w.freeKeys(n, path, 0)
+		w.freeKeys(n, path)
 	case reflect.Pointer:
 		w.value(n, t.Elem(), path)
 	case reflect.String:
@@ -359,50 +374,24 @@ func (w *walker) value(n *yaml.Node, t reflect.Type, path string) {
 	}
 }
 
-// freeKeys checks that a free-form map can travel as JSON: string keys only.
-func (w *walker) freeKeys(n *yaml.Node, path string, depth int) {
-	n = resolve(n)
-	if !w.visit(n) {
-		return
-	}
-	if depth > 32 {
-		w.c.add(n.Line, path, "", "nested too deeply")
-		return
-	}
-	switch n.Kind {
-	case yaml.MappingNode:
-		merged, explicit := pairs(n, 0)
-		seen := map[string]int{}
-		for _, p := range explicit {
-			if first, dup := seen[p.key.Value]; dup && p.key.Kind == yaml.ScalarNode {
-				w.c.add(p.key.Line, path, "", fmt.Sprintf("duplicate key %q (first on line %d)", p.key.Value, first))
-			}
-			seen[p.key.Value] = p.key.Line
+// freeKeys checks that a free-form map (plugin options) can travel as
+// JSON, string keys only and no key twice, and records where each key is.
+func (w *walker) freeKeys(n *yaml.Node, path string) {
+	merged, explicit := pairs(n, 0)
+	seen := map[string]int{}
+	for _, p := range explicit {
+		if first, dup := seen[p.key.Value]; dup && p.key.Kind == yaml.ScalarNode {
+			w.c.add(p.key.Line, path, "", fmt.Sprintf("duplicate key %q (first on line %d)", p.key.Value, first))
 		}
-		for _, p := range append(merged, explicit...) {
-			if p.key.Kind != yaml.ScalarNode || p.key.ShortTag() != "!!str" {
-				w.c.add(p.key.Line, path, "", fmt.Sprintf("keys must be strings, got %s", describe(p.key)))
-				continue
-			}
-			w.freeKeys(p.value, path+"."+p.key.Value, depth+1)
+		seen[p.key.Value] = p.key.Line
+	}
+	for _, p := range append(merged, explicit...) {
+		if p.key.Kind != yaml.ScalarNode || p.key.ShortTag() != "!!str" {
+			w.c.add(p.key.Line, path, "", fmt.Sprintf("keys must be strings, got %s", describe(p.key)))
+			continue
 		}
-	case yaml.SequenceNode:
-		for i, item := range n.Content {
-			w.freeKeys(item, fmt.Sprintf("%s[%d]", path, i), depth+1)
-		}
+		w.lines[path+"."+p.key.Value] = p.key.Line
 	}
-}
-
-// decodeFree decodes a free-form map checked by freeKeys, keys as written.
-func decodeFree(n *yaml.Node) (map[string]any, error) {
-	var m map[string]any
-	if err := n.Decode(&m); err != nil {
-		return nil, errors.New(strings.TrimPrefix(err.Error(), "yaml: "))
-	}
-	if m == nil {
-		m = map[string]any{}
-	}
-	return m, nil
 }
 
 // suggest returns the known key closest to an unknown one, if it is close.

@@ -1,9 +1,9 @@
 package spec
 
 import (
-	"bytes"
-	"errors"
+	"context"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -11,9 +11,6 @@ import (
 	"runtime"
 	"strings"
 	"time"
-
-	"github.com/go-viper/mapstructure/v2"
-	"github.com/spf13/viper"
 )
 
 // Spec is one experiment: a model, prompt sets, a reference backend, the
@@ -21,25 +18,27 @@ import (
 // verdict. After Load every path in it is absolute and every default is
 // filled in.
 type Spec struct {
-	Name       string    `mapstructure:"name"`
-	Model      Model     `mapstructure:"model"`
-	Datasets   []Dataset `mapstructure:"datasets"`
-	Reference  Reference `mapstructure:"reference"`
-	Candidates []Backend `mapstructure:"backends"`
-	Bench      Bench     `mapstructure:"bench"`
-	Gates      Gates     `mapstructure:"gates"`
-	Output     Output    `mapstructure:"output"`
-	PluginDir  string    `mapstructure:"plugin_dir"` // "" = beside the evalrun binary
-	Timeouts   Timeouts  `mapstructure:"timeouts"`
+	Name       string    `yaml:"name"`
+	Model      Model     `yaml:"model"`
+	Datasets   []Dataset `yaml:"datasets"`
+	Reference  Reference `yaml:"reference"`
+	Candidates []Backend `yaml:"backends"`
+	Bench      Bench     `yaml:"bench"`
+	Gates      Gates     `yaml:"gates"`
+	Output     Output    `yaml:"output"`
+	PluginDir  string    `yaml:"plugin_dir"` // "" = beside the evalrun binary
+	Timeouts   Timeouts  `yaml:"timeouts"`
 
-	Path string `mapstructure:"-"` // the spec file as given to Load
-	Dir  string `mapstructure:"-"` // absolute directory of Path; relative paths in the spec start here
+	Path string `yaml:"-"` // the spec file as given to Load
+	Dir  string `yaml:"-"` // absolute directory of Path; relative paths in the spec start here
+
+	where *walker // lines and environment variables of the keys, for Err
 }
 
 // Model is the GGUF file every backend loads unless it names its own.
 type Model struct {
-	Path   string `mapstructure:"path"`
-	SHA256 string `mapstructure:"sha256"` // lower-case hex; "" = not checked
+	Path   string `yaml:"path"`
+	SHA256 string `yaml:"sha256"` // lower-case hex; "" = not checked
 }
 
 // Mode says how a prompt set is used.
@@ -56,77 +55,76 @@ const (
 
 // Dataset is one JSONL prompt set (see package pipeline/dataset).
 type Dataset struct {
-	Name         string `mapstructure:"name"`
-	Path         string `mapstructure:"path"`
-	Mode         Mode   `mapstructure:"mode"`           // default score
-	NCtx         int    `mapstructure:"n_ctx"`          // score: chunk size, default 128, >= 8
-	MaxNewTokens int    `mapstructure:"max_new_tokens"` // generate: default 32
-	Limit        int    `mapstructure:"limit"`          // first N records only; 0 = all
+	Name         string `yaml:"name"`
+	Path         string `yaml:"path"`
+	Mode         Mode   `yaml:"mode"`           // default score
+	NCtx         int    `yaml:"n_ctx"`          // score: chunk size, default 128, >= 8
+	MaxNewTokens int    `yaml:"max_new_tokens"` // generate: default 32
+	Limit        int    `yaml:"limit"`          // first N records only; 0 = all
+}
+
+// Backend is one candidate, or (from Backends) the reference.
+type Backend struct {
+	Name       string         `yaml:"name"`
+	Plugin     string         `yaml:"plugin"`      // a name: the binary evalrun-plugin-NAME
+	PluginPath string         `yaml:"plugin_path"` // or an executable, given explicitly
+	Threads    int            `yaml:"threads"`     // 0 = number of CPUs
+	Model      string         `yaml:"model"`       // "" = Spec.Model.Path
+	Options    map[string]any `yaml:"options"`     // keys keep their case; validated by the plugin
+	Output     BackendOutput  `yaml:"output"`
+	Gates      Gates          `yaml:"gates"` // overrides of Spec.Gates, key by key (candidates only)
+
+	// Key is where the backend is in the spec ("reference", "backends[1]"):
+	// Spec.Err(b.Key+".options.type", ...) points at its lines.
+	Key string `yaml:"-"`
 }
 
 // Reference is the backend everything is compared against: a live plugin, or
 // a llama-perplexity --kl-divergence-base file (KLDBase).
 type Reference struct {
-	Name    string         `mapstructure:"name"` // default "reference"
-	Plugin  string         `mapstructure:"plugin"`
-	Threads int            `mapstructure:"threads"` // 0 = number of CPUs
-	Model   string         `mapstructure:"model"`   // "" = Spec.Model.Path
-	Options map[string]any `mapstructure:"options"` // keys keep their case; validated by the plugin
-	KLDBase string         `mapstructure:"kld_base"`
-	Output  BackendOutput  `mapstructure:"output"`
-}
-
-// Backend is one candidate (or, from Spec.Backends, the reference as well).
-type Backend struct {
-	Name    string         `mapstructure:"name"`
-	Plugin  string         `mapstructure:"plugin"`  // a name (binary evalrun-plugin-NAME) or an absolute path
-	Threads int            `mapstructure:"threads"` // 0 = number of CPUs
-	Model   string         `mapstructure:"model"`   // "" = Spec.Model.Path
-	Options map[string]any `mapstructure:"options"` // keys keep their case; validated by the plugin
-	Output  BackendOutput  `mapstructure:"output"`
-	Gates   Gates          `mapstructure:"gates"` // overrides of Spec.Gates, key by key
+	Backend `yaml:",inline"`
+	KLDBase string `yaml:"kld_base"`
 }
 
 // BackendOutput asks for extra files from one backend.
 type BackendOutput struct {
 	// KLDBase, when set, is where this backend's score logits are written as
 	// a llama-perplexity --kl-divergence-base file.
-	KLDBase string `mapstructure:"kld_base"`
+	KLDBase string `yaml:"kld_base"`
 }
 
 // Bench configures the llama-bench style throughput pass.
 type Bench struct {
-	Enabled bool `mapstructure:"enabled"`  // default true
-	NPrompt int  `mapstructure:"n_prompt"` // default 64; 0 = no pp test
-	NGen    int  `mapstructure:"n_gen"`    // default 16; 0 = no tg test
-	Reps    int  `mapstructure:"reps"`     // default 5
-	Warmup  bool `mapstructure:"warmup"`   // default true
+	Enabled bool `yaml:"enabled"`  // default true
+	NPrompt int  `yaml:"n_prompt"` // default 64; 0 = no pp test
+	NGen    int  `yaml:"n_gen"`    // default 16; 0 = no tg test
+	Reps    int  `yaml:"reps"`     // default 5
+	Warmup  bool `yaml:"warmup"`   // default true
 }
 
 // Output says where and in which formats results are written.
 type Output struct {
-	Dir     string   `mapstructure:"dir"`     // relative to the spec's directory; default ./results of the working directory
-	Formats []string `mapstructure:"formats"` // subset of json, jsonl, md; default all three
+	Dir     string   `yaml:"dir"`     // relative to the spec's directory; default ./results of the working directory
+	Formats []string `yaml:"formats"` // subset of json, jsonl, md; default all three
 }
 
 // Timeouts bound each plugin call. In YAML they are strings such as "30s".
 type Timeouts struct {
-	Start time.Duration `mapstructure:"start"` // plugin start, default 30s
-	Load  time.Duration `mapstructure:"load"`  // default 120s
-	Eval  time.Duration `mapstructure:"eval"`  // per Eval call, default 300s
-	Bench time.Duration `mapstructure:"bench"` // default 600s
+	Start time.Duration `yaml:"start"` // plugin start, default 30s
+	Load  time.Duration `yaml:"load"`  // default 120s
+	Eval  time.Duration `yaml:"eval"`  // wait for each logits row, default 300s
+	Bench time.Duration `yaml:"bench"` // default 600s
 }
 
 // Backends returns every backend that runs a plugin, ready to launch: the
 // reference first (unless it is a KLD base file), then the candidates in spec
-// order. Model is the effective model path (the override or Spec.Model.Path),
-// Threads is never 0, and Gates are the effective gates (Spec.Gates overridden
-// by the backend's own); the reference has no gates.
+// order. Model is the effective model path, Threads is never 0, and Gates are
+// the effective gates (Spec.Gates overridden by the backend's own, as fresh
+// copies); the reference has no gates.
 func (s *Spec) Backends() []Backend {
 	var out []Backend
 	if s.Reference.KLDBase == "" {
-		r := s.Reference
-		out = append(out, Backend{Name: r.Name, Plugin: r.Plugin, Threads: r.Threads, Model: r.Model, Options: r.Options, Output: r.Output})
+		out = append(out, s.Reference.Backend)
 	}
 	for _, b := range s.Candidates {
 		b.Gates = s.Gates.Merge(b.Gates)
@@ -140,133 +138,104 @@ func (s *Spec) Backends() []Backend {
 	return out
 }
 
-// PluginPath is the executable for a backend's plugin field: a path as is,
-// otherwise evalrun-plugin-NAME in PluginDir or, when that is empty, in
-// the directory of the running executable.
-func (s *Spec) PluginPath(plugin string) (string, error) {
-	if strings.Contains(plugin, "/") {
-		return plugin, nil
+// Err is an error about the value at a key path ("backends[0].threads",
+// "backends[0].options.type"), pointing at the key's line (or its nearest
+// ancestor's) and naming the environment variable that set it, if any:
+// for checks made after Load, against the model or by a plugin.
+func (s *Spec) Err(key, format string, args ...any) error {
+	e := &Error{File: s.Path, Key: key, Msg: fmt.Sprintf(format, args...)}
+	if s.where != nil {
+		e.Line, e.Env = s.where.line(key), s.where.env[key]
 	}
-	dir := s.PluginDir
-	if dir == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return "", fmt.Errorf("spec: locating plugin %q: %w", plugin, err)
-		}
-		if real, err := filepath.EvalSymlinks(exe); err == nil {
-			exe = real
-		}
-		dir = filepath.Dir(exe)
-	}
-	return filepath.Join(dir, "evalrun-plugin-"+plugin), nil
+	return ErrorList{e}
 }
 
 // Option changes how Load reads a spec.
 type Option func(*options)
 
 type options struct {
-	lookupEnv  func(string) (string, bool)
+	env        bool
 	checkFiles bool
 	numCPU     int
 }
 
-// WithEnv replaces os.LookupEnv as the source of EVALRUN_* overrides; nil
-// disables environment overrides.
-func WithEnv(lookup func(name string) (string, bool)) Option {
-	return func(o *options) { o.lookupEnv = lookup }
-}
+// WithoutEnv ignores EVALRUN_* environment overrides.
+func WithoutEnv() Option { return func(o *options) { o.env = false } }
 
 // WithoutFileChecks skips checking that input files (model, datasets, KLD
 // base, plugin paths, plugin_dir) exist, for validating a spec elsewhere.
-func WithoutFileChecks() Option {
-	return func(o *options) { o.checkFiles = false }
-}
+func WithoutFileChecks() Option { return func(o *options) { o.checkFiles = false } }
 
-// Load reads, checks and resolves the spec at path. All problems found are
-// returned together as an ErrorList of *Error, each naming the file, line and
-// key.
-func Load(path string, opts ...Option) (*Spec, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("spec: %w", err)
+// MaxSize bounds a spec file: a spec is a page of YAML, and /dev/zero is not.
+const MaxSize = 1 << 20
+
+// Load reads, checks and resolves the spec at path (any readable file,
+// a FIFO included, up to MaxSize bytes). ctx cancels the read. All problems
+// found are returned together as an ErrorList of *Error, each naming the
+// file, line and key.
+func Load(ctx context.Context, path string, opts ...Option) (*Spec, error) {
+	type read struct {
+		data []byte
+		err  error
 	}
-	return Parse(data, path, opts...)
+	done := make(chan read, 1)
+	go func() { // a FIFO with no writer blocks in open and read
+		f, err := os.Open(path)
+		if err != nil {
+			done <- read{err: err}
+			return
+		}
+		defer f.Close()
+		data, err := io.ReadAll(io.LimitReader(f, MaxSize+1))
+		done <- read{data, err}
+	}()
+	var r read
+	select {
+	case r = <-done:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("spec %s: %w", path, ctx.Err())
+	}
+	if r.err != nil {
+		return nil, fmt.Errorf("spec: %w", r.err)
+	}
+	if len(r.data) > MaxSize {
+		return nil, ErrorList{{File: path, Msg: fmt.Sprintf("larger than %d KiB: not a spec", MaxSize>>10)}}
+	}
+	return Parse(r.data, path, opts...)
 }
 
 // Parse is Load on bytes already read; path names the file in errors and
 // anchors relative paths.
 func Parse(data []byte, path string, opts ...Option) (*Spec, error) {
-	o := options{lookupEnv: os.LookupEnv, checkFiles: true, numCPU: runtime.NumCPU()}
+	o := options{env: true, checkFiles: true, numCPU: runtime.NumCPU()}
 	for _, opt := range opts {
 		opt(&o)
 	}
 	c := &collector{file: path}
-
 	root := parseYAML(data, c)
 	if root == nil {
 		return nil, c.err()
 	}
 	w := newWalker(c)
+	if o.env {
+		applyEnv(root, w, c)
+	}
 	w.mapping(root, specType, "")
 	if err := c.err(); err != nil {
 		return nil, err
 	}
-
-	v := viper.New()
-	v.SetConfigType("yaml")
-	if err := v.ReadConfig(bytes.NewReader(data)); err != nil {
-		c.add(0, "", "", "reading YAML: "+err.Error())
+	s := defaultSpec()
+	if err := root.Decode(s); err != nil {
+		// The walk should have caught every type problem first.
+		c.add(0, "", "", "decoding: "+err.Error())
 		return nil, c.err()
 	}
-	if o.lookupEnv != nil {
-		applyEnv(v, w, o.lookupEnv, c)
-		if err := c.err(); err != nil {
-			return nil, err
-		}
-	}
-
-	s := new(Spec)
-	err := v.UnmarshalExact(s, func(dc *mapstructure.DecoderConfig) {
-		dc.WeaklyTypedInput = false
-		dc.DecodeHook = durationHook
-	})
-	if err != nil {
-		// The walker and the typed env values should make this unreachable;
-		// still report it against the key mapstructure names.
-		var de *mapstructure.DecodeError
-		if errors.As(err, &de) {
-			c.add(w.line(de.Name()), de.Name(), w.env[de.Name()], de.Unwrap().Error())
-		} else {
-			c.add(0, "", "", err.Error())
-		}
-		return nil, c.err()
-	}
-	// viper lower-cases map keys and splits keys at dots; plugin options
-	// are free-form, so take them verbatim from the YAML.
-	free := func(path string, dst *map[string]any) {
-		if n := w.free[path]; n != nil {
-			m, err := decodeFree(n)
-			if err != nil {
-				c.add(n.Line, path, "", err.Error())
-			}
-			*dst = m
-		}
-	}
-	free("reference.options", &s.Reference.Options)
-	for i := range s.Candidates {
-		free(fmt.Sprintf("backends[%d].options", i), &s.Candidates[i].Options)
-	}
-	if err := c.err(); err != nil {
-		return nil, err
-	}
-
-	s.Path = path
+	s.Path, s.where = path, w
 	dir, err := filepath.Abs(filepath.Dir(path))
 	if err != nil {
 		return nil, fmt.Errorf("spec: %s: %w", path, err)
 	}
 	s.Dir = dir
-
 	check := &checker{c: c, w: w, s: s, numCPU: o.numCPU}
 	check.defaults()
 	check.validate()
@@ -283,37 +252,19 @@ func Parse(data []byte, path string, opts ...Option) (*Spec, error) {
 	return s, nil
 }
 
-var durationType = reflect.TypeFor[time.Duration]()
-
-// durationHook decodes "30s" into a time.Duration and refuses bare numbers,
-// which would otherwise pass as nanoseconds.
-func durationHook(from, to reflect.Type, data any) (any, error) {
-	if to != durationType {
-		return data, nil
-	}
-	switch d := data.(type) {
-	case time.Duration:
-		return d, nil
-	case string:
-		return time.ParseDuration(d)
-	default:
-		return nil, fmt.Errorf("want a duration such as \"30s\", got %v", data)
-	}
-}
-
 // Gates are the thresholds a candidate must meet. A nil field is not
 // checked; a set field is, including 0 (max_abs_diff_max: 0 demands
 // bit-identical logits).
 type Gates struct {
-	KLDMeanMax     *float64 `mapstructure:"kld_mean_max"`     // mean KL divergence (nats)
-	KLDP99Max      *float64 `mapstructure:"kld_p99_max"`      // 99th percentile KL divergence
-	SameTopPMin    *float64 `mapstructure:"same_top_p_min"`   // fraction of positions with the same argmax, 0..1
-	NMSEMax        *float64 `mapstructure:"nmse_max"`         // normalized mean squared error of the logits
-	GreedyMatchMin *float64 `mapstructure:"greedy_match_min"` // fraction of free-running greedy tokens equal to the reference's, 0..1
-	MaxAbsDiffMax  *float64 `mapstructure:"max_abs_diff_max"` // largest |logit difference|
-	PPLRatioMax    *float64 `mapstructure:"ppl_ratio_max"`    // candidate PPL / reference PPL
-	TGTSMin        *float64 `mapstructure:"tg_ts_min"`        // generation tokens/s
-	PPTSMin        *float64 `mapstructure:"pp_ts_min"`        // prompt processing tokens/s
+	KLDMeanMax     *float64 `yaml:"kld_mean_max"`     // mean KL divergence (nats)
+	KLDP99Max      *float64 `yaml:"kld_p99_max"`      // 99th percentile KL divergence
+	SameTopPMin    *float64 `yaml:"same_top_p_min"`   // fraction of positions with the same argmax, 0..1
+	NMSEMax        *float64 `yaml:"nmse_max"`         // normalized mean squared error of the logits
+	GreedyMatchMin *float64 `yaml:"greedy_match_min"` // fraction of free-running greedy tokens equal to the reference's, 0..1
+	MaxAbsDiffMax  *float64 `yaml:"max_abs_diff_max"` // largest |logit difference|
+	PPLRatioMax    *float64 `yaml:"ppl_ratio_max"`    // candidate PPL / reference PPL
+	TGTSMin        *float64 `yaml:"tg_ts_min"`        // generation tokens/s
+	PPTSMin        *float64 `yaml:"pp_ts_min"`        // prompt processing tokens/s
 }
 
 // Gate is one set threshold.
@@ -340,7 +291,7 @@ func (g Gates) List() []Gate {
 	var out []Gate
 	rv := reflect.ValueOf(g)
 	for _, f := range fieldsOf(reflect.TypeFor[Gates]()) {
-		p := rv.Field(f.index).Interface().(*float64)
+		p := rv.FieldByIndex(f.index).Interface().(*float64)
 		if p == nil {
 			continue
 		}
@@ -355,9 +306,9 @@ func (g Gates) List() []Gate {
 	return out
 }
 
-// Merge returns g with every gate set in over replacing g's.
+// Merge returns g with every gate set in over replacing g's, as fresh
+// pointers: changing the result never changes g or over.
 func (g Gates) Merge(over Gates) Gates {
-	// Fresh pointers, so changing the result never changes g or over.
 	var out Gates
 	rg, ro, rout := reflect.ValueOf(g), reflect.ValueOf(over), reflect.ValueOf(&out).Elem()
 	for i := range rout.NumField() {

@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"reflect"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -44,16 +46,15 @@ func writeSpec(t *testing.T, text string, files ...string) string {
 	return path
 }
 
-func envMap(m map[string]string) Option {
-	return WithEnv(func(k string) (string, bool) { v, ok := m[k]; return v, ok })
-}
-
-// load loads text from a temp dir and returns errors with the directory
-// replaced by "DIR" so messages can be compared literally.
+// load loads text from a temp dir with env set and returns errors with the
+// directory replaced by "DIR" so messages can be compared literally.
 func load(t *testing.T, text string, env map[string]string, files ...string) (*Spec, string) {
 	t.Helper()
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
 	path := writeSpec(t, text, files...)
-	s, err := Load(path, envMap(env))
+	s, err := Load(context.Background(), path)
 	if err == nil {
 		return s, ""
 	}
@@ -144,7 +145,7 @@ func TestBadSpecs(t *testing.T) {
 		{"bad sha256", addModel("  sha256: 1234abcd\n"), nil,
 			[]string{`DIR/t.yaml:4: model.sha256: want 64 hex digits, got "1234abcd"`}},
 		{"plugin and kld_base", strings.Replace(base, "  plugin: cpu\nbackends", "  plugin: cpu\n  kld_base: k.kld\nbackends", 1), nil,
-			[]string{`DIR/t.yaml:9: reference.kld_base: set either reference.plugin or reference.kld_base, not both`}},
+			[]string{`DIR/t.yaml:8: reference.plugin: has no effect with reference.kld_base (no plugin runs)`}},
 		{"kld_base with datasets", strings.Replace(base, "  plugin: cpu\nbackends", "  kld_base: k.kld\nbackends", 1), nil,
 			[]string{`DIR/t.yaml:4: datasets: not used with reference.kld_base`}},
 		{"options with a number key", base + "    options: {1: x}\n", nil,
@@ -172,17 +173,29 @@ func TestBadSpecs(t *testing.T) {
 		{"missing dataset file", strings.Replace(base, "d.jsonl", "nope.jsonl", 1), nil,
 			[]string{`DIR/t.yaml:6: datasets[0].path: DIR/nope.jsonl: no such file or directory`}},
 		{"env int parse error", base, map[string]string{"EVALRUN_BENCH_REPS": "abc"},
-			[]string{`DIR/t.yaml: bench.reps (from $EVALRUN_BENCH_REPS): want an integer (got "abc")`}},
+			[]string{`DIR/t.yaml: bench.reps (from $EVALRUN_BENCH_REPS): want an integer, got string "abc"`}},
 		{"env bool parse error", base, map[string]string{"EVALRUN_BENCH_ENABLED": "maybe"},
-			[]string{`DIR/t.yaml: bench.enabled (from $EVALRUN_BENCH_ENABLED): want true or false (got "maybe")`}},
+			[]string{`DIR/t.yaml: bench.enabled (from $EVALRUN_BENCH_ENABLED): want true or false, got string "maybe"`}},
 		{"env duration parse error", base, map[string]string{"EVALRUN_TIMEOUTS_LOAD": "120"},
-			[]string{`DIR/t.yaml: timeouts.load (from $EVALRUN_TIMEOUTS_LOAD): want a duration such as "30s" (got "120")`}},
-		{"env float parse error", base, map[string]string{"EVALRUN_BACKENDS_0_GATES_NMSE_MAX": "NaN"},
-			[]string{`DIR/t.yaml: backends[0].gates.nmse_max (from $EVALRUN_BACKENDS_0_GATES_NMSE_MAX): want a finite number (got "NaN")`}},
+			[]string{`DIR/t.yaml: timeouts.load (from $EVALRUN_TIMEOUTS_LOAD): want a duration such as "30s" (a number has no unit), got integer 120`}},
+		{"env float parse error", base, map[string]string{"EVALRUN_BACKENDS_0_GATES_NMSE_MAX": ".nan"},
+			[]string{`DIR/t.yaml: backends[0].gates.nmse_max (from $EVALRUN_BACKENDS_0_GATES_NMSE_MAX): want a finite number, got number .nan`}},
 		{"env value fails validation", base, map[string]string{"EVALRUN_BENCH_REPS": "0"},
 			[]string{`DIR/t.yaml: bench.reps (from $EVALRUN_BENCH_REPS): must be >= 1, got 0`}},
 		{"env for a missing list item", base, map[string]string{"EVALRUN_BACKENDS_1_THREADS": "1"},
 			[]string{`DIR/t.yaml: backends[1].threads (from $EVALRUN_BACKENDS_1_THREADS): the spec has only 1 backends entries`}},
+		{"plugin named ..", strings.Replace(base, "    plugin: cpu\n", "    plugin: ..\n", 1), nil,
+			[]string{`DIR/t.yaml:11: backends[0].plugin: "..": a plugin name uses only letters, digits, '.', '_' and '-', starting with a letter or digit`}},
+		{"plugin given as a path", strings.Replace(base, "    plugin: cpu\n", "    plugin: ./x.sh\n", 1), nil,
+			[]string{`DIR/t.yaml:11: backends[0].plugin: "./x.sh" is a path: say plugin_path:`}},
+		{"plugin and plugin_path", base + "    plugin_path: x.sh\n", nil,
+			[]string{`DIR/t.yaml:12: backends[0].plugin_path: set either plugin (a name) or plugin_path (an executable), not both`}},
+		{"too many threads", base + "    threads: 100000\n", nil,
+			[]string{`DIR/t.yaml:12: backends[0].threads: must be <= `}},
+		{"huge bench", base + "bench: {n_prompt: 2000000000}\n", nil,
+			[]string{`DIR/t.yaml:12: bench.n_prompt: must be <= 16777216, got 2000000000`}},
+		{"gates on the reference", strings.Replace(base, "  plugin: cpu\nbackends", "  plugin: cpu\n  gates: {nmse_max: 1}\nbackends", 1), nil,
+			[]string{`DIR/t.yaml:9: reference.gates: the reference has no gates`}},
 		{"several problems at once", strings.Replace(base, "name: t", "name: 12", 1) + "    thread: 2\nextra: 1\n", nil,
 			[]string{`DIR/t.yaml:1: name: want a string`, `DIR/t.yaml:12: unknown key "backends[0].thread"`, `DIR/t.yaml:13: unknown key "extra"`}},
 	}
@@ -203,7 +216,7 @@ func TestBadSpecs(t *testing.T) {
 
 func TestErrorListHoldsEachProblem(t *testing.T) {
 	path := writeSpec(t, base+"    thread: 2\nextra: 1\n")
-	_, err := Load(path, WithEnv(nil))
+	_, err := Load(context.Background(), path, WithoutEnv())
 	var list ErrorList
 	if !errors.As(err, &list) || len(list) != 2 {
 		t.Fatalf("want an ErrorList of 2, got %T %v", err, err)
@@ -226,13 +239,14 @@ func TestDefaults(t *testing.T) {
 		Name:       "t",
 		Model:      Model{Path: filepath.Join(s.Dir, "m.gguf")},
 		Datasets:   []Dataset{{Name: "d", Path: filepath.Join(s.Dir, "d.jsonl"), Mode: ModeScore, NCtx: 128}},
-		Reference:  Reference{Name: "reference", Plugin: "cpu", Threads: runtime.NumCPU()},
-		Candidates: []Backend{{Name: "b", Plugin: "cpu", Threads: runtime.NumCPU()}, {Name: "g", Plugin: "cpu", Threads: 3}},
+		Reference:  Reference{Backend: Backend{Name: "reference", Plugin: "cpu", Threads: runtime.NumCPU(), Key: "reference"}},
+		Candidates: []Backend{{Name: "b", Plugin: "cpu", Threads: runtime.NumCPU(), Key: "backends[0]"}, {Name: "g", Plugin: "cpu", Threads: 3, Key: "backends[1]"}},
 		Bench:      Bench{Enabled: true, NPrompt: 64, NGen: 16, Reps: 5, Warmup: true},
 		Output:     Output{Dir: mustAbs(t, "results"), Formats: []string{"json", "jsonl", "md"}},
 		Timeouts:   Timeouts{Start: 30 * time.Second, Load: 120 * time.Second, Eval: 300 * time.Second, Bench: 600 * time.Second},
 		Path:       s.Path,
 		Dir:        s.Dir,
+		where:      s.where,
 	}
 	if !reflect.DeepEqual(*s, want) {
 		t.Errorf("got\n%+v\nwant\n%+v", *s, want)
@@ -279,7 +293,7 @@ timeouts: {start: 1s, load: 2m, eval: 1h30m, bench: 500ms}
 	if err := os.Mkdir(filepath.Join(filepath.Dir(path), "plugins"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	s, err := Load(path, WithEnv(nil))
+	s, err := Load(context.Background(), path, WithoutEnv())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,10 +324,6 @@ timeouts: {start: 1s, load: 2m, eval: 1h30m, bench: 500ms}
 	if s.Timeouts != (Timeouts{Start: time.Second, Load: 2 * time.Minute, Eval: 90 * time.Minute, Bench: 500 * time.Millisecond}) {
 		t.Errorf("timeouts %+v", s.Timeouts)
 	}
-	p, err := s.PluginPath("cpu")
-	if err != nil || p != filepath.Join(dir, "plugins", "evalrun-plugin-cpu") {
-		t.Errorf("PluginPath = %q, %v", p, err)
-	}
 }
 
 func TestEnvOverrides(t *testing.T) {
@@ -323,6 +333,7 @@ func TestEnvOverrides(t *testing.T) {
 		"EVALRUN_BACKENDS_0_NAME":  "renamed",
 		"EVALRUN_DATASETS_0_N_CTX": "64",
 		// keys absent from the file (viper#761)
+		"EVALRUN_PLUGIN_DIR":                ".",
 		"EVALRUN_BENCH_REPS":                "1",
 		"EVALRUN_BENCH_ENABLED":             "false",
 		"EVALRUN_OUTPUT_DIR":                "out",
@@ -334,6 +345,7 @@ func TestEnvOverrides(t *testing.T) {
 		"EVALRUN_BACKENDS_0_THREADS":        "1",
 		"EVALRUN_BACKENDS_0_GATES_NMSE_MAX": "1e-4",
 		"EVALRUN_DATASETS_0_LIMIT":          "2",
+		"EVALRUN_MODEL_SHA256":              strings.Repeat("0", 64), // digits only: still a string
 		"EVALRUN_UNRELATED":                 "x",
 		"EVALRUN_NAME":                      "", // empty = unset, so name stays "t"
 	}
@@ -363,17 +375,16 @@ func TestEnvOverrides(t *testing.T) {
 	if d := s.Datasets[0]; d.NCtx != 64 || d.Limit != 2 {
 		t.Errorf("dataset %+v", d)
 	}
-
-	// The process environment is used by default.
-	path := writeSpec(t, base)
-	t.Setenv("EVALRUN_BENCH_N_GEN", "7")
-	s, err := Load(path)
-	if err != nil || s.Bench.NGen != 7 {
-		t.Errorf("os env: n_gen %d, %v", s.Bench.NGen, err)
+	if s.Model.SHA256 != strings.Repeat("0", 64) || s.PluginDir != s.Dir {
+		t.Errorf("sha256 %q plugin_dir %q", s.Model.SHA256, s.PluginDir)
 	}
-	s, err = Load(path, WithEnv(nil))
-	if err != nil || s.Bench.NGen != 16 {
-		t.Errorf("WithEnv(nil): n_gen %d, %v", s.Bench.NGen, err)
+	// An error about a value from the environment names the variable.
+	if err := s.Err("bench.reps", "too few"); !strings.Contains(err.Error(), "bench.reps (from $EVALRUN_BENCH_REPS): too few") {
+		t.Errorf("Err: %v", err)
+	}
+	s, err := Load(context.Background(), writeSpec(t, base), WithoutEnv())
+	if err != nil || s.Bench.NGen != 16 || s.Bench.Reps != 5 {
+		t.Errorf("WithoutEnv: %+v, %v", s.Bench, err)
 	}
 }
 
@@ -402,7 +413,7 @@ func TestKLDBaseReference(t *testing.T) {
 	text := `name: k
 model: {path: m.gguf}
 reference: {kld_base: ref.kld}
-backends: [{name: b, plugin: ./bin/my-plugin}]
+backends: [{name: b, plugin_path: ./bin/my-plugin}]
 `
 	path := writeSpec(t, text, "ref.kld")
 	dir := filepath.Dir(path)
@@ -412,7 +423,7 @@ backends: [{name: b, plugin: ./bin/my-plugin}]
 	if err := os.WriteFile(filepath.Join(dir, "bin", "my-plugin"), nil, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	s, err := Load(path, WithEnv(nil))
+	s, err := Load(context.Background(), path, WithoutEnv())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -420,11 +431,8 @@ backends: [{name: b, plugin: ./bin/my-plugin}]
 		t.Errorf("reference %+v", s.Reference)
 	}
 	bs := s.Backends()
-	if len(bs) != 1 || bs[0].Plugin != filepath.Join(s.Dir, "bin", "my-plugin") || bs[0].Model != s.Model.Path {
+	if len(bs) != 1 || bs[0].PluginPath != filepath.Join(s.Dir, "bin", "my-plugin") || bs[0].Model != s.Model.Path {
 		t.Errorf("Backends() = %+v", bs)
-	}
-	if p, _ := s.PluginPath(bs[0].Plugin); p != bs[0].Plugin {
-		t.Errorf("PluginPath of a path = %q", p)
 	}
 
 	bad := strings.Replace(text, "{kld_base: ref.kld}", "{kld_base: ref.kld, threads: 2}", 1)
@@ -497,7 +505,7 @@ func TestShippedConfigs(t *testing.T) {
 	}
 	specs := map[string]*Spec{}
 	for _, p := range paths {
-		s, err := Load(p, WithEnv(nil))
+		s, err := Load(context.Background(), p, WithoutEnv())
 		if err != nil {
 			t.Errorf("%s: %v", p, err)
 			continue
@@ -600,20 +608,31 @@ func TestShippedConfigs(t *testing.T) {
 	}
 }
 
-// TestDocListsEveryEnvVar keeps the package documentation's list honest.
-func TestDocListsEveryEnvVar(t *testing.T) {
-	doc, err := os.ReadFile("doc.go")
-	if err != nil {
+// TestLoadRefusesHugeAndStaysInterruptible: a spec is read up to MaxSize
+// (not /dev/zero until memory runs out), and a FIFO nobody writes to does
+// not block Ctrl-C.
+func TestLoadRefusesHugeAndStaysInterruptible(t *testing.T) {
+	big := filepath.Join(t.TempDir(), "big.yaml")
+	if err := os.WriteFile(big, []byte(base+"# "+strings.Repeat("x", MaxSize)+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	vars := EnvVars()
-	if len(vars) < 25 {
-		t.Fatalf("only %d variables", len(vars))
-	}
-	for _, v := range vars {
-		if !strings.Contains(string(doc), v[0]+" ") || !strings.Contains(string(doc), " "+v[1]+"\n") {
-			t.Errorf("doc.go does not list %s (%s)", v[0], v[1])
+	for _, p := range []string{big, "/dev/zero"} {
+		if _, err := os.Stat(p); err != nil {
+			continue
 		}
+		if _, err := Load(context.Background(), p); err == nil || !strings.Contains(err.Error(), "larger than 1024 KiB") {
+			t.Errorf("%s: err = %v", p, err)
+		}
+	}
+	fifo := filepath.Join(t.TempDir(), "spec.fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skip("no FIFOs here:", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if _, err := Load(ctx, fifo); !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 2*time.Second {
+		t.Errorf("FIFO without a writer: err = %v after %v", err, time.Since(start))
 	}
 }
 
@@ -624,7 +643,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("name: [\n"))
 	f.Add([]byte("reference: {kld_base: k, options: {<<: {a: 1}}}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		s, err := Parse(data, "fuzz.yaml", WithEnv(nil), WithoutFileChecks())
+		s, err := Parse(data, "fuzz.yaml", WithoutEnv(), WithoutFileChecks())
 		if err == nil {
 			if s.Name == "" || s.Model.Path == "" || len(s.Candidates) == 0 || s.Bench.Reps < 1 {
 				t.Fatalf("accepted an invalid spec: %+v", s)

@@ -20,32 +20,33 @@ type checker struct {
 	numCPU int
 }
 
-// Defaults that the schema documents; a key counts as given when it is in the
-// file (non-null) or set from the environment.
+// Limits of values the spec accepts.
 const (
-	defaultReferenceName = "reference"
-	defaultNCtx          = 128
-	defaultMaxNewTokens  = 32
-	defaultNPrompt       = 64
-	defaultNGen          = 16
-	defaultReps          = 5
-	defaultOutputDir     = "results"
-	minNCtx              = 8
+	minNCtx    = 8
+	maxTokens  = 1 << 24 // n_ctx, max_new_tokens, bench sizes; the model's context is checked against the plan
+	maxThreads = 4       // times the CPUs of the machine
 )
 
-var defaultFormats = []string{"json", "jsonl", "md"}
+// defaultSpec holds the documented defaults; decoding the YAML over it
+// replaces what the file (or the environment) sets.
+func defaultSpec() *Spec {
+	return &Spec{
+		Reference: Reference{Backend: Backend{Name: "reference"}},
+		Bench:     Bench{Enabled: true, NPrompt: 64, NGen: 16, Reps: 5, Warmup: true},
+		Output:    Output{Formats: []string{"json", "jsonl", "md"}},
+		Timeouts:  Timeouts{Start: 30 * time.Second, Load: 120 * time.Second, Eval: 300 * time.Second, Bench: 600 * time.Second},
+	}
+}
 
-var defaultTimeouts = Timeouts{Start: 30 * time.Second, Load: 120 * time.Second, Eval: 300 * time.Second, Bench: 600 * time.Second}
-
+// defaults fills what depends on other values: list items and threads.
 func (k *checker) defaults() {
 	s, has := k.s, k.w.has
-	if !has("reference.name") {
-		s.Reference.Name = defaultReferenceName
-	}
+	s.Reference.Key = "reference"
 	if s.Reference.Threads == 0 && s.Reference.KLDBase == "" {
 		s.Reference.Threads = k.numCPU
 	}
 	for i := range s.Candidates {
+		s.Candidates[i].Key = fmt.Sprintf("backends[%d]", i)
 		if s.Candidates[i].Threads == 0 {
 			s.Candidates[i].Threads = k.numCPU
 		}
@@ -56,34 +57,10 @@ func (k *checker) defaults() {
 			d.Mode = ModeScore
 		}
 		if d.Mode == ModeScore && !has(p+"n_ctx") {
-			d.NCtx = defaultNCtx
+			d.NCtx = 128
 		}
 		if d.Mode == ModeGenerate && !has(p+"max_new_tokens") {
-			d.MaxNewTokens = defaultMaxNewTokens
-		}
-	}
-	if !has("bench.enabled") {
-		s.Bench.Enabled = true
-	}
-	if !has("bench.n_prompt") {
-		s.Bench.NPrompt = defaultNPrompt
-	}
-	if !has("bench.n_gen") {
-		s.Bench.NGen = defaultNGen
-	}
-	if !has("bench.reps") {
-		s.Bench.Reps = defaultReps
-	}
-	if !has("bench.warmup") {
-		s.Bench.Warmup = true
-	}
-	if !has("output.formats") {
-		s.Output.Formats = append([]string(nil), defaultFormats...)
-	}
-	td, tv := reflect.ValueOf(defaultTimeouts), reflect.ValueOf(&s.Timeouts).Elem()
-	for _, f := range fieldsOf(reflect.TypeFor[Timeouts]()) {
-		if !has("timeouts." + f.key) {
-			tv.Field(f.index).Set(td.Field(f.index))
+			d.MaxNewTokens = 32
 		}
 	}
 }
@@ -93,7 +70,7 @@ func (k *checker) add(path, format string, args ...any) {
 	k.c.add(k.w.line(path), path, k.w.env[path], fmt.Sprintf(format, args...))
 }
 
-var nameRE = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 var hexRE = regexp.MustCompile(`^[0-9a-fA-F]{64}$`)
 
 func (k *checker) name(path, v string) {
@@ -101,13 +78,16 @@ func (k *checker) name(path, v string) {
 	case v == "":
 		k.add(path, "required")
 	case !nameRE.MatchString(v):
-		k.add(path, "%q: use only letters, digits, '.', '_' and '-'", v)
+		k.add(path, "%q: use only letters, digits, '.', '_' and '-', starting with a letter or digit", v)
 	}
 }
 
-func (k *checker) nonNegative(path string, v int) {
-	if v < 0 {
-		k.add(path, "must be >= 0, got %d", v)
+func (k *checker) between(path string, v, lo, hi int) {
+	switch {
+	case v < lo:
+		k.add(path, "must be >= %d, got %d", lo, v)
+	case v > hi:
+		k.add(path, "must be <= %d, got %d", hi, v)
 	}
 }
 
@@ -125,15 +105,24 @@ func (k *checker) validate() {
 	}
 	k.validateDatasets()
 	k.validateReference()
-	k.validateCandidates()
+	if len(s.Candidates) == 0 {
+		k.add("backends", "required: at least one candidate backend to compare with the reference")
+	}
+	first := map[string]string{s.Reference.Name: "reference.name"}
+	for _, b := range s.Candidates {
+		if other, dup := first[b.Name]; dup && b.Name != "" {
+			k.add(b.Key+".name", "duplicate backend name %q (also %s)", b.Name, other)
+		}
+		first[b.Name] = b.Key + ".name"
+		k.backend(b)
+		k.gates(b.Key+".gates", b.Gates)
+	}
 	k.gates("gates", s.Gates)
 
 	b := s.Bench
-	k.nonNegative("bench.n_prompt", b.NPrompt)
-	k.nonNegative("bench.n_gen", b.NGen)
-	if b.Reps < 1 {
-		k.add("bench.reps", "must be >= 1, got %d", b.Reps)
-	}
+	k.between("bench.n_prompt", b.NPrompt, 0, maxTokens)
+	k.between("bench.n_gen", b.NGen, 0, maxTokens)
+	k.between("bench.reps", b.Reps, 1, 1000)
 	if b.Enabled && b.NPrompt == 0 && b.NGen == 0 {
 		k.add("bench", "n_prompt and n_gen are both 0: nothing to benchmark (set enabled: false instead)")
 	}
@@ -152,10 +141,9 @@ func (k *checker) validate() {
 		}
 		seen[f] = true
 	}
-
 	tv := reflect.ValueOf(s.Timeouts)
 	for _, f := range fieldsOf(reflect.TypeFor[Timeouts]()) {
-		if d := tv.Field(f.index).Interface().(time.Duration); d <= 0 {
+		if d := tv.FieldByIndex(f.index).Interface().(time.Duration); d <= 0 {
 			k.add("timeouts."+f.key, "must be a positive duration, got %v", d)
 		}
 	}
@@ -186,74 +174,59 @@ func (k *checker) validateDatasets() {
 		}
 		switch d.Mode {
 		case ModeScore:
-			if d.NCtx < minNCtx {
-				k.add(p+".n_ctx", "must be >= %d, got %d", minNCtx, d.NCtx)
-			}
+			k.between(p+".n_ctx", d.NCtx, minNCtx, maxTokens)
 			if k.w.has(p + ".max_new_tokens") {
 				k.add(p+".max_new_tokens", "only for mode generate")
 			}
 		case ModeGenerate:
-			if d.MaxNewTokens < 1 {
-				k.add(p+".max_new_tokens", "must be >= 1, got %d", d.MaxNewTokens)
-			}
+			k.between(p+".max_new_tokens", d.MaxNewTokens, 1, maxTokens)
 			if k.w.has(p + ".n_ctx") {
 				k.add(p+".n_ctx", "only for mode score")
 			}
 		default:
 			k.add(p+".mode", "%q: want score or generate", d.Mode)
 		}
-		k.nonNegative(p+".limit", d.Limit)
+		k.between(p+".limit", d.Limit, 0, 1<<31-1)
 	}
 }
 
 func (k *checker) validateReference() {
 	r := k.s.Reference
 	k.name("reference.name", r.Name)
-	switch {
-	case r.KLDBase != "" && r.Plugin != "":
-		k.add("reference.kld_base", "set either reference.plugin or reference.kld_base, not both")
-	case r.KLDBase != "":
-		for _, key := range []string{"threads", "model", "options", "output.kld_base"} {
+	if r.KLDBase == "" {
+		k.backend(r.Backend)
+	} else {
+		for _, key := range []string{"plugin", "plugin_path", "threads", "model", "options", "output.kld_base"} {
 			if k.w.has("reference." + key) {
 				k.add("reference."+key, "has no effect with reference.kld_base (no plugin runs)")
 			}
 		}
-	case r.Plugin == "":
-		k.add("reference.plugin", "required: a plugin name such as cpu (or set reference.kld_base)")
-	default:
-		k.plugin("reference.plugin", r.Plugin)
 	}
-	k.nonNegative("reference.threads", r.Threads)
-}
-
-func (k *checker) validateCandidates() {
-	s := k.s
-	if len(s.Candidates) == 0 {
-		k.add("backends", "required: at least one candidate backend to compare with the reference")
-	}
-	first := map[string]string{s.Reference.Name: "reference.name"}
-	for i, b := range s.Candidates {
-		p := fmt.Sprintf("backends[%d]", i)
-		k.name(p+".name", b.Name)
-		if other, dup := first[b.Name]; dup && b.Name != "" {
-			k.add(p+".name", "duplicate backend name %q (also %s)", b.Name, other)
-		} else {
-			first[b.Name] = p + ".name"
-		}
-		if b.Plugin == "" {
-			k.add(p+".plugin", "required: a plugin name such as cpu, or a path containing '/'")
-		} else {
-			k.plugin(p+".plugin", b.Plugin)
-		}
-		k.nonNegative(p+".threads", b.Threads)
-		k.gates(p+".gates", b.Gates)
+	if k.w.has("reference.gates") {
+		k.add("reference.gates", "the reference has no gates (set them on the backends)")
 	}
 }
 
-func (k *checker) plugin(path, v string) {
-	if !strings.Contains(v, "/") && !nameRE.MatchString(v) {
-		k.add(path, "%q: a plugin name uses only letters, digits, '.', '_' and '-' (or give a path containing '/')", v)
+// backend checks what the reference and the candidates share.
+func (k *checker) backend(b Backend) {
+	if b.Key != "reference" {
+		k.name(b.Key+".name", b.Name)
 	}
+	switch {
+	case b.Plugin != "" && b.PluginPath != "":
+		k.add(b.Key+".plugin_path", "set either plugin (a name) or plugin_path (an executable), not both")
+	case b.Plugin == "" && b.PluginPath == "":
+		what := "a plugin name such as cpu (or plugin_path: an executable)"
+		if b.Key == "reference" {
+			what += ", or reference.kld_base"
+		}
+		k.add(b.Key+".plugin", "required: %s", what)
+	case b.Plugin != "" && strings.ContainsAny(b.Plugin, `/\`):
+		k.add(b.Key+".plugin", "%q is a path: say plugin_path: to run an executable by its path", b.Plugin)
+	case b.Plugin != "" && !nameRE.MatchString(b.Plugin):
+		k.add(b.Key+".plugin", "%q: a plugin name uses only letters, digits, '.', '_' and '-', starting with a letter or digit", b.Plugin)
+	}
+	k.between(b.Key+".threads", b.Threads, 0, maxThreads*k.numCPU)
 }
 
 func (k *checker) gates(path string, g Gates) {
@@ -273,36 +246,34 @@ func (k *checker) gates(path string, g Gates) {
 // ./results of the working directory.
 func (k *checker) resolvePaths() {
 	s := k.s
-	abs := func(p string) string {
-		if p == "" || filepath.IsAbs(p) {
-			return p
+	abs := func(p *string) {
+		if *p != "" && !filepath.IsAbs(*p) {
+			*p = filepath.Join(s.Dir, *p)
 		}
-		return filepath.Join(s.Dir, p)
 	}
-	plugin := func(p string) string {
-		if strings.Contains(p, "/") {
-			return abs(p)
-		}
-		return p
-	}
-	s.Model.Path = abs(s.Model.Path)
+	abs(&s.Model.Path)
 	for i := range s.Datasets {
-		s.Datasets[i].Path = abs(s.Datasets[i].Path)
+		abs(&s.Datasets[i].Path)
 	}
-	r := &s.Reference
-	r.Plugin, r.Model, r.KLDBase, r.Output.KLDBase = plugin(r.Plugin), abs(r.Model), abs(r.KLDBase), abs(r.Output.KLDBase)
-	for i := range s.Candidates {
-		b := &s.Candidates[i]
-		b.Plugin, b.Model, b.Output.KLDBase = plugin(b.Plugin), abs(b.Model), abs(b.Output.KLDBase)
+	abs(&s.Reference.KLDBase)
+	for _, b := range append([]*Backend{&s.Reference.Backend}, pointers(s.Candidates)...) {
+		abs(&b.PluginPath)
+		abs(&b.Model)
+		abs(&b.Output.KLDBase)
 	}
-	s.PluginDir = abs(s.PluginDir)
-	if s.Output.Dir != "" {
-		s.Output.Dir = abs(s.Output.Dir)
-	} else if wd, err := filepath.Abs(defaultOutputDir); err == nil {
-		s.Output.Dir = wd
-	} else {
-		s.Output.Dir = defaultOutputDir
+	abs(&s.PluginDir)
+	if s.Output.Dir == "" {
+		s.Output.Dir, _ = filepath.Abs("results")
 	}
+	abs(&s.Output.Dir)
+}
+
+func pointers(bs []Backend) []*Backend {
+	out := make([]*Backend, len(bs))
+	for i := range bs {
+		out[i] = &bs[i]
+	}
+	return out
 }
 
 // files checks that the inputs exist, so a typo fails at load with its line
@@ -313,18 +284,10 @@ func (k *checker) files() {
 	for i, d := range s.Datasets {
 		k.file(fmt.Sprintf("datasets[%d].path", i), d.Path, false)
 	}
-	r := s.Reference
-	k.file("reference.kld_base", r.KLDBase, false)
-	k.file("reference.model", r.Model, false)
-	if strings.Contains(r.Plugin, "/") {
-		k.file("reference.plugin", r.Plugin, false)
-	}
-	for i, b := range s.Candidates {
-		p := fmt.Sprintf("backends[%d]", i)
-		k.file(p+".model", b.Model, false)
-		if strings.Contains(b.Plugin, "/") {
-			k.file(p+".plugin", b.Plugin, false)
-		}
+	k.file("reference.kld_base", s.Reference.KLDBase, false)
+	for _, b := range append([]Backend{s.Reference.Backend}, s.Candidates...) {
+		k.file(b.Key+".model", b.Model, false)
+		k.file(b.Key+".plugin_path", b.PluginPath, false)
 	}
 	k.file("plugin_dir", s.PluginDir, true)
 }

@@ -1,0 +1,363 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/evalrun/evalrun/engine/gguf"
+	"github.com/evalrun/evalrun/internal/atomicfile"
+	"github.com/evalrun/evalrun/internal/testkit"
+)
+
+// The cases of issue 9 that used to hang, mislabel or exit with the wrong
+// code, each run as a user runs evalrun.
+
+// caseSpec is a small spec over the bundled model; ROOT is the repository.
+const caseSpec = `name: cases
+model: {path: ROOT/models/stories260K.gguf}
+datasets:
+  - {name: stories, path: ROOT/datasets/stories.jsonl, mode: score, n_ctx: 64, limit: 2}
+reference: {name: ref, plugin: cpu, threads: 1}
+backends:
+  - name: cand
+    plugin: cpu
+    threads: 1
+bench: {enabled: false}
+`
+
+// writeCase writes a spec (ROOT replaced) into a fresh directory.
+func writeCase(t *testing.T, text string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "case.yaml")
+	if err := os.WriteFile(path, []byte(strings.ReplaceAll(text, "ROOT", testkit.Root())), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// started is an evalrun process started in a process group of its own.
+type started struct {
+	cmd      *exec.Cmd
+	out, err *syncBuf
+	done     chan struct{}
+}
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+func start(t *testing.T, env []string, args ...string) *started {
+	t.Helper()
+	s := &started{cmd: exec.Command(filepath.Join(binDir, "evalrun"), args...), out: &syncBuf{}, err: &syncBuf{}, done: make(chan struct{})}
+	s.cmd.Env = append(os.Environ(), env...)
+	s.cmd.Stdout, s.cmd.Stderr = s.out, s.err
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { s.cmd.Wait(); close(s.done) }()
+	t.Cleanup(func() { syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL); <-s.done })
+	return s
+}
+
+// wait returns the exit code, failing t if evalrun runs longer than limit.
+func (s *started) wait(t *testing.T, limit time.Duration) int {
+	t.Helper()
+	select {
+	case <-s.done:
+	case <-time.After(limit):
+		t.Fatalf("evalrun still running after %v\nstdout:\n%s\nstderr:\n%s", limit, s.out, s.err)
+	}
+	if ws, ok := s.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return -int(ws.Signal())
+	}
+	return s.cmd.ProcessState.ExitCode()
+}
+
+// pids reads the "child plugin" pids a test plugin script wrote.
+func pids(t *testing.T, file string) (child, plugin int) {
+	t.Helper()
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		b, _ := os.ReadFile(file)
+		if f := strings.Fields(string(b)); len(f) == 2 && strings.HasSuffix(string(b), "\n") {
+			child, _ = strconv.Atoi(f[0])
+			plugin, _ = strconv.Atoi(f[1])
+			return child, plugin
+		}
+	}
+	t.Fatalf("the plugin script wrote no pids to %s", file)
+	return 0, 0
+}
+
+func scriptEnv(t *testing.T) (env []string, pidFile string) {
+	pidFile = filepath.Join(t.TempDir(), "pids")
+	return []string{"EVALRUN_TEST_PIDFILE=" + pidFile, "EVALRUN_TEST_PLUGIN=" + filepath.Join(binDir, "evalrun-plugin-cpu")}, pidFile
+}
+
+// Case 1: a plugin whose child keeps its output open.
+func TestPluginChildrenCannotHangTheHost(t *testing.T) {
+	env, pidFile := scriptEnv(t)
+	spec := strings.Replace(caseSpec, "    plugin: cpu\n", "    plugin_path: ROOT/cmd/evalrun/testdata/print-and-sleep.sh\n", 1)
+	s := start(t, env, "run", writeCase(t, spec), "--out", t.TempDir())
+	child, _ := pids(t, pidFile)
+	if code := s.wait(t, 20*time.Second); code != 3 || !strings.Contains(s.out.String(), "hello") {
+		t.Errorf("exit %d, want 3 and the plugin's line in the reason\n%s", code, s.out)
+	}
+	testkit.WaitGone(t, "the script's child", child, 5*time.Second)
+
+	env, pidFile = scriptEnv(t)
+	spec = strings.Replace(caseSpec, "    plugin: cpu\n", "    plugin_path: ROOT/cmd/evalrun/testdata/forking-plugin.sh\n", 1)
+	s = start(t, env, "run", writeCase(t, spec), "--out", t.TempDir())
+	child, plugin := pids(t, pidFile)
+	if code := s.wait(t, 60*time.Second); code != 0 {
+		t.Errorf("a plugin with a child: exit %d, want 0\n%s\n%s", code, s.out, s.err)
+	}
+	testkit.WaitGone(t, "the plugin's child", child, 5*time.Second)
+	testkit.WaitGone(t, "the plugin", plugin, 5*time.Second)
+}
+
+// No process of a plugin's tree outlives the host by more than 5 s, however
+// the host ends.
+func TestHostSignalsEndThePluginTree(t *testing.T) {
+	busy := strings.Replace(caseSpec, "limit: 2}", "limit: 2}\n  - {name: gen, path: ROOT/datasets/openings.jsonl, mode: generate, max_new_tokens: 1500}", 1)
+	busy = strings.Replace(busy, "    plugin: cpu\n", "    plugin_path: ROOT/cmd/evalrun/testdata/forking-plugin.sh\n", 1)
+	for _, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGINT, syscall.SIGTERM} {
+		t.Run(sig.String(), func(t *testing.T) {
+			env, pidFile := scriptEnv(t)
+			out := t.TempDir()
+			s := start(t, env, "run", writeCase(t, busy), "--out", out)
+			child, plugin := pids(t, pidFile)
+			time.Sleep(500 * time.Millisecond)
+			s.cmd.Process.Signal(sig)
+			code := s.wait(t, 25*time.Second)
+			if sig != syscall.SIGKILL && code != 3 {
+				t.Errorf("exit %d after %v, want 3\n%s", code, sig, s.err)
+			}
+			testkit.WaitGone(t, "the plugin", plugin, 5*time.Second)
+			testkit.WaitGone(t, "the plugin's child", child, 5*time.Second)
+			if sig != syscall.SIGKILL {
+				if sum := readSummary(t, out); !strings.Contains(strings.Join(sum.Verdict.Reasons, ";"), "interrupted") {
+					t.Errorf("verdict %+v", sum.Verdict)
+				}
+			}
+		})
+	}
+}
+
+// Case 5: SIGTERM to the whole process group during the bench pass stops
+// it, blames no backend, and benchmarks nothing more.
+func TestSIGTERMToTheGroupDuringBench(t *testing.T) {
+	spec := strings.Replace(caseSpec, "bench: {enabled: false}", "bench: {n_prompt: 256, n_gen: 64, reps: 1000}", 1)
+	out := t.TempDir()
+	s := start(t, nil, "run", writeCase(t, spec), "--out", out)
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(s.err.String(), "bench ref"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no bench pass:\n%s", s.err)
+		}
+	}
+	time.Sleep(300 * time.Millisecond)
+	syscall.Kill(-s.cmd.Process.Pid, syscall.SIGTERM)
+	if code := s.wait(t, 25*time.Second); code != 3 {
+		t.Fatalf("exit %d, want 3\n%s", code, s.err)
+	}
+	sum := readSummary(t, out)
+	if sum.Reference.Status != "ok" || sum.Backends[0].Status != "ok" || sum.Backends[0].Throughput != nil {
+		t.Errorf("reference %s (%s), candidate %s, candidate benchmarked: %v", sum.Reference.Status, sum.Reference.Error, sum.Backends[0].Status, sum.Backends[0].Throughput != nil)
+	}
+	if strings.Count(s.err.String(), "\nbench ") > 1 {
+		t.Errorf("the bench pass went on after the interruption:\n%s", s.err)
+	}
+}
+
+// Case 3: Ctrl-C works before the passes: reading a spec from a FIFO, and
+// tokenizing a large dataset.
+func TestInterruptBeforeThePasses(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "spec.fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skip(err)
+	}
+	s := start(t, nil, "run", fifo)
+	time.Sleep(300 * time.Millisecond)
+	s.cmd.Process.Signal(syscall.SIGINT)
+	if code := s.wait(t, 5*time.Second); code != 3 || !strings.Contains(s.err.String(), "interrupted") {
+		t.Errorf("FIFO spec: exit %d\n%s", code, s.err)
+	}
+
+	big := filepath.Join(t.TempDir(), "big.jsonl")
+	f, _ := os.Create(big)
+	text := strings.Repeat("Once upon a time, there was a little girl named Lily. ", 10)
+	for i := range 40000 { // ~22 MB
+		fmt.Fprintf(f, "{\"id\": \"s%d\", \"text\": %q}\n", i, text)
+	}
+	f.Close()
+	spec := strings.Replace(caseSpec, "ROOT/datasets/stories.jsonl, mode: score, n_ctx: 64, limit: 2", big+", mode: score, n_ctx: 64", 1)
+	s = start(t, nil, "run", writeCase(t, spec), "--out", t.TempDir())
+	time.Sleep(1500 * time.Millisecond)
+	s.cmd.Process.Signal(syscall.SIGINT)
+	if code := s.wait(t, 10*time.Second); code != 3 || !strings.Contains(s.err.String(), "interrupted") {
+		t.Errorf("large dataset: exit %d\n%s", code, s.err)
+	}
+}
+
+// rewriteModel copies the bundled model with one metadata value changed.
+func rewriteModel(t *testing.T, key string, value any) string {
+	t.Helper()
+	f, err := gguf.Open(testkit.Path("models", "stories260K.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	w := gguf.NewWriter()
+	for _, kv := range f.KVs {
+		v := kv.Value
+		if kv.Key == key {
+			v = value
+		}
+		if kv.Key != "general.alignment" {
+			if err := w.AddKV(kv.Key, v); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for i := range f.Tensors {
+		ti := &f.Tensors[i]
+		if err := w.AddTensor(ti.Name, ti.Type, ti.Dims, f.TensorData(ti)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "edited.gguf")
+	if err := w.WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// Cases 2, 4, 6, 8: bad input exits 2 (not 3, not 1) with a message that
+// names the file, line and key where there is one.
+func TestBadInputExitsTwo(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "a-file")
+	os.WriteFile(file, nil, 0o644)
+	opts := func(o string) string {
+		return strings.Replace(caseSpec, "    threads: 1\n", "    threads: 1\n    options: "+o+"\n", 1)
+	}
+	rknn := func(o string) string {
+		return strings.Replace(opts(o), "    plugin: cpu\n", "    plugin: rknn\n", 1)
+	}
+	model := func(key string, v any) string {
+		return strings.Replace(caseSpec, "ROOT/models/stories260K.gguf", rewriteModel(t, key, v), 1)
+	}
+	cases := []struct {
+		name string
+		spec string   // "" = args only
+		args []string // after the spec path
+		want string
+	}{
+		{"unwritable output.kld_base", strings.Replace(caseSpec, "    threads: 1\n", "    threads: 1\n    output: {kld_base: /nonexistent/dir/x.kld}\n", 1), nil, "case.yaml:10: backends[0].output.kld_base: cannot write"},
+		{"--out naming a file", caseSpec, []string{"--out", file}, "exists and is not a directory"},
+		{"unknown plugin option", opts("{typo_opt: 1}"), nil, `case.yaml:10: backends[0].options.typo_opt: cand refused to load: unknown option "typo_opt"`},
+		{"invalid plugin option", rknn("{type: fp17}"), nil, `case.yaml:10: backends[0].options.type: cand refused to load: option "type": unknown type "fp17"`},
+		{"head_count 0", model("llama.attention.head_count", uint32(0)), nil, "llama.attention.head_count: value 0 out of range"},
+		{"block_count below the tensors", model("llama.block_count", uint32(4)), nil, "block 4, but llama.block_count is 4"},
+		{"bos_token_id outside the vocabulary", model("tokenizer.ggml.bos_token_id", uint32(0xFFFFFFFF)), nil, "tokenizer.ggml.bos_token_id 4294967295 is outside the vocabulary of 512 tokens"},
+		{"plugin ..", strings.Replace(caseSpec, "    plugin: cpu\n", "    plugin: \"..\"\n", 1), nil, `backends[0].plugin: "..": a plugin name`},
+		{"plugin given as a path", strings.Replace(caseSpec, "    plugin: cpu\n", "    plugin: ./x.sh\n", 1), nil, "say plugin_path: to run an executable by its path"},
+		{"threads 100000", strings.Replace(caseSpec, "threads: 1\n", "threads: 100000\n", 1), nil, "case.yaml:9: backends[0].threads: must be <="},
+		{"bench beyond the context", strings.Replace(caseSpec, "bench: {enabled: false}", "bench: {n_prompt: 2000000000}", 1), nil, "bench.n_prompt: must be <= 16777216"},
+		{"bench within limits, beyond the model", strings.Replace(caseSpec, "bench: {enabled: false}", "bench: {n_prompt: 4000}", 1), nil, "exceed the model's context_length 2048"},
+		{"max_new_tokens beyond the context", strings.Replace(caseSpec, "limit: 2}", "limit: 2}\n  - {name: g, path: ROOT/datasets/openings.jsonl, mode: generate, max_new_tokens: 3000}", 1), nil, "max_new_tokens 3000 exceed the model's context_length 2048"},
+		{"n_ctx beyond the context", strings.Replace(caseSpec, "n_ctx: 64", "n_ctx: 4096", 1), nil, "datasets[0].n_ctx: 4096 exceeds the model's context_length 2048"},
+		{"a spec without end", "", []string{"/dev/zero"}, "larger than 1024 KiB"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			args := []string{"run"}
+			if c.spec != "" {
+				args = append(args, writeCase(t, c.spec))
+			}
+			args = append(args, c.args...)
+			if len(c.args) == 0 || c.args[0] != "--out" {
+				args = append(args, "--out", t.TempDir())
+			}
+			r := evalrun(t, nil, args...)
+			if r.code != 2 || !strings.Contains(r.stderr, c.want) {
+				t.Errorf("exit %d, want 2 and %q in\n%s", r.code, c.want, r.stderr)
+			}
+		})
+	}
+	for _, args := range [][]string{{"--temp", "-1"}, {"--top-p", "7"}, {"--threads", "-4"}, {"--min-p", "2"}} {
+		r := evalrun(t, nil, append([]string{"generate", "--model", "models/stories260K.gguf", "--prompt", "x", "-n", "1"}, args...)...)
+		if r.code != 2 || !strings.Contains(r.stderr, args[0]) {
+			t.Errorf("generate %v: exit %d, %s", args, r.code, r.stderr)
+		}
+	}
+}
+
+// Case 7: result files.
+func TestResultFiles(t *testing.T) {
+	dir := t.TempDir()
+	r := evalrun(t, nil, "logits", "--model", "models/stories260K.gguf", "--tokens", "1,2", "--out", dir)
+	if entries, _ := os.ReadDir(dir); r.code != 2 || len(entries) != 0 {
+		t.Errorf("logits --out DIR: exit %d, left %v", r.code, entries)
+	}
+
+	old := syscall.Umask(0o027)
+	out := t.TempDir()
+	r = evalrun(t, nil, "run", writeCase(t, caseSpec), "--out", out)
+	syscall.Umask(old)
+	for _, f := range []string{"summary.json", "report.md", "prompts.jsonl"} {
+		if st, err := os.Stat(filepath.Join(out, f)); r.code != 0 || err != nil || st.Mode().Perm() != 0o640 {
+			t.Errorf("%s: exit %d, %v, mode %v (want 0640 under umask 027)", f, r.code, err, st.Mode().Perm())
+		}
+	}
+
+	unlock, err := atomicfile.LockDir(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	r = evalrun(t, nil, "run", writeCase(t, caseSpec), "--out", out)
+	if r.code != 2 || !strings.Contains(r.stderr, "another evalrun is writing there") {
+		t.Errorf("a locked --out: exit %d\n%s", r.code, r.stderr)
+	}
+}
+
+// Case 8: plugins by path only when the spec says so (above), checksums
+// from a lock file beside the plugins, and bench --plugin PATH.
+func TestPluginLockFileAndPaths(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"evalrun", "evalrun-plugin-cpu"} {
+		data, err := os.ReadFile(filepath.Join(binDir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(dir, name), data, 0o755)
+	}
+	os.WriteFile(filepath.Join(dir, "plugins.sha256"), []byte(strings.Repeat("ab", 32)+"  evalrun-plugin-cpu\n"), 0o644)
+	cmd := exec.Command(filepath.Join(dir, "evalrun"), "run", writeCase(t, caseSpec), "--out", t.TempDir())
+	var stdout bytes.Buffer
+	cmd.Stdout = &stdout
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 3 || !strings.Contains(stdout.String(), "sha256 differs from plugins.sha256") {
+		t.Errorf("a plugin that does not match the lock file: %v\n%s", err, stdout.String())
+	}
+
+	r := evalrun(t, nil, "bench", "--model", "models/stories260K.gguf", "--plugin", filepath.Join(binDir, "evalrun-plugin-cpu"), "-p", "8", "-n", "2", "-r", "1", "-t", "1", "-o", "json")
+	if r.code != 0 || !strings.Contains(r.stdout, `"kernels"`) {
+		t.Errorf("bench --plugin PATH: exit %d %s %s", r.code, r.stdout, r.stderr)
+	}
+}
