@@ -59,11 +59,11 @@ output: {dir: ` + filepath.Join(tmp, "results") + `, formats: [json, md]}
 	if err := os.WriteFile(specPath, []byte(specText), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s, err := spec.Load(specPath)
+	s, err := spec.Load(context.Background(), specPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan, err := pipeline.NewPlan(s)
+	plan, err := pipeline.NewPlan(context.Background(), s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,8 +90,8 @@ output: {dir: ` + filepath.Join(tmp, "results") + `, formats: [json, md]}
 	if abort.Status != pipeline.StatusCrashed || !strings.Contains(abort.Error, "GGML_ASSERT") {
 		t.Errorf("aborting libllama: status %s, error %q; want crashed with the library's GGML_ASSERT message", abort.Status, abort.Error)
 	}
-	if sum.Verdict.ExitCode != pipeline.ExitBackend {
-		t.Errorf("exit code %d, want %d", sum.Verdict.ExitCode, pipeline.ExitBackend)
+	if sum.Verdict.ExitCode != backend.ExitBackend {
+		t.Errorf("exit code %d, want %d", sum.Verdict.ExitCode, backend.ExitBackend)
 	}
 }
 
