@@ -138,6 +138,18 @@ func (r BenchRequest) Validate() error {
 	return nil
 }
 
+// DefaultBenchBatch is the prompt chunk size when BenchRequest.NBatch is 0
+// (llama-bench's n_batch).
+const DefaultBenchBatch = 512
+
+// Batch is the prompt chunk size the request asks for.
+func (r BenchRequest) Batch() int {
+	if r.NBatch == 0 {
+		return DefaultBenchBatch
+	}
+	return r.NBatch
+}
+
 // String names the test as llama-bench does: "pp512", "tg128", "pp512+tg128".
 func (r BenchRequest) String() string {
 	switch {

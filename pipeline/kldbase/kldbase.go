@@ -17,8 +17,9 @@ package kldbase
 
 import (
 	"encoding/binary"
-	"fmt"
 	"math"
+
+	"github.com/evalrun/evalrun/engine/gguf"
 )
 
 // Magic opens every base-logit file.
@@ -160,14 +161,6 @@ func UnmarshalRecord(src []byte, nVocab int, rec *Record) {
 	}
 }
 
-// FormatError describes a malformed base file: FILE: FIELD at byte OFFSET: MSG.
-type FormatError struct {
-	File   string
-	Field  string
-	Offset int64
-	Msg    string
-}
-
-func (e *FormatError) Error() string {
-	return fmt.Sprintf("%s: %s at byte %d: %s", e.File, e.Field, e.Offset, e.Msg)
-}
+// FormatError describes a malformed base file: FILE: FIELD at byte OFFSET:
+// MSG, as GGUF's.
+type FormatError = gguf.FormatError

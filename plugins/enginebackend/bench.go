@@ -9,9 +9,6 @@ import (
 	"github.com/evalrun/evalrun/engine"
 )
 
-// DefaultBenchBatch is the prompt chunk size when BenchRequest.NBatch is 0.
-const DefaultBenchBatch = 512
-
 // Bench implements backend.Backend the way llama-bench measures one test:
 // an optional warm-up (a prompt of NPrompt if NPrompt > 0, then one
 // generated token if NGen > 0), then Reps repetitions, each on a cleared
@@ -20,16 +17,11 @@ const DefaultBenchBatch = 512
 // single-token decodes. Tokens are random from a generator seeded with Seed;
 // the first is BOS when the model adds one. Eval sessions are not touched.
 func (b *Backend) Bench(ctx context.Context, req backend.BenchRequest) (backend.BenchResult, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	if err := req.Validate(); err != nil {
 		return backend.BenchResult{}, err
 	}
-	nBatch := req.NBatch
-	if nBatch == 0 {
-		nBatch = DefaultBenchBatch
-	}
-
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	if b.model == nil {
 		return backend.BenchResult{}, backend.Errorf(backend.ErrNotLoaded, "bench: no model loaded (call Load first)")
 	}
@@ -38,7 +30,7 @@ func (b *Backend) Bench(ctx context.Context, req backend.BenchRequest) (backend.
 		s:      b.model.NewSession(req.NPrompt + max(req.NGen, 1)),
 		rng:    rand.New(rand.NewPCG(uint64(req.Seed), 0x65766c72756e)), // "evlrun"
 		nVocab: b.model.Config.NVocab,
-		nBatch: nBatch,
+		nBatch: req.Batch(),
 		bos:    -1,
 	}
 	if t := b.model.Tokenizer(); t != nil && t.AddBOS() {

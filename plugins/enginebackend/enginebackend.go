@@ -104,15 +104,13 @@ func (b *Backend) Load(ctx context.Context, req backend.LoadRequest) (backend.Lo
 	if err != nil {
 		return backend.LoadResult{}, backend.Errorf(backend.ErrInvalidArgument, "%v", err)
 	}
-	if err := ctx.Err(); err != nil {
-		return backend.LoadResult{}, err
-	}
-
+	start := time.Now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.closeLocked()
-
-	start := time.Now()
+	if err := ctx.Err(); err != nil { // the host gave up while we waited
+		return backend.LoadResult{}, err
+	}
 	m, err := engine.Open(req.ModelPath, engine.Options{Numerics: numerics, Threads: req.Threads})
 	if err != nil {
 		return backend.LoadResult{}, loadError(req.ModelPath, err)

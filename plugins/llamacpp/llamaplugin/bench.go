@@ -9,9 +9,6 @@ import (
 	"github.com/evalrun/evalrun/plugins/llamacpp/llama"
 )
 
-// DefaultBenchBatch is the prompt chunk size when BenchRequest.NBatch is 0.
-const DefaultBenchBatch = 512
-
 // Bench implements backend.Backend as llama-bench runs one test: a fresh
 // context of n_prompt + n_gen cells with the Load settings, an optional
 // warm-up (the prompt, then one generated token), then Reps repetitions,
@@ -24,10 +21,7 @@ func (b *Backend) Bench(ctx context.Context, req backend.BenchRequest) (backend.
 	if err := req.Validate(); err != nil {
 		return backend.BenchResult{}, err
 	}
-	nBatch := req.NBatch
-	if nBatch == 0 {
-		nBatch = DefaultBenchBatch
-	}
+	nBatch := req.Batch()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.model == nil {
