@@ -9,9 +9,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"path/filepath"
+	"reflect"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -71,43 +74,10 @@ func kvSummary(v any) any {
 	if !ok {
 		return v
 	}
-	n := arrayLen(a.Values)
-	if n <= 8 {
-		return a.Values
+	if n := reflect.ValueOf(a.Values).Len(); n > 8 {
+		return fmt.Sprintf("[%d × %s]", n, typeName(a.Elem))
 	}
-	return fmt.Sprintf("[%d × %s]", n, typeName(a.Elem))
-}
-
-func arrayLen(v any) int {
-	switch x := v.(type) {
-	case []string:
-		return len(x)
-	case []float32:
-		return len(x)
-	case []int32:
-		return len(x)
-	case []uint32:
-		return len(x)
-	case []uint8:
-		return len(x)
-	case []int8:
-		return len(x)
-	case []uint16:
-		return len(x)
-	case []int16:
-		return len(x)
-	case []uint64:
-		return len(x)
-	case []int64:
-		return len(x)
-	case []float64:
-		return len(x)
-	case []bool:
-		return len(x)
-	case []gguf.Array:
-		return len(x)
-	}
-	return -1
+	return a.Values
 }
 
 func typeName(t gguf.ValueType) string {
@@ -157,24 +127,11 @@ func printInspect(w io.Writer, f *gguf.File, asJSON bool) error {
 		fmt.Fprintf(w, "  %-32s %-6s %v\n", t.Name, t.Type, t.Shape)
 	}
 	fmt.Fprintf(w, "\ntensor types:")
-	for _, t := range sortedKeys(byType) {
+	for _, t := range slices.Sorted(maps.Keys(byType)) {
 		fmt.Fprintf(w, " %s×%d", t, byType[t])
 	}
 	fmt.Fprintln(w)
 	return nil
-}
-
-func sortedKeys(m map[string]int) []string {
-	var ks []string
-	for k := range m {
-		ks = append(ks, k)
-	}
-	for i := 1; i < len(ks); i++ {
-		for j := i; j > 0 && ks[j] < ks[j-1]; j-- {
-			ks[j], ks[j-1] = ks[j-1], ks[j]
-		}
-	}
-	return ks
 }
 
 func openTokenizer(path string) (*tokenizer.Tokenizer, error) {
