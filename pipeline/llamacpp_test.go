@@ -4,12 +4,11 @@ import (
 	"bytes"
 	"context"
 	"math"
-	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/evalrun/evalrun/backend"
-	"github.com/evalrun/evalrun/pipeline/metrics"
+	"github.com/evalrun/evalrun/internal/testkit"
 	"github.com/evalrun/evalrun/pipeline/spec"
 	"github.com/evalrun/evalrun/plugins/enginebackend"
 )
@@ -54,19 +53,6 @@ func runEngine(t *testing.T, p *Plan) *Summary {
 	return res.Summary
 }
 
-func printedStats(t *testing.T, name string) metrics.Result {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "testdata", "llamacpp", "perplexity", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := metrics.ParseLlamaPerplexity(string(data))
-	if err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	return p.Result
-}
-
 // within checks |ours − theirs| ≤ the larger of the two ± values (and a
 // floor for figures llama.cpp prints with few digits).
 func within(t *testing.T, what string, ours, oursErr, theirs, theirsErr, floor float64) {
@@ -98,15 +84,15 @@ func TestKLDBaseAgreesWithLlamaCpp(t *testing.T) {
 		got[b.Name] = b.Accuracy
 	}
 	check := func(backendName, stdout string, a *Accuracy) {
-		want := printedStats(t, stdout)
+		want := testkit.LlamaStats(t, stdout)
 		t.Logf("%s vs %s", backendName, stdout)
-		within(t, "KLD mean", *a.KLDMean, *a.KLDMeanErr, want.KLD.Value, want.KLD.Err, 0)
-		within(t, "same top p", *a.SameTopP, *a.SameTopPErr, want.SameTop.Value, want.SameTop.Err, 0)
-		within(t, "RMS Δp", *a.RMSDp, *a.RMSDpErr, want.RMSPDiff.Value, want.RMSPDiff.Err, 0)
-		within(t, "PPL(Q)", *a.PPL, *a.PPLErr, want.PPLQ.Value, want.PPLQ.Err, 0)
-		within(t, "PPL(Q)/PPL(base)", *a.PPLRatio, *a.PPLRatioErr, want.PPLRatio.Value, want.PPLRatio.Err, 0)
+		within(t, "KLD mean", *a.KLDMean, *a.KLDMeanErr, want["Mean KLD"][0], want["Mean KLD"][1], 0)
+		within(t, "same top p", *a.SameTopP, *a.SameTopPErr, want["Same top p"][0], want["Same top p"][1], 0)
+		within(t, "RMS Δp", *a.RMSDp, *a.RMSDpErr, want["RMS Δp"][0], want["RMS Δp"][1], 0)
+		within(t, "PPL(Q)", *a.PPL, *a.PPLErr, want["Mean PPL(Q)"][0], want["Mean PPL(Q)"][1], 0)
+		within(t, "PPL(Q)/PPL(base)", *a.PPLRatio, *a.PPLRatioErr, want["Mean PPL(Q)/PPL(base)"][0], want["Mean PPL(Q)/PPL(base)"][1], 0)
 		// PPL(base) comes from the file alone: it must match to print precision.
-		within(t, "PPL(base)", *a.PPLBase, 0, want.PPLBase.Value, 0, 1e-6)
+		within(t, "PPL(base)", *a.PPLBase, 0, want["Mean PPL(base)"][0], 0, 1e-6)
 	}
 	check("q8_0", "kld.Q8_0.plain.stdout.txt", got["q8_0"])
 	check("q4_0", "kld.Q4_0.plain.stdout.txt", got["q4_0"])

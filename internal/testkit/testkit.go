@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -126,4 +127,39 @@ func WaitGone(t testing.TB, what string, pid int, limit time.Duration) {
 	}
 	syscall.Kill(pid, syscall.SIGKILL)
 	t.Errorf("%s (pid %d) still running %v later", what, pid, limit)
+}
+
+// LlamaStats reads the "label: value [± err] [%]" lines of a
+// llama-perplexity stdout golden (testdata/llamacpp/perplexity), keyed by the
+// label with its padding collapsed ("Mean KLD", "Same top p"); percentages
+// come back as fractions.
+func LlamaStats(t testing.TB, name string) map[string][2]float64 {
+	t.Helper()
+	b, err := os.ReadFile(Path("testdata", "llamacpp", "perplexity", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][2]float64{}
+	for _, line := range strings.Split(string(b), "\n") {
+		label, rest, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		scale := 1.0
+		if strings.Contains(rest, "%") {
+			scale = 0.01
+		}
+		var v [2]float64
+		parts := strings.Split(strings.ReplaceAll(rest, "%", ""), "±")
+		for i, p := range parts[:min(2, len(parts))] {
+			f, err := strconv.ParseFloat(strings.Replace(strings.TrimSpace(p), "-nan", "NaN", 1), 64)
+			if err != nil {
+				goto next
+			}
+			v[i] = f * scale
+		}
+		out[strings.Join(strings.Fields(label), " ")] = v
+	next:
+	}
+	return out
 }

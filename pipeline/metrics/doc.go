@@ -4,8 +4,8 @@
 //
 //   - KLD: llama-perplexity --kl-divergence (per-token KL divergence, Δp,
 //     top-1 agreement, PPL(Q) vs PPL(base) with their uncertainties), with
-//     FormatLlamaPerplexity / ParseLlamaPerplexity for its printed blocks;
-//   - Perplexity: plain llama-perplexity (Final estimate: PPL ± σ);
+//     FormatLlamaPerplexity for its printed blocks (the tests parse
+//     llama.cpp's own and compare);
 //   - LogitStats: logit error statistics, led by test-backend-ops' NMSE;
 //   - BenchStats: llama-bench's avg/stddev of time and tokens per second.
 //

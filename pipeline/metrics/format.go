@@ -6,22 +6,6 @@ import (
 	"strings"
 )
 
-// ChunkTableHeader is the header line of llama-perplexity --kl-divergence's
-// per-chunk table (without the newline).
-const ChunkTableHeader = "chunk             PPL               ln(PPL(Q)/PPL(base))          KL Divergence              Δp RMS            Same top p"
-
-// FormatChunkRow formats one row of the per-chunk table (1-based chunk
-// number, cumulative statistics), without the newline, as llama-perplexity.
-func FormatChunkRow(chunk int, r Running) string {
-	return fmt.Sprintf("%4d    %9.4f ± %9.4f    %10.5f ± %10.5f    %10.5f ± %10.5f    %6.3f ± %6.3f %%    %6.3f ± %6.3f %%",
-		chunk,
-		cf(r.PPLQ.Value), cf(r.PPLQ.Err),
-		cf(r.LnPPLRatio.Value), cf(r.LnPPLRatio.Err),
-		cf(r.KLD.Value), cf(r.KLD.Err),
-		cf(100*r.RMSPDiff.Value), cf(100*r.RMSPDiff.Err),
-		cf(100*r.SameTop.Value), cf(100*r.SameTop.Err))
-}
-
 // FormatLlamaPerplexity prints the three statistics blocks of
 // llama-perplexity --kl-divergence ("====== Perplexity statistics ======",
 // "====== KL divergence statistics ======", "====== Token probability

@@ -229,17 +229,6 @@ func (k *KLD) Values() (kld, pDiff []float32) { return k.kld, k.pDiff }
 // ValueErr is a value with its ± (a standard error, as llama.cpp prints).
 type ValueErr struct{ Value, Err float64 }
 
-// Running holds the cumulative statistics llama-perplexity prints in its
-// per-chunk table. Fractions (RMSPDiff, SameTop) are not multiplied by 100.
-type Running struct {
-	N          int
-	PPLQ       ValueErr // exp(mean NLL of Q), ± PPL·σ
-	LnPPLRatio ValueErr // mean ln(PPL(Q)/PPL(base))
-	KLD        ValueErr // mean KLD
-	RMSPDiff   ValueErr // sqrt(mean Δp²)
-	SameTop    ValueErr // fraction of tokens with the same argmax
-}
-
 // Result holds every statistic of llama-perplexity --kl-divergence's final
 // blocks. Percent-valued lines are stored as fractions (Cor 0.9997 prints
 // as 99.97%, Δp −0.00024 as −0.024%); FormatLlamaPerplexity scales them.
@@ -275,28 +264,6 @@ var (
 	pDiffQuantileFracs  = [13]float32{1, 0.999, 0.990, 0.950, 0.900, 0.750, -1, 0.250, 0.100, 0.050, 0.010, 0.001, 0}
 )
 
-// Running returns the cumulative statistics of the per-chunk table (cheap:
-// no sorting).
-func (k *KLD) Running() Running {
-	n := k.N()
-	lnQ, errQ := MeanAndUncertainty(k.sumNLL, k.sumNLL2, n)
-	lnB, errB := MeanAndUncertainty(k.sumNLLBase, k.sumNLLBase2, n)
-	cov := Covariance(k.sumNLL, k.sumNLLBase, k.sumNLLNLLBase, n)
-	pplQ := math.Exp(lnQ)
-	r := Running{
-		N:          n,
-		PPLQ:       ValueErr{pplQ, pplQ * errQ},
-		LnPPLRatio: ValueErr{lnQ - lnB, math.Sqrt(float64(errQ*errQ) + float64(errB*errB) - float64(2*cov))},
-	}
-	r.KLD.Value, r.KLD.Err = MeanAndUncertainty(k.sumKLD, k.sumKLD2, n)
-	mse, mseErr := MeanAndUncertainty(k.sumPDiff2, k.sumPDiff4, n)
-	rms := math.Sqrt(mse)
-	r.RMSPDiff = ValueErr{rms, 0.5 / rms * mseErr}
-	s := float64(k.sameTop) / float64(n)
-	r.SameTop = ValueErr{s, math.Sqrt(s * (1 - s) / float64(n-1))}
-	return r
-}
-
 // Result computes every final statistic (sorting copies of the stored
 // per-token values). llama.cpp prints them only when N ≥ MinStatsTokens;
 // with fewer tokens the uncertainties are 0 or NaN as in llama.cpp's
@@ -306,7 +273,6 @@ func (k *KLD) Result() Result {
 	lnQ, errQ := MeanAndUncertainty(k.sumNLL, k.sumNLL2, n)
 	lnB, errB := MeanAndUncertainty(k.sumNLLBase, k.sumNLLBase2, n)
 	cov := Covariance(k.sumNLL, k.sumNLLBase, k.sumNLLNLLBase, n)
-	run := k.Running()
 
 	var r Result
 	r.N = n
@@ -314,13 +280,13 @@ func (k *KLD) Result() Result {
 	r.PPLQ = ValueErr{pplQ, pplQ * errQ}
 	r.PPLBase = ValueErr{pplB, pplB * errB}
 	r.Cor = cov / (errQ * errB)
-	r.LnPPLRatio = run.LnPPLRatio
+	r.LnPPLRatio = ValueErr{lnQ - lnB, math.Sqrt(float64(errQ*errQ) + float64(errB*errB) - float64(2*cov))}
 	ratio := math.Exp(r.LnPPLRatio.Value)
 	r.PPLRatio = ValueErr{ratio, ratio * r.LnPPLRatio.Err}
 	pplCov := pplQ * pplB * cov
 	r.PPLDiff = ValueErr{pplQ - pplB, math.Sqrt(float64(r.PPLQ.Err*r.PPLQ.Err) + float64(r.PPLBase.Err*r.PPLBase.Err) - float64(2*pplCov))}
 
-	r.KLD = run.KLD
+	r.KLD.Value, r.KLD.Err = MeanAndUncertainty(k.sumKLD, k.sumKLD2, n)
 	kld := slices.Clone(k.kld)
 	slices.Sort(kld)
 	for i, f := range kldQuantileFracs {
@@ -334,8 +300,11 @@ func (k *KLD) Result() Result {
 		r.PDiffQuantiles[i] = float64(quantile(pd, f))
 	}
 	r.MaxAbsPDiff = float64(k.maxPDiff)
-	r.RMSPDiff = run.RMSPDiff
-	r.SameTop = run.SameTop
+	mse, mseErr := MeanAndUncertainty(k.sumPDiff2, k.sumPDiff4, n)
+	rms := math.Sqrt(mse)
+	r.RMSPDiff = ValueErr{rms, 0.5 / rms * mseErr}
+	same := float64(k.sameTop) / float64(n)
+	r.SameTop = ValueErr{same, math.Sqrt(same * (1 - same) / float64(n-1))}
 	return r
 }
 

@@ -6,6 +6,42 @@ import (
 	"strings"
 )
 
+// Reading llama-perplexity's printed statistics back, and its per-chunk
+// table: what the tests compare our formatting and figures with.
+
+// Running holds the cumulative statistics llama-perplexity prints in its
+// per-chunk table. Fractions (RMSPDiff, SameTop) are not multiplied by 100.
+type Running struct {
+	N          int
+	PPLQ       ValueErr // exp(mean NLL of Q), ± PPL·σ
+	LnPPLRatio ValueErr // mean ln(PPL(Q)/PPL(base))
+	KLD        ValueErr // mean KLD
+	RMSPDiff   ValueErr // sqrt(mean Δp²)
+	SameTop    ValueErr // fraction of tokens with the same argmax
+}
+
+// running is the per-chunk table's cumulative figures: Result's, unsorted.
+func running(k *KLD) Running {
+	r := k.Result()
+	return Running{N: r.N, PPLQ: r.PPLQ, LnPPLRatio: r.LnPPLRatio, KLD: r.KLD, RMSPDiff: r.RMSPDiff, SameTop: r.SameTop}
+}
+
+// ChunkTableHeader is the header line of llama-perplexity --kl-divergence's
+// per-chunk table (without the newline).
+const ChunkTableHeader = "chunk             PPL               ln(PPL(Q)/PPL(base))          KL Divergence              Δp RMS            Same top p"
+
+// FormatChunkRow formats one row of the per-chunk table (1-based chunk
+// number, cumulative statistics), without the newline, as llama-perplexity.
+func FormatChunkRow(chunk int, r Running) string {
+	return fmt.Sprintf("%4d    %9.4f ± %9.4f    %10.5f ± %10.5f    %10.5f ± %10.5f    %6.3f ± %6.3f %%    %6.3f ± %6.3f %%",
+		chunk,
+		cf(r.PPLQ.Value), cf(r.PPLQ.Err),
+		cf(r.LnPPLRatio.Value), cf(r.LnPPLRatio.Err),
+		cf(r.KLD.Value), cf(r.KLD.Err),
+		cf(100*r.RMSPDiff.Value), cf(100*r.RMSPDiff.Err),
+		cf(100*r.SameTop.Value), cf(100*r.SameTop.Err))
+}
+
 // Printed is what llama-perplexity --kl-divergence prints: the final
 // statistics (Result with N = 0 and MaxAbsPDiff = 0, which it does not
 // print) and the per-chunk table rows in order (Running with N = 0).
