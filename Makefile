@@ -10,12 +10,14 @@ LDFLAGS := -X main.version=$(VERSION) -X main.gitCommit=$(COMMIT)
 
 all: build
 
-## build: evalrun and its plugins into bin/ (evalrun finds plugins beside itself)
+## build: evalrun and its plugins into bin/ (evalrun finds plugins beside itself),
+## and bin/plugins.sha256, the lock file evalrun checks every plugin against
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/evalrun ./cmd/evalrun
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/evalrun-plugin-cpu ./plugins/cpu
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/evalrun-plugin-rknn ./plugins/rknn
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/evalrun-plugin-llamacpp ./plugins/llamacpp
+	cd $(BIN) && if command -v sha256sum >/dev/null; then sha256sum evalrun-plugin-*; else shasum -a 256 evalrun-plugin-*; fi > plugins.sha256.tmp && mv plugins.sha256.tmp plugins.sha256
 
 ## run: the main job: the default spec on the bundled model
 run: build
