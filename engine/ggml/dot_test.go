@@ -8,13 +8,19 @@ import (
 )
 
 // laneDot is the exact-mode order written as plainly as possible: element j
-// goes to lane j%8, then ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)).
+// goes to lane j%16, then lanes i and i+8 are added, then i and i+4, then
+// (q0+q2)+(q1+q3).
 func laneDot(a, b []float32) float32 {
-	var s [8]float32
+	var s [16]float32
 	for j := range a {
-		s[j%8] += float32(a[j] * b[j])
+		s[j%16] += float32(a[j] * b[j])
 	}
-	return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]))
+	var h [8]float32
+	for i := range h {
+		h[i] = s[i] + s[i+8]
+	}
+	q := [4]float32{h[0] + h[4], h[1] + h[5], h[2] + h[6], h[3] + h[7]}
+	return (q[0] + q[2]) + (q[1] + q[3])
 }
 
 func randVec(rng *rand.Rand, n int) []float32 {

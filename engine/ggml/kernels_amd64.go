@@ -64,17 +64,16 @@ func (avx512Kernels) MatVec(t Type, w []byte, x []float32, out []float32) {
 	k.matVec(w, rb, x, out)
 }
 
-// Exact prefill: the activations of a block of rows are packed as
-// [chunk of 8 elements][rows][8] so that two rows' chunks are one ZMM load;
-// each group of 4 weight rows is dequantized once per block into a float32
-// panel, then every tile of 8 activation rows runs gemmExact4x8AVX512 over
-// the whole row length.
+// Exact prefill: every group of 4 weight rows is dequantized once per block
+// of activation rows into a float32 panel (F32 rows of a multiple of 16 are
+// a panel already), then gemmExact4xR runs each output's 16 lanes over the
+// whole row length. The activation rows of a block stay in L2.
 
-// packRows is how many activation rows a block packs: as many as keep the
-// packed block within about 512 KiB (half the L2 of current x86 cores).
-func packRows(k int) int {
-	r := (512 << 10) / (4 * max(k, 1)) &^ 7
-	return min(max(r, 8), 64)
+// actRows is how many activation rows a block holds: as many as keep it
+// within about 512 KiB (half the L2 of current x86 cores).
+func actRows(k int) int {
+	r := (512 << 10) / (4 * max(k, 1)) &^ 3
+	return min(max(r, 4), 64)
 }
 
 var scratchPool sync.Pool // *[]float32
@@ -88,6 +87,9 @@ func getScratch(n int) *[]float32 {
 	return &s
 }
 
+var gemmExact = [4]func(w []float32, ldw int, x []float32, k int, out []float32, ldo int){
+	gemmExact4x1AVX512, gemmExact4x2AVX512, gemmExact4x3AVX512, gemmExact4x4AVX512}
+
 func (avx512Kernels) MatMul(t Type, w []byte, n int, x []float32, rows int, out []float32, ldo int) {
 	k := checkMatMul(t, w, n, x, rows, out, ldo)
 	rb := checkMatrix("MatMul", t, w, k, n)
@@ -96,61 +98,37 @@ func (avx512Kernels) MatMul(t Type, w []byte, n int, x []float32, rows int, out 
 		Generic.MatMul(t, w, n, x, rows, out, ldo)
 		return
 	}
-	kp := (k + 7) &^ 7
-	tb := packRows(k)
-	buf := getScratch(tb*kp + 4*kp)
+	kp := (k + 15) &^ 15
+	buf := getScratch(4 * kp)
 	defer scratchPool.Put(buf)
-	xp, panel := (*buf)[:tb*kp], (*buf)[tb*kp:]
-	// F32 rows whose length is a multiple of 8 are a panel already.
+	panel := *buf
 	direct := t == F32 && k == kp && hostLittleEndian
-	var tile [32]float32
+	full := n &^ 3
+	tb := actRows(k)
 	for i0 := 0; i0 < rows; i0 += tb {
-		rn := min(tb, rows-i0)
-		rp := (rn + 7) &^ 7
-		packActivations(x[i0*k:(i0+rn)*k], rn, rp, k, xp[:rp*kp])
-		for j0 := 0; j0 < n; j0 += 4 {
-			jn := min(4, n-j0)
+		i1 := min(i0+tb, rows)
+		for j0 := 0; j0 < full; j0 += 4 {
 			var wp []float32
-			if direct && jn == 4 {
+			if direct {
 				wp = f32Slice(w[j0*rb : (j0+4)*rb])
 			} else {
 				wp = panel
 				for j := range 4 {
 					dst := panel[j*kp : (j+1)*kp]
-					if j >= jn {
-						clear(dst)
-						continue
-					}
 					kern.dequant(w[(j0+j)*rb:(j0+j+1)*rb], dst[:k])
 					clear(dst[k:])
 				}
 			}
-			for t0 := 0; t0 < rp; t0 += 8 {
-				gemmExact4x8AVX512(wp, kp, xp[t0*8:rp*kp], rp*8, k, &tile)
-				for ti := range min(8, rn-t0) {
-					o := out[(i0+t0+ti)*ldo+j0:]
-					copy(o[:jn], tile[4*ti:4*ti+jn])
-				}
+			for i := i0; i < i1; i += 4 {
+				r := min(4, i1-i)
+				gemmExact[r-1](wp, kp, x[i*k:(i+r)*k], k, out[i*ldo+j0:], ldo)
 			}
 		}
 	}
-}
-
-// packActivations writes rn rows of k values into dst as [k/8][rp][8],
-// zero-filling rows rn..rp-1 and the elements past k.
-func packActivations(x []float32, rn, rp, k int, dst []float32) {
-	kp := (k + 7) &^ 7
-	for c := 0; c < kp; c += 8 {
-		blk := dst[c*rp : c*rp+8*rp]
-		for i := range rp {
-			d := blk[8*i : 8*i+8]
-			if i >= rn {
-				clear(d)
-				continue
-			}
-			src := x[i*k+c : i*k+min(c+8, k)]
-			copy(d, src)
-			clear(d[len(src):])
+	// The last n%4 weight rows: the matvec kernel, same order.
+	for j := full; j < n; j++ {
+		for i := range rows {
+			kern.matVec(w[j*rb:(j+1)*rb], rb, x[i*k:(i+1)*k], out[i*ldo+j:i*ldo+j+1])
 		}
 	}
 }

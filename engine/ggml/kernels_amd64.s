@@ -258,7 +258,7 @@ DATA bitBytes<>+7(SB)/1, $0x80
 GLOBL bitBytes<>(SB), RODATA|NOPTR, $8
 
 // func matVecExactF32AVX512(w []byte, rowBytes int, x []float32, out []float32)
-// Requires: AVX, AVX512DQ, AVX512F, MMX+
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL, MMX+
 TEXT ·matVecExactF32AVX512(SB), NOSPLIT, $256-80
 	MOVQ w_base+0(FP), AX
 	MOVQ rowBytes+24(FP), CX
@@ -267,398 +267,83 @@ TEXT ·matVecExactF32AVX512(SB), NOSPLIT, $256-80
 	MOVQ out_base+56(FP), SI
 	MOVQ out_len+64(FP), DI
 
-rows4:
-	CMPQ   DI, $0x00000004
-	JB     rows4_done
-	MOVQ   AX, R8
-	LEAQ   (R8)(CX*1), R9
-	LEAQ   (R9)(CX*1), R10
-	LEAQ   (R10)(CX*1), R11
-	VXORPS Z0, Z0, Z0
-	VXORPS Z1, Z1, Z1
-	XORQ   R12, R12
-	MOVQ   DX, R13
-	MOVQ   BX, R14
-	LEAQ   (R11)(CX*1), R15
-	ADDQ   CX, R15
-	ADDQ   CX, R15
-	ADDQ   CX, R15
-	ADDQ   CX, R15
-
-block_r4:
-	CMPQ       R14, $0x00000040
-	JB         blocks_done_r4
-	PREFETCHT0 (R15)
-	PREFETCHT0 64(R15)
-	PREFETCHT0 128(R15)
-	PREFETCHT0 192(R15)
-	PREFETCHT0 256(R15)
-	PREFETCHT0 320(R15)
-	PREFETCHT0 384(R15)
-	PREFETCHT0 448(R15)
-	PREFETCHT0 512(R15)
-	PREFETCHT0 576(R15)
-	PREFETCHT0 640(R15)
-	PREFETCHT0 704(R15)
-	PREFETCHT0 768(R15)
-	PREFETCHT0 832(R15)
-	PREFETCHT0 896(R15)
-	PREFETCHT0 960(R15)
-	ADDQ       $0x00000400, R15
-	VMOVUPS    (R13), Z2
-	VMOVUPS    (R8)(R12*1), Z3
-	VMULPS     Z2, Z3, Z3
-	VMOVUPS    (R9)(R12*1), Z4
-	VMULPS     Z2, Z4, Z4
-	VMOVUPS    (R10)(R12*1), Z5
-	VMULPS     Z2, Z5, Z5
-	VMOVUPS    (R11)(R12*1), Z6
-	VMULPS     Z2, Z6, Z6
-	VSHUFF32X4 $0x44, Z4, Z3, Z2
-	VSHUFF32X4 $0xee, Z4, Z3, Z3
-	VADDPS     Z2, Z0, Z0
-	VADDPS     Z3, Z0, Z0
-	VSHUFF32X4 $0x44, Z6, Z5, Z2
-	VSHUFF32X4 $0xee, Z6, Z5, Z3
-	VADDPS     Z2, Z1, Z1
-	VADDPS     Z3, Z1, Z1
-	VMOVUPS    64(R13), Z2
-	VMOVUPS    64(R8)(R12*1), Z3
-	VMULPS     Z2, Z3, Z3
-	VMOVUPS    64(R9)(R12*1), Z4
-	VMULPS     Z2, Z4, Z4
-	VMOVUPS    64(R10)(R12*1), Z5
-	VMULPS     Z2, Z5, Z5
-	VMOVUPS    64(R11)(R12*1), Z6
-	VMULPS     Z2, Z6, Z6
-	VSHUFF32X4 $0x44, Z4, Z3, Z2
-	VSHUFF32X4 $0xee, Z4, Z3, Z3
-	VADDPS     Z2, Z0, Z0
-	VADDPS     Z3, Z0, Z0
-	VSHUFF32X4 $0x44, Z6, Z5, Z2
-	VSHUFF32X4 $0xee, Z6, Z5, Z3
-	VADDPS     Z2, Z1, Z1
-	VADDPS     Z3, Z1, Z1
-	VMOVUPS    128(R13), Z2
-	VMOVUPS    128(R8)(R12*1), Z3
-	VMULPS     Z2, Z3, Z3
-	VMOVUPS    128(R9)(R12*1), Z4
-	VMULPS     Z2, Z4, Z4
-	VMOVUPS    128(R10)(R12*1), Z5
-	VMULPS     Z2, Z5, Z5
-	VMOVUPS    128(R11)(R12*1), Z6
-	VMULPS     Z2, Z6, Z6
-	VSHUFF32X4 $0x44, Z4, Z3, Z2
-	VSHUFF32X4 $0xee, Z4, Z3, Z3
-	VADDPS     Z2, Z0, Z0
-	VADDPS     Z3, Z0, Z0
-	VSHUFF32X4 $0x44, Z6, Z5, Z2
-	VSHUFF32X4 $0xee, Z6, Z5, Z3
-	VADDPS     Z2, Z1, Z1
-	VADDPS     Z3, Z1, Z1
-	VMOVUPS    192(R13), Z2
-	VMOVUPS    192(R8)(R12*1), Z3
-	VMULPS     Z2, Z3, Z3
-	VMOVUPS    192(R9)(R12*1), Z4
-	VMULPS     Z2, Z4, Z4
-	VMOVUPS    192(R10)(R12*1), Z5
-	VMULPS     Z2, Z5, Z5
-	VMOVUPS    192(R11)(R12*1), Z6
-	VMULPS     Z2, Z6, Z6
-	VSHUFF32X4 $0x44, Z4, Z3, Z2
-	VSHUFF32X4 $0xee, Z4, Z3, Z3
-	VADDPS     Z2, Z0, Z0
-	VADDPS     Z3, Z0, Z0
-	VSHUFF32X4 $0x44, Z6, Z5, Z2
-	VSHUFF32X4 $0xee, Z6, Z5, Z3
-	VADDPS     Z2, Z1, Z1
-	VADDPS     Z3, Z1, Z1
-	ADDQ       $0x00000100, R12
-	ADDQ       $0x00000100, R13
-	SUBQ       $0x00000040, R14
-	JMP        block_r4
-
-blocks_done_r4:
-chunk_r4:
-	CMPQ       R14, $0x00000010
-	JB         chunks_done_r4
-	VMOVUPS    (R13), Z2
-	VMOVUPS    (R8)(R12*1), Z3
-	VMULPS     Z2, Z3, Z3
-	VMOVUPS    (R9)(R12*1), Z4
-	VMULPS     Z2, Z4, Z4
-	VMOVUPS    (R10)(R12*1), Z5
-	VMULPS     Z2, Z5, Z5
-	VMOVUPS    (R11)(R12*1), Z6
-	VMULPS     Z2, Z6, Z6
-	VSHUFF32X4 $0x44, Z4, Z3, Z2
-	VSHUFF32X4 $0xee, Z4, Z3, Z3
-	VADDPS     Z2, Z0, Z0
-	VADDPS     Z3, Z0, Z0
-	VSHUFF32X4 $0x44, Z6, Z5, Z2
-	VSHUFF32X4 $0xee, Z6, Z5, Z3
-	VADDPS     Z2, Z1, Z1
-	VADDPS     Z3, Z1, Z1
-	ADDQ       $0x00000040, R12
-	ADDQ       $0x00000040, R13
-	SUBQ       $0x00000010, R14
-	JMP        chunk_r4
-
-chunks_done_r4:
-	TESTQ      R14, R14
-	JZ         reduce_r4
-	LEAQ       tailMasks<>+0(SB), R15
-	KMOVW      (R15)(R14*8), K1
-	KMOVW      2(R15)(R14*8), K2
-	KMOVW      4(R15)(R14*8), K3
-	VMOVUPS.Z  (R13), K1, Z2
-	VMOVUPS.Z  (R8)(R12*1), K1, Z3
-	VMULPS     Z2, Z3, Z3
-	VMOVUPS.Z  (R9)(R12*1), K1, Z4
-	VMULPS     Z2, Z4, Z4
-	VMOVUPS.Z  (R10)(R12*1), K1, Z5
-	VMULPS     Z2, Z5, Z5
-	VMOVUPS.Z  (R11)(R12*1), K1, Z6
-	VMULPS     Z2, Z6, Z6
-	VSHUFF32X4 $0x44, Z4, Z3, Z2
-	VSHUFF32X4 $0xee, Z4, Z3, Z3
-	VADDPS     Z2, Z0, K2, Z0
-	VADDPS     Z3, Z0, K3, Z0
-	VSHUFF32X4 $0x44, Z6, Z5, Z2
-	VSHUFF32X4 $0xee, Z6, Z5, Z3
-	VADDPS     Z2, Z1, K2, Z1
-	VADDPS     Z3, Z1, K3, Z1
-
-reduce_r4:
-	VSHUFPS       $0xb1, Z0, Z0, Z2
-	VADDPS        Z2, Z0, Z2
-	VSHUFPS       $0x4e, Z2, Z2, Z0
-	VADDPS        Z0, Z2, Z2
-	VSHUFF32X4    $0xf5, Z2, Z2, Z0
-	VADDPS        Z0, Z2, Z2
-	VEXTRACTF32X4 $0x02, Z2, X0
-	VMOVSS        X2, (SI)
-	VMOVSS        X0, 4(SI)
-	VSHUFPS       $0xb1, Z1, Z1, Z0
-	VADDPS        Z0, Z1, Z0
-	VSHUFPS       $0x4e, Z0, Z0, Z1
-	VADDPS        Z1, Z0, Z0
-	VSHUFF32X4    $0xf5, Z0, Z0, Z1
-	VADDPS        Z1, Z0, Z0
-	VEXTRACTF32X4 $0x02, Z0, X1
-	VMOVSS        X0, 8(SI)
-	VMOVSS        X1, 12(SI)
-	ADDQ          CX, AX
-	ADDQ          CX, AX
-	ADDQ          CX, AX
-	ADDQ          CX, AX
-	ADDQ          $0x00000010, SI
-	SUBQ          $0x00000004, DI
-	JMP           rows4
-
-rows4_done:
-	CMPQ   DI, $0x00000002
-	JB     rows2_done
-	MOVQ   AX, R8
-	LEAQ   (R8)(CX*1), R9
-	VXORPS Z0, Z0, Z0
-	XORQ   R10, R10
-	MOVQ   DX, R11
-	MOVQ   BX, R12
-	LEAQ   (R9)(CX*1), R13
-	ADDQ   CX, R13
-	ADDQ   CX, R13
-
-block_r2:
-	CMPQ       R12, $0x00000040
-	JB         blocks_done_r2
-	PREFETCHT0 (R13)
-	PREFETCHT0 64(R13)
-	PREFETCHT0 128(R13)
-	PREFETCHT0 192(R13)
-	PREFETCHT0 256(R13)
-	PREFETCHT0 320(R13)
-	PREFETCHT0 384(R13)
-	PREFETCHT0 448(R13)
-	ADDQ       $0x00000200, R13
-	VMOVUPS    (R11), Z1
-	VMOVUPS    (R8)(R10*1), Z2
-	VMULPS     Z1, Z2, Z2
-	VMOVUPS    (R9)(R10*1), Z3
-	VMULPS     Z1, Z3, Z3
-	VSHUFF32X4 $0x44, Z3, Z2, Z1
-	VSHUFF32X4 $0xee, Z3, Z2, Z2
-	VADDPS     Z1, Z0, Z0
-	VADDPS     Z2, Z0, Z0
-	VMOVUPS    64(R11), Z1
-	VMOVUPS    64(R8)(R10*1), Z2
-	VMULPS     Z1, Z2, Z2
-	VMOVUPS    64(R9)(R10*1), Z3
-	VMULPS     Z1, Z3, Z3
-	VSHUFF32X4 $0x44, Z3, Z2, Z1
-	VSHUFF32X4 $0xee, Z3, Z2, Z2
-	VADDPS     Z1, Z0, Z0
-	VADDPS     Z2, Z0, Z0
-	VMOVUPS    128(R11), Z1
-	VMOVUPS    128(R8)(R10*1), Z2
-	VMULPS     Z1, Z2, Z2
-	VMOVUPS    128(R9)(R10*1), Z3
-	VMULPS     Z1, Z3, Z3
-	VSHUFF32X4 $0x44, Z3, Z2, Z1
-	VSHUFF32X4 $0xee, Z3, Z2, Z2
-	VADDPS     Z1, Z0, Z0
-	VADDPS     Z2, Z0, Z0
-	VMOVUPS    192(R11), Z1
-	VMOVUPS    192(R8)(R10*1), Z2
-	VMULPS     Z1, Z2, Z2
-	VMOVUPS    192(R9)(R10*1), Z3
-	VMULPS     Z1, Z3, Z3
-	VSHUFF32X4 $0x44, Z3, Z2, Z1
-	VSHUFF32X4 $0xee, Z3, Z2, Z2
-	VADDPS     Z1, Z0, Z0
-	VADDPS     Z2, Z0, Z0
-	ADDQ       $0x00000100, R10
-	ADDQ       $0x00000100, R11
-	SUBQ       $0x00000040, R12
-	JMP        block_r2
-
-blocks_done_r2:
-chunk_r2:
-	CMPQ       R12, $0x00000010
-	JB         chunks_done_r2
-	VMOVUPS    (R11), Z1
-	VMOVUPS    (R8)(R10*1), Z2
-	VMULPS     Z1, Z2, Z2
-	VMOVUPS    (R9)(R10*1), Z3
-	VMULPS     Z1, Z3, Z3
-	VSHUFF32X4 $0x44, Z3, Z2, Z1
-	VSHUFF32X4 $0xee, Z3, Z2, Z2
-	VADDPS     Z1, Z0, Z0
-	VADDPS     Z2, Z0, Z0
-	ADDQ       $0x00000040, R10
-	ADDQ       $0x00000040, R11
-	SUBQ       $0x00000010, R12
-	JMP        chunk_r2
-
-chunks_done_r2:
-	TESTQ      R12, R12
-	JZ         reduce_r2
-	LEAQ       tailMasks<>+0(SB), R13
-	KMOVW      (R13)(R12*8), K1
-	KMOVW      2(R13)(R12*8), K2
-	KMOVW      4(R13)(R12*8), K3
-	VMOVUPS.Z  (R11), K1, Z1
-	VMOVUPS.Z  (R8)(R10*1), K1, Z2
-	VMULPS     Z1, Z2, Z2
-	VMOVUPS.Z  (R9)(R10*1), K1, Z3
-	VMULPS     Z1, Z3, Z3
-	VSHUFF32X4 $0x44, Z3, Z2, Z1
-	VSHUFF32X4 $0xee, Z3, Z2, Z2
-	VADDPS     Z1, Z0, K2, Z0
-	VADDPS     Z2, Z0, K3, Z0
-
-reduce_r2:
-	VSHUFPS       $0xb1, Z0, Z0, Z1
-	VADDPS        Z1, Z0, Z1
-	VSHUFPS       $0x4e, Z1, Z1, Z0
-	VADDPS        Z0, Z1, Z1
-	VSHUFF32X4    $0xf5, Z1, Z1, Z0
-	VADDPS        Z0, Z1, Z1
-	VEXTRACTF32X4 $0x02, Z1, X0
-	VMOVSS        X1, (SI)
-	VMOVSS        X0, 4(SI)
-	ADDQ          CX, AX
-	ADDQ          CX, AX
-	ADDQ          $0x00000008, SI
-	SUBQ          $0x00000002, DI
-
-rows2_done:
-	CMPQ   DI, $0x00000001
-	JB     rows1_done
-	MOVQ   AX, R8
-	VXORPS Z0, Z0, Z0
-	XORQ   R9, R9
-	MOVQ   BX, BX
+rows1:
+	CMPQ         DI, $0x00000001
+	JB           rows1_done
+	MOVQ         AX, R8
+	VPBROADCASTD dword0<>+0(SB), Z0
+	XORQ         R9, R9
+	MOVQ         DX, R10
+	MOVQ         BX, R11
+	LEAQ         (R8)(CX*1), R12
+	ADDQ         CX, R12
 
 block_r1:
-	CMPQ       BX, $0x00000040
+	CMPQ       R11, $0x00000040
 	JB         blocks_done_r1
-	VMOVUPS    (DX), Z1
+	PREFETCHT0 (R12)
+	PREFETCHT0 64(R12)
+	PREFETCHT0 128(R12)
+	PREFETCHT0 192(R12)
+	ADDQ       $0x00000100, R12
+	VMOVUPS    (R10), Z1
 	VMOVUPS    (R8)(R9*1), Z2
 	VMULPS     Z1, Z2, Z2
-	VSHUFF32X4 $0x44, Z2, Z2, Z1
-	VSHUFF32X4 $0xee, Z2, Z2, Z2
-	VADDPS     Z1, Z0, Z0
 	VADDPS     Z2, Z0, Z0
-	VMOVUPS    64(DX), Z1
+	VMOVUPS    64(R10), Z1
 	VMOVUPS    64(R8)(R9*1), Z2
 	VMULPS     Z1, Z2, Z2
-	VSHUFF32X4 $0x44, Z2, Z2, Z1
-	VSHUFF32X4 $0xee, Z2, Z2, Z2
-	VADDPS     Z1, Z0, Z0
 	VADDPS     Z2, Z0, Z0
-	VMOVUPS    128(DX), Z1
+	VMOVUPS    128(R10), Z1
 	VMOVUPS    128(R8)(R9*1), Z2
 	VMULPS     Z1, Z2, Z2
-	VSHUFF32X4 $0x44, Z2, Z2, Z1
-	VSHUFF32X4 $0xee, Z2, Z2, Z2
-	VADDPS     Z1, Z0, Z0
 	VADDPS     Z2, Z0, Z0
-	VMOVUPS    192(DX), Z1
+	VMOVUPS    192(R10), Z1
 	VMOVUPS    192(R8)(R9*1), Z2
 	VMULPS     Z1, Z2, Z2
-	VSHUFF32X4 $0x44, Z2, Z2, Z1
-	VSHUFF32X4 $0xee, Z2, Z2, Z2
-	VADDPS     Z1, Z0, Z0
 	VADDPS     Z2, Z0, Z0
 	ADDQ       $0x00000100, R9
-	ADDQ       $0x00000100, DX
-	SUBQ       $0x00000040, BX
+	ADDQ       $0x00000100, R10
+	SUBQ       $0x00000040, R11
 	JMP        block_r1
 
 blocks_done_r1:
 chunk_r1:
-	CMPQ       BX, $0x00000010
-	JB         chunks_done_r1
-	VMOVUPS    (DX), Z1
-	VMOVUPS    (R8)(R9*1), Z2
-	VMULPS     Z1, Z2, Z2
-	VSHUFF32X4 $0x44, Z2, Z2, Z1
-	VSHUFF32X4 $0xee, Z2, Z2, Z2
-	VADDPS     Z1, Z0, Z0
-	VADDPS     Z2, Z0, Z0
-	ADDQ       $0x00000040, R9
-	ADDQ       $0x00000040, DX
-	SUBQ       $0x00000010, BX
-	JMP        chunk_r1
+	CMPQ    R11, $0x00000010
+	JB      chunks_done_r1
+	VMOVUPS (R10), Z1
+	VMOVUPS (R8)(R9*1), Z2
+	VMULPS  Z1, Z2, Z2
+	VADDPS  Z2, Z0, Z0
+	ADDQ    $0x00000040, R9
+	ADDQ    $0x00000040, R10
+	SUBQ    $0x00000010, R11
+	JMP     chunk_r1
 
 chunks_done_r1:
-	TESTQ      BX, BX
-	JZ         reduce_r1
-	LEAQ       tailMasks<>+0(SB), R10
-	KMOVW      (R10)(BX*8), K1
-	KMOVW      2(R10)(BX*8), K2
-	KMOVW      4(R10)(BX*8), K3
-	VMOVUPS.Z  (DX), K1, Z1
-	VMOVUPS.Z  (R8)(R9*1), K1, Z2
-	VMULPS     Z1, Z2, Z2
-	VSHUFF32X4 $0x44, Z2, Z2, Z1
-	VSHUFF32X4 $0xee, Z2, Z2, Z2
-	VADDPS     Z1, Z0, K2, Z0
-	VADDPS     Z2, Z0, K3, Z0
+	TESTQ     R11, R11
+	JZ        reduce_r1
+	LEAQ      tailMasks<>+0(SB), R12
+	KMOVW     (R12)(R11*8), K1
+	VMOVUPS.Z (R10), K1, Z1
+	VMOVUPS.Z (R8)(R9*1), K1, Z2
+	VMULPS    Z1, Z2, Z2
+	VADDPS    Z2, Z0, K1, Z0
 
 reduce_r1:
-	VSHUFPS       $0xb1, Z0, Z0, Z1
-	VADDPS        Z1, Z0, Z1
-	VSHUFPS       $0x4e, Z1, Z1, Z0
-	VADDPS        Z0, Z1, Z1
-	VSHUFF32X4    $0xf5, Z1, Z1, Z0
-	VADDPS        Z0, Z1, Z1
-	VEXTRACTF32X4 $0x02, Z1, X0
-	VMOVSS        X1, (SI)
+	VEXTRACTF32X8 $0x01, Z0, Y1
+	VADDPS        Y0, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X0
+	VADDPS        X1, X0, X0
+	VSHUFPS       $0x0e, X0, X0, X1
+	VADDPS        X1, X0, X0
+	VSHUFPS       $0x01, X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSS        X0, (SI)
 	ADDQ          CX, AX
 	ADDQ          $0x00000004, SI
 	SUBQ          $0x00000001, DI
+	JMP           rows1
 
 rows1_done:
 	VZEROUPPER
@@ -720,393 +405,82 @@ TEXT ·matVecExactF16AVX512(SB), NOSPLIT, $256-80
 	MOVQ out_base+56(FP), SI
 	MOVQ out_len+64(FP), DI
 
-rows4:
-	CMPQ   DI, $0x00000004
-	JB     rows4_done
-	MOVQ   AX, R8
-	LEAQ   (R8)(CX*1), R9
-	LEAQ   (R9)(CX*1), R10
-	LEAQ   (R10)(CX*1), R11
-	VXORPS Z0, Z0, Z0
-	VXORPS Z1, Z1, Z1
-	XORQ   R12, R12
-	MOVQ   DX, R13
-	MOVQ   BX, R14
-	LEAQ   (R11)(CX*1), R15
-	ADDQ   CX, R15
-	ADDQ   CX, R15
-	ADDQ   CX, R15
-	ADDQ   CX, R15
-
-block_r4:
-	CMPQ       R14, $0x00000040
-	JB         blocks_done_r4
-	PREFETCHT0 (R15)
-	PREFETCHT0 64(R15)
-	PREFETCHT0 128(R15)
-	PREFETCHT0 192(R15)
-	PREFETCHT0 256(R15)
-	PREFETCHT0 320(R15)
-	PREFETCHT0 384(R15)
-	PREFETCHT0 448(R15)
-	ADDQ       $0x00000200, R15
-	VMOVUPS    (R13), Z2
-	VCVTPH2PS  (R8)(R12*1), Z3
-	VMULPS     Z2, Z3, Z3
-	VCVTPH2PS  (R9)(R12*1), Z4
-	VMULPS     Z2, Z4, Z4
-	VCVTPH2PS  (R10)(R12*1), Z5
-	VMULPS     Z2, Z5, Z5
-	VCVTPH2PS  (R11)(R12*1), Z6
-	VMULPS     Z2, Z6, Z6
-	VSHUFF32X4 $0x44, Z4, Z3, Z2
-	VSHUFF32X4 $0xee, Z4, Z3, Z3
-	VADDPS     Z2, Z0, Z0
-	VADDPS     Z3, Z0, Z0
-	VSHUFF32X4 $0x44, Z6, Z5, Z2
-	VSHUFF32X4 $0xee, Z6, Z5, Z3
-	VADDPS     Z2, Z1, Z1
-	VADDPS     Z3, Z1, Z1
-	VMOVUPS    64(R13), Z2
-	VCVTPH2PS  32(R8)(R12*1), Z3
-	VMULPS     Z2, Z3, Z3
-	VCVTPH2PS  32(R9)(R12*1), Z4
-	VMULPS     Z2, Z4, Z4
-	VCVTPH2PS  32(R10)(R12*1), Z5
-	VMULPS     Z2, Z5, Z5
-	VCVTPH2PS  32(R11)(R12*1), Z6
-	VMULPS     Z2, Z6, Z6
-	VSHUFF32X4 $0x44, Z4, Z3, Z2
-	VSHUFF32X4 $0xee, Z4, Z3, Z3
-	VADDPS     Z2, Z0, Z0
-	VADDPS     Z3, Z0, Z0
-	VSHUFF32X4 $0x44, Z6, Z5, Z2
-	VSHUFF32X4 $0xee, Z6, Z5, Z3
-	VADDPS     Z2, Z1, Z1
-	VADDPS     Z3, Z1, Z1
-	VMOVUPS    128(R13), Z2
-	VCVTPH2PS  64(R8)(R12*1), Z3
-	VMULPS     Z2, Z3, Z3
-	VCVTPH2PS  64(R9)(R12*1), Z4
-	VMULPS     Z2, Z4, Z4
-	VCVTPH2PS  64(R10)(R12*1), Z5
-	VMULPS     Z2, Z5, Z5
-	VCVTPH2PS  64(R11)(R12*1), Z6
-	VMULPS     Z2, Z6, Z6
-	VSHUFF32X4 $0x44, Z4, Z3, Z2
-	VSHUFF32X4 $0xee, Z4, Z3, Z3
-	VADDPS     Z2, Z0, Z0
-	VADDPS     Z3, Z0, Z0
-	VSHUFF32X4 $0x44, Z6, Z5, Z2
-	VSHUFF32X4 $0xee, Z6, Z5, Z3
-	VADDPS     Z2, Z1, Z1
-	VADDPS     Z3, Z1, Z1
-	VMOVUPS    192(R13), Z2
-	VCVTPH2PS  96(R8)(R12*1), Z3
-	VMULPS     Z2, Z3, Z3
-	VCVTPH2PS  96(R9)(R12*1), Z4
-	VMULPS     Z2, Z4, Z4
-	VCVTPH2PS  96(R10)(R12*1), Z5
-	VMULPS     Z2, Z5, Z5
-	VCVTPH2PS  96(R11)(R12*1), Z6
-	VMULPS     Z2, Z6, Z6
-	VSHUFF32X4 $0x44, Z4, Z3, Z2
-	VSHUFF32X4 $0xee, Z4, Z3, Z3
-	VADDPS     Z2, Z0, Z0
-	VADDPS     Z3, Z0, Z0
-	VSHUFF32X4 $0x44, Z6, Z5, Z2
-	VSHUFF32X4 $0xee, Z6, Z5, Z3
-	VADDPS     Z2, Z1, Z1
-	VADDPS     Z3, Z1, Z1
-	ADDQ       $0x00000080, R12
-	ADDQ       $0x00000100, R13
-	SUBQ       $0x00000040, R14
-	JMP        block_r4
-
-blocks_done_r4:
-chunk_r4:
-	CMPQ       R14, $0x00000010
-	JB         chunks_done_r4
-	VMOVUPS    (R13), Z2
-	VCVTPH2PS  (R8)(R12*1), Z3
-	VMULPS     Z2, Z3, Z3
-	VCVTPH2PS  (R9)(R12*1), Z4
-	VMULPS     Z2, Z4, Z4
-	VCVTPH2PS  (R10)(R12*1), Z5
-	VMULPS     Z2, Z5, Z5
-	VCVTPH2PS  (R11)(R12*1), Z6
-	VMULPS     Z2, Z6, Z6
-	VSHUFF32X4 $0x44, Z4, Z3, Z2
-	VSHUFF32X4 $0xee, Z4, Z3, Z3
-	VADDPS     Z2, Z0, Z0
-	VADDPS     Z3, Z0, Z0
-	VSHUFF32X4 $0x44, Z6, Z5, Z2
-	VSHUFF32X4 $0xee, Z6, Z5, Z3
-	VADDPS     Z2, Z1, Z1
-	VADDPS     Z3, Z1, Z1
-	ADDQ       $0x00000020, R12
-	ADDQ       $0x00000040, R13
-	SUBQ       $0x00000010, R14
-	JMP        chunk_r4
-
-chunks_done_r4:
-	TESTQ       R14, R14
-	JZ          reduce_r4
-	LEAQ        tailMasks<>+0(SB), R15
-	KMOVW       (R15)(R14*8), K1
-	KMOVW       2(R15)(R14*8), K2
-	KMOVW       4(R15)(R14*8), K3
-	VMOVUPS.Z   (R13), K1, Z2
-	VMOVDQU16.Z (R8)(R12*1), K1, Y3
-	VCVTPH2PS   Y3, Z3
-	VMULPS      Z2, Z3, Z3
-	VMOVDQU16.Z (R9)(R12*1), K1, Y4
-	VCVTPH2PS   Y4, Z4
-	VMULPS      Z2, Z4, Z4
-	VMOVDQU16.Z (R10)(R12*1), K1, Y5
-	VCVTPH2PS   Y5, Z5
-	VMULPS      Z2, Z5, Z5
-	VMOVDQU16.Z (R11)(R12*1), K1, Y6
-	VCVTPH2PS   Y6, Z6
-	VMULPS      Z2, Z6, Z6
-	VSHUFF32X4  $0x44, Z4, Z3, Z2
-	VSHUFF32X4  $0xee, Z4, Z3, Z3
-	VADDPS      Z2, Z0, K2, Z0
-	VADDPS      Z3, Z0, K3, Z0
-	VSHUFF32X4  $0x44, Z6, Z5, Z2
-	VSHUFF32X4  $0xee, Z6, Z5, Z3
-	VADDPS      Z2, Z1, K2, Z1
-	VADDPS      Z3, Z1, K3, Z1
-
-reduce_r4:
-	VSHUFPS       $0xb1, Z0, Z0, Z2
-	VADDPS        Z2, Z0, Z2
-	VSHUFPS       $0x4e, Z2, Z2, Z0
-	VADDPS        Z0, Z2, Z2
-	VSHUFF32X4    $0xf5, Z2, Z2, Z0
-	VADDPS        Z0, Z2, Z2
-	VEXTRACTF32X4 $0x02, Z2, X0
-	VMOVSS        X2, (SI)
-	VMOVSS        X0, 4(SI)
-	VSHUFPS       $0xb1, Z1, Z1, Z0
-	VADDPS        Z0, Z1, Z0
-	VSHUFPS       $0x4e, Z0, Z0, Z1
-	VADDPS        Z1, Z0, Z0
-	VSHUFF32X4    $0xf5, Z0, Z0, Z1
-	VADDPS        Z1, Z0, Z0
-	VEXTRACTF32X4 $0x02, Z0, X1
-	VMOVSS        X0, 8(SI)
-	VMOVSS        X1, 12(SI)
-	ADDQ          CX, AX
-	ADDQ          CX, AX
-	ADDQ          CX, AX
-	ADDQ          CX, AX
-	ADDQ          $0x00000010, SI
-	SUBQ          $0x00000004, DI
-	JMP           rows4
-
-rows4_done:
-	CMPQ   DI, $0x00000002
-	JB     rows2_done
-	MOVQ   AX, R8
-	LEAQ   (R8)(CX*1), R9
-	VXORPS Z0, Z0, Z0
-	XORQ   R10, R10
-	MOVQ   DX, R11
-	MOVQ   BX, R12
-	LEAQ   (R9)(CX*1), R13
-	ADDQ   CX, R13
-	ADDQ   CX, R13
-
-block_r2:
-	CMPQ       R12, $0x00000040
-	JB         blocks_done_r2
-	PREFETCHT0 (R13)
-	PREFETCHT0 64(R13)
-	PREFETCHT0 128(R13)
-	PREFETCHT0 192(R13)
-	ADDQ       $0x00000100, R13
-	VMOVUPS    (R11), Z1
-	VCVTPH2PS  (R8)(R10*1), Z2
-	VMULPS     Z1, Z2, Z2
-	VCVTPH2PS  (R9)(R10*1), Z3
-	VMULPS     Z1, Z3, Z3
-	VSHUFF32X4 $0x44, Z3, Z2, Z1
-	VSHUFF32X4 $0xee, Z3, Z2, Z2
-	VADDPS     Z1, Z0, Z0
-	VADDPS     Z2, Z0, Z0
-	VMOVUPS    64(R11), Z1
-	VCVTPH2PS  32(R8)(R10*1), Z2
-	VMULPS     Z1, Z2, Z2
-	VCVTPH2PS  32(R9)(R10*1), Z3
-	VMULPS     Z1, Z3, Z3
-	VSHUFF32X4 $0x44, Z3, Z2, Z1
-	VSHUFF32X4 $0xee, Z3, Z2, Z2
-	VADDPS     Z1, Z0, Z0
-	VADDPS     Z2, Z0, Z0
-	VMOVUPS    128(R11), Z1
-	VCVTPH2PS  64(R8)(R10*1), Z2
-	VMULPS     Z1, Z2, Z2
-	VCVTPH2PS  64(R9)(R10*1), Z3
-	VMULPS     Z1, Z3, Z3
-	VSHUFF32X4 $0x44, Z3, Z2, Z1
-	VSHUFF32X4 $0xee, Z3, Z2, Z2
-	VADDPS     Z1, Z0, Z0
-	VADDPS     Z2, Z0, Z0
-	VMOVUPS    192(R11), Z1
-	VCVTPH2PS  96(R8)(R10*1), Z2
-	VMULPS     Z1, Z2, Z2
-	VCVTPH2PS  96(R9)(R10*1), Z3
-	VMULPS     Z1, Z3, Z3
-	VSHUFF32X4 $0x44, Z3, Z2, Z1
-	VSHUFF32X4 $0xee, Z3, Z2, Z2
-	VADDPS     Z1, Z0, Z0
-	VADDPS     Z2, Z0, Z0
-	ADDQ       $0x00000080, R10
-	ADDQ       $0x00000100, R11
-	SUBQ       $0x00000040, R12
-	JMP        block_r2
-
-blocks_done_r2:
-chunk_r2:
-	CMPQ       R12, $0x00000010
-	JB         chunks_done_r2
-	VMOVUPS    (R11), Z1
-	VCVTPH2PS  (R8)(R10*1), Z2
-	VMULPS     Z1, Z2, Z2
-	VCVTPH2PS  (R9)(R10*1), Z3
-	VMULPS     Z1, Z3, Z3
-	VSHUFF32X4 $0x44, Z3, Z2, Z1
-	VSHUFF32X4 $0xee, Z3, Z2, Z2
-	VADDPS     Z1, Z0, Z0
-	VADDPS     Z2, Z0, Z0
-	ADDQ       $0x00000020, R10
-	ADDQ       $0x00000040, R11
-	SUBQ       $0x00000010, R12
-	JMP        chunk_r2
-
-chunks_done_r2:
-	TESTQ       R12, R12
-	JZ          reduce_r2
-	LEAQ        tailMasks<>+0(SB), R13
-	KMOVW       (R13)(R12*8), K1
-	KMOVW       2(R13)(R12*8), K2
-	KMOVW       4(R13)(R12*8), K3
-	VMOVUPS.Z   (R11), K1, Z1
-	VMOVDQU16.Z (R8)(R10*1), K1, Y2
-	VCVTPH2PS   Y2, Z2
-	VMULPS      Z1, Z2, Z2
-	VMOVDQU16.Z (R9)(R10*1), K1, Y3
-	VCVTPH2PS   Y3, Z3
-	VMULPS      Z1, Z3, Z3
-	VSHUFF32X4  $0x44, Z3, Z2, Z1
-	VSHUFF32X4  $0xee, Z3, Z2, Z2
-	VADDPS      Z1, Z0, K2, Z0
-	VADDPS      Z2, Z0, K3, Z0
-
-reduce_r2:
-	VSHUFPS       $0xb1, Z0, Z0, Z1
-	VADDPS        Z1, Z0, Z1
-	VSHUFPS       $0x4e, Z1, Z1, Z0
-	VADDPS        Z0, Z1, Z1
-	VSHUFF32X4    $0xf5, Z1, Z1, Z0
-	VADDPS        Z0, Z1, Z1
-	VEXTRACTF32X4 $0x02, Z1, X0
-	VMOVSS        X1, (SI)
-	VMOVSS        X0, 4(SI)
-	ADDQ          CX, AX
-	ADDQ          CX, AX
-	ADDQ          $0x00000008, SI
-	SUBQ          $0x00000002, DI
-
-rows2_done:
-	CMPQ   DI, $0x00000001
-	JB     rows1_done
-	MOVQ   AX, R8
-	VXORPS Z0, Z0, Z0
-	XORQ   R9, R9
-	MOVQ   BX, BX
+rows1:
+	CMPQ         DI, $0x00000001
+	JB           rows1_done
+	MOVQ         AX, R8
+	VPBROADCASTD dword0<>+0(SB), Z0
+	XORQ         R9, R9
+	MOVQ         DX, R10
+	MOVQ         BX, R11
+	LEAQ         (R8)(CX*1), R12
+	ADDQ         CX, R12
 
 block_r1:
-	CMPQ       BX, $0x00000040
+	CMPQ       R11, $0x00000040
 	JB         blocks_done_r1
-	VMOVUPS    (DX), Z1
+	PREFETCHT0 (R12)
+	PREFETCHT0 64(R12)
+	ADDQ       $0x00000080, R12
+	VMOVUPS    (R10), Z1
 	VCVTPH2PS  (R8)(R9*1), Z2
 	VMULPS     Z1, Z2, Z2
-	VSHUFF32X4 $0x44, Z2, Z2, Z1
-	VSHUFF32X4 $0xee, Z2, Z2, Z2
-	VADDPS     Z1, Z0, Z0
 	VADDPS     Z2, Z0, Z0
-	VMOVUPS    64(DX), Z1
+	VMOVUPS    64(R10), Z1
 	VCVTPH2PS  32(R8)(R9*1), Z2
 	VMULPS     Z1, Z2, Z2
-	VSHUFF32X4 $0x44, Z2, Z2, Z1
-	VSHUFF32X4 $0xee, Z2, Z2, Z2
-	VADDPS     Z1, Z0, Z0
 	VADDPS     Z2, Z0, Z0
-	VMOVUPS    128(DX), Z1
+	VMOVUPS    128(R10), Z1
 	VCVTPH2PS  64(R8)(R9*1), Z2
 	VMULPS     Z1, Z2, Z2
-	VSHUFF32X4 $0x44, Z2, Z2, Z1
-	VSHUFF32X4 $0xee, Z2, Z2, Z2
-	VADDPS     Z1, Z0, Z0
 	VADDPS     Z2, Z0, Z0
-	VMOVUPS    192(DX), Z1
+	VMOVUPS    192(R10), Z1
 	VCVTPH2PS  96(R8)(R9*1), Z2
 	VMULPS     Z1, Z2, Z2
-	VSHUFF32X4 $0x44, Z2, Z2, Z1
-	VSHUFF32X4 $0xee, Z2, Z2, Z2
-	VADDPS     Z1, Z0, Z0
 	VADDPS     Z2, Z0, Z0
 	ADDQ       $0x00000080, R9
-	ADDQ       $0x00000100, DX
-	SUBQ       $0x00000040, BX
+	ADDQ       $0x00000100, R10
+	SUBQ       $0x00000040, R11
 	JMP        block_r1
 
 blocks_done_r1:
 chunk_r1:
-	CMPQ       BX, $0x00000010
-	JB         chunks_done_r1
-	VMOVUPS    (DX), Z1
-	VCVTPH2PS  (R8)(R9*1), Z2
-	VMULPS     Z1, Z2, Z2
-	VSHUFF32X4 $0x44, Z2, Z2, Z1
-	VSHUFF32X4 $0xee, Z2, Z2, Z2
-	VADDPS     Z1, Z0, Z0
-	VADDPS     Z2, Z0, Z0
-	ADDQ       $0x00000020, R9
-	ADDQ       $0x00000040, DX
-	SUBQ       $0x00000010, BX
-	JMP        chunk_r1
+	CMPQ      R11, $0x00000010
+	JB        chunks_done_r1
+	VMOVUPS   (R10), Z1
+	VCVTPH2PS (R8)(R9*1), Z2
+	VMULPS    Z1, Z2, Z2
+	VADDPS    Z2, Z0, Z0
+	ADDQ      $0x00000020, R9
+	ADDQ      $0x00000040, R10
+	SUBQ      $0x00000010, R11
+	JMP       chunk_r1
 
 chunks_done_r1:
-	TESTQ       BX, BX
+	TESTQ       R11, R11
 	JZ          reduce_r1
-	LEAQ        tailMasks<>+0(SB), R10
-	KMOVW       (R10)(BX*8), K1
-	KMOVW       2(R10)(BX*8), K2
-	KMOVW       4(R10)(BX*8), K3
-	VMOVUPS.Z   (DX), K1, Z1
+	LEAQ        tailMasks<>+0(SB), R12
+	KMOVW       (R12)(R11*8), K1
+	VMOVUPS.Z   (R10), K1, Z1
 	VMOVDQU16.Z (R8)(R9*1), K1, Y2
 	VCVTPH2PS   Y2, Z2
 	VMULPS      Z1, Z2, Z2
-	VSHUFF32X4  $0x44, Z2, Z2, Z1
-	VSHUFF32X4  $0xee, Z2, Z2, Z2
-	VADDPS      Z1, Z0, K2, Z0
-	VADDPS      Z2, Z0, K3, Z0
+	VADDPS      Z2, Z0, K1, Z0
 
 reduce_r1:
-	VSHUFPS       $0xb1, Z0, Z0, Z1
-	VADDPS        Z1, Z0, Z1
-	VSHUFPS       $0x4e, Z1, Z1, Z0
-	VADDPS        Z0, Z1, Z1
-	VSHUFF32X4    $0xf5, Z1, Z1, Z0
-	VADDPS        Z0, Z1, Z1
-	VEXTRACTF32X4 $0x02, Z1, X0
-	VMOVSS        X1, (SI)
+	VEXTRACTF32X8 $0x01, Z0, Y1
+	VADDPS        Y0, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X0
+	VADDPS        X1, X0, X0
+	VSHUFPS       $0x0e, X0, X0, X1
+	VADDPS        X1, X0, X0
+	VSHUFPS       $0x01, X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSS        X0, (SI)
 	ADDQ          CX, AX
 	ADDQ          $0x00000004, SI
 	SUBQ          $0x00000001, DI
+	JMP           rows1
 
 rows1_done:
 	VZEROUPPER
@@ -1169,435 +543,88 @@ TEXT ·matVecExactBF16AVX512(SB), NOSPLIT, $256-80
 	MOVQ out_base+56(FP), SI
 	MOVQ out_len+64(FP), DI
 
-rows4:
-	CMPQ   DI, $0x00000004
-	JB     rows4_done
-	MOVQ   AX, R8
-	LEAQ   (R8)(CX*1), R9
-	LEAQ   (R9)(CX*1), R10
-	LEAQ   (R10)(CX*1), R11
-	VXORPS Z0, Z0, Z0
-	VXORPS Z1, Z1, Z1
-	XORQ   R12, R12
-	MOVQ   DX, R13
-	MOVQ   BX, R14
-	LEAQ   (R11)(CX*1), R15
-	ADDQ   CX, R15
-	ADDQ   CX, R15
-	ADDQ   CX, R15
-	ADDQ   CX, R15
-
-block_r4:
-	CMPQ       R14, $0x00000040
-	JB         blocks_done_r4
-	PREFETCHT0 (R15)
-	PREFETCHT0 64(R15)
-	PREFETCHT0 128(R15)
-	PREFETCHT0 192(R15)
-	PREFETCHT0 256(R15)
-	PREFETCHT0 320(R15)
-	PREFETCHT0 384(R15)
-	PREFETCHT0 448(R15)
-	ADDQ       $0x00000200, R15
-	VMOVUPS    (R13), Z2
-	VPMOVZXWD  (R8)(R12*1), Z3
-	VPSLLD     $0x10, Z3, Z3
-	VMULPS     Z2, Z3, Z3
-	VPMOVZXWD  (R9)(R12*1), Z4
-	VPSLLD     $0x10, Z4, Z4
-	VMULPS     Z2, Z4, Z4
-	VPMOVZXWD  (R10)(R12*1), Z5
-	VPSLLD     $0x10, Z5, Z5
-	VMULPS     Z2, Z5, Z5
-	VPMOVZXWD  (R11)(R12*1), Z6
-	VPSLLD     $0x10, Z6, Z6
-	VMULPS     Z2, Z6, Z6
-	VSHUFF32X4 $0x44, Z4, Z3, Z2
-	VSHUFF32X4 $0xee, Z4, Z3, Z3
-	VADDPS     Z2, Z0, Z0
-	VADDPS     Z3, Z0, Z0
-	VSHUFF32X4 $0x44, Z6, Z5, Z2
-	VSHUFF32X4 $0xee, Z6, Z5, Z3
-	VADDPS     Z2, Z1, Z1
-	VADDPS     Z3, Z1, Z1
-	VMOVUPS    64(R13), Z2
-	VPMOVZXWD  32(R8)(R12*1), Z3
-	VPSLLD     $0x10, Z3, Z3
-	VMULPS     Z2, Z3, Z3
-	VPMOVZXWD  32(R9)(R12*1), Z4
-	VPSLLD     $0x10, Z4, Z4
-	VMULPS     Z2, Z4, Z4
-	VPMOVZXWD  32(R10)(R12*1), Z5
-	VPSLLD     $0x10, Z5, Z5
-	VMULPS     Z2, Z5, Z5
-	VPMOVZXWD  32(R11)(R12*1), Z6
-	VPSLLD     $0x10, Z6, Z6
-	VMULPS     Z2, Z6, Z6
-	VSHUFF32X4 $0x44, Z4, Z3, Z2
-	VSHUFF32X4 $0xee, Z4, Z3, Z3
-	VADDPS     Z2, Z0, Z0
-	VADDPS     Z3, Z0, Z0
-	VSHUFF32X4 $0x44, Z6, Z5, Z2
-	VSHUFF32X4 $0xee, Z6, Z5, Z3
-	VADDPS     Z2, Z1, Z1
-	VADDPS     Z3, Z1, Z1
-	VMOVUPS    128(R13), Z2
-	VPMOVZXWD  64(R8)(R12*1), Z3
-	VPSLLD     $0x10, Z3, Z3
-	VMULPS     Z2, Z3, Z3
-	VPMOVZXWD  64(R9)(R12*1), Z4
-	VPSLLD     $0x10, Z4, Z4
-	VMULPS     Z2, Z4, Z4
-	VPMOVZXWD  64(R10)(R12*1), Z5
-	VPSLLD     $0x10, Z5, Z5
-	VMULPS     Z2, Z5, Z5
-	VPMOVZXWD  64(R11)(R12*1), Z6
-	VPSLLD     $0x10, Z6, Z6
-	VMULPS     Z2, Z6, Z6
-	VSHUFF32X4 $0x44, Z4, Z3, Z2
-	VSHUFF32X4 $0xee, Z4, Z3, Z3
-	VADDPS     Z2, Z0, Z0
-	VADDPS     Z3, Z0, Z0
-	VSHUFF32X4 $0x44, Z6, Z5, Z2
-	VSHUFF32X4 $0xee, Z6, Z5, Z3
-	VADDPS     Z2, Z1, Z1
-	VADDPS     Z3, Z1, Z1
-	VMOVUPS    192(R13), Z2
-	VPMOVZXWD  96(R8)(R12*1), Z3
-	VPSLLD     $0x10, Z3, Z3
-	VMULPS     Z2, Z3, Z3
-	VPMOVZXWD  96(R9)(R12*1), Z4
-	VPSLLD     $0x10, Z4, Z4
-	VMULPS     Z2, Z4, Z4
-	VPMOVZXWD  96(R10)(R12*1), Z5
-	VPSLLD     $0x10, Z5, Z5
-	VMULPS     Z2, Z5, Z5
-	VPMOVZXWD  96(R11)(R12*1), Z6
-	VPSLLD     $0x10, Z6, Z6
-	VMULPS     Z2, Z6, Z6
-	VSHUFF32X4 $0x44, Z4, Z3, Z2
-	VSHUFF32X4 $0xee, Z4, Z3, Z3
-	VADDPS     Z2, Z0, Z0
-	VADDPS     Z3, Z0, Z0
-	VSHUFF32X4 $0x44, Z6, Z5, Z2
-	VSHUFF32X4 $0xee, Z6, Z5, Z3
-	VADDPS     Z2, Z1, Z1
-	VADDPS     Z3, Z1, Z1
-	ADDQ       $0x00000080, R12
-	ADDQ       $0x00000100, R13
-	SUBQ       $0x00000040, R14
-	JMP        block_r4
-
-blocks_done_r4:
-chunk_r4:
-	CMPQ       R14, $0x00000010
-	JB         chunks_done_r4
-	VMOVUPS    (R13), Z2
-	VPMOVZXWD  (R8)(R12*1), Z3
-	VPSLLD     $0x10, Z3, Z3
-	VMULPS     Z2, Z3, Z3
-	VPMOVZXWD  (R9)(R12*1), Z4
-	VPSLLD     $0x10, Z4, Z4
-	VMULPS     Z2, Z4, Z4
-	VPMOVZXWD  (R10)(R12*1), Z5
-	VPSLLD     $0x10, Z5, Z5
-	VMULPS     Z2, Z5, Z5
-	VPMOVZXWD  (R11)(R12*1), Z6
-	VPSLLD     $0x10, Z6, Z6
-	VMULPS     Z2, Z6, Z6
-	VSHUFF32X4 $0x44, Z4, Z3, Z2
-	VSHUFF32X4 $0xee, Z4, Z3, Z3
-	VADDPS     Z2, Z0, Z0
-	VADDPS     Z3, Z0, Z0
-	VSHUFF32X4 $0x44, Z6, Z5, Z2
-	VSHUFF32X4 $0xee, Z6, Z5, Z3
-	VADDPS     Z2, Z1, Z1
-	VADDPS     Z3, Z1, Z1
-	ADDQ       $0x00000020, R12
-	ADDQ       $0x00000040, R13
-	SUBQ       $0x00000010, R14
-	JMP        chunk_r4
-
-chunks_done_r4:
-	TESTQ       R14, R14
-	JZ          reduce_r4
-	LEAQ        tailMasks<>+0(SB), R15
-	KMOVW       (R15)(R14*8), K1
-	KMOVW       2(R15)(R14*8), K2
-	KMOVW       4(R15)(R14*8), K3
-	VMOVUPS.Z   (R13), K1, Z2
-	VMOVDQU16.Z (R8)(R12*1), K1, Y3
-	VPMOVZXWD   Y3, Z3
-	VPSLLD      $0x10, Z3, Z3
-	VMULPS      Z2, Z3, Z3
-	VMOVDQU16.Z (R9)(R12*1), K1, Y4
-	VPMOVZXWD   Y4, Z4
-	VPSLLD      $0x10, Z4, Z4
-	VMULPS      Z2, Z4, Z4
-	VMOVDQU16.Z (R10)(R12*1), K1, Y5
-	VPMOVZXWD   Y5, Z5
-	VPSLLD      $0x10, Z5, Z5
-	VMULPS      Z2, Z5, Z5
-	VMOVDQU16.Z (R11)(R12*1), K1, Y6
-	VPMOVZXWD   Y6, Z6
-	VPSLLD      $0x10, Z6, Z6
-	VMULPS      Z2, Z6, Z6
-	VSHUFF32X4  $0x44, Z4, Z3, Z2
-	VSHUFF32X4  $0xee, Z4, Z3, Z3
-	VADDPS      Z2, Z0, K2, Z0
-	VADDPS      Z3, Z0, K3, Z0
-	VSHUFF32X4  $0x44, Z6, Z5, Z2
-	VSHUFF32X4  $0xee, Z6, Z5, Z3
-	VADDPS      Z2, Z1, K2, Z1
-	VADDPS      Z3, Z1, K3, Z1
-
-reduce_r4:
-	VSHUFPS       $0xb1, Z0, Z0, Z2
-	VADDPS        Z2, Z0, Z2
-	VSHUFPS       $0x4e, Z2, Z2, Z0
-	VADDPS        Z0, Z2, Z2
-	VSHUFF32X4    $0xf5, Z2, Z2, Z0
-	VADDPS        Z0, Z2, Z2
-	VEXTRACTF32X4 $0x02, Z2, X0
-	VMOVSS        X2, (SI)
-	VMOVSS        X0, 4(SI)
-	VSHUFPS       $0xb1, Z1, Z1, Z0
-	VADDPS        Z0, Z1, Z0
-	VSHUFPS       $0x4e, Z0, Z0, Z1
-	VADDPS        Z1, Z0, Z0
-	VSHUFF32X4    $0xf5, Z0, Z0, Z1
-	VADDPS        Z1, Z0, Z0
-	VEXTRACTF32X4 $0x02, Z0, X1
-	VMOVSS        X0, 8(SI)
-	VMOVSS        X1, 12(SI)
-	ADDQ          CX, AX
-	ADDQ          CX, AX
-	ADDQ          CX, AX
-	ADDQ          CX, AX
-	ADDQ          $0x00000010, SI
-	SUBQ          $0x00000004, DI
-	JMP           rows4
-
-rows4_done:
-	CMPQ   DI, $0x00000002
-	JB     rows2_done
-	MOVQ   AX, R8
-	LEAQ   (R8)(CX*1), R9
-	VXORPS Z0, Z0, Z0
-	XORQ   R10, R10
-	MOVQ   DX, R11
-	MOVQ   BX, R12
-	LEAQ   (R9)(CX*1), R13
-	ADDQ   CX, R13
-	ADDQ   CX, R13
-
-block_r2:
-	CMPQ       R12, $0x00000040
-	JB         blocks_done_r2
-	PREFETCHT0 (R13)
-	PREFETCHT0 64(R13)
-	PREFETCHT0 128(R13)
-	PREFETCHT0 192(R13)
-	ADDQ       $0x00000100, R13
-	VMOVUPS    (R11), Z1
-	VPMOVZXWD  (R8)(R10*1), Z2
-	VPSLLD     $0x10, Z2, Z2
-	VMULPS     Z1, Z2, Z2
-	VPMOVZXWD  (R9)(R10*1), Z3
-	VPSLLD     $0x10, Z3, Z3
-	VMULPS     Z1, Z3, Z3
-	VSHUFF32X4 $0x44, Z3, Z2, Z1
-	VSHUFF32X4 $0xee, Z3, Z2, Z2
-	VADDPS     Z1, Z0, Z0
-	VADDPS     Z2, Z0, Z0
-	VMOVUPS    64(R11), Z1
-	VPMOVZXWD  32(R8)(R10*1), Z2
-	VPSLLD     $0x10, Z2, Z2
-	VMULPS     Z1, Z2, Z2
-	VPMOVZXWD  32(R9)(R10*1), Z3
-	VPSLLD     $0x10, Z3, Z3
-	VMULPS     Z1, Z3, Z3
-	VSHUFF32X4 $0x44, Z3, Z2, Z1
-	VSHUFF32X4 $0xee, Z3, Z2, Z2
-	VADDPS     Z1, Z0, Z0
-	VADDPS     Z2, Z0, Z0
-	VMOVUPS    128(R11), Z1
-	VPMOVZXWD  64(R8)(R10*1), Z2
-	VPSLLD     $0x10, Z2, Z2
-	VMULPS     Z1, Z2, Z2
-	VPMOVZXWD  64(R9)(R10*1), Z3
-	VPSLLD     $0x10, Z3, Z3
-	VMULPS     Z1, Z3, Z3
-	VSHUFF32X4 $0x44, Z3, Z2, Z1
-	VSHUFF32X4 $0xee, Z3, Z2, Z2
-	VADDPS     Z1, Z0, Z0
-	VADDPS     Z2, Z0, Z0
-	VMOVUPS    192(R11), Z1
-	VPMOVZXWD  96(R8)(R10*1), Z2
-	VPSLLD     $0x10, Z2, Z2
-	VMULPS     Z1, Z2, Z2
-	VPMOVZXWD  96(R9)(R10*1), Z3
-	VPSLLD     $0x10, Z3, Z3
-	VMULPS     Z1, Z3, Z3
-	VSHUFF32X4 $0x44, Z3, Z2, Z1
-	VSHUFF32X4 $0xee, Z3, Z2, Z2
-	VADDPS     Z1, Z0, Z0
-	VADDPS     Z2, Z0, Z0
-	ADDQ       $0x00000080, R10
-	ADDQ       $0x00000100, R11
-	SUBQ       $0x00000040, R12
-	JMP        block_r2
-
-blocks_done_r2:
-chunk_r2:
-	CMPQ       R12, $0x00000010
-	JB         chunks_done_r2
-	VMOVUPS    (R11), Z1
-	VPMOVZXWD  (R8)(R10*1), Z2
-	VPSLLD     $0x10, Z2, Z2
-	VMULPS     Z1, Z2, Z2
-	VPMOVZXWD  (R9)(R10*1), Z3
-	VPSLLD     $0x10, Z3, Z3
-	VMULPS     Z1, Z3, Z3
-	VSHUFF32X4 $0x44, Z3, Z2, Z1
-	VSHUFF32X4 $0xee, Z3, Z2, Z2
-	VADDPS     Z1, Z0, Z0
-	VADDPS     Z2, Z0, Z0
-	ADDQ       $0x00000020, R10
-	ADDQ       $0x00000040, R11
-	SUBQ       $0x00000010, R12
-	JMP        chunk_r2
-
-chunks_done_r2:
-	TESTQ       R12, R12
-	JZ          reduce_r2
-	LEAQ        tailMasks<>+0(SB), R13
-	KMOVW       (R13)(R12*8), K1
-	KMOVW       2(R13)(R12*8), K2
-	KMOVW       4(R13)(R12*8), K3
-	VMOVUPS.Z   (R11), K1, Z1
-	VMOVDQU16.Z (R8)(R10*1), K1, Y2
-	VPMOVZXWD   Y2, Z2
-	VPSLLD      $0x10, Z2, Z2
-	VMULPS      Z1, Z2, Z2
-	VMOVDQU16.Z (R9)(R10*1), K1, Y3
-	VPMOVZXWD   Y3, Z3
-	VPSLLD      $0x10, Z3, Z3
-	VMULPS      Z1, Z3, Z3
-	VSHUFF32X4  $0x44, Z3, Z2, Z1
-	VSHUFF32X4  $0xee, Z3, Z2, Z2
-	VADDPS      Z1, Z0, K2, Z0
-	VADDPS      Z2, Z0, K3, Z0
-
-reduce_r2:
-	VSHUFPS       $0xb1, Z0, Z0, Z1
-	VADDPS        Z1, Z0, Z1
-	VSHUFPS       $0x4e, Z1, Z1, Z0
-	VADDPS        Z0, Z1, Z1
-	VSHUFF32X4    $0xf5, Z1, Z1, Z0
-	VADDPS        Z0, Z1, Z1
-	VEXTRACTF32X4 $0x02, Z1, X0
-	VMOVSS        X1, (SI)
-	VMOVSS        X0, 4(SI)
-	ADDQ          CX, AX
-	ADDQ          CX, AX
-	ADDQ          $0x00000008, SI
-	SUBQ          $0x00000002, DI
-
-rows2_done:
-	CMPQ   DI, $0x00000001
-	JB     rows1_done
-	MOVQ   AX, R8
-	VXORPS Z0, Z0, Z0
-	XORQ   R9, R9
-	MOVQ   BX, BX
+rows1:
+	CMPQ         DI, $0x00000001
+	JB           rows1_done
+	MOVQ         AX, R8
+	VPBROADCASTD dword0<>+0(SB), Z0
+	XORQ         R9, R9
+	MOVQ         DX, R10
+	MOVQ         BX, R11
+	LEAQ         (R8)(CX*1), R12
+	ADDQ         CX, R12
 
 block_r1:
-	CMPQ       BX, $0x00000040
+	CMPQ       R11, $0x00000040
 	JB         blocks_done_r1
-	VMOVUPS    (DX), Z1
+	PREFETCHT0 (R12)
+	PREFETCHT0 64(R12)
+	ADDQ       $0x00000080, R12
+	VMOVUPS    (R10), Z1
 	VPMOVZXWD  (R8)(R9*1), Z2
 	VPSLLD     $0x10, Z2, Z2
 	VMULPS     Z1, Z2, Z2
-	VSHUFF32X4 $0x44, Z2, Z2, Z1
-	VSHUFF32X4 $0xee, Z2, Z2, Z2
-	VADDPS     Z1, Z0, Z0
 	VADDPS     Z2, Z0, Z0
-	VMOVUPS    64(DX), Z1
+	VMOVUPS    64(R10), Z1
 	VPMOVZXWD  32(R8)(R9*1), Z2
 	VPSLLD     $0x10, Z2, Z2
 	VMULPS     Z1, Z2, Z2
-	VSHUFF32X4 $0x44, Z2, Z2, Z1
-	VSHUFF32X4 $0xee, Z2, Z2, Z2
-	VADDPS     Z1, Z0, Z0
 	VADDPS     Z2, Z0, Z0
-	VMOVUPS    128(DX), Z1
+	VMOVUPS    128(R10), Z1
 	VPMOVZXWD  64(R8)(R9*1), Z2
 	VPSLLD     $0x10, Z2, Z2
 	VMULPS     Z1, Z2, Z2
-	VSHUFF32X4 $0x44, Z2, Z2, Z1
-	VSHUFF32X4 $0xee, Z2, Z2, Z2
-	VADDPS     Z1, Z0, Z0
 	VADDPS     Z2, Z0, Z0
-	VMOVUPS    192(DX), Z1
+	VMOVUPS    192(R10), Z1
 	VPMOVZXWD  96(R8)(R9*1), Z2
 	VPSLLD     $0x10, Z2, Z2
 	VMULPS     Z1, Z2, Z2
-	VSHUFF32X4 $0x44, Z2, Z2, Z1
-	VSHUFF32X4 $0xee, Z2, Z2, Z2
-	VADDPS     Z1, Z0, Z0
 	VADDPS     Z2, Z0, Z0
 	ADDQ       $0x00000080, R9
-	ADDQ       $0x00000100, DX
-	SUBQ       $0x00000040, BX
+	ADDQ       $0x00000100, R10
+	SUBQ       $0x00000040, R11
 	JMP        block_r1
 
 blocks_done_r1:
 chunk_r1:
-	CMPQ       BX, $0x00000010
-	JB         chunks_done_r1
-	VMOVUPS    (DX), Z1
-	VPMOVZXWD  (R8)(R9*1), Z2
-	VPSLLD     $0x10, Z2, Z2
-	VMULPS     Z1, Z2, Z2
-	VSHUFF32X4 $0x44, Z2, Z2, Z1
-	VSHUFF32X4 $0xee, Z2, Z2, Z2
-	VADDPS     Z1, Z0, Z0
-	VADDPS     Z2, Z0, Z0
-	ADDQ       $0x00000020, R9
-	ADDQ       $0x00000040, DX
-	SUBQ       $0x00000010, BX
-	JMP        chunk_r1
+	CMPQ      R11, $0x00000010
+	JB        chunks_done_r1
+	VMOVUPS   (R10), Z1
+	VPMOVZXWD (R8)(R9*1), Z2
+	VPSLLD    $0x10, Z2, Z2
+	VMULPS    Z1, Z2, Z2
+	VADDPS    Z2, Z0, Z0
+	ADDQ      $0x00000020, R9
+	ADDQ      $0x00000040, R10
+	SUBQ      $0x00000010, R11
+	JMP       chunk_r1
 
 chunks_done_r1:
-	TESTQ       BX, BX
+	TESTQ       R11, R11
 	JZ          reduce_r1
-	LEAQ        tailMasks<>+0(SB), R10
-	KMOVW       (R10)(BX*8), K1
-	KMOVW       2(R10)(BX*8), K2
-	KMOVW       4(R10)(BX*8), K3
-	VMOVUPS.Z   (DX), K1, Z1
+	LEAQ        tailMasks<>+0(SB), R12
+	KMOVW       (R12)(R11*8), K1
+	VMOVUPS.Z   (R10), K1, Z1
 	VMOVDQU16.Z (R8)(R9*1), K1, Y2
 	VPMOVZXWD   Y2, Z2
 	VPSLLD      $0x10, Z2, Z2
 	VMULPS      Z1, Z2, Z2
-	VSHUFF32X4  $0x44, Z2, Z2, Z1
-	VSHUFF32X4  $0xee, Z2, Z2, Z2
-	VADDPS      Z1, Z0, K2, Z0
-	VADDPS      Z2, Z0, K3, Z0
+	VADDPS      Z2, Z0, K1, Z0
 
 reduce_r1:
-	VSHUFPS       $0xb1, Z0, Z0, Z1
-	VADDPS        Z1, Z0, Z1
-	VSHUFPS       $0x4e, Z1, Z1, Z0
-	VADDPS        Z0, Z1, Z1
-	VSHUFF32X4    $0xf5, Z1, Z1, Z0
-	VADDPS        Z0, Z1, Z1
-	VEXTRACTF32X4 $0x02, Z1, X0
-	VMOVSS        X1, (SI)
+	VEXTRACTF32X8 $0x01, Z0, Y1
+	VADDPS        Y0, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X0
+	VADDPS        X1, X0, X0
+	VSHUFPS       $0x0e, X0, X0, X1
+	VADDPS        X1, X0, X0
+	VSHUFPS       $0x01, X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSS        X0, (SI)
 	ADDQ          CX, AX
 	ADDQ          $0x00000004, SI
 	SUBQ          $0x00000001, DI
+	JMP           rows1
 
 rows1_done:
 	VZEROUPPER
@@ -1657,7 +684,7 @@ done:
 	RET
 
 // func matVecExactQ8_0AVX512(w []byte, rowBytes int, x []float32, out []float32)
-// Requires: AVX, AVX2, AVX512DQ, AVX512F, MMX+
+// Requires: AVX, AVX2, AVX512DQ, AVX512F, AVX512VL, MMX+
 TEXT ·matVecExactQ8_0AVX512(SB), NOSPLIT, $256-80
 	MOVQ w_base+0(FP), AX
 	MOVQ rowBytes+24(FP), CX
@@ -1667,22 +694,24 @@ TEXT ·matVecExactQ8_0AVX512(SB), NOSPLIT, $256-80
 	MOVQ out_len+64(FP), DI
 
 rows4:
-	CMPQ   DI, $0x00000004
-	JB     rows4_done
-	MOVQ   AX, R8
-	LEAQ   (R8)(CX*1), R9
-	LEAQ   (R9)(CX*1), R10
-	LEAQ   (R10)(CX*1), R11
-	VXORPS Z0, Z0, Z0
-	VXORPS Z1, Z1, Z1
-	XORQ   R12, R12
-	MOVQ   DX, R13
-	MOVQ   BX, R14
-	LEAQ   (R11)(CX*1), R15
-	ADDQ   CX, R15
-	ADDQ   CX, R15
-	ADDQ   CX, R15
-	ADDQ   CX, R15
+	CMPQ         DI, $0x00000004
+	JB           rows4_done
+	MOVQ         AX, R8
+	LEAQ         (R8)(CX*1), R9
+	LEAQ         (R9)(CX*1), R10
+	LEAQ         (R10)(CX*1), R11
+	VPBROADCASTD dword0<>+0(SB), Z0
+	VPBROADCASTD dword0<>+0(SB), Z1
+	VPBROADCASTD dword0<>+0(SB), Z2
+	VPBROADCASTD dword0<>+0(SB), Z3
+	XORQ         R12, R12
+	MOVQ         DX, R13
+	MOVQ         BX, R14
+	LEAQ         (R11)(CX*1), R15
+	ADDQ         CX, R15
+	ADDQ         CX, R15
+	ADDQ         CX, R15
+	ADDQ         CX, R15
 
 block_r4:
 	CMPQ         R14, $0x00000020
@@ -1691,87 +720,97 @@ block_r4:
 	PREFETCHT0   64(R15)
 	PREFETCHT0   128(R15)
 	ADDQ         $0x00000088, R15
-	VPBROADCASTW (R8)(R12*1), Y2
-	VCVTPH2PS    Y2, Z2
-	VPBROADCASTW (R9)(R12*1), Y3
-	VCVTPH2PS    Y3, Z3
-	VPBROADCASTW (R10)(R12*1), Y4
+	VPBROADCASTW (R8)(R12*1), Y4
 	VCVTPH2PS    Y4, Z4
-	VPBROADCASTW (R11)(R12*1), Y5
+	VPBROADCASTW (R9)(R12*1), Y5
 	VCVTPH2PS    Y5, Z5
-	VMOVUPS      (R13), Z6
-	VPMOVSXBD    2(R8)(R12*1), Z7
-	VCVTDQ2PS    Z7, Z7
-	VMULPS       Z2, Z7, Z7
-	VMULPS       Z6, Z7, Z7
-	VPMOVSXBD    2(R9)(R12*1), Z8
-	VCVTDQ2PS    Z8, Z8
-	VMULPS       Z3, Z8, Z8
-	VMULPS       Z6, Z8, Z8
-	VPMOVSXBD    2(R10)(R12*1), Z9
+	VPBROADCASTW (R10)(R12*1), Y6
+	VCVTPH2PS    Y6, Z6
+	VPBROADCASTW (R11)(R12*1), Y7
+	VCVTPH2PS    Y7, Z7
+	VMOVUPS      (R13), Z8
+	VPMOVSXBD    2(R8)(R12*1), Z9
 	VCVTDQ2PS    Z9, Z9
 	VMULPS       Z4, Z9, Z9
+	VMULPS       Z8, Z9, Z9
+	VADDPS       Z9, Z0, Z0
+	VPMOVSXBD    2(R9)(R12*1), Z9
+	VCVTDQ2PS    Z9, Z9
+	VMULPS       Z5, Z9, Z9
+	VMULPS       Z8, Z9, Z9
+	VADDPS       Z9, Z1, Z1
+	VPMOVSXBD    2(R10)(R12*1), Z9
+	VCVTDQ2PS    Z9, Z9
 	VMULPS       Z6, Z9, Z9
-	VPMOVSXBD    2(R11)(R12*1), Z10
-	VCVTDQ2PS    Z10, Z10
-	VMULPS       Z5, Z10, Z10
-	VMULPS       Z6, Z10, Z10
-	VSHUFF32X4   $0x44, Z8, Z7, Z6
-	VSHUFF32X4   $0xee, Z8, Z7, Z7
-	VADDPS       Z6, Z0, Z0
-	VADDPS       Z7, Z0, Z0
-	VSHUFF32X4   $0x44, Z10, Z9, Z6
-	VSHUFF32X4   $0xee, Z10, Z9, Z7
-	VADDPS       Z6, Z1, Z1
-	VADDPS       Z7, Z1, Z1
-	VMOVUPS      64(R13), Z6
-	VPMOVSXBD    18(R8)(R12*1), Z7
-	VCVTDQ2PS    Z7, Z7
-	VMULPS       Z2, Z7, Z7
-	VMULPS       Z6, Z7, Z7
-	VPMOVSXBD    18(R9)(R12*1), Z2
-	VCVTDQ2PS    Z2, Z2
-	VMULPS       Z3, Z2, Z2
-	VMULPS       Z6, Z2, Z2
-	VPMOVSXBD    18(R10)(R12*1), Z3
-	VCVTDQ2PS    Z3, Z3
-	VMULPS       Z4, Z3, Z3
-	VMULPS       Z6, Z3, Z3
-	VPMOVSXBD    18(R11)(R12*1), Z4
+	VMULPS       Z8, Z9, Z9
+	VADDPS       Z9, Z2, Z2
+	VPMOVSXBD    2(R11)(R12*1), Z9
+	VCVTDQ2PS    Z9, Z9
+	VMULPS       Z7, Z9, Z9
+	VMULPS       Z8, Z9, Z9
+	VADDPS       Z9, Z3, Z3
+	VMOVUPS      64(R13), Z8
+	VPMOVSXBD    18(R8)(R12*1), Z9
+	VCVTDQ2PS    Z9, Z9
+	VMULPS       Z4, Z9, Z9
+	VMULPS       Z8, Z9, Z9
+	VADDPS       Z9, Z0, Z0
+	VPMOVSXBD    18(R9)(R12*1), Z4
 	VCVTDQ2PS    Z4, Z4
 	VMULPS       Z5, Z4, Z4
+	VMULPS       Z8, Z4, Z4
+	VADDPS       Z4, Z1, Z1
+	VPMOVSXBD    18(R10)(R12*1), Z4
+	VCVTDQ2PS    Z4, Z4
 	VMULPS       Z6, Z4, Z4
-	VSHUFF32X4   $0x44, Z2, Z7, Z5
-	VSHUFF32X4   $0xee, Z2, Z7, Z2
-	VADDPS       Z5, Z0, Z0
-	VADDPS       Z2, Z0, Z0
-	VSHUFF32X4   $0x44, Z4, Z3, Z2
-	VSHUFF32X4   $0xee, Z4, Z3, Z3
-	VADDPS       Z2, Z1, Z1
-	VADDPS       Z3, Z1, Z1
+	VMULPS       Z8, Z4, Z4
+	VADDPS       Z4, Z2, Z2
+	VPMOVSXBD    18(R11)(R12*1), Z4
+	VCVTDQ2PS    Z4, Z4
+	VMULPS       Z7, Z4, Z4
+	VMULPS       Z8, Z4, Z4
+	VADDPS       Z4, Z3, Z3
 	ADDQ         $0x00000022, R12
 	ADDQ         $0x00000080, R13
 	SUBQ         $0x00000020, R14
 	JMP          block_r4
 
 blocks_done_r4:
-	VSHUFPS       $0xb1, Z0, Z0, Z2
-	VADDPS        Z2, Z0, Z2
-	VSHUFPS       $0x4e, Z2, Z2, Z0
-	VADDPS        Z0, Z2, Z2
-	VSHUFF32X4    $0xf5, Z2, Z2, Z0
-	VADDPS        Z0, Z2, Z2
-	VEXTRACTF32X4 $0x02, Z2, X0
-	VMOVSS        X2, (SI)
-	VMOVSS        X0, 4(SI)
-	VSHUFPS       $0xb1, Z1, Z1, Z0
-	VADDPS        Z0, Z1, Z0
-	VSHUFPS       $0x4e, Z0, Z0, Z1
-	VADDPS        Z1, Z0, Z0
-	VSHUFF32X4    $0xf5, Z0, Z0, Z1
-	VADDPS        Z1, Z0, Z0
-	VEXTRACTF32X4 $0x02, Z0, X1
-	VMOVSS        X0, 8(SI)
+	VEXTRACTF32X8 $0x01, Z0, Y4
+	VADDPS        Y0, Y4, Y4
+	VEXTRACTF32X4 $0x01, Y4, X0
+	VADDPS        X4, X0, X0
+	VSHUFPS       $0x0e, X0, X0, X4
+	VADDPS        X4, X0, X0
+	VSHUFPS       $0x01, X0, X0, X4
+	VADDPS        X4, X0, X0
+	VMOVSS        X0, (SI)
+	VEXTRACTF32X8 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 4(SI)
+	VEXTRACTF32X8 $0x01, Z2, Y0
+	VADDPS        Y2, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 8(SI)
+	VEXTRACTF32X8 $0x01, Z3, Y0
+	VADDPS        Y3, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
 	VMOVSS        X1, 12(SI)
 	ADDQ          CX, AX
 	ADDQ          CX, AX
@@ -1782,17 +821,18 @@ blocks_done_r4:
 	JMP           rows4
 
 rows4_done:
-	CMPQ   DI, $0x00000002
-	JB     rows2_done
-	MOVQ   AX, R8
-	LEAQ   (R8)(CX*1), R9
-	VXORPS Z0, Z0, Z0
-	XORQ   R10, R10
-	MOVQ   DX, R11
-	MOVQ   BX, R12
-	LEAQ   (R9)(CX*1), R13
-	ADDQ   CX, R13
-	ADDQ   CX, R13
+	CMPQ         DI, $0x00000002
+	JB           rows2_done
+	MOVQ         AX, R8
+	LEAQ         (R8)(CX*1), R9
+	VPBROADCASTD dword0<>+0(SB), Z0
+	VPBROADCASTD dword0<>+0(SB), Z1
+	XORQ         R10, R10
+	MOVQ         DX, R11
+	MOVQ         BX, R12
+	LEAQ         (R9)(CX*1), R13
+	ADDQ         CX, R13
+	ADDQ         CX, R13
 
 block_r2:
 	CMPQ         R12, $0x00000020
@@ -1800,67 +840,76 @@ block_r2:
 	PREFETCHT0   (R13)
 	PREFETCHT0   64(R13)
 	ADDQ         $0x00000044, R13
-	VPBROADCASTW (R8)(R10*1), Y1
-	VCVTPH2PS    Y1, Z1
-	VPBROADCASTW (R9)(R10*1), Y2
+	VPBROADCASTW (R8)(R10*1), Y2
 	VCVTPH2PS    Y2, Z2
-	VMOVUPS      (R11), Z3
-	VPMOVSXBD    2(R8)(R10*1), Z4
-	VCVTDQ2PS    Z4, Z4
-	VMULPS       Z1, Z4, Z4
-	VMULPS       Z3, Z4, Z4
-	VPMOVSXBD    2(R9)(R10*1), Z5
+	VPBROADCASTW (R9)(R10*1), Y3
+	VCVTPH2PS    Y3, Z3
+	VMOVUPS      (R11), Z4
+	VPMOVSXBD    2(R8)(R10*1), Z5
 	VCVTDQ2PS    Z5, Z5
 	VMULPS       Z2, Z5, Z5
+	VMULPS       Z4, Z5, Z5
+	VADDPS       Z5, Z0, Z0
+	VPMOVSXBD    2(R9)(R10*1), Z5
+	VCVTDQ2PS    Z5, Z5
 	VMULPS       Z3, Z5, Z5
-	VSHUFF32X4   $0x44, Z5, Z4, Z3
-	VSHUFF32X4   $0xee, Z5, Z4, Z4
-	VADDPS       Z3, Z0, Z0
-	VADDPS       Z4, Z0, Z0
-	VMOVUPS      64(R11), Z3
-	VPMOVSXBD    18(R8)(R10*1), Z4
-	VCVTDQ2PS    Z4, Z4
-	VMULPS       Z1, Z4, Z4
-	VMULPS       Z3, Z4, Z4
-	VPMOVSXBD    18(R9)(R10*1), Z1
-	VCVTDQ2PS    Z1, Z1
-	VMULPS       Z2, Z1, Z1
-	VMULPS       Z3, Z1, Z1
-	VSHUFF32X4   $0x44, Z1, Z4, Z2
-	VSHUFF32X4   $0xee, Z1, Z4, Z1
-	VADDPS       Z2, Z0, Z0
-	VADDPS       Z1, Z0, Z0
+	VMULPS       Z4, Z5, Z5
+	VADDPS       Z5, Z1, Z1
+	VMOVUPS      64(R11), Z4
+	VPMOVSXBD    18(R8)(R10*1), Z5
+	VCVTDQ2PS    Z5, Z5
+	VMULPS       Z2, Z5, Z5
+	VMULPS       Z4, Z5, Z5
+	VADDPS       Z5, Z0, Z0
+	VPMOVSXBD    18(R9)(R10*1), Z2
+	VCVTDQ2PS    Z2, Z2
+	VMULPS       Z3, Z2, Z2
+	VMULPS       Z4, Z2, Z2
+	VADDPS       Z2, Z1, Z1
 	ADDQ         $0x00000022, R10
 	ADDQ         $0x00000080, R11
 	SUBQ         $0x00000020, R12
 	JMP          block_r2
 
 blocks_done_r2:
-	VSHUFPS       $0xb1, Z0, Z0, Z1
-	VADDPS        Z1, Z0, Z1
-	VSHUFPS       $0x4e, Z1, Z1, Z0
-	VADDPS        Z0, Z1, Z1
-	VSHUFF32X4    $0xf5, Z1, Z1, Z0
-	VADDPS        Z0, Z1, Z1
-	VEXTRACTF32X4 $0x02, Z1, X0
-	VMOVSS        X1, (SI)
-	VMOVSS        X0, 4(SI)
+	VEXTRACTF32X8 $0x01, Z0, Y2
+	VADDPS        Y0, Y2, Y2
+	VEXTRACTF32X4 $0x01, Y2, X0
+	VADDPS        X2, X0, X0
+	VSHUFPS       $0x0e, X0, X0, X2
+	VADDPS        X2, X0, X0
+	VSHUFPS       $0x01, X0, X0, X2
+	VADDPS        X2, X0, X0
+	VMOVSS        X0, (SI)
+	VEXTRACTF32X8 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 4(SI)
 	ADDQ          CX, AX
 	ADDQ          CX, AX
 	ADDQ          $0x00000008, SI
 	SUBQ          $0x00000002, DI
 
 rows2_done:
-	CMPQ   DI, $0x00000001
-	JB     rows1_done
-	MOVQ   AX, R8
-	VXORPS Z0, Z0, Z0
-	XORQ   R9, R9
-	MOVQ   BX, BX
+	CMPQ         DI, $0x00000001
+	JB           rows1_done
+	MOVQ         AX, R8
+	VPBROADCASTD dword0<>+0(SB), Z0
+	XORQ         R9, R9
+	MOVQ         BX, BX
+	LEAQ         (R8)(CX*1), R10
+	ADDQ         CX, R10
 
 block_r1:
 	CMPQ         BX, $0x00000020
 	JB           blocks_done_r1
+	PREFETCHT0   (R10)
+	ADDQ         $0x00000022, R10
 	VPBROADCASTW (R8)(R9*1), Y1
 	VCVTPH2PS    Y1, Z1
 	VMOVUPS      (DX), Z2
@@ -1868,33 +917,28 @@ block_r1:
 	VCVTDQ2PS    Z3, Z3
 	VMULPS       Z1, Z3, Z3
 	VMULPS       Z2, Z3, Z3
-	VSHUFF32X4   $0x44, Z3, Z3, Z2
-	VSHUFF32X4   $0xee, Z3, Z3, Z3
-	VADDPS       Z2, Z0, Z0
 	VADDPS       Z3, Z0, Z0
 	VMOVUPS      64(DX), Z2
 	VPMOVSXBD    18(R8)(R9*1), Z3
 	VCVTDQ2PS    Z3, Z3
 	VMULPS       Z1, Z3, Z3
 	VMULPS       Z2, Z3, Z3
-	VSHUFF32X4   $0x44, Z3, Z3, Z1
-	VSHUFF32X4   $0xee, Z3, Z3, Z2
-	VADDPS       Z1, Z0, Z0
-	VADDPS       Z2, Z0, Z0
+	VADDPS       Z3, Z0, Z0
 	ADDQ         $0x00000022, R9
 	ADDQ         $0x00000080, DX
 	SUBQ         $0x00000020, BX
 	JMP          block_r1
 
 blocks_done_r1:
-	VSHUFPS       $0xb1, Z0, Z0, Z1
-	VADDPS        Z1, Z0, Z1
-	VSHUFPS       $0x4e, Z1, Z1, Z0
-	VADDPS        Z0, Z1, Z1
-	VSHUFF32X4    $0xf5, Z1, Z1, Z0
-	VADDPS        Z0, Z1, Z1
-	VEXTRACTF32X4 $0x02, Z1, X0
-	VMOVSS        X1, (SI)
+	VEXTRACTF32X8 $0x01, Z0, Y1
+	VADDPS        Y0, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X0
+	VADDPS        X1, X0, X0
+	VSHUFPS       $0x0e, X0, X0, X1
+	VADDPS        X1, X0, X0
+	VSHUFPS       $0x01, X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSS        X0, (SI)
 	ADDQ          CX, AX
 	ADDQ          $0x00000004, SI
 	SUBQ          $0x00000001, DI
@@ -1933,7 +977,7 @@ blocks_done:
 	RET
 
 // func matVecExactQ4_0AVX512(w []byte, rowBytes int, x []float32, out []float32)
-// Requires: AVX, AVX2, AVX512DQ, AVX512F, MMX+
+// Requires: AVX, AVX2, AVX512DQ, AVX512F, AVX512VL, MMX+
 TEXT ·matVecExactQ4_0AVX512(SB), NOSPLIT, $256-80
 	MOVQ w_base+0(FP), AX
 	MOVQ rowBytes+24(FP), CX
@@ -1943,22 +987,24 @@ TEXT ·matVecExactQ4_0AVX512(SB), NOSPLIT, $256-80
 	MOVQ out_len+64(FP), DI
 
 rows4:
-	CMPQ   DI, $0x00000004
-	JB     rows4_done
-	MOVQ   AX, R8
-	LEAQ   (R8)(CX*1), R9
-	LEAQ   (R9)(CX*1), R10
-	LEAQ   (R10)(CX*1), R11
-	VXORPS Z0, Z0, Z0
-	VXORPS Z1, Z1, Z1
-	XORQ   R12, R12
-	MOVQ   DX, R13
-	MOVQ   BX, R14
-	LEAQ   (R11)(CX*1), R15
-	ADDQ   CX, R15
-	ADDQ   CX, R15
-	ADDQ   CX, R15
-	ADDQ   CX, R15
+	CMPQ         DI, $0x00000004
+	JB           rows4_done
+	MOVQ         AX, R8
+	LEAQ         (R8)(CX*1), R9
+	LEAQ         (R9)(CX*1), R10
+	LEAQ         (R10)(CX*1), R11
+	VPBROADCASTD dword0<>+0(SB), Z0
+	VPBROADCASTD dword0<>+0(SB), Z1
+	VPBROADCASTD dword0<>+0(SB), Z2
+	VPBROADCASTD dword0<>+0(SB), Z3
+	XORQ         R12, R12
+	MOVQ         DX, R13
+	MOVQ         BX, R14
+	LEAQ         (R11)(CX*1), R15
+	ADDQ         CX, R15
+	ADDQ         CX, R15
+	ADDQ         CX, R15
+	ADDQ         CX, R15
 
 block_r4:
 	CMPQ         R14, $0x00000020
@@ -1966,83 +1012,93 @@ block_r4:
 	PREFETCHT0   (R15)
 	PREFETCHT0   64(R15)
 	ADDQ         $0x00000048, R15
-	VPBROADCASTW (R8)(R12*1), Y2
-	VCVTPH2PS    Y2, Z2
-	VMULPS       iotaM8<>+0(SB), Z2, Z2
-	VPMOVZXBD    2(R8)(R12*1), Z3
-	VPBROADCASTW (R9)(R12*1), Y4
+	VPBROADCASTW (R8)(R12*1), Y4
 	VCVTPH2PS    Y4, Z4
 	VMULPS       iotaM8<>+0(SB), Z4, Z4
-	VPMOVZXBD    2(R9)(R12*1), Z5
-	VPBROADCASTW (R10)(R12*1), Y6
+	VPMOVZXBD    2(R8)(R12*1), Z5
+	VPBROADCASTW (R9)(R12*1), Y6
 	VCVTPH2PS    Y6, Z6
 	VMULPS       iotaM8<>+0(SB), Z6, Z6
-	VPMOVZXBD    2(R10)(R12*1), Z7
-	VPBROADCASTW (R11)(R12*1), Y8
+	VPMOVZXBD    2(R9)(R12*1), Z7
+	VPBROADCASTW (R10)(R12*1), Y8
 	VCVTPH2PS    Y8, Z8
 	VMULPS       iotaM8<>+0(SB), Z8, Z8
-	VPMOVZXBD    2(R11)(R12*1), Z9
-	VMOVUPS      (R13), Z10
-	VPERMPS      Z2, Z3, Z11
-	VMULPS       Z10, Z11, Z11
-	VPERMPS      Z4, Z5, Z12
-	VMULPS       Z10, Z12, Z12
+	VPMOVZXBD    2(R10)(R12*1), Z9
+	VPBROADCASTW (R11)(R12*1), Y10
+	VCVTPH2PS    Y10, Z10
+	VMULPS       iotaM8<>+0(SB), Z10, Z10
+	VPMOVZXBD    2(R11)(R12*1), Z11
+	VMOVUPS      (R13), Z12
+	VPERMPS      Z4, Z5, Z13
+	VMULPS       Z12, Z13, Z13
+	VADDPS       Z13, Z0, Z0
 	VPERMPS      Z6, Z7, Z13
-	VMULPS       Z10, Z13, Z13
-	VPERMPS      Z8, Z9, Z14
-	VMULPS       Z10, Z14, Z14
-	VSHUFF32X4   $0x44, Z12, Z11, Z10
-	VSHUFF32X4   $0xee, Z12, Z11, Z11
-	VADDPS       Z10, Z0, Z0
-	VADDPS       Z11, Z0, Z0
-	VSHUFF32X4   $0x44, Z14, Z13, Z10
-	VSHUFF32X4   $0xee, Z14, Z13, Z11
-	VADDPS       Z10, Z1, Z1
-	VADDPS       Z11, Z1, Z1
-	VMOVUPS      64(R13), Z10
-	VPSRLD       $0x04, Z3, Z3
-	VPERMPS      Z2, Z3, Z3
-	VMULPS       Z10, Z3, Z3
-	VPSRLD       $0x04, Z5, Z2
-	VPERMPS      Z4, Z2, Z2
-	VMULPS       Z10, Z2, Z2
+	VMULPS       Z12, Z13, Z13
+	VADDPS       Z13, Z1, Z1
+	VPERMPS      Z8, Z9, Z13
+	VMULPS       Z12, Z13, Z13
+	VADDPS       Z13, Z2, Z2
+	VPERMPS      Z10, Z11, Z13
+	VMULPS       Z12, Z13, Z13
+	VADDPS       Z13, Z3, Z3
+	VMOVUPS      64(R13), Z12
+	VPSRLD       $0x04, Z5, Z5
+	VPERMPS      Z4, Z5, Z5
+	VMULPS       Z12, Z5, Z5
+	VADDPS       Z5, Z0, Z0
 	VPSRLD       $0x04, Z7, Z4
 	VPERMPS      Z6, Z4, Z4
-	VMULPS       Z10, Z4, Z4
-	VPSRLD       $0x04, Z9, Z5
-	VPERMPS      Z8, Z5, Z5
-	VMULPS       Z10, Z5, Z5
-	VSHUFF32X4   $0x44, Z2, Z3, Z6
-	VSHUFF32X4   $0xee, Z2, Z3, Z2
-	VADDPS       Z6, Z0, Z0
-	VADDPS       Z2, Z0, Z0
-	VSHUFF32X4   $0x44, Z5, Z4, Z2
-	VSHUFF32X4   $0xee, Z5, Z4, Z3
-	VADDPS       Z2, Z1, Z1
-	VADDPS       Z3, Z1, Z1
+	VMULPS       Z12, Z4, Z4
+	VADDPS       Z4, Z1, Z1
+	VPSRLD       $0x04, Z9, Z4
+	VPERMPS      Z8, Z4, Z4
+	VMULPS       Z12, Z4, Z4
+	VADDPS       Z4, Z2, Z2
+	VPSRLD       $0x04, Z11, Z4
+	VPERMPS      Z10, Z4, Z4
+	VMULPS       Z12, Z4, Z4
+	VADDPS       Z4, Z3, Z3
 	ADDQ         $0x00000012, R12
 	ADDQ         $0x00000080, R13
 	SUBQ         $0x00000020, R14
 	JMP          block_r4
 
 blocks_done_r4:
-	VSHUFPS       $0xb1, Z0, Z0, Z2
-	VADDPS        Z2, Z0, Z2
-	VSHUFPS       $0x4e, Z2, Z2, Z0
-	VADDPS        Z0, Z2, Z2
-	VSHUFF32X4    $0xf5, Z2, Z2, Z0
-	VADDPS        Z0, Z2, Z2
-	VEXTRACTF32X4 $0x02, Z2, X0
-	VMOVSS        X2, (SI)
-	VMOVSS        X0, 4(SI)
-	VSHUFPS       $0xb1, Z1, Z1, Z0
-	VADDPS        Z0, Z1, Z0
-	VSHUFPS       $0x4e, Z0, Z0, Z1
-	VADDPS        Z1, Z0, Z0
-	VSHUFF32X4    $0xf5, Z0, Z0, Z1
-	VADDPS        Z1, Z0, Z0
-	VEXTRACTF32X4 $0x02, Z0, X1
-	VMOVSS        X0, 8(SI)
+	VEXTRACTF32X8 $0x01, Z0, Y4
+	VADDPS        Y0, Y4, Y4
+	VEXTRACTF32X4 $0x01, Y4, X0
+	VADDPS        X4, X0, X0
+	VSHUFPS       $0x0e, X0, X0, X4
+	VADDPS        X4, X0, X0
+	VSHUFPS       $0x01, X0, X0, X4
+	VADDPS        X4, X0, X0
+	VMOVSS        X0, (SI)
+	VEXTRACTF32X8 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 4(SI)
+	VEXTRACTF32X8 $0x01, Z2, Y0
+	VADDPS        Y2, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 8(SI)
+	VEXTRACTF32X8 $0x01, Z3, Y0
+	VADDPS        Y3, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
 	VMOVSS        X1, 12(SI)
 	ADDQ          CX, AX
 	ADDQ          CX, AX
@@ -2053,82 +1109,92 @@ blocks_done_r4:
 	JMP           rows4
 
 rows4_done:
-	CMPQ   DI, $0x00000002
-	JB     rows2_done
-	MOVQ   AX, R8
-	LEAQ   (R8)(CX*1), R9
-	VXORPS Z0, Z0, Z0
-	XORQ   R10, R10
-	MOVQ   DX, R11
-	MOVQ   BX, R12
-	LEAQ   (R9)(CX*1), R13
-	ADDQ   CX, R13
-	ADDQ   CX, R13
+	CMPQ         DI, $0x00000002
+	JB           rows2_done
+	MOVQ         AX, R8
+	LEAQ         (R8)(CX*1), R9
+	VPBROADCASTD dword0<>+0(SB), Z0
+	VPBROADCASTD dword0<>+0(SB), Z1
+	XORQ         R10, R10
+	MOVQ         DX, R11
+	MOVQ         BX, R12
+	LEAQ         (R9)(CX*1), R13
+	ADDQ         CX, R13
+	ADDQ         CX, R13
 
 block_r2:
 	CMPQ         R12, $0x00000020
 	JB           blocks_done_r2
 	PREFETCHT0   (R13)
 	ADDQ         $0x00000024, R13
-	VPBROADCASTW (R8)(R10*1), Y1
-	VCVTPH2PS    Y1, Z1
-	VMULPS       iotaM8<>+0(SB), Z1, Z1
-	VPMOVZXBD    2(R8)(R10*1), Z2
-	VPBROADCASTW (R9)(R10*1), Y3
-	VCVTPH2PS    Y3, Z3
-	VMULPS       iotaM8<>+0(SB), Z3, Z3
-	VPMOVZXBD    2(R9)(R10*1), Z4
-	VMOVUPS      (R11), Z5
-	VPERMPS      Z1, Z2, Z6
-	VMULPS       Z5, Z6, Z6
-	VPERMPS      Z3, Z4, Z7
-	VMULPS       Z5, Z7, Z7
-	VSHUFF32X4   $0x44, Z7, Z6, Z5
-	VSHUFF32X4   $0xee, Z7, Z6, Z6
-	VADDPS       Z5, Z0, Z0
-	VADDPS       Z6, Z0, Z0
-	VMOVUPS      64(R11), Z5
-	VPSRLD       $0x04, Z2, Z2
-	VPERMPS      Z1, Z2, Z2
-	VMULPS       Z5, Z2, Z2
-	VPSRLD       $0x04, Z4, Z1
-	VPERMPS      Z3, Z1, Z1
-	VMULPS       Z5, Z1, Z1
-	VSHUFF32X4   $0x44, Z1, Z2, Z3
-	VSHUFF32X4   $0xee, Z1, Z2, Z1
+	VPBROADCASTW (R8)(R10*1), Y2
+	VCVTPH2PS    Y2, Z2
+	VMULPS       iotaM8<>+0(SB), Z2, Z2
+	VPMOVZXBD    2(R8)(R10*1), Z3
+	VPBROADCASTW (R9)(R10*1), Y4
+	VCVTPH2PS    Y4, Z4
+	VMULPS       iotaM8<>+0(SB), Z4, Z4
+	VPMOVZXBD    2(R9)(R10*1), Z5
+	VMOVUPS      (R11), Z6
+	VPERMPS      Z2, Z3, Z7
+	VMULPS       Z6, Z7, Z7
+	VADDPS       Z7, Z0, Z0
+	VPERMPS      Z4, Z5, Z7
+	VMULPS       Z6, Z7, Z7
+	VADDPS       Z7, Z1, Z1
+	VMOVUPS      64(R11), Z6
+	VPSRLD       $0x04, Z3, Z3
+	VPERMPS      Z2, Z3, Z3
+	VMULPS       Z6, Z3, Z3
 	VADDPS       Z3, Z0, Z0
-	VADDPS       Z1, Z0, Z0
+	VPSRLD       $0x04, Z5, Z2
+	VPERMPS      Z4, Z2, Z2
+	VMULPS       Z6, Z2, Z2
+	VADDPS       Z2, Z1, Z1
 	ADDQ         $0x00000012, R10
 	ADDQ         $0x00000080, R11
 	SUBQ         $0x00000020, R12
 	JMP          block_r2
 
 blocks_done_r2:
-	VSHUFPS       $0xb1, Z0, Z0, Z1
-	VADDPS        Z1, Z0, Z1
-	VSHUFPS       $0x4e, Z1, Z1, Z0
-	VADDPS        Z0, Z1, Z1
-	VSHUFF32X4    $0xf5, Z1, Z1, Z0
-	VADDPS        Z0, Z1, Z1
-	VEXTRACTF32X4 $0x02, Z1, X0
-	VMOVSS        X1, (SI)
-	VMOVSS        X0, 4(SI)
+	VEXTRACTF32X8 $0x01, Z0, Y2
+	VADDPS        Y0, Y2, Y2
+	VEXTRACTF32X4 $0x01, Y2, X0
+	VADDPS        X2, X0, X0
+	VSHUFPS       $0x0e, X0, X0, X2
+	VADDPS        X2, X0, X0
+	VSHUFPS       $0x01, X0, X0, X2
+	VADDPS        X2, X0, X0
+	VMOVSS        X0, (SI)
+	VEXTRACTF32X8 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 4(SI)
 	ADDQ          CX, AX
 	ADDQ          CX, AX
 	ADDQ          $0x00000008, SI
 	SUBQ          $0x00000002, DI
 
 rows2_done:
-	CMPQ   DI, $0x00000001
-	JB     rows1_done
-	MOVQ   AX, R8
-	VXORPS Z0, Z0, Z0
-	XORQ   R9, R9
-	MOVQ   BX, BX
+	CMPQ         DI, $0x00000001
+	JB           rows1_done
+	MOVQ         AX, R8
+	VPBROADCASTD dword0<>+0(SB), Z0
+	XORQ         R9, R9
+	MOVQ         BX, BX
+	LEAQ         (R8)(CX*1), R10
+	ADDQ         CX, R10
 
 block_r1:
 	CMPQ         BX, $0x00000020
 	JB           blocks_done_r1
+	PREFETCHT0   (R10)
+	ADDQ         $0x00000012, R10
 	VPBROADCASTW (R8)(R9*1), Y1
 	VCVTPH2PS    Y1, Z1
 	VMULPS       iotaM8<>+0(SB), Z1, Z1
@@ -2136,17 +1202,11 @@ block_r1:
 	VMOVUPS      (DX), Z3
 	VPERMPS      Z1, Z2, Z4
 	VMULPS       Z3, Z4, Z4
-	VSHUFF32X4   $0x44, Z4, Z4, Z3
-	VSHUFF32X4   $0xee, Z4, Z4, Z4
-	VADDPS       Z3, Z0, Z0
 	VADDPS       Z4, Z0, Z0
 	VMOVUPS      64(DX), Z3
 	VPSRLD       $0x04, Z2, Z2
 	VPERMPS      Z1, Z2, Z2
 	VMULPS       Z3, Z2, Z2
-	VSHUFF32X4   $0x44, Z2, Z2, Z1
-	VSHUFF32X4   $0xee, Z2, Z2, Z2
-	VADDPS       Z1, Z0, Z0
 	VADDPS       Z2, Z0, Z0
 	ADDQ         $0x00000012, R9
 	ADDQ         $0x00000080, DX
@@ -2154,14 +1214,15 @@ block_r1:
 	JMP          block_r1
 
 blocks_done_r1:
-	VSHUFPS       $0xb1, Z0, Z0, Z1
-	VADDPS        Z1, Z0, Z1
-	VSHUFPS       $0x4e, Z1, Z1, Z0
-	VADDPS        Z0, Z1, Z1
-	VSHUFF32X4    $0xf5, Z1, Z1, Z0
-	VADDPS        Z0, Z1, Z1
-	VEXTRACTF32X4 $0x02, Z1, X0
-	VMOVSS        X1, (SI)
+	VEXTRACTF32X8 $0x01, Z0, Y1
+	VADDPS        Y0, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X0
+	VADDPS        X1, X0, X0
+	VSHUFPS       $0x0e, X0, X0, X1
+	VADDPS        X1, X0, X0
+	VSHUFPS       $0x01, X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSS        X0, (SI)
 	ADDQ          CX, AX
 	ADDQ          $0x00000004, SI
 	SUBQ          $0x00000001, DI
@@ -2199,7 +1260,7 @@ blocks_done:
 	RET
 
 // func matVecExactQ4_1AVX512(w []byte, rowBytes int, x []float32, out []float32)
-// Requires: AVX, AVX2, AVX512DQ, AVX512F, MMX+
+// Requires: AVX, AVX2, AVX512DQ, AVX512F, AVX512VL, MMX+
 TEXT ·matVecExactQ4_1AVX512(SB), NOSPLIT, $256-80
 	MOVQ w_base+0(FP), AX
 	MOVQ rowBytes+24(FP), CX
@@ -2209,22 +1270,24 @@ TEXT ·matVecExactQ4_1AVX512(SB), NOSPLIT, $256-80
 	MOVQ out_len+64(FP), DI
 
 rows4:
-	CMPQ   DI, $0x00000004
-	JB     rows4_done
-	MOVQ   AX, R8
-	LEAQ   (R8)(CX*1), R9
-	LEAQ   (R9)(CX*1), R10
-	LEAQ   (R10)(CX*1), R11
-	VXORPS Z0, Z0, Z0
-	VXORPS Z1, Z1, Z1
-	XORQ   R12, R12
-	MOVQ   DX, R13
-	MOVQ   BX, R14
-	LEAQ   (R11)(CX*1), R15
-	ADDQ   CX, R15
-	ADDQ   CX, R15
-	ADDQ   CX, R15
-	ADDQ   CX, R15
+	CMPQ         DI, $0x00000004
+	JB           rows4_done
+	MOVQ         AX, R8
+	LEAQ         (R8)(CX*1), R9
+	LEAQ         (R9)(CX*1), R10
+	LEAQ         (R10)(CX*1), R11
+	VPBROADCASTD dword0<>+0(SB), Z0
+	VPBROADCASTD dword0<>+0(SB), Z1
+	VPBROADCASTD dword0<>+0(SB), Z2
+	VPBROADCASTD dword0<>+0(SB), Z3
+	XORQ         R12, R12
+	MOVQ         DX, R13
+	MOVQ         BX, R14
+	LEAQ         (R11)(CX*1), R15
+	ADDQ         CX, R15
+	ADDQ         CX, R15
+	ADDQ         CX, R15
+	ADDQ         CX, R15
 
 block_r4:
 	CMPQ         R14, $0x00000020
@@ -2232,95 +1295,105 @@ block_r4:
 	PREFETCHT0   (R15)
 	PREFETCHT0   64(R15)
 	ADDQ         $0x00000050, R15
-	VPBROADCASTW (R8)(R12*1), Y2
-	VCVTPH2PS    Y2, Z2
-	VPBROADCASTW 2(R8)(R12*1), Y3
-	VCVTPH2PS    Y3, Z3
-	VMULPS       iota0<>+0(SB), Z2, Z2
-	VADDPS       Z3, Z2, Z2
-	VPMOVZXBD    4(R8)(R12*1), Z3
-	VPBROADCASTW (R9)(R12*1), Y4
+	VPBROADCASTW (R8)(R12*1), Y4
 	VCVTPH2PS    Y4, Z4
-	VPBROADCASTW 2(R9)(R12*1), Y5
+	VPBROADCASTW 2(R8)(R12*1), Y5
 	VCVTPH2PS    Y5, Z5
 	VMULPS       iota0<>+0(SB), Z4, Z4
 	VADDPS       Z5, Z4, Z4
-	VPMOVZXBD    4(R9)(R12*1), Z5
-	VPBROADCASTW (R10)(R12*1), Y6
+	VPMOVZXBD    4(R8)(R12*1), Z5
+	VPBROADCASTW (R9)(R12*1), Y6
 	VCVTPH2PS    Y6, Z6
-	VPBROADCASTW 2(R10)(R12*1), Y7
+	VPBROADCASTW 2(R9)(R12*1), Y7
 	VCVTPH2PS    Y7, Z7
 	VMULPS       iota0<>+0(SB), Z6, Z6
 	VADDPS       Z7, Z6, Z6
-	VPMOVZXBD    4(R10)(R12*1), Z7
-	VPBROADCASTW (R11)(R12*1), Y8
+	VPMOVZXBD    4(R9)(R12*1), Z7
+	VPBROADCASTW (R10)(R12*1), Y8
 	VCVTPH2PS    Y8, Z8
-	VPBROADCASTW 2(R11)(R12*1), Y9
+	VPBROADCASTW 2(R10)(R12*1), Y9
 	VCVTPH2PS    Y9, Z9
 	VMULPS       iota0<>+0(SB), Z8, Z8
 	VADDPS       Z9, Z8, Z8
-	VPMOVZXBD    4(R11)(R12*1), Z9
-	VMOVUPS      (R13), Z10
-	VPERMPS      Z2, Z3, Z11
-	VMULPS       Z10, Z11, Z11
-	VPERMPS      Z4, Z5, Z12
-	VMULPS       Z10, Z12, Z12
+	VPMOVZXBD    4(R10)(R12*1), Z9
+	VPBROADCASTW (R11)(R12*1), Y10
+	VCVTPH2PS    Y10, Z10
+	VPBROADCASTW 2(R11)(R12*1), Y11
+	VCVTPH2PS    Y11, Z11
+	VMULPS       iota0<>+0(SB), Z10, Z10
+	VADDPS       Z11, Z10, Z10
+	VPMOVZXBD    4(R11)(R12*1), Z11
+	VMOVUPS      (R13), Z12
+	VPERMPS      Z4, Z5, Z13
+	VMULPS       Z12, Z13, Z13
+	VADDPS       Z13, Z0, Z0
 	VPERMPS      Z6, Z7, Z13
-	VMULPS       Z10, Z13, Z13
-	VPERMPS      Z8, Z9, Z14
-	VMULPS       Z10, Z14, Z14
-	VSHUFF32X4   $0x44, Z12, Z11, Z10
-	VSHUFF32X4   $0xee, Z12, Z11, Z11
-	VADDPS       Z10, Z0, Z0
-	VADDPS       Z11, Z0, Z0
-	VSHUFF32X4   $0x44, Z14, Z13, Z10
-	VSHUFF32X4   $0xee, Z14, Z13, Z11
-	VADDPS       Z10, Z1, Z1
-	VADDPS       Z11, Z1, Z1
-	VMOVUPS      64(R13), Z10
-	VPSRLD       $0x04, Z3, Z3
-	VPERMPS      Z2, Z3, Z3
-	VMULPS       Z10, Z3, Z3
-	VPSRLD       $0x04, Z5, Z2
-	VPERMPS      Z4, Z2, Z2
-	VMULPS       Z10, Z2, Z2
+	VMULPS       Z12, Z13, Z13
+	VADDPS       Z13, Z1, Z1
+	VPERMPS      Z8, Z9, Z13
+	VMULPS       Z12, Z13, Z13
+	VADDPS       Z13, Z2, Z2
+	VPERMPS      Z10, Z11, Z13
+	VMULPS       Z12, Z13, Z13
+	VADDPS       Z13, Z3, Z3
+	VMOVUPS      64(R13), Z12
+	VPSRLD       $0x04, Z5, Z5
+	VPERMPS      Z4, Z5, Z5
+	VMULPS       Z12, Z5, Z5
+	VADDPS       Z5, Z0, Z0
 	VPSRLD       $0x04, Z7, Z4
 	VPERMPS      Z6, Z4, Z4
-	VMULPS       Z10, Z4, Z4
-	VPSRLD       $0x04, Z9, Z5
-	VPERMPS      Z8, Z5, Z5
-	VMULPS       Z10, Z5, Z5
-	VSHUFF32X4   $0x44, Z2, Z3, Z6
-	VSHUFF32X4   $0xee, Z2, Z3, Z2
-	VADDPS       Z6, Z0, Z0
-	VADDPS       Z2, Z0, Z0
-	VSHUFF32X4   $0x44, Z5, Z4, Z2
-	VSHUFF32X4   $0xee, Z5, Z4, Z3
-	VADDPS       Z2, Z1, Z1
-	VADDPS       Z3, Z1, Z1
+	VMULPS       Z12, Z4, Z4
+	VADDPS       Z4, Z1, Z1
+	VPSRLD       $0x04, Z9, Z4
+	VPERMPS      Z8, Z4, Z4
+	VMULPS       Z12, Z4, Z4
+	VADDPS       Z4, Z2, Z2
+	VPSRLD       $0x04, Z11, Z4
+	VPERMPS      Z10, Z4, Z4
+	VMULPS       Z12, Z4, Z4
+	VADDPS       Z4, Z3, Z3
 	ADDQ         $0x00000014, R12
 	ADDQ         $0x00000080, R13
 	SUBQ         $0x00000020, R14
 	JMP          block_r4
 
 blocks_done_r4:
-	VSHUFPS       $0xb1, Z0, Z0, Z2
-	VADDPS        Z2, Z0, Z2
-	VSHUFPS       $0x4e, Z2, Z2, Z0
-	VADDPS        Z0, Z2, Z2
-	VSHUFF32X4    $0xf5, Z2, Z2, Z0
-	VADDPS        Z0, Z2, Z2
-	VEXTRACTF32X4 $0x02, Z2, X0
-	VMOVSS        X2, (SI)
-	VMOVSS        X0, 4(SI)
-	VSHUFPS       $0xb1, Z1, Z1, Z0
-	VADDPS        Z0, Z1, Z0
-	VSHUFPS       $0x4e, Z0, Z0, Z1
-	VADDPS        Z1, Z0, Z0
-	VSHUFF32X4    $0xf5, Z0, Z0, Z1
-	VADDPS        Z1, Z0, Z0
-	VEXTRACTF32X4 $0x02, Z0, X1
-	VMOVSS        X0, 8(SI)
+	VEXTRACTF32X8 $0x01, Z0, Y4
+	VADDPS        Y0, Y4, Y4
+	VEXTRACTF32X4 $0x01, Y4, X0
+	VADDPS        X4, X0, X0
+	VSHUFPS       $0x0e, X0, X0, X4
+	VADDPS        X4, X0, X0
+	VSHUFPS       $0x01, X0, X0, X4
+	VADDPS        X4, X0, X0
+	VMOVSS        X0, (SI)
+	VEXTRACTF32X8 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 4(SI)
+	VEXTRACTF32X8 $0x01, Z2, Y0
+	VADDPS        Y2, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 8(SI)
+	VEXTRACTF32X8 $0x01, Z3, Y0
+	VADDPS        Y3, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
 	VMOVSS        X1, 12(SI)
 	ADDQ          CX, AX
 	ADDQ          CX, AX
@@ -2331,88 +1404,98 @@ blocks_done_r4:
 	JMP           rows4
 
 rows4_done:
-	CMPQ   DI, $0x00000002
-	JB     rows2_done
-	MOVQ   AX, R8
-	LEAQ   (R8)(CX*1), R9
-	VXORPS Z0, Z0, Z0
-	XORQ   R10, R10
-	MOVQ   DX, R11
-	MOVQ   BX, R12
-	LEAQ   (R9)(CX*1), R13
-	ADDQ   CX, R13
-	ADDQ   CX, R13
+	CMPQ         DI, $0x00000002
+	JB           rows2_done
+	MOVQ         AX, R8
+	LEAQ         (R8)(CX*1), R9
+	VPBROADCASTD dword0<>+0(SB), Z0
+	VPBROADCASTD dword0<>+0(SB), Z1
+	XORQ         R10, R10
+	MOVQ         DX, R11
+	MOVQ         BX, R12
+	LEAQ         (R9)(CX*1), R13
+	ADDQ         CX, R13
+	ADDQ         CX, R13
 
 block_r2:
 	CMPQ         R12, $0x00000020
 	JB           blocks_done_r2
 	PREFETCHT0   (R13)
 	ADDQ         $0x00000028, R13
-	VPBROADCASTW (R8)(R10*1), Y1
-	VCVTPH2PS    Y1, Z1
-	VPBROADCASTW 2(R8)(R10*1), Y2
+	VPBROADCASTW (R8)(R10*1), Y2
 	VCVTPH2PS    Y2, Z2
-	VMULPS       iota0<>+0(SB), Z1, Z1
-	VADDPS       Z2, Z1, Z1
-	VPMOVZXBD    4(R8)(R10*1), Z2
-	VPBROADCASTW (R9)(R10*1), Y3
+	VPBROADCASTW 2(R8)(R10*1), Y3
 	VCVTPH2PS    Y3, Z3
-	VPBROADCASTW 2(R9)(R10*1), Y4
+	VMULPS       iota0<>+0(SB), Z2, Z2
+	VADDPS       Z3, Z2, Z2
+	VPMOVZXBD    4(R8)(R10*1), Z3
+	VPBROADCASTW (R9)(R10*1), Y4
 	VCVTPH2PS    Y4, Z4
-	VMULPS       iota0<>+0(SB), Z3, Z3
-	VADDPS       Z4, Z3, Z3
-	VPMOVZXBD    4(R9)(R10*1), Z4
-	VMOVUPS      (R11), Z5
-	VPERMPS      Z1, Z2, Z6
-	VMULPS       Z5, Z6, Z6
-	VPERMPS      Z3, Z4, Z7
-	VMULPS       Z5, Z7, Z7
-	VSHUFF32X4   $0x44, Z7, Z6, Z5
-	VSHUFF32X4   $0xee, Z7, Z6, Z6
-	VADDPS       Z5, Z0, Z0
-	VADDPS       Z6, Z0, Z0
-	VMOVUPS      64(R11), Z5
-	VPSRLD       $0x04, Z2, Z2
-	VPERMPS      Z1, Z2, Z2
-	VMULPS       Z5, Z2, Z2
-	VPSRLD       $0x04, Z4, Z1
-	VPERMPS      Z3, Z1, Z1
-	VMULPS       Z5, Z1, Z1
-	VSHUFF32X4   $0x44, Z1, Z2, Z3
-	VSHUFF32X4   $0xee, Z1, Z2, Z1
+	VPBROADCASTW 2(R9)(R10*1), Y5
+	VCVTPH2PS    Y5, Z5
+	VMULPS       iota0<>+0(SB), Z4, Z4
+	VADDPS       Z5, Z4, Z4
+	VPMOVZXBD    4(R9)(R10*1), Z5
+	VMOVUPS      (R11), Z6
+	VPERMPS      Z2, Z3, Z7
+	VMULPS       Z6, Z7, Z7
+	VADDPS       Z7, Z0, Z0
+	VPERMPS      Z4, Z5, Z7
+	VMULPS       Z6, Z7, Z7
+	VADDPS       Z7, Z1, Z1
+	VMOVUPS      64(R11), Z6
+	VPSRLD       $0x04, Z3, Z3
+	VPERMPS      Z2, Z3, Z3
+	VMULPS       Z6, Z3, Z3
 	VADDPS       Z3, Z0, Z0
-	VADDPS       Z1, Z0, Z0
+	VPSRLD       $0x04, Z5, Z2
+	VPERMPS      Z4, Z2, Z2
+	VMULPS       Z6, Z2, Z2
+	VADDPS       Z2, Z1, Z1
 	ADDQ         $0x00000014, R10
 	ADDQ         $0x00000080, R11
 	SUBQ         $0x00000020, R12
 	JMP          block_r2
 
 blocks_done_r2:
-	VSHUFPS       $0xb1, Z0, Z0, Z1
-	VADDPS        Z1, Z0, Z1
-	VSHUFPS       $0x4e, Z1, Z1, Z0
-	VADDPS        Z0, Z1, Z1
-	VSHUFF32X4    $0xf5, Z1, Z1, Z0
-	VADDPS        Z0, Z1, Z1
-	VEXTRACTF32X4 $0x02, Z1, X0
-	VMOVSS        X1, (SI)
-	VMOVSS        X0, 4(SI)
+	VEXTRACTF32X8 $0x01, Z0, Y2
+	VADDPS        Y0, Y2, Y2
+	VEXTRACTF32X4 $0x01, Y2, X0
+	VADDPS        X2, X0, X0
+	VSHUFPS       $0x0e, X0, X0, X2
+	VADDPS        X2, X0, X0
+	VSHUFPS       $0x01, X0, X0, X2
+	VADDPS        X2, X0, X0
+	VMOVSS        X0, (SI)
+	VEXTRACTF32X8 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 4(SI)
 	ADDQ          CX, AX
 	ADDQ          CX, AX
 	ADDQ          $0x00000008, SI
 	SUBQ          $0x00000002, DI
 
 rows2_done:
-	CMPQ   DI, $0x00000001
-	JB     rows1_done
-	MOVQ   AX, R8
-	VXORPS Z0, Z0, Z0
-	XORQ   R9, R9
-	MOVQ   BX, BX
+	CMPQ         DI, $0x00000001
+	JB           rows1_done
+	MOVQ         AX, R8
+	VPBROADCASTD dword0<>+0(SB), Z0
+	XORQ         R9, R9
+	MOVQ         BX, BX
+	LEAQ         (R8)(CX*1), R10
+	ADDQ         CX, R10
 
 block_r1:
 	CMPQ         BX, $0x00000020
 	JB           blocks_done_r1
+	PREFETCHT0   (R10)
+	ADDQ         $0x00000014, R10
 	VPBROADCASTW (R8)(R9*1), Y1
 	VCVTPH2PS    Y1, Z1
 	VPBROADCASTW 2(R8)(R9*1), Y2
@@ -2423,17 +1506,11 @@ block_r1:
 	VMOVUPS      (DX), Z3
 	VPERMPS      Z1, Z2, Z4
 	VMULPS       Z3, Z4, Z4
-	VSHUFF32X4   $0x44, Z4, Z4, Z3
-	VSHUFF32X4   $0xee, Z4, Z4, Z4
-	VADDPS       Z3, Z0, Z0
 	VADDPS       Z4, Z0, Z0
 	VMOVUPS      64(DX), Z3
 	VPSRLD       $0x04, Z2, Z2
 	VPERMPS      Z1, Z2, Z2
 	VMULPS       Z3, Z2, Z2
-	VSHUFF32X4   $0x44, Z2, Z2, Z1
-	VSHUFF32X4   $0xee, Z2, Z2, Z2
-	VADDPS       Z1, Z0, Z0
 	VADDPS       Z2, Z0, Z0
 	ADDQ         $0x00000014, R9
 	ADDQ         $0x00000080, DX
@@ -2441,14 +1518,15 @@ block_r1:
 	JMP          block_r1
 
 blocks_done_r1:
-	VSHUFPS       $0xb1, Z0, Z0, Z1
-	VADDPS        Z1, Z0, Z1
-	VSHUFPS       $0x4e, Z1, Z1, Z0
-	VADDPS        Z0, Z1, Z1
-	VSHUFF32X4    $0xf5, Z1, Z1, Z0
-	VADDPS        Z0, Z1, Z1
-	VEXTRACTF32X4 $0x02, Z1, X0
-	VMOVSS        X1, (SI)
+	VEXTRACTF32X8 $0x01, Z0, Y1
+	VADDPS        Y0, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X0
+	VADDPS        X1, X0, X0
+	VSHUFPS       $0x0e, X0, X0, X1
+	VADDPS        X1, X0, X0
+	VSHUFPS       $0x01, X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSS        X0, (SI)
 	ADDQ          CX, AX
 	ADDQ          $0x00000004, SI
 	SUBQ          $0x00000001, DI
@@ -2489,7 +1567,7 @@ blocks_done:
 	RET
 
 // func matVecExactQ5_0AVX512(w []byte, rowBytes int, x []float32, out []float32)
-// Requires: AVX, AVX2, AVX512BW, AVX512DQ, AVX512F, MMX+
+// Requires: AVX, AVX2, AVX512BW, AVX512DQ, AVX512F, AVX512VL, MMX+
 TEXT ·matVecExactQ5_0AVX512(SB), NOSPLIT, $256-80
 	MOVQ w_base+0(FP), AX
 	MOVQ rowBytes+24(FP), CX
@@ -2499,78 +1577,84 @@ TEXT ·matVecExactQ5_0AVX512(SB), NOSPLIT, $256-80
 	MOVQ out_len+64(FP), DI
 
 rows2:
-	CMPQ   DI, $0x00000002
-	JB     rows2_done
-	MOVQ   AX, R8
-	LEAQ   (R8)(CX*1), R9
-	VXORPS Z0, Z0, Z0
-	XORQ   R10, R10
-	MOVQ   DX, R11
-	MOVQ   BX, R12
-	LEAQ   (R9)(CX*1), R13
-	ADDQ   CX, R13
-	ADDQ   CX, R13
+	CMPQ         DI, $0x00000002
+	JB           rows2_done
+	MOVQ         AX, R8
+	LEAQ         (R8)(CX*1), R9
+	VPBROADCASTD dword0<>+0(SB), Z0
+	VPBROADCASTD dword0<>+0(SB), Z1
+	XORQ         R10, R10
+	MOVQ         DX, R11
+	MOVQ         BX, R12
+	LEAQ         (R9)(CX*1), R13
+	ADDQ         CX, R13
+	ADDQ         CX, R13
 
 block_r2:
 	CMPQ         R12, $0x00000020
 	JB           blocks_done_r2
 	PREFETCHT0   (R13)
 	ADDQ         $0x0000002c, R13
-	VPBROADCASTW (R8)(R10*1), Y1
-	VCVTPH2PS    Y1, Z1
-	VMULPS       iotaM16<>+0(SB), Z1, Z2
-	VMULPS       iota0<>+0(SB), Z1, Z1
-	VPMOVZXBD    6(R8)(R10*1), Z3
+	VPBROADCASTW (R8)(R10*1), Y2
+	VCVTPH2PS    Y2, Z2
+	VMULPS       iotaM16<>+0(SB), Z2, Z3
+	VMULPS       iota0<>+0(SB), Z2, Z2
+	VPMOVZXBD    6(R8)(R10*1), Z4
 	KMOVD        2(R8)(R10*1), K1
-	VPBROADCASTW (R9)(R10*1), Y4
-	VCVTPH2PS    Y4, Z4
-	VMULPS       iotaM16<>+0(SB), Z4, Z5
-	VMULPS       iota0<>+0(SB), Z4, Z4
-	VPMOVZXBD    6(R9)(R10*1), Z6
+	VPBROADCASTW (R9)(R10*1), Y5
+	VCVTPH2PS    Y5, Z5
+	VMULPS       iotaM16<>+0(SB), Z5, Z6
+	VMULPS       iota0<>+0(SB), Z5, Z5
+	VPMOVZXBD    6(R9)(R10*1), Z7
 	KMOVD        2(R9)(R10*1), K2
-	VMOVUPS      (R11), Z7
-	VPANDD.BCST  dword15<>+0(SB), Z3, Z8
-	VPORD.BCST   dword16<>+0(SB), Z8, K1, Z8
-	VPERMI2PS    Z1, Z2, Z8
-	VMULPS       Z7, Z8, Z8
-	VPANDD.BCST  dword15<>+0(SB), Z6, Z9
+	VMOVUPS      (R11), Z8
+	VPANDD.BCST  dword15<>+0(SB), Z4, Z9
+	VPORD.BCST   dword16<>+0(SB), Z9, K1, Z9
+	VPERMI2PS    Z2, Z3, Z9
+	VMULPS       Z8, Z9, Z9
+	VADDPS       Z9, Z0, Z0
+	VPANDD.BCST  dword15<>+0(SB), Z7, Z9
 	VPORD.BCST   dword16<>+0(SB), Z9, K2, Z9
-	VPERMI2PS    Z4, Z5, Z9
-	VMULPS       Z7, Z9, Z9
-	VSHUFF32X4   $0x44, Z9, Z8, Z7
-	VSHUFF32X4   $0xee, Z9, Z8, Z8
-	VADDPS       Z7, Z0, Z0
-	VADDPS       Z8, Z0, Z0
-	VMOVUPS      64(R11), Z7
-	VPSRLD       $0x04, Z3, Z3
+	VPERMI2PS    Z5, Z6, Z9
+	VMULPS       Z8, Z9, Z9
+	VADDPS       Z9, Z1, Z1
+	VMOVUPS      64(R11), Z8
+	VPSRLD       $0x04, Z4, Z4
 	KSHIFTRD     $0x10, K1, K1
-	VPORD.BCST   dword16<>+0(SB), Z3, K1, Z3
-	VPERMI2PS    Z1, Z2, Z3
-	VMULPS       Z7, Z3, Z3
-	VPSRLD       $0x04, Z6, Z1
+	VPORD.BCST   dword16<>+0(SB), Z4, K1, Z4
+	VPERMI2PS    Z2, Z3, Z4
+	VMULPS       Z8, Z4, Z4
+	VADDPS       Z4, Z0, Z0
+	VPSRLD       $0x04, Z7, Z2
 	KSHIFTRD     $0x10, K2, K2
-	VPORD.BCST   dword16<>+0(SB), Z1, K2, Z1
-	VPERMI2PS    Z4, Z5, Z1
-	VMULPS       Z7, Z1, Z1
-	VSHUFF32X4   $0x44, Z1, Z3, Z2
-	VSHUFF32X4   $0xee, Z1, Z3, Z1
-	VADDPS       Z2, Z0, Z0
-	VADDPS       Z1, Z0, Z0
+	VPORD.BCST   dword16<>+0(SB), Z2, K2, Z2
+	VPERMI2PS    Z5, Z6, Z2
+	VMULPS       Z8, Z2, Z2
+	VADDPS       Z2, Z1, Z1
 	ADDQ         $0x00000016, R10
 	ADDQ         $0x00000080, R11
 	SUBQ         $0x00000020, R12
 	JMP          block_r2
 
 blocks_done_r2:
-	VSHUFPS       $0xb1, Z0, Z0, Z1
-	VADDPS        Z1, Z0, Z1
-	VSHUFPS       $0x4e, Z1, Z1, Z0
-	VADDPS        Z0, Z1, Z1
-	VSHUFF32X4    $0xf5, Z1, Z1, Z0
-	VADDPS        Z0, Z1, Z1
-	VEXTRACTF32X4 $0x02, Z1, X0
-	VMOVSS        X1, (SI)
-	VMOVSS        X0, 4(SI)
+	VEXTRACTF32X8 $0x01, Z0, Y2
+	VADDPS        Y0, Y2, Y2
+	VEXTRACTF32X4 $0x01, Y2, X0
+	VADDPS        X2, X0, X0
+	VSHUFPS       $0x0e, X0, X0, X2
+	VADDPS        X2, X0, X0
+	VSHUFPS       $0x01, X0, X0, X2
+	VADDPS        X2, X0, X0
+	VMOVSS        X0, (SI)
+	VEXTRACTF32X8 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 4(SI)
 	ADDQ          CX, AX
 	ADDQ          CX, AX
 	ADDQ          $0x00000008, SI
@@ -2578,16 +1662,20 @@ blocks_done_r2:
 	JMP           rows2
 
 rows2_done:
-	CMPQ   DI, $0x00000001
-	JB     rows1_done
-	MOVQ   AX, R8
-	VXORPS Z0, Z0, Z0
-	XORQ   R9, R9
-	MOVQ   BX, BX
+	CMPQ         DI, $0x00000001
+	JB           rows1_done
+	MOVQ         AX, R8
+	VPBROADCASTD dword0<>+0(SB), Z0
+	XORQ         R9, R9
+	MOVQ         BX, BX
+	LEAQ         (R8)(CX*1), R10
+	ADDQ         CX, R10
 
 block_r1:
 	CMPQ         BX, $0x00000020
 	JB           blocks_done_r1
+	PREFETCHT0   (R10)
+	ADDQ         $0x00000016, R10
 	VPBROADCASTW (R8)(R9*1), Y1
 	VCVTPH2PS    Y1, Z1
 	VMULPS       iotaM16<>+0(SB), Z1, Z2
@@ -2599,9 +1687,6 @@ block_r1:
 	VPORD.BCST   dword16<>+0(SB), Z5, K1, Z5
 	VPERMI2PS    Z1, Z2, Z5
 	VMULPS       Z4, Z5, Z5
-	VSHUFF32X4   $0x44, Z5, Z5, Z4
-	VSHUFF32X4   $0xee, Z5, Z5, Z5
-	VADDPS       Z4, Z0, Z0
 	VADDPS       Z5, Z0, Z0
 	VMOVUPS      64(DX), Z4
 	VPSRLD       $0x04, Z3, Z3
@@ -2609,24 +1694,22 @@ block_r1:
 	VPORD.BCST   dword16<>+0(SB), Z3, K1, Z3
 	VPERMI2PS    Z1, Z2, Z3
 	VMULPS       Z4, Z3, Z3
-	VSHUFF32X4   $0x44, Z3, Z3, Z1
-	VSHUFF32X4   $0xee, Z3, Z3, Z2
-	VADDPS       Z1, Z0, Z0
-	VADDPS       Z2, Z0, Z0
+	VADDPS       Z3, Z0, Z0
 	ADDQ         $0x00000016, R9
 	ADDQ         $0x00000080, DX
 	SUBQ         $0x00000020, BX
 	JMP          block_r1
 
 blocks_done_r1:
-	VSHUFPS       $0xb1, Z0, Z0, Z1
-	VADDPS        Z1, Z0, Z1
-	VSHUFPS       $0x4e, Z1, Z1, Z0
-	VADDPS        Z0, Z1, Z1
-	VSHUFF32X4    $0xf5, Z1, Z1, Z0
-	VADDPS        Z0, Z1, Z1
-	VEXTRACTF32X4 $0x02, Z1, X0
-	VMOVSS        X1, (SI)
+	VEXTRACTF32X8 $0x01, Z0, Y1
+	VADDPS        Y0, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X0
+	VADDPS        X1, X0, X0
+	VSHUFPS       $0x0e, X0, X0, X1
+	VADDPS        X1, X0, X0
+	VSHUFPS       $0x01, X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSS        X0, (SI)
 	ADDQ          CX, AX
 	ADDQ          $0x00000004, SI
 	SUBQ          $0x00000001, DI
@@ -2670,7 +1753,7 @@ blocks_done:
 	RET
 
 // func matVecExactQ5_1AVX512(w []byte, rowBytes int, x []float32, out []float32)
-// Requires: AVX, AVX2, AVX512BW, AVX512DQ, AVX512F, MMX+
+// Requires: AVX, AVX2, AVX512BW, AVX512DQ, AVX512F, AVX512VL, MMX+
 TEXT ·matVecExactQ5_1AVX512(SB), NOSPLIT, $256-80
 	MOVQ w_base+0(FP), AX
 	MOVQ rowBytes+24(FP), CX
@@ -2680,86 +1763,92 @@ TEXT ·matVecExactQ5_1AVX512(SB), NOSPLIT, $256-80
 	MOVQ out_len+64(FP), DI
 
 rows2:
-	CMPQ   DI, $0x00000002
-	JB     rows2_done
-	MOVQ   AX, R8
-	LEAQ   (R8)(CX*1), R9
-	VXORPS Z0, Z0, Z0
-	XORQ   R10, R10
-	MOVQ   DX, R11
-	MOVQ   BX, R12
-	LEAQ   (R9)(CX*1), R13
-	ADDQ   CX, R13
-	ADDQ   CX, R13
+	CMPQ         DI, $0x00000002
+	JB           rows2_done
+	MOVQ         AX, R8
+	LEAQ         (R8)(CX*1), R9
+	VPBROADCASTD dword0<>+0(SB), Z0
+	VPBROADCASTD dword0<>+0(SB), Z1
+	XORQ         R10, R10
+	MOVQ         DX, R11
+	MOVQ         BX, R12
+	LEAQ         (R9)(CX*1), R13
+	ADDQ         CX, R13
+	ADDQ         CX, R13
 
 block_r2:
 	CMPQ         R12, $0x00000020
 	JB           blocks_done_r2
 	PREFETCHT0   (R13)
 	ADDQ         $0x00000030, R13
-	VPBROADCASTW (R8)(R10*1), Y1
-	VCVTPH2PS    Y1, Z1
-	VPBROADCASTW 2(R8)(R10*1), Y2
-	VCVTPH2PS    Y2, Z3
-	VMULPS       iota0<>+0(SB), Z1, Z2
-	VADDPS       Z3, Z2, Z2
-	VMULPS       iota16<>+0(SB), Z1, Z1
-	VADDPS       Z3, Z1, Z1
-	VPMOVZXBD    8(R8)(R10*1), Z3
+	VPBROADCASTW (R8)(R10*1), Y2
+	VCVTPH2PS    Y2, Z2
+	VPBROADCASTW 2(R8)(R10*1), Y3
+	VCVTPH2PS    Y3, Z4
+	VMULPS       iota0<>+0(SB), Z2, Z3
+	VADDPS       Z4, Z3, Z3
+	VMULPS       iota16<>+0(SB), Z2, Z2
+	VADDPS       Z4, Z2, Z2
+	VPMOVZXBD    8(R8)(R10*1), Z4
 	KMOVD        4(R8)(R10*1), K1
-	VPBROADCASTW (R9)(R10*1), Y4
-	VCVTPH2PS    Y4, Z4
-	VPBROADCASTW 2(R9)(R10*1), Y5
-	VCVTPH2PS    Y5, Z6
-	VMULPS       iota0<>+0(SB), Z4, Z5
-	VADDPS       Z6, Z5, Z5
-	VMULPS       iota16<>+0(SB), Z4, Z4
-	VADDPS       Z6, Z4, Z4
-	VPMOVZXBD    8(R9)(R10*1), Z6
+	VPBROADCASTW (R9)(R10*1), Y5
+	VCVTPH2PS    Y5, Z5
+	VPBROADCASTW 2(R9)(R10*1), Y6
+	VCVTPH2PS    Y6, Z7
+	VMULPS       iota0<>+0(SB), Z5, Z6
+	VADDPS       Z7, Z6, Z6
+	VMULPS       iota16<>+0(SB), Z5, Z5
+	VADDPS       Z7, Z5, Z5
+	VPMOVZXBD    8(R9)(R10*1), Z7
 	KMOVD        4(R9)(R10*1), K2
-	VMOVUPS      (R11), Z7
-	VPANDD.BCST  dword15<>+0(SB), Z3, Z8
-	VPORD.BCST   dword16<>+0(SB), Z8, K1, Z8
-	VPERMI2PS    Z1, Z2, Z8
-	VMULPS       Z7, Z8, Z8
-	VPANDD.BCST  dword15<>+0(SB), Z6, Z9
+	VMOVUPS      (R11), Z8
+	VPANDD.BCST  dword15<>+0(SB), Z4, Z9
+	VPORD.BCST   dword16<>+0(SB), Z9, K1, Z9
+	VPERMI2PS    Z2, Z3, Z9
+	VMULPS       Z8, Z9, Z9
+	VADDPS       Z9, Z0, Z0
+	VPANDD.BCST  dword15<>+0(SB), Z7, Z9
 	VPORD.BCST   dword16<>+0(SB), Z9, K2, Z9
-	VPERMI2PS    Z4, Z5, Z9
-	VMULPS       Z7, Z9, Z9
-	VSHUFF32X4   $0x44, Z9, Z8, Z7
-	VSHUFF32X4   $0xee, Z9, Z8, Z8
-	VADDPS       Z7, Z0, Z0
-	VADDPS       Z8, Z0, Z0
-	VMOVUPS      64(R11), Z7
-	VPSRLD       $0x04, Z3, Z3
+	VPERMI2PS    Z5, Z6, Z9
+	VMULPS       Z8, Z9, Z9
+	VADDPS       Z9, Z1, Z1
+	VMOVUPS      64(R11), Z8
+	VPSRLD       $0x04, Z4, Z4
 	KSHIFTRD     $0x10, K1, K1
-	VPORD.BCST   dword16<>+0(SB), Z3, K1, Z3
-	VPERMI2PS    Z1, Z2, Z3
-	VMULPS       Z7, Z3, Z3
-	VPSRLD       $0x04, Z6, Z1
+	VPORD.BCST   dword16<>+0(SB), Z4, K1, Z4
+	VPERMI2PS    Z2, Z3, Z4
+	VMULPS       Z8, Z4, Z4
+	VADDPS       Z4, Z0, Z0
+	VPSRLD       $0x04, Z7, Z2
 	KSHIFTRD     $0x10, K2, K2
-	VPORD.BCST   dword16<>+0(SB), Z1, K2, Z1
-	VPERMI2PS    Z4, Z5, Z1
-	VMULPS       Z7, Z1, Z1
-	VSHUFF32X4   $0x44, Z1, Z3, Z2
-	VSHUFF32X4   $0xee, Z1, Z3, Z1
-	VADDPS       Z2, Z0, Z0
-	VADDPS       Z1, Z0, Z0
+	VPORD.BCST   dword16<>+0(SB), Z2, K2, Z2
+	VPERMI2PS    Z5, Z6, Z2
+	VMULPS       Z8, Z2, Z2
+	VADDPS       Z2, Z1, Z1
 	ADDQ         $0x00000018, R10
 	ADDQ         $0x00000080, R11
 	SUBQ         $0x00000020, R12
 	JMP          block_r2
 
 blocks_done_r2:
-	VSHUFPS       $0xb1, Z0, Z0, Z1
-	VADDPS        Z1, Z0, Z1
-	VSHUFPS       $0x4e, Z1, Z1, Z0
-	VADDPS        Z0, Z1, Z1
-	VSHUFF32X4    $0xf5, Z1, Z1, Z0
-	VADDPS        Z0, Z1, Z1
-	VEXTRACTF32X4 $0x02, Z1, X0
-	VMOVSS        X1, (SI)
-	VMOVSS        X0, 4(SI)
+	VEXTRACTF32X8 $0x01, Z0, Y2
+	VADDPS        Y0, Y2, Y2
+	VEXTRACTF32X4 $0x01, Y2, X0
+	VADDPS        X2, X0, X0
+	VSHUFPS       $0x0e, X0, X0, X2
+	VADDPS        X2, X0, X0
+	VSHUFPS       $0x01, X0, X0, X2
+	VADDPS        X2, X0, X0
+	VMOVSS        X0, (SI)
+	VEXTRACTF32X8 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 4(SI)
 	ADDQ          CX, AX
 	ADDQ          CX, AX
 	ADDQ          $0x00000008, SI
@@ -2767,16 +1856,20 @@ blocks_done_r2:
 	JMP           rows2
 
 rows2_done:
-	CMPQ   DI, $0x00000001
-	JB     rows1_done
-	MOVQ   AX, R8
-	VXORPS Z0, Z0, Z0
-	XORQ   R9, R9
-	MOVQ   BX, BX
+	CMPQ         DI, $0x00000001
+	JB           rows1_done
+	MOVQ         AX, R8
+	VPBROADCASTD dword0<>+0(SB), Z0
+	XORQ         R9, R9
+	MOVQ         BX, BX
+	LEAQ         (R8)(CX*1), R10
+	ADDQ         CX, R10
 
 block_r1:
 	CMPQ         BX, $0x00000020
 	JB           blocks_done_r1
+	PREFETCHT0   (R10)
+	ADDQ         $0x00000018, R10
 	VPBROADCASTW (R8)(R9*1), Y1
 	VCVTPH2PS    Y1, Z1
 	VPBROADCASTW 2(R8)(R9*1), Y2
@@ -2792,9 +1885,6 @@ block_r1:
 	VPORD.BCST   dword16<>+0(SB), Z5, K1, Z5
 	VPERMI2PS    Z1, Z2, Z5
 	VMULPS       Z4, Z5, Z5
-	VSHUFF32X4   $0x44, Z5, Z5, Z4
-	VSHUFF32X4   $0xee, Z5, Z5, Z5
-	VADDPS       Z4, Z0, Z0
 	VADDPS       Z5, Z0, Z0
 	VMOVUPS      64(DX), Z4
 	VPSRLD       $0x04, Z3, Z3
@@ -2802,24 +1892,22 @@ block_r1:
 	VPORD.BCST   dword16<>+0(SB), Z3, K1, Z3
 	VPERMI2PS    Z1, Z2, Z3
 	VMULPS       Z4, Z3, Z3
-	VSHUFF32X4   $0x44, Z3, Z3, Z1
-	VSHUFF32X4   $0xee, Z3, Z3, Z2
-	VADDPS       Z1, Z0, Z0
-	VADDPS       Z2, Z0, Z0
+	VADDPS       Z3, Z0, Z0
 	ADDQ         $0x00000018, R9
 	ADDQ         $0x00000080, DX
 	SUBQ         $0x00000020, BX
 	JMP          block_r1
 
 blocks_done_r1:
-	VSHUFPS       $0xb1, Z0, Z0, Z1
-	VADDPS        Z1, Z0, Z1
-	VSHUFPS       $0x4e, Z1, Z1, Z0
-	VADDPS        Z0, Z1, Z1
-	VSHUFF32X4    $0xf5, Z1, Z1, Z0
-	VADDPS        Z0, Z1, Z1
-	VEXTRACTF32X4 $0x02, Z1, X0
-	VMOVSS        X1, (SI)
+	VEXTRACTF32X8 $0x01, Z0, Y1
+	VADDPS        Y0, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X0
+	VADDPS        X1, X0, X0
+	VSHUFPS       $0x0e, X0, X0, X1
+	VADDPS        X1, X0, X0
+	VSHUFPS       $0x01, X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSS        X0, (SI)
 	ADDQ          CX, AX
 	ADDQ          $0x00000004, SI
 	SUBQ          $0x00000001, DI
@@ -2867,7 +1955,7 @@ blocks_done:
 	RET
 
 // func matVecExactQ4_KAVX512(w []byte, rowBytes int, x []float32, out []float32)
-// Requires: AVX, AVX2, AVX512DQ, AVX512F, F16C, MMX+
+// Requires: AVX, AVX2, AVX512DQ, AVX512F, AVX512VL, F16C, MMX+
 TEXT ·matVecExactQ4_KAVX512(SB), NOSPLIT, $256-80
 	MOVQ w_base+0(FP), AX
 	MOVQ rowBytes+24(FP), CX
@@ -2877,22 +1965,24 @@ TEXT ·matVecExactQ4_KAVX512(SB), NOSPLIT, $256-80
 	MOVQ out_len+64(FP), DI
 
 rows4:
-	CMPQ   DI, $0x00000004
-	JB     rows4_done
-	MOVQ   AX, R8
-	LEAQ   (R8)(CX*1), R9
-	LEAQ   (R9)(CX*1), R10
-	LEAQ   (R10)(CX*1), R11
-	VXORPS Z0, Z0, Z0
-	VXORPS Z1, Z1, Z1
-	XORQ   R12, R12
-	MOVQ   DX, R13
-	MOVQ   BX, R14
-	LEAQ   (R11)(CX*1), R15
-	ADDQ   CX, R15
-	ADDQ   CX, R15
-	ADDQ   CX, R15
-	ADDQ   CX, R15
+	CMPQ         DI, $0x00000004
+	JB           rows4_done
+	MOVQ         AX, R8
+	LEAQ         (R8)(CX*1), R9
+	LEAQ         (R9)(CX*1), R10
+	LEAQ         (R10)(CX*1), R11
+	VPBROADCASTD dword0<>+0(SB), Z0
+	VPBROADCASTD dword0<>+0(SB), Z1
+	VPBROADCASTD dword0<>+0(SB), Z2
+	VPBROADCASTD dword0<>+0(SB), Z3
+	XORQ         R12, R12
+	MOVQ         DX, R13
+	MOVQ         BX, R14
+	LEAQ         (R11)(CX*1), R15
+	ADDQ         CX, R15
+	ADDQ         CX, R15
+	ADDQ         CX, R15
+	ADDQ         CX, R15
 
 block_r4:
 	CMPQ         R14, $0x00000100
@@ -2907,99 +1997,101 @@ block_r4:
 	PREFETCHT0   448(R15)
 	PREFETCHT0   512(R15)
 	ADDQ         $0x00000240, R15
-	VPMOVZXBD    4(R8)(R12*1), Z2
-	VMOVDQU32    kScaleIdxA<>+0(SB), Z3
-	VPERMD       Z2, Z3, Z4
-	VPSRLVD      kScaleShift<>+0(SB), Z4, Z4
-	VPANDD       kScaleAnd<>+0(SB), Z4, Z4
-	VMOVDQU32    kScaleIdxB<>+0(SB), Z3
-	VPERMD       Z2, Z3, Z2
-	VPSRLD       $0x06, Z2, Z2
-	VPSLLD       $0x04, Z2, Z2
-	VPANDD       kScaleHiMask<>+0(SB), Z2, Z2
-	VPORD        Z2, Z4, Z4
-	VCVTDQ2PS    Z4, Z4
-	VPBROADCASTW (R8)(R12*1), X3
-	VPBROADCASTW 2(R8)(R12*1), X2
-	VCVTPH2PS    X3, Y5
-	VCVTPH2PS    X2, Y2
-	VINSERTF32X8 $0x01, Y2, Z5, Z5
-	VMULPS       Z5, Z4, Z4
-	VMOVUPS      Z4, (SP)
-	VPMOVZXBD    4(R9)(R12*1), Z2
-	VMOVDQU32    kScaleIdxA<>+0(SB), Z3
-	VPERMD       Z2, Z3, Z4
-	VPSRLVD      kScaleShift<>+0(SB), Z4, Z4
-	VPANDD       kScaleAnd<>+0(SB), Z4, Z4
-	VMOVDQU32    kScaleIdxB<>+0(SB), Z3
-	VPERMD       Z2, Z3, Z2
-	VPSRLD       $0x06, Z2, Z2
-	VPSLLD       $0x04, Z2, Z2
-	VPANDD       kScaleHiMask<>+0(SB), Z2, Z2
-	VPORD        Z2, Z4, Z4
-	VCVTDQ2PS    Z4, Z4
-	VPBROADCASTW (R9)(R12*1), X3
-	VPBROADCASTW 2(R9)(R12*1), X2
-	VCVTPH2PS    X3, Y6
-	VCVTPH2PS    X2, Y2
-	VINSERTF32X8 $0x01, Y2, Z6, Z6
-	VMULPS       Z6, Z4, Z4
-	VMOVUPS      Z4, 64(SP)
-	VPMOVZXBD    4(R10)(R12*1), Z2
-	VMOVDQU32    kScaleIdxA<>+0(SB), Z3
-	VPERMD       Z2, Z3, Z4
-	VPSRLVD      kScaleShift<>+0(SB), Z4, Z4
-	VPANDD       kScaleAnd<>+0(SB), Z4, Z4
-	VMOVDQU32    kScaleIdxB<>+0(SB), Z3
-	VPERMD       Z2, Z3, Z2
-	VPSRLD       $0x06, Z2, Z2
-	VPSLLD       $0x04, Z2, Z2
-	VPANDD       kScaleHiMask<>+0(SB), Z2, Z2
-	VPORD        Z2, Z4, Z4
-	VCVTDQ2PS    Z4, Z4
-	VPBROADCASTW (R10)(R12*1), X3
-	VPBROADCASTW 2(R10)(R12*1), X2
-	VCVTPH2PS    X3, Y7
-	VCVTPH2PS    X2, Y2
-	VINSERTF32X8 $0x01, Y2, Z7, Z7
-	VMULPS       Z7, Z4, Z4
-	VMOVUPS      Z4, 128(SP)
-	VPMOVZXBD    4(R11)(R12*1), Z2
-	VMOVDQU32    kScaleIdxA<>+0(SB), Z3
-	VPERMD       Z2, Z3, Z4
-	VPSRLVD      kScaleShift<>+0(SB), Z4, Z4
-	VPANDD       kScaleAnd<>+0(SB), Z4, Z4
-	VMOVDQU32    kScaleIdxB<>+0(SB), Z3
-	VPERMD       Z2, Z3, Z2
-	VPSRLD       $0x06, Z2, Z2
-	VPSLLD       $0x04, Z2, Z2
-	VPANDD       kScaleHiMask<>+0(SB), Z2, Z2
-	VPORD        Z2, Z4, Z4
-	VCVTDQ2PS    Z4, Z4
-	VPBROADCASTW (R11)(R12*1), X3
-	VPBROADCASTW 2(R11)(R12*1), X2
-	VCVTPH2PS    X3, Y8
-	VCVTPH2PS    X2, Y2
-	VINSERTF32X8 $0x01, Y2, Z8, Z8
-	VMULPS       Z8, Z4, Z4
-	VMOVUPS      Z4, 192(SP)
-	VMOVUPS      (R13), Z2
-	VPMOVZXBD    16(R8)(R12*1), Z3
-	VPMOVZXBD    32(R8)(R12*1), Z4
-	VBROADCASTSS (SP), Z12
-	VBROADCASTSS 32(SP), Z13
-	VMULPS       iota0<>+0(SB), Z12, Z12
-	VSUBPS       Z13, Z12, Z12
-	VPERMPS      Z12, Z3, Z13
-	VMULPS       Z2, Z13, Z13
-	VPMOVZXBD    16(R9)(R12*1), Z14
-	VPMOVZXBD    32(R9)(R12*1), Z15
-	VBROADCASTSS 64(SP), Z16
-	VBROADCASTSS 96(SP), Z17
-	VMULPS       iota0<>+0(SB), Z16, Z16
-	VSUBPS       Z17, Z16, Z16
-	VPERMPS      Z16, Z14, Z17
-	VMULPS       Z2, Z17, Z17
+	VPMOVZXBD    4(R8)(R12*1), Z4
+	VMOVDQU32    kScaleIdxA<>+0(SB), Z5
+	VPERMD       Z4, Z5, Z6
+	VPSRLVD      kScaleShift<>+0(SB), Z6, Z6
+	VPANDD       kScaleAnd<>+0(SB), Z6, Z6
+	VMOVDQU32    kScaleIdxB<>+0(SB), Z5
+	VPERMD       Z4, Z5, Z4
+	VPSRLD       $0x06, Z4, Z4
+	VPSLLD       $0x04, Z4, Z4
+	VPANDD       kScaleHiMask<>+0(SB), Z4, Z4
+	VPORD        Z4, Z6, Z6
+	VCVTDQ2PS    Z6, Z6
+	VPBROADCASTW (R8)(R12*1), X5
+	VPBROADCASTW 2(R8)(R12*1), X4
+	VCVTPH2PS    X5, Y7
+	VCVTPH2PS    X4, Y4
+	VINSERTF32X8 $0x01, Y4, Z7, Z7
+	VMULPS       Z7, Z6, Z6
+	VMOVUPS      Z6, (SP)
+	VPMOVZXBD    4(R9)(R12*1), Z4
+	VMOVDQU32    kScaleIdxA<>+0(SB), Z5
+	VPERMD       Z4, Z5, Z6
+	VPSRLVD      kScaleShift<>+0(SB), Z6, Z6
+	VPANDD       kScaleAnd<>+0(SB), Z6, Z6
+	VMOVDQU32    kScaleIdxB<>+0(SB), Z5
+	VPERMD       Z4, Z5, Z4
+	VPSRLD       $0x06, Z4, Z4
+	VPSLLD       $0x04, Z4, Z4
+	VPANDD       kScaleHiMask<>+0(SB), Z4, Z4
+	VPORD        Z4, Z6, Z6
+	VCVTDQ2PS    Z6, Z6
+	VPBROADCASTW (R9)(R12*1), X5
+	VPBROADCASTW 2(R9)(R12*1), X4
+	VCVTPH2PS    X5, Y8
+	VCVTPH2PS    X4, Y4
+	VINSERTF32X8 $0x01, Y4, Z8, Z8
+	VMULPS       Z8, Z6, Z6
+	VMOVUPS      Z6, 64(SP)
+	VPMOVZXBD    4(R10)(R12*1), Z4
+	VMOVDQU32    kScaleIdxA<>+0(SB), Z5
+	VPERMD       Z4, Z5, Z6
+	VPSRLVD      kScaleShift<>+0(SB), Z6, Z6
+	VPANDD       kScaleAnd<>+0(SB), Z6, Z6
+	VMOVDQU32    kScaleIdxB<>+0(SB), Z5
+	VPERMD       Z4, Z5, Z4
+	VPSRLD       $0x06, Z4, Z4
+	VPSLLD       $0x04, Z4, Z4
+	VPANDD       kScaleHiMask<>+0(SB), Z4, Z4
+	VPORD        Z4, Z6, Z6
+	VCVTDQ2PS    Z6, Z6
+	VPBROADCASTW (R10)(R12*1), X5
+	VPBROADCASTW 2(R10)(R12*1), X4
+	VCVTPH2PS    X5, Y9
+	VCVTPH2PS    X4, Y4
+	VINSERTF32X8 $0x01, Y4, Z9, Z9
+	VMULPS       Z9, Z6, Z6
+	VMOVUPS      Z6, 128(SP)
+	VPMOVZXBD    4(R11)(R12*1), Z4
+	VMOVDQU32    kScaleIdxA<>+0(SB), Z5
+	VPERMD       Z4, Z5, Z6
+	VPSRLVD      kScaleShift<>+0(SB), Z6, Z6
+	VPANDD       kScaleAnd<>+0(SB), Z6, Z6
+	VMOVDQU32    kScaleIdxB<>+0(SB), Z5
+	VPERMD       Z4, Z5, Z4
+	VPSRLD       $0x06, Z4, Z4
+	VPSLLD       $0x04, Z4, Z4
+	VPANDD       kScaleHiMask<>+0(SB), Z4, Z4
+	VPORD        Z4, Z6, Z6
+	VCVTDQ2PS    Z6, Z6
+	VPBROADCASTW (R11)(R12*1), X5
+	VPBROADCASTW 2(R11)(R12*1), X4
+	VCVTPH2PS    X5, Y10
+	VCVTPH2PS    X4, Y4
+	VINSERTF32X8 $0x01, Y4, Z10, Z10
+	VMULPS       Z10, Z6, Z6
+	VMOVUPS      Z6, 192(SP)
+	VMOVUPS      (R13), Z4
+	VPMOVZXBD    16(R8)(R12*1), Z5
+	VPMOVZXBD    32(R8)(R12*1), Z6
+	VBROADCASTSS (SP), Z14
+	VBROADCASTSS 32(SP), Z15
+	VMULPS       iota0<>+0(SB), Z14, Z14
+	VSUBPS       Z15, Z14, Z14
+	VPERMPS      Z14, Z5, Z15
+	VMULPS       Z4, Z15, Z15
+	VADDPS       Z15, Z0, Z0
+	VPMOVZXBD    16(R9)(R12*1), Z15
+	VPMOVZXBD    32(R9)(R12*1), Z16
+	VBROADCASTSS 64(SP), Z17
+	VBROADCASTSS 96(SP), Z18
+	VMULPS       iota0<>+0(SB), Z17, Z17
+	VSUBPS       Z18, Z17, Z17
+	VPERMPS      Z17, Z15, Z18
+	VMULPS       Z4, Z18, Z18
+	VADDPS       Z18, Z1, Z1
 	VPMOVZXBD    16(R10)(R12*1), Z18
 	VPMOVZXBD    32(R10)(R12*1), Z19
 	VBROADCASTSS 128(SP), Z20
@@ -3007,115 +2099,99 @@ block_r4:
 	VMULPS       iota0<>+0(SB), Z20, Z20
 	VSUBPS       Z21, Z20, Z20
 	VPERMPS      Z20, Z18, Z21
-	VMULPS       Z2, Z21, Z21
-	VPMOVZXBD    16(R11)(R12*1), Z22
-	VPMOVZXBD    32(R11)(R12*1), Z23
-	VBROADCASTSS 192(SP), Z24
-	VBROADCASTSS 224(SP), Z25
-	VMULPS       iota0<>+0(SB), Z24, Z24
-	VSUBPS       Z25, Z24, Z24
-	VPERMPS      Z24, Z22, Z25
-	VMULPS       Z2, Z25, Z25
-	VSHUFF32X4   $0x44, Z17, Z13, Z2
-	VSHUFF32X4   $0xee, Z17, Z13, Z13
-	VADDPS       Z2, Z0, Z0
-	VADDPS       Z13, Z0, Z0
-	VSHUFF32X4   $0x44, Z25, Z21, Z2
-	VSHUFF32X4   $0xee, Z25, Z21, Z13
-	VADDPS       Z2, Z1, Z1
-	VADDPS       Z13, Z1, Z1
-	VMOVUPS      64(R13), Z2
-	VPERMPS      Z12, Z4, Z12
-	VMULPS       Z2, Z12, Z12
-	VPERMPS      Z16, Z15, Z13
-	VMULPS       Z2, Z13, Z13
-	VPERMPS      Z20, Z19, Z16
-	VMULPS       Z2, Z16, Z16
-	VPERMPS      Z24, Z23, Z17
-	VMULPS       Z2, Z17, Z17
-	VSHUFF32X4   $0x44, Z13, Z12, Z2
-	VSHUFF32X4   $0xee, Z13, Z12, Z12
-	VADDPS       Z2, Z0, Z0
-	VADDPS       Z12, Z0, Z0
-	VSHUFF32X4   $0x44, Z17, Z16, Z2
-	VSHUFF32X4   $0xee, Z17, Z16, Z12
-	VADDPS       Z2, Z1, Z1
-	VADDPS       Z12, Z1, Z1
-	VMOVUPS      128(R13), Z2
-	VBROADCASTSS 4(SP), Z12
-	VBROADCASTSS 36(SP), Z13
-	VMULPS       iota0<>+0(SB), Z12, Z12
-	VSUBPS       Z13, Z12, Z12
-	VPSRLD       $0x04, Z3, Z3
-	VPERMPS      Z12, Z3, Z3
-	VMULPS       Z2, Z3, Z3
-	VBROADCASTSS 68(SP), Z13
-	VBROADCASTSS 100(SP), Z16
-	VMULPS       iota0<>+0(SB), Z13, Z13
-	VSUBPS       Z16, Z13, Z13
-	VPSRLD       $0x04, Z14, Z14
-	VPERMPS      Z13, Z14, Z14
-	VMULPS       Z2, Z14, Z14
-	VBROADCASTSS 132(SP), Z16
+	VMULPS       Z4, Z21, Z21
+	VADDPS       Z21, Z2, Z2
+	VPMOVZXBD    16(R11)(R12*1), Z21
+	VPMOVZXBD    32(R11)(R12*1), Z22
+	VBROADCASTSS 192(SP), Z23
+	VBROADCASTSS 224(SP), Z24
+	VMULPS       iota0<>+0(SB), Z23, Z23
+	VSUBPS       Z24, Z23, Z23
+	VPERMPS      Z23, Z21, Z24
+	VMULPS       Z4, Z24, Z24
+	VADDPS       Z24, Z3, Z3
+	VMOVUPS      64(R13), Z4
+	VPERMPS      Z14, Z6, Z14
+	VMULPS       Z4, Z14, Z14
+	VADDPS       Z14, Z0, Z0
+	VPERMPS      Z17, Z16, Z14
+	VMULPS       Z4, Z14, Z14
+	VADDPS       Z14, Z1, Z1
+	VPERMPS      Z20, Z19, Z14
+	VMULPS       Z4, Z14, Z14
+	VADDPS       Z14, Z2, Z2
+	VPERMPS      Z23, Z22, Z14
+	VMULPS       Z4, Z14, Z14
+	VADDPS       Z14, Z3, Z3
+	VMOVUPS      128(R13), Z4
+	VBROADCASTSS 4(SP), Z14
+	VBROADCASTSS 36(SP), Z17
+	VMULPS       iota0<>+0(SB), Z14, Z14
+	VSUBPS       Z17, Z14, Z14
+	VPSRLD       $0x04, Z5, Z5
+	VPERMPS      Z14, Z5, Z5
+	VMULPS       Z4, Z5, Z5
+	VADDPS       Z5, Z0, Z0
+	VBROADCASTSS 68(SP), Z5
+	VBROADCASTSS 100(SP), Z17
+	VMULPS       iota0<>+0(SB), Z5, Z5
+	VSUBPS       Z17, Z5, Z5
+	VPSRLD       $0x04, Z15, Z15
+	VPERMPS      Z5, Z15, Z15
+	VMULPS       Z4, Z15, Z15
+	VADDPS       Z15, Z1, Z1
+	VBROADCASTSS 132(SP), Z15
 	VBROADCASTSS 164(SP), Z17
-	VMULPS       iota0<>+0(SB), Z16, Z16
-	VSUBPS       Z17, Z16, Z16
+	VMULPS       iota0<>+0(SB), Z15, Z15
+	VSUBPS       Z17, Z15, Z15
 	VPSRLD       $0x04, Z18, Z17
-	VPERMPS      Z16, Z17, Z17
-	VMULPS       Z2, Z17, Z17
-	VBROADCASTSS 196(SP), Z18
-	VBROADCASTSS 228(SP), Z20
-	VMULPS       iota0<>+0(SB), Z18, Z18
-	VSUBPS       Z20, Z18, Z18
-	VPSRLD       $0x04, Z22, Z20
-	VPERMPS      Z18, Z20, Z20
-	VMULPS       Z2, Z20, Z20
-	VSHUFF32X4   $0x44, Z14, Z3, Z2
-	VSHUFF32X4   $0xee, Z14, Z3, Z3
-	VADDPS       Z2, Z0, Z0
-	VADDPS       Z3, Z0, Z0
-	VSHUFF32X4   $0x44, Z20, Z17, Z2
-	VSHUFF32X4   $0xee, Z20, Z17, Z3
-	VADDPS       Z2, Z1, Z1
-	VADDPS       Z3, Z1, Z1
-	VMOVUPS      192(R13), Z2
-	VPSRLD       $0x04, Z4, Z3
-	VPERMPS      Z12, Z3, Z3
-	VMULPS       Z2, Z3, Z3
-	VPSRLD       $0x04, Z15, Z4
-	VPERMPS      Z13, Z4, Z4
-	VMULPS       Z2, Z4, Z4
-	VPSRLD       $0x04, Z19, Z12
-	VPERMPS      Z16, Z12, Z12
-	VMULPS       Z2, Z12, Z12
-	VPSRLD       $0x04, Z23, Z13
-	VPERMPS      Z18, Z13, Z13
-	VMULPS       Z2, Z13, Z13
-	VSHUFF32X4   $0x44, Z4, Z3, Z2
-	VSHUFF32X4   $0xee, Z4, Z3, Z3
-	VADDPS       Z2, Z0, Z0
-	VADDPS       Z3, Z0, Z0
-	VSHUFF32X4   $0x44, Z13, Z12, Z2
-	VSHUFF32X4   $0xee, Z13, Z12, Z3
-	VADDPS       Z2, Z1, Z1
-	VADDPS       Z3, Z1, Z1
-	VMOVUPS      256(R13), Z2
-	VPMOVZXBD    48(R8)(R12*1), Z3
-	VPMOVZXBD    64(R8)(R12*1), Z4
-	VBROADCASTSS 8(SP), Z12
-	VBROADCASTSS 40(SP), Z13
-	VMULPS       iota0<>+0(SB), Z12, Z12
-	VSUBPS       Z13, Z12, Z12
-	VPERMPS      Z12, Z3, Z13
-	VMULPS       Z2, Z13, Z13
-	VPMOVZXBD    48(R9)(R12*1), Z14
-	VPMOVZXBD    64(R9)(R12*1), Z15
-	VBROADCASTSS 72(SP), Z16
-	VBROADCASTSS 104(SP), Z17
-	VMULPS       iota0<>+0(SB), Z16, Z16
-	VSUBPS       Z17, Z16, Z16
-	VPERMPS      Z16, Z14, Z17
-	VMULPS       Z2, Z17, Z17
+	VPERMPS      Z15, Z17, Z17
+	VMULPS       Z4, Z17, Z17
+	VADDPS       Z17, Z2, Z2
+	VBROADCASTSS 196(SP), Z17
+	VBROADCASTSS 228(SP), Z18
+	VMULPS       iota0<>+0(SB), Z17, Z17
+	VSUBPS       Z18, Z17, Z17
+	VPSRLD       $0x04, Z21, Z18
+	VPERMPS      Z17, Z18, Z18
+	VMULPS       Z4, Z18, Z18
+	VADDPS       Z18, Z3, Z3
+	VMOVUPS      192(R13), Z4
+	VPSRLD       $0x04, Z6, Z6
+	VPERMPS      Z14, Z6, Z6
+	VMULPS       Z4, Z6, Z6
+	VADDPS       Z6, Z0, Z0
+	VPSRLD       $0x04, Z16, Z6
+	VPERMPS      Z5, Z6, Z6
+	VMULPS       Z4, Z6, Z6
+	VADDPS       Z6, Z1, Z1
+	VPSRLD       $0x04, Z19, Z5
+	VPERMPS      Z15, Z5, Z5
+	VMULPS       Z4, Z5, Z5
+	VADDPS       Z5, Z2, Z2
+	VPSRLD       $0x04, Z22, Z5
+	VPERMPS      Z17, Z5, Z5
+	VMULPS       Z4, Z5, Z5
+	VADDPS       Z5, Z3, Z3
+	VMOVUPS      256(R13), Z4
+	VPMOVZXBD    48(R8)(R12*1), Z5
+	VPMOVZXBD    64(R8)(R12*1), Z6
+	VBROADCASTSS 8(SP), Z14
+	VBROADCASTSS 40(SP), Z15
+	VMULPS       iota0<>+0(SB), Z14, Z14
+	VSUBPS       Z15, Z14, Z14
+	VPERMPS      Z14, Z5, Z15
+	VMULPS       Z4, Z15, Z15
+	VADDPS       Z15, Z0, Z0
+	VPMOVZXBD    48(R9)(R12*1), Z15
+	VPMOVZXBD    64(R9)(R12*1), Z16
+	VBROADCASTSS 72(SP), Z17
+	VBROADCASTSS 104(SP), Z18
+	VMULPS       iota0<>+0(SB), Z17, Z17
+	VSUBPS       Z18, Z17, Z17
+	VPERMPS      Z17, Z15, Z18
+	VMULPS       Z4, Z18, Z18
+	VADDPS       Z18, Z1, Z1
 	VPMOVZXBD    48(R10)(R12*1), Z18
 	VPMOVZXBD    64(R10)(R12*1), Z19
 	VBROADCASTSS 136(SP), Z20
@@ -3123,115 +2199,99 @@ block_r4:
 	VMULPS       iota0<>+0(SB), Z20, Z20
 	VSUBPS       Z21, Z20, Z20
 	VPERMPS      Z20, Z18, Z21
-	VMULPS       Z2, Z21, Z21
-	VPMOVZXBD    48(R11)(R12*1), Z22
-	VPMOVZXBD    64(R11)(R12*1), Z23
-	VBROADCASTSS 200(SP), Z24
-	VBROADCASTSS 232(SP), Z25
-	VMULPS       iota0<>+0(SB), Z24, Z24
-	VSUBPS       Z25, Z24, Z24
-	VPERMPS      Z24, Z22, Z25
-	VMULPS       Z2, Z25, Z25
-	VSHUFF32X4   $0x44, Z17, Z13, Z2
-	VSHUFF32X4   $0xee, Z17, Z13, Z13
-	VADDPS       Z2, Z0, Z0
-	VADDPS       Z13, Z0, Z0
-	VSHUFF32X4   $0x44, Z25, Z21, Z2
-	VSHUFF32X4   $0xee, Z25, Z21, Z13
-	VADDPS       Z2, Z1, Z1
-	VADDPS       Z13, Z1, Z1
-	VMOVUPS      320(R13), Z2
-	VPERMPS      Z12, Z4, Z12
-	VMULPS       Z2, Z12, Z12
-	VPERMPS      Z16, Z15, Z13
-	VMULPS       Z2, Z13, Z13
-	VPERMPS      Z20, Z19, Z16
-	VMULPS       Z2, Z16, Z16
-	VPERMPS      Z24, Z23, Z17
-	VMULPS       Z2, Z17, Z17
-	VSHUFF32X4   $0x44, Z13, Z12, Z2
-	VSHUFF32X4   $0xee, Z13, Z12, Z12
-	VADDPS       Z2, Z0, Z0
-	VADDPS       Z12, Z0, Z0
-	VSHUFF32X4   $0x44, Z17, Z16, Z2
-	VSHUFF32X4   $0xee, Z17, Z16, Z12
-	VADDPS       Z2, Z1, Z1
-	VADDPS       Z12, Z1, Z1
-	VMOVUPS      384(R13), Z2
-	VBROADCASTSS 12(SP), Z12
-	VBROADCASTSS 44(SP), Z13
-	VMULPS       iota0<>+0(SB), Z12, Z12
-	VSUBPS       Z13, Z12, Z12
-	VPSRLD       $0x04, Z3, Z3
-	VPERMPS      Z12, Z3, Z3
-	VMULPS       Z2, Z3, Z3
-	VBROADCASTSS 76(SP), Z13
-	VBROADCASTSS 108(SP), Z16
-	VMULPS       iota0<>+0(SB), Z13, Z13
-	VSUBPS       Z16, Z13, Z13
-	VPSRLD       $0x04, Z14, Z14
-	VPERMPS      Z13, Z14, Z14
-	VMULPS       Z2, Z14, Z14
-	VBROADCASTSS 140(SP), Z16
+	VMULPS       Z4, Z21, Z21
+	VADDPS       Z21, Z2, Z2
+	VPMOVZXBD    48(R11)(R12*1), Z21
+	VPMOVZXBD    64(R11)(R12*1), Z22
+	VBROADCASTSS 200(SP), Z23
+	VBROADCASTSS 232(SP), Z24
+	VMULPS       iota0<>+0(SB), Z23, Z23
+	VSUBPS       Z24, Z23, Z23
+	VPERMPS      Z23, Z21, Z24
+	VMULPS       Z4, Z24, Z24
+	VADDPS       Z24, Z3, Z3
+	VMOVUPS      320(R13), Z4
+	VPERMPS      Z14, Z6, Z14
+	VMULPS       Z4, Z14, Z14
+	VADDPS       Z14, Z0, Z0
+	VPERMPS      Z17, Z16, Z14
+	VMULPS       Z4, Z14, Z14
+	VADDPS       Z14, Z1, Z1
+	VPERMPS      Z20, Z19, Z14
+	VMULPS       Z4, Z14, Z14
+	VADDPS       Z14, Z2, Z2
+	VPERMPS      Z23, Z22, Z14
+	VMULPS       Z4, Z14, Z14
+	VADDPS       Z14, Z3, Z3
+	VMOVUPS      384(R13), Z4
+	VBROADCASTSS 12(SP), Z14
+	VBROADCASTSS 44(SP), Z17
+	VMULPS       iota0<>+0(SB), Z14, Z14
+	VSUBPS       Z17, Z14, Z14
+	VPSRLD       $0x04, Z5, Z5
+	VPERMPS      Z14, Z5, Z5
+	VMULPS       Z4, Z5, Z5
+	VADDPS       Z5, Z0, Z0
+	VBROADCASTSS 76(SP), Z5
+	VBROADCASTSS 108(SP), Z17
+	VMULPS       iota0<>+0(SB), Z5, Z5
+	VSUBPS       Z17, Z5, Z5
+	VPSRLD       $0x04, Z15, Z15
+	VPERMPS      Z5, Z15, Z15
+	VMULPS       Z4, Z15, Z15
+	VADDPS       Z15, Z1, Z1
+	VBROADCASTSS 140(SP), Z15
 	VBROADCASTSS 172(SP), Z17
-	VMULPS       iota0<>+0(SB), Z16, Z16
-	VSUBPS       Z17, Z16, Z16
+	VMULPS       iota0<>+0(SB), Z15, Z15
+	VSUBPS       Z17, Z15, Z15
 	VPSRLD       $0x04, Z18, Z17
-	VPERMPS      Z16, Z17, Z17
-	VMULPS       Z2, Z17, Z17
-	VBROADCASTSS 204(SP), Z18
-	VBROADCASTSS 236(SP), Z20
-	VMULPS       iota0<>+0(SB), Z18, Z18
-	VSUBPS       Z20, Z18, Z18
-	VPSRLD       $0x04, Z22, Z20
-	VPERMPS      Z18, Z20, Z20
-	VMULPS       Z2, Z20, Z20
-	VSHUFF32X4   $0x44, Z14, Z3, Z2
-	VSHUFF32X4   $0xee, Z14, Z3, Z3
-	VADDPS       Z2, Z0, Z0
-	VADDPS       Z3, Z0, Z0
-	VSHUFF32X4   $0x44, Z20, Z17, Z2
-	VSHUFF32X4   $0xee, Z20, Z17, Z3
-	VADDPS       Z2, Z1, Z1
-	VADDPS       Z3, Z1, Z1
-	VMOVUPS      448(R13), Z2
-	VPSRLD       $0x04, Z4, Z3
-	VPERMPS      Z12, Z3, Z3
-	VMULPS       Z2, Z3, Z3
-	VPSRLD       $0x04, Z15, Z4
-	VPERMPS      Z13, Z4, Z4
-	VMULPS       Z2, Z4, Z4
-	VPSRLD       $0x04, Z19, Z12
-	VPERMPS      Z16, Z12, Z12
-	VMULPS       Z2, Z12, Z12
-	VPSRLD       $0x04, Z23, Z13
-	VPERMPS      Z18, Z13, Z13
-	VMULPS       Z2, Z13, Z13
-	VSHUFF32X4   $0x44, Z4, Z3, Z2
-	VSHUFF32X4   $0xee, Z4, Z3, Z3
-	VADDPS       Z2, Z0, Z0
-	VADDPS       Z3, Z0, Z0
-	VSHUFF32X4   $0x44, Z13, Z12, Z2
-	VSHUFF32X4   $0xee, Z13, Z12, Z3
-	VADDPS       Z2, Z1, Z1
-	VADDPS       Z3, Z1, Z1
-	VMOVUPS      512(R13), Z2
-	VPMOVZXBD    80(R8)(R12*1), Z3
-	VPMOVZXBD    96(R8)(R12*1), Z4
-	VBROADCASTSS 16(SP), Z12
-	VBROADCASTSS 48(SP), Z13
-	VMULPS       iota0<>+0(SB), Z12, Z12
-	VSUBPS       Z13, Z12, Z12
-	VPERMPS      Z12, Z3, Z13
-	VMULPS       Z2, Z13, Z13
-	VPMOVZXBD    80(R9)(R12*1), Z14
-	VPMOVZXBD    96(R9)(R12*1), Z15
-	VBROADCASTSS 80(SP), Z16
-	VBROADCASTSS 112(SP), Z17
-	VMULPS       iota0<>+0(SB), Z16, Z16
-	VSUBPS       Z17, Z16, Z16
-	VPERMPS      Z16, Z14, Z17
-	VMULPS       Z2, Z17, Z17
+	VPERMPS      Z15, Z17, Z17
+	VMULPS       Z4, Z17, Z17
+	VADDPS       Z17, Z2, Z2
+	VBROADCASTSS 204(SP), Z17
+	VBROADCASTSS 236(SP), Z18
+	VMULPS       iota0<>+0(SB), Z17, Z17
+	VSUBPS       Z18, Z17, Z17
+	VPSRLD       $0x04, Z21, Z18
+	VPERMPS      Z17, Z18, Z18
+	VMULPS       Z4, Z18, Z18
+	VADDPS       Z18, Z3, Z3
+	VMOVUPS      448(R13), Z4
+	VPSRLD       $0x04, Z6, Z6
+	VPERMPS      Z14, Z6, Z6
+	VMULPS       Z4, Z6, Z6
+	VADDPS       Z6, Z0, Z0
+	VPSRLD       $0x04, Z16, Z6
+	VPERMPS      Z5, Z6, Z6
+	VMULPS       Z4, Z6, Z6
+	VADDPS       Z6, Z1, Z1
+	VPSRLD       $0x04, Z19, Z5
+	VPERMPS      Z15, Z5, Z5
+	VMULPS       Z4, Z5, Z5
+	VADDPS       Z5, Z2, Z2
+	VPSRLD       $0x04, Z22, Z5
+	VPERMPS      Z17, Z5, Z5
+	VMULPS       Z4, Z5, Z5
+	VADDPS       Z5, Z3, Z3
+	VMOVUPS      512(R13), Z4
+	VPMOVZXBD    80(R8)(R12*1), Z5
+	VPMOVZXBD    96(R8)(R12*1), Z6
+	VBROADCASTSS 16(SP), Z14
+	VBROADCASTSS 48(SP), Z15
+	VMULPS       iota0<>+0(SB), Z14, Z14
+	VSUBPS       Z15, Z14, Z14
+	VPERMPS      Z14, Z5, Z15
+	VMULPS       Z4, Z15, Z15
+	VADDPS       Z15, Z0, Z0
+	VPMOVZXBD    80(R9)(R12*1), Z15
+	VPMOVZXBD    96(R9)(R12*1), Z16
+	VBROADCASTSS 80(SP), Z17
+	VBROADCASTSS 112(SP), Z18
+	VMULPS       iota0<>+0(SB), Z17, Z17
+	VSUBPS       Z18, Z17, Z17
+	VPERMPS      Z17, Z15, Z18
+	VMULPS       Z4, Z18, Z18
+	VADDPS       Z18, Z1, Z1
 	VPMOVZXBD    80(R10)(R12*1), Z18
 	VPMOVZXBD    96(R10)(R12*1), Z19
 	VBROADCASTSS 144(SP), Z20
@@ -3239,115 +2299,99 @@ block_r4:
 	VMULPS       iota0<>+0(SB), Z20, Z20
 	VSUBPS       Z21, Z20, Z20
 	VPERMPS      Z20, Z18, Z21
-	VMULPS       Z2, Z21, Z21
-	VPMOVZXBD    80(R11)(R12*1), Z22
-	VPMOVZXBD    96(R11)(R12*1), Z23
-	VBROADCASTSS 208(SP), Z24
-	VBROADCASTSS 240(SP), Z25
-	VMULPS       iota0<>+0(SB), Z24, Z24
-	VSUBPS       Z25, Z24, Z24
-	VPERMPS      Z24, Z22, Z25
-	VMULPS       Z2, Z25, Z25
-	VSHUFF32X4   $0x44, Z17, Z13, Z2
-	VSHUFF32X4   $0xee, Z17, Z13, Z13
-	VADDPS       Z2, Z0, Z0
-	VADDPS       Z13, Z0, Z0
-	VSHUFF32X4   $0x44, Z25, Z21, Z2
-	VSHUFF32X4   $0xee, Z25, Z21, Z13
-	VADDPS       Z2, Z1, Z1
-	VADDPS       Z13, Z1, Z1
-	VMOVUPS      576(R13), Z2
-	VPERMPS      Z12, Z4, Z12
-	VMULPS       Z2, Z12, Z12
-	VPERMPS      Z16, Z15, Z13
-	VMULPS       Z2, Z13, Z13
-	VPERMPS      Z20, Z19, Z16
-	VMULPS       Z2, Z16, Z16
-	VPERMPS      Z24, Z23, Z17
-	VMULPS       Z2, Z17, Z17
-	VSHUFF32X4   $0x44, Z13, Z12, Z2
-	VSHUFF32X4   $0xee, Z13, Z12, Z12
-	VADDPS       Z2, Z0, Z0
-	VADDPS       Z12, Z0, Z0
-	VSHUFF32X4   $0x44, Z17, Z16, Z2
-	VSHUFF32X4   $0xee, Z17, Z16, Z12
-	VADDPS       Z2, Z1, Z1
-	VADDPS       Z12, Z1, Z1
-	VMOVUPS      640(R13), Z2
-	VBROADCASTSS 20(SP), Z12
-	VBROADCASTSS 52(SP), Z13
-	VMULPS       iota0<>+0(SB), Z12, Z12
-	VSUBPS       Z13, Z12, Z12
-	VPSRLD       $0x04, Z3, Z3
-	VPERMPS      Z12, Z3, Z3
-	VMULPS       Z2, Z3, Z3
-	VBROADCASTSS 84(SP), Z13
-	VBROADCASTSS 116(SP), Z16
-	VMULPS       iota0<>+0(SB), Z13, Z13
-	VSUBPS       Z16, Z13, Z13
-	VPSRLD       $0x04, Z14, Z14
-	VPERMPS      Z13, Z14, Z14
-	VMULPS       Z2, Z14, Z14
-	VBROADCASTSS 148(SP), Z16
+	VMULPS       Z4, Z21, Z21
+	VADDPS       Z21, Z2, Z2
+	VPMOVZXBD    80(R11)(R12*1), Z21
+	VPMOVZXBD    96(R11)(R12*1), Z22
+	VBROADCASTSS 208(SP), Z23
+	VBROADCASTSS 240(SP), Z24
+	VMULPS       iota0<>+0(SB), Z23, Z23
+	VSUBPS       Z24, Z23, Z23
+	VPERMPS      Z23, Z21, Z24
+	VMULPS       Z4, Z24, Z24
+	VADDPS       Z24, Z3, Z3
+	VMOVUPS      576(R13), Z4
+	VPERMPS      Z14, Z6, Z14
+	VMULPS       Z4, Z14, Z14
+	VADDPS       Z14, Z0, Z0
+	VPERMPS      Z17, Z16, Z14
+	VMULPS       Z4, Z14, Z14
+	VADDPS       Z14, Z1, Z1
+	VPERMPS      Z20, Z19, Z14
+	VMULPS       Z4, Z14, Z14
+	VADDPS       Z14, Z2, Z2
+	VPERMPS      Z23, Z22, Z14
+	VMULPS       Z4, Z14, Z14
+	VADDPS       Z14, Z3, Z3
+	VMOVUPS      640(R13), Z4
+	VBROADCASTSS 20(SP), Z14
+	VBROADCASTSS 52(SP), Z17
+	VMULPS       iota0<>+0(SB), Z14, Z14
+	VSUBPS       Z17, Z14, Z14
+	VPSRLD       $0x04, Z5, Z5
+	VPERMPS      Z14, Z5, Z5
+	VMULPS       Z4, Z5, Z5
+	VADDPS       Z5, Z0, Z0
+	VBROADCASTSS 84(SP), Z5
+	VBROADCASTSS 116(SP), Z17
+	VMULPS       iota0<>+0(SB), Z5, Z5
+	VSUBPS       Z17, Z5, Z5
+	VPSRLD       $0x04, Z15, Z15
+	VPERMPS      Z5, Z15, Z15
+	VMULPS       Z4, Z15, Z15
+	VADDPS       Z15, Z1, Z1
+	VBROADCASTSS 148(SP), Z15
 	VBROADCASTSS 180(SP), Z17
-	VMULPS       iota0<>+0(SB), Z16, Z16
-	VSUBPS       Z17, Z16, Z16
+	VMULPS       iota0<>+0(SB), Z15, Z15
+	VSUBPS       Z17, Z15, Z15
 	VPSRLD       $0x04, Z18, Z17
-	VPERMPS      Z16, Z17, Z17
-	VMULPS       Z2, Z17, Z17
-	VBROADCASTSS 212(SP), Z18
-	VBROADCASTSS 244(SP), Z20
-	VMULPS       iota0<>+0(SB), Z18, Z18
-	VSUBPS       Z20, Z18, Z18
-	VPSRLD       $0x04, Z22, Z20
-	VPERMPS      Z18, Z20, Z20
-	VMULPS       Z2, Z20, Z20
-	VSHUFF32X4   $0x44, Z14, Z3, Z2
-	VSHUFF32X4   $0xee, Z14, Z3, Z3
-	VADDPS       Z2, Z0, Z0
-	VADDPS       Z3, Z0, Z0
-	VSHUFF32X4   $0x44, Z20, Z17, Z2
-	VSHUFF32X4   $0xee, Z20, Z17, Z3
-	VADDPS       Z2, Z1, Z1
-	VADDPS       Z3, Z1, Z1
-	VMOVUPS      704(R13), Z2
-	VPSRLD       $0x04, Z4, Z3
-	VPERMPS      Z12, Z3, Z3
-	VMULPS       Z2, Z3, Z3
-	VPSRLD       $0x04, Z15, Z4
-	VPERMPS      Z13, Z4, Z4
-	VMULPS       Z2, Z4, Z4
-	VPSRLD       $0x04, Z19, Z12
-	VPERMPS      Z16, Z12, Z12
-	VMULPS       Z2, Z12, Z12
-	VPSRLD       $0x04, Z23, Z13
-	VPERMPS      Z18, Z13, Z13
-	VMULPS       Z2, Z13, Z13
-	VSHUFF32X4   $0x44, Z4, Z3, Z2
-	VSHUFF32X4   $0xee, Z4, Z3, Z3
-	VADDPS       Z2, Z0, Z0
-	VADDPS       Z3, Z0, Z0
-	VSHUFF32X4   $0x44, Z13, Z12, Z2
-	VSHUFF32X4   $0xee, Z13, Z12, Z3
-	VADDPS       Z2, Z1, Z1
-	VADDPS       Z3, Z1, Z1
-	VMOVUPS      768(R13), Z2
-	VPMOVZXBD    112(R8)(R12*1), Z3
-	VPMOVZXBD    128(R8)(R12*1), Z4
-	VBROADCASTSS 24(SP), Z12
-	VBROADCASTSS 56(SP), Z13
-	VMULPS       iota0<>+0(SB), Z12, Z12
-	VSUBPS       Z13, Z12, Z12
-	VPERMPS      Z12, Z3, Z13
-	VMULPS       Z2, Z13, Z13
-	VPMOVZXBD    112(R9)(R12*1), Z14
-	VPMOVZXBD    128(R9)(R12*1), Z15
-	VBROADCASTSS 88(SP), Z16
-	VBROADCASTSS 120(SP), Z17
-	VMULPS       iota0<>+0(SB), Z16, Z16
-	VSUBPS       Z17, Z16, Z16
-	VPERMPS      Z16, Z14, Z17
-	VMULPS       Z2, Z17, Z17
+	VPERMPS      Z15, Z17, Z17
+	VMULPS       Z4, Z17, Z17
+	VADDPS       Z17, Z2, Z2
+	VBROADCASTSS 212(SP), Z17
+	VBROADCASTSS 244(SP), Z18
+	VMULPS       iota0<>+0(SB), Z17, Z17
+	VSUBPS       Z18, Z17, Z17
+	VPSRLD       $0x04, Z21, Z18
+	VPERMPS      Z17, Z18, Z18
+	VMULPS       Z4, Z18, Z18
+	VADDPS       Z18, Z3, Z3
+	VMOVUPS      704(R13), Z4
+	VPSRLD       $0x04, Z6, Z6
+	VPERMPS      Z14, Z6, Z6
+	VMULPS       Z4, Z6, Z6
+	VADDPS       Z6, Z0, Z0
+	VPSRLD       $0x04, Z16, Z6
+	VPERMPS      Z5, Z6, Z6
+	VMULPS       Z4, Z6, Z6
+	VADDPS       Z6, Z1, Z1
+	VPSRLD       $0x04, Z19, Z5
+	VPERMPS      Z15, Z5, Z5
+	VMULPS       Z4, Z5, Z5
+	VADDPS       Z5, Z2, Z2
+	VPSRLD       $0x04, Z22, Z5
+	VPERMPS      Z17, Z5, Z5
+	VMULPS       Z4, Z5, Z5
+	VADDPS       Z5, Z3, Z3
+	VMOVUPS      768(R13), Z4
+	VPMOVZXBD    112(R8)(R12*1), Z5
+	VPMOVZXBD    128(R8)(R12*1), Z6
+	VBROADCASTSS 24(SP), Z14
+	VBROADCASTSS 56(SP), Z15
+	VMULPS       iota0<>+0(SB), Z14, Z14
+	VSUBPS       Z15, Z14, Z14
+	VPERMPS      Z14, Z5, Z15
+	VMULPS       Z4, Z15, Z15
+	VADDPS       Z15, Z0, Z0
+	VPMOVZXBD    112(R9)(R12*1), Z15
+	VPMOVZXBD    128(R9)(R12*1), Z16
+	VBROADCASTSS 88(SP), Z17
+	VBROADCASTSS 120(SP), Z18
+	VMULPS       iota0<>+0(SB), Z17, Z17
+	VSUBPS       Z18, Z17, Z17
+	VPERMPS      Z17, Z15, Z18
+	VMULPS       Z4, Z18, Z18
+	VADDPS       Z18, Z1, Z1
 	VPMOVZXBD    112(R10)(R12*1), Z18
 	VPMOVZXBD    128(R10)(R12*1), Z19
 	VBROADCASTSS 152(SP), Z20
@@ -3355,121 +2399,121 @@ block_r4:
 	VMULPS       iota0<>+0(SB), Z20, Z20
 	VSUBPS       Z21, Z20, Z20
 	VPERMPS      Z20, Z18, Z21
-	VMULPS       Z2, Z21, Z21
-	VPMOVZXBD    112(R11)(R12*1), Z22
-	VPMOVZXBD    128(R11)(R12*1), Z23
-	VBROADCASTSS 216(SP), Z24
-	VBROADCASTSS 248(SP), Z25
-	VMULPS       iota0<>+0(SB), Z24, Z24
-	VSUBPS       Z25, Z24, Z24
-	VPERMPS      Z24, Z22, Z25
-	VMULPS       Z2, Z25, Z25
-	VSHUFF32X4   $0x44, Z17, Z13, Z2
-	VSHUFF32X4   $0xee, Z17, Z13, Z13
-	VADDPS       Z2, Z0, Z0
-	VADDPS       Z13, Z0, Z0
-	VSHUFF32X4   $0x44, Z25, Z21, Z2
-	VSHUFF32X4   $0xee, Z25, Z21, Z13
-	VADDPS       Z2, Z1, Z1
-	VADDPS       Z13, Z1, Z1
-	VMOVUPS      832(R13), Z2
-	VPERMPS      Z12, Z4, Z12
-	VMULPS       Z2, Z12, Z12
-	VPERMPS      Z16, Z15, Z13
-	VMULPS       Z2, Z13, Z13
-	VPERMPS      Z20, Z19, Z16
-	VMULPS       Z2, Z16, Z16
-	VPERMPS      Z24, Z23, Z17
-	VMULPS       Z2, Z17, Z17
-	VSHUFF32X4   $0x44, Z13, Z12, Z2
-	VSHUFF32X4   $0xee, Z13, Z12, Z12
-	VADDPS       Z2, Z0, Z0
-	VADDPS       Z12, Z0, Z0
-	VSHUFF32X4   $0x44, Z17, Z16, Z2
-	VSHUFF32X4   $0xee, Z17, Z16, Z12
-	VADDPS       Z2, Z1, Z1
-	VADDPS       Z12, Z1, Z1
-	VMOVUPS      896(R13), Z2
-	VBROADCASTSS 28(SP), Z12
-	VBROADCASTSS 60(SP), Z13
-	VMULPS       iota0<>+0(SB), Z12, Z12
-	VSUBPS       Z13, Z12, Z12
-	VPSRLD       $0x04, Z3, Z3
-	VPERMPS      Z12, Z3, Z3
-	VMULPS       Z2, Z3, Z3
-	VBROADCASTSS 92(SP), Z13
-	VBROADCASTSS 124(SP), Z16
-	VMULPS       iota0<>+0(SB), Z13, Z13
-	VSUBPS       Z16, Z13, Z13
-	VPSRLD       $0x04, Z14, Z14
-	VPERMPS      Z13, Z14, Z14
-	VMULPS       Z2, Z14, Z14
-	VBROADCASTSS 156(SP), Z16
+	VMULPS       Z4, Z21, Z21
+	VADDPS       Z21, Z2, Z2
+	VPMOVZXBD    112(R11)(R12*1), Z21
+	VPMOVZXBD    128(R11)(R12*1), Z22
+	VBROADCASTSS 216(SP), Z23
+	VBROADCASTSS 248(SP), Z24
+	VMULPS       iota0<>+0(SB), Z23, Z23
+	VSUBPS       Z24, Z23, Z23
+	VPERMPS      Z23, Z21, Z24
+	VMULPS       Z4, Z24, Z24
+	VADDPS       Z24, Z3, Z3
+	VMOVUPS      832(R13), Z4
+	VPERMPS      Z14, Z6, Z14
+	VMULPS       Z4, Z14, Z14
+	VADDPS       Z14, Z0, Z0
+	VPERMPS      Z17, Z16, Z14
+	VMULPS       Z4, Z14, Z14
+	VADDPS       Z14, Z1, Z1
+	VPERMPS      Z20, Z19, Z14
+	VMULPS       Z4, Z14, Z14
+	VADDPS       Z14, Z2, Z2
+	VPERMPS      Z23, Z22, Z14
+	VMULPS       Z4, Z14, Z14
+	VADDPS       Z14, Z3, Z3
+	VMOVUPS      896(R13), Z4
+	VBROADCASTSS 28(SP), Z14
+	VBROADCASTSS 60(SP), Z17
+	VMULPS       iota0<>+0(SB), Z14, Z14
+	VSUBPS       Z17, Z14, Z14
+	VPSRLD       $0x04, Z5, Z5
+	VPERMPS      Z14, Z5, Z5
+	VMULPS       Z4, Z5, Z5
+	VADDPS       Z5, Z0, Z0
+	VBROADCASTSS 92(SP), Z5
+	VBROADCASTSS 124(SP), Z17
+	VMULPS       iota0<>+0(SB), Z5, Z5
+	VSUBPS       Z17, Z5, Z5
+	VPSRLD       $0x04, Z15, Z15
+	VPERMPS      Z5, Z15, Z15
+	VMULPS       Z4, Z15, Z15
+	VADDPS       Z15, Z1, Z1
+	VBROADCASTSS 156(SP), Z15
 	VBROADCASTSS 188(SP), Z17
-	VMULPS       iota0<>+0(SB), Z16, Z16
-	VSUBPS       Z17, Z16, Z16
+	VMULPS       iota0<>+0(SB), Z15, Z15
+	VSUBPS       Z17, Z15, Z15
 	VPSRLD       $0x04, Z18, Z17
-	VPERMPS      Z16, Z17, Z17
-	VMULPS       Z2, Z17, Z17
-	VBROADCASTSS 220(SP), Z18
-	VBROADCASTSS 252(SP), Z20
-	VMULPS       iota0<>+0(SB), Z18, Z18
-	VSUBPS       Z20, Z18, Z18
-	VPSRLD       $0x04, Z22, Z20
-	VPERMPS      Z18, Z20, Z20
-	VMULPS       Z2, Z20, Z20
-	VSHUFF32X4   $0x44, Z14, Z3, Z2
-	VSHUFF32X4   $0xee, Z14, Z3, Z3
-	VADDPS       Z2, Z0, Z0
-	VADDPS       Z3, Z0, Z0
-	VSHUFF32X4   $0x44, Z20, Z17, Z2
-	VSHUFF32X4   $0xee, Z20, Z17, Z3
-	VADDPS       Z2, Z1, Z1
-	VADDPS       Z3, Z1, Z1
-	VMOVUPS      960(R13), Z2
-	VPSRLD       $0x04, Z4, Z3
-	VPERMPS      Z12, Z3, Z3
-	VMULPS       Z2, Z3, Z3
-	VPSRLD       $0x04, Z15, Z4
-	VPERMPS      Z13, Z4, Z4
-	VMULPS       Z2, Z4, Z4
-	VPSRLD       $0x04, Z19, Z12
-	VPERMPS      Z16, Z12, Z12
-	VMULPS       Z2, Z12, Z12
-	VPSRLD       $0x04, Z23, Z13
-	VPERMPS      Z18, Z13, Z13
-	VMULPS       Z2, Z13, Z13
-	VSHUFF32X4   $0x44, Z4, Z3, Z2
-	VSHUFF32X4   $0xee, Z4, Z3, Z3
-	VADDPS       Z2, Z0, Z0
-	VADDPS       Z3, Z0, Z0
-	VSHUFF32X4   $0x44, Z13, Z12, Z2
-	VSHUFF32X4   $0xee, Z13, Z12, Z3
-	VADDPS       Z2, Z1, Z1
-	VADDPS       Z3, Z1, Z1
+	VPERMPS      Z15, Z17, Z17
+	VMULPS       Z4, Z17, Z17
+	VADDPS       Z17, Z2, Z2
+	VBROADCASTSS 220(SP), Z17
+	VBROADCASTSS 252(SP), Z18
+	VMULPS       iota0<>+0(SB), Z17, Z17
+	VSUBPS       Z18, Z17, Z17
+	VPSRLD       $0x04, Z21, Z18
+	VPERMPS      Z17, Z18, Z18
+	VMULPS       Z4, Z18, Z18
+	VADDPS       Z18, Z3, Z3
+	VMOVUPS      960(R13), Z4
+	VPSRLD       $0x04, Z6, Z6
+	VPERMPS      Z14, Z6, Z6
+	VMULPS       Z4, Z6, Z6
+	VADDPS       Z6, Z0, Z0
+	VPSRLD       $0x04, Z16, Z6
+	VPERMPS      Z5, Z6, Z6
+	VMULPS       Z4, Z6, Z6
+	VADDPS       Z6, Z1, Z1
+	VPSRLD       $0x04, Z19, Z5
+	VPERMPS      Z15, Z5, Z5
+	VMULPS       Z4, Z5, Z5
+	VADDPS       Z5, Z2, Z2
+	VPSRLD       $0x04, Z22, Z5
+	VPERMPS      Z17, Z5, Z5
+	VMULPS       Z4, Z5, Z5
+	VADDPS       Z5, Z3, Z3
 	ADDQ         $0x00000090, R12
 	ADDQ         $0x00000400, R13
 	SUBQ         $0x00000100, R14
 	JMP          block_r4
 
 blocks_done_r4:
-	VSHUFPS       $0xb1, Z0, Z0, Z2
-	VADDPS        Z2, Z0, Z2
-	VSHUFPS       $0x4e, Z2, Z2, Z0
-	VADDPS        Z0, Z2, Z2
-	VSHUFF32X4    $0xf5, Z2, Z2, Z0
-	VADDPS        Z0, Z2, Z2
-	VEXTRACTF32X4 $0x02, Z2, X0
-	VMOVSS        X2, (SI)
-	VMOVSS        X0, 4(SI)
-	VSHUFPS       $0xb1, Z1, Z1, Z0
-	VADDPS        Z0, Z1, Z0
-	VSHUFPS       $0x4e, Z0, Z0, Z1
-	VADDPS        Z1, Z0, Z0
-	VSHUFF32X4    $0xf5, Z0, Z0, Z1
-	VADDPS        Z1, Z0, Z0
-	VEXTRACTF32X4 $0x02, Z0, X1
-	VMOVSS        X0, 8(SI)
+	VEXTRACTF32X8 $0x01, Z0, Y4
+	VADDPS        Y0, Y4, Y4
+	VEXTRACTF32X4 $0x01, Y4, X0
+	VADDPS        X4, X0, X0
+	VSHUFPS       $0x0e, X0, X0, X4
+	VADDPS        X4, X0, X0
+	VSHUFPS       $0x01, X0, X0, X4
+	VADDPS        X4, X0, X0
+	VMOVSS        X0, (SI)
+	VEXTRACTF32X8 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 4(SI)
+	VEXTRACTF32X8 $0x01, Z2, Y0
+	VADDPS        Y2, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 8(SI)
+	VEXTRACTF32X8 $0x01, Z3, Y0
+	VADDPS        Y3, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
 	VMOVSS        X1, 12(SI)
 	ADDQ          CX, AX
 	ADDQ          CX, AX
@@ -3480,17 +2524,18 @@ blocks_done_r4:
 	JMP           rows4
 
 rows4_done:
-	CMPQ   DI, $0x00000002
-	JB     rows2_done
-	MOVQ   AX, R8
-	LEAQ   (R8)(CX*1), R9
-	VXORPS Z0, Z0, Z0
-	XORQ   R10, R10
-	MOVQ   DX, R11
-	MOVQ   BX, R12
-	LEAQ   (R9)(CX*1), R13
-	ADDQ   CX, R13
-	ADDQ   CX, R13
+	CMPQ         DI, $0x00000002
+	JB           rows2_done
+	MOVQ         AX, R8
+	LEAQ         (R8)(CX*1), R9
+	VPBROADCASTD dword0<>+0(SB), Z0
+	VPBROADCASTD dword0<>+0(SB), Z1
+	XORQ         R10, R10
+	MOVQ         DX, R11
+	MOVQ         BX, R12
+	LEAQ         (R9)(CX*1), R13
+	ADDQ         CX, R13
+	ADDQ         CX, R13
 
 block_r2:
 	CMPQ         R12, $0x00000100
@@ -3501,315 +2546,298 @@ block_r2:
 	PREFETCHT0   192(R13)
 	PREFETCHT0   256(R13)
 	ADDQ         $0x00000120, R13
-	VPMOVZXBD    4(R8)(R10*1), Z1
-	VMOVDQU32    kScaleIdxA<>+0(SB), Z2
-	VPERMD       Z1, Z2, Z3
-	VPSRLVD      kScaleShift<>+0(SB), Z3, Z3
-	VPANDD       kScaleAnd<>+0(SB), Z3, Z3
-	VMOVDQU32    kScaleIdxB<>+0(SB), Z2
-	VPERMD       Z1, Z2, Z1
-	VPSRLD       $0x06, Z1, Z1
-	VPSLLD       $0x04, Z1, Z1
-	VPANDD       kScaleHiMask<>+0(SB), Z1, Z1
-	VPORD        Z1, Z3, Z3
-	VCVTDQ2PS    Z3, Z3
-	VPBROADCASTW (R8)(R10*1), X2
-	VPBROADCASTW 2(R8)(R10*1), X1
-	VCVTPH2PS    X2, Y9
-	VCVTPH2PS    X1, Y1
-	VINSERTF32X8 $0x01, Y1, Z9, Z9
-	VMULPS       Z9, Z3, Z3
-	VMOVUPS      Z3, (SP)
-	VPMOVZXBD    4(R9)(R10*1), Z1
-	VMOVDQU32    kScaleIdxA<>+0(SB), Z2
-	VPERMD       Z1, Z2, Z3
-	VPSRLVD      kScaleShift<>+0(SB), Z3, Z3
-	VPANDD       kScaleAnd<>+0(SB), Z3, Z3
-	VMOVDQU32    kScaleIdxB<>+0(SB), Z2
-	VPERMD       Z1, Z2, Z1
-	VPSRLD       $0x06, Z1, Z1
-	VPSLLD       $0x04, Z1, Z1
-	VPANDD       kScaleHiMask<>+0(SB), Z1, Z1
-	VPORD        Z1, Z3, Z3
-	VCVTDQ2PS    Z3, Z3
-	VPBROADCASTW (R9)(R10*1), X2
-	VPBROADCASTW 2(R9)(R10*1), X1
-	VCVTPH2PS    X2, Y10
-	VCVTPH2PS    X1, Y1
-	VINSERTF32X8 $0x01, Y1, Z10, Z10
-	VMULPS       Z10, Z3, Z3
-	VMOVUPS      Z3, 64(SP)
-	VMOVUPS      (R11), Z1
-	VPMOVZXBD    16(R8)(R10*1), Z2
-	VPMOVZXBD    32(R8)(R10*1), Z3
-	VBROADCASTSS (SP), Z4
-	VBROADCASTSS 32(SP), Z5
-	VMULPS       iota0<>+0(SB), Z4, Z4
-	VSUBPS       Z5, Z4, Z4
-	VPERMPS      Z4, Z2, Z5
-	VMULPS       Z1, Z5, Z5
+	VPMOVZXBD    4(R8)(R10*1), Z2
+	VMOVDQU32    kScaleIdxA<>+0(SB), Z3
+	VPERMD       Z2, Z3, Z4
+	VPSRLVD      kScaleShift<>+0(SB), Z4, Z4
+	VPANDD       kScaleAnd<>+0(SB), Z4, Z4
+	VMOVDQU32    kScaleIdxB<>+0(SB), Z3
+	VPERMD       Z2, Z3, Z2
+	VPSRLD       $0x06, Z2, Z2
+	VPSLLD       $0x04, Z2, Z2
+	VPANDD       kScaleHiMask<>+0(SB), Z2, Z2
+	VPORD        Z2, Z4, Z4
+	VCVTDQ2PS    Z4, Z4
+	VPBROADCASTW (R8)(R10*1), X3
+	VPBROADCASTW 2(R8)(R10*1), X2
+	VCVTPH2PS    X3, Y11
+	VCVTPH2PS    X2, Y2
+	VINSERTF32X8 $0x01, Y2, Z11, Z11
+	VMULPS       Z11, Z4, Z4
+	VMOVUPS      Z4, (SP)
+	VPMOVZXBD    4(R9)(R10*1), Z2
+	VMOVDQU32    kScaleIdxA<>+0(SB), Z3
+	VPERMD       Z2, Z3, Z4
+	VPSRLVD      kScaleShift<>+0(SB), Z4, Z4
+	VPANDD       kScaleAnd<>+0(SB), Z4, Z4
+	VMOVDQU32    kScaleIdxB<>+0(SB), Z3
+	VPERMD       Z2, Z3, Z2
+	VPSRLD       $0x06, Z2, Z2
+	VPSLLD       $0x04, Z2, Z2
+	VPANDD       kScaleHiMask<>+0(SB), Z2, Z2
+	VPORD        Z2, Z4, Z4
+	VCVTDQ2PS    Z4, Z4
+	VPBROADCASTW (R9)(R10*1), X3
+	VPBROADCASTW 2(R9)(R10*1), X2
+	VCVTPH2PS    X3, Y12
+	VCVTPH2PS    X2, Y2
+	VINSERTF32X8 $0x01, Y2, Z12, Z12
+	VMULPS       Z12, Z4, Z4
+	VMOVUPS      Z4, 64(SP)
+	VMOVUPS      (R11), Z2
+	VPMOVZXBD    16(R8)(R10*1), Z3
+	VPMOVZXBD    32(R8)(R10*1), Z4
+	VBROADCASTSS (SP), Z5
+	VBROADCASTSS 32(SP), Z6
+	VMULPS       iota0<>+0(SB), Z5, Z5
+	VSUBPS       Z6, Z5, Z5
+	VPERMPS      Z5, Z3, Z6
+	VMULPS       Z2, Z6, Z6
+	VADDPS       Z6, Z0, Z0
 	VPMOVZXBD    16(R9)(R10*1), Z6
 	VPMOVZXBD    32(R9)(R10*1), Z7
 	VBROADCASTSS 64(SP), Z8
-	VBROADCASTSS 96(SP), Z12
+	VBROADCASTSS 96(SP), Z9
 	VMULPS       iota0<>+0(SB), Z8, Z8
-	VSUBPS       Z12, Z8, Z8
-	VPERMPS      Z8, Z6, Z12
-	VMULPS       Z1, Z12, Z12
-	VSHUFF32X4   $0x44, Z12, Z5, Z1
-	VSHUFF32X4   $0xee, Z12, Z5, Z5
-	VADDPS       Z1, Z0, Z0
+	VSUBPS       Z9, Z8, Z8
+	VPERMPS      Z8, Z6, Z9
+	VMULPS       Z2, Z9, Z9
+	VADDPS       Z9, Z1, Z1
+	VMOVUPS      64(R11), Z2
+	VPERMPS      Z5, Z4, Z5
+	VMULPS       Z2, Z5, Z5
 	VADDPS       Z5, Z0, Z0
-	VMOVUPS      64(R11), Z1
-	VPERMPS      Z4, Z3, Z4
-	VMULPS       Z1, Z4, Z4
 	VPERMPS      Z8, Z7, Z5
-	VMULPS       Z1, Z5, Z5
-	VSHUFF32X4   $0x44, Z5, Z4, Z1
-	VSHUFF32X4   $0xee, Z5, Z4, Z4
-	VADDPS       Z1, Z0, Z0
-	VADDPS       Z4, Z0, Z0
-	VMOVUPS      128(R11), Z1
-	VBROADCASTSS 4(SP), Z4
-	VBROADCASTSS 36(SP), Z5
-	VMULPS       iota0<>+0(SB), Z4, Z4
-	VSUBPS       Z5, Z4, Z4
-	VPSRLD       $0x04, Z2, Z2
-	VPERMPS      Z4, Z2, Z2
-	VMULPS       Z1, Z2, Z2
-	VBROADCASTSS 68(SP), Z5
-	VBROADCASTSS 100(SP), Z8
+	VMULPS       Z2, Z5, Z5
+	VADDPS       Z5, Z1, Z1
+	VMOVUPS      128(R11), Z2
+	VBROADCASTSS 4(SP), Z5
+	VBROADCASTSS 36(SP), Z8
 	VMULPS       iota0<>+0(SB), Z5, Z5
 	VSUBPS       Z8, Z5, Z5
-	VPSRLD       $0x04, Z6, Z6
-	VPERMPS      Z5, Z6, Z6
-	VMULPS       Z1, Z6, Z6
-	VSHUFF32X4   $0x44, Z6, Z2, Z1
-	VSHUFF32X4   $0xee, Z6, Z2, Z2
-	VADDPS       Z1, Z0, Z0
-	VADDPS       Z2, Z0, Z0
-	VMOVUPS      192(R11), Z1
-	VPSRLD       $0x04, Z3, Z2
-	VPERMPS      Z4, Z2, Z2
-	VMULPS       Z1, Z2, Z2
-	VPSRLD       $0x04, Z7, Z3
+	VPSRLD       $0x04, Z3, Z3
 	VPERMPS      Z5, Z3, Z3
-	VMULPS       Z1, Z3, Z3
-	VSHUFF32X4   $0x44, Z3, Z2, Z1
-	VSHUFF32X4   $0xee, Z3, Z2, Z2
-	VADDPS       Z1, Z0, Z0
-	VADDPS       Z2, Z0, Z0
-	VMOVUPS      256(R11), Z1
-	VPMOVZXBD    48(R8)(R10*1), Z2
-	VPMOVZXBD    64(R8)(R10*1), Z3
-	VBROADCASTSS 8(SP), Z4
-	VBROADCASTSS 40(SP), Z5
-	VMULPS       iota0<>+0(SB), Z4, Z4
-	VSUBPS       Z5, Z4, Z4
-	VPERMPS      Z4, Z2, Z5
-	VMULPS       Z1, Z5, Z5
+	VMULPS       Z2, Z3, Z3
+	VADDPS       Z3, Z0, Z0
+	VBROADCASTSS 68(SP), Z3
+	VBROADCASTSS 100(SP), Z8
+	VMULPS       iota0<>+0(SB), Z3, Z3
+	VSUBPS       Z8, Z3, Z3
+	VPSRLD       $0x04, Z6, Z6
+	VPERMPS      Z3, Z6, Z6
+	VMULPS       Z2, Z6, Z6
+	VADDPS       Z6, Z1, Z1
+	VMOVUPS      192(R11), Z2
+	VPSRLD       $0x04, Z4, Z4
+	VPERMPS      Z5, Z4, Z4
+	VMULPS       Z2, Z4, Z4
+	VADDPS       Z4, Z0, Z0
+	VPSRLD       $0x04, Z7, Z4
+	VPERMPS      Z3, Z4, Z4
+	VMULPS       Z2, Z4, Z4
+	VADDPS       Z4, Z1, Z1
+	VMOVUPS      256(R11), Z2
+	VPMOVZXBD    48(R8)(R10*1), Z3
+	VPMOVZXBD    64(R8)(R10*1), Z4
+	VBROADCASTSS 8(SP), Z5
+	VBROADCASTSS 40(SP), Z6
+	VMULPS       iota0<>+0(SB), Z5, Z5
+	VSUBPS       Z6, Z5, Z5
+	VPERMPS      Z5, Z3, Z6
+	VMULPS       Z2, Z6, Z6
+	VADDPS       Z6, Z0, Z0
 	VPMOVZXBD    48(R9)(R10*1), Z6
 	VPMOVZXBD    64(R9)(R10*1), Z7
 	VBROADCASTSS 72(SP), Z8
-	VBROADCASTSS 104(SP), Z12
+	VBROADCASTSS 104(SP), Z9
 	VMULPS       iota0<>+0(SB), Z8, Z8
-	VSUBPS       Z12, Z8, Z8
-	VPERMPS      Z8, Z6, Z12
-	VMULPS       Z1, Z12, Z12
-	VSHUFF32X4   $0x44, Z12, Z5, Z1
-	VSHUFF32X4   $0xee, Z12, Z5, Z5
-	VADDPS       Z1, Z0, Z0
+	VSUBPS       Z9, Z8, Z8
+	VPERMPS      Z8, Z6, Z9
+	VMULPS       Z2, Z9, Z9
+	VADDPS       Z9, Z1, Z1
+	VMOVUPS      320(R11), Z2
+	VPERMPS      Z5, Z4, Z5
+	VMULPS       Z2, Z5, Z5
 	VADDPS       Z5, Z0, Z0
-	VMOVUPS      320(R11), Z1
-	VPERMPS      Z4, Z3, Z4
-	VMULPS       Z1, Z4, Z4
 	VPERMPS      Z8, Z7, Z5
-	VMULPS       Z1, Z5, Z5
-	VSHUFF32X4   $0x44, Z5, Z4, Z1
-	VSHUFF32X4   $0xee, Z5, Z4, Z4
-	VADDPS       Z1, Z0, Z0
-	VADDPS       Z4, Z0, Z0
-	VMOVUPS      384(R11), Z1
-	VBROADCASTSS 12(SP), Z4
-	VBROADCASTSS 44(SP), Z5
-	VMULPS       iota0<>+0(SB), Z4, Z4
-	VSUBPS       Z5, Z4, Z4
-	VPSRLD       $0x04, Z2, Z2
-	VPERMPS      Z4, Z2, Z2
-	VMULPS       Z1, Z2, Z2
-	VBROADCASTSS 76(SP), Z5
-	VBROADCASTSS 108(SP), Z8
+	VMULPS       Z2, Z5, Z5
+	VADDPS       Z5, Z1, Z1
+	VMOVUPS      384(R11), Z2
+	VBROADCASTSS 12(SP), Z5
+	VBROADCASTSS 44(SP), Z8
 	VMULPS       iota0<>+0(SB), Z5, Z5
 	VSUBPS       Z8, Z5, Z5
-	VPSRLD       $0x04, Z6, Z6
-	VPERMPS      Z5, Z6, Z6
-	VMULPS       Z1, Z6, Z6
-	VSHUFF32X4   $0x44, Z6, Z2, Z1
-	VSHUFF32X4   $0xee, Z6, Z2, Z2
-	VADDPS       Z1, Z0, Z0
-	VADDPS       Z2, Z0, Z0
-	VMOVUPS      448(R11), Z1
-	VPSRLD       $0x04, Z3, Z2
-	VPERMPS      Z4, Z2, Z2
-	VMULPS       Z1, Z2, Z2
-	VPSRLD       $0x04, Z7, Z3
+	VPSRLD       $0x04, Z3, Z3
 	VPERMPS      Z5, Z3, Z3
-	VMULPS       Z1, Z3, Z3
-	VSHUFF32X4   $0x44, Z3, Z2, Z1
-	VSHUFF32X4   $0xee, Z3, Z2, Z2
-	VADDPS       Z1, Z0, Z0
-	VADDPS       Z2, Z0, Z0
-	VMOVUPS      512(R11), Z1
-	VPMOVZXBD    80(R8)(R10*1), Z2
-	VPMOVZXBD    96(R8)(R10*1), Z3
-	VBROADCASTSS 16(SP), Z4
-	VBROADCASTSS 48(SP), Z5
-	VMULPS       iota0<>+0(SB), Z4, Z4
-	VSUBPS       Z5, Z4, Z4
-	VPERMPS      Z4, Z2, Z5
-	VMULPS       Z1, Z5, Z5
+	VMULPS       Z2, Z3, Z3
+	VADDPS       Z3, Z0, Z0
+	VBROADCASTSS 76(SP), Z3
+	VBROADCASTSS 108(SP), Z8
+	VMULPS       iota0<>+0(SB), Z3, Z3
+	VSUBPS       Z8, Z3, Z3
+	VPSRLD       $0x04, Z6, Z6
+	VPERMPS      Z3, Z6, Z6
+	VMULPS       Z2, Z6, Z6
+	VADDPS       Z6, Z1, Z1
+	VMOVUPS      448(R11), Z2
+	VPSRLD       $0x04, Z4, Z4
+	VPERMPS      Z5, Z4, Z4
+	VMULPS       Z2, Z4, Z4
+	VADDPS       Z4, Z0, Z0
+	VPSRLD       $0x04, Z7, Z4
+	VPERMPS      Z3, Z4, Z4
+	VMULPS       Z2, Z4, Z4
+	VADDPS       Z4, Z1, Z1
+	VMOVUPS      512(R11), Z2
+	VPMOVZXBD    80(R8)(R10*1), Z3
+	VPMOVZXBD    96(R8)(R10*1), Z4
+	VBROADCASTSS 16(SP), Z5
+	VBROADCASTSS 48(SP), Z6
+	VMULPS       iota0<>+0(SB), Z5, Z5
+	VSUBPS       Z6, Z5, Z5
+	VPERMPS      Z5, Z3, Z6
+	VMULPS       Z2, Z6, Z6
+	VADDPS       Z6, Z0, Z0
 	VPMOVZXBD    80(R9)(R10*1), Z6
 	VPMOVZXBD    96(R9)(R10*1), Z7
 	VBROADCASTSS 80(SP), Z8
-	VBROADCASTSS 112(SP), Z12
+	VBROADCASTSS 112(SP), Z9
 	VMULPS       iota0<>+0(SB), Z8, Z8
-	VSUBPS       Z12, Z8, Z8
-	VPERMPS      Z8, Z6, Z12
-	VMULPS       Z1, Z12, Z12
-	VSHUFF32X4   $0x44, Z12, Z5, Z1
-	VSHUFF32X4   $0xee, Z12, Z5, Z5
-	VADDPS       Z1, Z0, Z0
+	VSUBPS       Z9, Z8, Z8
+	VPERMPS      Z8, Z6, Z9
+	VMULPS       Z2, Z9, Z9
+	VADDPS       Z9, Z1, Z1
+	VMOVUPS      576(R11), Z2
+	VPERMPS      Z5, Z4, Z5
+	VMULPS       Z2, Z5, Z5
 	VADDPS       Z5, Z0, Z0
-	VMOVUPS      576(R11), Z1
-	VPERMPS      Z4, Z3, Z4
-	VMULPS       Z1, Z4, Z4
 	VPERMPS      Z8, Z7, Z5
-	VMULPS       Z1, Z5, Z5
-	VSHUFF32X4   $0x44, Z5, Z4, Z1
-	VSHUFF32X4   $0xee, Z5, Z4, Z4
-	VADDPS       Z1, Z0, Z0
-	VADDPS       Z4, Z0, Z0
-	VMOVUPS      640(R11), Z1
-	VBROADCASTSS 20(SP), Z4
-	VBROADCASTSS 52(SP), Z5
-	VMULPS       iota0<>+0(SB), Z4, Z4
-	VSUBPS       Z5, Z4, Z4
-	VPSRLD       $0x04, Z2, Z2
-	VPERMPS      Z4, Z2, Z2
-	VMULPS       Z1, Z2, Z2
-	VBROADCASTSS 84(SP), Z5
-	VBROADCASTSS 116(SP), Z8
+	VMULPS       Z2, Z5, Z5
+	VADDPS       Z5, Z1, Z1
+	VMOVUPS      640(R11), Z2
+	VBROADCASTSS 20(SP), Z5
+	VBROADCASTSS 52(SP), Z8
 	VMULPS       iota0<>+0(SB), Z5, Z5
 	VSUBPS       Z8, Z5, Z5
-	VPSRLD       $0x04, Z6, Z6
-	VPERMPS      Z5, Z6, Z6
-	VMULPS       Z1, Z6, Z6
-	VSHUFF32X4   $0x44, Z6, Z2, Z1
-	VSHUFF32X4   $0xee, Z6, Z2, Z2
-	VADDPS       Z1, Z0, Z0
-	VADDPS       Z2, Z0, Z0
-	VMOVUPS      704(R11), Z1
-	VPSRLD       $0x04, Z3, Z2
-	VPERMPS      Z4, Z2, Z2
-	VMULPS       Z1, Z2, Z2
-	VPSRLD       $0x04, Z7, Z3
+	VPSRLD       $0x04, Z3, Z3
 	VPERMPS      Z5, Z3, Z3
-	VMULPS       Z1, Z3, Z3
-	VSHUFF32X4   $0x44, Z3, Z2, Z1
-	VSHUFF32X4   $0xee, Z3, Z2, Z2
-	VADDPS       Z1, Z0, Z0
-	VADDPS       Z2, Z0, Z0
-	VMOVUPS      768(R11), Z1
-	VPMOVZXBD    112(R8)(R10*1), Z2
-	VPMOVZXBD    128(R8)(R10*1), Z3
-	VBROADCASTSS 24(SP), Z4
-	VBROADCASTSS 56(SP), Z5
-	VMULPS       iota0<>+0(SB), Z4, Z4
-	VSUBPS       Z5, Z4, Z4
-	VPERMPS      Z4, Z2, Z5
-	VMULPS       Z1, Z5, Z5
+	VMULPS       Z2, Z3, Z3
+	VADDPS       Z3, Z0, Z0
+	VBROADCASTSS 84(SP), Z3
+	VBROADCASTSS 116(SP), Z8
+	VMULPS       iota0<>+0(SB), Z3, Z3
+	VSUBPS       Z8, Z3, Z3
+	VPSRLD       $0x04, Z6, Z6
+	VPERMPS      Z3, Z6, Z6
+	VMULPS       Z2, Z6, Z6
+	VADDPS       Z6, Z1, Z1
+	VMOVUPS      704(R11), Z2
+	VPSRLD       $0x04, Z4, Z4
+	VPERMPS      Z5, Z4, Z4
+	VMULPS       Z2, Z4, Z4
+	VADDPS       Z4, Z0, Z0
+	VPSRLD       $0x04, Z7, Z4
+	VPERMPS      Z3, Z4, Z4
+	VMULPS       Z2, Z4, Z4
+	VADDPS       Z4, Z1, Z1
+	VMOVUPS      768(R11), Z2
+	VPMOVZXBD    112(R8)(R10*1), Z3
+	VPMOVZXBD    128(R8)(R10*1), Z4
+	VBROADCASTSS 24(SP), Z5
+	VBROADCASTSS 56(SP), Z6
+	VMULPS       iota0<>+0(SB), Z5, Z5
+	VSUBPS       Z6, Z5, Z5
+	VPERMPS      Z5, Z3, Z6
+	VMULPS       Z2, Z6, Z6
+	VADDPS       Z6, Z0, Z0
 	VPMOVZXBD    112(R9)(R10*1), Z6
 	VPMOVZXBD    128(R9)(R10*1), Z7
 	VBROADCASTSS 88(SP), Z8
-	VBROADCASTSS 120(SP), Z12
+	VBROADCASTSS 120(SP), Z9
 	VMULPS       iota0<>+0(SB), Z8, Z8
-	VSUBPS       Z12, Z8, Z8
-	VPERMPS      Z8, Z6, Z12
-	VMULPS       Z1, Z12, Z12
-	VSHUFF32X4   $0x44, Z12, Z5, Z1
-	VSHUFF32X4   $0xee, Z12, Z5, Z5
-	VADDPS       Z1, Z0, Z0
+	VSUBPS       Z9, Z8, Z8
+	VPERMPS      Z8, Z6, Z9
+	VMULPS       Z2, Z9, Z9
+	VADDPS       Z9, Z1, Z1
+	VMOVUPS      832(R11), Z2
+	VPERMPS      Z5, Z4, Z5
+	VMULPS       Z2, Z5, Z5
 	VADDPS       Z5, Z0, Z0
-	VMOVUPS      832(R11), Z1
-	VPERMPS      Z4, Z3, Z4
-	VMULPS       Z1, Z4, Z4
 	VPERMPS      Z8, Z7, Z5
-	VMULPS       Z1, Z5, Z5
-	VSHUFF32X4   $0x44, Z5, Z4, Z1
-	VSHUFF32X4   $0xee, Z5, Z4, Z4
-	VADDPS       Z1, Z0, Z0
-	VADDPS       Z4, Z0, Z0
-	VMOVUPS      896(R11), Z1
-	VBROADCASTSS 28(SP), Z4
-	VBROADCASTSS 60(SP), Z5
-	VMULPS       iota0<>+0(SB), Z4, Z4
-	VSUBPS       Z5, Z4, Z4
-	VPSRLD       $0x04, Z2, Z2
-	VPERMPS      Z4, Z2, Z2
-	VMULPS       Z1, Z2, Z2
-	VBROADCASTSS 92(SP), Z5
-	VBROADCASTSS 124(SP), Z8
+	VMULPS       Z2, Z5, Z5
+	VADDPS       Z5, Z1, Z1
+	VMOVUPS      896(R11), Z2
+	VBROADCASTSS 28(SP), Z5
+	VBROADCASTSS 60(SP), Z8
 	VMULPS       iota0<>+0(SB), Z5, Z5
 	VSUBPS       Z8, Z5, Z5
-	VPSRLD       $0x04, Z6, Z6
-	VPERMPS      Z5, Z6, Z6
-	VMULPS       Z1, Z6, Z6
-	VSHUFF32X4   $0x44, Z6, Z2, Z1
-	VSHUFF32X4   $0xee, Z6, Z2, Z2
-	VADDPS       Z1, Z0, Z0
-	VADDPS       Z2, Z0, Z0
-	VMOVUPS      960(R11), Z1
-	VPSRLD       $0x04, Z3, Z2
-	VPERMPS      Z4, Z2, Z2
-	VMULPS       Z1, Z2, Z2
-	VPSRLD       $0x04, Z7, Z3
+	VPSRLD       $0x04, Z3, Z3
 	VPERMPS      Z5, Z3, Z3
-	VMULPS       Z1, Z3, Z3
-	VSHUFF32X4   $0x44, Z3, Z2, Z1
-	VSHUFF32X4   $0xee, Z3, Z2, Z2
-	VADDPS       Z1, Z0, Z0
-	VADDPS       Z2, Z0, Z0
+	VMULPS       Z2, Z3, Z3
+	VADDPS       Z3, Z0, Z0
+	VBROADCASTSS 92(SP), Z3
+	VBROADCASTSS 124(SP), Z8
+	VMULPS       iota0<>+0(SB), Z3, Z3
+	VSUBPS       Z8, Z3, Z3
+	VPSRLD       $0x04, Z6, Z6
+	VPERMPS      Z3, Z6, Z6
+	VMULPS       Z2, Z6, Z6
+	VADDPS       Z6, Z1, Z1
+	VMOVUPS      960(R11), Z2
+	VPSRLD       $0x04, Z4, Z4
+	VPERMPS      Z5, Z4, Z4
+	VMULPS       Z2, Z4, Z4
+	VADDPS       Z4, Z0, Z0
+	VPSRLD       $0x04, Z7, Z4
+	VPERMPS      Z3, Z4, Z4
+	VMULPS       Z2, Z4, Z4
+	VADDPS       Z4, Z1, Z1
 	ADDQ         $0x00000090, R10
 	ADDQ         $0x00000400, R11
 	SUBQ         $0x00000100, R12
 	JMP          block_r2
 
 blocks_done_r2:
-	VSHUFPS       $0xb1, Z0, Z0, Z1
-	VADDPS        Z1, Z0, Z1
-	VSHUFPS       $0x4e, Z1, Z1, Z0
-	VADDPS        Z0, Z1, Z1
-	VSHUFF32X4    $0xf5, Z1, Z1, Z0
-	VADDPS        Z0, Z1, Z1
-	VEXTRACTF32X4 $0x02, Z1, X0
-	VMOVSS        X1, (SI)
-	VMOVSS        X0, 4(SI)
+	VEXTRACTF32X8 $0x01, Z0, Y2
+	VADDPS        Y0, Y2, Y2
+	VEXTRACTF32X4 $0x01, Y2, X0
+	VADDPS        X2, X0, X0
+	VSHUFPS       $0x0e, X0, X0, X2
+	VADDPS        X2, X0, X0
+	VSHUFPS       $0x01, X0, X0, X2
+	VADDPS        X2, X0, X0
+	VMOVSS        X0, (SI)
+	VEXTRACTF32X8 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 4(SI)
 	ADDQ          CX, AX
 	ADDQ          CX, AX
 	ADDQ          $0x00000008, SI
 	SUBQ          $0x00000002, DI
 
 rows2_done:
-	CMPQ   DI, $0x00000001
-	JB     rows1_done
-	MOVQ   AX, R8
-	VXORPS Z0, Z0, Z0
-	XORQ   R9, R9
-	MOVQ   BX, BX
+	CMPQ         DI, $0x00000001
+	JB           rows1_done
+	MOVQ         AX, R8
+	VPBROADCASTD dword0<>+0(SB), Z0
+	XORQ         R9, R9
+	MOVQ         BX, BX
+	LEAQ         (R8)(CX*1), R10
+	ADDQ         CX, R10
 
 block_r1:
 	CMPQ         BX, $0x00000100
 	JB           blocks_done_r1
+	PREFETCHT0   (R10)
+	PREFETCHT0   64(R10)
+	PREFETCHT0   128(R10)
+	ADDQ         $0x00000090, R10
 	VPMOVZXBD    4(R8)(R9*1), Z1
 	VMOVDQU32    kScaleIdxA<>+0(SB), Z2
 	VPERMD       Z1, Z2, Z3
@@ -3824,10 +2852,10 @@ block_r1:
 	VCVTDQ2PS    Z3, Z3
 	VPBROADCASTW (R8)(R9*1), X2
 	VPBROADCASTW 2(R8)(R9*1), X1
-	VCVTPH2PS    X2, Y11
+	VCVTPH2PS    X2, Y13
 	VCVTPH2PS    X1, Y1
-	VINSERTF32X8 $0x01, Y1, Z11, Z11
-	VMULPS       Z11, Z3, Z3
+	VINSERTF32X8 $0x01, Y1, Z13, Z13
+	VMULPS       Z13, Z3, Z3
 	VMOVUPS      Z3, (SP)
 	VMOVUPS      (DX), Z1
 	VPMOVZXBD    16(R8)(R9*1), Z2
@@ -3838,16 +2866,10 @@ block_r1:
 	VSUBPS       Z5, Z4, Z4
 	VPERMPS      Z4, Z2, Z5
 	VMULPS       Z1, Z5, Z5
-	VSHUFF32X4   $0x44, Z5, Z5, Z1
-	VSHUFF32X4   $0xee, Z5, Z5, Z5
-	VADDPS       Z1, Z0, Z0
 	VADDPS       Z5, Z0, Z0
 	VMOVUPS      64(DX), Z1
 	VPERMPS      Z4, Z3, Z4
 	VMULPS       Z1, Z4, Z4
-	VSHUFF32X4   $0x44, Z4, Z4, Z1
-	VSHUFF32X4   $0xee, Z4, Z4, Z4
-	VADDPS       Z1, Z0, Z0
 	VADDPS       Z4, Z0, Z0
 	VMOVUPS      128(DX), Z1
 	VBROADCASTSS 4(SP), Z4
@@ -3857,17 +2879,11 @@ block_r1:
 	VPSRLD       $0x04, Z2, Z2
 	VPERMPS      Z4, Z2, Z2
 	VMULPS       Z1, Z2, Z2
-	VSHUFF32X4   $0x44, Z2, Z2, Z1
-	VSHUFF32X4   $0xee, Z2, Z2, Z2
-	VADDPS       Z1, Z0, Z0
 	VADDPS       Z2, Z0, Z0
 	VMOVUPS      192(DX), Z1
 	VPSRLD       $0x04, Z3, Z2
 	VPERMPS      Z4, Z2, Z2
 	VMULPS       Z1, Z2, Z2
-	VSHUFF32X4   $0x44, Z2, Z2, Z1
-	VSHUFF32X4   $0xee, Z2, Z2, Z2
-	VADDPS       Z1, Z0, Z0
 	VADDPS       Z2, Z0, Z0
 	VMOVUPS      256(DX), Z1
 	VPMOVZXBD    48(R8)(R9*1), Z2
@@ -3878,16 +2894,10 @@ block_r1:
 	VSUBPS       Z5, Z4, Z4
 	VPERMPS      Z4, Z2, Z5
 	VMULPS       Z1, Z5, Z5
-	VSHUFF32X4   $0x44, Z5, Z5, Z1
-	VSHUFF32X4   $0xee, Z5, Z5, Z5
-	VADDPS       Z1, Z0, Z0
 	VADDPS       Z5, Z0, Z0
 	VMOVUPS      320(DX), Z1
 	VPERMPS      Z4, Z3, Z4
 	VMULPS       Z1, Z4, Z4
-	VSHUFF32X4   $0x44, Z4, Z4, Z1
-	VSHUFF32X4   $0xee, Z4, Z4, Z4
-	VADDPS       Z1, Z0, Z0
 	VADDPS       Z4, Z0, Z0
 	VMOVUPS      384(DX), Z1
 	VBROADCASTSS 12(SP), Z4
@@ -3897,17 +2907,11 @@ block_r1:
 	VPSRLD       $0x04, Z2, Z2
 	VPERMPS      Z4, Z2, Z2
 	VMULPS       Z1, Z2, Z2
-	VSHUFF32X4   $0x44, Z2, Z2, Z1
-	VSHUFF32X4   $0xee, Z2, Z2, Z2
-	VADDPS       Z1, Z0, Z0
 	VADDPS       Z2, Z0, Z0
 	VMOVUPS      448(DX), Z1
 	VPSRLD       $0x04, Z3, Z2
 	VPERMPS      Z4, Z2, Z2
 	VMULPS       Z1, Z2, Z2
-	VSHUFF32X4   $0x44, Z2, Z2, Z1
-	VSHUFF32X4   $0xee, Z2, Z2, Z2
-	VADDPS       Z1, Z0, Z0
 	VADDPS       Z2, Z0, Z0
 	VMOVUPS      512(DX), Z1
 	VPMOVZXBD    80(R8)(R9*1), Z2
@@ -3918,16 +2922,10 @@ block_r1:
 	VSUBPS       Z5, Z4, Z4
 	VPERMPS      Z4, Z2, Z5
 	VMULPS       Z1, Z5, Z5
-	VSHUFF32X4   $0x44, Z5, Z5, Z1
-	VSHUFF32X4   $0xee, Z5, Z5, Z5
-	VADDPS       Z1, Z0, Z0
 	VADDPS       Z5, Z0, Z0
 	VMOVUPS      576(DX), Z1
 	VPERMPS      Z4, Z3, Z4
 	VMULPS       Z1, Z4, Z4
-	VSHUFF32X4   $0x44, Z4, Z4, Z1
-	VSHUFF32X4   $0xee, Z4, Z4, Z4
-	VADDPS       Z1, Z0, Z0
 	VADDPS       Z4, Z0, Z0
 	VMOVUPS      640(DX), Z1
 	VBROADCASTSS 20(SP), Z4
@@ -3937,17 +2935,11 @@ block_r1:
 	VPSRLD       $0x04, Z2, Z2
 	VPERMPS      Z4, Z2, Z2
 	VMULPS       Z1, Z2, Z2
-	VSHUFF32X4   $0x44, Z2, Z2, Z1
-	VSHUFF32X4   $0xee, Z2, Z2, Z2
-	VADDPS       Z1, Z0, Z0
 	VADDPS       Z2, Z0, Z0
 	VMOVUPS      704(DX), Z1
 	VPSRLD       $0x04, Z3, Z2
 	VPERMPS      Z4, Z2, Z2
 	VMULPS       Z1, Z2, Z2
-	VSHUFF32X4   $0x44, Z2, Z2, Z1
-	VSHUFF32X4   $0xee, Z2, Z2, Z2
-	VADDPS       Z1, Z0, Z0
 	VADDPS       Z2, Z0, Z0
 	VMOVUPS      768(DX), Z1
 	VPMOVZXBD    112(R8)(R9*1), Z2
@@ -3958,16 +2950,10 @@ block_r1:
 	VSUBPS       Z5, Z4, Z4
 	VPERMPS      Z4, Z2, Z5
 	VMULPS       Z1, Z5, Z5
-	VSHUFF32X4   $0x44, Z5, Z5, Z1
-	VSHUFF32X4   $0xee, Z5, Z5, Z5
-	VADDPS       Z1, Z0, Z0
 	VADDPS       Z5, Z0, Z0
 	VMOVUPS      832(DX), Z1
 	VPERMPS      Z4, Z3, Z4
 	VMULPS       Z1, Z4, Z4
-	VSHUFF32X4   $0x44, Z4, Z4, Z1
-	VSHUFF32X4   $0xee, Z4, Z4, Z4
-	VADDPS       Z1, Z0, Z0
 	VADDPS       Z4, Z0, Z0
 	VMOVUPS      896(DX), Z1
 	VBROADCASTSS 28(SP), Z4
@@ -3977,17 +2963,11 @@ block_r1:
 	VPSRLD       $0x04, Z2, Z2
 	VPERMPS      Z4, Z2, Z2
 	VMULPS       Z1, Z2, Z2
-	VSHUFF32X4   $0x44, Z2, Z2, Z1
-	VSHUFF32X4   $0xee, Z2, Z2, Z2
-	VADDPS       Z1, Z0, Z0
 	VADDPS       Z2, Z0, Z0
 	VMOVUPS      960(DX), Z1
 	VPSRLD       $0x04, Z3, Z2
 	VPERMPS      Z4, Z2, Z2
 	VMULPS       Z1, Z2, Z2
-	VSHUFF32X4   $0x44, Z2, Z2, Z1
-	VSHUFF32X4   $0xee, Z2, Z2, Z2
-	VADDPS       Z1, Z0, Z0
 	VADDPS       Z2, Z0, Z0
 	ADDQ         $0x00000090, R9
 	ADDQ         $0x00000400, DX
@@ -3995,14 +2975,15 @@ block_r1:
 	JMP          block_r1
 
 blocks_done_r1:
-	VSHUFPS       $0xb1, Z0, Z0, Z1
-	VADDPS        Z1, Z0, Z1
-	VSHUFPS       $0x4e, Z1, Z1, Z0
-	VADDPS        Z0, Z1, Z1
-	VSHUFF32X4    $0xf5, Z1, Z1, Z0
-	VADDPS        Z0, Z1, Z1
-	VEXTRACTF32X4 $0x02, Z1, X0
-	VMOVSS        X1, (SI)
+	VEXTRACTF32X8 $0x01, Z0, Y1
+	VADDPS        Y0, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X0
+	VADDPS        X1, X0, X0
+	VSHUFPS       $0x0e, X0, X0, X1
+	VADDPS        X1, X0, X0
+	VSHUFPS       $0x01, X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSS        X0, (SI)
 	ADDQ          CX, AX
 	ADDQ          $0x00000004, SI
 	SUBQ          $0x00000001, DI
@@ -4140,17 +3121,18 @@ TEXT ·matVecExactQ5_KAVX512(SB), NOSPLIT, $256-80
 	MOVQ out_len+64(FP), DI
 
 rows2:
-	CMPQ   DI, $0x00000002
-	JB     rows2_done
-	MOVQ   AX, R8
-	LEAQ   (R8)(CX*1), R9
-	VXORPS Z0, Z0, Z0
-	XORQ   R10, R10
-	MOVQ   DX, R11
-	MOVQ   BX, R12
-	LEAQ   (R9)(CX*1), R13
-	ADDQ   CX, R13
-	ADDQ   CX, R13
+	CMPQ         DI, $0x00000002
+	JB           rows2_done
+	MOVQ         AX, R8
+	LEAQ         (R8)(CX*1), R9
+	VPBROADCASTD dword0<>+0(SB), Z0
+	VPBROADCASTD dword0<>+0(SB), Z1
+	XORQ         R10, R10
+	MOVQ         DX, R11
+	MOVQ         BX, R12
+	LEAQ         (R9)(CX*1), R13
+	ADDQ         CX, R13
+	ADDQ         CX, R13
 
 block_r2:
 	CMPQ         R12, $0x00000100
@@ -4162,63 +3144,64 @@ block_r2:
 	PREFETCHT0   256(R13)
 	PREFETCHT0   320(R13)
 	ADDQ         $0x00000160, R13
-	VPMOVZXBD    4(R8)(R10*1), Z1
-	VMOVDQU32    kScaleIdxA<>+0(SB), Z2
-	VPERMD       Z1, Z2, Z3
-	VPSRLVD      kScaleShift<>+0(SB), Z3, Z3
-	VPANDD       kScaleAnd<>+0(SB), Z3, Z3
-	VMOVDQU32    kScaleIdxB<>+0(SB), Z2
-	VPERMD       Z1, Z2, Z1
-	VPSRLD       $0x06, Z1, Z1
-	VPSLLD       $0x04, Z1, Z1
-	VPANDD       kScaleHiMask<>+0(SB), Z1, Z1
-	VPORD        Z1, Z3, Z3
-	VCVTDQ2PS    Z3, Z3
-	VPBROADCASTW (R8)(R10*1), X2
-	VPBROADCASTW 2(R8)(R10*1), X1
-	VCVTPH2PS    X2, Y4
-	VCVTPH2PS    X1, Y1
-	VINSERTF32X8 $0x01, Y1, Z4, Z4
-	VMULPS       Z4, Z3, Z3
-	VMOVUPS      Z3, (SP)
-	VMOVDQU8     16(R8)(R10*1), Y4
-	VPMOVZXBD    4(R9)(R10*1), Z1
-	VMOVDQU32    kScaleIdxA<>+0(SB), Z2
-	VPERMD       Z1, Z2, Z3
-	VPSRLVD      kScaleShift<>+0(SB), Z3, Z3
-	VPANDD       kScaleAnd<>+0(SB), Z3, Z3
-	VMOVDQU32    kScaleIdxB<>+0(SB), Z2
-	VPERMD       Z1, Z2, Z1
-	VPSRLD       $0x06, Z1, Z1
-	VPSLLD       $0x04, Z1, Z1
-	VPANDD       kScaleHiMask<>+0(SB), Z1, Z1
-	VPORD        Z1, Z3, Z3
-	VCVTDQ2PS    Z3, Z3
-	VPBROADCASTW (R9)(R10*1), X2
-	VPBROADCASTW 2(R9)(R10*1), X1
-	VCVTPH2PS    X2, Y5
-	VCVTPH2PS    X1, Y1
-	VINSERTF32X8 $0x01, Y1, Z5, Z5
-	VMULPS       Z5, Z3, Z3
-	VMOVUPS      Z3, 64(SP)
-	VMOVDQU8     16(R9)(R10*1), Y5
-	VMOVUPS      (R11), Z1
-	VPMOVZXBD    48(R8)(R10*1), Z2
-	VPMOVZXBD    64(R8)(R10*1), Z3
-	VBROADCASTSS (SP), Z7
-	VBROADCASTSS 32(SP), Z8
-	VMULPS       iota0<>+0(SB), Z7, Z7
-	VSUBPS       Z8, Z7, Z7
+	VPMOVZXBD    4(R8)(R10*1), Z2
+	VMOVDQU32    kScaleIdxA<>+0(SB), Z3
+	VPERMD       Z2, Z3, Z4
+	VPSRLVD      kScaleShift<>+0(SB), Z4, Z4
+	VPANDD       kScaleAnd<>+0(SB), Z4, Z4
+	VMOVDQU32    kScaleIdxB<>+0(SB), Z3
+	VPERMD       Z2, Z3, Z2
+	VPSRLD       $0x06, Z2, Z2
+	VPSLLD       $0x04, Z2, Z2
+	VPANDD       kScaleHiMask<>+0(SB), Z2, Z2
+	VPORD        Z2, Z4, Z4
+	VCVTDQ2PS    Z4, Z4
+	VPBROADCASTW (R8)(R10*1), X3
+	VPBROADCASTW 2(R8)(R10*1), X2
+	VCVTPH2PS    X3, Y5
+	VCVTPH2PS    X2, Y2
+	VINSERTF32X8 $0x01, Y2, Z5, Z5
+	VMULPS       Z5, Z4, Z4
+	VMOVUPS      Z4, (SP)
+	VMOVDQU8     16(R8)(R10*1), Y5
+	VPMOVZXBD    4(R9)(R10*1), Z2
+	VMOVDQU32    kScaleIdxA<>+0(SB), Z3
+	VPERMD       Z2, Z3, Z4
+	VPSRLVD      kScaleShift<>+0(SB), Z4, Z4
+	VPANDD       kScaleAnd<>+0(SB), Z4, Z4
+	VMOVDQU32    kScaleIdxB<>+0(SB), Z3
+	VPERMD       Z2, Z3, Z2
+	VPSRLD       $0x06, Z2, Z2
+	VPSLLD       $0x04, Z2, Z2
+	VPANDD       kScaleHiMask<>+0(SB), Z2, Z2
+	VPORD        Z2, Z4, Z4
+	VCVTDQ2PS    Z4, Z4
+	VPBROADCASTW (R9)(R10*1), X3
+	VPBROADCASTW 2(R9)(R10*1), X2
+	VCVTPH2PS    X3, Y6
+	VCVTPH2PS    X2, Y2
+	VINSERTF32X8 $0x01, Y2, Z6, Z6
+	VMULPS       Z6, Z4, Z4
+	VMOVUPS      Z4, 64(SP)
+	VMOVDQU8     16(R9)(R10*1), Y6
+	VMOVUPS      (R11), Z2
+	VPMOVZXBD    48(R8)(R10*1), Z3
+	VPMOVZXBD    64(R8)(R10*1), Z4
 	VBROADCASTSS (SP), Z8
 	VBROADCASTSS 32(SP), Z9
-	VMULPS       iota16<>+0(SB), Z8, Z8
+	VMULPS       iota0<>+0(SB), Z8, Z8
 	VSUBPS       Z9, Z8, Z8
-	VPANDD.BCST  dword15<>+0(SB), Z2, Z9
-	VPBROADCASTB bitBytes<>+0(SB), Y6
-	VPTESTMB     Y6, Y4, K1
-	VPORD.BCST   dword16<>+0(SB), Z9, K1, Z9
-	VPERMI2PS    Z8, Z7, Z9
-	VMULPS       Z1, Z9, Z9
+	VBROADCASTSS (SP), Z9
+	VBROADCASTSS 32(SP), Z10
+	VMULPS       iota16<>+0(SB), Z9, Z9
+	VSUBPS       Z10, Z9, Z9
+	VPANDD.BCST  dword15<>+0(SB), Z3, Z10
+	VPBROADCASTB bitBytes<>+0(SB), Y7
+	VPTESTMB     Y7, Y5, K1
+	VPORD.BCST   dword16<>+0(SB), Z10, K1, Z10
+	VPERMI2PS    Z9, Z8, Z10
+	VMULPS       Z2, Z10, Z10
+	VADDPS       Z10, Z0, Z0
 	VPMOVZXBD    48(R9)(R10*1), Z10
 	VPMOVZXBD    64(R9)(R10*1), Z11
 	VBROADCASTSS 64(SP), Z12
@@ -4230,103 +3213,95 @@ block_r2:
 	VMULPS       iota16<>+0(SB), Z13, Z13
 	VSUBPS       Z14, Z13, Z13
 	VPANDD.BCST  dword15<>+0(SB), Z10, Z14
-	VPBROADCASTB bitBytes<>+0(SB), Y6
-	VPTESTMB     Y6, Y5, K1
+	VPBROADCASTB bitBytes<>+0(SB), Y7
+	VPTESTMB     Y7, Y6, K1
 	VPORD.BCST   dword16<>+0(SB), Z14, K1, Z14
 	VPERMI2PS    Z13, Z12, Z14
-	VMULPS       Z1, Z14, Z14
-	VSHUFF32X4   $0x44, Z14, Z9, Z1
-	VSHUFF32X4   $0xee, Z14, Z9, Z9
-	VADDPS       Z1, Z0, Z0
-	VADDPS       Z9, Z0, Z0
-	VMOVUPS      64(R11), Z1
-	VPANDD.BCST  dword15<>+0(SB), Z3, Z9
-	VPBROADCASTB bitBytes<>+0(SB), Y6
-	VPTESTMB     Y6, Y4, K1
+	VMULPS       Z2, Z14, Z14
+	VADDPS       Z14, Z1, Z1
+	VMOVUPS      64(R11), Z2
+	VPANDD.BCST  dword15<>+0(SB), Z4, Z14
+	VPBROADCASTB bitBytes<>+0(SB), Y7
+	VPTESTMB     Y7, Y5, K1
 	KSHIFTRD     $0x10, K1, K1
-	VPORD.BCST   dword16<>+0(SB), Z9, K1, Z9
-	VPERMI2PS    Z8, Z7, Z9
-	VMULPS       Z1, Z9, Z9
-	VPANDD.BCST  dword15<>+0(SB), Z11, Z7
-	VPBROADCASTB bitBytes<>+0(SB), Y6
-	VPTESTMB     Y6, Y5, K1
+	VPORD.BCST   dword16<>+0(SB), Z14, K1, Z14
+	VPERMI2PS    Z9, Z8, Z14
+	VMULPS       Z2, Z14, Z14
+	VADDPS       Z14, Z0, Z0
+	VPANDD.BCST  dword15<>+0(SB), Z11, Z8
+	VPBROADCASTB bitBytes<>+0(SB), Y7
+	VPTESTMB     Y7, Y6, K1
 	KSHIFTRD     $0x10, K1, K1
-	VPORD.BCST   dword16<>+0(SB), Z7, K1, Z7
-	VPERMI2PS    Z13, Z12, Z7
-	VMULPS       Z1, Z7, Z7
-	VSHUFF32X4   $0x44, Z7, Z9, Z1
-	VSHUFF32X4   $0xee, Z7, Z9, Z7
-	VADDPS       Z1, Z0, Z0
-	VADDPS       Z7, Z0, Z0
-	VMOVUPS      128(R11), Z1
-	VBROADCASTSS 4(SP), Z7
-	VBROADCASTSS 36(SP), Z8
-	VMULPS       iota0<>+0(SB), Z7, Z7
-	VSUBPS       Z8, Z7, Z7
+	VPORD.BCST   dword16<>+0(SB), Z8, K1, Z8
+	VPERMI2PS    Z13, Z12, Z8
+	VMULPS       Z2, Z8, Z8
+	VADDPS       Z8, Z1, Z1
+	VMOVUPS      128(R11), Z2
 	VBROADCASTSS 4(SP), Z8
 	VBROADCASTSS 36(SP), Z9
-	VMULPS       iota16<>+0(SB), Z8, Z8
+	VMULPS       iota0<>+0(SB), Z8, Z8
 	VSUBPS       Z9, Z8, Z8
-	VPSRLD       $0x04, Z2, Z2
-	VPBROADCASTB bitBytes<>+1(SB), Y6
-	VPTESTMB     Y6, Y4, K1
-	VPORD.BCST   dword16<>+0(SB), Z2, K1, Z2
-	VPERMI2PS    Z8, Z7, Z2
-	VMULPS       Z1, Z2, Z2
-	VBROADCASTSS 68(SP), Z9
-	VBROADCASTSS 100(SP), Z12
-	VMULPS       iota0<>+0(SB), Z9, Z9
+	VBROADCASTSS 4(SP), Z9
+	VBROADCASTSS 36(SP), Z12
+	VMULPS       iota16<>+0(SB), Z9, Z9
 	VSUBPS       Z12, Z9, Z9
+	VPSRLD       $0x04, Z3, Z3
+	VPBROADCASTB bitBytes<>+1(SB), Y7
+	VPTESTMB     Y7, Y5, K1
+	VPORD.BCST   dword16<>+0(SB), Z3, K1, Z3
+	VPERMI2PS    Z9, Z8, Z3
+	VMULPS       Z2, Z3, Z3
+	VADDPS       Z3, Z0, Z0
+	VBROADCASTSS 68(SP), Z3
+	VBROADCASTSS 100(SP), Z12
+	VMULPS       iota0<>+0(SB), Z3, Z3
+	VSUBPS       Z12, Z3, Z3
 	VBROADCASTSS 68(SP), Z12
 	VBROADCASTSS 100(SP), Z13
 	VMULPS       iota16<>+0(SB), Z12, Z12
 	VSUBPS       Z13, Z12, Z12
 	VPSRLD       $0x04, Z10, Z10
-	VPBROADCASTB bitBytes<>+1(SB), Y6
-	VPTESTMB     Y6, Y5, K1
+	VPBROADCASTB bitBytes<>+1(SB), Y7
+	VPTESTMB     Y7, Y6, K1
 	VPORD.BCST   dword16<>+0(SB), Z10, K1, Z10
-	VPERMI2PS    Z12, Z9, Z10
-	VMULPS       Z1, Z10, Z10
-	VSHUFF32X4   $0x44, Z10, Z2, Z1
-	VSHUFF32X4   $0xee, Z10, Z2, Z2
-	VADDPS       Z1, Z0, Z0
-	VADDPS       Z2, Z0, Z0
-	VMOVUPS      192(R11), Z1
-	VPSRLD       $0x04, Z3, Z2
-	VPBROADCASTB bitBytes<>+1(SB), Y3
-	VPTESTMB     Y3, Y4, K1
+	VPERMI2PS    Z12, Z3, Z10
+	VMULPS       Z2, Z10, Z10
+	VADDPS       Z10, Z1, Z1
+	VMOVUPS      192(R11), Z2
+	VPSRLD       $0x04, Z4, Z4
+	VPBROADCASTB bitBytes<>+1(SB), Y7
+	VPTESTMB     Y7, Y5, K1
 	KSHIFTRD     $0x10, K1, K1
-	VPORD.BCST   dword16<>+0(SB), Z2, K1, Z2
-	VPERMI2PS    Z8, Z7, Z2
-	VMULPS       Z1, Z2, Z2
-	VPSRLD       $0x04, Z11, Z3
-	VPBROADCASTB bitBytes<>+1(SB), Y6
-	VPTESTMB     Y6, Y5, K1
+	VPORD.BCST   dword16<>+0(SB), Z4, K1, Z4
+	VPERMI2PS    Z9, Z8, Z4
+	VMULPS       Z2, Z4, Z4
+	VADDPS       Z4, Z0, Z0
+	VPSRLD       $0x04, Z11, Z4
+	VPBROADCASTB bitBytes<>+1(SB), Y7
+	VPTESTMB     Y7, Y6, K1
 	KSHIFTRD     $0x10, K1, K1
-	VPORD.BCST   dword16<>+0(SB), Z3, K1, Z3
-	VPERMI2PS    Z12, Z9, Z3
-	VMULPS       Z1, Z3, Z3
-	VSHUFF32X4   $0x44, Z3, Z2, Z1
-	VSHUFF32X4   $0xee, Z3, Z2, Z2
-	VADDPS       Z1, Z0, Z0
-	VADDPS       Z2, Z0, Z0
-	VMOVUPS      256(R11), Z1
-	VPMOVZXBD    80(R8)(R10*1), Z2
-	VPMOVZXBD    96(R8)(R10*1), Z3
-	VBROADCASTSS 8(SP), Z7
-	VBROADCASTSS 40(SP), Z8
-	VMULPS       iota0<>+0(SB), Z7, Z7
-	VSUBPS       Z8, Z7, Z7
+	VPORD.BCST   dword16<>+0(SB), Z4, K1, Z4
+	VPERMI2PS    Z12, Z3, Z4
+	VMULPS       Z2, Z4, Z4
+	VADDPS       Z4, Z1, Z1
+	VMOVUPS      256(R11), Z2
+	VPMOVZXBD    80(R8)(R10*1), Z3
+	VPMOVZXBD    96(R8)(R10*1), Z4
 	VBROADCASTSS 8(SP), Z8
 	VBROADCASTSS 40(SP), Z9
-	VMULPS       iota16<>+0(SB), Z8, Z8
+	VMULPS       iota0<>+0(SB), Z8, Z8
 	VSUBPS       Z9, Z8, Z8
-	VPANDD.BCST  dword15<>+0(SB), Z2, Z9
-	VPBROADCASTB bitBytes<>+2(SB), Y6
-	VPTESTMB     Y6, Y4, K1
-	VPORD.BCST   dword16<>+0(SB), Z9, K1, Z9
-	VPERMI2PS    Z8, Z7, Z9
-	VMULPS       Z1, Z9, Z9
+	VBROADCASTSS 8(SP), Z9
+	VBROADCASTSS 40(SP), Z10
+	VMULPS       iota16<>+0(SB), Z9, Z9
+	VSUBPS       Z10, Z9, Z9
+	VPANDD.BCST  dword15<>+0(SB), Z3, Z10
+	VPBROADCASTB bitBytes<>+2(SB), Y7
+	VPTESTMB     Y7, Y5, K1
+	VPORD.BCST   dword16<>+0(SB), Z10, K1, Z10
+	VPERMI2PS    Z9, Z8, Z10
+	VMULPS       Z2, Z10, Z10
+	VADDPS       Z10, Z0, Z0
 	VPMOVZXBD    80(R9)(R10*1), Z10
 	VPMOVZXBD    96(R9)(R10*1), Z11
 	VBROADCASTSS 72(SP), Z12
@@ -4338,103 +3313,95 @@ block_r2:
 	VMULPS       iota16<>+0(SB), Z13, Z13
 	VSUBPS       Z14, Z13, Z13
 	VPANDD.BCST  dword15<>+0(SB), Z10, Z14
-	VPBROADCASTB bitBytes<>+2(SB), Y6
-	VPTESTMB     Y6, Y5, K1
+	VPBROADCASTB bitBytes<>+2(SB), Y7
+	VPTESTMB     Y7, Y6, K1
 	VPORD.BCST   dword16<>+0(SB), Z14, K1, Z14
 	VPERMI2PS    Z13, Z12, Z14
-	VMULPS       Z1, Z14, Z14
-	VSHUFF32X4   $0x44, Z14, Z9, Z1
-	VSHUFF32X4   $0xee, Z14, Z9, Z9
-	VADDPS       Z1, Z0, Z0
-	VADDPS       Z9, Z0, Z0
-	VMOVUPS      320(R11), Z1
-	VPANDD.BCST  dword15<>+0(SB), Z3, Z9
-	VPBROADCASTB bitBytes<>+2(SB), Y6
-	VPTESTMB     Y6, Y4, K1
+	VMULPS       Z2, Z14, Z14
+	VADDPS       Z14, Z1, Z1
+	VMOVUPS      320(R11), Z2
+	VPANDD.BCST  dword15<>+0(SB), Z4, Z14
+	VPBROADCASTB bitBytes<>+2(SB), Y7
+	VPTESTMB     Y7, Y5, K1
 	KSHIFTRD     $0x10, K1, K1
-	VPORD.BCST   dword16<>+0(SB), Z9, K1, Z9
-	VPERMI2PS    Z8, Z7, Z9
-	VMULPS       Z1, Z9, Z9
-	VPANDD.BCST  dword15<>+0(SB), Z11, Z7
-	VPBROADCASTB bitBytes<>+2(SB), Y6
-	VPTESTMB     Y6, Y5, K1
+	VPORD.BCST   dword16<>+0(SB), Z14, K1, Z14
+	VPERMI2PS    Z9, Z8, Z14
+	VMULPS       Z2, Z14, Z14
+	VADDPS       Z14, Z0, Z0
+	VPANDD.BCST  dword15<>+0(SB), Z11, Z8
+	VPBROADCASTB bitBytes<>+2(SB), Y7
+	VPTESTMB     Y7, Y6, K1
 	KSHIFTRD     $0x10, K1, K1
-	VPORD.BCST   dword16<>+0(SB), Z7, K1, Z7
-	VPERMI2PS    Z13, Z12, Z7
-	VMULPS       Z1, Z7, Z7
-	VSHUFF32X4   $0x44, Z7, Z9, Z1
-	VSHUFF32X4   $0xee, Z7, Z9, Z7
-	VADDPS       Z1, Z0, Z0
-	VADDPS       Z7, Z0, Z0
-	VMOVUPS      384(R11), Z1
-	VBROADCASTSS 12(SP), Z7
-	VBROADCASTSS 44(SP), Z8
-	VMULPS       iota0<>+0(SB), Z7, Z7
-	VSUBPS       Z8, Z7, Z7
+	VPORD.BCST   dword16<>+0(SB), Z8, K1, Z8
+	VPERMI2PS    Z13, Z12, Z8
+	VMULPS       Z2, Z8, Z8
+	VADDPS       Z8, Z1, Z1
+	VMOVUPS      384(R11), Z2
 	VBROADCASTSS 12(SP), Z8
 	VBROADCASTSS 44(SP), Z9
-	VMULPS       iota16<>+0(SB), Z8, Z8
+	VMULPS       iota0<>+0(SB), Z8, Z8
 	VSUBPS       Z9, Z8, Z8
-	VPSRLD       $0x04, Z2, Z2
-	VPBROADCASTB bitBytes<>+3(SB), Y6
-	VPTESTMB     Y6, Y4, K1
-	VPORD.BCST   dword16<>+0(SB), Z2, K1, Z2
-	VPERMI2PS    Z8, Z7, Z2
-	VMULPS       Z1, Z2, Z2
-	VBROADCASTSS 76(SP), Z9
-	VBROADCASTSS 108(SP), Z12
-	VMULPS       iota0<>+0(SB), Z9, Z9
+	VBROADCASTSS 12(SP), Z9
+	VBROADCASTSS 44(SP), Z12
+	VMULPS       iota16<>+0(SB), Z9, Z9
 	VSUBPS       Z12, Z9, Z9
+	VPSRLD       $0x04, Z3, Z3
+	VPBROADCASTB bitBytes<>+3(SB), Y7
+	VPTESTMB     Y7, Y5, K1
+	VPORD.BCST   dword16<>+0(SB), Z3, K1, Z3
+	VPERMI2PS    Z9, Z8, Z3
+	VMULPS       Z2, Z3, Z3
+	VADDPS       Z3, Z0, Z0
+	VBROADCASTSS 76(SP), Z3
+	VBROADCASTSS 108(SP), Z12
+	VMULPS       iota0<>+0(SB), Z3, Z3
+	VSUBPS       Z12, Z3, Z3
 	VBROADCASTSS 76(SP), Z12
 	VBROADCASTSS 108(SP), Z13
 	VMULPS       iota16<>+0(SB), Z12, Z12
 	VSUBPS       Z13, Z12, Z12
 	VPSRLD       $0x04, Z10, Z10
-	VPBROADCASTB bitBytes<>+3(SB), Y6
-	VPTESTMB     Y6, Y5, K1
+	VPBROADCASTB bitBytes<>+3(SB), Y7
+	VPTESTMB     Y7, Y6, K1
 	VPORD.BCST   dword16<>+0(SB), Z10, K1, Z10
-	VPERMI2PS    Z12, Z9, Z10
-	VMULPS       Z1, Z10, Z10
-	VSHUFF32X4   $0x44, Z10, Z2, Z1
-	VSHUFF32X4   $0xee, Z10, Z2, Z2
-	VADDPS       Z1, Z0, Z0
-	VADDPS       Z2, Z0, Z0
-	VMOVUPS      448(R11), Z1
-	VPSRLD       $0x04, Z3, Z2
-	VPBROADCASTB bitBytes<>+3(SB), Y3
-	VPTESTMB     Y3, Y4, K1
+	VPERMI2PS    Z12, Z3, Z10
+	VMULPS       Z2, Z10, Z10
+	VADDPS       Z10, Z1, Z1
+	VMOVUPS      448(R11), Z2
+	VPSRLD       $0x04, Z4, Z4
+	VPBROADCASTB bitBytes<>+3(SB), Y7
+	VPTESTMB     Y7, Y5, K1
 	KSHIFTRD     $0x10, K1, K1
-	VPORD.BCST   dword16<>+0(SB), Z2, K1, Z2
-	VPERMI2PS    Z8, Z7, Z2
-	VMULPS       Z1, Z2, Z2
-	VPSRLD       $0x04, Z11, Z3
-	VPBROADCASTB bitBytes<>+3(SB), Y6
-	VPTESTMB     Y6, Y5, K1
+	VPORD.BCST   dword16<>+0(SB), Z4, K1, Z4
+	VPERMI2PS    Z9, Z8, Z4
+	VMULPS       Z2, Z4, Z4
+	VADDPS       Z4, Z0, Z0
+	VPSRLD       $0x04, Z11, Z4
+	VPBROADCASTB bitBytes<>+3(SB), Y7
+	VPTESTMB     Y7, Y6, K1
 	KSHIFTRD     $0x10, K1, K1
-	VPORD.BCST   dword16<>+0(SB), Z3, K1, Z3
-	VPERMI2PS    Z12, Z9, Z3
-	VMULPS       Z1, Z3, Z3
-	VSHUFF32X4   $0x44, Z3, Z2, Z1
-	VSHUFF32X4   $0xee, Z3, Z2, Z2
-	VADDPS       Z1, Z0, Z0
-	VADDPS       Z2, Z0, Z0
-	VMOVUPS      512(R11), Z1
-	VPMOVZXBD    112(R8)(R10*1), Z2
-	VPMOVZXBD    128(R8)(R10*1), Z3
-	VBROADCASTSS 16(SP), Z7
-	VBROADCASTSS 48(SP), Z8
-	VMULPS       iota0<>+0(SB), Z7, Z7
-	VSUBPS       Z8, Z7, Z7
+	VPORD.BCST   dword16<>+0(SB), Z4, K1, Z4
+	VPERMI2PS    Z12, Z3, Z4
+	VMULPS       Z2, Z4, Z4
+	VADDPS       Z4, Z1, Z1
+	VMOVUPS      512(R11), Z2
+	VPMOVZXBD    112(R8)(R10*1), Z3
+	VPMOVZXBD    128(R8)(R10*1), Z4
 	VBROADCASTSS 16(SP), Z8
 	VBROADCASTSS 48(SP), Z9
-	VMULPS       iota16<>+0(SB), Z8, Z8
+	VMULPS       iota0<>+0(SB), Z8, Z8
 	VSUBPS       Z9, Z8, Z8
-	VPANDD.BCST  dword15<>+0(SB), Z2, Z9
-	VPBROADCASTB bitBytes<>+4(SB), Y6
-	VPTESTMB     Y6, Y4, K1
-	VPORD.BCST   dword16<>+0(SB), Z9, K1, Z9
-	VPERMI2PS    Z8, Z7, Z9
-	VMULPS       Z1, Z9, Z9
+	VBROADCASTSS 16(SP), Z9
+	VBROADCASTSS 48(SP), Z10
+	VMULPS       iota16<>+0(SB), Z9, Z9
+	VSUBPS       Z10, Z9, Z9
+	VPANDD.BCST  dword15<>+0(SB), Z3, Z10
+	VPBROADCASTB bitBytes<>+4(SB), Y7
+	VPTESTMB     Y7, Y5, K1
+	VPORD.BCST   dword16<>+0(SB), Z10, K1, Z10
+	VPERMI2PS    Z9, Z8, Z10
+	VMULPS       Z2, Z10, Z10
+	VADDPS       Z10, Z0, Z0
 	VPMOVZXBD    112(R9)(R10*1), Z10
 	VPMOVZXBD    128(R9)(R10*1), Z11
 	VBROADCASTSS 80(SP), Z12
@@ -4446,103 +3413,95 @@ block_r2:
 	VMULPS       iota16<>+0(SB), Z13, Z13
 	VSUBPS       Z14, Z13, Z13
 	VPANDD.BCST  dword15<>+0(SB), Z10, Z14
-	VPBROADCASTB bitBytes<>+4(SB), Y6
-	VPTESTMB     Y6, Y5, K1
+	VPBROADCASTB bitBytes<>+4(SB), Y7
+	VPTESTMB     Y7, Y6, K1
 	VPORD.BCST   dword16<>+0(SB), Z14, K1, Z14
 	VPERMI2PS    Z13, Z12, Z14
-	VMULPS       Z1, Z14, Z14
-	VSHUFF32X4   $0x44, Z14, Z9, Z1
-	VSHUFF32X4   $0xee, Z14, Z9, Z9
-	VADDPS       Z1, Z0, Z0
-	VADDPS       Z9, Z0, Z0
-	VMOVUPS      576(R11), Z1
-	VPANDD.BCST  dword15<>+0(SB), Z3, Z9
-	VPBROADCASTB bitBytes<>+4(SB), Y6
-	VPTESTMB     Y6, Y4, K1
+	VMULPS       Z2, Z14, Z14
+	VADDPS       Z14, Z1, Z1
+	VMOVUPS      576(R11), Z2
+	VPANDD.BCST  dword15<>+0(SB), Z4, Z14
+	VPBROADCASTB bitBytes<>+4(SB), Y7
+	VPTESTMB     Y7, Y5, K1
 	KSHIFTRD     $0x10, K1, K1
-	VPORD.BCST   dword16<>+0(SB), Z9, K1, Z9
-	VPERMI2PS    Z8, Z7, Z9
-	VMULPS       Z1, Z9, Z9
-	VPANDD.BCST  dword15<>+0(SB), Z11, Z7
-	VPBROADCASTB bitBytes<>+4(SB), Y6
-	VPTESTMB     Y6, Y5, K1
+	VPORD.BCST   dword16<>+0(SB), Z14, K1, Z14
+	VPERMI2PS    Z9, Z8, Z14
+	VMULPS       Z2, Z14, Z14
+	VADDPS       Z14, Z0, Z0
+	VPANDD.BCST  dword15<>+0(SB), Z11, Z8
+	VPBROADCASTB bitBytes<>+4(SB), Y7
+	VPTESTMB     Y7, Y6, K1
 	KSHIFTRD     $0x10, K1, K1
-	VPORD.BCST   dword16<>+0(SB), Z7, K1, Z7
-	VPERMI2PS    Z13, Z12, Z7
-	VMULPS       Z1, Z7, Z7
-	VSHUFF32X4   $0x44, Z7, Z9, Z1
-	VSHUFF32X4   $0xee, Z7, Z9, Z7
-	VADDPS       Z1, Z0, Z0
-	VADDPS       Z7, Z0, Z0
-	VMOVUPS      640(R11), Z1
-	VBROADCASTSS 20(SP), Z7
-	VBROADCASTSS 52(SP), Z8
-	VMULPS       iota0<>+0(SB), Z7, Z7
-	VSUBPS       Z8, Z7, Z7
+	VPORD.BCST   dword16<>+0(SB), Z8, K1, Z8
+	VPERMI2PS    Z13, Z12, Z8
+	VMULPS       Z2, Z8, Z8
+	VADDPS       Z8, Z1, Z1
+	VMOVUPS      640(R11), Z2
 	VBROADCASTSS 20(SP), Z8
 	VBROADCASTSS 52(SP), Z9
-	VMULPS       iota16<>+0(SB), Z8, Z8
+	VMULPS       iota0<>+0(SB), Z8, Z8
 	VSUBPS       Z9, Z8, Z8
-	VPSRLD       $0x04, Z2, Z2
-	VPBROADCASTB bitBytes<>+5(SB), Y6
-	VPTESTMB     Y6, Y4, K1
-	VPORD.BCST   dword16<>+0(SB), Z2, K1, Z2
-	VPERMI2PS    Z8, Z7, Z2
-	VMULPS       Z1, Z2, Z2
-	VBROADCASTSS 84(SP), Z9
-	VBROADCASTSS 116(SP), Z12
-	VMULPS       iota0<>+0(SB), Z9, Z9
+	VBROADCASTSS 20(SP), Z9
+	VBROADCASTSS 52(SP), Z12
+	VMULPS       iota16<>+0(SB), Z9, Z9
 	VSUBPS       Z12, Z9, Z9
+	VPSRLD       $0x04, Z3, Z3
+	VPBROADCASTB bitBytes<>+5(SB), Y7
+	VPTESTMB     Y7, Y5, K1
+	VPORD.BCST   dword16<>+0(SB), Z3, K1, Z3
+	VPERMI2PS    Z9, Z8, Z3
+	VMULPS       Z2, Z3, Z3
+	VADDPS       Z3, Z0, Z0
+	VBROADCASTSS 84(SP), Z3
+	VBROADCASTSS 116(SP), Z12
+	VMULPS       iota0<>+0(SB), Z3, Z3
+	VSUBPS       Z12, Z3, Z3
 	VBROADCASTSS 84(SP), Z12
 	VBROADCASTSS 116(SP), Z13
 	VMULPS       iota16<>+0(SB), Z12, Z12
 	VSUBPS       Z13, Z12, Z12
 	VPSRLD       $0x04, Z10, Z10
-	VPBROADCASTB bitBytes<>+5(SB), Y6
-	VPTESTMB     Y6, Y5, K1
+	VPBROADCASTB bitBytes<>+5(SB), Y7
+	VPTESTMB     Y7, Y6, K1
 	VPORD.BCST   dword16<>+0(SB), Z10, K1, Z10
-	VPERMI2PS    Z12, Z9, Z10
-	VMULPS       Z1, Z10, Z10
-	VSHUFF32X4   $0x44, Z10, Z2, Z1
-	VSHUFF32X4   $0xee, Z10, Z2, Z2
-	VADDPS       Z1, Z0, Z0
-	VADDPS       Z2, Z0, Z0
-	VMOVUPS      704(R11), Z1
-	VPSRLD       $0x04, Z3, Z2
-	VPBROADCASTB bitBytes<>+5(SB), Y3
-	VPTESTMB     Y3, Y4, K1
+	VPERMI2PS    Z12, Z3, Z10
+	VMULPS       Z2, Z10, Z10
+	VADDPS       Z10, Z1, Z1
+	VMOVUPS      704(R11), Z2
+	VPSRLD       $0x04, Z4, Z4
+	VPBROADCASTB bitBytes<>+5(SB), Y7
+	VPTESTMB     Y7, Y5, K1
 	KSHIFTRD     $0x10, K1, K1
-	VPORD.BCST   dword16<>+0(SB), Z2, K1, Z2
-	VPERMI2PS    Z8, Z7, Z2
-	VMULPS       Z1, Z2, Z2
-	VPSRLD       $0x04, Z11, Z3
-	VPBROADCASTB bitBytes<>+5(SB), Y6
-	VPTESTMB     Y6, Y5, K1
+	VPORD.BCST   dword16<>+0(SB), Z4, K1, Z4
+	VPERMI2PS    Z9, Z8, Z4
+	VMULPS       Z2, Z4, Z4
+	VADDPS       Z4, Z0, Z0
+	VPSRLD       $0x04, Z11, Z4
+	VPBROADCASTB bitBytes<>+5(SB), Y7
+	VPTESTMB     Y7, Y6, K1
 	KSHIFTRD     $0x10, K1, K1
-	VPORD.BCST   dword16<>+0(SB), Z3, K1, Z3
-	VPERMI2PS    Z12, Z9, Z3
-	VMULPS       Z1, Z3, Z3
-	VSHUFF32X4   $0x44, Z3, Z2, Z1
-	VSHUFF32X4   $0xee, Z3, Z2, Z2
-	VADDPS       Z1, Z0, Z0
-	VADDPS       Z2, Z0, Z0
-	VMOVUPS      768(R11), Z1
-	VPMOVZXBD    144(R8)(R10*1), Z2
-	VPMOVZXBD    160(R8)(R10*1), Z3
-	VBROADCASTSS 24(SP), Z7
-	VBROADCASTSS 56(SP), Z8
-	VMULPS       iota0<>+0(SB), Z7, Z7
-	VSUBPS       Z8, Z7, Z7
+	VPORD.BCST   dword16<>+0(SB), Z4, K1, Z4
+	VPERMI2PS    Z12, Z3, Z4
+	VMULPS       Z2, Z4, Z4
+	VADDPS       Z4, Z1, Z1
+	VMOVUPS      768(R11), Z2
+	VPMOVZXBD    144(R8)(R10*1), Z3
+	VPMOVZXBD    160(R8)(R10*1), Z4
 	VBROADCASTSS 24(SP), Z8
 	VBROADCASTSS 56(SP), Z9
-	VMULPS       iota16<>+0(SB), Z8, Z8
+	VMULPS       iota0<>+0(SB), Z8, Z8
 	VSUBPS       Z9, Z8, Z8
-	VPANDD.BCST  dword15<>+0(SB), Z2, Z9
-	VPBROADCASTB bitBytes<>+6(SB), Y6
-	VPTESTMB     Y6, Y4, K1
-	VPORD.BCST   dword16<>+0(SB), Z9, K1, Z9
-	VPERMI2PS    Z8, Z7, Z9
-	VMULPS       Z1, Z9, Z9
+	VBROADCASTSS 24(SP), Z9
+	VBROADCASTSS 56(SP), Z10
+	VMULPS       iota16<>+0(SB), Z9, Z9
+	VSUBPS       Z10, Z9, Z9
+	VPANDD.BCST  dword15<>+0(SB), Z3, Z10
+	VPBROADCASTB bitBytes<>+6(SB), Y7
+	VPTESTMB     Y7, Y5, K1
+	VPORD.BCST   dword16<>+0(SB), Z10, K1, Z10
+	VPERMI2PS    Z9, Z8, Z10
+	VMULPS       Z2, Z10, Z10
+	VADDPS       Z10, Z0, Z0
 	VPMOVZXBD    144(R9)(R10*1), Z10
 	VPMOVZXBD    160(R9)(R10*1), Z11
 	VBROADCASTSS 88(SP), Z12
@@ -4554,101 +3513,101 @@ block_r2:
 	VMULPS       iota16<>+0(SB), Z13, Z13
 	VSUBPS       Z14, Z13, Z13
 	VPANDD.BCST  dword15<>+0(SB), Z10, Z14
-	VPBROADCASTB bitBytes<>+6(SB), Y6
-	VPTESTMB     Y6, Y5, K1
+	VPBROADCASTB bitBytes<>+6(SB), Y7
+	VPTESTMB     Y7, Y6, K1
 	VPORD.BCST   dword16<>+0(SB), Z14, K1, Z14
 	VPERMI2PS    Z13, Z12, Z14
-	VMULPS       Z1, Z14, Z14
-	VSHUFF32X4   $0x44, Z14, Z9, Z1
-	VSHUFF32X4   $0xee, Z14, Z9, Z9
-	VADDPS       Z1, Z0, Z0
-	VADDPS       Z9, Z0, Z0
-	VMOVUPS      832(R11), Z1
-	VPANDD.BCST  dword15<>+0(SB), Z3, Z9
-	VPBROADCASTB bitBytes<>+6(SB), Y6
-	VPTESTMB     Y6, Y4, K1
+	VMULPS       Z2, Z14, Z14
+	VADDPS       Z14, Z1, Z1
+	VMOVUPS      832(R11), Z2
+	VPANDD.BCST  dword15<>+0(SB), Z4, Z14
+	VPBROADCASTB bitBytes<>+6(SB), Y7
+	VPTESTMB     Y7, Y5, K1
 	KSHIFTRD     $0x10, K1, K1
-	VPORD.BCST   dword16<>+0(SB), Z9, K1, Z9
-	VPERMI2PS    Z8, Z7, Z9
-	VMULPS       Z1, Z9, Z9
-	VPANDD.BCST  dword15<>+0(SB), Z11, Z7
-	VPBROADCASTB bitBytes<>+6(SB), Y6
-	VPTESTMB     Y6, Y5, K1
+	VPORD.BCST   dword16<>+0(SB), Z14, K1, Z14
+	VPERMI2PS    Z9, Z8, Z14
+	VMULPS       Z2, Z14, Z14
+	VADDPS       Z14, Z0, Z0
+	VPANDD.BCST  dword15<>+0(SB), Z11, Z8
+	VPBROADCASTB bitBytes<>+6(SB), Y7
+	VPTESTMB     Y7, Y6, K1
 	KSHIFTRD     $0x10, K1, K1
-	VPORD.BCST   dword16<>+0(SB), Z7, K1, Z7
-	VPERMI2PS    Z13, Z12, Z7
-	VMULPS       Z1, Z7, Z7
-	VSHUFF32X4   $0x44, Z7, Z9, Z1
-	VSHUFF32X4   $0xee, Z7, Z9, Z7
-	VADDPS       Z1, Z0, Z0
-	VADDPS       Z7, Z0, Z0
-	VMOVUPS      896(R11), Z1
-	VBROADCASTSS 28(SP), Z7
-	VBROADCASTSS 60(SP), Z8
-	VMULPS       iota0<>+0(SB), Z7, Z7
-	VSUBPS       Z8, Z7, Z7
+	VPORD.BCST   dword16<>+0(SB), Z8, K1, Z8
+	VPERMI2PS    Z13, Z12, Z8
+	VMULPS       Z2, Z8, Z8
+	VADDPS       Z8, Z1, Z1
+	VMOVUPS      896(R11), Z2
 	VBROADCASTSS 28(SP), Z8
 	VBROADCASTSS 60(SP), Z9
-	VMULPS       iota16<>+0(SB), Z8, Z8
+	VMULPS       iota0<>+0(SB), Z8, Z8
 	VSUBPS       Z9, Z8, Z8
-	VPSRLD       $0x04, Z2, Z2
-	VPBROADCASTB bitBytes<>+7(SB), Y6
-	VPTESTMB     Y6, Y4, K1
-	VPORD.BCST   dword16<>+0(SB), Z2, K1, Z2
-	VPERMI2PS    Z8, Z7, Z2
-	VMULPS       Z1, Z2, Z2
-	VBROADCASTSS 92(SP), Z9
-	VBROADCASTSS 124(SP), Z12
-	VMULPS       iota0<>+0(SB), Z9, Z9
+	VBROADCASTSS 28(SP), Z9
+	VBROADCASTSS 60(SP), Z12
+	VMULPS       iota16<>+0(SB), Z9, Z9
 	VSUBPS       Z12, Z9, Z9
+	VPSRLD       $0x04, Z3, Z3
+	VPBROADCASTB bitBytes<>+7(SB), Y7
+	VPTESTMB     Y7, Y5, K1
+	VPORD.BCST   dword16<>+0(SB), Z3, K1, Z3
+	VPERMI2PS    Z9, Z8, Z3
+	VMULPS       Z2, Z3, Z3
+	VADDPS       Z3, Z0, Z0
+	VBROADCASTSS 92(SP), Z3
+	VBROADCASTSS 124(SP), Z12
+	VMULPS       iota0<>+0(SB), Z3, Z3
+	VSUBPS       Z12, Z3, Z3
 	VBROADCASTSS 92(SP), Z12
 	VBROADCASTSS 124(SP), Z13
 	VMULPS       iota16<>+0(SB), Z12, Z12
 	VSUBPS       Z13, Z12, Z12
 	VPSRLD       $0x04, Z10, Z10
-	VPBROADCASTB bitBytes<>+7(SB), Y6
-	VPTESTMB     Y6, Y5, K1
+	VPBROADCASTB bitBytes<>+7(SB), Y7
+	VPTESTMB     Y7, Y6, K1
 	VPORD.BCST   dword16<>+0(SB), Z10, K1, Z10
-	VPERMI2PS    Z12, Z9, Z10
-	VMULPS       Z1, Z10, Z10
-	VSHUFF32X4   $0x44, Z10, Z2, Z1
-	VSHUFF32X4   $0xee, Z10, Z2, Z2
-	VADDPS       Z1, Z0, Z0
-	VADDPS       Z2, Z0, Z0
-	VMOVUPS      960(R11), Z1
-	VPSRLD       $0x04, Z3, Z2
-	VPBROADCASTB bitBytes<>+7(SB), Y3
-	VPTESTMB     Y3, Y4, K1
+	VPERMI2PS    Z12, Z3, Z10
+	VMULPS       Z2, Z10, Z10
+	VADDPS       Z10, Z1, Z1
+	VMOVUPS      960(R11), Z2
+	VPSRLD       $0x04, Z4, Z4
+	VPBROADCASTB bitBytes<>+7(SB), Y7
+	VPTESTMB     Y7, Y5, K1
 	KSHIFTRD     $0x10, K1, K1
-	VPORD.BCST   dword16<>+0(SB), Z2, K1, Z2
-	VPERMI2PS    Z8, Z7, Z2
-	VMULPS       Z1, Z2, Z2
-	VPSRLD       $0x04, Z11, Z3
-	VPBROADCASTB bitBytes<>+7(SB), Y4
-	VPTESTMB     Y4, Y5, K1
+	VPORD.BCST   dword16<>+0(SB), Z4, K1, Z4
+	VPERMI2PS    Z9, Z8, Z4
+	VMULPS       Z2, Z4, Z4
+	VADDPS       Z4, Z0, Z0
+	VPSRLD       $0x04, Z11, Z4
+	VPBROADCASTB bitBytes<>+7(SB), Y5
+	VPTESTMB     Y5, Y6, K1
 	KSHIFTRD     $0x10, K1, K1
-	VPORD.BCST   dword16<>+0(SB), Z3, K1, Z3
-	VPERMI2PS    Z12, Z9, Z3
-	VMULPS       Z1, Z3, Z3
-	VSHUFF32X4   $0x44, Z3, Z2, Z1
-	VSHUFF32X4   $0xee, Z3, Z2, Z2
-	VADDPS       Z1, Z0, Z0
-	VADDPS       Z2, Z0, Z0
+	VPORD.BCST   dword16<>+0(SB), Z4, K1, Z4
+	VPERMI2PS    Z12, Z3, Z4
+	VMULPS       Z2, Z4, Z4
+	VADDPS       Z4, Z1, Z1
 	ADDQ         $0x000000b0, R10
 	ADDQ         $0x00000400, R11
 	SUBQ         $0x00000100, R12
 	JMP          block_r2
 
 blocks_done_r2:
-	VSHUFPS       $0xb1, Z0, Z0, Z1
-	VADDPS        Z1, Z0, Z1
-	VSHUFPS       $0x4e, Z1, Z1, Z0
-	VADDPS        Z0, Z1, Z1
-	VSHUFF32X4    $0xf5, Z1, Z1, Z0
-	VADDPS        Z0, Z1, Z1
-	VEXTRACTF32X4 $0x02, Z1, X0
-	VMOVSS        X1, (SI)
-	VMOVSS        X0, 4(SI)
+	VEXTRACTF32X8 $0x01, Z0, Y2
+	VADDPS        Y0, Y2, Y2
+	VEXTRACTF32X4 $0x01, Y2, X0
+	VADDPS        X2, X0, X0
+	VSHUFPS       $0x0e, X0, X0, X2
+	VADDPS        X2, X0, X0
+	VSHUFPS       $0x01, X0, X0, X2
+	VADDPS        X2, X0, X0
+	VMOVSS        X0, (SI)
+	VEXTRACTF32X8 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 4(SI)
 	ADDQ          CX, AX
 	ADDQ          CX, AX
 	ADDQ          $0x00000008, SI
@@ -4656,16 +3615,22 @@ blocks_done_r2:
 	JMP           rows2
 
 rows2_done:
-	CMPQ   DI, $0x00000001
-	JB     rows1_done
-	MOVQ   AX, R8
-	VXORPS Z0, Z0, Z0
-	XORQ   R9, R9
-	MOVQ   BX, BX
+	CMPQ         DI, $0x00000001
+	JB           rows1_done
+	MOVQ         AX, R8
+	VPBROADCASTD dword0<>+0(SB), Z0
+	XORQ         R9, R9
+	MOVQ         BX, BX
+	LEAQ         (R8)(CX*1), R10
+	ADDQ         CX, R10
 
 block_r1:
 	CMPQ         BX, $0x00000100
 	JB           blocks_done_r1
+	PREFETCHT0   (R10)
+	PREFETCHT0   64(R10)
+	PREFETCHT0   128(R10)
+	ADDQ         $0x000000b0, R10
 	VPMOVZXBD    4(R8)(R9*1), Z1
 	VMOVDQU32    kScaleIdxA<>+0(SB), Z2
 	VPERMD       Z1, Z2, Z3
@@ -4680,10 +3645,10 @@ block_r1:
 	VCVTDQ2PS    Z3, Z3
 	VPBROADCASTW (R8)(R9*1), X2
 	VPBROADCASTW 2(R8)(R9*1), X1
-	VCVTPH2PS    X2, Y6
+	VCVTPH2PS    X2, Y7
 	VCVTPH2PS    X1, Y1
-	VINSERTF32X8 $0x01, Y1, Z6, Z6
-	VMULPS       Z6, Z3, Z3
+	VINSERTF32X8 $0x01, Y1, Z7, Z7
+	VMULPS       Z7, Z3, Z3
 	VMOVUPS      Z3, (SP)
 	VMOVDQU8     16(R8)(R9*1), Y6
 	VMOVUPS      (DX), Z1
@@ -4694,49 +3659,40 @@ block_r1:
 	VMULPS       iota0<>+0(SB), Z4, Z4
 	VSUBPS       Z5, Z4, Z4
 	VBROADCASTSS (SP), Z5
-	VBROADCASTSS 32(SP), Z7
+	VBROADCASTSS 32(SP), Z8
 	VMULPS       iota16<>+0(SB), Z5, Z5
-	VSUBPS       Z7, Z5, Z5
-	VPANDD.BCST  dword15<>+0(SB), Z2, Z7
-	VPBROADCASTB bitBytes<>+0(SB), Y8
-	VPTESTMB     Y8, Y6, K1
-	VPORD.BCST   dword16<>+0(SB), Z7, K1, Z7
-	VPERMI2PS    Z5, Z4, Z7
-	VMULPS       Z1, Z7, Z7
-	VSHUFF32X4   $0x44, Z7, Z7, Z1
-	VSHUFF32X4   $0xee, Z7, Z7, Z7
-	VADDPS       Z1, Z0, Z0
-	VADDPS       Z7, Z0, Z0
+	VSUBPS       Z8, Z5, Z5
+	VPANDD.BCST  dword15<>+0(SB), Z2, Z8
+	VPBROADCASTB bitBytes<>+0(SB), Y7
+	VPTESTMB     Y7, Y6, K1
+	VPORD.BCST   dword16<>+0(SB), Z8, K1, Z8
+	VPERMI2PS    Z5, Z4, Z8
+	VMULPS       Z1, Z8, Z8
+	VADDPS       Z8, Z0, Z0
 	VMOVUPS      64(DX), Z1
-	VPANDD.BCST  dword15<>+0(SB), Z3, Z7
-	VPBROADCASTB bitBytes<>+0(SB), Y8
-	VPTESTMB     Y8, Y6, K1
+	VPANDD.BCST  dword15<>+0(SB), Z3, Z8
+	VPBROADCASTB bitBytes<>+0(SB), Y7
+	VPTESTMB     Y7, Y6, K1
 	KSHIFTRD     $0x10, K1, K1
-	VPORD.BCST   dword16<>+0(SB), Z7, K1, Z7
-	VPERMI2PS    Z5, Z4, Z7
-	VMULPS       Z1, Z7, Z7
-	VSHUFF32X4   $0x44, Z7, Z7, Z1
-	VSHUFF32X4   $0xee, Z7, Z7, Z4
-	VADDPS       Z1, Z0, Z0
-	VADDPS       Z4, Z0, Z0
+	VPORD.BCST   dword16<>+0(SB), Z8, K1, Z8
+	VPERMI2PS    Z5, Z4, Z8
+	VMULPS       Z1, Z8, Z8
+	VADDPS       Z8, Z0, Z0
 	VMOVUPS      128(DX), Z1
 	VBROADCASTSS 4(SP), Z4
 	VBROADCASTSS 36(SP), Z5
 	VMULPS       iota0<>+0(SB), Z4, Z4
 	VSUBPS       Z5, Z4, Z4
 	VBROADCASTSS 4(SP), Z5
-	VBROADCASTSS 36(SP), Z7
+	VBROADCASTSS 36(SP), Z8
 	VMULPS       iota16<>+0(SB), Z5, Z5
-	VSUBPS       Z7, Z5, Z5
+	VSUBPS       Z8, Z5, Z5
 	VPSRLD       $0x04, Z2, Z2
 	VPBROADCASTB bitBytes<>+1(SB), Y7
 	VPTESTMB     Y7, Y6, K1
 	VPORD.BCST   dword16<>+0(SB), Z2, K1, Z2
 	VPERMI2PS    Z5, Z4, Z2
 	VMULPS       Z1, Z2, Z2
-	VSHUFF32X4   $0x44, Z2, Z2, Z1
-	VSHUFF32X4   $0xee, Z2, Z2, Z2
-	VADDPS       Z1, Z0, Z0
 	VADDPS       Z2, Z0, Z0
 	VMOVUPS      192(DX), Z1
 	VPSRLD       $0x04, Z3, Z2
@@ -4746,9 +3702,6 @@ block_r1:
 	VPORD.BCST   dword16<>+0(SB), Z2, K1, Z2
 	VPERMI2PS    Z5, Z4, Z2
 	VMULPS       Z1, Z2, Z2
-	VSHUFF32X4   $0x44, Z2, Z2, Z1
-	VSHUFF32X4   $0xee, Z2, Z2, Z2
-	VADDPS       Z1, Z0, Z0
 	VADDPS       Z2, Z0, Z0
 	VMOVUPS      256(DX), Z1
 	VPMOVZXBD    80(R8)(R9*1), Z2
@@ -4758,49 +3711,40 @@ block_r1:
 	VMULPS       iota0<>+0(SB), Z4, Z4
 	VSUBPS       Z5, Z4, Z4
 	VBROADCASTSS 8(SP), Z5
-	VBROADCASTSS 40(SP), Z7
+	VBROADCASTSS 40(SP), Z8
 	VMULPS       iota16<>+0(SB), Z5, Z5
-	VSUBPS       Z7, Z5, Z5
-	VPANDD.BCST  dword15<>+0(SB), Z2, Z7
-	VPBROADCASTB bitBytes<>+2(SB), Y8
-	VPTESTMB     Y8, Y6, K1
-	VPORD.BCST   dword16<>+0(SB), Z7, K1, Z7
-	VPERMI2PS    Z5, Z4, Z7
-	VMULPS       Z1, Z7, Z7
-	VSHUFF32X4   $0x44, Z7, Z7, Z1
-	VSHUFF32X4   $0xee, Z7, Z7, Z7
-	VADDPS       Z1, Z0, Z0
-	VADDPS       Z7, Z0, Z0
+	VSUBPS       Z8, Z5, Z5
+	VPANDD.BCST  dword15<>+0(SB), Z2, Z8
+	VPBROADCASTB bitBytes<>+2(SB), Y7
+	VPTESTMB     Y7, Y6, K1
+	VPORD.BCST   dword16<>+0(SB), Z8, K1, Z8
+	VPERMI2PS    Z5, Z4, Z8
+	VMULPS       Z1, Z8, Z8
+	VADDPS       Z8, Z0, Z0
 	VMOVUPS      320(DX), Z1
-	VPANDD.BCST  dword15<>+0(SB), Z3, Z7
-	VPBROADCASTB bitBytes<>+2(SB), Y8
-	VPTESTMB     Y8, Y6, K1
+	VPANDD.BCST  dword15<>+0(SB), Z3, Z8
+	VPBROADCASTB bitBytes<>+2(SB), Y7
+	VPTESTMB     Y7, Y6, K1
 	KSHIFTRD     $0x10, K1, K1
-	VPORD.BCST   dword16<>+0(SB), Z7, K1, Z7
-	VPERMI2PS    Z5, Z4, Z7
-	VMULPS       Z1, Z7, Z7
-	VSHUFF32X4   $0x44, Z7, Z7, Z1
-	VSHUFF32X4   $0xee, Z7, Z7, Z4
-	VADDPS       Z1, Z0, Z0
-	VADDPS       Z4, Z0, Z0
+	VPORD.BCST   dword16<>+0(SB), Z8, K1, Z8
+	VPERMI2PS    Z5, Z4, Z8
+	VMULPS       Z1, Z8, Z8
+	VADDPS       Z8, Z0, Z0
 	VMOVUPS      384(DX), Z1
 	VBROADCASTSS 12(SP), Z4
 	VBROADCASTSS 44(SP), Z5
 	VMULPS       iota0<>+0(SB), Z4, Z4
 	VSUBPS       Z5, Z4, Z4
 	VBROADCASTSS 12(SP), Z5
-	VBROADCASTSS 44(SP), Z7
+	VBROADCASTSS 44(SP), Z8
 	VMULPS       iota16<>+0(SB), Z5, Z5
-	VSUBPS       Z7, Z5, Z5
+	VSUBPS       Z8, Z5, Z5
 	VPSRLD       $0x04, Z2, Z2
 	VPBROADCASTB bitBytes<>+3(SB), Y7
 	VPTESTMB     Y7, Y6, K1
 	VPORD.BCST   dword16<>+0(SB), Z2, K1, Z2
 	VPERMI2PS    Z5, Z4, Z2
 	VMULPS       Z1, Z2, Z2
-	VSHUFF32X4   $0x44, Z2, Z2, Z1
-	VSHUFF32X4   $0xee, Z2, Z2, Z2
-	VADDPS       Z1, Z0, Z0
 	VADDPS       Z2, Z0, Z0
 	VMOVUPS      448(DX), Z1
 	VPSRLD       $0x04, Z3, Z2
@@ -4810,9 +3754,6 @@ block_r1:
 	VPORD.BCST   dword16<>+0(SB), Z2, K1, Z2
 	VPERMI2PS    Z5, Z4, Z2
 	VMULPS       Z1, Z2, Z2
-	VSHUFF32X4   $0x44, Z2, Z2, Z1
-	VSHUFF32X4   $0xee, Z2, Z2, Z2
-	VADDPS       Z1, Z0, Z0
 	VADDPS       Z2, Z0, Z0
 	VMOVUPS      512(DX), Z1
 	VPMOVZXBD    112(R8)(R9*1), Z2
@@ -4822,49 +3763,40 @@ block_r1:
 	VMULPS       iota0<>+0(SB), Z4, Z4
 	VSUBPS       Z5, Z4, Z4
 	VBROADCASTSS 16(SP), Z5
-	VBROADCASTSS 48(SP), Z7
+	VBROADCASTSS 48(SP), Z8
 	VMULPS       iota16<>+0(SB), Z5, Z5
-	VSUBPS       Z7, Z5, Z5
-	VPANDD.BCST  dword15<>+0(SB), Z2, Z7
-	VPBROADCASTB bitBytes<>+4(SB), Y8
-	VPTESTMB     Y8, Y6, K1
-	VPORD.BCST   dword16<>+0(SB), Z7, K1, Z7
-	VPERMI2PS    Z5, Z4, Z7
-	VMULPS       Z1, Z7, Z7
-	VSHUFF32X4   $0x44, Z7, Z7, Z1
-	VSHUFF32X4   $0xee, Z7, Z7, Z7
-	VADDPS       Z1, Z0, Z0
-	VADDPS       Z7, Z0, Z0
+	VSUBPS       Z8, Z5, Z5
+	VPANDD.BCST  dword15<>+0(SB), Z2, Z8
+	VPBROADCASTB bitBytes<>+4(SB), Y7
+	VPTESTMB     Y7, Y6, K1
+	VPORD.BCST   dword16<>+0(SB), Z8, K1, Z8
+	VPERMI2PS    Z5, Z4, Z8
+	VMULPS       Z1, Z8, Z8
+	VADDPS       Z8, Z0, Z0
 	VMOVUPS      576(DX), Z1
-	VPANDD.BCST  dword15<>+0(SB), Z3, Z7
-	VPBROADCASTB bitBytes<>+4(SB), Y8
-	VPTESTMB     Y8, Y6, K1
+	VPANDD.BCST  dword15<>+0(SB), Z3, Z8
+	VPBROADCASTB bitBytes<>+4(SB), Y7
+	VPTESTMB     Y7, Y6, K1
 	KSHIFTRD     $0x10, K1, K1
-	VPORD.BCST   dword16<>+0(SB), Z7, K1, Z7
-	VPERMI2PS    Z5, Z4, Z7
-	VMULPS       Z1, Z7, Z7
-	VSHUFF32X4   $0x44, Z7, Z7, Z1
-	VSHUFF32X4   $0xee, Z7, Z7, Z4
-	VADDPS       Z1, Z0, Z0
-	VADDPS       Z4, Z0, Z0
+	VPORD.BCST   dword16<>+0(SB), Z8, K1, Z8
+	VPERMI2PS    Z5, Z4, Z8
+	VMULPS       Z1, Z8, Z8
+	VADDPS       Z8, Z0, Z0
 	VMOVUPS      640(DX), Z1
 	VBROADCASTSS 20(SP), Z4
 	VBROADCASTSS 52(SP), Z5
 	VMULPS       iota0<>+0(SB), Z4, Z4
 	VSUBPS       Z5, Z4, Z4
 	VBROADCASTSS 20(SP), Z5
-	VBROADCASTSS 52(SP), Z7
+	VBROADCASTSS 52(SP), Z8
 	VMULPS       iota16<>+0(SB), Z5, Z5
-	VSUBPS       Z7, Z5, Z5
+	VSUBPS       Z8, Z5, Z5
 	VPSRLD       $0x04, Z2, Z2
 	VPBROADCASTB bitBytes<>+5(SB), Y7
 	VPTESTMB     Y7, Y6, K1
 	VPORD.BCST   dword16<>+0(SB), Z2, K1, Z2
 	VPERMI2PS    Z5, Z4, Z2
 	VMULPS       Z1, Z2, Z2
-	VSHUFF32X4   $0x44, Z2, Z2, Z1
-	VSHUFF32X4   $0xee, Z2, Z2, Z2
-	VADDPS       Z1, Z0, Z0
 	VADDPS       Z2, Z0, Z0
 	VMOVUPS      704(DX), Z1
 	VPSRLD       $0x04, Z3, Z2
@@ -4874,9 +3806,6 @@ block_r1:
 	VPORD.BCST   dword16<>+0(SB), Z2, K1, Z2
 	VPERMI2PS    Z5, Z4, Z2
 	VMULPS       Z1, Z2, Z2
-	VSHUFF32X4   $0x44, Z2, Z2, Z1
-	VSHUFF32X4   $0xee, Z2, Z2, Z2
-	VADDPS       Z1, Z0, Z0
 	VADDPS       Z2, Z0, Z0
 	VMOVUPS      768(DX), Z1
 	VPMOVZXBD    144(R8)(R9*1), Z2
@@ -4886,49 +3815,40 @@ block_r1:
 	VMULPS       iota0<>+0(SB), Z4, Z4
 	VSUBPS       Z5, Z4, Z4
 	VBROADCASTSS 24(SP), Z5
-	VBROADCASTSS 56(SP), Z7
+	VBROADCASTSS 56(SP), Z8
 	VMULPS       iota16<>+0(SB), Z5, Z5
-	VSUBPS       Z7, Z5, Z5
-	VPANDD.BCST  dword15<>+0(SB), Z2, Z7
-	VPBROADCASTB bitBytes<>+6(SB), Y8
-	VPTESTMB     Y8, Y6, K1
-	VPORD.BCST   dword16<>+0(SB), Z7, K1, Z7
-	VPERMI2PS    Z5, Z4, Z7
-	VMULPS       Z1, Z7, Z7
-	VSHUFF32X4   $0x44, Z7, Z7, Z1
-	VSHUFF32X4   $0xee, Z7, Z7, Z7
-	VADDPS       Z1, Z0, Z0
-	VADDPS       Z7, Z0, Z0
+	VSUBPS       Z8, Z5, Z5
+	VPANDD.BCST  dword15<>+0(SB), Z2, Z8
+	VPBROADCASTB bitBytes<>+6(SB), Y7
+	VPTESTMB     Y7, Y6, K1
+	VPORD.BCST   dword16<>+0(SB), Z8, K1, Z8
+	VPERMI2PS    Z5, Z4, Z8
+	VMULPS       Z1, Z8, Z8
+	VADDPS       Z8, Z0, Z0
 	VMOVUPS      832(DX), Z1
-	VPANDD.BCST  dword15<>+0(SB), Z3, Z7
-	VPBROADCASTB bitBytes<>+6(SB), Y8
-	VPTESTMB     Y8, Y6, K1
+	VPANDD.BCST  dword15<>+0(SB), Z3, Z8
+	VPBROADCASTB bitBytes<>+6(SB), Y7
+	VPTESTMB     Y7, Y6, K1
 	KSHIFTRD     $0x10, K1, K1
-	VPORD.BCST   dword16<>+0(SB), Z7, K1, Z7
-	VPERMI2PS    Z5, Z4, Z7
-	VMULPS       Z1, Z7, Z7
-	VSHUFF32X4   $0x44, Z7, Z7, Z1
-	VSHUFF32X4   $0xee, Z7, Z7, Z4
-	VADDPS       Z1, Z0, Z0
-	VADDPS       Z4, Z0, Z0
+	VPORD.BCST   dword16<>+0(SB), Z8, K1, Z8
+	VPERMI2PS    Z5, Z4, Z8
+	VMULPS       Z1, Z8, Z8
+	VADDPS       Z8, Z0, Z0
 	VMOVUPS      896(DX), Z1
 	VBROADCASTSS 28(SP), Z4
 	VBROADCASTSS 60(SP), Z5
 	VMULPS       iota0<>+0(SB), Z4, Z4
 	VSUBPS       Z5, Z4, Z4
 	VBROADCASTSS 28(SP), Z5
-	VBROADCASTSS 60(SP), Z7
+	VBROADCASTSS 60(SP), Z8
 	VMULPS       iota16<>+0(SB), Z5, Z5
-	VSUBPS       Z7, Z5, Z5
+	VSUBPS       Z8, Z5, Z5
 	VPSRLD       $0x04, Z2, Z2
 	VPBROADCASTB bitBytes<>+7(SB), Y7
 	VPTESTMB     Y7, Y6, K1
 	VPORD.BCST   dword16<>+0(SB), Z2, K1, Z2
 	VPERMI2PS    Z5, Z4, Z2
 	VMULPS       Z1, Z2, Z2
-	VSHUFF32X4   $0x44, Z2, Z2, Z1
-	VSHUFF32X4   $0xee, Z2, Z2, Z2
-	VADDPS       Z1, Z0, Z0
 	VADDPS       Z2, Z0, Z0
 	VMOVUPS      960(DX), Z1
 	VPSRLD       $0x04, Z3, Z2
@@ -4938,9 +3858,6 @@ block_r1:
 	VPORD.BCST   dword16<>+0(SB), Z2, K1, Z2
 	VPERMI2PS    Z5, Z4, Z2
 	VMULPS       Z1, Z2, Z2
-	VSHUFF32X4   $0x44, Z2, Z2, Z1
-	VSHUFF32X4   $0xee, Z2, Z2, Z2
-	VADDPS       Z1, Z0, Z0
 	VADDPS       Z2, Z0, Z0
 	ADDQ         $0x000000b0, R9
 	ADDQ         $0x00000400, DX
@@ -4948,14 +3865,15 @@ block_r1:
 	JMP          block_r1
 
 blocks_done_r1:
-	VSHUFPS       $0xb1, Z0, Z0, Z1
-	VADDPS        Z1, Z0, Z1
-	VSHUFPS       $0x4e, Z1, Z1, Z0
-	VADDPS        Z0, Z1, Z1
-	VSHUFF32X4    $0xf5, Z1, Z1, Z0
-	VADDPS        Z0, Z1, Z1
-	VEXTRACTF32X4 $0x02, Z1, X0
-	VMOVSS        X1, (SI)
+	VEXTRACTF32X8 $0x01, Z0, Y1
+	VADDPS        Y0, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X0
+	VADDPS        X1, X0, X0
+	VSHUFPS       $0x0e, X0, X0, X1
+	VADDPS        X1, X0, X0
+	VSHUFPS       $0x01, X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSS        X0, (SI)
 	ADDQ          CX, AX
 	ADDQ          $0x00000004, SI
 	SUBQ          $0x00000001, DI
@@ -5180,7 +4098,7 @@ blocks_done:
 	RET
 
 // func matVecExactQ6_KAVX512(w []byte, rowBytes int, x []float32, out []float32)
-// Requires: AVX, AVX2, AVX512DQ, AVX512F, MMX+
+// Requires: AVX, AVX2, AVX512DQ, AVX512F, AVX512VL, MMX+
 TEXT ·matVecExactQ6_KAVX512(SB), NOSPLIT, $256-80
 	MOVQ w_base+0(FP), AX
 	MOVQ rowBytes+24(FP), CX
@@ -5190,22 +4108,24 @@ TEXT ·matVecExactQ6_KAVX512(SB), NOSPLIT, $256-80
 	MOVQ out_len+64(FP), DI
 
 rows4:
-	CMPQ   DI, $0x00000004
-	JB     rows4_done
-	MOVQ   AX, R8
-	LEAQ   (R8)(CX*1), R9
-	LEAQ   (R9)(CX*1), R10
-	LEAQ   (R10)(CX*1), R11
-	VXORPS Z0, Z0, Z0
-	VXORPS Z1, Z1, Z1
-	XORQ   R12, R12
-	MOVQ   DX, R13
-	MOVQ   BX, R14
-	LEAQ   (R11)(CX*1), R15
-	ADDQ   CX, R15
-	ADDQ   CX, R15
-	ADDQ   CX, R15
-	ADDQ   CX, R15
+	CMPQ         DI, $0x00000004
+	JB           rows4_done
+	MOVQ         AX, R8
+	LEAQ         (R8)(CX*1), R9
+	LEAQ         (R9)(CX*1), R10
+	LEAQ         (R10)(CX*1), R11
+	VPBROADCASTD dword0<>+0(SB), Z0
+	VPBROADCASTD dword0<>+0(SB), Z1
+	VPBROADCASTD dword0<>+0(SB), Z2
+	VPBROADCASTD dword0<>+0(SB), Z3
+	XORQ         R12, R12
+	MOVQ         DX, R13
+	MOVQ         BX, R14
+	LEAQ         (R11)(CX*1), R15
+	ADDQ         CX, R15
+	ADDQ         CX, R15
+	ADDQ         CX, R15
+	ADDQ         CX, R15
 
 block_r4:
 	CMPQ         R14, $0x00000100
@@ -5225,45 +4145,33 @@ block_r4:
 	PREFETCHT0   768(R15)
 	PREFETCHT0   832(R15)
 	ADDQ         $0x00000348, R15
-	VPBROADCASTW 208(R8)(R12*1), Y2
-	VCVTPH2PS    Y2, Z2
-	VPMOVSXBD    192(R8)(R12*1), Z3
-	VCVTDQ2PS    Z3, Z3
-	VMULPS       Z2, Z3, Z3
-	VMOVUPS      Z3, (SP)
-	VPBROADCASTW 208(R9)(R12*1), Y2
-	VCVTPH2PS    Y2, Z2
-	VPMOVSXBD    192(R9)(R12*1), Z3
-	VCVTDQ2PS    Z3, Z3
-	VMULPS       Z2, Z3, Z3
-	VMOVUPS      Z3, 64(SP)
-	VPBROADCASTW 208(R10)(R12*1), Y2
-	VCVTPH2PS    Y2, Z2
-	VPMOVSXBD    192(R10)(R12*1), Z3
-	VCVTDQ2PS    Z3, Z3
-	VMULPS       Z2, Z3, Z3
-	VMOVUPS      Z3, 128(SP)
-	VPBROADCASTW 208(R11)(R12*1), Y2
-	VCVTPH2PS    Y2, Z2
-	VPMOVSXBD    192(R11)(R12*1), Z3
-	VCVTDQ2PS    Z3, Z3
-	VMULPS       Z2, Z3, Z3
-	VMOVUPS      Z3, 192(SP)
-	VMOVUPS      (R13), Z2
-	VPMOVZXBD    128(R8)(R12*1), Z3
-	VPMOVZXBD    (R8)(R12*1), Z4
-	VPANDD.BCST  dword15<>+0(SB), Z4, Z4
-	VPSRLD       $0x00, Z3, Z5
-	VPANDD.BCST  dword3<>+0(SB), Z5, Z5
-	VPSLLD       $0x04, Z5, Z5
-	VPORD        Z5, Z4, Z4
-	VPSUBD.BCST  dword32<>+0(SB), Z4, Z4
-	VCVTDQ2PS    Z4, Z4
-	VBROADCASTSS (SP), Z5
-	VMULPS       Z5, Z4, Z4
-	VMULPS       Z2, Z4, Z4
-	VPMOVZXBD    128(R9)(R12*1), Z5
-	VPMOVZXBD    (R9)(R12*1), Z6
+	VPBROADCASTW 208(R8)(R12*1), Y4
+	VCVTPH2PS    Y4, Z4
+	VPMOVSXBD    192(R8)(R12*1), Z5
+	VCVTDQ2PS    Z5, Z5
+	VMULPS       Z4, Z5, Z5
+	VMOVUPS      Z5, (SP)
+	VPBROADCASTW 208(R9)(R12*1), Y4
+	VCVTPH2PS    Y4, Z4
+	VPMOVSXBD    192(R9)(R12*1), Z5
+	VCVTDQ2PS    Z5, Z5
+	VMULPS       Z4, Z5, Z5
+	VMOVUPS      Z5, 64(SP)
+	VPBROADCASTW 208(R10)(R12*1), Y4
+	VCVTPH2PS    Y4, Z4
+	VPMOVSXBD    192(R10)(R12*1), Z5
+	VCVTDQ2PS    Z5, Z5
+	VMULPS       Z4, Z5, Z5
+	VMOVUPS      Z5, 128(SP)
+	VPBROADCASTW 208(R11)(R12*1), Y4
+	VCVTPH2PS    Y4, Z4
+	VPMOVSXBD    192(R11)(R12*1), Z5
+	VCVTDQ2PS    Z5, Z5
+	VMULPS       Z4, Z5, Z5
+	VMOVUPS      Z5, 192(SP)
+	VMOVUPS      (R13), Z4
+	VPMOVZXBD    128(R8)(R12*1), Z5
+	VPMOVZXBD    (R8)(R12*1), Z6
 	VPANDD.BCST  dword15<>+0(SB), Z6, Z6
 	VPSRLD       $0x00, Z5, Z7
 	VPANDD.BCST  dword3<>+0(SB), Z7, Z7
@@ -5271,9 +4179,23 @@ block_r4:
 	VPORD        Z7, Z6, Z6
 	VPSUBD.BCST  dword32<>+0(SB), Z6, Z6
 	VCVTDQ2PS    Z6, Z6
-	VBROADCASTSS 64(SP), Z7
+	VBROADCASTSS (SP), Z7
 	VMULPS       Z7, Z6, Z6
-	VMULPS       Z2, Z6, Z6
+	VMULPS       Z4, Z6, Z6
+	VADDPS       Z6, Z0, Z0
+	VPMOVZXBD    128(R9)(R12*1), Z6
+	VPMOVZXBD    (R9)(R12*1), Z7
+	VPANDD.BCST  dword15<>+0(SB), Z7, Z7
+	VPSRLD       $0x00, Z6, Z8
+	VPANDD.BCST  dword3<>+0(SB), Z8, Z8
+	VPSLLD       $0x04, Z8, Z8
+	VPORD        Z8, Z7, Z7
+	VPSUBD.BCST  dword32<>+0(SB), Z7, Z7
+	VCVTDQ2PS    Z7, Z7
+	VBROADCASTSS 64(SP), Z8
+	VMULPS       Z8, Z7, Z7
+	VMULPS       Z4, Z7, Z7
+	VADDPS       Z7, Z1, Z1
 	VPMOVZXBD    128(R10)(R12*1), Z7
 	VPMOVZXBD    (R10)(R12*1), Z8
 	VPANDD.BCST  dword15<>+0(SB), Z8, Z8
@@ -5285,9 +4207,24 @@ block_r4:
 	VCVTDQ2PS    Z8, Z8
 	VBROADCASTSS 128(SP), Z9
 	VMULPS       Z9, Z8, Z8
-	VMULPS       Z2, Z8, Z8
-	VPMOVZXBD    128(R11)(R12*1), Z9
-	VPMOVZXBD    (R11)(R12*1), Z10
+	VMULPS       Z4, Z8, Z8
+	VADDPS       Z8, Z2, Z2
+	VPMOVZXBD    128(R11)(R12*1), Z8
+	VPMOVZXBD    (R11)(R12*1), Z9
+	VPANDD.BCST  dword15<>+0(SB), Z9, Z9
+	VPSRLD       $0x00, Z8, Z10
+	VPANDD.BCST  dword3<>+0(SB), Z10, Z10
+	VPSLLD       $0x04, Z10, Z10
+	VPORD        Z10, Z9, Z9
+	VPSUBD.BCST  dword32<>+0(SB), Z9, Z9
+	VCVTDQ2PS    Z9, Z9
+	VBROADCASTSS 192(SP), Z10
+	VMULPS       Z10, Z9, Z9
+	VMULPS       Z4, Z9, Z9
+	VADDPS       Z9, Z3, Z3
+	VMOVUPS      64(R13), Z4
+	VPMOVZXBD    144(R8)(R12*1), Z9
+	VPMOVZXBD    16(R8)(R12*1), Z10
 	VPANDD.BCST  dword15<>+0(SB), Z10, Z10
 	VPSRLD       $0x00, Z9, Z11
 	VPANDD.BCST  dword3<>+0(SB), Z11, Z11
@@ -5295,42 +4232,23 @@ block_r4:
 	VPORD        Z11, Z10, Z10
 	VPSUBD.BCST  dword32<>+0(SB), Z10, Z10
 	VCVTDQ2PS    Z10, Z10
-	VBROADCASTSS 192(SP), Z11
+	VBROADCASTSS 4(SP), Z11
 	VMULPS       Z11, Z10, Z10
-	VMULPS       Z2, Z10, Z10
-	VSHUFF32X4   $0x44, Z6, Z4, Z2
-	VSHUFF32X4   $0xee, Z6, Z4, Z4
-	VADDPS       Z2, Z0, Z0
-	VADDPS       Z4, Z0, Z0
-	VSHUFF32X4   $0x44, Z10, Z8, Z2
-	VSHUFF32X4   $0xee, Z10, Z8, Z4
-	VADDPS       Z2, Z1, Z1
-	VADDPS       Z4, Z1, Z1
-	VMOVUPS      64(R13), Z2
-	VPMOVZXBD    144(R8)(R12*1), Z4
-	VPMOVZXBD    16(R8)(R12*1), Z6
-	VPANDD.BCST  dword15<>+0(SB), Z6, Z6
-	VPSRLD       $0x00, Z4, Z8
-	VPANDD.BCST  dword3<>+0(SB), Z8, Z8
-	VPSLLD       $0x04, Z8, Z8
-	VPORD        Z8, Z6, Z6
-	VPSUBD.BCST  dword32<>+0(SB), Z6, Z6
-	VCVTDQ2PS    Z6, Z6
-	VBROADCASTSS 4(SP), Z8
-	VMULPS       Z8, Z6, Z6
-	VMULPS       Z2, Z6, Z6
-	VPMOVZXBD    144(R9)(R12*1), Z8
-	VPMOVZXBD    16(R9)(R12*1), Z10
-	VPANDD.BCST  dword15<>+0(SB), Z10, Z10
-	VPSRLD       $0x00, Z8, Z11
-	VPANDD.BCST  dword3<>+0(SB), Z11, Z11
-	VPSLLD       $0x04, Z11, Z11
-	VPORD        Z11, Z10, Z10
-	VPSUBD.BCST  dword32<>+0(SB), Z10, Z10
-	VCVTDQ2PS    Z10, Z10
-	VBROADCASTSS 68(SP), Z11
-	VMULPS       Z11, Z10, Z10
-	VMULPS       Z2, Z10, Z10
+	VMULPS       Z4, Z10, Z10
+	VADDPS       Z10, Z0, Z0
+	VPMOVZXBD    144(R9)(R12*1), Z10
+	VPMOVZXBD    16(R9)(R12*1), Z11
+	VPANDD.BCST  dword15<>+0(SB), Z11, Z11
+	VPSRLD       $0x00, Z10, Z12
+	VPANDD.BCST  dword3<>+0(SB), Z12, Z12
+	VPSLLD       $0x04, Z12, Z12
+	VPORD        Z12, Z11, Z11
+	VPSUBD.BCST  dword32<>+0(SB), Z11, Z11
+	VCVTDQ2PS    Z11, Z11
+	VBROADCASTSS 68(SP), Z12
+	VMULPS       Z12, Z11, Z11
+	VMULPS       Z4, Z11, Z11
+	VADDPS       Z11, Z1, Z1
 	VPMOVZXBD    144(R10)(R12*1), Z11
 	VPMOVZXBD    16(R10)(R12*1), Z12
 	VPANDD.BCST  dword15<>+0(SB), Z12, Z12
@@ -5342,315 +4260,291 @@ block_r4:
 	VCVTDQ2PS    Z12, Z12
 	VBROADCASTSS 132(SP), Z13
 	VMULPS       Z13, Z12, Z12
-	VMULPS       Z2, Z12, Z12
-	VPMOVZXBD    144(R11)(R12*1), Z13
-	VPMOVZXBD    16(R11)(R12*1), Z14
-	VPANDD.BCST  dword15<>+0(SB), Z14, Z14
-	VPSRLD       $0x00, Z13, Z15
-	VPANDD.BCST  dword3<>+0(SB), Z15, Z15
-	VPSLLD       $0x04, Z15, Z15
-	VPORD        Z15, Z14, Z14
-	VPSUBD.BCST  dword32<>+0(SB), Z14, Z14
-	VCVTDQ2PS    Z14, Z14
-	VBROADCASTSS 196(SP), Z15
-	VMULPS       Z15, Z14, Z14
-	VMULPS       Z2, Z14, Z14
-	VSHUFF32X4   $0x44, Z10, Z6, Z2
-	VSHUFF32X4   $0xee, Z10, Z6, Z6
-	VADDPS       Z2, Z0, Z0
-	VADDPS       Z6, Z0, Z0
-	VSHUFF32X4   $0x44, Z14, Z12, Z2
-	VSHUFF32X4   $0xee, Z14, Z12, Z6
-	VADDPS       Z2, Z1, Z1
-	VADDPS       Z6, Z1, Z1
-	VMOVUPS      128(R13), Z2
-	VPMOVZXBD    32(R8)(R12*1), Z6
-	VPANDD.BCST  dword15<>+0(SB), Z6, Z6
-	VPSRLD       $0x02, Z3, Z10
-	VPANDD.BCST  dword3<>+0(SB), Z10, Z10
-	VPSLLD       $0x04, Z10, Z10
-	VPORD        Z10, Z6, Z6
-	VPSUBD.BCST  dword32<>+0(SB), Z6, Z6
-	VCVTDQ2PS    Z6, Z6
-	VBROADCASTSS 8(SP), Z10
-	VMULPS       Z10, Z6, Z6
-	VMULPS       Z2, Z6, Z6
-	VPMOVZXBD    32(R9)(R12*1), Z10
-	VPANDD.BCST  dword15<>+0(SB), Z10, Z10
-	VPSRLD       $0x02, Z5, Z12
-	VPANDD.BCST  dword3<>+0(SB), Z12, Z12
-	VPSLLD       $0x04, Z12, Z12
-	VPORD        Z12, Z10, Z10
-	VPSUBD.BCST  dword32<>+0(SB), Z10, Z10
-	VCVTDQ2PS    Z10, Z10
-	VBROADCASTSS 72(SP), Z12
-	VMULPS       Z12, Z10, Z10
-	VMULPS       Z2, Z10, Z10
-	VPMOVZXBD    32(R10)(R12*1), Z12
-	VPANDD.BCST  dword15<>+0(SB), Z12, Z12
+	VMULPS       Z4, Z12, Z12
+	VADDPS       Z12, Z2, Z2
+	VPMOVZXBD    144(R11)(R12*1), Z12
+	VPMOVZXBD    16(R11)(R12*1), Z13
+	VPANDD.BCST  dword15<>+0(SB), Z13, Z13
+	VPSRLD       $0x00, Z12, Z14
+	VPANDD.BCST  dword3<>+0(SB), Z14, Z14
+	VPSLLD       $0x04, Z14, Z14
+	VPORD        Z14, Z13, Z13
+	VPSUBD.BCST  dword32<>+0(SB), Z13, Z13
+	VCVTDQ2PS    Z13, Z13
+	VBROADCASTSS 196(SP), Z14
+	VMULPS       Z14, Z13, Z13
+	VMULPS       Z4, Z13, Z13
+	VADDPS       Z13, Z3, Z3
+	VMOVUPS      128(R13), Z4
+	VPMOVZXBD    32(R8)(R12*1), Z13
+	VPANDD.BCST  dword15<>+0(SB), Z13, Z13
+	VPSRLD       $0x02, Z5, Z14
+	VPANDD.BCST  dword3<>+0(SB), Z14, Z14
+	VPSLLD       $0x04, Z14, Z14
+	VPORD        Z14, Z13, Z13
+	VPSUBD.BCST  dword32<>+0(SB), Z13, Z13
+	VCVTDQ2PS    Z13, Z13
+	VBROADCASTSS 8(SP), Z14
+	VMULPS       Z14, Z13, Z13
+	VMULPS       Z4, Z13, Z13
+	VADDPS       Z13, Z0, Z0
+	VPMOVZXBD    32(R9)(R12*1), Z13
+	VPANDD.BCST  dword15<>+0(SB), Z13, Z13
+	VPSRLD       $0x02, Z6, Z14
+	VPANDD.BCST  dword3<>+0(SB), Z14, Z14
+	VPSLLD       $0x04, Z14, Z14
+	VPORD        Z14, Z13, Z13
+	VPSUBD.BCST  dword32<>+0(SB), Z13, Z13
+	VCVTDQ2PS    Z13, Z13
+	VBROADCASTSS 72(SP), Z14
+	VMULPS       Z14, Z13, Z13
+	VMULPS       Z4, Z13, Z13
+	VADDPS       Z13, Z1, Z1
+	VPMOVZXBD    32(R10)(R12*1), Z13
+	VPANDD.BCST  dword15<>+0(SB), Z13, Z13
 	VPSRLD       $0x02, Z7, Z14
 	VPANDD.BCST  dword3<>+0(SB), Z14, Z14
 	VPSLLD       $0x04, Z14, Z14
-	VPORD        Z14, Z12, Z12
-	VPSUBD.BCST  dword32<>+0(SB), Z12, Z12
-	VCVTDQ2PS    Z12, Z12
+	VPORD        Z14, Z13, Z13
+	VPSUBD.BCST  dword32<>+0(SB), Z13, Z13
+	VCVTDQ2PS    Z13, Z13
 	VBROADCASTSS 136(SP), Z14
-	VMULPS       Z14, Z12, Z12
-	VMULPS       Z2, Z12, Z12
-	VPMOVZXBD    32(R11)(R12*1), Z14
-	VPANDD.BCST  dword15<>+0(SB), Z14, Z14
-	VPSRLD       $0x02, Z9, Z15
-	VPANDD.BCST  dword3<>+0(SB), Z15, Z15
-	VPSLLD       $0x04, Z15, Z15
-	VPORD        Z15, Z14, Z14
-	VPSUBD.BCST  dword32<>+0(SB), Z14, Z14
-	VCVTDQ2PS    Z14, Z14
-	VBROADCASTSS 200(SP), Z15
-	VMULPS       Z15, Z14, Z14
-	VMULPS       Z2, Z14, Z14
-	VSHUFF32X4   $0x44, Z10, Z6, Z2
-	VSHUFF32X4   $0xee, Z10, Z6, Z6
-	VADDPS       Z2, Z0, Z0
-	VADDPS       Z6, Z0, Z0
-	VSHUFF32X4   $0x44, Z14, Z12, Z2
-	VSHUFF32X4   $0xee, Z14, Z12, Z6
-	VADDPS       Z2, Z1, Z1
-	VADDPS       Z6, Z1, Z1
-	VMOVUPS      192(R13), Z2
-	VPMOVZXBD    48(R8)(R12*1), Z6
-	VPANDD.BCST  dword15<>+0(SB), Z6, Z6
-	VPSRLD       $0x02, Z4, Z10
-	VPANDD.BCST  dword3<>+0(SB), Z10, Z10
-	VPSLLD       $0x04, Z10, Z10
-	VPORD        Z10, Z6, Z6
-	VPSUBD.BCST  dword32<>+0(SB), Z6, Z6
-	VCVTDQ2PS    Z6, Z6
-	VBROADCASTSS 12(SP), Z10
-	VMULPS       Z10, Z6, Z6
-	VMULPS       Z2, Z6, Z6
-	VPMOVZXBD    48(R9)(R12*1), Z10
-	VPANDD.BCST  dword15<>+0(SB), Z10, Z10
-	VPSRLD       $0x02, Z8, Z12
-	VPANDD.BCST  dword3<>+0(SB), Z12, Z12
-	VPSLLD       $0x04, Z12, Z12
-	VPORD        Z12, Z10, Z10
-	VPSUBD.BCST  dword32<>+0(SB), Z10, Z10
-	VCVTDQ2PS    Z10, Z10
-	VBROADCASTSS 76(SP), Z12
-	VMULPS       Z12, Z10, Z10
-	VMULPS       Z2, Z10, Z10
-	VPMOVZXBD    48(R10)(R12*1), Z12
-	VPANDD.BCST  dword15<>+0(SB), Z12, Z12
+	VMULPS       Z14, Z13, Z13
+	VMULPS       Z4, Z13, Z13
+	VADDPS       Z13, Z2, Z2
+	VPMOVZXBD    32(R11)(R12*1), Z13
+	VPANDD.BCST  dword15<>+0(SB), Z13, Z13
+	VPSRLD       $0x02, Z8, Z14
+	VPANDD.BCST  dword3<>+0(SB), Z14, Z14
+	VPSLLD       $0x04, Z14, Z14
+	VPORD        Z14, Z13, Z13
+	VPSUBD.BCST  dword32<>+0(SB), Z13, Z13
+	VCVTDQ2PS    Z13, Z13
+	VBROADCASTSS 200(SP), Z14
+	VMULPS       Z14, Z13, Z13
+	VMULPS       Z4, Z13, Z13
+	VADDPS       Z13, Z3, Z3
+	VMOVUPS      192(R13), Z4
+	VPMOVZXBD    48(R8)(R12*1), Z13
+	VPANDD.BCST  dword15<>+0(SB), Z13, Z13
+	VPSRLD       $0x02, Z9, Z14
+	VPANDD.BCST  dword3<>+0(SB), Z14, Z14
+	VPSLLD       $0x04, Z14, Z14
+	VPORD        Z14, Z13, Z13
+	VPSUBD.BCST  dword32<>+0(SB), Z13, Z13
+	VCVTDQ2PS    Z13, Z13
+	VBROADCASTSS 12(SP), Z14
+	VMULPS       Z14, Z13, Z13
+	VMULPS       Z4, Z13, Z13
+	VADDPS       Z13, Z0, Z0
+	VPMOVZXBD    48(R9)(R12*1), Z13
+	VPANDD.BCST  dword15<>+0(SB), Z13, Z13
+	VPSRLD       $0x02, Z10, Z14
+	VPANDD.BCST  dword3<>+0(SB), Z14, Z14
+	VPSLLD       $0x04, Z14, Z14
+	VPORD        Z14, Z13, Z13
+	VPSUBD.BCST  dword32<>+0(SB), Z13, Z13
+	VCVTDQ2PS    Z13, Z13
+	VBROADCASTSS 76(SP), Z14
+	VMULPS       Z14, Z13, Z13
+	VMULPS       Z4, Z13, Z13
+	VADDPS       Z13, Z1, Z1
+	VPMOVZXBD    48(R10)(R12*1), Z13
+	VPANDD.BCST  dword15<>+0(SB), Z13, Z13
 	VPSRLD       $0x02, Z11, Z14
 	VPANDD.BCST  dword3<>+0(SB), Z14, Z14
 	VPSLLD       $0x04, Z14, Z14
-	VPORD        Z14, Z12, Z12
-	VPSUBD.BCST  dword32<>+0(SB), Z12, Z12
-	VCVTDQ2PS    Z12, Z12
+	VPORD        Z14, Z13, Z13
+	VPSUBD.BCST  dword32<>+0(SB), Z13, Z13
+	VCVTDQ2PS    Z13, Z13
 	VBROADCASTSS 140(SP), Z14
-	VMULPS       Z14, Z12, Z12
-	VMULPS       Z2, Z12, Z12
-	VPMOVZXBD    48(R11)(R12*1), Z14
-	VPANDD.BCST  dword15<>+0(SB), Z14, Z14
-	VPSRLD       $0x02, Z13, Z15
-	VPANDD.BCST  dword3<>+0(SB), Z15, Z15
-	VPSLLD       $0x04, Z15, Z15
-	VPORD        Z15, Z14, Z14
-	VPSUBD.BCST  dword32<>+0(SB), Z14, Z14
-	VCVTDQ2PS    Z14, Z14
-	VBROADCASTSS 204(SP), Z15
-	VMULPS       Z15, Z14, Z14
-	VMULPS       Z2, Z14, Z14
-	VSHUFF32X4   $0x44, Z10, Z6, Z2
-	VSHUFF32X4   $0xee, Z10, Z6, Z6
-	VADDPS       Z2, Z0, Z0
-	VADDPS       Z6, Z0, Z0
-	VSHUFF32X4   $0x44, Z14, Z12, Z2
-	VSHUFF32X4   $0xee, Z14, Z12, Z6
-	VADDPS       Z2, Z1, Z1
-	VADDPS       Z6, Z1, Z1
-	VMOVUPS      256(R13), Z2
-	VPMOVZXBD    (R8)(R12*1), Z6
-	VPSRLD       $0x04, Z6, Z6
-	VPSRLD       $0x04, Z3, Z10
-	VPANDD.BCST  dword3<>+0(SB), Z10, Z10
-	VPSLLD       $0x04, Z10, Z10
-	VPORD        Z10, Z6, Z6
-	VPSUBD.BCST  dword32<>+0(SB), Z6, Z6
-	VCVTDQ2PS    Z6, Z6
-	VBROADCASTSS 16(SP), Z10
-	VMULPS       Z10, Z6, Z6
-	VMULPS       Z2, Z6, Z6
-	VPMOVZXBD    (R9)(R12*1), Z10
-	VPSRLD       $0x04, Z10, Z10
-	VPSRLD       $0x04, Z5, Z12
-	VPANDD.BCST  dword3<>+0(SB), Z12, Z12
-	VPSLLD       $0x04, Z12, Z12
-	VPORD        Z12, Z10, Z10
-	VPSUBD.BCST  dword32<>+0(SB), Z10, Z10
-	VCVTDQ2PS    Z10, Z10
-	VBROADCASTSS 80(SP), Z12
-	VMULPS       Z12, Z10, Z10
-	VMULPS       Z2, Z10, Z10
-	VPMOVZXBD    (R10)(R12*1), Z12
-	VPSRLD       $0x04, Z12, Z12
+	VMULPS       Z14, Z13, Z13
+	VMULPS       Z4, Z13, Z13
+	VADDPS       Z13, Z2, Z2
+	VPMOVZXBD    48(R11)(R12*1), Z13
+	VPANDD.BCST  dword15<>+0(SB), Z13, Z13
+	VPSRLD       $0x02, Z12, Z14
+	VPANDD.BCST  dword3<>+0(SB), Z14, Z14
+	VPSLLD       $0x04, Z14, Z14
+	VPORD        Z14, Z13, Z13
+	VPSUBD.BCST  dword32<>+0(SB), Z13, Z13
+	VCVTDQ2PS    Z13, Z13
+	VBROADCASTSS 204(SP), Z14
+	VMULPS       Z14, Z13, Z13
+	VMULPS       Z4, Z13, Z13
+	VADDPS       Z13, Z3, Z3
+	VMOVUPS      256(R13), Z4
+	VPMOVZXBD    (R8)(R12*1), Z13
+	VPSRLD       $0x04, Z13, Z13
+	VPSRLD       $0x04, Z5, Z14
+	VPANDD.BCST  dword3<>+0(SB), Z14, Z14
+	VPSLLD       $0x04, Z14, Z14
+	VPORD        Z14, Z13, Z13
+	VPSUBD.BCST  dword32<>+0(SB), Z13, Z13
+	VCVTDQ2PS    Z13, Z13
+	VBROADCASTSS 16(SP), Z14
+	VMULPS       Z14, Z13, Z13
+	VMULPS       Z4, Z13, Z13
+	VADDPS       Z13, Z0, Z0
+	VPMOVZXBD    (R9)(R12*1), Z13
+	VPSRLD       $0x04, Z13, Z13
+	VPSRLD       $0x04, Z6, Z14
+	VPANDD.BCST  dword3<>+0(SB), Z14, Z14
+	VPSLLD       $0x04, Z14, Z14
+	VPORD        Z14, Z13, Z13
+	VPSUBD.BCST  dword32<>+0(SB), Z13, Z13
+	VCVTDQ2PS    Z13, Z13
+	VBROADCASTSS 80(SP), Z14
+	VMULPS       Z14, Z13, Z13
+	VMULPS       Z4, Z13, Z13
+	VADDPS       Z13, Z1, Z1
+	VPMOVZXBD    (R10)(R12*1), Z13
+	VPSRLD       $0x04, Z13, Z13
 	VPSRLD       $0x04, Z7, Z14
 	VPANDD.BCST  dword3<>+0(SB), Z14, Z14
 	VPSLLD       $0x04, Z14, Z14
-	VPORD        Z14, Z12, Z12
-	VPSUBD.BCST  dword32<>+0(SB), Z12, Z12
-	VCVTDQ2PS    Z12, Z12
+	VPORD        Z14, Z13, Z13
+	VPSUBD.BCST  dword32<>+0(SB), Z13, Z13
+	VCVTDQ2PS    Z13, Z13
 	VBROADCASTSS 144(SP), Z14
-	VMULPS       Z14, Z12, Z12
-	VMULPS       Z2, Z12, Z12
-	VPMOVZXBD    (R11)(R12*1), Z14
-	VPSRLD       $0x04, Z14, Z14
-	VPSRLD       $0x04, Z9, Z15
-	VPANDD.BCST  dword3<>+0(SB), Z15, Z15
-	VPSLLD       $0x04, Z15, Z15
-	VPORD        Z15, Z14, Z14
-	VPSUBD.BCST  dword32<>+0(SB), Z14, Z14
-	VCVTDQ2PS    Z14, Z14
-	VBROADCASTSS 208(SP), Z15
-	VMULPS       Z15, Z14, Z14
-	VMULPS       Z2, Z14, Z14
-	VSHUFF32X4   $0x44, Z10, Z6, Z2
-	VSHUFF32X4   $0xee, Z10, Z6, Z6
-	VADDPS       Z2, Z0, Z0
-	VADDPS       Z6, Z0, Z0
-	VSHUFF32X4   $0x44, Z14, Z12, Z2
-	VSHUFF32X4   $0xee, Z14, Z12, Z6
-	VADDPS       Z2, Z1, Z1
-	VADDPS       Z6, Z1, Z1
-	VMOVUPS      320(R13), Z2
-	VPMOVZXBD    16(R8)(R12*1), Z6
-	VPSRLD       $0x04, Z6, Z6
-	VPSRLD       $0x04, Z4, Z10
-	VPANDD.BCST  dword3<>+0(SB), Z10, Z10
-	VPSLLD       $0x04, Z10, Z10
-	VPORD        Z10, Z6, Z6
-	VPSUBD.BCST  dword32<>+0(SB), Z6, Z6
-	VCVTDQ2PS    Z6, Z6
-	VBROADCASTSS 20(SP), Z10
-	VMULPS       Z10, Z6, Z6
-	VMULPS       Z2, Z6, Z6
-	VPMOVZXBD    16(R9)(R12*1), Z10
-	VPSRLD       $0x04, Z10, Z10
-	VPSRLD       $0x04, Z8, Z12
-	VPANDD.BCST  dword3<>+0(SB), Z12, Z12
-	VPSLLD       $0x04, Z12, Z12
-	VPORD        Z12, Z10, Z10
-	VPSUBD.BCST  dword32<>+0(SB), Z10, Z10
-	VCVTDQ2PS    Z10, Z10
-	VBROADCASTSS 84(SP), Z12
-	VMULPS       Z12, Z10, Z10
-	VMULPS       Z2, Z10, Z10
-	VPMOVZXBD    16(R10)(R12*1), Z12
-	VPSRLD       $0x04, Z12, Z12
+	VMULPS       Z14, Z13, Z13
+	VMULPS       Z4, Z13, Z13
+	VADDPS       Z13, Z2, Z2
+	VPMOVZXBD    (R11)(R12*1), Z13
+	VPSRLD       $0x04, Z13, Z13
+	VPSRLD       $0x04, Z8, Z14
+	VPANDD.BCST  dword3<>+0(SB), Z14, Z14
+	VPSLLD       $0x04, Z14, Z14
+	VPORD        Z14, Z13, Z13
+	VPSUBD.BCST  dword32<>+0(SB), Z13, Z13
+	VCVTDQ2PS    Z13, Z13
+	VBROADCASTSS 208(SP), Z14
+	VMULPS       Z14, Z13, Z13
+	VMULPS       Z4, Z13, Z13
+	VADDPS       Z13, Z3, Z3
+	VMOVUPS      320(R13), Z4
+	VPMOVZXBD    16(R8)(R12*1), Z13
+	VPSRLD       $0x04, Z13, Z13
+	VPSRLD       $0x04, Z9, Z14
+	VPANDD.BCST  dword3<>+0(SB), Z14, Z14
+	VPSLLD       $0x04, Z14, Z14
+	VPORD        Z14, Z13, Z13
+	VPSUBD.BCST  dword32<>+0(SB), Z13, Z13
+	VCVTDQ2PS    Z13, Z13
+	VBROADCASTSS 20(SP), Z14
+	VMULPS       Z14, Z13, Z13
+	VMULPS       Z4, Z13, Z13
+	VADDPS       Z13, Z0, Z0
+	VPMOVZXBD    16(R9)(R12*1), Z13
+	VPSRLD       $0x04, Z13, Z13
+	VPSRLD       $0x04, Z10, Z14
+	VPANDD.BCST  dword3<>+0(SB), Z14, Z14
+	VPSLLD       $0x04, Z14, Z14
+	VPORD        Z14, Z13, Z13
+	VPSUBD.BCST  dword32<>+0(SB), Z13, Z13
+	VCVTDQ2PS    Z13, Z13
+	VBROADCASTSS 84(SP), Z14
+	VMULPS       Z14, Z13, Z13
+	VMULPS       Z4, Z13, Z13
+	VADDPS       Z13, Z1, Z1
+	VPMOVZXBD    16(R10)(R12*1), Z13
+	VPSRLD       $0x04, Z13, Z13
 	VPSRLD       $0x04, Z11, Z14
 	VPANDD.BCST  dword3<>+0(SB), Z14, Z14
 	VPSLLD       $0x04, Z14, Z14
-	VPORD        Z14, Z12, Z12
-	VPSUBD.BCST  dword32<>+0(SB), Z12, Z12
-	VCVTDQ2PS    Z12, Z12
+	VPORD        Z14, Z13, Z13
+	VPSUBD.BCST  dword32<>+0(SB), Z13, Z13
+	VCVTDQ2PS    Z13, Z13
 	VBROADCASTSS 148(SP), Z14
-	VMULPS       Z14, Z12, Z12
-	VMULPS       Z2, Z12, Z12
-	VPMOVZXBD    16(R11)(R12*1), Z14
-	VPSRLD       $0x04, Z14, Z14
-	VPSRLD       $0x04, Z13, Z15
-	VPANDD.BCST  dword3<>+0(SB), Z15, Z15
-	VPSLLD       $0x04, Z15, Z15
-	VPORD        Z15, Z14, Z14
-	VPSUBD.BCST  dword32<>+0(SB), Z14, Z14
-	VCVTDQ2PS    Z14, Z14
-	VBROADCASTSS 212(SP), Z15
-	VMULPS       Z15, Z14, Z14
-	VMULPS       Z2, Z14, Z14
-	VSHUFF32X4   $0x44, Z10, Z6, Z2
-	VSHUFF32X4   $0xee, Z10, Z6, Z6
-	VADDPS       Z2, Z0, Z0
-	VADDPS       Z6, Z0, Z0
-	VSHUFF32X4   $0x44, Z14, Z12, Z2
-	VSHUFF32X4   $0xee, Z14, Z12, Z6
-	VADDPS       Z2, Z1, Z1
-	VADDPS       Z6, Z1, Z1
-	VMOVUPS      384(R13), Z2
-	VPMOVZXBD    32(R8)(R12*1), Z6
-	VPSRLD       $0x04, Z6, Z6
-	VPSRLD       $0x06, Z3, Z3
-	VPANDD.BCST  dword3<>+0(SB), Z3, Z3
-	VPSLLD       $0x04, Z3, Z3
-	VPORD        Z3, Z6, Z6
-	VPSUBD.BCST  dword32<>+0(SB), Z6, Z6
-	VCVTDQ2PS    Z6, Z6
-	VBROADCASTSS 24(SP), Z3
-	VMULPS       Z3, Z6, Z6
-	VMULPS       Z2, Z6, Z6
-	VPMOVZXBD    32(R9)(R12*1), Z3
-	VPSRLD       $0x04, Z3, Z3
+	VMULPS       Z14, Z13, Z13
+	VMULPS       Z4, Z13, Z13
+	VADDPS       Z13, Z2, Z2
+	VPMOVZXBD    16(R11)(R12*1), Z13
+	VPSRLD       $0x04, Z13, Z13
+	VPSRLD       $0x04, Z12, Z14
+	VPANDD.BCST  dword3<>+0(SB), Z14, Z14
+	VPSLLD       $0x04, Z14, Z14
+	VPORD        Z14, Z13, Z13
+	VPSUBD.BCST  dword32<>+0(SB), Z13, Z13
+	VCVTDQ2PS    Z13, Z13
+	VBROADCASTSS 212(SP), Z14
+	VMULPS       Z14, Z13, Z13
+	VMULPS       Z4, Z13, Z13
+	VADDPS       Z13, Z3, Z3
+	VMOVUPS      384(R13), Z4
+	VPMOVZXBD    32(R8)(R12*1), Z13
+	VPSRLD       $0x04, Z13, Z13
 	VPSRLD       $0x06, Z5, Z5
 	VPANDD.BCST  dword3<>+0(SB), Z5, Z5
 	VPSLLD       $0x04, Z5, Z5
-	VPORD        Z5, Z3, Z3
-	VPSUBD.BCST  dword32<>+0(SB), Z3, Z3
-	VCVTDQ2PS    Z3, Z3
-	VBROADCASTSS 88(SP), Z5
-	VMULPS       Z5, Z3, Z3
-	VMULPS       Z2, Z3, Z3
-	VPMOVZXBD    32(R10)(R12*1), Z5
+	VPORD        Z5, Z13, Z13
+	VPSUBD.BCST  dword32<>+0(SB), Z13, Z13
+	VCVTDQ2PS    Z13, Z13
+	VBROADCASTSS 24(SP), Z5
+	VMULPS       Z5, Z13, Z13
+	VMULPS       Z4, Z13, Z13
+	VADDPS       Z13, Z0, Z0
+	VPMOVZXBD    32(R9)(R12*1), Z5
 	VPSRLD       $0x04, Z5, Z5
-	VPSRLD       $0x06, Z7, Z7
-	VPANDD.BCST  dword3<>+0(SB), Z7, Z7
-	VPSLLD       $0x04, Z7, Z7
-	VPORD        Z7, Z5, Z5
+	VPSRLD       $0x06, Z6, Z6
+	VPANDD.BCST  dword3<>+0(SB), Z6, Z6
+	VPSLLD       $0x04, Z6, Z6
+	VPORD        Z6, Z5, Z5
 	VPSUBD.BCST  dword32<>+0(SB), Z5, Z5
 	VCVTDQ2PS    Z5, Z5
-	VBROADCASTSS 152(SP), Z7
-	VMULPS       Z7, Z5, Z5
-	VMULPS       Z2, Z5, Z5
-	VPMOVZXBD    32(R11)(R12*1), Z7
-	VPSRLD       $0x04, Z7, Z7
-	VPSRLD       $0x06, Z9, Z9
-	VPANDD.BCST  dword3<>+0(SB), Z9, Z9
-	VPSLLD       $0x04, Z9, Z9
-	VPORD        Z9, Z7, Z7
-	VPSUBD.BCST  dword32<>+0(SB), Z7, Z7
-	VCVTDQ2PS    Z7, Z7
-	VBROADCASTSS 216(SP), Z9
-	VMULPS       Z9, Z7, Z7
-	VMULPS       Z2, Z7, Z7
-	VSHUFF32X4   $0x44, Z3, Z6, Z2
-	VSHUFF32X4   $0xee, Z3, Z6, Z3
-	VADDPS       Z2, Z0, Z0
-	VADDPS       Z3, Z0, Z0
-	VSHUFF32X4   $0x44, Z7, Z5, Z2
-	VSHUFF32X4   $0xee, Z7, Z5, Z3
-	VADDPS       Z2, Z1, Z1
-	VADDPS       Z3, Z1, Z1
-	VMOVUPS      448(R13), Z2
-	VPMOVZXBD    48(R8)(R12*1), Z3
-	VPSRLD       $0x04, Z3, Z3
-	VPSRLD       $0x06, Z4, Z4
-	VPANDD.BCST  dword3<>+0(SB), Z4, Z4
-	VPSLLD       $0x04, Z4, Z4
-	VPORD        Z4, Z3, Z3
-	VPSUBD.BCST  dword32<>+0(SB), Z3, Z3
-	VCVTDQ2PS    Z3, Z3
-	VBROADCASTSS 28(SP), Z4
-	VMULPS       Z4, Z3, Z3
-	VMULPS       Z2, Z3, Z3
-	VPMOVZXBD    48(R9)(R12*1), Z4
-	VPSRLD       $0x04, Z4, Z4
-	VPSRLD       $0x06, Z8, Z5
-	VPANDD.BCST  dword3<>+0(SB), Z5, Z5
-	VPSLLD       $0x04, Z5, Z5
-	VPORD        Z5, Z4, Z4
-	VPSUBD.BCST  dword32<>+0(SB), Z4, Z4
-	VCVTDQ2PS    Z4, Z4
-	VBROADCASTSS 92(SP), Z5
-	VMULPS       Z5, Z4, Z4
-	VMULPS       Z2, Z4, Z4
+	VBROADCASTSS 88(SP), Z6
+	VMULPS       Z6, Z5, Z5
+	VMULPS       Z4, Z5, Z5
+	VADDPS       Z5, Z1, Z1
+	VPMOVZXBD    32(R10)(R12*1), Z5
+	VPSRLD       $0x04, Z5, Z5
+	VPSRLD       $0x06, Z7, Z6
+	VPANDD.BCST  dword3<>+0(SB), Z6, Z6
+	VPSLLD       $0x04, Z6, Z6
+	VPORD        Z6, Z5, Z5
+	VPSUBD.BCST  dword32<>+0(SB), Z5, Z5
+	VCVTDQ2PS    Z5, Z5
+	VBROADCASTSS 152(SP), Z6
+	VMULPS       Z6, Z5, Z5
+	VMULPS       Z4, Z5, Z5
+	VADDPS       Z5, Z2, Z2
+	VPMOVZXBD    32(R11)(R12*1), Z5
+	VPSRLD       $0x04, Z5, Z5
+	VPSRLD       $0x06, Z8, Z6
+	VPANDD.BCST  dword3<>+0(SB), Z6, Z6
+	VPSLLD       $0x04, Z6, Z6
+	VPORD        Z6, Z5, Z5
+	VPSUBD.BCST  dword32<>+0(SB), Z5, Z5
+	VCVTDQ2PS    Z5, Z5
+	VBROADCASTSS 216(SP), Z6
+	VMULPS       Z6, Z5, Z5
+	VMULPS       Z4, Z5, Z5
+	VADDPS       Z5, Z3, Z3
+	VMOVUPS      448(R13), Z4
+	VPMOVZXBD    48(R8)(R12*1), Z5
+	VPSRLD       $0x04, Z5, Z5
+	VPSRLD       $0x06, Z9, Z6
+	VPANDD.BCST  dword3<>+0(SB), Z6, Z6
+	VPSLLD       $0x04, Z6, Z6
+	VPORD        Z6, Z5, Z5
+	VPSUBD.BCST  dword32<>+0(SB), Z5, Z5
+	VCVTDQ2PS    Z5, Z5
+	VBROADCASTSS 28(SP), Z6
+	VMULPS       Z6, Z5, Z5
+	VMULPS       Z4, Z5, Z5
+	VADDPS       Z5, Z0, Z0
+	VPMOVZXBD    48(R9)(R12*1), Z5
+	VPSRLD       $0x04, Z5, Z5
+	VPSRLD       $0x06, Z10, Z6
+	VPANDD.BCST  dword3<>+0(SB), Z6, Z6
+	VPSLLD       $0x04, Z6, Z6
+	VPORD        Z6, Z5, Z5
+	VPSUBD.BCST  dword32<>+0(SB), Z5, Z5
+	VCVTDQ2PS    Z5, Z5
+	VBROADCASTSS 92(SP), Z6
+	VMULPS       Z6, Z5, Z5
+	VMULPS       Z4, Z5, Z5
+	VADDPS       Z5, Z1, Z1
 	VPMOVZXBD    48(R10)(R12*1), Z5
 	VPSRLD       $0x04, Z5, Z5
 	VPSRLD       $0x06, Z11, Z6
@@ -5661,41 +4555,23 @@ block_r4:
 	VCVTDQ2PS    Z5, Z5
 	VBROADCASTSS 156(SP), Z6
 	VMULPS       Z6, Z5, Z5
-	VMULPS       Z2, Z5, Z5
-	VPMOVZXBD    48(R11)(R12*1), Z6
-	VPSRLD       $0x04, Z6, Z6
-	VPSRLD       $0x06, Z13, Z7
-	VPANDD.BCST  dword3<>+0(SB), Z7, Z7
-	VPSLLD       $0x04, Z7, Z7
-	VPORD        Z7, Z6, Z6
-	VPSUBD.BCST  dword32<>+0(SB), Z6, Z6
-	VCVTDQ2PS    Z6, Z6
-	VBROADCASTSS 220(SP), Z7
-	VMULPS       Z7, Z6, Z6
-	VMULPS       Z2, Z6, Z6
-	VSHUFF32X4   $0x44, Z4, Z3, Z2
-	VSHUFF32X4   $0xee, Z4, Z3, Z3
-	VADDPS       Z2, Z0, Z0
-	VADDPS       Z3, Z0, Z0
-	VSHUFF32X4   $0x44, Z6, Z5, Z2
-	VSHUFF32X4   $0xee, Z6, Z5, Z3
-	VADDPS       Z2, Z1, Z1
-	VADDPS       Z3, Z1, Z1
-	VMOVUPS      512(R13), Z2
-	VPMOVZXBD    160(R8)(R12*1), Z3
-	VPMOVZXBD    64(R8)(R12*1), Z4
-	VPANDD.BCST  dword15<>+0(SB), Z4, Z4
-	VPSRLD       $0x00, Z3, Z5
-	VPANDD.BCST  dword3<>+0(SB), Z5, Z5
-	VPSLLD       $0x04, Z5, Z5
-	VPORD        Z5, Z4, Z4
-	VPSUBD.BCST  dword32<>+0(SB), Z4, Z4
-	VCVTDQ2PS    Z4, Z4
-	VBROADCASTSS 32(SP), Z5
-	VMULPS       Z5, Z4, Z4
-	VMULPS       Z2, Z4, Z4
-	VPMOVZXBD    160(R9)(R12*1), Z5
-	VPMOVZXBD    64(R9)(R12*1), Z6
+	VMULPS       Z4, Z5, Z5
+	VADDPS       Z5, Z2, Z2
+	VPMOVZXBD    48(R11)(R12*1), Z5
+	VPSRLD       $0x04, Z5, Z5
+	VPSRLD       $0x06, Z12, Z6
+	VPANDD.BCST  dword3<>+0(SB), Z6, Z6
+	VPSLLD       $0x04, Z6, Z6
+	VPORD        Z6, Z5, Z5
+	VPSUBD.BCST  dword32<>+0(SB), Z5, Z5
+	VCVTDQ2PS    Z5, Z5
+	VBROADCASTSS 220(SP), Z6
+	VMULPS       Z6, Z5, Z5
+	VMULPS       Z4, Z5, Z5
+	VADDPS       Z5, Z3, Z3
+	VMOVUPS      512(R13), Z4
+	VPMOVZXBD    160(R8)(R12*1), Z5
+	VPMOVZXBD    64(R8)(R12*1), Z6
 	VPANDD.BCST  dword15<>+0(SB), Z6, Z6
 	VPSRLD       $0x00, Z5, Z7
 	VPANDD.BCST  dword3<>+0(SB), Z7, Z7
@@ -5703,9 +4579,23 @@ block_r4:
 	VPORD        Z7, Z6, Z6
 	VPSUBD.BCST  dword32<>+0(SB), Z6, Z6
 	VCVTDQ2PS    Z6, Z6
-	VBROADCASTSS 96(SP), Z7
+	VBROADCASTSS 32(SP), Z7
 	VMULPS       Z7, Z6, Z6
-	VMULPS       Z2, Z6, Z6
+	VMULPS       Z4, Z6, Z6
+	VADDPS       Z6, Z0, Z0
+	VPMOVZXBD    160(R9)(R12*1), Z6
+	VPMOVZXBD    64(R9)(R12*1), Z7
+	VPANDD.BCST  dword15<>+0(SB), Z7, Z7
+	VPSRLD       $0x00, Z6, Z8
+	VPANDD.BCST  dword3<>+0(SB), Z8, Z8
+	VPSLLD       $0x04, Z8, Z8
+	VPORD        Z8, Z7, Z7
+	VPSUBD.BCST  dword32<>+0(SB), Z7, Z7
+	VCVTDQ2PS    Z7, Z7
+	VBROADCASTSS 96(SP), Z8
+	VMULPS       Z8, Z7, Z7
+	VMULPS       Z4, Z7, Z7
+	VADDPS       Z7, Z1, Z1
 	VPMOVZXBD    160(R10)(R12*1), Z7
 	VPMOVZXBD    64(R10)(R12*1), Z8
 	VPANDD.BCST  dword15<>+0(SB), Z8, Z8
@@ -5717,9 +4607,24 @@ block_r4:
 	VCVTDQ2PS    Z8, Z8
 	VBROADCASTSS 160(SP), Z9
 	VMULPS       Z9, Z8, Z8
-	VMULPS       Z2, Z8, Z8
-	VPMOVZXBD    160(R11)(R12*1), Z9
-	VPMOVZXBD    64(R11)(R12*1), Z10
+	VMULPS       Z4, Z8, Z8
+	VADDPS       Z8, Z2, Z2
+	VPMOVZXBD    160(R11)(R12*1), Z8
+	VPMOVZXBD    64(R11)(R12*1), Z9
+	VPANDD.BCST  dword15<>+0(SB), Z9, Z9
+	VPSRLD       $0x00, Z8, Z10
+	VPANDD.BCST  dword3<>+0(SB), Z10, Z10
+	VPSLLD       $0x04, Z10, Z10
+	VPORD        Z10, Z9, Z9
+	VPSUBD.BCST  dword32<>+0(SB), Z9, Z9
+	VCVTDQ2PS    Z9, Z9
+	VBROADCASTSS 224(SP), Z10
+	VMULPS       Z10, Z9, Z9
+	VMULPS       Z4, Z9, Z9
+	VADDPS       Z9, Z3, Z3
+	VMOVUPS      576(R13), Z4
+	VPMOVZXBD    176(R8)(R12*1), Z9
+	VPMOVZXBD    80(R8)(R12*1), Z10
 	VPANDD.BCST  dword15<>+0(SB), Z10, Z10
 	VPSRLD       $0x00, Z9, Z11
 	VPANDD.BCST  dword3<>+0(SB), Z11, Z11
@@ -5727,42 +4632,23 @@ block_r4:
 	VPORD        Z11, Z10, Z10
 	VPSUBD.BCST  dword32<>+0(SB), Z10, Z10
 	VCVTDQ2PS    Z10, Z10
-	VBROADCASTSS 224(SP), Z11
+	VBROADCASTSS 36(SP), Z11
 	VMULPS       Z11, Z10, Z10
-	VMULPS       Z2, Z10, Z10
-	VSHUFF32X4   $0x44, Z6, Z4, Z2
-	VSHUFF32X4   $0xee, Z6, Z4, Z4
-	VADDPS       Z2, Z0, Z0
-	VADDPS       Z4, Z0, Z0
-	VSHUFF32X4   $0x44, Z10, Z8, Z2
-	VSHUFF32X4   $0xee, Z10, Z8, Z4
-	VADDPS       Z2, Z1, Z1
-	VADDPS       Z4, Z1, Z1
-	VMOVUPS      576(R13), Z2
-	VPMOVZXBD    176(R8)(R12*1), Z4
-	VPMOVZXBD    80(R8)(R12*1), Z6
-	VPANDD.BCST  dword15<>+0(SB), Z6, Z6
-	VPSRLD       $0x00, Z4, Z8
-	VPANDD.BCST  dword3<>+0(SB), Z8, Z8
-	VPSLLD       $0x04, Z8, Z8
-	VPORD        Z8, Z6, Z6
-	VPSUBD.BCST  dword32<>+0(SB), Z6, Z6
-	VCVTDQ2PS    Z6, Z6
-	VBROADCASTSS 36(SP), Z8
-	VMULPS       Z8, Z6, Z6
-	VMULPS       Z2, Z6, Z6
-	VPMOVZXBD    176(R9)(R12*1), Z8
-	VPMOVZXBD    80(R9)(R12*1), Z10
-	VPANDD.BCST  dword15<>+0(SB), Z10, Z10
-	VPSRLD       $0x00, Z8, Z11
-	VPANDD.BCST  dword3<>+0(SB), Z11, Z11
-	VPSLLD       $0x04, Z11, Z11
-	VPORD        Z11, Z10, Z10
-	VPSUBD.BCST  dword32<>+0(SB), Z10, Z10
-	VCVTDQ2PS    Z10, Z10
-	VBROADCASTSS 100(SP), Z11
-	VMULPS       Z11, Z10, Z10
-	VMULPS       Z2, Z10, Z10
+	VMULPS       Z4, Z10, Z10
+	VADDPS       Z10, Z0, Z0
+	VPMOVZXBD    176(R9)(R12*1), Z10
+	VPMOVZXBD    80(R9)(R12*1), Z11
+	VPANDD.BCST  dword15<>+0(SB), Z11, Z11
+	VPSRLD       $0x00, Z10, Z12
+	VPANDD.BCST  dword3<>+0(SB), Z12, Z12
+	VPSLLD       $0x04, Z12, Z12
+	VPORD        Z12, Z11, Z11
+	VPSUBD.BCST  dword32<>+0(SB), Z11, Z11
+	VCVTDQ2PS    Z11, Z11
+	VBROADCASTSS 100(SP), Z12
+	VMULPS       Z12, Z11, Z11
+	VMULPS       Z4, Z11, Z11
+	VADDPS       Z11, Z1, Z1
 	VPMOVZXBD    176(R10)(R12*1), Z11
 	VPMOVZXBD    80(R10)(R12*1), Z12
 	VPANDD.BCST  dword15<>+0(SB), Z12, Z12
@@ -5774,315 +4660,291 @@ block_r4:
 	VCVTDQ2PS    Z12, Z12
 	VBROADCASTSS 164(SP), Z13
 	VMULPS       Z13, Z12, Z12
-	VMULPS       Z2, Z12, Z12
-	VPMOVZXBD    176(R11)(R12*1), Z13
-	VPMOVZXBD    80(R11)(R12*1), Z14
-	VPANDD.BCST  dword15<>+0(SB), Z14, Z14
-	VPSRLD       $0x00, Z13, Z15
-	VPANDD.BCST  dword3<>+0(SB), Z15, Z15
-	VPSLLD       $0x04, Z15, Z15
-	VPORD        Z15, Z14, Z14
-	VPSUBD.BCST  dword32<>+0(SB), Z14, Z14
-	VCVTDQ2PS    Z14, Z14
-	VBROADCASTSS 228(SP), Z15
-	VMULPS       Z15, Z14, Z14
-	VMULPS       Z2, Z14, Z14
-	VSHUFF32X4   $0x44, Z10, Z6, Z2
-	VSHUFF32X4   $0xee, Z10, Z6, Z6
-	VADDPS       Z2, Z0, Z0
-	VADDPS       Z6, Z0, Z0
-	VSHUFF32X4   $0x44, Z14, Z12, Z2
-	VSHUFF32X4   $0xee, Z14, Z12, Z6
-	VADDPS       Z2, Z1, Z1
-	VADDPS       Z6, Z1, Z1
-	VMOVUPS      640(R13), Z2
-	VPMOVZXBD    96(R8)(R12*1), Z6
-	VPANDD.BCST  dword15<>+0(SB), Z6, Z6
-	VPSRLD       $0x02, Z3, Z10
-	VPANDD.BCST  dword3<>+0(SB), Z10, Z10
-	VPSLLD       $0x04, Z10, Z10
-	VPORD        Z10, Z6, Z6
-	VPSUBD.BCST  dword32<>+0(SB), Z6, Z6
-	VCVTDQ2PS    Z6, Z6
-	VBROADCASTSS 40(SP), Z10
-	VMULPS       Z10, Z6, Z6
-	VMULPS       Z2, Z6, Z6
-	VPMOVZXBD    96(R9)(R12*1), Z10
-	VPANDD.BCST  dword15<>+0(SB), Z10, Z10
-	VPSRLD       $0x02, Z5, Z12
-	VPANDD.BCST  dword3<>+0(SB), Z12, Z12
-	VPSLLD       $0x04, Z12, Z12
-	VPORD        Z12, Z10, Z10
-	VPSUBD.BCST  dword32<>+0(SB), Z10, Z10
-	VCVTDQ2PS    Z10, Z10
-	VBROADCASTSS 104(SP), Z12
-	VMULPS       Z12, Z10, Z10
-	VMULPS       Z2, Z10, Z10
-	VPMOVZXBD    96(R10)(R12*1), Z12
-	VPANDD.BCST  dword15<>+0(SB), Z12, Z12
+	VMULPS       Z4, Z12, Z12
+	VADDPS       Z12, Z2, Z2
+	VPMOVZXBD    176(R11)(R12*1), Z12
+	VPMOVZXBD    80(R11)(R12*1), Z13
+	VPANDD.BCST  dword15<>+0(SB), Z13, Z13
+	VPSRLD       $0x00, Z12, Z14
+	VPANDD.BCST  dword3<>+0(SB), Z14, Z14
+	VPSLLD       $0x04, Z14, Z14
+	VPORD        Z14, Z13, Z13
+	VPSUBD.BCST  dword32<>+0(SB), Z13, Z13
+	VCVTDQ2PS    Z13, Z13
+	VBROADCASTSS 228(SP), Z14
+	VMULPS       Z14, Z13, Z13
+	VMULPS       Z4, Z13, Z13
+	VADDPS       Z13, Z3, Z3
+	VMOVUPS      640(R13), Z4
+	VPMOVZXBD    96(R8)(R12*1), Z13
+	VPANDD.BCST  dword15<>+0(SB), Z13, Z13
+	VPSRLD       $0x02, Z5, Z14
+	VPANDD.BCST  dword3<>+0(SB), Z14, Z14
+	VPSLLD       $0x04, Z14, Z14
+	VPORD        Z14, Z13, Z13
+	VPSUBD.BCST  dword32<>+0(SB), Z13, Z13
+	VCVTDQ2PS    Z13, Z13
+	VBROADCASTSS 40(SP), Z14
+	VMULPS       Z14, Z13, Z13
+	VMULPS       Z4, Z13, Z13
+	VADDPS       Z13, Z0, Z0
+	VPMOVZXBD    96(R9)(R12*1), Z13
+	VPANDD.BCST  dword15<>+0(SB), Z13, Z13
+	VPSRLD       $0x02, Z6, Z14
+	VPANDD.BCST  dword3<>+0(SB), Z14, Z14
+	VPSLLD       $0x04, Z14, Z14
+	VPORD        Z14, Z13, Z13
+	VPSUBD.BCST  dword32<>+0(SB), Z13, Z13
+	VCVTDQ2PS    Z13, Z13
+	VBROADCASTSS 104(SP), Z14
+	VMULPS       Z14, Z13, Z13
+	VMULPS       Z4, Z13, Z13
+	VADDPS       Z13, Z1, Z1
+	VPMOVZXBD    96(R10)(R12*1), Z13
+	VPANDD.BCST  dword15<>+0(SB), Z13, Z13
 	VPSRLD       $0x02, Z7, Z14
 	VPANDD.BCST  dword3<>+0(SB), Z14, Z14
 	VPSLLD       $0x04, Z14, Z14
-	VPORD        Z14, Z12, Z12
-	VPSUBD.BCST  dword32<>+0(SB), Z12, Z12
-	VCVTDQ2PS    Z12, Z12
+	VPORD        Z14, Z13, Z13
+	VPSUBD.BCST  dword32<>+0(SB), Z13, Z13
+	VCVTDQ2PS    Z13, Z13
 	VBROADCASTSS 168(SP), Z14
-	VMULPS       Z14, Z12, Z12
-	VMULPS       Z2, Z12, Z12
-	VPMOVZXBD    96(R11)(R12*1), Z14
-	VPANDD.BCST  dword15<>+0(SB), Z14, Z14
-	VPSRLD       $0x02, Z9, Z15
-	VPANDD.BCST  dword3<>+0(SB), Z15, Z15
-	VPSLLD       $0x04, Z15, Z15
-	VPORD        Z15, Z14, Z14
-	VPSUBD.BCST  dword32<>+0(SB), Z14, Z14
-	VCVTDQ2PS    Z14, Z14
-	VBROADCASTSS 232(SP), Z15
-	VMULPS       Z15, Z14, Z14
-	VMULPS       Z2, Z14, Z14
-	VSHUFF32X4   $0x44, Z10, Z6, Z2
-	VSHUFF32X4   $0xee, Z10, Z6, Z6
-	VADDPS       Z2, Z0, Z0
-	VADDPS       Z6, Z0, Z0
-	VSHUFF32X4   $0x44, Z14, Z12, Z2
-	VSHUFF32X4   $0xee, Z14, Z12, Z6
-	VADDPS       Z2, Z1, Z1
-	VADDPS       Z6, Z1, Z1
-	VMOVUPS      704(R13), Z2
-	VPMOVZXBD    112(R8)(R12*1), Z6
-	VPANDD.BCST  dword15<>+0(SB), Z6, Z6
-	VPSRLD       $0x02, Z4, Z10
-	VPANDD.BCST  dword3<>+0(SB), Z10, Z10
-	VPSLLD       $0x04, Z10, Z10
-	VPORD        Z10, Z6, Z6
-	VPSUBD.BCST  dword32<>+0(SB), Z6, Z6
-	VCVTDQ2PS    Z6, Z6
-	VBROADCASTSS 44(SP), Z10
-	VMULPS       Z10, Z6, Z6
-	VMULPS       Z2, Z6, Z6
-	VPMOVZXBD    112(R9)(R12*1), Z10
-	VPANDD.BCST  dword15<>+0(SB), Z10, Z10
-	VPSRLD       $0x02, Z8, Z12
-	VPANDD.BCST  dword3<>+0(SB), Z12, Z12
-	VPSLLD       $0x04, Z12, Z12
-	VPORD        Z12, Z10, Z10
-	VPSUBD.BCST  dword32<>+0(SB), Z10, Z10
-	VCVTDQ2PS    Z10, Z10
-	VBROADCASTSS 108(SP), Z12
-	VMULPS       Z12, Z10, Z10
-	VMULPS       Z2, Z10, Z10
-	VPMOVZXBD    112(R10)(R12*1), Z12
-	VPANDD.BCST  dword15<>+0(SB), Z12, Z12
+	VMULPS       Z14, Z13, Z13
+	VMULPS       Z4, Z13, Z13
+	VADDPS       Z13, Z2, Z2
+	VPMOVZXBD    96(R11)(R12*1), Z13
+	VPANDD.BCST  dword15<>+0(SB), Z13, Z13
+	VPSRLD       $0x02, Z8, Z14
+	VPANDD.BCST  dword3<>+0(SB), Z14, Z14
+	VPSLLD       $0x04, Z14, Z14
+	VPORD        Z14, Z13, Z13
+	VPSUBD.BCST  dword32<>+0(SB), Z13, Z13
+	VCVTDQ2PS    Z13, Z13
+	VBROADCASTSS 232(SP), Z14
+	VMULPS       Z14, Z13, Z13
+	VMULPS       Z4, Z13, Z13
+	VADDPS       Z13, Z3, Z3
+	VMOVUPS      704(R13), Z4
+	VPMOVZXBD    112(R8)(R12*1), Z13
+	VPANDD.BCST  dword15<>+0(SB), Z13, Z13
+	VPSRLD       $0x02, Z9, Z14
+	VPANDD.BCST  dword3<>+0(SB), Z14, Z14
+	VPSLLD       $0x04, Z14, Z14
+	VPORD        Z14, Z13, Z13
+	VPSUBD.BCST  dword32<>+0(SB), Z13, Z13
+	VCVTDQ2PS    Z13, Z13
+	VBROADCASTSS 44(SP), Z14
+	VMULPS       Z14, Z13, Z13
+	VMULPS       Z4, Z13, Z13
+	VADDPS       Z13, Z0, Z0
+	VPMOVZXBD    112(R9)(R12*1), Z13
+	VPANDD.BCST  dword15<>+0(SB), Z13, Z13
+	VPSRLD       $0x02, Z10, Z14
+	VPANDD.BCST  dword3<>+0(SB), Z14, Z14
+	VPSLLD       $0x04, Z14, Z14
+	VPORD        Z14, Z13, Z13
+	VPSUBD.BCST  dword32<>+0(SB), Z13, Z13
+	VCVTDQ2PS    Z13, Z13
+	VBROADCASTSS 108(SP), Z14
+	VMULPS       Z14, Z13, Z13
+	VMULPS       Z4, Z13, Z13
+	VADDPS       Z13, Z1, Z1
+	VPMOVZXBD    112(R10)(R12*1), Z13
+	VPANDD.BCST  dword15<>+0(SB), Z13, Z13
 	VPSRLD       $0x02, Z11, Z14
 	VPANDD.BCST  dword3<>+0(SB), Z14, Z14
 	VPSLLD       $0x04, Z14, Z14
-	VPORD        Z14, Z12, Z12
-	VPSUBD.BCST  dword32<>+0(SB), Z12, Z12
-	VCVTDQ2PS    Z12, Z12
+	VPORD        Z14, Z13, Z13
+	VPSUBD.BCST  dword32<>+0(SB), Z13, Z13
+	VCVTDQ2PS    Z13, Z13
 	VBROADCASTSS 172(SP), Z14
-	VMULPS       Z14, Z12, Z12
-	VMULPS       Z2, Z12, Z12
-	VPMOVZXBD    112(R11)(R12*1), Z14
-	VPANDD.BCST  dword15<>+0(SB), Z14, Z14
-	VPSRLD       $0x02, Z13, Z15
-	VPANDD.BCST  dword3<>+0(SB), Z15, Z15
-	VPSLLD       $0x04, Z15, Z15
-	VPORD        Z15, Z14, Z14
-	VPSUBD.BCST  dword32<>+0(SB), Z14, Z14
-	VCVTDQ2PS    Z14, Z14
-	VBROADCASTSS 236(SP), Z15
-	VMULPS       Z15, Z14, Z14
-	VMULPS       Z2, Z14, Z14
-	VSHUFF32X4   $0x44, Z10, Z6, Z2
-	VSHUFF32X4   $0xee, Z10, Z6, Z6
-	VADDPS       Z2, Z0, Z0
-	VADDPS       Z6, Z0, Z0
-	VSHUFF32X4   $0x44, Z14, Z12, Z2
-	VSHUFF32X4   $0xee, Z14, Z12, Z6
-	VADDPS       Z2, Z1, Z1
-	VADDPS       Z6, Z1, Z1
-	VMOVUPS      768(R13), Z2
-	VPMOVZXBD    64(R8)(R12*1), Z6
-	VPSRLD       $0x04, Z6, Z6
-	VPSRLD       $0x04, Z3, Z10
-	VPANDD.BCST  dword3<>+0(SB), Z10, Z10
-	VPSLLD       $0x04, Z10, Z10
-	VPORD        Z10, Z6, Z6
-	VPSUBD.BCST  dword32<>+0(SB), Z6, Z6
-	VCVTDQ2PS    Z6, Z6
-	VBROADCASTSS 48(SP), Z10
-	VMULPS       Z10, Z6, Z6
-	VMULPS       Z2, Z6, Z6
-	VPMOVZXBD    64(R9)(R12*1), Z10
-	VPSRLD       $0x04, Z10, Z10
-	VPSRLD       $0x04, Z5, Z12
-	VPANDD.BCST  dword3<>+0(SB), Z12, Z12
-	VPSLLD       $0x04, Z12, Z12
-	VPORD        Z12, Z10, Z10
-	VPSUBD.BCST  dword32<>+0(SB), Z10, Z10
-	VCVTDQ2PS    Z10, Z10
-	VBROADCASTSS 112(SP), Z12
-	VMULPS       Z12, Z10, Z10
-	VMULPS       Z2, Z10, Z10
-	VPMOVZXBD    64(R10)(R12*1), Z12
-	VPSRLD       $0x04, Z12, Z12
+	VMULPS       Z14, Z13, Z13
+	VMULPS       Z4, Z13, Z13
+	VADDPS       Z13, Z2, Z2
+	VPMOVZXBD    112(R11)(R12*1), Z13
+	VPANDD.BCST  dword15<>+0(SB), Z13, Z13
+	VPSRLD       $0x02, Z12, Z14
+	VPANDD.BCST  dword3<>+0(SB), Z14, Z14
+	VPSLLD       $0x04, Z14, Z14
+	VPORD        Z14, Z13, Z13
+	VPSUBD.BCST  dword32<>+0(SB), Z13, Z13
+	VCVTDQ2PS    Z13, Z13
+	VBROADCASTSS 236(SP), Z14
+	VMULPS       Z14, Z13, Z13
+	VMULPS       Z4, Z13, Z13
+	VADDPS       Z13, Z3, Z3
+	VMOVUPS      768(R13), Z4
+	VPMOVZXBD    64(R8)(R12*1), Z13
+	VPSRLD       $0x04, Z13, Z13
+	VPSRLD       $0x04, Z5, Z14
+	VPANDD.BCST  dword3<>+0(SB), Z14, Z14
+	VPSLLD       $0x04, Z14, Z14
+	VPORD        Z14, Z13, Z13
+	VPSUBD.BCST  dword32<>+0(SB), Z13, Z13
+	VCVTDQ2PS    Z13, Z13
+	VBROADCASTSS 48(SP), Z14
+	VMULPS       Z14, Z13, Z13
+	VMULPS       Z4, Z13, Z13
+	VADDPS       Z13, Z0, Z0
+	VPMOVZXBD    64(R9)(R12*1), Z13
+	VPSRLD       $0x04, Z13, Z13
+	VPSRLD       $0x04, Z6, Z14
+	VPANDD.BCST  dword3<>+0(SB), Z14, Z14
+	VPSLLD       $0x04, Z14, Z14
+	VPORD        Z14, Z13, Z13
+	VPSUBD.BCST  dword32<>+0(SB), Z13, Z13
+	VCVTDQ2PS    Z13, Z13
+	VBROADCASTSS 112(SP), Z14
+	VMULPS       Z14, Z13, Z13
+	VMULPS       Z4, Z13, Z13
+	VADDPS       Z13, Z1, Z1
+	VPMOVZXBD    64(R10)(R12*1), Z13
+	VPSRLD       $0x04, Z13, Z13
 	VPSRLD       $0x04, Z7, Z14
 	VPANDD.BCST  dword3<>+0(SB), Z14, Z14
 	VPSLLD       $0x04, Z14, Z14
-	VPORD        Z14, Z12, Z12
-	VPSUBD.BCST  dword32<>+0(SB), Z12, Z12
-	VCVTDQ2PS    Z12, Z12
+	VPORD        Z14, Z13, Z13
+	VPSUBD.BCST  dword32<>+0(SB), Z13, Z13
+	VCVTDQ2PS    Z13, Z13
 	VBROADCASTSS 176(SP), Z14
-	VMULPS       Z14, Z12, Z12
-	VMULPS       Z2, Z12, Z12
-	VPMOVZXBD    64(R11)(R12*1), Z14
-	VPSRLD       $0x04, Z14, Z14
-	VPSRLD       $0x04, Z9, Z15
-	VPANDD.BCST  dword3<>+0(SB), Z15, Z15
-	VPSLLD       $0x04, Z15, Z15
-	VPORD        Z15, Z14, Z14
-	VPSUBD.BCST  dword32<>+0(SB), Z14, Z14
-	VCVTDQ2PS    Z14, Z14
-	VBROADCASTSS 240(SP), Z15
-	VMULPS       Z15, Z14, Z14
-	VMULPS       Z2, Z14, Z14
-	VSHUFF32X4   $0x44, Z10, Z6, Z2
-	VSHUFF32X4   $0xee, Z10, Z6, Z6
-	VADDPS       Z2, Z0, Z0
-	VADDPS       Z6, Z0, Z0
-	VSHUFF32X4   $0x44, Z14, Z12, Z2
-	VSHUFF32X4   $0xee, Z14, Z12, Z6
-	VADDPS       Z2, Z1, Z1
-	VADDPS       Z6, Z1, Z1
-	VMOVUPS      832(R13), Z2
-	VPMOVZXBD    80(R8)(R12*1), Z6
-	VPSRLD       $0x04, Z6, Z6
-	VPSRLD       $0x04, Z4, Z10
-	VPANDD.BCST  dword3<>+0(SB), Z10, Z10
-	VPSLLD       $0x04, Z10, Z10
-	VPORD        Z10, Z6, Z6
-	VPSUBD.BCST  dword32<>+0(SB), Z6, Z6
-	VCVTDQ2PS    Z6, Z6
-	VBROADCASTSS 52(SP), Z10
-	VMULPS       Z10, Z6, Z6
-	VMULPS       Z2, Z6, Z6
-	VPMOVZXBD    80(R9)(R12*1), Z10
-	VPSRLD       $0x04, Z10, Z10
-	VPSRLD       $0x04, Z8, Z12
-	VPANDD.BCST  dword3<>+0(SB), Z12, Z12
-	VPSLLD       $0x04, Z12, Z12
-	VPORD        Z12, Z10, Z10
-	VPSUBD.BCST  dword32<>+0(SB), Z10, Z10
-	VCVTDQ2PS    Z10, Z10
-	VBROADCASTSS 116(SP), Z12
-	VMULPS       Z12, Z10, Z10
-	VMULPS       Z2, Z10, Z10
-	VPMOVZXBD    80(R10)(R12*1), Z12
-	VPSRLD       $0x04, Z12, Z12
+	VMULPS       Z14, Z13, Z13
+	VMULPS       Z4, Z13, Z13
+	VADDPS       Z13, Z2, Z2
+	VPMOVZXBD    64(R11)(R12*1), Z13
+	VPSRLD       $0x04, Z13, Z13
+	VPSRLD       $0x04, Z8, Z14
+	VPANDD.BCST  dword3<>+0(SB), Z14, Z14
+	VPSLLD       $0x04, Z14, Z14
+	VPORD        Z14, Z13, Z13
+	VPSUBD.BCST  dword32<>+0(SB), Z13, Z13
+	VCVTDQ2PS    Z13, Z13
+	VBROADCASTSS 240(SP), Z14
+	VMULPS       Z14, Z13, Z13
+	VMULPS       Z4, Z13, Z13
+	VADDPS       Z13, Z3, Z3
+	VMOVUPS      832(R13), Z4
+	VPMOVZXBD    80(R8)(R12*1), Z13
+	VPSRLD       $0x04, Z13, Z13
+	VPSRLD       $0x04, Z9, Z14
+	VPANDD.BCST  dword3<>+0(SB), Z14, Z14
+	VPSLLD       $0x04, Z14, Z14
+	VPORD        Z14, Z13, Z13
+	VPSUBD.BCST  dword32<>+0(SB), Z13, Z13
+	VCVTDQ2PS    Z13, Z13
+	VBROADCASTSS 52(SP), Z14
+	VMULPS       Z14, Z13, Z13
+	VMULPS       Z4, Z13, Z13
+	VADDPS       Z13, Z0, Z0
+	VPMOVZXBD    80(R9)(R12*1), Z13
+	VPSRLD       $0x04, Z13, Z13
+	VPSRLD       $0x04, Z10, Z14
+	VPANDD.BCST  dword3<>+0(SB), Z14, Z14
+	VPSLLD       $0x04, Z14, Z14
+	VPORD        Z14, Z13, Z13
+	VPSUBD.BCST  dword32<>+0(SB), Z13, Z13
+	VCVTDQ2PS    Z13, Z13
+	VBROADCASTSS 116(SP), Z14
+	VMULPS       Z14, Z13, Z13
+	VMULPS       Z4, Z13, Z13
+	VADDPS       Z13, Z1, Z1
+	VPMOVZXBD    80(R10)(R12*1), Z13
+	VPSRLD       $0x04, Z13, Z13
 	VPSRLD       $0x04, Z11, Z14
 	VPANDD.BCST  dword3<>+0(SB), Z14, Z14
 	VPSLLD       $0x04, Z14, Z14
-	VPORD        Z14, Z12, Z12
-	VPSUBD.BCST  dword32<>+0(SB), Z12, Z12
-	VCVTDQ2PS    Z12, Z12
+	VPORD        Z14, Z13, Z13
+	VPSUBD.BCST  dword32<>+0(SB), Z13, Z13
+	VCVTDQ2PS    Z13, Z13
 	VBROADCASTSS 180(SP), Z14
-	VMULPS       Z14, Z12, Z12
-	VMULPS       Z2, Z12, Z12
-	VPMOVZXBD    80(R11)(R12*1), Z14
-	VPSRLD       $0x04, Z14, Z14
-	VPSRLD       $0x04, Z13, Z15
-	VPANDD.BCST  dword3<>+0(SB), Z15, Z15
-	VPSLLD       $0x04, Z15, Z15
-	VPORD        Z15, Z14, Z14
-	VPSUBD.BCST  dword32<>+0(SB), Z14, Z14
-	VCVTDQ2PS    Z14, Z14
-	VBROADCASTSS 244(SP), Z15
-	VMULPS       Z15, Z14, Z14
-	VMULPS       Z2, Z14, Z14
-	VSHUFF32X4   $0x44, Z10, Z6, Z2
-	VSHUFF32X4   $0xee, Z10, Z6, Z6
-	VADDPS       Z2, Z0, Z0
-	VADDPS       Z6, Z0, Z0
-	VSHUFF32X4   $0x44, Z14, Z12, Z2
-	VSHUFF32X4   $0xee, Z14, Z12, Z6
-	VADDPS       Z2, Z1, Z1
-	VADDPS       Z6, Z1, Z1
-	VMOVUPS      896(R13), Z2
-	VPMOVZXBD    96(R8)(R12*1), Z6
-	VPSRLD       $0x04, Z6, Z6
-	VPSRLD       $0x06, Z3, Z3
-	VPANDD.BCST  dword3<>+0(SB), Z3, Z3
-	VPSLLD       $0x04, Z3, Z3
-	VPORD        Z3, Z6, Z6
-	VPSUBD.BCST  dword32<>+0(SB), Z6, Z6
-	VCVTDQ2PS    Z6, Z6
-	VBROADCASTSS 56(SP), Z3
-	VMULPS       Z3, Z6, Z6
-	VMULPS       Z2, Z6, Z6
-	VPMOVZXBD    96(R9)(R12*1), Z3
-	VPSRLD       $0x04, Z3, Z3
+	VMULPS       Z14, Z13, Z13
+	VMULPS       Z4, Z13, Z13
+	VADDPS       Z13, Z2, Z2
+	VPMOVZXBD    80(R11)(R12*1), Z13
+	VPSRLD       $0x04, Z13, Z13
+	VPSRLD       $0x04, Z12, Z14
+	VPANDD.BCST  dword3<>+0(SB), Z14, Z14
+	VPSLLD       $0x04, Z14, Z14
+	VPORD        Z14, Z13, Z13
+	VPSUBD.BCST  dword32<>+0(SB), Z13, Z13
+	VCVTDQ2PS    Z13, Z13
+	VBROADCASTSS 244(SP), Z14
+	VMULPS       Z14, Z13, Z13
+	VMULPS       Z4, Z13, Z13
+	VADDPS       Z13, Z3, Z3
+	VMOVUPS      896(R13), Z4
+	VPMOVZXBD    96(R8)(R12*1), Z13
+	VPSRLD       $0x04, Z13, Z13
 	VPSRLD       $0x06, Z5, Z5
 	VPANDD.BCST  dword3<>+0(SB), Z5, Z5
 	VPSLLD       $0x04, Z5, Z5
-	VPORD        Z5, Z3, Z3
-	VPSUBD.BCST  dword32<>+0(SB), Z3, Z3
-	VCVTDQ2PS    Z3, Z3
-	VBROADCASTSS 120(SP), Z5
-	VMULPS       Z5, Z3, Z3
-	VMULPS       Z2, Z3, Z3
-	VPMOVZXBD    96(R10)(R12*1), Z5
+	VPORD        Z5, Z13, Z13
+	VPSUBD.BCST  dword32<>+0(SB), Z13, Z13
+	VCVTDQ2PS    Z13, Z13
+	VBROADCASTSS 56(SP), Z5
+	VMULPS       Z5, Z13, Z13
+	VMULPS       Z4, Z13, Z13
+	VADDPS       Z13, Z0, Z0
+	VPMOVZXBD    96(R9)(R12*1), Z5
 	VPSRLD       $0x04, Z5, Z5
-	VPSRLD       $0x06, Z7, Z7
-	VPANDD.BCST  dword3<>+0(SB), Z7, Z7
-	VPSLLD       $0x04, Z7, Z7
-	VPORD        Z7, Z5, Z5
+	VPSRLD       $0x06, Z6, Z6
+	VPANDD.BCST  dword3<>+0(SB), Z6, Z6
+	VPSLLD       $0x04, Z6, Z6
+	VPORD        Z6, Z5, Z5
 	VPSUBD.BCST  dword32<>+0(SB), Z5, Z5
 	VCVTDQ2PS    Z5, Z5
-	VBROADCASTSS 184(SP), Z7
-	VMULPS       Z7, Z5, Z5
-	VMULPS       Z2, Z5, Z5
-	VPMOVZXBD    96(R11)(R12*1), Z7
-	VPSRLD       $0x04, Z7, Z7
-	VPSRLD       $0x06, Z9, Z9
-	VPANDD.BCST  dword3<>+0(SB), Z9, Z9
-	VPSLLD       $0x04, Z9, Z9
-	VPORD        Z9, Z7, Z7
-	VPSUBD.BCST  dword32<>+0(SB), Z7, Z7
-	VCVTDQ2PS    Z7, Z7
-	VBROADCASTSS 248(SP), Z9
-	VMULPS       Z9, Z7, Z7
-	VMULPS       Z2, Z7, Z7
-	VSHUFF32X4   $0x44, Z3, Z6, Z2
-	VSHUFF32X4   $0xee, Z3, Z6, Z3
-	VADDPS       Z2, Z0, Z0
-	VADDPS       Z3, Z0, Z0
-	VSHUFF32X4   $0x44, Z7, Z5, Z2
-	VSHUFF32X4   $0xee, Z7, Z5, Z3
-	VADDPS       Z2, Z1, Z1
-	VADDPS       Z3, Z1, Z1
-	VMOVUPS      960(R13), Z2
-	VPMOVZXBD    112(R8)(R12*1), Z3
-	VPSRLD       $0x04, Z3, Z3
-	VPSRLD       $0x06, Z4, Z4
-	VPANDD.BCST  dword3<>+0(SB), Z4, Z4
-	VPSLLD       $0x04, Z4, Z4
-	VPORD        Z4, Z3, Z3
-	VPSUBD.BCST  dword32<>+0(SB), Z3, Z3
-	VCVTDQ2PS    Z3, Z3
-	VBROADCASTSS 60(SP), Z4
-	VMULPS       Z4, Z3, Z3
-	VMULPS       Z2, Z3, Z3
-	VPMOVZXBD    112(R9)(R12*1), Z4
-	VPSRLD       $0x04, Z4, Z4
-	VPSRLD       $0x06, Z8, Z5
-	VPANDD.BCST  dword3<>+0(SB), Z5, Z5
-	VPSLLD       $0x04, Z5, Z5
-	VPORD        Z5, Z4, Z4
-	VPSUBD.BCST  dword32<>+0(SB), Z4, Z4
-	VCVTDQ2PS    Z4, Z4
-	VBROADCASTSS 124(SP), Z5
-	VMULPS       Z5, Z4, Z4
-	VMULPS       Z2, Z4, Z4
+	VBROADCASTSS 120(SP), Z6
+	VMULPS       Z6, Z5, Z5
+	VMULPS       Z4, Z5, Z5
+	VADDPS       Z5, Z1, Z1
+	VPMOVZXBD    96(R10)(R12*1), Z5
+	VPSRLD       $0x04, Z5, Z5
+	VPSRLD       $0x06, Z7, Z6
+	VPANDD.BCST  dword3<>+0(SB), Z6, Z6
+	VPSLLD       $0x04, Z6, Z6
+	VPORD        Z6, Z5, Z5
+	VPSUBD.BCST  dword32<>+0(SB), Z5, Z5
+	VCVTDQ2PS    Z5, Z5
+	VBROADCASTSS 184(SP), Z6
+	VMULPS       Z6, Z5, Z5
+	VMULPS       Z4, Z5, Z5
+	VADDPS       Z5, Z2, Z2
+	VPMOVZXBD    96(R11)(R12*1), Z5
+	VPSRLD       $0x04, Z5, Z5
+	VPSRLD       $0x06, Z8, Z6
+	VPANDD.BCST  dword3<>+0(SB), Z6, Z6
+	VPSLLD       $0x04, Z6, Z6
+	VPORD        Z6, Z5, Z5
+	VPSUBD.BCST  dword32<>+0(SB), Z5, Z5
+	VCVTDQ2PS    Z5, Z5
+	VBROADCASTSS 248(SP), Z6
+	VMULPS       Z6, Z5, Z5
+	VMULPS       Z4, Z5, Z5
+	VADDPS       Z5, Z3, Z3
+	VMOVUPS      960(R13), Z4
+	VPMOVZXBD    112(R8)(R12*1), Z5
+	VPSRLD       $0x04, Z5, Z5
+	VPSRLD       $0x06, Z9, Z6
+	VPANDD.BCST  dword3<>+0(SB), Z6, Z6
+	VPSLLD       $0x04, Z6, Z6
+	VPORD        Z6, Z5, Z5
+	VPSUBD.BCST  dword32<>+0(SB), Z5, Z5
+	VCVTDQ2PS    Z5, Z5
+	VBROADCASTSS 60(SP), Z6
+	VMULPS       Z6, Z5, Z5
+	VMULPS       Z4, Z5, Z5
+	VADDPS       Z5, Z0, Z0
+	VPMOVZXBD    112(R9)(R12*1), Z5
+	VPSRLD       $0x04, Z5, Z5
+	VPSRLD       $0x06, Z10, Z6
+	VPANDD.BCST  dword3<>+0(SB), Z6, Z6
+	VPSLLD       $0x04, Z6, Z6
+	VPORD        Z6, Z5, Z5
+	VPSUBD.BCST  dword32<>+0(SB), Z5, Z5
+	VCVTDQ2PS    Z5, Z5
+	VBROADCASTSS 124(SP), Z6
+	VMULPS       Z6, Z5, Z5
+	VMULPS       Z4, Z5, Z5
+	VADDPS       Z5, Z1, Z1
 	VPMOVZXBD    112(R10)(R12*1), Z5
 	VPSRLD       $0x04, Z5, Z5
 	VPSRLD       $0x06, Z11, Z6
@@ -6093,49 +4955,61 @@ block_r4:
 	VCVTDQ2PS    Z5, Z5
 	VBROADCASTSS 188(SP), Z6
 	VMULPS       Z6, Z5, Z5
-	VMULPS       Z2, Z5, Z5
-	VPMOVZXBD    112(R11)(R12*1), Z6
-	VPSRLD       $0x04, Z6, Z6
-	VPSRLD       $0x06, Z13, Z7
-	VPANDD.BCST  dword3<>+0(SB), Z7, Z7
-	VPSLLD       $0x04, Z7, Z7
-	VPORD        Z7, Z6, Z6
-	VPSUBD.BCST  dword32<>+0(SB), Z6, Z6
-	VCVTDQ2PS    Z6, Z6
-	VBROADCASTSS 252(SP), Z7
-	VMULPS       Z7, Z6, Z6
-	VMULPS       Z2, Z6, Z6
-	VSHUFF32X4   $0x44, Z4, Z3, Z2
-	VSHUFF32X4   $0xee, Z4, Z3, Z3
-	VADDPS       Z2, Z0, Z0
-	VADDPS       Z3, Z0, Z0
-	VSHUFF32X4   $0x44, Z6, Z5, Z2
-	VSHUFF32X4   $0xee, Z6, Z5, Z3
-	VADDPS       Z2, Z1, Z1
-	VADDPS       Z3, Z1, Z1
+	VMULPS       Z4, Z5, Z5
+	VADDPS       Z5, Z2, Z2
+	VPMOVZXBD    112(R11)(R12*1), Z5
+	VPSRLD       $0x04, Z5, Z5
+	VPSRLD       $0x06, Z12, Z6
+	VPANDD.BCST  dword3<>+0(SB), Z6, Z6
+	VPSLLD       $0x04, Z6, Z6
+	VPORD        Z6, Z5, Z5
+	VPSUBD.BCST  dword32<>+0(SB), Z5, Z5
+	VCVTDQ2PS    Z5, Z5
+	VBROADCASTSS 252(SP), Z6
+	VMULPS       Z6, Z5, Z5
+	VMULPS       Z4, Z5, Z5
+	VADDPS       Z5, Z3, Z3
 	ADDQ         $0x000000d2, R12
 	ADDQ         $0x00000400, R13
 	SUBQ         $0x00000100, R14
 	JMP          block_r4
 
 blocks_done_r4:
-	VSHUFPS       $0xb1, Z0, Z0, Z2
-	VADDPS        Z2, Z0, Z2
-	VSHUFPS       $0x4e, Z2, Z2, Z0
-	VADDPS        Z0, Z2, Z2
-	VSHUFF32X4    $0xf5, Z2, Z2, Z0
-	VADDPS        Z0, Z2, Z2
-	VEXTRACTF32X4 $0x02, Z2, X0
-	VMOVSS        X2, (SI)
-	VMOVSS        X0, 4(SI)
-	VSHUFPS       $0xb1, Z1, Z1, Z0
-	VADDPS        Z0, Z1, Z0
-	VSHUFPS       $0x4e, Z0, Z0, Z1
-	VADDPS        Z1, Z0, Z0
-	VSHUFF32X4    $0xf5, Z0, Z0, Z1
-	VADDPS        Z1, Z0, Z0
-	VEXTRACTF32X4 $0x02, Z0, X1
-	VMOVSS        X0, 8(SI)
+	VEXTRACTF32X8 $0x01, Z0, Y4
+	VADDPS        Y0, Y4, Y4
+	VEXTRACTF32X4 $0x01, Y4, X0
+	VADDPS        X4, X0, X0
+	VSHUFPS       $0x0e, X0, X0, X4
+	VADDPS        X4, X0, X0
+	VSHUFPS       $0x01, X0, X0, X4
+	VADDPS        X4, X0, X0
+	VMOVSS        X0, (SI)
+	VEXTRACTF32X8 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 4(SI)
+	VEXTRACTF32X8 $0x01, Z2, Y0
+	VADDPS        Y2, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 8(SI)
+	VEXTRACTF32X8 $0x01, Z3, Y0
+	VADDPS        Y3, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
 	VMOVSS        X1, 12(SI)
 	ADDQ          CX, AX
 	ADDQ          CX, AX
@@ -6146,17 +5020,18 @@ blocks_done_r4:
 	JMP           rows4
 
 rows4_done:
-	CMPQ   DI, $0x00000002
-	JB     rows2_done
-	MOVQ   AX, R8
-	LEAQ   (R8)(CX*1), R9
-	VXORPS Z0, Z0, Z0
-	XORQ   R10, R10
-	MOVQ   DX, R11
-	MOVQ   BX, R12
-	LEAQ   (R9)(CX*1), R13
-	ADDQ   CX, R13
-	ADDQ   CX, R13
+	CMPQ         DI, $0x00000002
+	JB           rows2_done
+	MOVQ         AX, R8
+	LEAQ         (R8)(CX*1), R9
+	VPBROADCASTD dword0<>+0(SB), Z0
+	VPBROADCASTD dword0<>+0(SB), Z1
+	XORQ         R10, R10
+	MOVQ         DX, R11
+	MOVQ         BX, R12
+	LEAQ         (R9)(CX*1), R13
+	ADDQ         CX, R13
+	ADDQ         CX, R13
 
 block_r2:
 	CMPQ         R12, $0x00000100
@@ -6169,31 +5044,32 @@ block_r2:
 	PREFETCHT0   320(R13)
 	PREFETCHT0   384(R13)
 	ADDQ         $0x000001a4, R13
-	VPBROADCASTW 208(R8)(R10*1), Y1
-	VCVTPH2PS    Y1, Z1
-	VPMOVSXBD    192(R8)(R10*1), Z2
-	VCVTDQ2PS    Z2, Z2
-	VMULPS       Z1, Z2, Z2
-	VMOVUPS      Z2, (SP)
-	VPBROADCASTW 208(R9)(R10*1), Y1
-	VCVTPH2PS    Y1, Z1
-	VPMOVSXBD    192(R9)(R10*1), Z2
-	VCVTDQ2PS    Z2, Z2
-	VMULPS       Z1, Z2, Z2
-	VMOVUPS      Z2, 64(SP)
-	VMOVUPS      (R11), Z1
-	VPMOVZXBD    128(R8)(R10*1), Z2
-	VPMOVZXBD    (R8)(R10*1), Z3
-	VPANDD.BCST  dword15<>+0(SB), Z3, Z3
-	VPSRLD       $0x00, Z2, Z4
-	VPANDD.BCST  dword3<>+0(SB), Z4, Z4
-	VPSLLD       $0x04, Z4, Z4
-	VPORD        Z4, Z3, Z3
-	VPSUBD.BCST  dword32<>+0(SB), Z3, Z3
+	VPBROADCASTW 208(R8)(R10*1), Y2
+	VCVTPH2PS    Y2, Z2
+	VPMOVSXBD    192(R8)(R10*1), Z3
 	VCVTDQ2PS    Z3, Z3
-	VBROADCASTSS (SP), Z4
-	VMULPS       Z4, Z3, Z3
-	VMULPS       Z1, Z3, Z3
+	VMULPS       Z2, Z3, Z3
+	VMOVUPS      Z3, (SP)
+	VPBROADCASTW 208(R9)(R10*1), Y2
+	VCVTPH2PS    Y2, Z2
+	VPMOVSXBD    192(R9)(R10*1), Z3
+	VCVTDQ2PS    Z3, Z3
+	VMULPS       Z2, Z3, Z3
+	VMOVUPS      Z3, 64(SP)
+	VMOVUPS      (R11), Z2
+	VPMOVZXBD    128(R8)(R10*1), Z3
+	VPMOVZXBD    (R8)(R10*1), Z4
+	VPANDD.BCST  dword15<>+0(SB), Z4, Z4
+	VPSRLD       $0x00, Z3, Z5
+	VPANDD.BCST  dword3<>+0(SB), Z5, Z5
+	VPSLLD       $0x04, Z5, Z5
+	VPORD        Z5, Z4, Z4
+	VPSUBD.BCST  dword32<>+0(SB), Z4, Z4
+	VCVTDQ2PS    Z4, Z4
+	VBROADCASTSS (SP), Z5
+	VMULPS       Z5, Z4, Z4
+	VMULPS       Z2, Z4, Z4
+	VADDPS       Z4, Z0, Z0
 	VPMOVZXBD    128(R9)(R10*1), Z4
 	VPMOVZXBD    (R9)(R10*1), Z5
 	VPANDD.BCST  dword15<>+0(SB), Z5, Z5
@@ -6205,24 +5081,22 @@ block_r2:
 	VCVTDQ2PS    Z5, Z5
 	VBROADCASTSS 64(SP), Z6
 	VMULPS       Z6, Z5, Z5
-	VMULPS       Z1, Z5, Z5
-	VSHUFF32X4   $0x44, Z5, Z3, Z1
-	VSHUFF32X4   $0xee, Z5, Z3, Z3
-	VADDPS       Z1, Z0, Z0
-	VADDPS       Z3, Z0, Z0
-	VMOVUPS      64(R11), Z1
-	VPMOVZXBD    144(R8)(R10*1), Z3
-	VPMOVZXBD    16(R8)(R10*1), Z5
-	VPANDD.BCST  dword15<>+0(SB), Z5, Z5
-	VPSRLD       $0x00, Z3, Z6
-	VPANDD.BCST  dword3<>+0(SB), Z6, Z6
-	VPSLLD       $0x04, Z6, Z6
-	VPORD        Z6, Z5, Z5
-	VPSUBD.BCST  dword32<>+0(SB), Z5, Z5
-	VCVTDQ2PS    Z5, Z5
-	VBROADCASTSS 4(SP), Z6
-	VMULPS       Z6, Z5, Z5
-	VMULPS       Z1, Z5, Z5
+	VMULPS       Z2, Z5, Z5
+	VADDPS       Z5, Z1, Z1
+	VMOVUPS      64(R11), Z2
+	VPMOVZXBD    144(R8)(R10*1), Z5
+	VPMOVZXBD    16(R8)(R10*1), Z6
+	VPANDD.BCST  dword15<>+0(SB), Z6, Z6
+	VPSRLD       $0x00, Z5, Z7
+	VPANDD.BCST  dword3<>+0(SB), Z7, Z7
+	VPSLLD       $0x04, Z7, Z7
+	VPORD        Z7, Z6, Z6
+	VPSUBD.BCST  dword32<>+0(SB), Z6, Z6
+	VCVTDQ2PS    Z6, Z6
+	VBROADCASTSS 4(SP), Z7
+	VMULPS       Z7, Z6, Z6
+	VMULPS       Z2, Z6, Z6
+	VADDPS       Z6, Z0, Z0
 	VPMOVZXBD    144(R9)(R10*1), Z6
 	VPMOVZXBD    16(R9)(R10*1), Z7
 	VPANDD.BCST  dword15<>+0(SB), Z7, Z7
@@ -6234,23 +5108,21 @@ block_r2:
 	VCVTDQ2PS    Z7, Z7
 	VBROADCASTSS 68(SP), Z8
 	VMULPS       Z8, Z7, Z7
-	VMULPS       Z1, Z7, Z7
-	VSHUFF32X4   $0x44, Z7, Z5, Z1
-	VSHUFF32X4   $0xee, Z7, Z5, Z5
-	VADDPS       Z1, Z0, Z0
-	VADDPS       Z5, Z0, Z0
-	VMOVUPS      128(R11), Z1
-	VPMOVZXBD    32(R8)(R10*1), Z5
-	VPANDD.BCST  dword15<>+0(SB), Z5, Z5
-	VPSRLD       $0x02, Z2, Z7
-	VPANDD.BCST  dword3<>+0(SB), Z7, Z7
-	VPSLLD       $0x04, Z7, Z7
-	VPORD        Z7, Z5, Z5
-	VPSUBD.BCST  dword32<>+0(SB), Z5, Z5
-	VCVTDQ2PS    Z5, Z5
-	VBROADCASTSS 8(SP), Z7
-	VMULPS       Z7, Z5, Z5
-	VMULPS       Z1, Z5, Z5
+	VMULPS       Z2, Z7, Z7
+	VADDPS       Z7, Z1, Z1
+	VMOVUPS      128(R11), Z2
+	VPMOVZXBD    32(R8)(R10*1), Z7
+	VPANDD.BCST  dword15<>+0(SB), Z7, Z7
+	VPSRLD       $0x02, Z3, Z8
+	VPANDD.BCST  dword3<>+0(SB), Z8, Z8
+	VPSLLD       $0x04, Z8, Z8
+	VPORD        Z8, Z7, Z7
+	VPSUBD.BCST  dword32<>+0(SB), Z7, Z7
+	VCVTDQ2PS    Z7, Z7
+	VBROADCASTSS 8(SP), Z8
+	VMULPS       Z8, Z7, Z7
+	VMULPS       Z2, Z7, Z7
+	VADDPS       Z7, Z0, Z0
 	VPMOVZXBD    32(R9)(R10*1), Z7
 	VPANDD.BCST  dword15<>+0(SB), Z7, Z7
 	VPSRLD       $0x02, Z4, Z8
@@ -6261,23 +5133,21 @@ block_r2:
 	VCVTDQ2PS    Z7, Z7
 	VBROADCASTSS 72(SP), Z8
 	VMULPS       Z8, Z7, Z7
-	VMULPS       Z1, Z7, Z7
-	VSHUFF32X4   $0x44, Z7, Z5, Z1
-	VSHUFF32X4   $0xee, Z7, Z5, Z5
-	VADDPS       Z1, Z0, Z0
-	VADDPS       Z5, Z0, Z0
-	VMOVUPS      192(R11), Z1
-	VPMOVZXBD    48(R8)(R10*1), Z5
-	VPANDD.BCST  dword15<>+0(SB), Z5, Z5
-	VPSRLD       $0x02, Z3, Z7
-	VPANDD.BCST  dword3<>+0(SB), Z7, Z7
-	VPSLLD       $0x04, Z7, Z7
-	VPORD        Z7, Z5, Z5
-	VPSUBD.BCST  dword32<>+0(SB), Z5, Z5
-	VCVTDQ2PS    Z5, Z5
-	VBROADCASTSS 12(SP), Z7
-	VMULPS       Z7, Z5, Z5
-	VMULPS       Z1, Z5, Z5
+	VMULPS       Z2, Z7, Z7
+	VADDPS       Z7, Z1, Z1
+	VMOVUPS      192(R11), Z2
+	VPMOVZXBD    48(R8)(R10*1), Z7
+	VPANDD.BCST  dword15<>+0(SB), Z7, Z7
+	VPSRLD       $0x02, Z5, Z8
+	VPANDD.BCST  dword3<>+0(SB), Z8, Z8
+	VPSLLD       $0x04, Z8, Z8
+	VPORD        Z8, Z7, Z7
+	VPSUBD.BCST  dword32<>+0(SB), Z7, Z7
+	VCVTDQ2PS    Z7, Z7
+	VBROADCASTSS 12(SP), Z8
+	VMULPS       Z8, Z7, Z7
+	VMULPS       Z2, Z7, Z7
+	VADDPS       Z7, Z0, Z0
 	VPMOVZXBD    48(R9)(R10*1), Z7
 	VPANDD.BCST  dword15<>+0(SB), Z7, Z7
 	VPSRLD       $0x02, Z6, Z8
@@ -6288,23 +5158,21 @@ block_r2:
 	VCVTDQ2PS    Z7, Z7
 	VBROADCASTSS 76(SP), Z8
 	VMULPS       Z8, Z7, Z7
-	VMULPS       Z1, Z7, Z7
-	VSHUFF32X4   $0x44, Z7, Z5, Z1
-	VSHUFF32X4   $0xee, Z7, Z5, Z5
-	VADDPS       Z1, Z0, Z0
-	VADDPS       Z5, Z0, Z0
-	VMOVUPS      256(R11), Z1
-	VPMOVZXBD    (R8)(R10*1), Z5
-	VPSRLD       $0x04, Z5, Z5
-	VPSRLD       $0x04, Z2, Z7
-	VPANDD.BCST  dword3<>+0(SB), Z7, Z7
-	VPSLLD       $0x04, Z7, Z7
-	VPORD        Z7, Z5, Z5
-	VPSUBD.BCST  dword32<>+0(SB), Z5, Z5
-	VCVTDQ2PS    Z5, Z5
-	VBROADCASTSS 16(SP), Z7
-	VMULPS       Z7, Z5, Z5
-	VMULPS       Z1, Z5, Z5
+	VMULPS       Z2, Z7, Z7
+	VADDPS       Z7, Z1, Z1
+	VMOVUPS      256(R11), Z2
+	VPMOVZXBD    (R8)(R10*1), Z7
+	VPSRLD       $0x04, Z7, Z7
+	VPSRLD       $0x04, Z3, Z8
+	VPANDD.BCST  dword3<>+0(SB), Z8, Z8
+	VPSLLD       $0x04, Z8, Z8
+	VPORD        Z8, Z7, Z7
+	VPSUBD.BCST  dword32<>+0(SB), Z7, Z7
+	VCVTDQ2PS    Z7, Z7
+	VBROADCASTSS 16(SP), Z8
+	VMULPS       Z8, Z7, Z7
+	VMULPS       Z2, Z7, Z7
+	VADDPS       Z7, Z0, Z0
 	VPMOVZXBD    (R9)(R10*1), Z7
 	VPSRLD       $0x04, Z7, Z7
 	VPSRLD       $0x04, Z4, Z8
@@ -6315,23 +5183,21 @@ block_r2:
 	VCVTDQ2PS    Z7, Z7
 	VBROADCASTSS 80(SP), Z8
 	VMULPS       Z8, Z7, Z7
-	VMULPS       Z1, Z7, Z7
-	VSHUFF32X4   $0x44, Z7, Z5, Z1
-	VSHUFF32X4   $0xee, Z7, Z5, Z5
-	VADDPS       Z1, Z0, Z0
-	VADDPS       Z5, Z0, Z0
-	VMOVUPS      320(R11), Z1
-	VPMOVZXBD    16(R8)(R10*1), Z5
-	VPSRLD       $0x04, Z5, Z5
-	VPSRLD       $0x04, Z3, Z7
-	VPANDD.BCST  dword3<>+0(SB), Z7, Z7
-	VPSLLD       $0x04, Z7, Z7
-	VPORD        Z7, Z5, Z5
-	VPSUBD.BCST  dword32<>+0(SB), Z5, Z5
-	VCVTDQ2PS    Z5, Z5
-	VBROADCASTSS 20(SP), Z7
-	VMULPS       Z7, Z5, Z5
-	VMULPS       Z1, Z5, Z5
+	VMULPS       Z2, Z7, Z7
+	VADDPS       Z7, Z1, Z1
+	VMOVUPS      320(R11), Z2
+	VPMOVZXBD    16(R8)(R10*1), Z7
+	VPSRLD       $0x04, Z7, Z7
+	VPSRLD       $0x04, Z5, Z8
+	VPANDD.BCST  dword3<>+0(SB), Z8, Z8
+	VPSLLD       $0x04, Z8, Z8
+	VPORD        Z8, Z7, Z7
+	VPSUBD.BCST  dword32<>+0(SB), Z7, Z7
+	VCVTDQ2PS    Z7, Z7
+	VBROADCASTSS 20(SP), Z8
+	VMULPS       Z8, Z7, Z7
+	VMULPS       Z2, Z7, Z7
+	VADDPS       Z7, Z0, Z0
 	VPMOVZXBD    16(R9)(R10*1), Z7
 	VPSRLD       $0x04, Z7, Z7
 	VPSRLD       $0x04, Z6, Z8
@@ -6342,50 +5208,46 @@ block_r2:
 	VCVTDQ2PS    Z7, Z7
 	VBROADCASTSS 84(SP), Z8
 	VMULPS       Z8, Z7, Z7
-	VMULPS       Z1, Z7, Z7
-	VSHUFF32X4   $0x44, Z7, Z5, Z1
-	VSHUFF32X4   $0xee, Z7, Z5, Z5
-	VADDPS       Z1, Z0, Z0
-	VADDPS       Z5, Z0, Z0
-	VMOVUPS      384(R11), Z1
-	VPMOVZXBD    32(R8)(R10*1), Z5
-	VPSRLD       $0x04, Z5, Z5
-	VPSRLD       $0x06, Z2, Z2
-	VPANDD.BCST  dword3<>+0(SB), Z2, Z2
-	VPSLLD       $0x04, Z2, Z2
-	VPORD        Z2, Z5, Z5
-	VPSUBD.BCST  dword32<>+0(SB), Z5, Z5
-	VCVTDQ2PS    Z5, Z5
-	VBROADCASTSS 24(SP), Z2
-	VMULPS       Z2, Z5, Z5
-	VMULPS       Z1, Z5, Z5
-	VPMOVZXBD    32(R9)(R10*1), Z2
-	VPSRLD       $0x04, Z2, Z2
-	VPSRLD       $0x06, Z4, Z4
-	VPANDD.BCST  dword3<>+0(SB), Z4, Z4
-	VPSLLD       $0x04, Z4, Z4
-	VPORD        Z4, Z2, Z2
-	VPSUBD.BCST  dword32<>+0(SB), Z2, Z2
-	VCVTDQ2PS    Z2, Z2
-	VBROADCASTSS 88(SP), Z4
-	VMULPS       Z4, Z2, Z2
-	VMULPS       Z1, Z2, Z2
-	VSHUFF32X4   $0x44, Z2, Z5, Z1
-	VSHUFF32X4   $0xee, Z2, Z5, Z2
-	VADDPS       Z1, Z0, Z0
-	VADDPS       Z2, Z0, Z0
-	VMOVUPS      448(R11), Z1
-	VPMOVZXBD    48(R8)(R10*1), Z2
-	VPSRLD       $0x04, Z2, Z2
+	VMULPS       Z2, Z7, Z7
+	VADDPS       Z7, Z1, Z1
+	VMOVUPS      384(R11), Z2
+	VPMOVZXBD    32(R8)(R10*1), Z7
+	VPSRLD       $0x04, Z7, Z7
 	VPSRLD       $0x06, Z3, Z3
 	VPANDD.BCST  dword3<>+0(SB), Z3, Z3
 	VPSLLD       $0x04, Z3, Z3
-	VPORD        Z3, Z2, Z2
-	VPSUBD.BCST  dword32<>+0(SB), Z2, Z2
-	VCVTDQ2PS    Z2, Z2
-	VBROADCASTSS 28(SP), Z3
-	VMULPS       Z3, Z2, Z2
-	VMULPS       Z1, Z2, Z2
+	VPORD        Z3, Z7, Z7
+	VPSUBD.BCST  dword32<>+0(SB), Z7, Z7
+	VCVTDQ2PS    Z7, Z7
+	VBROADCASTSS 24(SP), Z3
+	VMULPS       Z3, Z7, Z7
+	VMULPS       Z2, Z7, Z7
+	VADDPS       Z7, Z0, Z0
+	VPMOVZXBD    32(R9)(R10*1), Z3
+	VPSRLD       $0x04, Z3, Z3
+	VPSRLD       $0x06, Z4, Z4
+	VPANDD.BCST  dword3<>+0(SB), Z4, Z4
+	VPSLLD       $0x04, Z4, Z4
+	VPORD        Z4, Z3, Z3
+	VPSUBD.BCST  dword32<>+0(SB), Z3, Z3
+	VCVTDQ2PS    Z3, Z3
+	VBROADCASTSS 88(SP), Z4
+	VMULPS       Z4, Z3, Z3
+	VMULPS       Z2, Z3, Z3
+	VADDPS       Z3, Z1, Z1
+	VMOVUPS      448(R11), Z2
+	VPMOVZXBD    48(R8)(R10*1), Z3
+	VPSRLD       $0x04, Z3, Z3
+	VPSRLD       $0x06, Z5, Z4
+	VPANDD.BCST  dword3<>+0(SB), Z4, Z4
+	VPSLLD       $0x04, Z4, Z4
+	VPORD        Z4, Z3, Z3
+	VPSUBD.BCST  dword32<>+0(SB), Z3, Z3
+	VCVTDQ2PS    Z3, Z3
+	VBROADCASTSS 28(SP), Z4
+	VMULPS       Z4, Z3, Z3
+	VMULPS       Z2, Z3, Z3
+	VADDPS       Z3, Z0, Z0
 	VPMOVZXBD    48(R9)(R10*1), Z3
 	VPSRLD       $0x04, Z3, Z3
 	VPSRLD       $0x06, Z6, Z4
@@ -6396,24 +5258,22 @@ block_r2:
 	VCVTDQ2PS    Z3, Z3
 	VBROADCASTSS 92(SP), Z4
 	VMULPS       Z4, Z3, Z3
-	VMULPS       Z1, Z3, Z3
-	VSHUFF32X4   $0x44, Z3, Z2, Z1
-	VSHUFF32X4   $0xee, Z3, Z2, Z2
-	VADDPS       Z1, Z0, Z0
-	VADDPS       Z2, Z0, Z0
-	VMOVUPS      512(R11), Z1
-	VPMOVZXBD    160(R8)(R10*1), Z2
-	VPMOVZXBD    64(R8)(R10*1), Z3
-	VPANDD.BCST  dword15<>+0(SB), Z3, Z3
-	VPSRLD       $0x00, Z2, Z4
-	VPANDD.BCST  dword3<>+0(SB), Z4, Z4
-	VPSLLD       $0x04, Z4, Z4
-	VPORD        Z4, Z3, Z3
-	VPSUBD.BCST  dword32<>+0(SB), Z3, Z3
-	VCVTDQ2PS    Z3, Z3
-	VBROADCASTSS 32(SP), Z4
-	VMULPS       Z4, Z3, Z3
-	VMULPS       Z1, Z3, Z3
+	VMULPS       Z2, Z3, Z3
+	VADDPS       Z3, Z1, Z1
+	VMOVUPS      512(R11), Z2
+	VPMOVZXBD    160(R8)(R10*1), Z3
+	VPMOVZXBD    64(R8)(R10*1), Z4
+	VPANDD.BCST  dword15<>+0(SB), Z4, Z4
+	VPSRLD       $0x00, Z3, Z5
+	VPANDD.BCST  dword3<>+0(SB), Z5, Z5
+	VPSLLD       $0x04, Z5, Z5
+	VPORD        Z5, Z4, Z4
+	VPSUBD.BCST  dword32<>+0(SB), Z4, Z4
+	VCVTDQ2PS    Z4, Z4
+	VBROADCASTSS 32(SP), Z5
+	VMULPS       Z5, Z4, Z4
+	VMULPS       Z2, Z4, Z4
+	VADDPS       Z4, Z0, Z0
 	VPMOVZXBD    160(R9)(R10*1), Z4
 	VPMOVZXBD    64(R9)(R10*1), Z5
 	VPANDD.BCST  dword15<>+0(SB), Z5, Z5
@@ -6425,24 +5285,22 @@ block_r2:
 	VCVTDQ2PS    Z5, Z5
 	VBROADCASTSS 96(SP), Z6
 	VMULPS       Z6, Z5, Z5
-	VMULPS       Z1, Z5, Z5
-	VSHUFF32X4   $0x44, Z5, Z3, Z1
-	VSHUFF32X4   $0xee, Z5, Z3, Z3
-	VADDPS       Z1, Z0, Z0
-	VADDPS       Z3, Z0, Z0
-	VMOVUPS      576(R11), Z1
-	VPMOVZXBD    176(R8)(R10*1), Z3
-	VPMOVZXBD    80(R8)(R10*1), Z5
-	VPANDD.BCST  dword15<>+0(SB), Z5, Z5
-	VPSRLD       $0x00, Z3, Z6
-	VPANDD.BCST  dword3<>+0(SB), Z6, Z6
-	VPSLLD       $0x04, Z6, Z6
-	VPORD        Z6, Z5, Z5
-	VPSUBD.BCST  dword32<>+0(SB), Z5, Z5
-	VCVTDQ2PS    Z5, Z5
-	VBROADCASTSS 36(SP), Z6
-	VMULPS       Z6, Z5, Z5
-	VMULPS       Z1, Z5, Z5
+	VMULPS       Z2, Z5, Z5
+	VADDPS       Z5, Z1, Z1
+	VMOVUPS      576(R11), Z2
+	VPMOVZXBD    176(R8)(R10*1), Z5
+	VPMOVZXBD    80(R8)(R10*1), Z6
+	VPANDD.BCST  dword15<>+0(SB), Z6, Z6
+	VPSRLD       $0x00, Z5, Z7
+	VPANDD.BCST  dword3<>+0(SB), Z7, Z7
+	VPSLLD       $0x04, Z7, Z7
+	VPORD        Z7, Z6, Z6
+	VPSUBD.BCST  dword32<>+0(SB), Z6, Z6
+	VCVTDQ2PS    Z6, Z6
+	VBROADCASTSS 36(SP), Z7
+	VMULPS       Z7, Z6, Z6
+	VMULPS       Z2, Z6, Z6
+	VADDPS       Z6, Z0, Z0
 	VPMOVZXBD    176(R9)(R10*1), Z6
 	VPMOVZXBD    80(R9)(R10*1), Z7
 	VPANDD.BCST  dword15<>+0(SB), Z7, Z7
@@ -6454,23 +5312,21 @@ block_r2:
 	VCVTDQ2PS    Z7, Z7
 	VBROADCASTSS 100(SP), Z8
 	VMULPS       Z8, Z7, Z7
-	VMULPS       Z1, Z7, Z7
-	VSHUFF32X4   $0x44, Z7, Z5, Z1
-	VSHUFF32X4   $0xee, Z7, Z5, Z5
-	VADDPS       Z1, Z0, Z0
-	VADDPS       Z5, Z0, Z0
-	VMOVUPS      640(R11), Z1
-	VPMOVZXBD    96(R8)(R10*1), Z5
-	VPANDD.BCST  dword15<>+0(SB), Z5, Z5
-	VPSRLD       $0x02, Z2, Z7
-	VPANDD.BCST  dword3<>+0(SB), Z7, Z7
-	VPSLLD       $0x04, Z7, Z7
-	VPORD        Z7, Z5, Z5
-	VPSUBD.BCST  dword32<>+0(SB), Z5, Z5
-	VCVTDQ2PS    Z5, Z5
-	VBROADCASTSS 40(SP), Z7
-	VMULPS       Z7, Z5, Z5
-	VMULPS       Z1, Z5, Z5
+	VMULPS       Z2, Z7, Z7
+	VADDPS       Z7, Z1, Z1
+	VMOVUPS      640(R11), Z2
+	VPMOVZXBD    96(R8)(R10*1), Z7
+	VPANDD.BCST  dword15<>+0(SB), Z7, Z7
+	VPSRLD       $0x02, Z3, Z8
+	VPANDD.BCST  dword3<>+0(SB), Z8, Z8
+	VPSLLD       $0x04, Z8, Z8
+	VPORD        Z8, Z7, Z7
+	VPSUBD.BCST  dword32<>+0(SB), Z7, Z7
+	VCVTDQ2PS    Z7, Z7
+	VBROADCASTSS 40(SP), Z8
+	VMULPS       Z8, Z7, Z7
+	VMULPS       Z2, Z7, Z7
+	VADDPS       Z7, Z0, Z0
 	VPMOVZXBD    96(R9)(R10*1), Z7
 	VPANDD.BCST  dword15<>+0(SB), Z7, Z7
 	VPSRLD       $0x02, Z4, Z8
@@ -6481,23 +5337,21 @@ block_r2:
 	VCVTDQ2PS    Z7, Z7
 	VBROADCASTSS 104(SP), Z8
 	VMULPS       Z8, Z7, Z7
-	VMULPS       Z1, Z7, Z7
-	VSHUFF32X4   $0x44, Z7, Z5, Z1
-	VSHUFF32X4   $0xee, Z7, Z5, Z5
-	VADDPS       Z1, Z0, Z0
-	VADDPS       Z5, Z0, Z0
-	VMOVUPS      704(R11), Z1
-	VPMOVZXBD    112(R8)(R10*1), Z5
-	VPANDD.BCST  dword15<>+0(SB), Z5, Z5
-	VPSRLD       $0x02, Z3, Z7
-	VPANDD.BCST  dword3<>+0(SB), Z7, Z7
-	VPSLLD       $0x04, Z7, Z7
-	VPORD        Z7, Z5, Z5
-	VPSUBD.BCST  dword32<>+0(SB), Z5, Z5
-	VCVTDQ2PS    Z5, Z5
-	VBROADCASTSS 44(SP), Z7
-	VMULPS       Z7, Z5, Z5
-	VMULPS       Z1, Z5, Z5
+	VMULPS       Z2, Z7, Z7
+	VADDPS       Z7, Z1, Z1
+	VMOVUPS      704(R11), Z2
+	VPMOVZXBD    112(R8)(R10*1), Z7
+	VPANDD.BCST  dword15<>+0(SB), Z7, Z7
+	VPSRLD       $0x02, Z5, Z8
+	VPANDD.BCST  dword3<>+0(SB), Z8, Z8
+	VPSLLD       $0x04, Z8, Z8
+	VPORD        Z8, Z7, Z7
+	VPSUBD.BCST  dword32<>+0(SB), Z7, Z7
+	VCVTDQ2PS    Z7, Z7
+	VBROADCASTSS 44(SP), Z8
+	VMULPS       Z8, Z7, Z7
+	VMULPS       Z2, Z7, Z7
+	VADDPS       Z7, Z0, Z0
 	VPMOVZXBD    112(R9)(R10*1), Z7
 	VPANDD.BCST  dword15<>+0(SB), Z7, Z7
 	VPSRLD       $0x02, Z6, Z8
@@ -6508,23 +5362,21 @@ block_r2:
 	VCVTDQ2PS    Z7, Z7
 	VBROADCASTSS 108(SP), Z8
 	VMULPS       Z8, Z7, Z7
-	VMULPS       Z1, Z7, Z7
-	VSHUFF32X4   $0x44, Z7, Z5, Z1
-	VSHUFF32X4   $0xee, Z7, Z5, Z5
-	VADDPS       Z1, Z0, Z0
-	VADDPS       Z5, Z0, Z0
-	VMOVUPS      768(R11), Z1
-	VPMOVZXBD    64(R8)(R10*1), Z5
-	VPSRLD       $0x04, Z5, Z5
-	VPSRLD       $0x04, Z2, Z7
-	VPANDD.BCST  dword3<>+0(SB), Z7, Z7
-	VPSLLD       $0x04, Z7, Z7
-	VPORD        Z7, Z5, Z5
-	VPSUBD.BCST  dword32<>+0(SB), Z5, Z5
-	VCVTDQ2PS    Z5, Z5
-	VBROADCASTSS 48(SP), Z7
-	VMULPS       Z7, Z5, Z5
-	VMULPS       Z1, Z5, Z5
+	VMULPS       Z2, Z7, Z7
+	VADDPS       Z7, Z1, Z1
+	VMOVUPS      768(R11), Z2
+	VPMOVZXBD    64(R8)(R10*1), Z7
+	VPSRLD       $0x04, Z7, Z7
+	VPSRLD       $0x04, Z3, Z8
+	VPANDD.BCST  dword3<>+0(SB), Z8, Z8
+	VPSLLD       $0x04, Z8, Z8
+	VPORD        Z8, Z7, Z7
+	VPSUBD.BCST  dword32<>+0(SB), Z7, Z7
+	VCVTDQ2PS    Z7, Z7
+	VBROADCASTSS 48(SP), Z8
+	VMULPS       Z8, Z7, Z7
+	VMULPS       Z2, Z7, Z7
+	VADDPS       Z7, Z0, Z0
 	VPMOVZXBD    64(R9)(R10*1), Z7
 	VPSRLD       $0x04, Z7, Z7
 	VPSRLD       $0x04, Z4, Z8
@@ -6535,23 +5387,21 @@ block_r2:
 	VCVTDQ2PS    Z7, Z7
 	VBROADCASTSS 112(SP), Z8
 	VMULPS       Z8, Z7, Z7
-	VMULPS       Z1, Z7, Z7
-	VSHUFF32X4   $0x44, Z7, Z5, Z1
-	VSHUFF32X4   $0xee, Z7, Z5, Z5
-	VADDPS       Z1, Z0, Z0
-	VADDPS       Z5, Z0, Z0
-	VMOVUPS      832(R11), Z1
-	VPMOVZXBD    80(R8)(R10*1), Z5
-	VPSRLD       $0x04, Z5, Z5
-	VPSRLD       $0x04, Z3, Z7
-	VPANDD.BCST  dword3<>+0(SB), Z7, Z7
-	VPSLLD       $0x04, Z7, Z7
-	VPORD        Z7, Z5, Z5
-	VPSUBD.BCST  dword32<>+0(SB), Z5, Z5
-	VCVTDQ2PS    Z5, Z5
-	VBROADCASTSS 52(SP), Z7
-	VMULPS       Z7, Z5, Z5
-	VMULPS       Z1, Z5, Z5
+	VMULPS       Z2, Z7, Z7
+	VADDPS       Z7, Z1, Z1
+	VMOVUPS      832(R11), Z2
+	VPMOVZXBD    80(R8)(R10*1), Z7
+	VPSRLD       $0x04, Z7, Z7
+	VPSRLD       $0x04, Z5, Z8
+	VPANDD.BCST  dword3<>+0(SB), Z8, Z8
+	VPSLLD       $0x04, Z8, Z8
+	VPORD        Z8, Z7, Z7
+	VPSUBD.BCST  dword32<>+0(SB), Z7, Z7
+	VCVTDQ2PS    Z7, Z7
+	VBROADCASTSS 52(SP), Z8
+	VMULPS       Z8, Z7, Z7
+	VMULPS       Z2, Z7, Z7
+	VADDPS       Z7, Z0, Z0
 	VPMOVZXBD    80(R9)(R10*1), Z7
 	VPSRLD       $0x04, Z7, Z7
 	VPSRLD       $0x04, Z6, Z8
@@ -6562,50 +5412,46 @@ block_r2:
 	VCVTDQ2PS    Z7, Z7
 	VBROADCASTSS 116(SP), Z8
 	VMULPS       Z8, Z7, Z7
-	VMULPS       Z1, Z7, Z7
-	VSHUFF32X4   $0x44, Z7, Z5, Z1
-	VSHUFF32X4   $0xee, Z7, Z5, Z5
-	VADDPS       Z1, Z0, Z0
-	VADDPS       Z5, Z0, Z0
-	VMOVUPS      896(R11), Z1
-	VPMOVZXBD    96(R8)(R10*1), Z5
-	VPSRLD       $0x04, Z5, Z5
-	VPSRLD       $0x06, Z2, Z2
-	VPANDD.BCST  dword3<>+0(SB), Z2, Z2
-	VPSLLD       $0x04, Z2, Z2
-	VPORD        Z2, Z5, Z5
-	VPSUBD.BCST  dword32<>+0(SB), Z5, Z5
-	VCVTDQ2PS    Z5, Z5
-	VBROADCASTSS 56(SP), Z2
-	VMULPS       Z2, Z5, Z5
-	VMULPS       Z1, Z5, Z5
-	VPMOVZXBD    96(R9)(R10*1), Z2
-	VPSRLD       $0x04, Z2, Z2
-	VPSRLD       $0x06, Z4, Z4
-	VPANDD.BCST  dword3<>+0(SB), Z4, Z4
-	VPSLLD       $0x04, Z4, Z4
-	VPORD        Z4, Z2, Z2
-	VPSUBD.BCST  dword32<>+0(SB), Z2, Z2
-	VCVTDQ2PS    Z2, Z2
-	VBROADCASTSS 120(SP), Z4
-	VMULPS       Z4, Z2, Z2
-	VMULPS       Z1, Z2, Z2
-	VSHUFF32X4   $0x44, Z2, Z5, Z1
-	VSHUFF32X4   $0xee, Z2, Z5, Z2
-	VADDPS       Z1, Z0, Z0
-	VADDPS       Z2, Z0, Z0
-	VMOVUPS      960(R11), Z1
-	VPMOVZXBD    112(R8)(R10*1), Z2
-	VPSRLD       $0x04, Z2, Z2
+	VMULPS       Z2, Z7, Z7
+	VADDPS       Z7, Z1, Z1
+	VMOVUPS      896(R11), Z2
+	VPMOVZXBD    96(R8)(R10*1), Z7
+	VPSRLD       $0x04, Z7, Z7
 	VPSRLD       $0x06, Z3, Z3
 	VPANDD.BCST  dword3<>+0(SB), Z3, Z3
 	VPSLLD       $0x04, Z3, Z3
-	VPORD        Z3, Z2, Z2
-	VPSUBD.BCST  dword32<>+0(SB), Z2, Z2
-	VCVTDQ2PS    Z2, Z2
-	VBROADCASTSS 60(SP), Z3
-	VMULPS       Z3, Z2, Z2
-	VMULPS       Z1, Z2, Z2
+	VPORD        Z3, Z7, Z7
+	VPSUBD.BCST  dword32<>+0(SB), Z7, Z7
+	VCVTDQ2PS    Z7, Z7
+	VBROADCASTSS 56(SP), Z3
+	VMULPS       Z3, Z7, Z7
+	VMULPS       Z2, Z7, Z7
+	VADDPS       Z7, Z0, Z0
+	VPMOVZXBD    96(R9)(R10*1), Z3
+	VPSRLD       $0x04, Z3, Z3
+	VPSRLD       $0x06, Z4, Z4
+	VPANDD.BCST  dword3<>+0(SB), Z4, Z4
+	VPSLLD       $0x04, Z4, Z4
+	VPORD        Z4, Z3, Z3
+	VPSUBD.BCST  dword32<>+0(SB), Z3, Z3
+	VCVTDQ2PS    Z3, Z3
+	VBROADCASTSS 120(SP), Z4
+	VMULPS       Z4, Z3, Z3
+	VMULPS       Z2, Z3, Z3
+	VADDPS       Z3, Z1, Z1
+	VMOVUPS      960(R11), Z2
+	VPMOVZXBD    112(R8)(R10*1), Z3
+	VPSRLD       $0x04, Z3, Z3
+	VPSRLD       $0x06, Z5, Z4
+	VPANDD.BCST  dword3<>+0(SB), Z4, Z4
+	VPSLLD       $0x04, Z4, Z4
+	VPORD        Z4, Z3, Z3
+	VPSUBD.BCST  dword32<>+0(SB), Z3, Z3
+	VCVTDQ2PS    Z3, Z3
+	VBROADCASTSS 60(SP), Z4
+	VMULPS       Z4, Z3, Z3
+	VMULPS       Z2, Z3, Z3
+	VADDPS       Z3, Z0, Z0
 	VPMOVZXBD    112(R9)(R10*1), Z3
 	VPSRLD       $0x04, Z3, Z3
 	VPSRLD       $0x06, Z6, Z4
@@ -6616,42 +5462,55 @@ block_r2:
 	VCVTDQ2PS    Z3, Z3
 	VBROADCASTSS 124(SP), Z4
 	VMULPS       Z4, Z3, Z3
-	VMULPS       Z1, Z3, Z3
-	VSHUFF32X4   $0x44, Z3, Z2, Z1
-	VSHUFF32X4   $0xee, Z3, Z2, Z2
-	VADDPS       Z1, Z0, Z0
-	VADDPS       Z2, Z0, Z0
+	VMULPS       Z2, Z3, Z3
+	VADDPS       Z3, Z1, Z1
 	ADDQ         $0x000000d2, R10
 	ADDQ         $0x00000400, R11
 	SUBQ         $0x00000100, R12
 	JMP          block_r2
 
 blocks_done_r2:
-	VSHUFPS       $0xb1, Z0, Z0, Z1
-	VADDPS        Z1, Z0, Z1
-	VSHUFPS       $0x4e, Z1, Z1, Z0
-	VADDPS        Z0, Z1, Z1
-	VSHUFF32X4    $0xf5, Z1, Z1, Z0
-	VADDPS        Z0, Z1, Z1
-	VEXTRACTF32X4 $0x02, Z1, X0
-	VMOVSS        X1, (SI)
-	VMOVSS        X0, 4(SI)
+	VEXTRACTF32X8 $0x01, Z0, Y2
+	VADDPS        Y0, Y2, Y2
+	VEXTRACTF32X4 $0x01, Y2, X0
+	VADDPS        X2, X0, X0
+	VSHUFPS       $0x0e, X0, X0, X2
+	VADDPS        X2, X0, X0
+	VSHUFPS       $0x01, X0, X0, X2
+	VADDPS        X2, X0, X0
+	VMOVSS        X0, (SI)
+	VEXTRACTF32X8 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 4(SI)
 	ADDQ          CX, AX
 	ADDQ          CX, AX
 	ADDQ          $0x00000008, SI
 	SUBQ          $0x00000002, DI
 
 rows2_done:
-	CMPQ   DI, $0x00000001
-	JB     rows1_done
-	MOVQ   AX, R8
-	VXORPS Z0, Z0, Z0
-	XORQ   R9, R9
-	MOVQ   BX, BX
+	CMPQ         DI, $0x00000001
+	JB           rows1_done
+	MOVQ         AX, R8
+	VPBROADCASTD dword0<>+0(SB), Z0
+	XORQ         R9, R9
+	MOVQ         BX, BX
+	LEAQ         (R8)(CX*1), R10
+	ADDQ         CX, R10
 
 block_r1:
 	CMPQ         BX, $0x00000100
 	JB           blocks_done_r1
+	PREFETCHT0   (R10)
+	PREFETCHT0   64(R10)
+	PREFETCHT0   128(R10)
+	PREFETCHT0   192(R10)
+	ADDQ         $0x000000d2, R10
 	VPBROADCASTW 208(R8)(R9*1), Y1
 	VCVTPH2PS    Y1, Z1
 	VPMOVSXBD    192(R8)(R9*1), Z2
@@ -6671,9 +5530,6 @@ block_r1:
 	VBROADCASTSS (SP), Z4
 	VMULPS       Z4, Z3, Z3
 	VMULPS       Z1, Z3, Z3
-	VSHUFF32X4   $0x44, Z3, Z3, Z1
-	VSHUFF32X4   $0xee, Z3, Z3, Z3
-	VADDPS       Z1, Z0, Z0
 	VADDPS       Z3, Z0, Z0
 	VMOVUPS      64(DX), Z1
 	VPMOVZXBD    144(R8)(R9*1), Z3
@@ -6688,9 +5544,6 @@ block_r1:
 	VBROADCASTSS 4(SP), Z5
 	VMULPS       Z5, Z4, Z4
 	VMULPS       Z1, Z4, Z4
-	VSHUFF32X4   $0x44, Z4, Z4, Z1
-	VSHUFF32X4   $0xee, Z4, Z4, Z4
-	VADDPS       Z1, Z0, Z0
 	VADDPS       Z4, Z0, Z0
 	VMOVUPS      128(DX), Z1
 	VPMOVZXBD    32(R8)(R9*1), Z4
@@ -6704,9 +5557,6 @@ block_r1:
 	VBROADCASTSS 8(SP), Z5
 	VMULPS       Z5, Z4, Z4
 	VMULPS       Z1, Z4, Z4
-	VSHUFF32X4   $0x44, Z4, Z4, Z1
-	VSHUFF32X4   $0xee, Z4, Z4, Z4
-	VADDPS       Z1, Z0, Z0
 	VADDPS       Z4, Z0, Z0
 	VMOVUPS      192(DX), Z1
 	VPMOVZXBD    48(R8)(R9*1), Z4
@@ -6720,9 +5570,6 @@ block_r1:
 	VBROADCASTSS 12(SP), Z5
 	VMULPS       Z5, Z4, Z4
 	VMULPS       Z1, Z4, Z4
-	VSHUFF32X4   $0x44, Z4, Z4, Z1
-	VSHUFF32X4   $0xee, Z4, Z4, Z4
-	VADDPS       Z1, Z0, Z0
 	VADDPS       Z4, Z0, Z0
 	VMOVUPS      256(DX), Z1
 	VPMOVZXBD    (R8)(R9*1), Z4
@@ -6736,9 +5583,6 @@ block_r1:
 	VBROADCASTSS 16(SP), Z5
 	VMULPS       Z5, Z4, Z4
 	VMULPS       Z1, Z4, Z4
-	VSHUFF32X4   $0x44, Z4, Z4, Z1
-	VSHUFF32X4   $0xee, Z4, Z4, Z4
-	VADDPS       Z1, Z0, Z0
 	VADDPS       Z4, Z0, Z0
 	VMOVUPS      320(DX), Z1
 	VPMOVZXBD    16(R8)(R9*1), Z4
@@ -6752,9 +5596,6 @@ block_r1:
 	VBROADCASTSS 20(SP), Z5
 	VMULPS       Z5, Z4, Z4
 	VMULPS       Z1, Z4, Z4
-	VSHUFF32X4   $0x44, Z4, Z4, Z1
-	VSHUFF32X4   $0xee, Z4, Z4, Z4
-	VADDPS       Z1, Z0, Z0
 	VADDPS       Z4, Z0, Z0
 	VMOVUPS      384(DX), Z1
 	VPMOVZXBD    32(R8)(R9*1), Z4
@@ -6768,10 +5609,7 @@ block_r1:
 	VBROADCASTSS 24(SP), Z2
 	VMULPS       Z2, Z4, Z4
 	VMULPS       Z1, Z4, Z4
-	VSHUFF32X4   $0x44, Z4, Z4, Z1
-	VSHUFF32X4   $0xee, Z4, Z4, Z2
-	VADDPS       Z1, Z0, Z0
-	VADDPS       Z2, Z0, Z0
+	VADDPS       Z4, Z0, Z0
 	VMOVUPS      448(DX), Z1
 	VPMOVZXBD    48(R8)(R9*1), Z2
 	VPSRLD       $0x04, Z2, Z2
@@ -6784,9 +5622,6 @@ block_r1:
 	VBROADCASTSS 28(SP), Z3
 	VMULPS       Z3, Z2, Z2
 	VMULPS       Z1, Z2, Z2
-	VSHUFF32X4   $0x44, Z2, Z2, Z1
-	VSHUFF32X4   $0xee, Z2, Z2, Z2
-	VADDPS       Z1, Z0, Z0
 	VADDPS       Z2, Z0, Z0
 	VMOVUPS      512(DX), Z1
 	VPMOVZXBD    160(R8)(R9*1), Z2
@@ -6801,9 +5636,6 @@ block_r1:
 	VBROADCASTSS 32(SP), Z4
 	VMULPS       Z4, Z3, Z3
 	VMULPS       Z1, Z3, Z3
-	VSHUFF32X4   $0x44, Z3, Z3, Z1
-	VSHUFF32X4   $0xee, Z3, Z3, Z3
-	VADDPS       Z1, Z0, Z0
 	VADDPS       Z3, Z0, Z0
 	VMOVUPS      576(DX), Z1
 	VPMOVZXBD    176(R8)(R9*1), Z3
@@ -6818,9 +5650,6 @@ block_r1:
 	VBROADCASTSS 36(SP), Z5
 	VMULPS       Z5, Z4, Z4
 	VMULPS       Z1, Z4, Z4
-	VSHUFF32X4   $0x44, Z4, Z4, Z1
-	VSHUFF32X4   $0xee, Z4, Z4, Z4
-	VADDPS       Z1, Z0, Z0
 	VADDPS       Z4, Z0, Z0
 	VMOVUPS      640(DX), Z1
 	VPMOVZXBD    96(R8)(R9*1), Z4
@@ -6834,9 +5663,6 @@ block_r1:
 	VBROADCASTSS 40(SP), Z5
 	VMULPS       Z5, Z4, Z4
 	VMULPS       Z1, Z4, Z4
-	VSHUFF32X4   $0x44, Z4, Z4, Z1
-	VSHUFF32X4   $0xee, Z4, Z4, Z4
-	VADDPS       Z1, Z0, Z0
 	VADDPS       Z4, Z0, Z0
 	VMOVUPS      704(DX), Z1
 	VPMOVZXBD    112(R8)(R9*1), Z4
@@ -6850,9 +5676,6 @@ block_r1:
 	VBROADCASTSS 44(SP), Z5
 	VMULPS       Z5, Z4, Z4
 	VMULPS       Z1, Z4, Z4
-	VSHUFF32X4   $0x44, Z4, Z4, Z1
-	VSHUFF32X4   $0xee, Z4, Z4, Z4
-	VADDPS       Z1, Z0, Z0
 	VADDPS       Z4, Z0, Z0
 	VMOVUPS      768(DX), Z1
 	VPMOVZXBD    64(R8)(R9*1), Z4
@@ -6866,9 +5689,6 @@ block_r1:
 	VBROADCASTSS 48(SP), Z5
 	VMULPS       Z5, Z4, Z4
 	VMULPS       Z1, Z4, Z4
-	VSHUFF32X4   $0x44, Z4, Z4, Z1
-	VSHUFF32X4   $0xee, Z4, Z4, Z4
-	VADDPS       Z1, Z0, Z0
 	VADDPS       Z4, Z0, Z0
 	VMOVUPS      832(DX), Z1
 	VPMOVZXBD    80(R8)(R9*1), Z4
@@ -6882,9 +5702,6 @@ block_r1:
 	VBROADCASTSS 52(SP), Z5
 	VMULPS       Z5, Z4, Z4
 	VMULPS       Z1, Z4, Z4
-	VSHUFF32X4   $0x44, Z4, Z4, Z1
-	VSHUFF32X4   $0xee, Z4, Z4, Z4
-	VADDPS       Z1, Z0, Z0
 	VADDPS       Z4, Z0, Z0
 	VMOVUPS      896(DX), Z1
 	VPMOVZXBD    96(R8)(R9*1), Z4
@@ -6898,10 +5715,7 @@ block_r1:
 	VBROADCASTSS 56(SP), Z2
 	VMULPS       Z2, Z4, Z4
 	VMULPS       Z1, Z4, Z4
-	VSHUFF32X4   $0x44, Z4, Z4, Z1
-	VSHUFF32X4   $0xee, Z4, Z4, Z2
-	VADDPS       Z1, Z0, Z0
-	VADDPS       Z2, Z0, Z0
+	VADDPS       Z4, Z0, Z0
 	VMOVUPS      960(DX), Z1
 	VPMOVZXBD    112(R8)(R9*1), Z2
 	VPSRLD       $0x04, Z2, Z2
@@ -6914,9 +5728,6 @@ block_r1:
 	VBROADCASTSS 60(SP), Z3
 	VMULPS       Z3, Z2, Z2
 	VMULPS       Z1, Z2, Z2
-	VSHUFF32X4   $0x44, Z2, Z2, Z1
-	VSHUFF32X4   $0xee, Z2, Z2, Z2
-	VADDPS       Z1, Z0, Z0
 	VADDPS       Z2, Z0, Z0
 	ADDQ         $0x000000d2, R9
 	ADDQ         $0x00000400, DX
@@ -6924,14 +5735,15 @@ block_r1:
 	JMP          block_r1
 
 blocks_done_r1:
-	VSHUFPS       $0xb1, Z0, Z0, Z1
-	VADDPS        Z1, Z0, Z1
-	VSHUFPS       $0x4e, Z1, Z1, Z0
-	VADDPS        Z0, Z1, Z1
-	VSHUFF32X4    $0xf5, Z1, Z1, Z0
-	VADDPS        Z0, Z1, Z1
-	VEXTRACTF32X4 $0x02, Z1, X0
-	VMOVSS        X1, (SI)
+	VEXTRACTF32X8 $0x01, Z0, Y1
+	VADDPS        Y0, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X0
+	VADDPS        X1, X0, X0
+	VSHUFPS       $0x0e, X0, X0, X1
+	VADDPS        X1, X0, X0
+	VSHUFPS       $0x01, X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSS        X0, (SI)
 	ADDQ          CX, AX
 	ADDQ          $0x00000004, SI
 	SUBQ          $0x00000001, DI
@@ -7145,368 +5957,775 @@ blocks_done:
 	VZEROUPPER
 	RET
 
-// func gemmExact4x8AVX512(w []float32, ldw int, x []float32, xstride int, k int, tile *[32]float32)
-// Requires: AVX, AVX512DQ, AVX512F
-TEXT ·gemmExact4x8AVX512(SB), NOSPLIT, $0-80
-	MOVQ   w_base+0(FP), AX
-	MOVQ   ldw+24(FP), CX
-	MOVQ   x_base+32(FP), DX
-	MOVQ   xstride+56(FP), BX
-	MOVQ   k+64(FP), SI
-	MOVQ   tile+72(FP), DI
-	SHLQ   $0x02, CX
-	SHLQ   $0x02, BX
-	LEAQ   (AX)(CX*1), R8
-	LEAQ   (R8)(CX*1), R9
-	LEAQ   (R9)(CX*1), CX
-	VXORPS Z0, Z0, Z0
-	VXORPS Z1, Z1, Z1
-	VXORPS Z2, Z2, Z2
-	VXORPS Z3, Z3, Z3
-	VXORPS Z4, Z4, Z4
-	VXORPS Z5, Z5, Z5
-	VXORPS Z6, Z6, Z6
-	VXORPS Z7, Z7, Z7
-	VXORPS Z8, Z8, Z8
-	VXORPS Z9, Z9, Z9
-	VXORPS Z10, Z10, Z10
-	VXORPS Z11, Z11, Z11
-	VXORPS Z12, Z12, Z12
-	VXORPS Z13, Z13, Z13
-	VXORPS Z14, Z14, Z14
-	VXORPS Z15, Z15, Z15
-	XORQ   R10, R10
+// func gemmExact4x1AVX512(w []float32, ldw int, x []float32, k int, out []float32, ldo int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+TEXT ·gemmExact4x1AVX512(SB), NOSPLIT, $0-96
+	MOVQ         w_base+0(FP), AX
+	MOVQ         ldw+24(FP), CX
+	MOVQ         x_base+32(FP), DX
+	MOVQ         k+56(FP), BX
+	SHLQ         $0x02, CX
+	LEAQ         (AX)(CX*1), SI
+	LEAQ         (SI)(CX*1), DI
+	LEAQ         (DI)(CX*1), CX
+	MOVQ         BX, R8
+	SHLQ         $0x02, R8
+	VPBROADCASTD dword0<>+0(SB), Z0
+	VPBROADCASTD dword0<>+0(SB), Z1
+	VPBROADCASTD dword0<>+0(SB), Z2
+	VPBROADCASTD dword0<>+0(SB), Z3
+	MOVQ         BX, R8
+	ANDQ         $-16, R8
+	XORQ         R9, R9
 
-loop2:
-	CMPQ            SI, $0x00000010
-	JB              loop1
-	VMOVUPS         (DX), Z16
-	VMOVUPS         64(DX), Z17
-	VMOVUPS         128(DX), Z18
-	VMOVUPS         192(DX), Z19
-	VBROADCASTF32X8 (AX)(R10*1), Z20
-	VMULPS          Z16, Z20, Z21
-	VADDPS          Z21, Z0, Z0
-	VMULPS          Z17, Z20, Z21
-	VADDPS          Z21, Z1, Z1
-	VMULPS          Z18, Z20, Z21
-	VADDPS          Z21, Z2, Z2
-	VMULPS          Z19, Z20, Z20
-	VADDPS          Z20, Z3, Z3
-	VBROADCASTF32X8 (R8)(R10*1), Z20
-	VMULPS          Z16, Z20, Z21
-	VADDPS          Z21, Z4, Z4
-	VMULPS          Z17, Z20, Z21
-	VADDPS          Z21, Z5, Z5
-	VMULPS          Z18, Z20, Z21
-	VADDPS          Z21, Z6, Z6
-	VMULPS          Z19, Z20, Z20
-	VADDPS          Z20, Z7, Z7
-	VBROADCASTF32X8 (R9)(R10*1), Z20
-	VMULPS          Z16, Z20, Z21
-	VADDPS          Z21, Z8, Z8
-	VMULPS          Z17, Z20, Z21
-	VADDPS          Z21, Z9, Z9
-	VMULPS          Z18, Z20, Z21
-	VADDPS          Z21, Z10, Z10
-	VMULPS          Z19, Z20, Z20
-	VADDPS          Z20, Z11, Z11
-	VBROADCASTF32X8 (CX)(R10*1), Z20
-	VMULPS          Z16, Z20, Z16
-	VADDPS          Z16, Z12, Z12
-	VMULPS          Z17, Z20, Z16
-	VADDPS          Z16, Z13, Z13
-	VMULPS          Z18, Z20, Z16
-	VADDPS          Z16, Z14, Z14
-	VMULPS          Z19, Z20, Z16
-	VADDPS          Z16, Z15, Z15
-	ADDQ            $0x00000020, R10
-	ADDQ            BX, DX
-	VMOVUPS         (DX), Z16
-	VMOVUPS         64(DX), Z17
-	VMOVUPS         128(DX), Z18
-	VMOVUPS         192(DX), Z19
-	VBROADCASTF32X8 (AX)(R10*1), Z20
-	VMULPS          Z16, Z20, Z21
-	VADDPS          Z21, Z0, Z0
-	VMULPS          Z17, Z20, Z21
-	VADDPS          Z21, Z1, Z1
-	VMULPS          Z18, Z20, Z21
-	VADDPS          Z21, Z2, Z2
-	VMULPS          Z19, Z20, Z20
-	VADDPS          Z20, Z3, Z3
-	VBROADCASTF32X8 (R8)(R10*1), Z20
-	VMULPS          Z16, Z20, Z21
-	VADDPS          Z21, Z4, Z4
-	VMULPS          Z17, Z20, Z21
-	VADDPS          Z21, Z5, Z5
-	VMULPS          Z18, Z20, Z21
-	VADDPS          Z21, Z6, Z6
-	VMULPS          Z19, Z20, Z20
-	VADDPS          Z20, Z7, Z7
-	VBROADCASTF32X8 (R9)(R10*1), Z20
-	VMULPS          Z16, Z20, Z21
-	VADDPS          Z21, Z8, Z8
-	VMULPS          Z17, Z20, Z21
-	VADDPS          Z21, Z9, Z9
-	VMULPS          Z18, Z20, Z21
-	VADDPS          Z21, Z10, Z10
-	VMULPS          Z19, Z20, Z20
-	VADDPS          Z20, Z11, Z11
-	VBROADCASTF32X8 (CX)(R10*1), Z20
-	VMULPS          Z16, Z20, Z16
-	VADDPS          Z16, Z12, Z12
-	VMULPS          Z17, Z20, Z16
-	VADDPS          Z16, Z13, Z13
-	VMULPS          Z18, Z20, Z16
-	VADDPS          Z16, Z14, Z14
-	VMULPS          Z19, Z20, Z16
-	VADDPS          Z16, Z15, Z15
-	ADDQ            $0x00000020, R10
-	ADDQ            BX, DX
-	SUBQ            $0x00000010, SI
-	JMP             loop2
-
-loop1:
-	CMPQ            SI, $0x00000008
-	JB              tail
-	VMOVUPS         (DX), Z16
-	VMOVUPS         64(DX), Z17
-	VMOVUPS         128(DX), Z18
-	VMOVUPS         192(DX), Z19
-	VBROADCASTF32X8 (AX)(R10*1), Z20
-	VMULPS          Z16, Z20, Z21
-	VADDPS          Z21, Z0, Z0
-	VMULPS          Z17, Z20, Z21
-	VADDPS          Z21, Z1, Z1
-	VMULPS          Z18, Z20, Z21
-	VADDPS          Z21, Z2, Z2
-	VMULPS          Z19, Z20, Z20
-	VADDPS          Z20, Z3, Z3
-	VBROADCASTF32X8 (R8)(R10*1), Z20
-	VMULPS          Z16, Z20, Z21
-	VADDPS          Z21, Z4, Z4
-	VMULPS          Z17, Z20, Z21
-	VADDPS          Z21, Z5, Z5
-	VMULPS          Z18, Z20, Z21
-	VADDPS          Z21, Z6, Z6
-	VMULPS          Z19, Z20, Z20
-	VADDPS          Z20, Z7, Z7
-	VBROADCASTF32X8 (R9)(R10*1), Z20
-	VMULPS          Z16, Z20, Z21
-	VADDPS          Z21, Z8, Z8
-	VMULPS          Z17, Z20, Z21
-	VADDPS          Z21, Z9, Z9
-	VMULPS          Z18, Z20, Z21
-	VADDPS          Z21, Z10, Z10
-	VMULPS          Z19, Z20, Z20
-	VADDPS          Z20, Z11, Z11
-	VBROADCASTF32X8 (CX)(R10*1), Z20
-	VMULPS          Z16, Z20, Z16
-	VADDPS          Z16, Z12, Z12
-	VMULPS          Z17, Z20, Z16
-	VADDPS          Z16, Z13, Z13
-	VMULPS          Z18, Z20, Z16
-	VADDPS          Z16, Z14, Z14
-	VMULPS          Z19, Z20, Z16
-	VADDPS          Z16, Z15, Z15
-	ADDQ            $0x00000020, R10
-	ADDQ            BX, DX
-	SUBQ            $0x00000008, SI
+k:
+	CMPQ    R9, R8
+	JAE     tail
+	VMOVUPS (AX)(R9*4), Z4
+	VMOVUPS (SI)(R9*4), Z5
+	VMOVUPS (DI)(R9*4), Z6
+	VMOVUPS (CX)(R9*4), Z7
+	VMOVUPS (DX)(R9*4), Z8
+	VMULPS  Z8, Z4, Z4
+	VADDPS  Z4, Z0, Z0
+	VMULPS  Z8, Z5, Z4
+	VADDPS  Z4, Z1, Z1
+	VMULPS  Z8, Z6, Z4
+	VADDPS  Z4, Z2, Z2
+	VMULPS  Z8, Z7, Z4
+	VADDPS  Z4, Z3, Z3
+	ADDQ    $0x00000010, R9
+	JMP     k
 
 tail:
-	TESTQ           SI, SI
-	JZ              reduce
-	LEAQ            tailMasks<>+0(SB), R11
-	KMOVW           2(R11)(SI*8), K1
-	VMOVUPS         (DX), Z16
-	VMOVUPS         64(DX), Z17
-	VMOVUPS         128(DX), Z18
-	VMOVUPS         192(DX), Z19
-	VBROADCASTF32X8 (AX)(R10*1), Z20
-	VMULPS          Z16, Z20, Z21
-	VADDPS          Z21, Z0, K1, Z0
-	VMULPS          Z17, Z20, Z21
-	VADDPS          Z21, Z1, K1, Z1
-	VMULPS          Z18, Z20, Z21
-	VADDPS          Z21, Z2, K1, Z2
-	VMULPS          Z19, Z20, Z20
-	VADDPS          Z20, Z3, K1, Z3
-	VBROADCASTF32X8 (R8)(R10*1), Z20
-	VMULPS          Z16, Z20, Z21
-	VADDPS          Z21, Z4, K1, Z4
-	VMULPS          Z17, Z20, Z21
-	VADDPS          Z21, Z5, K1, Z5
-	VMULPS          Z18, Z20, Z21
-	VADDPS          Z21, Z6, K1, Z6
-	VMULPS          Z19, Z20, Z20
-	VADDPS          Z20, Z7, K1, Z7
-	VBROADCASTF32X8 (R9)(R10*1), Z20
-	VMULPS          Z16, Z20, Z21
-	VADDPS          Z21, Z8, K1, Z8
-	VMULPS          Z17, Z20, Z21
-	VADDPS          Z21, Z9, K1, Z9
-	VMULPS          Z18, Z20, Z21
-	VADDPS          Z21, Z10, K1, Z10
-	VMULPS          Z19, Z20, Z20
-	VADDPS          Z20, Z11, K1, Z11
-	VBROADCASTF32X8 (CX)(R10*1), Z20
-	VMULPS          Z16, Z20, Z16
-	VADDPS          Z16, Z12, K1, Z12
-	VMULPS          Z17, Z20, Z16
-	VADDPS          Z16, Z13, K1, Z13
-	VMULPS          Z18, Z20, Z16
-	VADDPS          Z16, Z14, K1, Z14
-	VMULPS          Z19, Z20, Z16
-	VADDPS          Z16, Z15, K1, Z15
-	ADDQ            $0x00000020, R10
-	ADDQ            BX, DX
+	CMPQ      R9, BX
+	JAE       reduce
+	SUBQ      R9, BX
+	LEAQ      tailMasks<>+0(SB), R8
+	KMOVW     (R8)(BX*8), K1
+	VMOVUPS   (AX)(R9*4), Z4
+	VMOVUPS   (SI)(R9*4), Z5
+	VMOVUPS   (DI)(R9*4), Z6
+	VMOVUPS   (CX)(R9*4), Z7
+	VMOVUPS.Z (DX)(R9*4), K1, Z8
+	VMULPS    Z8, Z4, Z4
+	VADDPS    Z4, Z0, K1, Z0
+	VMULPS    Z8, Z5, Z4
+	VADDPS    Z4, Z1, K1, Z1
+	VMULPS    Z8, Z6, Z4
+	VADDPS    Z4, Z2, K1, Z2
+	VMULPS    Z8, Z7, Z4
+	VADDPS    Z4, Z3, K1, Z3
 
 reduce:
-	VSHUFPS       $0xb1, Z0, Z0, Z16
-	VADDPS        Z16, Z0, Z16
-	VSHUFPS       $0x4e, Z16, Z16, Z0
-	VADDPS        Z0, Z16, Z16
-	VSHUFF32X4    $0xf5, Z16, Z16, Z0
-	VADDPS        Z0, Z16, Z16
-	VEXTRACTF32X4 $0x02, Z16, X0
-	VMOVSS        X16, (DI)
-	VMOVSS        X0, 16(DI)
-	VSHUFPS       $0xb1, Z1, Z1, Z0
-	VADDPS        Z0, Z1, Z0
-	VSHUFPS       $0x4e, Z0, Z0, Z1
-	VADDPS        Z1, Z0, Z0
-	VSHUFF32X4    $0xf5, Z0, Z0, Z1
-	VADDPS        Z1, Z0, Z0
-	VEXTRACTF32X4 $0x02, Z0, X1
-	VMOVSS        X0, 32(DI)
-	VMOVSS        X1, 48(DI)
-	VSHUFPS       $0xb1, Z2, Z2, Z0
-	VADDPS        Z0, Z2, Z0
-	VSHUFPS       $0x4e, Z0, Z0, Z1
-	VADDPS        Z1, Z0, Z0
-	VSHUFF32X4    $0xf5, Z0, Z0, Z1
-	VADDPS        Z1, Z0, Z0
-	VEXTRACTF32X4 $0x02, Z0, X1
-	VMOVSS        X0, 64(DI)
-	VMOVSS        X1, 80(DI)
-	VSHUFPS       $0xb1, Z3, Z3, Z0
-	VADDPS        Z0, Z3, Z0
-	VSHUFPS       $0x4e, Z0, Z0, Z1
-	VADDPS        Z1, Z0, Z0
-	VSHUFF32X4    $0xf5, Z0, Z0, Z1
-	VADDPS        Z1, Z0, Z0
-	VEXTRACTF32X4 $0x02, Z0, X1
-	VMOVSS        X0, 96(DI)
-	VMOVSS        X1, 112(DI)
-	VSHUFPS       $0xb1, Z4, Z4, Z0
-	VADDPS        Z0, Z4, Z0
-	VSHUFPS       $0x4e, Z0, Z0, Z1
-	VADDPS        Z1, Z0, Z0
-	VSHUFF32X4    $0xf5, Z0, Z0, Z1
-	VADDPS        Z1, Z0, Z0
-	VEXTRACTF32X4 $0x02, Z0, X1
-	VMOVSS        X0, 4(DI)
-	VMOVSS        X1, 20(DI)
-	VSHUFPS       $0xb1, Z5, Z5, Z0
-	VADDPS        Z0, Z5, Z0
-	VSHUFPS       $0x4e, Z0, Z0, Z1
-	VADDPS        Z1, Z0, Z0
-	VSHUFF32X4    $0xf5, Z0, Z0, Z1
-	VADDPS        Z1, Z0, Z0
-	VEXTRACTF32X4 $0x02, Z0, X1
-	VMOVSS        X0, 36(DI)
-	VMOVSS        X1, 52(DI)
-	VSHUFPS       $0xb1, Z6, Z6, Z0
-	VADDPS        Z0, Z6, Z0
-	VSHUFPS       $0x4e, Z0, Z0, Z1
-	VADDPS        Z1, Z0, Z0
-	VSHUFF32X4    $0xf5, Z0, Z0, Z1
-	VADDPS        Z1, Z0, Z0
-	VEXTRACTF32X4 $0x02, Z0, X1
-	VMOVSS        X0, 68(DI)
-	VMOVSS        X1, 84(DI)
-	VSHUFPS       $0xb1, Z7, Z7, Z0
-	VADDPS        Z0, Z7, Z0
-	VSHUFPS       $0x4e, Z0, Z0, Z1
-	VADDPS        Z1, Z0, Z0
-	VSHUFF32X4    $0xf5, Z0, Z0, Z1
-	VADDPS        Z1, Z0, Z0
-	VEXTRACTF32X4 $0x02, Z0, X1
-	VMOVSS        X0, 100(DI)
-	VMOVSS        X1, 116(DI)
-	VSHUFPS       $0xb1, Z8, Z8, Z0
-	VADDPS        Z0, Z8, Z0
-	VSHUFPS       $0x4e, Z0, Z0, Z1
-	VADDPS        Z1, Z0, Z0
-	VSHUFF32X4    $0xf5, Z0, Z0, Z1
-	VADDPS        Z1, Z0, Z0
-	VEXTRACTF32X4 $0x02, Z0, X1
-	VMOVSS        X0, 8(DI)
-	VMOVSS        X1, 24(DI)
-	VSHUFPS       $0xb1, Z9, Z9, Z0
-	VADDPS        Z0, Z9, Z0
-	VSHUFPS       $0x4e, Z0, Z0, Z1
-	VADDPS        Z1, Z0, Z0
-	VSHUFF32X4    $0xf5, Z0, Z0, Z1
-	VADDPS        Z1, Z0, Z0
-	VEXTRACTF32X4 $0x02, Z0, X1
-	VMOVSS        X0, 40(DI)
-	VMOVSS        X1, 56(DI)
-	VSHUFPS       $0xb1, Z10, Z10, Z0
-	VADDPS        Z0, Z10, Z0
-	VSHUFPS       $0x4e, Z0, Z0, Z1
-	VADDPS        Z1, Z0, Z0
-	VSHUFF32X4    $0xf5, Z0, Z0, Z1
-	VADDPS        Z1, Z0, Z0
-	VEXTRACTF32X4 $0x02, Z0, X1
-	VMOVSS        X0, 72(DI)
-	VMOVSS        X1, 88(DI)
-	VSHUFPS       $0xb1, Z11, Z11, Z0
-	VADDPS        Z0, Z11, Z0
-	VSHUFPS       $0x4e, Z0, Z0, Z1
-	VADDPS        Z1, Z0, Z0
-	VSHUFF32X4    $0xf5, Z0, Z0, Z1
-	VADDPS        Z1, Z0, Z0
-	VEXTRACTF32X4 $0x02, Z0, X1
-	VMOVSS        X0, 104(DI)
-	VMOVSS        X1, 120(DI)
-	VSHUFPS       $0xb1, Z12, Z12, Z0
-	VADDPS        Z0, Z12, Z0
-	VSHUFPS       $0x4e, Z0, Z0, Z1
-	VADDPS        Z1, Z0, Z0
-	VSHUFF32X4    $0xf5, Z0, Z0, Z1
-	VADDPS        Z1, Z0, Z0
-	VEXTRACTF32X4 $0x02, Z0, X1
-	VMOVSS        X0, 12(DI)
-	VMOVSS        X1, 28(DI)
-	VSHUFPS       $0xb1, Z13, Z13, Z0
-	VADDPS        Z0, Z13, Z0
-	VSHUFPS       $0x4e, Z0, Z0, Z1
-	VADDPS        Z1, Z0, Z0
-	VSHUFF32X4    $0xf5, Z0, Z0, Z1
-	VADDPS        Z1, Z0, Z0
-	VEXTRACTF32X4 $0x02, Z0, X1
-	VMOVSS        X0, 44(DI)
-	VMOVSS        X1, 60(DI)
-	VSHUFPS       $0xb1, Z14, Z14, Z0
-	VADDPS        Z0, Z14, Z0
-	VSHUFPS       $0x4e, Z0, Z0, Z1
-	VADDPS        Z1, Z0, Z0
-	VSHUFF32X4    $0xf5, Z0, Z0, Z1
-	VADDPS        Z1, Z0, Z0
-	VEXTRACTF32X4 $0x02, Z0, X1
-	VMOVSS        X0, 76(DI)
-	VMOVSS        X1, 92(DI)
-	VSHUFPS       $0xb1, Z15, Z15, Z0
-	VADDPS        Z0, Z15, Z0
-	VSHUFPS       $0x4e, Z0, Z0, Z1
-	VADDPS        Z1, Z0, Z0
-	VSHUFF32X4    $0xf5, Z0, Z0, Z1
-	VADDPS        Z1, Z0, Z0
-	VEXTRACTF32X4 $0x02, Z0, X1
-	VMOVSS        X0, 108(DI)
-	VMOVSS        X1, 124(DI)
+	MOVQ          out_base+64(FP), AX
+	MOVQ          ldo+88(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X8 $0x01, Z0, Y4
+	VADDPS        Y0, Y4, Y4
+	VEXTRACTF32X4 $0x01, Y4, X0
+	VADDPS        X4, X0, X0
+	VSHUFPS       $0x0e, X0, X0, X4
+	VADDPS        X4, X0, X0
+	VSHUFPS       $0x01, X0, X0, X4
+	VADDPS        X4, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF32X8 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF32X8 $0x01, Z2, Y0
+	VADDPS        Y2, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 8(AX)
+	VEXTRACTF32X8 $0x01, Z3, Y0
+	VADDPS        Y3, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 12(AX)
+	VZEROUPPER
+	RET
+
+// func gemmExact4x2AVX512(w []float32, ldw int, x []float32, k int, out []float32, ldo int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+TEXT ·gemmExact4x2AVX512(SB), NOSPLIT, $0-96
+	MOVQ         w_base+0(FP), AX
+	MOVQ         ldw+24(FP), CX
+	MOVQ         x_base+32(FP), DX
+	MOVQ         k+56(FP), BX
+	SHLQ         $0x02, CX
+	LEAQ         (AX)(CX*1), SI
+	LEAQ         (SI)(CX*1), DI
+	LEAQ         (DI)(CX*1), CX
+	MOVQ         BX, R8
+	SHLQ         $0x02, R8
+	LEAQ         (DX)(R8*1), R8
+	VPBROADCASTD dword0<>+0(SB), Z0
+	VPBROADCASTD dword0<>+0(SB), Z1
+	VPBROADCASTD dword0<>+0(SB), Z2
+	VPBROADCASTD dword0<>+0(SB), Z3
+	VPBROADCASTD dword0<>+0(SB), Z4
+	VPBROADCASTD dword0<>+0(SB), Z5
+	VPBROADCASTD dword0<>+0(SB), Z6
+	VPBROADCASTD dword0<>+0(SB), Z7
+	MOVQ         BX, R9
+	ANDQ         $-16, R9
+	XORQ         R10, R10
+
+k:
+	CMPQ    R10, R9
+	JAE     tail
+	VMOVUPS (AX)(R10*4), Z8
+	VMOVUPS (SI)(R10*4), Z9
+	VMOVUPS (DI)(R10*4), Z10
+	VMOVUPS (CX)(R10*4), Z11
+	VMOVUPS (DX)(R10*4), Z12
+	VMULPS  Z12, Z8, Z13
+	VADDPS  Z13, Z0, Z0
+	VMULPS  Z12, Z9, Z13
+	VADDPS  Z13, Z1, Z1
+	VMULPS  Z12, Z10, Z13
+	VADDPS  Z13, Z2, Z2
+	VMULPS  Z12, Z11, Z12
+	VADDPS  Z12, Z3, Z3
+	VMOVUPS (R8)(R10*4), Z12
+	VMULPS  Z12, Z8, Z8
+	VADDPS  Z8, Z4, Z4
+	VMULPS  Z12, Z9, Z8
+	VADDPS  Z8, Z5, Z5
+	VMULPS  Z12, Z10, Z8
+	VADDPS  Z8, Z6, Z6
+	VMULPS  Z12, Z11, Z8
+	VADDPS  Z8, Z7, Z7
+	ADDQ    $0x00000010, R10
+	JMP     k
+
+tail:
+	CMPQ      R10, BX
+	JAE       reduce
+	SUBQ      R10, BX
+	LEAQ      tailMasks<>+0(SB), R9
+	KMOVW     (R9)(BX*8), K1
+	VMOVUPS   (AX)(R10*4), Z8
+	VMOVUPS   (SI)(R10*4), Z9
+	VMOVUPS   (DI)(R10*4), Z10
+	VMOVUPS   (CX)(R10*4), Z11
+	VMOVUPS.Z (DX)(R10*4), K1, Z12
+	VMULPS    Z12, Z8, Z13
+	VADDPS    Z13, Z0, K1, Z0
+	VMULPS    Z12, Z9, Z13
+	VADDPS    Z13, Z1, K1, Z1
+	VMULPS    Z12, Z10, Z13
+	VADDPS    Z13, Z2, K1, Z2
+	VMULPS    Z12, Z11, Z12
+	VADDPS    Z12, Z3, K1, Z3
+	VMOVUPS.Z (R8)(R10*4), K1, Z12
+	VMULPS    Z12, Z8, Z8
+	VADDPS    Z8, Z4, K1, Z4
+	VMULPS    Z12, Z9, Z8
+	VADDPS    Z8, Z5, K1, Z5
+	VMULPS    Z12, Z10, Z8
+	VADDPS    Z8, Z6, K1, Z6
+	VMULPS    Z12, Z11, Z8
+	VADDPS    Z8, Z7, K1, Z7
+
+reduce:
+	MOVQ          out_base+64(FP), AX
+	MOVQ          ldo+88(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X8 $0x01, Z0, Y8
+	VADDPS        Y0, Y8, Y8
+	VEXTRACTF32X4 $0x01, Y8, X0
+	VADDPS        X8, X0, X0
+	VSHUFPS       $0x0e, X0, X0, X8
+	VADDPS        X8, X0, X0
+	VSHUFPS       $0x01, X0, X0, X8
+	VADDPS        X8, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF32X8 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF32X8 $0x01, Z2, Y0
+	VADDPS        Y2, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 8(AX)
+	VEXTRACTF32X8 $0x01, Z3, Y0
+	VADDPS        Y3, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 12(AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X8 $0x01, Z4, Y0
+	VADDPS        Y4, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	VEXTRACTF32X8 $0x01, Z5, Y0
+	VADDPS        Y5, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF32X8 $0x01, Z6, Y0
+	VADDPS        Y6, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 8(AX)
+	VEXTRACTF32X8 $0x01, Z7, Y0
+	VADDPS        Y7, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 12(AX)
+	VZEROUPPER
+	RET
+
+// func gemmExact4x3AVX512(w []float32, ldw int, x []float32, k int, out []float32, ldo int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+TEXT ·gemmExact4x3AVX512(SB), NOSPLIT, $0-96
+	MOVQ         w_base+0(FP), AX
+	MOVQ         ldw+24(FP), CX
+	MOVQ         x_base+32(FP), DX
+	MOVQ         k+56(FP), BX
+	SHLQ         $0x02, CX
+	LEAQ         (AX)(CX*1), SI
+	LEAQ         (SI)(CX*1), DI
+	LEAQ         (DI)(CX*1), CX
+	MOVQ         BX, R8
+	SHLQ         $0x02, R8
+	LEAQ         (DX)(R8*1), R9
+	LEAQ         (R9)(R8*1), R8
+	VPBROADCASTD dword0<>+0(SB), Z0
+	VPBROADCASTD dword0<>+0(SB), Z1
+	VPBROADCASTD dword0<>+0(SB), Z2
+	VPBROADCASTD dword0<>+0(SB), Z3
+	VPBROADCASTD dword0<>+0(SB), Z4
+	VPBROADCASTD dword0<>+0(SB), Z5
+	VPBROADCASTD dword0<>+0(SB), Z6
+	VPBROADCASTD dword0<>+0(SB), Z7
+	VPBROADCASTD dword0<>+0(SB), Z8
+	VPBROADCASTD dword0<>+0(SB), Z9
+	VPBROADCASTD dword0<>+0(SB), Z10
+	VPBROADCASTD dword0<>+0(SB), Z11
+	MOVQ         BX, R10
+	ANDQ         $-16, R10
+	XORQ         R11, R11
+
+k:
+	CMPQ    R11, R10
+	JAE     tail
+	VMOVUPS (AX)(R11*4), Z12
+	VMOVUPS (SI)(R11*4), Z13
+	VMOVUPS (DI)(R11*4), Z14
+	VMOVUPS (CX)(R11*4), Z15
+	VMOVUPS (DX)(R11*4), Z16
+	VMULPS  Z16, Z12, Z17
+	VADDPS  Z17, Z0, Z0
+	VMULPS  Z16, Z13, Z17
+	VADDPS  Z17, Z1, Z1
+	VMULPS  Z16, Z14, Z17
+	VADDPS  Z17, Z2, Z2
+	VMULPS  Z16, Z15, Z16
+	VADDPS  Z16, Z3, Z3
+	VMOVUPS (R9)(R11*4), Z16
+	VMULPS  Z16, Z12, Z17
+	VADDPS  Z17, Z4, Z4
+	VMULPS  Z16, Z13, Z17
+	VADDPS  Z17, Z5, Z5
+	VMULPS  Z16, Z14, Z17
+	VADDPS  Z17, Z6, Z6
+	VMULPS  Z16, Z15, Z16
+	VADDPS  Z16, Z7, Z7
+	VMOVUPS (R8)(R11*4), Z16
+	VMULPS  Z16, Z12, Z12
+	VADDPS  Z12, Z8, Z8
+	VMULPS  Z16, Z13, Z12
+	VADDPS  Z12, Z9, Z9
+	VMULPS  Z16, Z14, Z12
+	VADDPS  Z12, Z10, Z10
+	VMULPS  Z16, Z15, Z12
+	VADDPS  Z12, Z11, Z11
+	ADDQ    $0x00000010, R11
+	JMP     k
+
+tail:
+	CMPQ      R11, BX
+	JAE       reduce
+	SUBQ      R11, BX
+	LEAQ      tailMasks<>+0(SB), R10
+	KMOVW     (R10)(BX*8), K1
+	VMOVUPS   (AX)(R11*4), Z12
+	VMOVUPS   (SI)(R11*4), Z13
+	VMOVUPS   (DI)(R11*4), Z14
+	VMOVUPS   (CX)(R11*4), Z15
+	VMOVUPS.Z (DX)(R11*4), K1, Z16
+	VMULPS    Z16, Z12, Z17
+	VADDPS    Z17, Z0, K1, Z0
+	VMULPS    Z16, Z13, Z17
+	VADDPS    Z17, Z1, K1, Z1
+	VMULPS    Z16, Z14, Z17
+	VADDPS    Z17, Z2, K1, Z2
+	VMULPS    Z16, Z15, Z16
+	VADDPS    Z16, Z3, K1, Z3
+	VMOVUPS.Z (R9)(R11*4), K1, Z16
+	VMULPS    Z16, Z12, Z17
+	VADDPS    Z17, Z4, K1, Z4
+	VMULPS    Z16, Z13, Z17
+	VADDPS    Z17, Z5, K1, Z5
+	VMULPS    Z16, Z14, Z17
+	VADDPS    Z17, Z6, K1, Z6
+	VMULPS    Z16, Z15, Z16
+	VADDPS    Z16, Z7, K1, Z7
+	VMOVUPS.Z (R8)(R11*4), K1, Z16
+	VMULPS    Z16, Z12, Z12
+	VADDPS    Z12, Z8, K1, Z8
+	VMULPS    Z16, Z13, Z12
+	VADDPS    Z12, Z9, K1, Z9
+	VMULPS    Z16, Z14, Z12
+	VADDPS    Z12, Z10, K1, Z10
+	VMULPS    Z16, Z15, Z12
+	VADDPS    Z12, Z11, K1, Z11
+
+reduce:
+	MOVQ          out_base+64(FP), AX
+	MOVQ          ldo+88(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X8 $0x01, Z0, Y12
+	VADDPS        Y0, Y12, Y12
+	VEXTRACTF32X4 $0x01, Y12, X0
+	VADDPS        X12, X0, X0
+	VSHUFPS       $0x0e, X0, X0, X12
+	VADDPS        X12, X0, X0
+	VSHUFPS       $0x01, X0, X0, X12
+	VADDPS        X12, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF32X8 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF32X8 $0x01, Z2, Y0
+	VADDPS        Y2, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 8(AX)
+	VEXTRACTF32X8 $0x01, Z3, Y0
+	VADDPS        Y3, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 12(AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X8 $0x01, Z4, Y0
+	VADDPS        Y4, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	VEXTRACTF32X8 $0x01, Z5, Y0
+	VADDPS        Y5, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF32X8 $0x01, Z6, Y0
+	VADDPS        Y6, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 8(AX)
+	VEXTRACTF32X8 $0x01, Z7, Y0
+	VADDPS        Y7, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 12(AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X8 $0x01, Z8, Y0
+	VADDPS        Y8, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	VEXTRACTF32X8 $0x01, Z9, Y0
+	VADDPS        Y9, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF32X8 $0x01, Z10, Y0
+	VADDPS        Y10, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 8(AX)
+	VEXTRACTF32X8 $0x01, Z11, Y0
+	VADDPS        Y11, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 12(AX)
+	VZEROUPPER
+	RET
+
+// func gemmExact4x4AVX512(w []float32, ldw int, x []float32, k int, out []float32, ldo int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+TEXT ·gemmExact4x4AVX512(SB), NOSPLIT, $0-96
+	MOVQ         w_base+0(FP), AX
+	MOVQ         ldw+24(FP), CX
+	MOVQ         x_base+32(FP), DX
+	MOVQ         k+56(FP), BX
+	SHLQ         $0x02, CX
+	LEAQ         (AX)(CX*1), SI
+	LEAQ         (SI)(CX*1), DI
+	LEAQ         (DI)(CX*1), CX
+	MOVQ         BX, R8
+	SHLQ         $0x02, R8
+	LEAQ         (DX)(R8*1), R9
+	LEAQ         (R9)(R8*1), R10
+	LEAQ         (R10)(R8*1), R8
+	VPBROADCASTD dword0<>+0(SB), Z0
+	VPBROADCASTD dword0<>+0(SB), Z1
+	VPBROADCASTD dword0<>+0(SB), Z2
+	VPBROADCASTD dword0<>+0(SB), Z3
+	VPBROADCASTD dword0<>+0(SB), Z4
+	VPBROADCASTD dword0<>+0(SB), Z5
+	VPBROADCASTD dword0<>+0(SB), Z6
+	VPBROADCASTD dword0<>+0(SB), Z7
+	VPBROADCASTD dword0<>+0(SB), Z8
+	VPBROADCASTD dword0<>+0(SB), Z9
+	VPBROADCASTD dword0<>+0(SB), Z10
+	VPBROADCASTD dword0<>+0(SB), Z11
+	VPBROADCASTD dword0<>+0(SB), Z12
+	VPBROADCASTD dword0<>+0(SB), Z13
+	VPBROADCASTD dword0<>+0(SB), Z14
+	VPBROADCASTD dword0<>+0(SB), Z15
+	MOVQ         BX, R11
+	ANDQ         $-16, R11
+	XORQ         R12, R12
+
+k:
+	CMPQ    R12, R11
+	JAE     tail
+	VMOVUPS (AX)(R12*4), Z16
+	VMOVUPS (SI)(R12*4), Z17
+	VMOVUPS (DI)(R12*4), Z18
+	VMOVUPS (CX)(R12*4), Z19
+	VMOVUPS (DX)(R12*4), Z20
+	VMULPS  Z20, Z16, Z21
+	VADDPS  Z21, Z0, Z0
+	VMULPS  Z20, Z17, Z21
+	VADDPS  Z21, Z1, Z1
+	VMULPS  Z20, Z18, Z21
+	VADDPS  Z21, Z2, Z2
+	VMULPS  Z20, Z19, Z20
+	VADDPS  Z20, Z3, Z3
+	VMOVUPS (R9)(R12*4), Z20
+	VMULPS  Z20, Z16, Z21
+	VADDPS  Z21, Z4, Z4
+	VMULPS  Z20, Z17, Z21
+	VADDPS  Z21, Z5, Z5
+	VMULPS  Z20, Z18, Z21
+	VADDPS  Z21, Z6, Z6
+	VMULPS  Z20, Z19, Z20
+	VADDPS  Z20, Z7, Z7
+	VMOVUPS (R10)(R12*4), Z20
+	VMULPS  Z20, Z16, Z21
+	VADDPS  Z21, Z8, Z8
+	VMULPS  Z20, Z17, Z21
+	VADDPS  Z21, Z9, Z9
+	VMULPS  Z20, Z18, Z21
+	VADDPS  Z21, Z10, Z10
+	VMULPS  Z20, Z19, Z20
+	VADDPS  Z20, Z11, Z11
+	VMOVUPS (R8)(R12*4), Z20
+	VMULPS  Z20, Z16, Z16
+	VADDPS  Z16, Z12, Z12
+	VMULPS  Z20, Z17, Z16
+	VADDPS  Z16, Z13, Z13
+	VMULPS  Z20, Z18, Z16
+	VADDPS  Z16, Z14, Z14
+	VMULPS  Z20, Z19, Z16
+	VADDPS  Z16, Z15, Z15
+	ADDQ    $0x00000010, R12
+	JMP     k
+
+tail:
+	CMPQ      R12, BX
+	JAE       reduce
+	SUBQ      R12, BX
+	LEAQ      tailMasks<>+0(SB), R11
+	KMOVW     (R11)(BX*8), K1
+	VMOVUPS   (AX)(R12*4), Z16
+	VMOVUPS   (SI)(R12*4), Z17
+	VMOVUPS   (DI)(R12*4), Z18
+	VMOVUPS   (CX)(R12*4), Z19
+	VMOVUPS.Z (DX)(R12*4), K1, Z20
+	VMULPS    Z20, Z16, Z21
+	VADDPS    Z21, Z0, K1, Z0
+	VMULPS    Z20, Z17, Z21
+	VADDPS    Z21, Z1, K1, Z1
+	VMULPS    Z20, Z18, Z21
+	VADDPS    Z21, Z2, K1, Z2
+	VMULPS    Z20, Z19, Z20
+	VADDPS    Z20, Z3, K1, Z3
+	VMOVUPS.Z (R9)(R12*4), K1, Z20
+	VMULPS    Z20, Z16, Z21
+	VADDPS    Z21, Z4, K1, Z4
+	VMULPS    Z20, Z17, Z21
+	VADDPS    Z21, Z5, K1, Z5
+	VMULPS    Z20, Z18, Z21
+	VADDPS    Z21, Z6, K1, Z6
+	VMULPS    Z20, Z19, Z20
+	VADDPS    Z20, Z7, K1, Z7
+	VMOVUPS.Z (R10)(R12*4), K1, Z20
+	VMULPS    Z20, Z16, Z21
+	VADDPS    Z21, Z8, K1, Z8
+	VMULPS    Z20, Z17, Z21
+	VADDPS    Z21, Z9, K1, Z9
+	VMULPS    Z20, Z18, Z21
+	VADDPS    Z21, Z10, K1, Z10
+	VMULPS    Z20, Z19, Z20
+	VADDPS    Z20, Z11, K1, Z11
+	VMOVUPS.Z (R8)(R12*4), K1, Z20
+	VMULPS    Z20, Z16, Z16
+	VADDPS    Z16, Z12, K1, Z12
+	VMULPS    Z20, Z17, Z16
+	VADDPS    Z16, Z13, K1, Z13
+	VMULPS    Z20, Z18, Z16
+	VADDPS    Z16, Z14, K1, Z14
+	VMULPS    Z20, Z19, Z16
+	VADDPS    Z16, Z15, K1, Z15
+
+reduce:
+	MOVQ          out_base+64(FP), AX
+	MOVQ          ldo+88(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X8 $0x01, Z0, Y16
+	VADDPS        Y0, Y16, Y16
+	VEXTRACTF32X4 $0x01, Y16, X0
+	VADDPS        X16, X0, X0
+	VSHUFPS       $0x0e, X0, X0, X16
+	VADDPS        X16, X0, X0
+	VSHUFPS       $0x01, X0, X0, X16
+	VADDPS        X16, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF32X8 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF32X8 $0x01, Z2, Y0
+	VADDPS        Y2, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 8(AX)
+	VEXTRACTF32X8 $0x01, Z3, Y0
+	VADDPS        Y3, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 12(AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X8 $0x01, Z4, Y0
+	VADDPS        Y4, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	VEXTRACTF32X8 $0x01, Z5, Y0
+	VADDPS        Y5, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF32X8 $0x01, Z6, Y0
+	VADDPS        Y6, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 8(AX)
+	VEXTRACTF32X8 $0x01, Z7, Y0
+	VADDPS        Y7, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 12(AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X8 $0x01, Z8, Y0
+	VADDPS        Y8, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	VEXTRACTF32X8 $0x01, Z9, Y0
+	VADDPS        Y9, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF32X8 $0x01, Z10, Y0
+	VADDPS        Y10, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 8(AX)
+	VEXTRACTF32X8 $0x01, Z11, Y0
+	VADDPS        Y11, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 12(AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X8 $0x01, Z12, Y0
+	VADDPS        Y12, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	VEXTRACTF32X8 $0x01, Z13, Y0
+	VADDPS        Y13, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF32X8 $0x01, Z14, Y0
+	VADDPS        Y14, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 8(AX)
+	VEXTRACTF32X8 $0x01, Z15, Y0
+	VADDPS        Y15, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x0e, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0x01, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, 12(AX)
 	VZEROUPPER
 	RET
 

@@ -71,7 +71,16 @@ func matVecExactQ6_KAVX512(w []byte, rowBytes int, x []float32, out []float32)
 func dequantQ6_KAVX512(src []byte, dst []float32)
 
 //go:noescape
-func gemmExact4x8AVX512(w []float32, ldw int, x []float32, xstride int, k int, tile *[32]float32)
+func gemmExact4x1AVX512(w []float32, ldw int, x []float32, k int, out []float32, ldo int)
+
+//go:noescape
+func gemmExact4x2AVX512(w []float32, ldw int, x []float32, k int, out []float32, ldo int)
+
+//go:noescape
+func gemmExact4x3AVX512(w []float32, ldw int, x []float32, k int, out []float32, ldo int)
+
+//go:noescape
+func gemmExact4x4AVX512(w []float32, ldw int, x []float32, k int, out []float32, ldo int)
 
 //go:noescape
 func scoreRowsAVX512(k []float32, stride int, q []float32, out []float32)

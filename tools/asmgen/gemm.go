@@ -9,95 +9,103 @@ import (
 )
 
 // genGemmExact is the register tile of the exact prefill matmul: 4 weight
-// rows (dequantized into a float32 panel, ldw floats apart, zero padded to a
-// multiple of 8) times 8 activation rows packed as [chunk][8 rows][8]
-// (chunk c at x + c*xstride floats). Accumulator (i, p) holds the lanes of
-// outputs (row i, activations 2p and 2p+1); every output gets its products
-// in the generic order. tile receives out[t][i] at tile[4t+i].
-func genGemmExact() {
-	TEXT("gemmExact4x8AVX512", NOSPLIT, "func(w []float32, ldw int, x []float32, xstride int, k int, tile *[32]float32)")
+// rows (a float32 panel, ldw floats apart, zero padded to a multiple of 16)
+// times `rows` activation rows (k floats each, x[i*k]): every output one
+// 16-lane accumulator in the exact order (dot.go), reduced by reduce16.
+// out[i*ldo + j] for activation row i and weight row j.
+func genGemmExact(rows int) {
+	TEXT(fmt.Sprintf("gemmExact4x%dAVX512", rows), NOSPLIT, "func(w []float32, ldw int, x []float32, k int, out []float32, ldo int)")
 	Pragma("noescape")
 	w := Load(Param("w").Base(), GP64())
 	ldw := Load(Param("ldw"), GP64())
 	xp := Load(Param("x").Base(), GP64())
-	xs := Load(Param("xstride"), GP64())
-	kk := Load(Param("k"), GP64())
-	tile := Load(Param("tile"), GP64())
+	k := Load(Param("k"), GP64())
 	SHLQ(U8(2), ldw)
-	SHLQ(U8(2), xs)
-
-	rows := [4]Register{}
-	for i := range rows {
-		rows[i] = GP64()
-		if i == 0 {
-			MOVQ(w, rows[i])
+	wr := [4]Register{}
+	for j := range wr {
+		wr[j] = GP64()
+		if j == 0 {
+			MOVQ(w, wr[j])
 		} else {
-			LEAQ(Mem{Base: rows[i-1], Index: ldw, Scale: 1}, rows[i])
+			LEAQ(Mem{Base: wr[j-1], Index: ldw, Scale: 1}, wr[j])
 		}
 	}
-	var acc [4][4]VecVirtual
+	xs := GP64()
+	MOVQ(k, xs)
+	SHLQ(U8(2), xs)
+	xr := make([]Register, rows)
+	for i := range xr {
+		xr[i] = GP64()
+		if i == 0 {
+			MOVQ(xp, xr[i])
+		} else {
+			LEAQ(Mem{Base: xr[i-1], Index: xs, Scale: 1}, xr[i])
+		}
+	}
+	acc := make([][4]VecVirtual, rows)
 	for i := range acc {
-		for p := range acc[i] {
-			acc[i][p] = ZMM()
-			VXORPS(acc[i][p], acc[i][p], acc[i][p])
+		for j := range acc[i] {
+			acc[i][j] = zeroZMM()
 		}
 	}
-	off := GP64()
-	XORQ(off, off)
-
-	chunk := func(ka Op) {
-		var xv [4]VecVirtual
-		for p := range xv {
-			xv[p] = ZMM()
-			VMOVUPS(Mem{Base: xp, Disp: 64 * p}, xv[p])
+	full := GP64()
+	MOVQ(k, full)
+	ANDQ(I32(-16), full)
+	l := GP64()
+	XORQ(l, l)
+	step := func(km Op) {
+		var wv [4]VecVirtual
+		for j := range wv {
+			wv[j] = ZMM()
+			VMOVUPS(Mem{Base: wr[j], Index: l, Scale: 4}, wv[j])
 		}
-		for i := range rows {
-			wv := ZMM()
-			VBROADCASTF32X8(Mem{Base: rows[i], Index: off, Scale: 1}, wv)
-			for p := range xv {
-				t := ZMM()
-				VMULPS(xv[p], wv, t)
-				if ka == nil {
-					VADDPS(t, acc[i][p], acc[i][p])
+		for i := range acc {
+			xv := ZMM()
+			if km == nil {
+				VMOVUPS(Mem{Base: xr[i], Index: l, Scale: 4}, xv)
+			} else {
+				VMOVUPS_Z(Mem{Base: xr[i], Index: l, Scale: 4}, km, xv)
+			}
+			for j := range wv {
+				p := ZMM()
+				VMULPS(xv, wv[j], p)
+				if km == nil {
+					VADDPS(p, acc[i][j], acc[i][j])
 				} else {
-					VADDPS(t, acc[i][p], ka, acc[i][p])
+					VADDPS(p, acc[i][j], km, acc[i][j])
 				}
 			}
 		}
-		ADDQ(U32(32), off)
-		ADDQ(xs, xp)
 	}
-
-	Label("loop2")
-	CMPQ(kk, U32(16))
-	JB(LabelRef("loop1"))
-	chunk(nil)
-	chunk(nil)
-	SUBQ(U32(16), kk)
-	JMP(LabelRef("loop2"))
-	Label("loop1")
-	CMPQ(kk, U32(8))
-	JB(LabelRef("tail"))
-	chunk(nil)
-	SUBQ(U32(8), kk)
+	Label("k")
+	CMPQ(l, full)
+	JAE(LabelRef("tail"))
+	step(nil)
+	ADDQ(U32(16), l)
+	JMP(LabelRef("k"))
 	Label("tail")
-	TESTQ(kk, kk)
-	JZ(LabelRef("reduce"))
+	CMPQ(l, k)
+	JAE(LabelRef("reduce"))
+	rem := GP64()
+	MOVQ(k, rem)
+	SUBQ(l, rem)
 	masks := GP64()
 	LEAQ(tailMasks, masks)
-	ka := K()
-	KMOVW(Mem{Base: masks, Index: kk, Scale: 8, Disp: 2}, ka)
-	chunk(ka)
-
+	km := K()
+	KMOVW(Mem{Base: masks, Index: rem, Scale: 8}, km)
+	step(km)
 	Label("reduce")
+	o := Load(Param("out").Base(), GP64())
+	ldo := Load(Param("ldo"), GP64())
+	SHLQ(U8(2), ldo)
 	for i := range acc {
-		for p := range acc[i] {
-			a, b := reducePair(acc[i][p])
-			VMOVSS(a, Mem{Base: tile, Disp: 4 * (4*(2*p) + i)})
-			VMOVSS(b, Mem{Base: tile, Disp: 4 * (4*(2*p+1) + i)})
+		for j := range acc[i] {
+			VMOVSS(reduce16(acc[i][j]), Mem{Base: o, Disp: 4 * j})
+		}
+		if i+1 < rows {
+			ADDQ(ldo, o)
 		}
 	}
 	VZEROUPPER()
 	RET()
-	_ = fmt.Sprint
 }

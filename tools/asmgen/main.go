@@ -42,7 +42,9 @@ func genGGML() {
 		genMatVecExact(t)
 		genDequant(t)
 	}
-	genGemmExact()
+	for rows := 1; rows <= 4; rows++ {
+		genGemmExact(rows)
+	}
 	genOpsConstants()
 	genScoreRows()
 	genLaneFMA()

@@ -17,8 +17,9 @@ type qtype interface {
 	plain() bool
 	blockElems() int
 	blockBytes() int
-	// groupRows is how many rows the matvec kernel decodes together (4, or
-	// 2 where per-row state would exhaust the registers).
+	// groupRows is how many rows the matvec kernel decodes together: 4 for
+	// the quantized types (2 where per-row state would exhaust the
+	// registers), 1 for the plain ones (see matVecGroup).
 	groupRows() int
 	// begin prepares row r's block at blk (scales, tables) for its chunks.
 	begin(r int, blk Mem)
@@ -57,7 +58,7 @@ func (f32Type) name() string    { return "F32" }
 func (f32Type) plain() bool     { return true }
 func (f32Type) blockElems() int { return 64 }
 func (f32Type) blockBytes() int { return 256 }
-func (f32Type) groupRows() int  { return 4 }
+func (f32Type) groupRows() int  { return 1 }
 func (f32Type) begin(int, Mem)  {}
 func (f32Type) chunk(_ int, blk Mem, c int) VecVirtual {
 	z := ZMM()
@@ -76,7 +77,7 @@ func (f16Type) name() string    { return "F16" }
 func (f16Type) plain() bool     { return true }
 func (f16Type) blockElems() int { return 64 }
 func (f16Type) blockBytes() int { return 128 }
-func (f16Type) groupRows() int  { return 4 }
+func (f16Type) groupRows() int  { return 1 }
 func (f16Type) begin(int, Mem)  {}
 func (f16Type) chunk(_ int, blk Mem, c int) VecVirtual {
 	z := ZMM()
@@ -97,7 +98,7 @@ func (bf16Type) name() string    { return "BF16" }
 func (bf16Type) plain() bool     { return true }
 func (bf16Type) blockElems() int { return 64 }
 func (bf16Type) blockBytes() int { return 128 }
-func (bf16Type) groupRows() int  { return 4 }
+func (bf16Type) groupRows() int  { return 1 }
 func (bf16Type) begin(int, Mem)  {}
 func (bf16Type) chunk(_ int, blk Mem, c int) VecVirtual {
 	z := ZMM()
