@@ -210,4 +210,3 @@ func genDequant(t qtype) {
 	VZEROUPPER()
 	RET()
 }
-
