@@ -13,9 +13,13 @@ type Session struct {
 	m    *Model
 	nCtx int
 	pos  int
-	// Per layer K and V rows for positions [0, pos): kvDim floats each,
-	// F32 like llama.cpp's plain configuration.
-	k, v [][]float32
+	// Per layer K and V for positions [0, pos), F32 like llama.cpp's plain
+	// configuration, head-major: head h's row for position p is at
+	// (h*capacity + p)*HeadDim, so attention streams one head's keys and
+	// values sequentially (position-major rows were 4 cache lines every
+	// kvDim floats, latency-bound once the weights evict the cache).
+	k, v     [][]float32
+	capacity int // positions the cache holds
 }
 
 // NewSession starts an empty sequence of at most nCtx positions (<= 0: the
@@ -109,16 +113,36 @@ func (s *Session) Decode(tokens []int32, want func(i int) bool, emit func(i int,
 
 // reserve grows the KV cache to hold n positions.
 func (s *Session) reserve(n int) {
-	kvDim := s.m.Config.NHeadKV * s.m.Config.HeadDim
-	for il := range s.k {
-		if len(s.k[il]) >= n*kvDim {
-			continue
+	if n <= s.capacity {
+		return
+	}
+	c := s.m.Config
+	capacity := min(max(n, 2*s.capacity, 64), s.nCtx)
+	D := c.HeadDim
+	grow := func(old []float32) []float32 {
+		buf := make([]float32, c.NHeadKV*capacity*D)
+		for h := range c.NHeadKV {
+			copy(buf[h*capacity*D:], old[h*s.capacity*D:(h*s.capacity+s.pos)*D])
 		}
-		size := min(max(n, 2*len(s.k[il])/kvDim, 64), s.nCtx) * kvDim
-		k, v := make([]float32, size), make([]float32, size)
-		copy(k, s.k[il][:s.pos*kvDim])
-		copy(v, s.v[il][:s.pos*kvDim])
-		s.k[il], s.v[il] = k, v
+		return buf
+	}
+	for il := range s.k {
+		s.k[il], s.v[il] = grow(s.k[il]), grow(s.v[il])
+	}
+	s.capacity = capacity
+}
+
+// storeKV writes T rows of K and V (position-major, kvDim floats each) at
+// positions pos0.. of layer il's head-major cache.
+func (s *Session) storeKV(il, pos0 int, k, v []float32) {
+	c := s.m.Config
+	D, kvDim := c.HeadDim, c.NHeadKV*c.HeadDim
+	for t := range len(k) / kvDim {
+		for h := range c.NHeadKV {
+			dst := (h*s.capacity + pos0 + t) * D
+			copy(s.k[il][dst:dst+D], k[t*kvDim+h*D:])
+			copy(s.v[il][dst:dst+D], v[t*kvDim+h*D:])
+		}
 	}
 }
 
@@ -155,7 +179,6 @@ func (f *forward) layer(il int, x []float32, outRows []int) ([]float32, error) {
 	m, c := f.s.m, f.s.m.Config
 	l := &m.layers[il]
 	E, T := c.NEmbd, f.T
-	kvDim := c.NHeadKV * c.HeadDim
 	ops := m.layerOps(il, T, len(outRows))
 
 	xn := make([]float32, T*E)
@@ -186,8 +209,7 @@ func (f *forward) layer(il int, x []float32, outRows []int) ([]float32, error) {
 			rope(k[(t*c.NHeadKV+h)*c.HeadDim:], cs, c.RopeDim, c.RopeNeox)
 		}
 	}
-	copy(f.s.k[il][f.pos0*kvDim:], k)
-	copy(f.s.v[il][f.pos0*kvDim:], v)
+	f.s.storeKV(il, f.pos0, k, v)
 
 	att := f.attention(il, q)
 	ao, err := f.matmul(&ops[opAttnOut], att)
@@ -232,8 +254,8 @@ func (f *forward) layer(il int, x []float32, outRows []int) ([]float32, error) {
 func (f *forward) attention(il int, q []float32) []float32 {
 	c := f.s.m.Config
 	T, D := f.T, c.HeadDim
-	kvDim := c.NHeadKV * D
 	group := c.NHead / c.NHeadKV
+	headSize := f.s.capacity * D
 	scale := float32(1) / float32(math.Sqrt(float64(D)))
 	K, V := f.s.k[il], f.s.v[il]
 	out := make([]float32, T*c.NHead*D)
@@ -248,13 +270,13 @@ func (f *forward) attention(il int, q []float32) []float32 {
 	work := func(lo, hi int) {
 		p := make([]float32, f.pos0+T)
 		for h := lo; h < hi; h++ {
-			kvOff := (h / group) * D
+			kvOff := (h / group) * headSize
 			for t := range T {
 				n := f.pos0 + t + 1 // causal: positions 0..pos0+t
 				qh := q[(t*c.NHead+h)*D : (t*c.NHead+h+1)*D]
-				kern.ScoreRows(K[kvOff:], kvDim, qh, p[:n])
+				kern.ScoreRows(K[kvOff:kvOff+n*D], D, qh, p[:n])
 				kern.Softmax(p[:n], scale)
-				kern.WeightedColumns(V[kvOff:], kvDim, p[:n], lanes, out[(t*c.NHead+h)*D:(t*c.NHead+h+1)*D])
+				kern.WeightedColumns(V[kvOff:kvOff+n*D], D, p[:n], lanes, out[(t*c.NHead+h)*D:(t*c.NHead+h+1)*D])
 			}
 		}
 	}
