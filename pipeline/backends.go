@@ -224,7 +224,8 @@ func (rb *runBackend) close() {
 type evalStream struct {
 	rb      *runBackend
 	ch      chan streamRow
-	err     error // set before ch is closed
+	done    chan struct{} // closed with ch
+	err     error         // set before ch is closed
 	cancel  context.CancelFunc
 	start   time.Time
 	compute int64         // the last row's compute_ns: the call's compute so far
@@ -239,9 +240,10 @@ type streamRow struct {
 
 const streamBuffer = 4
 
-func (rb *runBackend) startEval(ctx context.Context, req backend.EvalRequest) *evalStream {
+// startEval starts a call whose rows the host buffers up to buffer deep.
+func (rb *runBackend) startEval(ctx context.Context, req backend.EvalRequest, buffer int) *evalStream {
 	cctx, cancel := context.WithCancel(ctx)
-	s := &evalStream{rb: rb, ch: make(chan streamRow, streamBuffer), cancel: cancel, start: time.Now()}
+	s := &evalStream{rb: rb, ch: make(chan streamRow, buffer), done: make(chan struct{}), cancel: cancel, start: time.Now()}
 	go func() {
 		var t0 time.Time
 		buf := func(n int) []float32 {
@@ -276,8 +278,20 @@ func (rb *runBackend) startEval(ctx context.Context, req backend.EvalRequest) *e
 		}
 		s.err = err
 		close(s.ch)
+		close(s.done)
 	}()
 	return s
+}
+
+// received waits, up to the eval timeout, until the call has ended and its
+// rows are all buffered.
+func (s *evalStream) received() bool {
+	select {
+	case <-s.done:
+		return true
+	case <-time.After(s.rb.timeouts.Eval):
+		return false
+	}
 }
 
 func (rb *runBackend) takeRow(n int) []float32 {

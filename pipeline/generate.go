@@ -39,22 +39,30 @@ func (r *runner) generatePass(ctx context.Context) {
 	}
 }
 
-// evalOne runs one Eval call that must return exactly one row, as one
-// round of its own unless the caller books it.
+// evalOne runs one Eval call that must return exactly one row.
 func evalOne(ctx context.Context, rb *runBackend, req backend.EvalRequest) ([]float32, *evalStream, error) {
-	s := rb.startEval(ctx, req)
+	s := rb.startEval(ctx, req, 1)
+	row, err := s.one()
+	return row, s, err
+}
+
+// one takes the call's only row.
+func (s *evalStream) one() ([]float32, error) {
 	row, err := s.next()
 	if err != nil {
 		s.abandon()
-		return nil, s, err
+		return nil, err
 	}
 	if err := s.finish(1); err != nil {
-		rb.release(row)
-		return nil, s, err
+		s.rb.release(row)
+		return nil, err
 	}
-	return row, s, nil
+	return row, nil
 }
 
+// generateOne teacher-forces the candidates on the reference's greedy
+// tokens. The reference computes step k+1 while the candidates compute
+// step k and the host compares it: one round.
 func (r *runner) generateOne(ctx context.Context, p genPrompt) {
 	cands := r.liveCands()
 	per := make([]*comparison, len(cands))
@@ -65,10 +73,12 @@ func (r *runner) generateOne(ctx context.Context, p genPrompt) {
 	var ref metrics.RefRow
 	refTokens := make([]int32, 0, p.maxNew)
 	req := backend.EvalRequest{Session: "generate", Pos: 0, Tokens: p.tokens, LogitsFrom: len(p.tokens) - 1}
+	refCall := r.ref.startEval(ctx, req, 1)
+	var pending []*evalStream // the candidates' calls booked with the reference's next one
 	for step := range p.maxNew {
 		what := fmt.Sprintf("generate %s/%s step %d", p.dataset, p.id, step)
-		refRow, s, err := evalOne(ctx, r.ref, req)
-		r.round(s)
+		refRow, err := refCall.one()
+		r.round(append(pending, refCall)...)
 		if err != nil {
 			r.ref.fail(ctx, what, err)
 			return
@@ -76,17 +86,20 @@ func (r *runner) generateOne(ctx context.Context, p genPrompt) {
 		next := sampling.Greedy(refRow)
 		refTokens = append(refTokens, next)
 		ref.Set(refRow)
+		nextReq := backend.EvalRequest{Session: "generate", Pos: -1, Tokens: []int32{next}}
+		if step+1 < p.maxNew {
+			refCall = r.ref.startEval(ctx, nextReq, 1)
+		}
 		rows := make([][]float32, len(cands))
 		errs := make([]error, len(cands))
-		streams := make([]*evalStream, len(cands))
+		pending = make([]*evalStream, len(cands))
 		var wg sync.WaitGroup
 		for i, c := range cands {
 			if alive[i] {
-				wg.Go(func() { rows[i], streams[i], errs[i] = evalOne(ctx, c.rb, req) })
+				wg.Go(func() { rows[i], pending[i], errs[i] = evalOne(ctx, c.rb, req) })
 			}
 		}
 		wg.Wait()
-		r.round(streams...)
 		for i, c := range cands {
 			if !alive[i] {
 				continue
@@ -103,8 +116,9 @@ func (r *runner) generateOne(ctx context.Context, p genPrompt) {
 			}
 		}
 		r.ref.release(refRow)
-		req = backend.EvalRequest{Session: "generate", Pos: -1, Tokens: []int32{next}}
+		req = nextReq
 	}
+	r.round(pending...)
 
 	for i, c := range cands {
 		if !alive[i] {

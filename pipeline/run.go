@@ -216,9 +216,13 @@ func (r *runner) startBackends(ctx context.Context) error {
 	if r.base != nil {
 		nCtx = max(nCtx, r.base.NCtx())
 	}
+	pool := streamBuffer + 2
+	if ok, rows := r.prefetch(); ok {
+		pool = max(pool, rows+2)
+	}
 	for _, b := range p.Spec.Backends() {
 		rb := &runBackend{Backend: b, log: r.log, timeouts: p.Spec.Timeouts, nVocab: p.Model.NVocab,
-			status: StatusOK, rows: make(chan []float32, streamBuffer+2)}
+			status: StatusOK, rows: make(chan []float32, pool)}
 		if b.Key == "reference" {
 			r.ref = rb
 		} else {

@@ -54,14 +54,88 @@ func (r *runner) scorePass(ctx context.Context) {
 	r.openKLDOutputs(chunks)
 	defer r.closeKLDOutputs()
 
+	// When a chunk's rows fit in chunkBuffer per backend, the host takes
+	// them all in and asks for the next chunk before comparing them, so the
+	// plugins compute while the host compares.
+	prefetch, _ := r.prefetch()
 	progress := newProgress(r.opt.Stderr, "score", len(chunks))
+	var next *chunkEval
 	for i, ch := range chunks {
-		cands := r.liveCands()
-		if ctx.Err() != nil || !r.refOK() || len(cands) == 0 && r.refOut == nil {
+		cur := next
+		if cur == nil {
+			cur = r.startChunk(ctx, ch, prefetch)
+		}
+		next = nil
+		if ctx.Err() != nil || !r.refOK() || len(cur.cands) == 0 && r.refOut == nil {
+			cur.abandon()
 			return
 		}
-		r.scoreOne(ctx, ch, cands)
+		if prefetch && i+1 < len(chunks) && cur.received() {
+			next = r.startChunk(ctx, chunks[i+1], prefetch)
+		}
+		r.scoreOne(ctx, ch, cur)
 		progress.step(i+1, fmt.Sprintf("%s chunk %d", ch.dataset, ch.index+1))
+	}
+	next.abandon()
+}
+
+// chunkBuffer bounds the logits of one chunk a backend may buffer: with the
+// chunk being compared and the one prefetched, at most twice that per
+// backend.
+const chunkBuffer = 32 << 20
+
+// prefetch reports whether score chunks are small enough to buffer whole,
+// and how many rows a backend then holds at most.
+func (r *runner) prefetch() (ok bool, rows int) {
+	for _, ch := range r.scoreChunks() {
+		rows = max(rows, ch.rows())
+	}
+	return rows*4*r.plan.Model.NVocab <= chunkBuffer, 2 * rows
+}
+
+// chunkEval is one chunk's Eval calls on the reference and the candidates
+// alive when it started.
+type chunkEval struct {
+	ref     *evalStream // nil with a kld_base reference
+	cands   []*candidate
+	streams []*evalStream
+}
+
+func (r *runner) startChunk(ctx context.Context, ch scoreChunk, whole bool) *chunkEval {
+	req := backend.EvalRequest{Session: "score", Pos: 0, Tokens: ch.input(), LogitsFrom: ch.first()}
+	buffer := streamBuffer
+	if whole {
+		buffer = max(buffer, ch.rows())
+	}
+	e := &chunkEval{cands: r.liveCands()}
+	if r.ref != nil {
+		e.ref = r.ref.startEval(ctx, req, buffer)
+	}
+	for _, c := range e.cands {
+		e.streams = append(e.streams, c.rb.startEval(ctx, req, buffer))
+	}
+	return e
+}
+
+// received waits until every call has sent all its rows (or ended), within
+// the eval timeout; false if one has not.
+func (e *chunkEval) received() bool {
+	for _, s := range append(e.streams, e.ref) {
+		if s != nil && !s.received() {
+			return false
+		}
+	}
+	return true
+}
+
+func (e *chunkEval) abandon() {
+	if e == nil {
+		return
+	}
+	for _, s := range append(e.streams, e.ref) {
+		if s != nil {
+			s.abandon()
+		}
 	}
 }
 
@@ -87,17 +161,16 @@ func (r *runner) scoreChunks() []scoreChunk {
 	return out
 }
 
-func (r *runner) scoreOne(ctx context.Context, ch scoreChunk, cands []*candidate) {
+func (r *runner) scoreOne(ctx context.Context, ch scoreChunk, e *chunkEval) {
 	what := fmt.Sprintf("eval %s chunk %d", ch.dataset, ch.index+1)
-	req := backend.EvalRequest{Session: "score", Pos: 0, Tokens: ch.input(), LogitsFrom: ch.first()}
-	var refStream *evalStream
-	if r.ref != nil {
-		refStream = r.ref.startEval(ctx, req)
-	}
-	streams := make([]*evalStream, len(cands))
+	refStream, cands, streams := e.ref, e.cands, e.streams
 	per := make([]*comparison, len(cands))
 	for i, c := range cands {
-		streams[i], per[i] = c.rb.startEval(ctx, req), &comparison{}
+		per[i] = &comparison{}
+		if !c.rb.ok() { // it stopped while this chunk was prefetched
+			streams[i].abandon()
+			streams[i] = nil
+		}
 	}
 	var ref metrics.RefRow
 	var baseRow []float32

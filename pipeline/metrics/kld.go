@@ -98,11 +98,14 @@ type RefRow struct {
 	nan, inf int
 	sumSq    float64 // Σ ref² in float64, for the cosine
 	top      []int
+	p        []float64 // the probabilities, made by the first LiveKLDRow
+	pReady   bool
 }
 
-// Set prepares ref (kept, not copied).
+// Set prepares ref (kept, not copied). A RefRow is not safe for concurrent
+// use.
 func (r *RefRow) Set(ref []float32) {
-	r.Logits, r.nan, r.inf, r.sumSq = ref, 0, 0, 0
+	r.Logits, r.nan, r.inf, r.sumSq, r.pReady = ref, 0, 0, 0, false
 	for _, v := range ref {
 		switch f := float64(v); {
 		case math.IsNaN(f):
@@ -132,13 +135,20 @@ func LiveKLDRow(logits []float32, ref *RefRow, tok int32) (KLDRow, error) {
 		return KLDRow{}, err
 	}
 	imax, normQ := logSoftmaxNorm64(logits)
+	if !ref.pReady { // once per reference row, whatever the candidates
+		ref.p = slices.Grow(ref.p[:0], len(ref.Logits))[:len(ref.Logits)]
+		for i, rv := range ref.Logits {
+			ref.p[i] = math.Exp(float64(rv) - ref.norm)
+		}
+		ref.pReady = true
+	}
 	var sum float64
 	for i, rv := range ref.Logits {
-		lpRef := float64(rv) - ref.norm
-		p := math.Exp(lpRef)
+		p := ref.p[i]
 		if p == 0 {
 			continue
 		}
+		lpRef := float64(rv) - ref.norm
 		sum += float64(p * (lpRef - (float64(logits[i]) - normQ)))
 	}
 	nll := normQ - float64(logits[tok])
