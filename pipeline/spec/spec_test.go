@@ -505,7 +505,11 @@ func TestShippedConfigs(t *testing.T) {
 	}
 	specs := map[string]*Spec{}
 	for _, p := range paths {
-		s, err := Load(context.Background(), p, WithoutEnv())
+		opts := []Option{WithoutEnv()}
+		if filepath.Base(p) == "bench-1b.yaml" { // its model is made by evalrun synth, not shipped
+			opts = append(opts, WithoutFileChecks())
+		}
+		s, err := Load(context.Background(), p, opts...)
 		if err != nil {
 			t.Errorf("%s: %v", p, err)
 			continue
