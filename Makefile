@@ -6,7 +6,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X main.version=$(VERSION) -X main.gitCommit=$(COMMIT)
 
-.PHONY: oracle all build run test test-go test-rknpu test-llamacpp-note vet bench fuzz proto llamacpp clean
+.PHONY: oracle all build run test test-go test-rknpu test-arm64 test-llamacpp-note vet bench fuzz proto llamacpp clean
 
 all: build
 
@@ -23,8 +23,9 @@ build:
 run: build
 	$(BIN)/evalrun run $(SPEC)
 
-## test: vet, unit and end-to-end tests, and the cgo NPU driver against the fake librknnrt
-test: vet test-go test-rknpu test-llamacpp-note
+## test: vet, unit and end-to-end tests, the cgo NPU driver against the fake librknnrt,
+## and the arm64 tests under qemu-user-static (skipped, with a note, where it is missing)
+test: vet test-go test-rknpu test-arm64 test-llamacpp-note
 
 vet:
 	$(GO) vet ./...
@@ -34,6 +35,10 @@ test-go:
 
 test-rknpu:
 	plugins/rknn/npu/rknnrt/testdata/run-fake-test.sh
+
+## test-arm64: the numeric packages for GOARCH=arm64 and the cgo NPU driver for aarch64, under qemu
+test-arm64:
+	GO=$(GO) tools/test-arm64.sh
 
 # The llamacpp plugin's tests need the libraries `make llamacpp` installs;
 # without them they skip, and this says so where it cannot be missed.

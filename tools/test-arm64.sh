@@ -1,0 +1,36 @@
+#!/bin/sh
+# The arm64 (RK3588 boards are aarch64) tests under Debian's qemu-user-static:
+#  1. the pure-Go numeric packages (engine, NPU simulator, offload, metrics)
+#     built for GOARCH=arm64, so the generic kernels and the libm loading
+#     (purego) are checked on the boards' architecture;
+#  2. the cgo RKNN driver cross-compiled for aarch64 against the fake
+#     librknnrt (cross gcc), so the declared ABI is exercised with aarch64's
+#     struct layout and calling convention.
+# Needs qemu-user-static and libc6-arm64-cross (2. also gcc-aarch64-linux-gnu);
+# without them it says what it skipped and succeeds.
+set -eu
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+GO=${GO:-go}
+sysroot=/usr/aarch64-linux-gnu
+if ! command -v qemu-aarch64-static >/dev/null || [ ! -e "$sysroot/lib/ld-linux-aarch64.so.1" ]; then
+	echo "arm64: SKIPPED the arm64 tests: needs qemu-user-static and libc6-arm64-cross (apt-get install qemu-user-static libc6-arm64-cross)"
+	exit 0
+fi
+qemu="qemu-aarch64-static -L $sysroot"
+
+echo "arm64: pure-Go packages under $qemu"
+GOARCH=arm64 CGO_ENABLED=0 $GO test -count=1 -exec "$qemu" -skip 'TestCgoDriverAgainstFakeLibrary' \
+	./engine/... ./plugins/rknn/npu/... ./plugins/rknn/offload/ ./plugins/rknn/kernels/ \
+	./pipeline/metrics/ ./pipeline/kldbase/ ./pipeline/dataset/
+
+if ! command -v aarch64-linux-gnu-gcc >/dev/null; then
+	echo "arm64: SKIPPED the cgo RKNN driver on aarch64: needs gcc-aarch64-linux-gnu"
+	exit 0
+fi
+echo "arm64: cgo RKNN driver against the fake librknnrt, aarch64"
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+make -s -C plugins/rknn/npu/rknnrt/testdata/fakerknnrt CC=aarch64-linux-gnu-gcc OUT="$dir"
+EVALRUN_RKNNRT_FAKE=1 GOARCH=arm64 CGO_ENABLED=1 CC=aarch64-linux-gnu-gcc CGO_LDFLAGS="-L$dir" \
+	LD_LIBRARY_PATH="$dir" $GO test -count=1 -tags rknpu -exec "$qemu" ./plugins/rknn/npu/rknnrt/ ./plugins/rknn/offload/
