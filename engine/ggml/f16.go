@@ -37,3 +37,29 @@ func F32ToBF16(f float32) uint16 {
 	}
 	return uint16((u + (0x7fff + (u>>16)&1)) >> 16)
 }
+
+// F32sToF16 converts src to IEEE binary16 bits in dst[:len(src)], exactly as
+// F32ToF16 does element by element (VCVTPS2PH where the CPU has it).
+func F32sToF16(dst []uint16, src []float32) {
+	dst = dst[:len(src)]
+	done := 0
+	if f32ToF16Fast != nil && len(src) > 0 {
+		done = f32ToF16Fast(src, dst)
+	}
+	for i := done; i < len(src); i++ {
+		dst[i] = F32ToF16(src[i])
+	}
+}
+
+// F16sToF32 converts IEEE binary16 bits to float32, as F16ToF32 does
+// (VCVTPH2PS where the CPU has it).
+func F16sToF32(dst []float32, src []uint16) {
+	dst = dst[:len(src)]
+	if f16ToF32Fast != nil && len(src) > 0 {
+		f16ToF32Fast(src, dst)
+		return
+	}
+	for i, h := range src {
+		dst[i] = f16Table[h]
+	}
+}

@@ -1,6 +1,7 @@
 package ggml
 
 import (
+	"fmt"
 	"math"
 	"testing"
 )
@@ -94,5 +95,69 @@ func TestBF16(t *testing.T) {
 	}
 	if got := F32ToBF16(float32(math.NaN())); got&0x7F80 != 0x7F80 || got&0x7F == 0 {
 		t.Errorf("F32ToBF16(NaN) = %#04x, not a NaN", got)
+	}
+}
+
+// TestF32sToF16 compares the bulk conversion with F32ToF16 on every float32
+// whose low 13 bits (the ones half precision rounds away) are one of the
+// rounding cases, around every exponent, plus NaNs in every chunk position
+// and every tail length.
+func TestF32sToF16(t *testing.T) {
+	var src []float32
+	for e := uint32(0); e < 256; e++ {
+		for _, low := range []uint32{0, 1, 0xfff, 0x1000, 0x1001, 0x1fff, 0x0800} {
+			for _, m := range []uint32{0, 1 << 13, 0x3ff << 13, 0x155 << 13} {
+				for _, sign := range []uint32{0, 1 << 31} {
+					src = append(src, math.Float32frombits(sign|e<<23|m|low))
+				}
+			}
+		}
+	}
+	check := func(name string, src []float32) {
+		t.Helper()
+		got := make([]uint16, len(src)+1)
+		got[len(src)] = 0xbeef
+		F32sToF16(got, src)
+		for i, f := range src {
+			if want := F32ToF16(f); got[i] != want {
+				t.Fatalf("%s: element %d (%#08x): %#04x, want %#04x", name, i, math.Float32bits(f), got[i], want)
+			}
+		}
+		if got[len(src)] != 0xbeef {
+			t.Fatalf("%s: wrote past len(src)", name)
+		}
+	}
+	check("grid", src)
+	nan := math.Float32frombits(0x7fc00123)
+	for n := 0; n <= 40; n++ {
+		check(fmt.Sprintf("len %d", n), src[:n])
+		for at := 0; at < n; at += 7 {
+			s := append([]float32(nil), src[:n]...)
+			s[at] = nan
+			check(fmt.Sprintf("len %d NaN at %d", n, at), s)
+		}
+	}
+}
+
+// TestF16sToF32 compares the bulk conversion with the table on every half,
+// at every offset of a 16-element chunk and every tail length.
+func TestF16sToF32(t *testing.T) {
+	src := make([]uint16, 1<<16)
+	for i := range src {
+		src[i] = uint16(i)
+	}
+	for shift := range 17 {
+		s := src[shift:]
+		got := make([]float32, len(s)+1)
+		got[len(s)] = 42
+		F16sToF32(got, s)
+		for i, h := range s {
+			if math.Float32bits(got[i]) != math.Float32bits(F16ToF32(h)) {
+				t.Fatalf("shift %d: %#04x -> %#08x, want %#08x", shift, h, math.Float32bits(got[i]), math.Float32bits(F16ToF32(h)))
+			}
+		}
+		if got[len(s)] != 42 {
+			t.Fatal("wrote past len(src)")
+		}
 	}
 }

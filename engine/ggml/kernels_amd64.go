@@ -26,6 +26,24 @@ func hasAVX512() bool {
 	return x.HasAVX512F && x.HasAVX512BW && x.HasAVX512DQ && x.HasAVX512VL
 }
 
+// f32ToF16Fast converts the leading elements of src up to the first chunk
+// with a NaN (F32sToF16 does the rest).
+var f32ToF16Fast = func() func(src []float32, dst []uint16) int {
+	if hasAVX512() {
+		return f32ToF16AVX512
+	}
+	return nil
+}()
+
+// f16ToF32Fast converts halves to float32 (bit-identical to the table,
+// NaNs included).
+var f16ToF32Fast = func() func(src []uint16, dst []float32) {
+	if hasAVX512() {
+		return f16ToF32AVX512
+	}
+	return nil
+}()
+
 // hasVNNI: the ggml integer dot products use VPDPBUSD.
 var hasVNNI = cpu.X86.HasAVX512VNNI
 

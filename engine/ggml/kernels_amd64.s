@@ -9408,3 +9408,74 @@ reduce:
 	VMOVSS        X1, 12(AX)
 	VZEROUPPER
 	RET
+
+// func f32ToF16AVX512(src []float32, dst []uint16) int
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL
+TEXT ·f32ToF16AVX512(SB), NOSPLIT, $0-56
+	MOVQ src_base+0(FP), AX
+	MOVQ src_len+8(FP), CX
+	MOVQ dst_base+24(FP), DX
+	XORQ BX, BX
+
+f2h_loop:
+	CMPQ      CX, $0x00000010
+	JB        f2h_tail
+	VMOVUPS   (AX), Z0
+	VCMPPS    $0x03, Z0, Z0, K1
+	KORTESTW  K1, K1
+	JNZ       f2h_out
+	VCVTPS2PH $0x00, Z0, Y0
+	VMOVDQU16 Y0, (DX)
+	ADDQ      $0x00000040, AX
+	ADDQ      $0x00000020, DX
+	ADDQ      $0x00000010, BX
+	SUBQ      $0x00000010, CX
+	JMP       f2h_loop
+
+f2h_tail:
+	TESTQ     CX, CX
+	JZ        f2h_out
+	LEAQ      tailMasks<>+0(SB), SI
+	KMOVW     (SI)(CX*8), K1
+	VMOVUPS.Z (AX), K1, Z0
+	VCMPPS    $0x03, Z0, Z0, K2
+	KORTESTW  K2, K2
+	JNZ       f2h_out
+	VCVTPS2PH $0x00, Z0, Y0
+	VMOVDQU16 Y0, K1, (DX)
+	ADDQ      CX, BX
+
+f2h_out:
+	MOVQ BX, ret+48(FP)
+	VZEROUPPER
+	RET
+
+// func f16ToF32AVX512(src []uint16, dst []float32)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL
+TEXT ·f16ToF32AVX512(SB), NOSPLIT, $0-48
+	MOVQ src_base+0(FP), AX
+	MOVQ src_len+8(FP), CX
+	MOVQ dst_base+24(FP), DX
+
+h2f_loop:
+	CMPQ      CX, $0x00000010
+	JB        h2f_tail
+	VCVTPH2PS (AX), Z0
+	VMOVUPS   Z0, (DX)
+	ADDQ      $0x00000020, AX
+	ADDQ      $0x00000040, DX
+	SUBQ      $0x00000010, CX
+	JMP       h2f_loop
+
+h2f_tail:
+	TESTQ       CX, CX
+	JZ          h2f_done
+	LEAQ        tailMasks<>+0(SB), BX
+	KMOVW       (BX)(CX*8), K1
+	VMOVDQU16.Z (AX), K1, Y0
+	VCVTPH2PS   Y0, Z0
+	VMOVUPS     Z0, K1, (DX)
+
+h2f_done:
+	VZEROUPPER
+	RET

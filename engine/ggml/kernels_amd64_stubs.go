@@ -141,3 +141,9 @@ func tinyBLASF32x4AVX512(w []byte, rowBytes int, x []float32, k int, out []float
 
 //go:noescape
 func tinyBLASF16x4AVX512(w []byte, rowBytes int, x []float32, k int, out []float32, ldo int)
+
+//go:noescape
+func f32ToF16AVX512(src []float32, dst []uint16) int
+
+//go:noescape
+func f16ToF32AVX512(src []uint16, dst []float32)

@@ -53,4 +53,6 @@ func genGGML() {
 	genSoftmax()
 	genSwiglu()
 	genGGMLNumerics()
+	genF16Convert()
+	genF16ToF32()
 }
