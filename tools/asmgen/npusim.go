@@ -196,7 +196,7 @@ func genFP16Accumulate(nb int) {
 	rows := Load(Param("rows"), GP64())
 	cp := Load(Param("c").Base(), GP64())
 
-	for _, G := range []int{4, 3, 2, 1} {
+	for gi, G := range []int{6, 4, 2, 1} {
 		loop, done := fmt.Sprintf("m%d", G), fmt.Sprintf("m%d_done", G)
 		Label(loop)
 		CMPQ(rows, U32(G))
@@ -211,7 +211,7 @@ func genFP16Accumulate(nb int) {
 			ADDQ(ldc, cp)
 		}
 		SUBQ(U32(G), rows)
-		if G == 4 {
+		if gi == 0 {
 			JMP(LabelRef(loop))
 		}
 		Label(done)
@@ -291,12 +291,20 @@ func fp16Group(G, nb int, ap, cp Register) {
 			s[i][j] = zeroZMM()
 		}
 	}
+	// B's vectors for k are loaded once and used by every row: G×nb
+	// multiply-adds per nb loads and G broadcasts (with memory operands B
+	// was read G times, which made L2 the limit).
 	for k := 0; k < 32; k++ {
+		bv := make([]VecVirtual, nb)
+		for j := range bv {
+			bv[j] = ZMM()
+			VMOVUPS(Mem{Base: bj[j], Disp: 64 * k}, bv[j])
+		}
 		for i := range s {
 			av := ZMM()
 			VBROADCASTSS(Mem{Base: arow[i], Disp: 4 * k}, av)
 			for j := range s[i] {
-				VFMADD231PS(Mem{Base: bj[j], Disp: 64 * k}, av, s[i][j])
+				VFMADD231PS(bv[j], av, s[i][j])
 			}
 		}
 	}

@@ -140,6 +140,31 @@ func (o Operand) Attr() TensorAttr {
 	return TensorAttr{Name: o.Name, Dims: o.Dims(), Size: uint32(o.Size()), Type: o.Type}
 }
 
+// Contiguous is how many elements, starting at logical (r, c) and stepping
+// along the rows (alongRows) or the columns, sit at consecutive offsets
+// (at least 1): the packers convert such runs in bulk.
+func (o Operand) Contiguous(r, c int, alongRows bool) int {
+	switch {
+	case o.Name == "B" && o.Layout == LayoutTPNorm:
+		if alongRows {
+			return o.Rows - r
+		}
+	case o.Layout == LayoutNorm:
+		if !alongRows {
+			return o.Cols - c
+		}
+	case o.Name == "A" || o.Name == "C":
+		if !alongRows {
+			return min(o.Sub-c%o.Sub, o.Cols-c)
+		}
+	default: // B native: K atoms of 32 within a segment
+		if alongRows {
+			return min(SubK-r%BSegmentK%SubK, o.Rows-r)
+		}
+	}
+	return 1
+}
+
 // Offset is the element offset of logical element (r, c): A (m,k), B (k,n),
 // C (m,n). Formulas of docs rknn-npu.md §5.
 func (o Operand) Offset(r, c int) int {

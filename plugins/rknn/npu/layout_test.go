@@ -238,6 +238,106 @@ func TestPackBSegmented(t *testing.T) {
 	}
 }
 
+// TestContiguousRunsAreConsecutive: every run Contiguous reports (the
+// packers convert runs in bulk) covers consecutive offsets, in every layout
+// and both directions, K segments included.
+func TestContiguousRunsAreConsecutive(t *testing.T) {
+	for _, in := range []*MatmulInfo{
+		info(1, 3, 40, 24, 1, 1), info(2, 5, 96, 40, 1, 1), info(10, 3, 96, 72, 1, 1),
+		info(1, 2, 10240, 16, 1, 1), info(4, 3, 64, 16, 2, 1), info(1, 3, 64, 48, 0, 0),
+		info(10, 2, 8224, 32, 1, 0),
+	} {
+		for _, name := range []string{"A", "B", "C"} {
+			o := mustOperand(t, in, name)
+			for r := 0; r < o.Rows; r++ {
+				for c := 0; c < o.Cols; c++ {
+					for _, alongRows := range []bool{false, true} {
+						n := o.Contiguous(r, c, alongRows)
+						if n < 1 {
+							t.Fatalf("%+v %s (%d,%d): run of %d", *in, name, r, c, n)
+						}
+						for j := 1; j < n; j++ {
+							rr, cc := r, c+j
+							if alongRows {
+								rr, cc = r+j, c
+							}
+							if rr >= o.Rows || cc >= o.Cols || o.Offset(rr, cc) != o.Offset(r, c)+j {
+								t.Fatalf("%+v %s: run of %d from (%d,%d) along rows=%v breaks at %d", *in, name, n, r, c, alongRows, j)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestUnpackCPartial: the gather of a top-left part of a native 32-bit C
+// (the copy fast path) reads exactly the elements Offset names.
+func TestUnpackCPartial(t *testing.T) {
+	for _, typ := range []MatmulType{Float16MMFloat16ToFloat32, Int8MMInt8ToInt32} {
+		in := info(typ, 5, 64, 48, LayoutNative, LayoutNative)
+		o := mustOperand(t, in, "C")
+		buf := make([]byte, o.Size())
+		for i := 0; i < len(buf); i += 4 {
+			binary.LittleEndian.PutUint32(buf[i:], uint32(i/4*7+1))
+		}
+		rows, cols := 3, 37
+		want := make([]uint32, rows*cols)
+		for r := range rows {
+			for c := range cols {
+				want[r*cols+c] = binary.LittleEndian.Uint32(buf[4*o.Offset(r, c):])
+			}
+		}
+		got := make([]uint32, rows*cols)
+		if typ == Int8MMInt8ToInt32 {
+			d := make([]int32, rows*cols)
+			if err := UnpackC(in, buf, d, rows, cols); err != nil {
+				t.Fatal(err)
+			}
+			for i, v := range d {
+				got[i] = uint32(v)
+			}
+		} else {
+			d := make([]float32, rows*cols)
+			if err := UnpackC(in, buf, d, rows, cols); err != nil {
+				t.Fatal(err)
+			}
+			for i, v := range d {
+				got[i] = math.Float32bits(v)
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: partial C gather differs from the element offsets", typ)
+		}
+		// Strided into a wider matrix: the same values, the gaps untouched.
+		const ld = 50
+		wide := make([]float32, (rows-1)*ld+cols)
+		for i := range wide {
+			wide[i] = -1
+		}
+		if typ == Float16MMFloat16ToFloat32 {
+			if err := UnpackCStrided(in, buf, wide, rows, cols, ld); err != nil {
+				t.Fatal(err)
+			}
+			for r := range rows {
+				for c := range ld {
+					i := r*ld + c
+					if i >= len(wide) {
+						break
+					}
+					if c < cols && math.Float32bits(wide[i]) != want[r*cols+c] || c >= cols && wide[i] != -1 {
+						t.Fatalf("strided gather: row %d col %d = %v", r, c, wide[i])
+					}
+				}
+			}
+			if err := UnpackCStrided(in, buf, wide[:len(wide)-1], rows, cols, ld); err == nil {
+				t.Error("strided gather into a short slice accepted")
+			}
+		}
+	}
+}
+
 func TestRoundTripEveryTypeAndLayout(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, typ := range []MatmulType{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 15} {

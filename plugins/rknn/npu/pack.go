@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"unsafe"
 )
 
 // Elem is a Go element type the packers read and write:
@@ -44,18 +45,24 @@ func PackC[T Elem](info *MatmulInfo, src []T, rows, cols int, dst []byte) error 
 
 // UnpackA reads the top-left rows×cols of A from src into dst (row-major).
 func UnpackA[T Elem](info *MatmulInfo, src []byte, dst []T, rows, cols int) error {
-	return unpack("npu.UnpackA", info, "A", src, dst, rows, cols)
+	return unpack("npu.UnpackA", info, "A", src, dst, rows, cols, cols)
 }
 
 // UnpackB reads the top-left k×n of B (logical K×N) into dst (row-major).
 func UnpackB[T Elem](info *MatmulInfo, src []byte, dst []T, k, n int) error {
-	return unpack("npu.UnpackB", info, "B", src, dst, k, n)
+	return unpack("npu.UnpackB", info, "B", src, dst, k, n, n)
 }
 
 // UnpackC reads the top-left rows×cols of C from src into dst (row-major):
 // the gather step after a run.
 func UnpackC[T Elem](info *MatmulInfo, src []byte, dst []T, rows, cols int) error {
-	return unpack("npu.UnpackC", info, "C", src, dst, rows, cols)
+	return unpack("npu.UnpackC", info, "C", src, dst, rows, cols, cols)
+}
+
+// UnpackCStrided is UnpackC into rows ld elements apart (ld ≥ cols): one
+// core's columns written straight into the whole output matrix.
+func UnpackCStrided[T Elem](info *MatmulInfo, src []byte, dst []T, rows, cols, ld int) error {
+	return unpack("npu.UnpackCStrided", info, "C", src, dst, rows, cols, ld)
 }
 
 // shapeFor validates the caller's matrix against the operand and buffers.
@@ -90,34 +97,74 @@ func pack[T Elem](fn string, info *MatmulInfo, name string, src []T, rows, cols 
 	}
 	clear(dst[:o.Size()])
 	for r := 0; r < rows; r++ {
-		for c := 0; c < cols; c++ {
+		for c := 0; c < cols; {
 			lr, lc := r, c
 			if transposed {
 				lr, lc = c, r
 			}
-			if err := put(o.Offset(lr, lc), r*cols+c); err != nil {
+			n := min(o.Contiguous(lr, lc, transposed), cols-c)
+			if at, err := put(o.Offset(lr, lc), r*cols+c, n); err != nil {
+				if transposed {
+					lr += at
+				} else {
+					lc += at
+				}
 				return paramErr(fn, "%s[%d,%d]: %v", o.Name, lr, lc, err)
 			}
+			c += n
 		}
 	}
 	return nil
 }
 
-func unpack[T Elem](fn string, info *MatmulInfo, name string, src []byte, dst []T, rows, cols int) error {
+func unpack[T Elem](fn string, info *MatmulInfo, name string, src []byte, dst []T, rows, cols, ld int) error {
 	o, err := OperandOf(info, name)
 	if err != nil {
 		return err
 	}
-	if err := shapeFor(fn, o, rows, cols, false, len(dst), len(src)); err != nil {
+	if ld < cols {
+		return paramErr(fn, "%s: row stride %d below the %d columns", o.Name, ld, cols)
+	}
+	if err := shapeFor(fn, o, rows, cols, false, rows*cols, len(src)); err != nil {
 		return err
+	}
+	if rows > 0 && len(dst) < (rows-1)*ld+cols {
+		return paramErr(fn, "%s: matrix slice has %d elements, %d rows of %d with stride %d need %d", o.Name, len(dst), rows, cols, ld, (rows-1)*ld+cols)
 	}
 	get, err := getter(fn, o, src, dst)
 	if err != nil {
 		return err
 	}
+	if d32, ok := words(o, dst); ok && o.Layout == LayoutNative && o.Name != "B" && littleEndian {
+		// The gather after every run: 32-bit C in atoms of o.Sub (4)
+		// columns, copied without a call per atom.
+		// Four rows at a time: the destination is written in row order
+		// (it is often fresh memory, and wide), and each source cache line
+		// (four rows' atoms) is read once.
+		s32 := unsafe.Slice((*uint32)(unsafe.Pointer(&src[0])), o.Size()/4)
+		for r0 := 0; r0 < rows; r0 += 4 {
+			r1 := min(r0+4, rows)
+			for c0 := 0; c0 < cols; c0 += o.Sub {
+				atoms := s32[(c0/o.Sub)*o.Rows*o.Sub:]
+				if c0+4 <= cols && o.Sub == 4 {
+					for r := r0; r < r1; r++ {
+						*(*[4]uint32)(d32[r*ld+c0:]) = *(*[4]uint32)(atoms[r*4:])
+					}
+					continue
+				}
+				w := min(o.Sub, cols-c0)
+				for r := r0; r < r1; r++ {
+					copy(d32[r*ld+c0:r*ld+c0+w], atoms[r*o.Sub:r*o.Sub+w])
+				}
+			}
+		}
+		return nil
+	}
 	for r := 0; r < rows; r++ {
-		for c := 0; c < cols; c++ {
-			get(o.Offset(r, c), r*cols+c)
+		for c := 0; c < cols; {
+			n := min(o.Contiguous(r, c, false), cols-c)
+			get(o.Offset(r, c), r*ld+c, n)
+			c += n
 		}
 	}
 	return nil
@@ -189,24 +236,36 @@ func mismatch(fn string, o Operand, goType string) error {
 	return paramErr(fn, "%s is %s: cannot convert %s values (floats need a float tensor, integers an integer tensor)", o.Name, o.Type, goType)
 }
 
-func putter[T Elem](fn string, o Operand, src []T, dst []byte) (func(off, i int) error, error) {
+// putter returns put(off, i, n): src[i:i+n] into the n consecutive layout
+// slots from element offset off; on a range error, the index within the run.
+func putter[T Elem](fn string, o Operand, src []T, dst []byte) (func(off, i, n int) (int, error), error) {
 	switch s := any(src).(type) {
 	case []float32:
 		switch o.Type {
 		case TensorFloat16:
-			return func(off, i int) error {
-				binary.LittleEndian.PutUint16(dst[2*off:], F32ToF16(s[i]))
-				return nil
+			return func(off, i, n int) (int, error) {
+				if h, ok := HalvesOf(dst[2*off : 2*(off+n)]); ok {
+					F32sToF16(h, s[i:i+n])
+					return 0, nil
+				}
+				for j := range n {
+					binary.LittleEndian.PutUint16(dst[2*(off+j):], F32ToF16(s[i+j]))
+				}
+				return 0, nil
 			}, nil
 		case TensorBFloat16:
-			return func(off, i int) error {
-				binary.LittleEndian.PutUint16(dst[2*off:], F32ToBF16(s[i]))
-				return nil
+			return func(off, i, n int) (int, error) {
+				for j := range n {
+					binary.LittleEndian.PutUint16(dst[2*(off+j):], F32ToBF16(s[i+j]))
+				}
+				return 0, nil
 			}, nil
 		case TensorFloat32:
-			return func(off, i int) error {
-				binary.LittleEndian.PutUint32(dst[4*off:], math.Float32bits(s[i]))
-				return nil
+			return func(off, i, n int) (int, error) {
+				for j := range n {
+					binary.LittleEndian.PutUint32(dst[4*(off+j):], math.Float32bits(s[i+j]))
+				}
+				return 0, nil
 			}, nil
 		}
 		return nil, mismatch(fn, o, "float32")
@@ -214,11 +273,21 @@ func putter[T Elem](fn string, o Operand, src []T, dst []byte) (func(off, i int)
 		if o.Type != TensorFloat16 && o.Type != TensorBFloat16 {
 			return nil, mismatch(fn, o, "uint16 (raw half-float bits)")
 		}
-		return func(off, i int) error {
-			binary.LittleEndian.PutUint16(dst[2*off:], s[i])
-			return nil
+		return func(off, i, n int) (int, error) {
+			for j := range n {
+				binary.LittleEndian.PutUint16(dst[2*(off+j):], s[i+j])
+			}
+			return 0, nil
 		}, nil
 	case []int8:
+		if o.Type == TensorInt8 { // every int8 fits: a copy
+			return func(off, i, n int) (int, error) {
+				for j, v := range s[i : i+n] {
+					dst[off+j] = byte(v)
+				}
+				return 0, nil
+			}, nil
+		}
 		return intPutter(fn, o, dst, "int8", func(i int) int64 { return int64(s[i]) })
 	case []int16:
 		return intPutter(fn, o, dst, "int16", func(i int) int64 { return int64(s[i]) })
@@ -228,53 +297,117 @@ func putter[T Elem](fn string, o Operand, src []T, dst []byte) (func(off, i int)
 	panic("unreachable: Elem type set")
 }
 
-func intPutter(fn string, o Operand, dst []byte, goType string, at func(i int) int64) (func(off, i int) error, error) {
+func intPutter(fn string, o Operand, dst []byte, goType string, at func(i int) int64) (func(off, i, n int) (int, error), error) {
 	lo, hi, ok := intRange(o.Type)
 	if !ok {
 		return nil, mismatch(fn, o, goType)
 	}
-	return func(off, i int) error {
-		v := at(i)
-		if v < lo || v > hi {
-			return rangeError{v, o.Type, lo, hi}
+	return func(off, i, n int) (int, error) {
+		for j := range n {
+			v := at(i + j)
+			if v < lo || v > hi {
+				return j, rangeError{v, o.Type, lo, hi}
+			}
+			putInt(dst, o.Type, off+j, v)
 		}
-		putInt(dst, o.Type, off, v)
-		return nil
+		return 0, nil
 	}, nil
 }
 
-func getter[T Elem](fn string, o Operand, src []byte, dst []T) (func(off, i int), error) {
+// getter returns get(off, i, n): the n consecutive layout slots from
+// element offset off into dst[i:i+n].
+func getter[T Elem](fn string, o Operand, src []byte, dst []T) (func(off, i, n int), error) {
 	switch d := any(dst).(type) {
 	case []float32:
 		switch o.Type {
 		case TensorFloat16:
-			return func(off, i int) { d[i] = F16ToF32(binary.LittleEndian.Uint16(src[2*off:])) }, nil
+			return func(off, i, n int) {
+				for j := range n {
+					d[i+j] = F16ToF32(binary.LittleEndian.Uint16(src[2*(off+j):]))
+				}
+			}, nil
 		case TensorBFloat16:
-			return func(off, i int) { d[i] = BF16ToF32(binary.LittleEndian.Uint16(src[2*off:])) }, nil
+			return func(off, i, n int) {
+				for j := range n {
+					d[i+j] = BF16ToF32(binary.LittleEndian.Uint16(src[2*(off+j):]))
+				}
+			}, nil
 		case TensorFloat32:
-			return func(off, i int) { d[i] = math.Float32frombits(binary.LittleEndian.Uint32(src[4*off:])) }, nil
+			return func(off, i, n int) {
+				b := src[4*off : 4*(off+n)]
+				for j := range d[i : i+n] {
+					d[i+j] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*j:]))
+				}
+			}, nil
 		}
 		return nil, mismatch(fn, o, "float32")
 	case []uint16:
 		if o.Type != TensorFloat16 && o.Type != TensorBFloat16 {
 			return nil, mismatch(fn, o, "uint16 (raw half-float bits)")
 		}
-		return func(off, i int) { d[i] = binary.LittleEndian.Uint16(src[2*off:]) }, nil
+		return func(off, i, n int) {
+			for j := range n {
+				d[i+j] = binary.LittleEndian.Uint16(src[2*(off+j):])
+			}
+		}, nil
 	case []int8:
 		if o.Type != TensorInt4 && o.Type != TensorInt8 {
 			return nil, mismatch(fn, o, "int8")
 		}
-		return func(off, i int) { d[i] = int8(getInt(src, o.Type, off)) }, nil
+		return func(off, i, n int) {
+			for j := range n {
+				d[i+j] = int8(getInt(src, o.Type, off+j))
+			}
+		}, nil
 	case []int16:
 		if o.Type != TensorInt4 && o.Type != TensorInt8 && o.Type != TensorInt16 {
 			return nil, mismatch(fn, o, "int16")
 		}
-		return func(off, i int) { d[i] = int16(getInt(src, o.Type, off)) }, nil
+		return func(off, i, n int) {
+			for j := range n {
+				d[i+j] = int16(getInt(src, o.Type, off+j))
+			}
+		}, nil
 	case []int32:
 		if _, _, ok := intRange(o.Type); !ok {
 			return nil, mismatch(fn, o, "int32")
 		}
-		return func(off, i int) { d[i] = int32(getInt(src, o.Type, off)) }, nil
+		if o.Type == TensorInt32 {
+			return func(off, i, n int) {
+				b := src[4*off : 4*(off+n)]
+				for j := range d[i : i+n] {
+					d[i+j] = int32(binary.LittleEndian.Uint32(b[4*j:]))
+				}
+			}, nil
+		}
+		return func(off, i, n int) {
+			for j := range n {
+				d[i+j] = int32(getInt(src, o.Type, off+j))
+			}
+		}, nil
 	}
 	panic("unreachable: Elem type set")
 }
+
+// words views dst as 32-bit words when it holds o's 32-bit values
+// unconverted (float32 from FP32, int32 from INT32).
+func words[T Elem](o Operand, dst []T) ([]uint32, bool) {
+	if len(dst) == 0 {
+		return nil, false
+	}
+	switch d := any(dst).(type) {
+	case []float32:
+		if o.Type == TensorFloat32 {
+			return unsafe.Slice((*uint32)(unsafe.Pointer(&d[0])), len(d)), true
+		}
+	case []int32:
+		if o.Type == TensorInt32 {
+			return unsafe.Slice((*uint32)(unsafe.Pointer(&d[0])), len(d)), true
+		}
+	}
+	return nil, false
+}
+
+// littleEndian: the layouts' 16-bit values can be written through a
+// []uint16 view of the buffer.
+var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1

@@ -53,7 +53,7 @@ func (c *Context) computeFast(M, K, N int, aNative bool) {
 	if isFloat(c.info.Type) {
 		w.aF = grow(w.aF, M*K)
 		w.cF = grow(w.cF, M*N)
-		gatherA(f16Decoder(c.a.buf[:2*nA]), w.aF, M, K, aNative, subKA)
+		gatherA(f16Decoder(c.a.buf[:2*nA]), w.aF, M, K, aNative, subKA, &w.aNatF)
 		segments(K, N, subNB, bBits, func(k0, kBlocks, off int) {
 			blockBytes := kBlocks * 1024 // one group of 16 channels, all blocks
 			if M <= 4 && k0 == 0 && K <= bSegmentK {
@@ -88,7 +88,7 @@ func (c *Context) computeFast(M, K, N int, aNative bool) {
 	// low and high nibbles.
 	w.aI = grow(w.aI, M*K)
 	w.cI = grow(w.cI, M*N)
-	gatherA(intDecoder(c.a.buf[:(nA*aBits+7)/8], aBits, 0), w.aI, M, K, aNative, subKA)
+	gatherA(intDecoder(c.a.buf[:(nA*aBits+7)/8], aBits, 0), w.aI, M, K, aNative, subKA, &w.aNatI)
 	w.aB = grow(w.aB, M*K)
 	for m := range M {
 		row, dst := w.aI[m*K:(m+1)*K], w.aB[m*K:(m+1)*K]

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math"
 	"sync"
+	"unsafe"
 
 	"github.com/x448/float16"
 
@@ -48,6 +49,8 @@ type workspace struct {
 	flatI, aI, bI, cI []int32
 	cS                []int32 // a later K segment's partial sums (fast path)
 	aB                []byte  // A as int8 values (fast path)
+	aNatF             []float32
+	aNatI             []int32 // a native A decoded in layout order
 }
 
 func grow[E any](s []E, n int) []E {
@@ -80,17 +83,29 @@ func bLen(K, N int, layout npu.Layout, subN int) int {
 // element idx of an operand buffer.
 type decoder[E float32 | int32] func(dst []E, idx int)
 
-// gatherA decodes A from its layout into row-major M×K.
-func gatherA[E float32 | int32](dec decoder[E], dst []E, M, K int, native bool, subK int) {
+// gatherA decodes A from its layout into row-major M×K. A native A is
+// decoded in one pass into *flat (scratch) and its atoms moved into place.
+func gatherA[E float32 | int32](dec decoder[E], dst []E, M, K int, native bool, subK int, flat *[]E) {
 	if !native {
 		dec(dst[:M*K], 0)
 		return
 	}
+	nk := ceilDiv(K, subK)
+	*flat = grow(*flat, nk*M*subK)
+	f := *flat
+	dec(f, 0)
 	idx := 0
-	for kb := 0; kb < ceilDiv(K, subK); kb++ { // [K/subK][M][subK]
+	for kb := range nk { // [K/subK][M][subK]
 		k0 := kb * subK
+		if subK == 8 && k0+8 <= K {
+			for m := 0; m < M; m++ {
+				*(*[8]E)(dst[m*K+k0:]) = *(*[8]E)(f[idx:])
+				idx += 8
+			}
+			continue
+		}
 		for m := 0; m < M; m++ {
-			dec(dst[m*K+k0:m*K+min(k0+subK, K)], idx) // slots past K are padding
+			copy(dst[m*K+k0:m*K+min(k0+subK, K)], f[idx:]) // slots past K are padding
 			idx += subK
 		}
 	}
@@ -142,23 +157,34 @@ func scatterC[E float32 | int32](src, flat []E, M, N int, native bool, subN int)
 		return
 	}
 	idx := 0
-	for nb := 0; nb < ceilDiv(N, subN); nb++ { // [N/subN][M][subN]
+	for n0 := 0; n0 < N; n0 += subN { // [N/subN][M][subN]
+		w := min(subN, N-n0)
 		for m := 0; m < M; m++ {
-			for j := 0; j < subN; j++ {
-				var v E
-				if n := nb*subN + j; n < N {
-					v = src[m*N+n]
-				}
-				flat[idx] = v
-				idx++
-			}
+			copy(flat[idx:idx+w], src[m*N+n0:m*N+n0+w])
+			clear(flat[idx+w : idx+subN])
+			idx += subN
 		}
 	}
 }
 
+// words32 views a 32-bit C buffer as E values where the host's byte order
+// is the layout's (little-endian), so C is scattered straight into it.
+func words32[E float32 | int32](buf []byte, n int) ([]E, bool) {
+	if !littleEndian || n == 0 {
+		return nil, false
+	}
+	return unsafe.Slice((*E)(unsafe.Pointer(&buf[0])), n), true
+}
+
+var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
+
 func f16Decoder(buf []byte) decoder[float32] {
 	return func(dst []float32, idx int) {
 		src := buf[2*idx : 2*(idx+len(dst))]
+		if h, ok := npu.HalvesOf(src); ok {
+			npu.F16sToF32(dst, h)
+			return
+		}
 		for i := range dst {
 			dst[i] = npu.F16ToF32(binary.LittleEndian.Uint16(src[2*i:]))
 		}
@@ -275,9 +301,13 @@ func (c *Context) compute() {
 			w.aF = grow(w.aF, M*K)
 			w.bF = grow(w.bF, N*K)
 			w.cF = grow(w.cF, M*N)
-			gatherA(f16Decoder(c.a.buf[:2*nA]), w.aF, M, K, aNative, subKA)
+			gatherA(f16Decoder(c.a.buf[:2*nA]), w.aF, M, K, aNative, subKA, &w.aNatF)
 			gatherBT(f16Decoder(c.b.buf[:2*nB]), w.bF, K, N, c.info.BLayout, subNB, threads)
 			parallelCols(N, threads, func(lo, hi int) { matmulF32(w.aF, w.bF, w.cF, M, K, N, lo, hi) })
+		}
+		if view, ok := words32[float32](c.c.buf, nC); ok && cBits == 32 {
+			scatterC(w.cF, view, M, N, aNative, subNC)
+			return
 		}
 		flat := w.flatF[:nC]
 		scatterC(w.cF, flat, M, N, aNative, subNC)
@@ -299,7 +329,7 @@ func (c *Context) compute() {
 		w.aI = grow(w.aI, M*K)
 		w.bI = grow(w.bI, N*K)
 		w.cI = grow(w.cI, M*N)
-		gatherA(intDecoder(c.a.buf[:(nA*aBits+7)/8], aBits, q[0].zp), w.aI, M, K, aNative, subKA)
+		gatherA(intDecoder(c.a.buf[:(nA*aBits+7)/8], aBits, q[0].zp), w.aI, M, K, aNative, subKA, &w.aNatI)
 		gatherBT(intDecoder(c.b.buf[:(nB*bBits+7)/8], bBits, q[1].zp), w.bI, K, N, c.info.BLayout, subNB, threads)
 		parallelCols(N, threads, func(lo, hi int) { matmulI32(w.aI, w.bI, w.cI, M, K, N, lo, hi) })
 	}
@@ -312,6 +342,10 @@ func (c *Context) compute() {
 		for i, v := range w.cI {
 			w.cI[i] = requantize(v, q)
 		}
+	}
+	if view, ok := words32[int32](c.c.buf, nC); ok && cBits == 32 {
+		scatterC(w.cI, view, M, N, aNative, subNC)
+		return
 	}
 	flat := w.flatI[:nC]
 	scatterC(w.cI, flat, M, N, aNative, subNC)
