@@ -189,7 +189,17 @@ func (d *npuDevice) Arm() {
 func attach(m *engine.Model, o *options) (enginebackend.Device, error) {
 	cfg := o.cfg
 	cfg.Evict = m.File().Evict // the CPU keeps no copy of offloaded weights
-	drv, err := o.openDriver(m.Threads())
+	// The simulator computes on the host's threads: the cores of a matmul
+	// run side by side only when the thread budget covers them, each with
+	// its share; otherwise one after another, each using all the threads.
+	threads := m.Threads()
+	if o.Driver != "hardware" {
+		cfg.Sequential = threads < cfg.Cores
+		if !cfg.Sequential {
+			threads /= cfg.Cores
+		}
+	}
+	drv, err := o.openDriver(threads)
 	if err != nil {
 		return nil, err
 	}

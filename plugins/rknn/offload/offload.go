@@ -246,8 +246,7 @@ type coreCtx struct {
 	attrs          npu.IOAttr
 	ctx            npu.Context
 	aMem, bMem, cM npu.Mem
-	cf             []float32
-	ci             []int32
+	ci             []int32 // integer C before dequantization
 }
 
 // coreMask is the mask of core i (0..2).
@@ -416,9 +415,7 @@ func (o *MatMuler) newKernel(wb *weightB, M int) (k *kernel, err error) {
 		if err := ctx.SetIOMem(s.b, &cc.attrs.B); err != nil {
 			return nil, fmt.Errorf("core %d: %w", s.core, err)
 		}
-		if o.cfg.Type == FP16 {
-			cc.cf = make([]float32, M*(s.hi-s.lo))
-		} else {
+		if o.cfg.Type != FP16 {
 			cc.ci = make([]int32, M*(s.hi-s.lo))
 		}
 	}
@@ -523,13 +520,7 @@ func (o *MatMuler) gather(c *coreCtx, aScale []float32, M, N int, out []float32)
 	s := c.s
 	w := s.hi - s.lo
 	if o.cfg.Type == FP16 {
-		if err := npu.UnpackC(&c.info, c.cM.Bytes(), c.cf, M, w); err != nil {
-			return 0, err
-		}
-		for m := range M {
-			copy(out[m*N+s.lo:m*N+s.hi], c.cf[m*w:(m+1)*w])
-		}
-		return 0, nil
+		return 0, npu.UnpackCStrided(&c.info, c.cM.Bytes(), out[s.lo:], M, w, N)
 	}
 	if err := npu.UnpackC(&c.info, c.cM.Bytes(), c.ci, M, w); err != nil {
 		return 0, err

@@ -72,6 +72,28 @@ func TestQuantizeRow(t *testing.T) {
 	if _, ok = quantizeRow([]float32{float32(math.Inf(-1)), 1}, 127, q); ok {
 		t.Error("Inf row quantized")
 	}
+	// Random rows, with values on and beside the .5 ties, against math.Round.
+	rng := rand.New(rand.NewPCG(3, 4))
+	x := make([]float32, 4096)
+	for i := range x {
+		switch i % 4 {
+		case 0:
+			x[i] = rng.Float32()*2 - 1
+		case 1:
+			x[i] = (float32(rng.IntN(255)-127) + 0.5) / 127
+		default:
+			v := (float32(rng.IntN(255)-127) + 0.5) / 127
+			x[i] = math.Nextafter32(v, float32(i%4-2)*2)
+		}
+	}
+	x[0] = 1
+	q = make([]int8, len(x))
+	sc, _ = quantizeRow(x, 127, q)
+	for i, v := range x {
+		if want := int8(min(max(math.Round(float64(v/sc)), -127), 127)); q[i] != want {
+			t.Fatalf("x=%v (x/scale %v): %d, want %d", v, v/sc, q[i], want)
+		}
+	}
 }
 
 // randWeight is an F32 weight of N rows of K values uniform in [-1, 1].

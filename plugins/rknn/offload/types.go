@@ -124,8 +124,12 @@ func quantizeRow(x []float32, qmax float32, q []int8) (scale float32, ok bool) {
 	}
 	scale = amax / qmax
 	for i, v := range x {
-		r := math.Round(float64(v / scale)) // half away from zero
-		q[i] = int8(min(max(r, -float64(qmax)), float64(qmax)))
+		// math.Round (half away from zero) without its branches: r is a
+		// float32 value of magnitude about qmax at most, so r ± 0.5 is exact
+		// in float64 and truncating it rounds half away from zero.
+		r := float64(v / scale)
+		t := math.Trunc(r + math.Copysign(0.5, r))
+		q[i] = int8(min(max(t, -float64(qmax)), float64(qmax)))
 	}
 	return scale, true
 }
