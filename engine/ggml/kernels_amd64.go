@@ -26,23 +26,27 @@ func hasAVX512() bool {
 	return x.HasAVX512F && x.HasAVX512BW && x.HasAVX512DQ && x.HasAVX512VL
 }
 
-// f32ToF16Fast converts the leading elements of src up to the first chunk
-// with a NaN (F32sToF16 does the rest).
-var f32ToF16Fast = func() func(src []float32, dst []uint16) int {
-	if hasAVX512() {
-		return f32ToF16AVX512
-	}
-	return nil
-}()
+// The bulk half conversions: f32ToF16Fast converts the leading elements up
+// to the first chunk with a NaN (F32sToF16 does the rest), f16ToF32Fast all
+// of them (bit-identical to the table, NaNs included).
+var (
+	f32ToF16Fast = avx512Only(f32ToF16AVX512)
+	f16ToF32Fast = avx512Only(f16ToF32AVX512)
+)
 
-// f16ToF32Fast converts halves to float32 (bit-identical to the table,
-// NaNs included).
-var f16ToF32Fast = func() func(src []uint16, dst []float32) {
+// The symmetric row quantizer's chunks (QuantizeSymmetric does the rest).
+var (
+	absMaxBitsFast  = avx512Only(absMaxBitsAVX512)
+	quantizeSymFast = avx512Only(quantizeSymAVX512)
+)
+
+func avx512Only[F any](f F) F {
 	if hasAVX512() {
-		return f16ToF32AVX512
+		return f
 	}
-	return nil
-}()
+	var none F
+	return none
+}
 
 // hasVNNI: the ggml integer dot products use VPDPBUSD.
 var hasVNNI = cpu.X86.HasAVX512VNNI

@@ -7422,6 +7422,12 @@ GLOBL xor80<>(SB), RODATA|NOPTR, $4
 DATA dword18<>+0(SB)/4, $0x00000012
 GLOBL dword18<>(SB), RODATA|NOPTR, $4
 
+DATA f64Sign<>+0(SB)/8, $0x8000000000000000
+GLOBL f64Sign<>(SB), RODATA|NOPTR, $8
+
+DATA f64Half<>+0(SB)/8, $0x3fe0000000000000
+GLOBL f64Half<>(SB), RODATA|NOPTR, $8
+
 // func quantizeQ8_0AVX512(x []float32, dst []byte)
 // Requires: AVX, AVX512DQ, AVX512F, AVX512VL, F16C
 TEXT ·quantizeQ8_0AVX512(SB), NOSPLIT, $0-48
@@ -9477,5 +9483,80 @@ h2f_tail:
 	VMOVUPS     Z0, K1, (DX)
 
 h2f_done:
+	VZEROUPPER
+	RET
+
+// func absMaxBitsAVX512(x []float32) uint32
+// Requires: AVX, AVX2, AVX512F, AVX512VL
+TEXT ·absMaxBitsAVX512(SB), NOSPLIT, $0-28
+	MOVQ         x_base+0(FP), AX
+	MOVQ         x_len+8(FP), CX
+	VPBROADCASTD dword0<>+0(SB), Z0
+
+amax_loop:
+	CMPQ        CX, $0x00000010
+	JB          amax_done
+	VMOVDQU32   (AX), Z1
+	VPANDD.BCST absMask<>+0(SB), Z1, Z1
+	VPMAXUD     Z1, Z0, Z0
+	ADDQ        $0x00000040, AX
+	SUBQ        $0x00000010, CX
+	JMP         amax_loop
+
+amax_done:
+	VEXTRACTI64X4 $0x01, Z0, Y1
+	VPMAXUD       Y1, Y0, Y1
+	VEXTRACTI32X4 $0x01, Y1, X0
+	VPMAXUD       X0, X1, X0
+	VPSHUFD       $0x4e, X0, X1
+	VPMAXUD       X1, X0, X0
+	VPSHUFD       $0xb1, X0, X1
+	VPMAXUD       X1, X0, X0
+	VMOVD         X0, AX
+	MOVL          AX, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func quantizeSymAVX512(x []float32, scale float32, lim int32, q []int8)
+// Requires: AVX, AVX2, AVX512DQ, AVX512F, AVX512VL, SSE
+TEXT ·quantizeSymAVX512(SB), NOSPLIT, $0-56
+	MOVQ         x_base+0(FP), AX
+	MOVQ         x_len+8(FP), CX
+	MOVQ         q_base+32(FP), DX
+	MOVSS        scale+24(FP), X0
+	VBROADCASTSS X0, Z0
+	MOVL         lim+28(FP), BX
+	VPBROADCASTD BX, Y1
+	VPXORD       Y2, Y2, Y2
+	VPSUBD       Y1, Y2, Y2
+
+q_loop:
+	CMPQ          CX, $0x00000010
+	JB            q_done
+	VMOVUPS       (AX), Z3
+	VDIVPS        Z0, Z3, Z3
+	VEXTRACTF32X8 $0x01, Z3, Y4
+	VCVTPS2PD     Y3, Z3
+	VPANDQ.BCST   f64Sign<>+0(SB), Z3, Z5
+	VPORQ.BCST    f64Half<>+0(SB), Z5, Z5
+	VADDPD        Z5, Z3, Z3
+	VCVTTPD2DQ    Z3, Y3
+	VPMINSD       Y1, Y3, Y3
+	VPMAXSD       Y2, Y3, Y3
+	VPMOVSDB      Y3, (DX)
+	VCVTPS2PD     Y4, Z3
+	VPANDQ.BCST   f64Sign<>+0(SB), Z3, Z4
+	VPORQ.BCST    f64Half<>+0(SB), Z4, Z4
+	VADDPD        Z4, Z3, Z3
+	VCVTTPD2DQ    Z3, Y3
+	VPMINSD       Y1, Y3, Y3
+	VPMAXSD       Y2, Y3, Y3
+	VPMOVSDB      Y3, 8(DX)
+	ADDQ          $0x00000040, AX
+	ADDQ          $0x00000010, DX
+	SUBQ          $0x00000010, CX
+	JMP           q_loop
+
+q_done:
 	VZEROUPPER
 	RET

@@ -147,3 +147,9 @@ func f32ToF16AVX512(src []float32, dst []uint16) int
 
 //go:noescape
 func f16ToF32AVX512(src []uint16, dst []float32)
+
+//go:noescape
+func absMaxBitsAVX512(x []float32) uint32
+
+//go:noescape
+func quantizeSymAVX512(x []float32, scale float32, lim int32, q []int8)

@@ -6,5 +6,10 @@ package ggml
 // RK3588's aarch64 cores are future work).
 func simdKernels() []Kernels { return nil }
 
-var f32ToF16Fast func(src []float32, dst []uint16) int
-var f16ToF32Fast func(src []uint16, dst []float32)
+// No bulk conversion or quantization kernels: the Go loops do it all.
+var (
+	f32ToF16Fast    func(src []float32, dst []uint16) int
+	f16ToF32Fast    func(src []uint16, dst []float32)
+	absMaxBitsFast  func(x []float32) uint32
+	quantizeSymFast func(x []float32, scale float32, lim int32, q []int8)
+)

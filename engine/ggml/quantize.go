@@ -260,3 +260,43 @@ func quantizeQ8_K(x []float32, y []byte) {
 	}
 	binary.LittleEndian.PutUint32(y[0:], math.Float32bits(1/iscale))
 }
+
+// QuantizeSymmetric quantizes a row with one scale, as the NPU offload does
+// for its int8 and int4 activations: scale = amax/qmax (0 for an all-zero
+// row) and q[i] = x[i]/scale rounded half away from zero, clamped to ±qmax
+// (qmax an integer ≤ 127). A NaN or Inf in x has no integer representation:
+// ok is false and q is left as it was.
+func QuantizeSymmetric(x []float32, qmax float32, q []int8) (scale float32, ok bool) {
+	q = q[:len(x)]
+	full := 0
+	var amax uint32 // bits of the largest |x|: NaN and Inf order above every finite value
+	if quantizeSymFast != nil {
+		full = len(x) &^ 15
+		if full > 0 {
+			amax = absMaxBitsFast(x[:full])
+		}
+	}
+	for _, v := range x[full:] {
+		amax = max(amax, math.Float32bits(v)&^(1<<31))
+	}
+	if amax >= 0x7f800000 {
+		return float32(math.NaN()), false
+	}
+	if amax == 0 {
+		clear(q)
+		return 0, true
+	}
+	scale = math.Float32frombits(amax) / qmax
+	lim := int32(qmax)
+	if full > 0 {
+		quantizeSymFast(x[:full], scale, lim, q)
+	}
+	for i := full; i < len(x); i++ {
+		// r is a float32 value of magnitude about qmax at most, so r ± 0.5
+		// is exact in float64 and the conversion truncates it: round half
+		// away from zero, as math.Round.
+		r := float64(x[i] / scale)
+		q[i] = int8(min(max(int32(r+math.Copysign(0.5, r)), -lim), lim))
+	}
+	return scale, true
+}

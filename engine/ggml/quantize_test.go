@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -263,6 +264,89 @@ func TestQuantizeKQuants(t *testing.T) {
 			if v != 0 {
 				t.Fatalf("%s of zeros dequantizes to %g", typ, v)
 			}
+		}
+	}
+}
+
+// quantizeSymmetricRef is QuantizeSymmetric written with math.Round and
+// float comparisons, as the definition reads.
+func quantizeSymmetricRef(x []float32, qmax float32, q []int8) (float32, bool) {
+	var amax float32
+	for _, v := range x {
+		a := float32(math.Abs(float64(v)))
+		if !(a <= math.MaxFloat32) {
+			return 0, false
+		}
+		amax = max(amax, a)
+	}
+	if amax == 0 {
+		clear(q[:len(x)])
+		return 0, true
+	}
+	scale := amax / qmax
+	for i, v := range x {
+		r := math.Round(float64(v / scale))
+		q[i] = int8(min(max(r, -float64(qmax)), float64(qmax)))
+	}
+	return scale, true
+}
+
+// TestQuantizeSymmetric: the SIMD chunks and the Go tail against the
+// definition, on random rows with values on and beside the .5 ties, every
+// length up to 70 (chunk boundaries), int8 and int4 ranges, NaN and Inf in
+// a chunk and in the tail, and all-zero rows.
+func TestQuantizeSymmetric(t *testing.T) {
+	q := make([]int8, 5)
+	// 0.5·127 = 63.5 rounds away from zero; 0.25·127 = 31.75 → 32.
+	if sc, ok := QuantizeSymmetric([]float32{1, -0.5, 0.25, 0, -1}, 127, q); !ok || sc != float32(1)/127 || !slices.Equal(q, []int8{127, -64, 32, 0, -127}) {
+		t.Errorf("int8: scale %v ok %v q %v", sc, ok, q)
+	}
+	// x/0.5: 7, -3.5 → -4, 1.5 → 2, 0.4 → 0.
+	if sc, ok := QuantizeSymmetric([]float32{3.5, -1.75, 0.75, 0, 0.2}, 7, q); !ok || sc != 0.5 || !slices.Equal(q, []int8{7, -4, 2, 0, 0}) {
+		t.Errorf("int4: scale %v ok %v q %v", sc, ok, q)
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	row := func(n int) []float32 {
+		x := make([]float32, n)
+		for i := range x {
+			switch i % 4 {
+			case 0:
+				x[i] = rng.Float32()*2 - 1
+			case 1:
+				x[i] = (float32(rng.IntN(255)-127) + 0.5) / 127
+			default:
+				v := (float32(rng.IntN(255)-127) + 0.5) / 127
+				x[i] = math.Nextafter32(v, float32(i%4-2)*2)
+			}
+		}
+		if n > 0 {
+			x[rng.IntN(n)] = 1
+		}
+		return x
+	}
+	for _, qmax := range []float32{127, 7} {
+		for n := 0; n <= 70; n++ {
+			for _, bad := range []float32{0, float32(math.NaN()), float32(math.Inf(-1))} {
+				x := row(n)
+				if bad != 0 {
+					if n == 0 {
+						continue
+					}
+					x[rng.IntN(n)] = bad
+				}
+				got, want := make([]int8, n), make([]int8, n)
+				gs, gok := QuantizeSymmetric(x, qmax, got)
+				ws, wok := quantizeSymmetricRef(x, qmax, want)
+				if gok != wok || gok && (gs != ws || !slices.Equal(got, want)) {
+					t.Fatalf("qmax %v n %d bad %v: scale %v ok %v q %v, want %v %v %v", qmax, n, bad, gs, gok, got, ws, wok, want)
+				}
+			}
+		}
+		zero := make([]float32, 33)
+		q := make([]int8, 33)
+		q[5] = 9
+		if s, ok := QuantizeSymmetric(zero, qmax, q); !ok || s != 0 || q[5] != 0 {
+			t.Errorf("zero row: scale %v ok %v q[5] %d", s, ok, q[5])
 		}
 	}
 }

@@ -2,7 +2,7 @@ package main
 
 import (
 	"fmt"
-	"os"
+	"math"
 
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
@@ -13,7 +13,7 @@ import (
 // instruction for instruction where the order of floating-point operations
 // matters (engine/ggml/ggmlmm.go and cpuops.go hold the generic versions).
 
-var c127, absMask, nib0F, nib08, xor80, dword18 Mem
+var c127, absMask, nib0F, nib08, xor80, dword18, f64Sign, f64Half Mem
 
 func genGGMLNumerics() {
 	c127 = f32s("c127", []float32{127})
@@ -22,24 +22,28 @@ func genGGMLNumerics() {
 	nib08 = u32s("nib08", []uint32{0x08080808})
 	xor80 = u32s("xor80", []uint32{0x80808080})
 	dword18 = u32s("dword18", []uint32{18})
-	only := os.Getenv("GENONLY")
-	do := func(name string, f func()) {
-		if only == "" || only == name {
-			f()
-		}
+	f64Sign = u64s("f64Sign", 1<<63)
+	f64Half = u64s("f64Half", math.Float64bits(0.5))
+	genQuantizeQ8_0()
+	genRoundF16()
+	genVecDotQ8_0Rows()
+	genVecDotQ4_0x8Rows()
+	genVecDotFloatRows(false)
+	genVecDotFloatRows(true)
+	for rows := 1; rows <= 4; rows++ {
+		genTinyBLAS(false, rows)
+		genTinyBLAS(true, rows)
 	}
-	do("q", genQuantizeQ8_0)
-	do("r", genRoundF16)
-	do("q8", genVecDotQ8_0Rows)
-	do("q4", genVecDotQ4_0x8Rows)
-	do("f32", func() { genVecDotFloatRows(false) })
-	do("f16", func() { genVecDotFloatRows(true) })
-	do("tb", func() {
-		for rows := 1; rows <= 4; rows++ {
-			genTinyBLAS(false, rows)
-			genTinyBLAS(true, rows)
-		}
-	})
+	genF16Convert()
+	genF16ToF32()
+	genQuantizeSym()
+}
+
+// u64s is one 8-byte constant (float64 data must be written as its bits).
+func u64s(name string, v uint64) Mem {
+	m := GLOBL(name, RODATA|NOPTR)
+	DATA(0, U64(v))
+	return m
 }
 
 // hmax16 is the maximum of a register's 16 lanes, in lane 0.
@@ -726,6 +730,88 @@ func genF16ToF32() {
 	VCVTPH2PS(hv, wt)
 	VMOVUPS(wt, k, Mem{Base: dp})
 	Label("h2f_done")
+	VZEROUPPER()
+	RET()
+}
+
+// genQuantizeSym: the NPU offload's per-row symmetric quantization
+// (ggml.QuantizeSymmetric): absMaxBits returns the largest |x| of the
+// leading 16-element chunks as float32 bits (integer max of the sign-cleared
+// bits: NaN and Inf compare above every finite value, so the caller sees
+// them); quantizeSym writes int8(clamp(roundHalfAway(float64(x/scale)),
+// ±lim)) for the leading chunks, in float64 as the Go code does.
+func genQuantizeSym() {
+	TEXT("absMaxBitsAVX512", NOSPLIT, "func(x []float32) uint32")
+	Pragma("noescape")
+	xp := Load(Param("x").Base(), GP64())
+	n := Load(Param("x").Len(), GP64())
+	acc := zeroZMM()
+	Label("amax_loop")
+	CMPQ(n, U32(16))
+	JB(LabelRef("amax_done"))
+	v := ZMM()
+	VMOVDQU32(Mem{Base: xp}, v)
+	VPANDD_BCST(absMask, v, v)
+	VPMAXUD(v, acc, acc)
+	ADDQ(U32(64), xp)
+	SUBQ(U32(16), n)
+	JMP(LabelRef("amax_loop"))
+	Label("amax_done")
+	hi := YMM()
+	VEXTRACTI64X4(U8(1), acc, hi)
+	VPMAXUD(hi, acc.AsY(), hi)
+	x4 := XMM()
+	VEXTRACTI32X4(U8(1), hi, x4)
+	VPMAXUD(x4, hi.AsX(), x4)
+	t := XMM()
+	VPSHUFD(U8(0x4e), x4, t)
+	VPMAXUD(t, x4, x4)
+	VPSHUFD(U8(0xb1), x4, t)
+	VPMAXUD(t, x4, x4)
+	r := GP32()
+	VMOVD(x4, r)
+	Store(r, ReturnIndex(0))
+	VZEROUPPER()
+	RET()
+
+	TEXT("quantizeSymAVX512", NOSPLIT, "func(x []float32, scale float32, lim int32, q []int8)")
+	Pragma("noescape")
+	xp = Load(Param("x").Base(), GP64())
+	n = Load(Param("x").Len(), GP64())
+	qp := Load(Param("q").Base(), GP64())
+	sc := ZMM()
+	VBROADCASTSS(Load(Param("scale"), XMM()), sc)
+	hiLim, loLim := YMM(), YMM()
+	VPBROADCASTD(Load(Param("lim"), GP32()), hiLim)
+	VPXORD(loLim, loLim, loLim)
+	VPSUBD(hiLim, loLim, loLim)
+	Label("q_loop")
+	CMPQ(n, U32(16))
+	JB(LabelRef("q_done"))
+	w := ZMM()
+	VMOVUPS(Mem{Base: xp}, w)
+	VDIVPS(sc, w, w) // x / scale
+	upper := YMM()
+	VEXTRACTF32X8(U8(1), w, upper)
+	halves := []Op{w.AsY(), upper}
+	for i, h := range halves {
+		d := ZMM()
+		VCVTPS2PD(h, d)
+		half := ZMM()
+		VPANDQ_BCST(f64Sign, d, half)
+		VPORQ_BCST(f64Half, half, half) // ±0.5 with r's sign
+		VADDPD(half, d, d)
+		iv := YMM()
+		VCVTTPD2DQ(d, iv) // truncate
+		VPMINSD(hiLim, iv, iv)
+		VPMAXSD(loLim, iv, iv)
+		VPMOVSDB(iv, Mem{Base: qp, Disp: 8 * i})
+	}
+	ADDQ(U32(64), xp)
+	ADDQ(U32(16), qp)
+	SUBQ(U32(16), n)
+	JMP(LabelRef("q_loop"))
+	Label("q_done")
 	VZEROUPPER()
 	RET()
 }

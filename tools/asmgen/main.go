@@ -53,6 +53,4 @@ func genGGML() {
 	genSoftmax()
 	genSwiglu()
 	genGGMLNumerics()
-	genF16Convert()
-	genF16ToF32()
 }

@@ -343,7 +343,7 @@ func (o *MatMuler) convert(w *engine.Weight) (*weightB, error) {
 			q := make([]int8, rows*K)
 			s.scale = make([]float32, rows)
 			for n := range rows {
-				sc, ok := quantizeRow(f[n*K:(n+1)*K], t.qmax(), q[n*K:(n+1)*K])
+				sc, ok := ggml.QuantizeSymmetric(f[n*K:(n+1)*K], t.qmax(), q[n*K:(n+1)*K])
 				if !ok {
 					return nil, &convertError{fmt.Sprintf("weight %s row %d: NaN or Inf has no %s value", w.Name, r.Lo+n, t)}
 				}
@@ -504,7 +504,7 @@ func (o *MatMuler) convertA(k *kernel, x []float32, M, K int) error {
 	qmax := o.cfg.Type.qmax()
 	for m := range M {
 		q := k.q[m*K : (m+1)*K]
-		sc, ok := quantizeRow(x[m*K:(m+1)*K], qmax, q)
+		sc, ok := ggml.QuantizeSymmetric(x[m*K:(m+1)*K], qmax, q)
 		if !ok {
 			clear(q) // the row's outputs become NaN through its scale
 		}

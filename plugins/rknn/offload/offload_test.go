@@ -51,50 +51,6 @@ func TestSplitN(t *testing.T) {
 	}
 }
 
-func TestQuantizeRow(t *testing.T) {
-	q := make([]int8, 5)
-	sc, ok := quantizeRow([]float32{1, -0.5, 0.25, 0, -1}, 127, q)
-	// 0.5·127 = 63.5 rounds away from zero; 0.25·127 = 31.75 → 32.
-	if !ok || sc != float32(1)/127 || !slices.Equal(q, []int8{127, -64, 32, 0, -127}) {
-		t.Errorf("int8: scale %v ok %v q %v", sc, ok, q)
-	}
-	sc, ok = quantizeRow([]float32{3.5, -1.75, 0.75, 0, 0.2}, 7, q)
-	// x/0.5: 7, -3.5 → -4, 1.5 → 2, 0.4 → 0.
-	if !ok || sc != 0.5 || !slices.Equal(q, []int8{7, -4, 2, 0, 0}) {
-		t.Errorf("int4: scale %v ok %v q %v", sc, ok, q)
-	}
-	if sc, ok = quantizeRow([]float32{0, 0, 0}, 127, q); !ok || sc != 0 || q[0] != 0 || q[2] != 0 {
-		t.Errorf("zero row: scale %v ok %v q %v", sc, ok, q)
-	}
-	if _, ok = quantizeRow([]float32{1, float32(math.NaN())}, 127, q); ok {
-		t.Error("NaN row quantized")
-	}
-	if _, ok = quantizeRow([]float32{float32(math.Inf(-1)), 1}, 127, q); ok {
-		t.Error("Inf row quantized")
-	}
-	// Random rows, with values on and beside the .5 ties, against math.Round.
-	rng := rand.New(rand.NewPCG(3, 4))
-	x := make([]float32, 4096)
-	for i := range x {
-		switch i % 4 {
-		case 0:
-			x[i] = rng.Float32()*2 - 1
-		case 1:
-			x[i] = (float32(rng.IntN(255)-127) + 0.5) / 127
-		default:
-			v := (float32(rng.IntN(255)-127) + 0.5) / 127
-			x[i] = math.Nextafter32(v, float32(i%4-2)*2)
-		}
-	}
-	x[0] = 1
-	q = make([]int8, len(x))
-	sc, _ = quantizeRow(x, 127, q)
-	for i, v := range x {
-		if want := int8(min(max(math.Round(float64(v/sc)), -127), 127)); q[i] != want {
-			t.Fatalf("x=%v (x/scale %v): %d, want %d", v, v/sc, q[i], want)
-		}
-	}
-}
 
 // randWeight is an F32 weight of N rows of K values uniform in [-1, 1].
 func randWeight(rng *rand.Rand, name string, K, N int) *engine.Weight {

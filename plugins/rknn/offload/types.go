@@ -2,7 +2,6 @@ package offload
 
 import (
 	"fmt"
-	"math"
 	"strings"
 
 	"github.com/evalrun/evalrun/plugins/rknn/npu"
@@ -106,30 +105,3 @@ func SplitN(N, cores int) []Range {
 	return rs
 }
 
-// quantizeRow writes round-half-away(x/scale) clamped to ±qmax into q and
-// returns scale = amax/qmax (0 for an all-zero row). A NaN or Inf in x has no
-// int representation: ok is false.
-func quantizeRow(x []float32, qmax float32, q []int8) (scale float32, ok bool) {
-	var amax float32
-	for _, v := range x {
-		a := float32(math.Abs(float64(v)))
-		if !(a <= math.MaxFloat32) { // NaN or Inf
-			return float32(math.NaN()), false
-		}
-		amax = max(amax, a)
-	}
-	if amax == 0 {
-		clear(q[:len(x)])
-		return 0, true
-	}
-	scale = amax / qmax
-	for i, v := range x {
-		// math.Round (half away from zero) without its branches: r is a
-		// float32 value of magnitude about qmax at most, so r ± 0.5 is exact
-		// in float64 and truncating it rounds half away from zero.
-		r := float64(v / scale)
-		t := math.Trunc(r + math.Copysign(0.5, r))
-		q[i] = int8(min(max(t, -float64(qmax)), float64(qmax)))
-	}
-	return scale, true
-}
