@@ -39,7 +39,6 @@ type Context struct {
 	mask      npu.CoreMask
 	quant     [3]perLayer // A, B, C
 
-	work workspace // decoded operands, reused across runs
 }
 
 var _ npu.Context = (*Context)(nil)
@@ -205,6 +204,5 @@ func (c *Context) Destroy() error {
 	}
 	c.destroyed = true
 	c.a, c.b, c.c = nil, nil, nil
-	c.work = workspace{}
 	return nil
 }

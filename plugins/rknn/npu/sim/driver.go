@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"sync"
 	"sync/atomic"
 
 	"github.com/evalrun/evalrun/plugins/rknn/npu"
@@ -45,6 +46,8 @@ const CrashExitCode = 70
 // Driver is a simulated RK3588 NPU.
 type Driver struct {
 	opts    Options
+	workMu  sync.Mutex
+	work    []*workspace // free decode buffers: as many as runs ever overlapped
 	started atomic.Int64 // runs that passed validation (fault schedule)
 	runs    atomic.Int64
 	bytesIn atomic.Int64
@@ -151,4 +154,25 @@ func (d *Driver) Create(info *npu.MatmulInfo) (npu.Context, npu.IOAttr, error) {
 		quant: defaultQuant(),
 	}
 	return c, attrs, nil
+}
+
+// getWork lends a run its decode buffers. They belong to the device, not
+// to a context: memory grows with the runs in flight (at most a matmul's
+// cores), not with the number of contexts, which the offload keeps per
+// weight and token count.
+func (d *Driver) getWork() *workspace {
+	d.workMu.Lock()
+	defer d.workMu.Unlock()
+	if n := len(d.work); n > 0 {
+		w := d.work[n-1]
+		d.work = d.work[:n-1]
+		return w
+	}
+	return &workspace{}
+}
+
+func (d *Driver) putWork(w *workspace) {
+	d.workMu.Lock()
+	d.work = append(d.work, w)
+	d.workMu.Unlock()
 }

@@ -40,8 +40,7 @@ func segments(K, N, subN, bBits int, fn func(k0, kBlocks, off int)) {
 
 // computeFast fills w.cF (float types) or w.cI (integer types) with the
 // row-major M×N result.
-func (c *Context) computeFast(M, K, N int, aNative bool) {
-	w := &c.work
+func (c *Context) computeFast(w *workspace, M, K, N int, aNative bool) {
 	aBits, bBits, _ := widths(c.info.Type)
 	subKA := 128 / aBits
 	subNB := 256 / bBits

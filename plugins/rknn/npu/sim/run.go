@@ -285,14 +285,15 @@ func (c *Context) compute() {
 	subKA := 128 / aBits // A native: 16-byte K atoms
 	subNB := 256 / bBits // B native: fp16 16, int8 32, int4 64
 	subNC := 128 / cBits // C native: 16-byte N atoms
-	w := &c.work
+	w := c.drv.getWork()
+	defer c.drv.putWork(w)
 	nA := aLen(M, K, aNative, subKA)
 	nB := bLen(K, N, c.info.BLayout, subNB)
 	nC := aLen(M, N, aNative, subNC)
 	threads := c.drv.opts.Threads
 	fast := c.fastType()
 	if fast {
-		c.computeFast(M, K, N, aNative)
+		c.computeFast(w, M, K, N, aNative)
 	}
 
 	if isFloat(c.info.Type) {
