@@ -436,6 +436,58 @@ func TestPackBTEqualsPackB(t *testing.T) {
 	}
 }
 
+// A weight packed a block of rows at a time (the offload's conversion, which
+// avoids a whole-matrix temporary) must give the bytes one PackBT gives,
+// for every native B type, N padding and a block size that splits groups.
+func TestPackBTRowsEqualsPackBT(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, mt := range []MatmulType{Float16MMFloat16ToFloat32, Int8MMInt8ToInt32, Int4MMInt4ToInt16} {
+		const n, k = 45, 96
+		in := info(mt, 1, k, 64, LayoutNative, LayoutNorm)
+		o := mustOperand(t, in, "B")
+		var whole, blocks []byte
+		var err error
+		if mt == Float16MMFloat16ToFloat32 {
+			src := make([]float32, n*k)
+			for i := range src {
+				src[i] = rng.Float32()*2 - 1
+			}
+			whole, blocks = make([]byte, o.Size()), make([]byte, o.Size())
+			err = PackBT(in, src, n, k, whole)
+			for n0 := 0; n0 < n && err == nil; n0 += 7 {
+				rows := min(7, n-n0)
+				err = PackBTRows(in, src[n0*k:(n0+rows)*k], n0, rows, k, blocks)
+			}
+		} else {
+			lim := 128
+			if mt == Int4MMInt4ToInt16 {
+				lim = 8
+			}
+			src := make([]int8, n*k)
+			for i := range src {
+				src[i] = int8(rng.IntN(2*lim) - lim)
+			}
+			whole, blocks = make([]byte, o.Size()), make([]byte, o.Size())
+			err = PackBT(in, src, n, k, whole)
+			for n0 := 0; n0 < n && err == nil; n0 += 7 {
+				rows := min(7, n-n0)
+				err = PackBTRows(in, src[n0*k:(n0+rows)*k], n0, rows, k, blocks)
+			}
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", mt, err)
+		}
+		if !slices.Equal(whole, blocks) {
+			t.Errorf("%s: B packed in blocks of 7 rows differs from one PackBT", mt)
+		}
+	}
+	in := info(Int8MMInt8ToInt32, 1, 64, 64, LayoutNative, LayoutNorm)
+	buf := make([]byte, mustOperand(t, in, "B").Size())
+	if err := PackBTRows(in, make([]int8, 8*64), 60, 8, 64, buf); Code(err) != ErrParamInvalid {
+		t.Errorf("rows [60,68) of a 64-column B: err %v, want a parameter error", err)
+	}
+}
+
 func TestPackErrors(t *testing.T) {
 	in := info(10, 1, 64, 64, 1, 0)
 	buf := make([]byte, 64*64/2)

@@ -22,25 +22,33 @@ type Elem interface {
 // dst in A's layout and type. Every slot outside src (K or M padding, native
 // atom padding) is zero. len(dst) must be ≥ the A size.
 func PackA[T Elem](info *MatmulInfo, src []T, rows, cols int, dst []byte) error {
-	return pack("npu.PackA", info, "A", src, rows, cols, false, dst)
+	return pack("npu.PackA", info, "A", src, 0, rows, cols, false, true, dst)
 }
 
 // PackB writes the k×n row-major matrix src (k ≤ K, n ≤ N) into dst in B's
 // layout (norm, tp_norm or native with K>8192 segmentation) and type.
 func PackB[T Elem](info *MatmulInfo, src []T, k, n int, dst []byte) error {
-	return pack("npu.PackB", info, "B", src, k, n, false, dst)
+	return pack("npu.PackB", info, "B", src, 0, k, n, false, true, dst)
 }
 
 // PackBT is PackB for a transposed source: src is n×k row-major, i.e. N
 // weight rows of K elements as a model stores them.
 func PackBT[T Elem](info *MatmulInfo, src []T, n, k int, dst []byte) error {
-	return pack("npu.PackBT", info, "B", src, n, k, true, dst)
+	return pack("npu.PackBT", info, "B", src, 0, n, k, true, true, dst)
+}
+
+// PackBTRows is PackBT for the weight rows [n0, n0+n) only, leaving the rest
+// of dst as it is, so a large weight is converted a block of rows at a time
+// instead of through a whole-matrix temporary. The caller clears dst once
+// before the first block (the padding must be zero).
+func PackBTRows[T Elem](info *MatmulInfo, src []T, n0, n, k int, dst []byte) error {
+	return pack("npu.PackBTRows", info, "B", src, n0, n, k, true, false, dst)
 }
 
 // PackC writes a rows×cols row-major matrix into C's layout (for tests and
 // fakes of the device).
 func PackC[T Elem](info *MatmulInfo, src []T, rows, cols int, dst []byte) error {
-	return pack("npu.PackC", info, "C", src, rows, cols, false, dst)
+	return pack("npu.PackC", info, "C", src, 0, rows, cols, false, true, dst)
 }
 
 // UnpackA reads the top-left rows×cols of A from src into dst (row-major).
@@ -83,24 +91,32 @@ func shapeFor(fn string, o Operand, rows, cols int, transposed bool, nSrc, nBuf 
 	return nil
 }
 
-func pack[T Elem](fn string, info *MatmulInfo, name string, src []T, rows, cols int, transposed bool, dst []byte) error {
+// pack writes src's rows as the operand's rows [r0, r0+rows) (columns, when
+// transposed), clearing the whole buffer first unless it packs one block of
+// several into a buffer the caller cleared.
+func pack[T Elem](fn string, info *MatmulInfo, name string, src []T, r0, rows, cols int, transposed, clearAll bool, dst []byte) error {
 	o, err := OperandOf(info, name)
 	if err != nil {
 		return err
 	}
-	if err := shapeFor(fn, o, rows, cols, transposed, len(src), len(dst)); err != nil {
+	if r0 < 0 {
+		return paramErr(fn, "%s: first row %d is negative", o.Name, r0)
+	}
+	if err := shapeFor(fn, o, r0+rows, cols, transposed, r0*cols+len(src), len(dst)); err != nil {
 		return err
 	}
 	put, err := putter(fn, o, src, dst)
 	if err != nil {
 		return err
 	}
-	clear(dst[:o.Size()])
+	if clearAll {
+		clear(dst[:o.Size()])
+	}
 	for r := 0; r < rows; r++ {
 		for c := 0; c < cols; {
-			lr, lc := r, c
+			lr, lc := r0+r, c
 			if transposed {
-				lr, lc = c, r
+				lr, lc = c, r0+r
 			}
 			n := min(o.Contiguous(lr, lc, transposed), cols-c)
 			if at, err := put(o.Offset(lr, lc), r*cols+c, n); err != nil {

@@ -333,30 +333,59 @@ func (o *MatMuler) convert(w *engine.Weight) (*weightB, error) {
 		if s.b, err = owner.CreateMem(int(attrs.B.Size)); err != nil {
 			return nil, fmt.Errorf("weight %s: core %d: B: %w", w.Name, core, err)
 		}
-		f := make([]float32, rows*K)
-		if err := ggml.Dequantize(w.Type, w.Data[r.Lo*rb:r.Hi*rb], f); err != nil {
-			return nil, &convertError{fmt.Sprintf("weight %s: %v", w.Name, err)}
-		}
-		if t == FP16 {
-			err = npu.PackBT(&s.bInfo, f, rows, K, s.b.Bytes())
-		} else {
-			q := make([]int8, rows*K)
+		if t != FP16 {
 			s.scale = make([]float32, rows)
-			for n := range rows {
-				sc, ok := ggml.QuantizeSymmetric(f[n*K:(n+1)*K], t.qmax(), q[n*K:(n+1)*K])
-				if !ok {
-					return nil, &convertError{fmt.Sprintf("weight %s row %d: NaN or Inf has no %s value", w.Name, r.Lo+n, t)}
-				}
-				s.scale[n] = sc
-			}
-			err = npu.PackBT(&s.bInfo, q, rows, K, s.b.Bytes())
 		}
-		if err != nil {
-			return nil, fmt.Errorf("weight %s: %w", w.Name, err)
+		if err := o.packSlice(w, rb, r.Lo, rows, s); err != nil {
+			return nil, err
 		}
 	}
 	ok = true
 	return wb, nil
+}
+
+// convertBlock is how many weight rows are dequantized at a time: the
+// temporaries stay small (a 128k-vocabulary output weight would need
+// hundreds of MB at once) and in cache.
+const convertBlock = 64
+
+// packSlice dequantizes rows [lo, lo+rows) of w a block at a time and packs
+// them into the slice's B in the NPU type (int types: symmetric per-row
+// quantization, scales into s.scale).
+func (o *MatMuler) packSlice(w *engine.Weight, rb, lo, rows int, s *slice) error {
+	t, K := o.cfg.Type, w.K
+	dst := s.b.Bytes()
+	clear(dst) // the padding rows and columns; device memory is not zeroed
+	f := make([]float32, min(convertBlock, rows)*K)
+	var q []int8
+	if t != FP16 {
+		q = make([]int8, len(f))
+	}
+	for n0 := 0; n0 < rows; n0 += convertBlock {
+		nb := min(convertBlock, rows-n0)
+		fb := f[:nb*K]
+		if err := ggml.Dequantize(w.Type, w.Data[(lo+n0)*rb:(lo+n0+nb)*rb], fb); err != nil {
+			return &convertError{fmt.Sprintf("weight %s: %v", w.Name, err)}
+		}
+		var err error
+		if t == FP16 {
+			err = npu.PackBTRows(&s.bInfo, fb, n0, nb, K, dst)
+		} else {
+			qb := q[:nb*K]
+			for n := range nb {
+				sc, ok := ggml.QuantizeSymmetric(fb[n*K:(n+1)*K], t.qmax(), qb[n*K:(n+1)*K])
+				if !ok {
+					return &convertError{fmt.Sprintf("weight %s row %d: NaN or Inf has no %s value", w.Name, lo+n0+n, t)}
+				}
+				s.scale[n0+n] = sc
+			}
+			err = npu.PackBTRows(&s.bInfo, qb, n0, nb, K, dst)
+		}
+		if err != nil {
+			return fmt.Errorf("weight %s: %w", w.Name, err)
+		}
+	}
+	return nil
 }
 
 // release frees the weight's contexts and device buffers.

@@ -51,7 +51,6 @@ func TestSplitN(t *testing.T) {
 	}
 }
 
-
 // randWeight is an F32 weight of N rows of K values uniform in [-1, 1].
 func randWeight(rng *rand.Rand, name string, K, N int) *engine.Weight {
 	data := make([]byte, 4*K*N)

@@ -104,4 +104,3 @@ func SplitN(N, cores int) []Range {
 	}
 	return rs
 }
-

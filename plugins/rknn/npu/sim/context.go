@@ -2,6 +2,7 @@ package sim
 
 import (
 	"math"
+	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -11,7 +12,7 @@ import (
 // Mem is a simulated NPU buffer: plain Go memory.
 type Mem struct {
 	buf   []byte
-	freed atomic.Bool
+	freed *atomic.Bool // shared with the cleanup that unmaps a leaked buffer
 }
 
 // Bytes is the CPU view of the buffer.
@@ -76,7 +77,19 @@ func (c *Context) CreateMem(size int) (npu.Mem, error) {
 	if size <= 0 || size > math.MaxUint32 {
 		return nil, rkErr(fn, npu.ErrParamInvalid, "size %d out of range (1..%d)", size, uint32(math.MaxUint32))
 	}
-	return &Mem{buf: make([]byte, size)}, nil
+	buf, err := allocDevice(size)
+	if err != nil {
+		return nil, rkErr(fn, npu.ErrMallocFail, "%d bytes: %v", size, err)
+	}
+	m := &Mem{buf: buf, freed: new(atomic.Bool)}
+	// A buffer its owner never destroyed is unmapped when the Mem is
+	// collected (the real runtime frees it with the context).
+	runtime.AddCleanup(m, func(freed *atomic.Bool) {
+		if !freed.Swap(true) {
+			freeDevice(buf)
+		}
+	}, m.freed)
+	return m, nil
 }
 
 // DestroyMem frees a buffer; a context still bound to it fails its next run.
@@ -94,6 +107,11 @@ func (c *Context) DestroyMem(m npu.Mem) error {
 	if sm.freed.Swap(true) {
 		return rkErr(fn, npu.ErrParamInvalid, "mem already destroyed")
 	}
+	// Unmapped now: a context still bound to it refuses to run (freed), and
+	// Bytes is empty from here on rather than a view of released pages.
+	buf := sm.buf
+	sm.buf = nil
+	freeDevice(buf)
 	return nil
 }
 
