@@ -20,15 +20,16 @@ type blockDecoder func(b []byte, y []float32)
 // computes every value with exactly the float32 operations documented on it,
 // so the fused DotRow kernels can reproduce them bit for bit.
 var decoders = map[Type]blockDecoder{
-	Q4_0: decodeQ4_0,
-	Q4_1: decodeQ4_1,
-	Q5_0: decodeQ5_0,
-	Q5_1: decodeQ5_1,
-	Q8_0: decodeQ8_0,
-	Q4_K: decodeQ4_K,
-	Q5_K: decodeQ5_K,
-	Q6_K: decodeQ6_K,
-	Q8_K: decodeQ8_K,
+	Q4_0:  decodeQ4_0,
+	Q4_1:  decodeQ4_1,
+	Q5_0:  decodeQ5_0,
+	Q5_1:  decodeQ5_1,
+	Q8_0:  decodeQ8_0,
+	Q4_K:  decodeQ4_K,
+	Q5_K:  decodeQ5_K,
+	Q6_K:  decodeQ6_K,
+	Q8_K:  decodeQ8_K,
+	MXFP4: decodeMXFP4,
 }
 
 // Supported reports whether Dequantize and DotRow handle the type.

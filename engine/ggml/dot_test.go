@@ -71,6 +71,8 @@ func randomRow(t *testing.T, rng *rand.Rand, typ Type, n int) []byte {
 			put16(blk, 208, randScale(rng))
 		case Q8_K:
 			binary.LittleEndian.PutUint32(blk, math.Float32bits(F16ToF32(randScale(rng))))
+		case MXFP4:
+			blk[0] = byte(110 + rng.IntN(30)) // 2^-18 .. 2^11: finite products
 		default:
 			t.Fatalf("randomRow: no layout for %s", typ)
 		}
@@ -78,7 +80,7 @@ func randomRow(t *testing.T, rng *rand.Rand, typ Type, n int) []byte {
 	return b
 }
 
-var exactTypes = []Type{F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, Q8_K}
+var exactTypes = []Type{F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, Q8_K, MXFP4}
 
 func TestDotF32Order(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))

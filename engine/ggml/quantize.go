@@ -8,7 +8,7 @@ import (
 
 // Quantize encodes src into dst as type t with ggml's reference weight
 // quantizers (quantize_row_*_ref in ggml-quants.c): F32, F16, BF16, Q4_0,
-// Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K (kquant.go), and the activation
+// Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K (kquant.go), MXFP4, and the activation
 // formats Q8_1 and Q8_K.
 // len(dst) must be exactly RowBytes(t, len(src)).
 func Quantize(t Type, src []float32, dst []byte) error {
@@ -37,16 +37,17 @@ func checkEncode(t Type, src []float32, dst []byte) error {
 type rowEncoder func(x []float32, y []byte)
 
 var refQuantizers = map[Type]rowEncoder{
-	F32:  encodeF32,
-	F16:  encodeF16,
-	BF16: encodeBF16,
-	Q4_0: perBlock(32, 18, quantizeQ4_0),
-	Q4_1: perBlock(32, 20, quantizeQ4_1),
-	Q5_0: perBlock(32, 22, quantizeQ5_0),
-	Q5_1: perBlock(32, 24, quantizeQ5_1),
-	Q8_0: perBlock(32, 34, quantizeQ8_0Ref),
-	Q8_1: perBlock(32, 36, quantizeQ8_1Ref),
-	Q8_K: perBlock(256, qk8K, quantizeQ8_K),
+	F32:   encodeF32,
+	F16:   encodeF16,
+	BF16:  encodeBF16,
+	Q4_0:  perBlock(32, 18, quantizeQ4_0),
+	Q4_1:  perBlock(32, 20, quantizeQ4_1),
+	Q5_0:  perBlock(32, 22, quantizeQ5_0),
+	Q5_1:  perBlock(32, 24, quantizeQ5_1),
+	Q8_0:  perBlock(32, 34, quantizeQ8_0Ref),
+	Q8_1:  perBlock(32, 36, quantizeQ8_1Ref),
+	Q8_K:  perBlock(256, qk8K, quantizeQ8_K),
+	MXFP4: perBlock(32, 17, quantizeMXFP4),
 }
 
 // perBlock lifts a one-block encoder to a row encoder.

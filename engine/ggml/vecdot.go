@@ -14,7 +14,7 @@ import (
 // (type_traits_cpu[t].vec_dot_type); t itself for unsupported types.
 func VecDotType(t Type) Type {
 	switch t {
-	case Q4_0, Q5_0, Q8_0:
+	case Q4_0, Q5_0, Q8_0, MXFP4:
 		return Q8_0
 	case Q4_1, Q5_1:
 		return Q8_1
@@ -122,6 +122,8 @@ func vecDot(t Type, w []byte, xq []byte, n int) float32 {
 		return vecDotQ6_K(w, xq, n)
 	case Q8_K:
 		return vecDotQ8_K(w, xq, n)
+	case MXFP4:
+		return vecDotMXFP4(w, xq, n)
 	}
 	panic("ggml.VecDot: unsupported tensor type " + t.String())
 }

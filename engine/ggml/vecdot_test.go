@@ -10,7 +10,7 @@ import (
 func TestVecDotType(t *testing.T) {
 	want := map[Type]Type{
 		F32: F32, F16: F16, BF16: BF16,
-		Q4_0: Q8_0, Q5_0: Q8_0, Q8_0: Q8_0,
+		Q4_0: Q8_0, Q5_0: Q8_0, Q8_0: Q8_0, MXFP4: Q8_0,
 		Q4_1: Q8_1, Q5_1: Q8_1,
 		Q4_K: Q8_K, Q5_K: Q8_K, Q6_K: Q8_K,
 	}
@@ -134,7 +134,7 @@ func dequantActivations(t *testing.T, vt Type, xq []byte, n int) []float64 {
 // dequantized weights and activations up to float32 rounding.
 func TestVecDotMatchesDequantized(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
-	for _, typ := range []Type{F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K} {
+	for _, typ := range []Type{F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, MXFP4} {
 		for _, n := range []int{256, 4096} {
 			w := randomRow(t, rng, typ, n)
 			x := randVec(rng, n)

@@ -104,6 +104,12 @@ func badCases() []badCase {
 	at = r.pos()
 	add("partial block", r.u64(48).u32(uint32(ggml.Q4_0)).u64(0).data(64), `tensor_infos[0].dims[0] ("q")`,
 		"row length 48 is not a multiple of the Q4_0 block size 32", at)
+	r = rawHeader(3, 1, 0).str("m").u32(1)
+	at = r.pos()
+	add("MXFP4 partial block", r.u64(48).u32(uint32(ggml.MXFP4)).u64(0).data(64), `tensor_infos[0].dims[0] ("m")`,
+		"row length 48 is not a multiple of the MXFP4 block size 32", at)
+	// 64 MXFP4 values are 2 blocks of 17 bytes: 33 bytes of data are one short.
+	add("MXFP4 data truncated", rawHeader(3, 1, 0).tensor("m", []uint64{64}, ggml.MXFP4, 0).data(33), `tensor_infos[0].offset ("m")`, "past the end", -1)
 	r = rawHeader(3, 1, 0).str("w").u32(1).u64(8)
 	at = r.pos()
 	add("type 99", r.u32(99).u64(0).data(32), `tensor_infos[0].type ("w")`, "unknown tensor type 99", at)

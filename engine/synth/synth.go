@@ -35,7 +35,7 @@ const weightStd = 0.02
 // fileTypes maps a weight type to llama.cpp's general.file_type (llama_ftype).
 var fileTypes = map[ggml.Type]uint32{
 	ggml.F32: 0, ggml.F16: 1, ggml.Q4_0: 2, ggml.Q4_1: 3, ggml.Q8_0: 7,
-	ggml.Q5_0: 8, ggml.Q5_1: 9, ggml.BF16: 32,
+	ggml.Q5_0: 8, ggml.Q5_1: 9, ggml.BF16: 32, ggml.MXFP4: 38,
 }
 
 // Tensor data is drawn per tensor from a generator seeded by (Seed, name), so
@@ -74,7 +74,7 @@ func (c *Config) normalize() error {
 		return fmt.Errorf("synth: NVocab %d: need at least %d (3 special + 256 byte tokens + 1)", c.NVocab, specialAndByteTokens+1)
 	}
 	if _, ok := fileTypes[c.Type]; !ok {
-		return fmt.Errorf("synth: weight type %s not supported (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0)", c.Type)
+		return fmt.Errorf("synth: weight type %s not supported (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, MXFP4)", c.Type)
 	}
 	if c.NEmbd%c.Type.BlockSize() != 0 {
 		return fmt.Errorf("synth: NEmbd %d is not a multiple of the %s block size %d", c.NEmbd, c.Type, c.Type.BlockSize())

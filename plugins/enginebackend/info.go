@@ -30,7 +30,7 @@ var ftypeNames = map[uint64]string{
 	0: "all F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1",
 	10: "Q2_K - Medium", 11: "Q3_K - Small", 12: "Q3_K - Medium", 13: "Q3_K - Large",
 	14: "Q4_K - Small", 15: "Q4_K - Medium", 16: "Q5_K - Small", 17: "Q5_K - Medium",
-	18: "Q6_K", 21: "Q2_K - Small", 32: "BF16",
+	18: "Q6_K", 21: "Q2_K - Small", 32: "BF16", 38: "MXFP4 MoE",
 }
 
 // fileType names the file's weight type as llama.cpp prints it. Without
