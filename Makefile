@@ -6,7 +6,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X main.version=$(VERSION) -X main.gitCommit=$(COMMIT)
 
-.PHONY: oracle all build run test test-go test-rknpu test-arm64 test-llamacpp-note vet bench fuzz proto llamacpp clean
+.PHONY: bench-vs-llamacpp oracle all build run test test-go test-rknpu test-arm64 test-llamacpp-note vet bench fuzz proto llamacpp clean
 
 all: build
 
@@ -57,6 +57,11 @@ llamacpp:
 bench: build
 	$(GO) test -run='^$$' -bench=. -benchtime=3x ./engine/ ./engine/ggml/
 	$(BIN)/evalrun bench --model models/stories260K.gguf --plugin cpu -p 128 -n 64 -r 5
+
+## bench-vs-llamacpp: llama-bench and evalrun bench (exact, ggml) on the same files, interleaved,
+## and the table of median per-round ratios (LLAMA_BENCH=path required; MODELS, THREADS, ROUNDS, OUT optional)
+bench-vs-llamacpp: build
+	LLAMA_BENCH=$(LLAMA_BENCH) tools/bench-vs-llamacpp.sh
 
 ## fuzz: a short run of every fuzz target
 fuzz:

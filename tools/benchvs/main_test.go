@@ -1,0 +1,70 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func write(t *testing.T, name, text string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// The ratio is the median of per-round ratios (rounds paired in file order),
+// not the ratio of medians: a round where the machine was slow for both
+// sides must not count as a slowdown of one.
+func TestTableMedianOfPairedRatios(t *testing.T) {
+	llama := write(t, "llama.jsonl", `{"model_filename":"/x/m.gguf","n_threads":1,"n_prompt":128,"n_gen":0,"avg_ts":100}
+{"model_filename":"/x/m.gguf","n_threads":1,"n_prompt":0,"n_gen":64,"avg_ts":10}
+{"model_filename":"/x/m.gguf","n_threads":1,"n_prompt":128,"n_gen":0,"avg_ts":50}
+{"model_filename":"/x/m.gguf","n_threads":1,"n_prompt":0,"n_gen":64,"avg_ts":20}
+{"model_filename":"/x/m.gguf","n_threads":1,"n_prompt":128,"n_gen":0,"avg_ts":100}
+{"model_filename":"/x/m.gguf","n_threads":1,"n_prompt":0,"n_gen":64,"avg_ts":20}
+`)
+	ev := write(t, "exact.jsonl", `{"model_filename":"models/m.gguf","n_threads":1,"n_prompt":128,"n_gen":0,"avg_ts":40}
+{"model_filename":"models/m.gguf","n_threads":1,"n_prompt":0,"n_gen":64,"avg_ts":9}
+{"model_filename":"models/m.gguf","n_threads":1,"n_prompt":128,"n_gen":0,"avg_ts":25}
+{"model_filename":"models/m.gguf","n_threads":1,"n_prompt":0,"n_gen":64,"avg_ts":18}
+{"model_filename":"models/m.gguf","n_threads":1,"n_prompt":128,"n_gen":0,"avg_ts":60}
+{"model_filename":"models/m.gguf","n_threads":1,"n_prompt":0,"n_gen":64,"avg_ts":16}
+`)
+	l, err := read(llama)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := read(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := table(&b, l, []column{{"exact", e}}); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	// pp ratios 0.4, 0.5, 0.6 -> 0.50 (ratio of medians would be 40/100);
+	// tg ratios 0.9, 0.9, 0.8 -> 0.90.
+	for _, want := range []string{"| m.gguf | 1 | pp128 | 100.0 | 40.0 | 0.50× |", "| m.gguf | 1 | tg64 | 20.0 | 16.0 | 0.90× |"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestReadRejectsBadLines(t *testing.T) {
+	for name, text := range map[string]string{
+		"not json": "{\"avg_ts\": 1}\nnope\n",
+		"no rate":  `{"model_filename":"m","n_threads":1,"n_prompt":1,"avg_ts":0}` + "\n",
+	} {
+		_, err := read(write(t, "x.jsonl", text))
+		if err == nil || !strings.Contains(err.Error(), "x.jsonl:") {
+			t.Errorf("%s: err %v, want one naming the file and line", name, err)
+		}
+	}
+}
