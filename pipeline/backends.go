@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/evalrun/evalrun/backend"
+	"github.com/evalrun/evalrun/pipeline/digest"
 	"github.com/evalrun/evalrun/pipeline/spec"
 )
 
@@ -37,6 +38,7 @@ type runBackend struct {
 	load    *LoadSummary
 	eval    EvalTiming
 	peakRSS *int64
+	digest  digest.RunHasher // of every chunk and prompt completed
 }
 
 func (rb *runBackend) ok() bool {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/evalrun/evalrun/backend"
 	"github.com/evalrun/evalrun/engine/sampling"
+	"github.com/evalrun/evalrun/pipeline/digest"
 	"github.com/evalrun/evalrun/pipeline/metrics"
 	"github.com/evalrun/evalrun/pipeline/spec"
 )
@@ -67,9 +68,11 @@ func (r *runner) generateOne(ctx context.Context, p genPrompt) {
 	cands := r.liveCands()
 	per := make([]*comparison, len(cands))
 	alive := make([]bool, len(cands))
+	digests := make([]*digest.Hasher, len(cands))
 	for i := range cands {
-		per[i], alive[i] = &comparison{}, true
+		per[i], alive[i], digests[i] = &comparison{}, true, digest.NewHasher(len(p.tokens)-1)
 	}
+	refDigest := digest.NewHasher(len(p.tokens) - 1)
 	var ref metrics.RefRow
 	refTokens := make([]int32, 0, p.maxNew)
 	req := backend.EvalRequest{Session: "generate", Pos: 0, Tokens: p.tokens, LogitsFrom: len(p.tokens) - 1}
@@ -83,6 +86,7 @@ func (r *runner) generateOne(ctx context.Context, p genPrompt) {
 			r.ref.fail(ctx, what, err)
 			return
 		}
+		refDigest.Row(refRow)
 		next := sampling.Greedy(refRow)
 		refTokens = append(refTokens, next)
 		ref.Set(refRow)
@@ -105,6 +109,7 @@ func (r *runner) generateOne(ctx context.Context, p genPrompt) {
 				continue
 			}
 			if errs[i] == nil {
+				digests[i].Row(rows[i])
 				t := time.Now()
 				errs[i] = addLive(rows[i], &ref, next, c.cmp, per[i])
 				r.timing.MetricsS += time.Since(t).Seconds()
@@ -119,6 +124,14 @@ func (r *runner) generateOne(ctx context.Context, p genPrompt) {
 		req = nextReq
 	}
 	r.round(pending...)
+	// Every backend was fed the prompt and then the reference's tokens but
+	// the last.
+	for _, h := range append(digests, refDigest) {
+		h.Tokens(p.tokens)
+		h.Tokens(refTokens[:max(len(refTokens)-1, 0)])
+	}
+	r.addPrompt(r.ref, PromptResult{Backend: r.ref.Name, Reference: true, Dataset: p.dataset, ID: p.id, Mode: string(spec.ModeGenerate),
+		Tokens: len(refTokens), ReferenceTokens: refTokens}, refDigest)
 
 	for i, c := range cands {
 		if !alive[i] {
@@ -133,7 +146,7 @@ func (r *runner) generateOne(ctx context.Context, p genPrompt) {
 		per[i].addGreedy(free, refTokens)
 		pr := promptFromComparison(c.rb.Name, p.dataset, p.id, spec.ModeGenerate, per[i], true)
 		pr.ReferenceTokens, pr.GeneratedTokens = refTokens, free
-		r.addPrompt(pr)
+		r.addPrompt(c.rb, pr, digests[i])
 	}
 }
 

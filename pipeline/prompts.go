@@ -6,13 +6,16 @@ import (
 	"path/filepath"
 
 	"github.com/evalrun/evalrun/internal/atomicfile"
+	"github.com/evalrun/evalrun/pipeline/digest"
 	"github.com/evalrun/evalrun/pipeline/spec"
 )
 
 // PromptResult is one line of prompts.jsonl: one backend on one prompt (a
-// generate record) or one score chunk.
+// generate record) or one score chunk. The reference has lines too
+// (Reference true), with its digest and no comparison.
 type PromptResult struct {
 	Backend         string   `json:"backend"`
+	Reference       bool     `json:"reference,omitempty"`
 	Dataset         string   `json:"dataset"`
 	ID              string   `json:"id"`
 	Mode            string   `json:"mode"`
@@ -31,6 +34,9 @@ type PromptResult struct {
 	FirstDivergence *int     `json:"first_divergence,omitempty"`
 	ReferenceTokens []int32  `json:"reference_tokens,omitempty"`
 	GeneratedTokens []int32  `json:"generated_tokens,omitempty"`
+	// The exact digests of the logits rows the backend returned and of the
+	// tokens it was fed (package digest).
+	*digest.Prompt
 }
 
 func promptFromComparison(backendName, ds, id string, mode spec.Mode, c *comparison, liveRef bool) PromptResult {
@@ -94,7 +100,12 @@ func (l *promptLog) abort() {
 	}
 }
 
-func (r *runner) addPrompt(p PromptResult) {
+// addPrompt writes a prompts.jsonl line for rb, with the digest of what it
+// returned, and folds that digest into rb's run digest.
+func (r *runner) addPrompt(rb *runBackend, p PromptResult, h *digest.Hasher) {
+	d := h.Sum()
+	p.Prompt = &d
+	rb.digest.Add(p.Dataset, p.ID, d)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.promptLog.add(p)

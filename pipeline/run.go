@@ -393,7 +393,7 @@ func (r *runner) backendSummary(rb *runBackend) BackendSummary {
 	if st == StatusOK && rb.load == nil { // interrupted before it loaded
 		bs.Status, bs.Error = StatusSkipped, "the run was interrupted"
 	}
-	bs.Info, bs.Load, bs.PeakRSSBytes = rb.info, rb.load, rb.peakRSS
+	bs.Info, bs.Load, bs.PeakRSSBytes, bs.Digest = rb.info, rb.load, rb.peakRSS, rb.digest.Sum()
 	if rb.eval.Calls > 0 {
 		e := rb.eval
 		bs.Eval = &e

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/evalrun/evalrun/backend"
+	"github.com/evalrun/evalrun/pipeline/digest"
 	"github.com/evalrun/evalrun/pipeline/spec"
 )
 
@@ -117,8 +118,8 @@ func TestRunIdenticalBackendsPass(t *testing.T) {
 		}
 	}
 	lines := readLines(t, filepath.Join(res.Dir, "prompts.jsonl"))
-	if len(lines) != 8+3 {
-		t.Fatalf("prompts.jsonl has %d lines, want 11 (8 chunks + 3 prompts)", len(lines))
+	if len(lines) != 2*(8+3) {
+		t.Fatalf("prompts.jsonl has %d lines, want 22 (8 chunks + 3 prompts, for the reference and the candidate)", len(lines))
 	}
 	if !strings.Contains(out, "PASS") || !strings.Contains(out, "same") {
 		t.Fatalf("table does not show the backend passing:\n%s", out)
@@ -304,5 +305,82 @@ func TestRunInterruptedKeepsResults(t *testing.T) {
 	}
 	if b.Status != StatusOK || b.Accuracy == nil || b.Accuracy.Tokens == 0 || b.Accuracy.Complete || b.Pass {
 		t.Fatalf("backend %s, accuracy %+v", b.Status, b.Accuracy)
+	}
+}
+
+// promptDigests reads prompts.jsonl's digests as backend -> "dataset/id" -> digest.
+func promptDigests(t *testing.T, dir string) map[string]map[string]digest.Prompt {
+	t.Helper()
+	f, err := os.Open(filepath.Join(dir, "prompts.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	out := map[string]map[string]digest.Prompt{}
+	dec := json.NewDecoder(f)
+	for dec.More() {
+		var p PromptResult
+		if err := dec.Decode(&p); err != nil {
+			t.Fatal(err)
+		}
+		if p.Prompt == nil || p.Rows() == 0 {
+			t.Fatalf("line without a digest: %+v", p)
+		}
+		if out[p.Backend] == nil {
+			out[p.Backend] = map[string]digest.Prompt{}
+		}
+		out[p.Backend][p.Dataset+"/"+p.ID] = *p.Prompt
+	}
+	return out
+}
+
+// The digests are of the logits exactly as the backend returned them: the
+// fake's rows recomputed here hash the same; a backend whose logits differ
+// in one row is told apart at that row, and every digest of the run is in
+// summary.json.
+func TestRunDigestsAreTheReturnedLogits(t *testing.T) {
+	const nVocab, nCtx = 64, 32
+	noisy := newFake(nVocab)
+	noisy.noise = 0.5
+	p := testPlan(t, nVocab, 256, nCtx, 4, spec.Backend{Name: "same", Plugin: "fake"}, spec.Backend{Name: "noisy", Plugin: "fake"})
+	res, out := runFakes(t, p, map[string]*fakeBackend{"ref": newFake(nVocab), "same": newFake(nVocab), "noisy": noisy})
+	d := promptDigests(t, res.Dir)
+	if len(d) != 3 || len(d["ref"]) != 8+3 {
+		t.Fatalf("digests for %d backends, %d reference lines\n%s", len(d), len(d["ref"]), out)
+	}
+	// Chunk 2 recomputed: BOS over position 0, rows from n_ctx/2 to n_ctx-2.
+	ch := scoreChunk{tokens: p.Datasets[0].Stream[nCtx : 2*nCtx], bos: p.BOS}
+	fake, h := newFake(nVocab), digest.NewHasher(ch.first())
+	h.Tokens(ch.input())
+	hist := uint64(1) // the fake's history hash before the first token
+	row := make([]float32, nVocab)
+	for i, tok := range ch.input() {
+		hist = mix(hist, tok)
+		if i >= ch.first() {
+			fake.row(hist, row)
+			h.Row(row)
+		}
+	}
+	want := h.Sum()
+	got := d["ref"]["score/chunk-2"]
+	if got.LogitsSHA256 != want.LogitsSHA256 || got.TokensSHA256 != want.TokensSHA256 || got.LogitsFrom != 16 || got.Rows() != 15 {
+		t.Fatalf("reference chunk 2: %+v\nwant %+v", got, want)
+	}
+	for k, ref := range d["ref"] {
+		same, noise := d["same"][k], d["noisy"][k]
+		if same.LogitsSHA256 != ref.LogitsSHA256 || same.FirstDiff(ref) != -1 {
+			t.Errorf("%s: identical backend, digest differs", k)
+		}
+		if noise.LogitsSHA256 == ref.LogitsSHA256 || noise.FirstDiff(ref) != 0 || noise.TokensSHA256 != ref.TokensSHA256 {
+			t.Errorf("%s: noisy backend: first diff %d, same tokens %v", k, noise.FirstDiff(ref), noise.TokensSHA256 == ref.TokensSHA256)
+		}
+	}
+	s := res.Summary
+	rd, sd, nd := s.Reference.Digest, s.Backends[0].Digest, s.Backends[1].Digest
+	if rd == nil || sd == nil || nd == nil || rd.Prompts != 11 || rd.Rows != 8*15+3*4 {
+		t.Fatalf("run digests %+v %+v %+v", rd, sd, nd)
+	}
+	if *sd != *rd || nd.LogitsSHA256 == rd.LogitsSHA256 || nd.TokensSHA256 != rd.TokensSHA256 {
+		t.Fatalf("run digests: ref %+v same %+v noisy %+v", rd, sd, nd)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/evalrun/evalrun/backend"
+	"github.com/evalrun/evalrun/pipeline/digest"
 	"github.com/evalrun/evalrun/pipeline/kldbase"
 	"github.com/evalrun/evalrun/pipeline/metrics"
 	"github.com/evalrun/evalrun/pipeline/spec"
@@ -165,8 +166,15 @@ func (r *runner) scoreOne(ctx context.Context, ch scoreChunk, e *chunkEval) {
 	what := fmt.Sprintf("eval %s chunk %d", ch.dataset, ch.index+1)
 	refStream, cands, streams := e.ref, e.cands, e.streams
 	per := make([]*comparison, len(cands))
+	input := ch.input()
+	newHasher := func() *digest.Hasher {
+		h := digest.NewHasher(ch.first())
+		h.Tokens(input)
+		return h
+	}
+	refDigest, digests := newHasher(), make([]*digest.Hasher, len(cands))
 	for i, c := range cands {
-		per[i] = &comparison{}
+		per[i], digests[i] = &comparison{}, newHasher()
 		if !c.rb.ok() { // it stopped while this chunk was prefetched
 			streams[i].abandon()
 			streams[i] = nil
@@ -187,6 +195,7 @@ func (r *runner) scoreOne(ctx context.Context, ch scoreChunk, e *chunkEval) {
 				break
 			}
 			refRow = row
+			refDigest.Row(row)
 			ref.Set(row)
 			r.writeOut(&r.refOut, r.ref.Name, row)
 		} else if err := r.base.Record(ch.index, k, baseRow); err != nil {
@@ -199,6 +208,7 @@ func (r *runner) scoreOne(ctx context.Context, ch scoreChunk, e *chunkEval) {
 			}
 			row, err := streams[i].next()
 			if err == nil {
+				digests[i].Row(row)
 				r.writeOut(&c.outFile, c.rb.Name, row)
 				t := time.Now()
 				if refRow != nil {
@@ -231,6 +241,7 @@ func (r *runner) scoreOne(ctx context.Context, ch scoreChunk, e *chunkEval) {
 			}
 			return
 		}
+		r.addPrompt(r.ref, PromptResult{Backend: r.ref.Name, Reference: true, Dataset: ch.dataset, ID: chunkID(ch), Mode: string(spec.ModeScore), Tokens: ch.rows()}, refDigest)
 	}
 	for i, c := range cands {
 		if streams[i] == nil {
@@ -239,10 +250,13 @@ func (r *runner) scoreOne(ctx context.Context, ch scoreChunk, e *chunkEval) {
 		if err := streams[i].finish(ch.rows()); err != nil {
 			c.rb.fail(ctx, what, err)
 		}
-		r.addPrompt(promptFromComparison(c.rb.Name, ch.dataset, fmt.Sprintf("chunk-%d", ch.index+1), spec.ModeScore, per[i], r.base == nil))
+		r.addPrompt(c.rb, promptFromComparison(c.rb.Name, ch.dataset, chunkID(ch), spec.ModeScore, per[i], r.base == nil), digests[i])
 	}
 	r.round(append(streams, refStream)...)
 }
+
+// chunkID names a score chunk in prompts.jsonl: chunk-1, chunk-2, ...
+func chunkID(ch scoreChunk) string { return fmt.Sprintf("chunk-%d", ch.index+1) }
 
 // openKLDOutputs creates the kld_base files requested with output.kld_base
 // (NewPlan checked that they can be written). The token stream in their

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/evalrun/evalrun/backend"
+	"github.com/evalrun/evalrun/pipeline/digest"
 	"github.com/evalrun/evalrun/pipeline/metrics"
 )
 
@@ -119,9 +120,12 @@ type BackendSummary struct {
 	Eval       *EvalTiming    `json:"eval,omitempty"`
 	// PeakRSSBytes is the plugin process's peak resident set size over the
 	// whole run (Linux VmHWM, read before Close); null elsewhere.
-	PeakRSSBytes *int64       `json:"peak_rss_bytes,omitempty"`
-	Gates        []GateResult `json:"gates,omitempty"`
-	Pass         bool         `json:"pass"`
+	PeakRSSBytes *int64 `json:"peak_rss_bytes,omitempty"`
+	// Digest fingerprints every logits row the backend returned and every
+	// token it was fed, over the chunks and prompts it completed.
+	Digest *digest.Run  `json:"digest,omitempty"`
+	Gates  []GateResult `json:"gates,omitempty"`
+	Pass   bool         `json:"pass"`
 }
 
 // EvalTiming is where one backend's Eval calls spent their time.
