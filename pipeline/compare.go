@@ -182,7 +182,8 @@ func evaluateGates(gates []spec.Gate, a *Accuracy, t *Throughput) []GateResult {
 	return out
 }
 
-func (g GateResult) describe() string {
+// Describe says what a gate checked and found, for reports.
+func (g GateResult) Describe() string {
 	if g.Value == nil {
 		return fmt.Sprintf("%s (limit %g): %s", g.Name, g.Limit, g.Note)
 	}

@@ -45,8 +45,8 @@ func loadPlan(t *testing.T, path string, env map[string]string) *Plan {
 
 func runEngine(t *testing.T, p *Plan) *Summary {
 	t.Helper()
-	var out, errb bytes.Buffer
-	res, err := Run(context.Background(), p, Options{OutDir: t.TempDir(), Stdout: &out, Stderr: &errb, Launch: engineLauncher})
+	var errb bytes.Buffer
+	res, err := Run(context.Background(), p, Options{OutDir: t.TempDir(), Stderr: &errb, Launch: engineLauncher})
 	if err != nil {
 		t.Fatalf("Run: %v\n%s", err, errb.String())
 	}

@@ -11,6 +11,7 @@ package pipeline
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -32,7 +33,6 @@ import (
 type Options struct {
 	OutDir    string       // results directory; overrides the spec's output.dir/<run-id>
 	PluginDir string       // where plugins are looked up first; overrides the spec
-	Stdout    io.Writer    // tables
 	Stderr    io.Writer    // progress and plugin logs
 	Log       *slog.Logger // host log
 	Version   string
@@ -60,9 +60,6 @@ type Result struct {
 // the exit code. Results computed before a backend failure or an
 // interruption are always kept.
 func Run(ctx context.Context, p *Plan, opt Options) (*Result, error) {
-	if opt.Stdout == nil {
-		opt.Stdout = os.Stdout
-	}
 	if opt.Stderr == nil {
 		opt.Stderr = os.Stderr
 	}
@@ -104,7 +101,7 @@ func Run(ctx context.Context, p *Plan, opt Options) (*Result, error) {
 	if err := r.prepare(); err != nil {
 		return nil, err
 	}
-	if len(s.Output.Formats) == 0 || slices.Contains(s.Output.Formats, FormatJSONL) {
+	if len(s.Output.Formats) == 0 || slices.Contains(s.Output.Formats, "jsonl") {
 		if r.promptLog, err = newPromptLog(outDir); err != nil {
 			return nil, &InputError{fmt.Errorf("results directory %s: %w", outDir, err)}
 		}
@@ -118,22 +115,24 @@ func Run(ctx context.Context, p *Plan, opt Options) (*Result, error) {
 	r.finish(ctx, now())
 
 	res := &Result{Summary: r.sum, Dir: outDir}
-	err = writeResults(outDir, r.sum, s.Output.Formats)
+	err = writeSummary(outDir, r.sum)
 	if perr := r.promptLog.commit(); err == nil {
 		err = perr
 	}
 	if err != nil {
 		return res, fmt.Errorf("writing results to %s: %w", outDir, err)
 	}
-	if err := printTables(opt.Stdout, r.sum); err != nil {
-		return res, err
-	}
-	fmt.Fprintf(opt.Stdout, "\nverdict: %s (exit %d)", r.sum.Verdict.Status, r.sum.Verdict.ExitCode)
-	for _, why := range r.sum.Verdict.Reasons {
-		fmt.Fprintf(opt.Stdout, "\n  - %s", why)
-	}
-	fmt.Fprintf(opt.Stdout, "\nresults: %s\n", outDir)
 	return res, nil
+}
+
+// writeSummary writes summary.json atomically; the other result files are
+// rendered from it by package report.
+func writeSummary(dir string, s *Summary) error {
+	data, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(filepath.Join(dir, "summary.json"), append(data, '\n'))
 }
 
 // openOutDir makes the results directory and locks it against a second run.
@@ -339,7 +338,7 @@ func (r *runner) finish(ctx context.Context, end time.Time) {
 			for _, g := range bs.Gates {
 				if !g.Pass {
 					bs.Pass = false
-					reasons = append(reasons, fmt.Sprintf("%s: gate %s", bs.Name, g.describe()))
+					reasons = append(reasons, fmt.Sprintf("%s: gate %s", bs.Name, g.Describe()))
 				}
 			}
 			if bs.Accuracy != nil && !bs.Accuracy.Complete {

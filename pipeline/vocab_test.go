@@ -20,7 +20,7 @@ func TestPlanSendsTheHostsVocabulary(t *testing.T) {
 		p.Datasets[i].Stream, p.Datasets[i].Prompts = p.Datasets[i].Stream[:0], p.Datasets[i].Prompts[:min(1, len(p.Datasets[i].Prompts))]
 	}
 	p.VocabDigest = strings.Repeat("0", 64)
-	_, err := Run(context.Background(), p, Options{OutDir: t.TempDir(), Stdout: io.Discard, Stderr: io.Discard, Launch: engineLauncher})
+	_, err := Run(context.Background(), p, Options{OutDir: t.TempDir(), Stderr: io.Discard, Launch: engineLauncher})
 	var ie *InputError
 	if !errors.As(err, &ie) || !strings.Contains(err.Error(), "not the one the host tokenizes with") || !strings.Contains(err.Error(), "reference.model") {
 		t.Fatalf("reference with another vocabulary: err = %v, want an input error at reference.model", err)

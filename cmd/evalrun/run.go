@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 
@@ -10,24 +11,29 @@ import (
 
 	"github.com/evalrun/evalrun/backend"
 	"github.com/evalrun/evalrun/pipeline"
+	"github.com/evalrun/evalrun/pipeline/report"
 	"github.com/evalrun/evalrun/pipeline/spec"
 )
 
 func newRunCmd() *cobra.Command {
 	var outDir, pluginDir string
-	var verbose bool
+	var verbose, annotations bool
 	cmd := &cobra.Command{
 		Use:   "run SPEC",
 		Short: "Run an experiment spec: compare every backend with the reference, measure speed, gate",
 		Long: `run reads a YAML experiment spec, starts every backend as a plugin process,
 feeds them the same token sequences, compares their logits with the reference
 as they stream in, measures throughput one backend at a time, writes
-summary.json, prompts.jsonl and report.md, prints tables and exits with the
-verdict: 0 pass, 1 a gate failed, 2 bad input, 3 a backend could not run or
+summary.json, prompts.jsonl and the spec's output.formats (report.md,
+junit.xml, report.html), prints tables and exits with the verdict: 0 pass, 1 a gate failed, 2 bad input, 3 a backend could not run or
 the run was interrupted (Ctrl-C; what was computed is written).
 
 Every scalar spec key can be overridden from the environment as
-EVALRUN_<KEY_PATH>, e.g. EVALRUN_BENCH_REPS=1 or EVALRUN_OUTPUT_DIR=/tmp/out.`,
+EVALRUN_<KEY_PATH>, e.g. EVALRUN_BENCH_REPS=1 or EVALRUN_OUTPUT_DIR=/tmp/out.
+
+In GitHub Actions (GITHUB_ACTIONS=true, or --github-annotations) failed
+gates and crashed backends are also printed as ::error annotations, and the
+one-screen summary is appended to $GITHUB_STEP_SUMMARY when it is set.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -44,7 +50,7 @@ EVALRUN_<KEY_PATH>, e.g. EVALRUN_BENCH_REPS=1 or EVALRUN_OUTPUT_DIR=/tmp/out.`,
 				level = slog.LevelDebug
 			}
 			res, err := pipeline.Run(ctx, plan, pipeline.Options{
-				OutDir: absPath(outDir), PluginDir: absPath(pluginDir), Stdout: cmd.OutOrStdout(), Stderr: os.Stderr,
+				OutDir: absPath(outDir), PluginDir: absPath(pluginDir), Stderr: os.Stderr,
 				Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})), Version: version, GitCommit: gitCommit,
 			})
 			var ie *pipeline.InputError
@@ -53,7 +59,11 @@ EVALRUN_<KEY_PATH>, e.g. EVALRUN_BENCH_REPS=1 or EVALRUN_OUTPUT_DIR=/tmp/out.`,
 				return inputOrInterrupted(ctx, err)
 			case err != nil:
 				return backendErr(err)
-			case res.Summary.Verdict.ExitCode != backend.ExitPass:
+			}
+			if err := reportRun(cmd.OutOrStdout(), res, s.Output.Formats, annotations); err != nil {
+				return backendErr(fmt.Errorf("writing results to %s: %w", res.Dir, err))
+			}
+			if res.Summary.Verdict.ExitCode != backend.ExitPass {
 				return &exitError{res.Summary.Verdict.ExitCode, fmt.Errorf("verdict %s", res.Summary.Verdict.Status)}
 			}
 			return nil
@@ -62,5 +72,27 @@ EVALRUN_<KEY_PATH>, e.g. EVALRUN_BENCH_REPS=1 or EVALRUN_OUTPUT_DIR=/tmp/out.`,
 	cmd.Flags().StringVarP(&outDir, "out", "o", "", "results directory (default: the spec's output.dir/<run-id>)")
 	cmd.Flags().StringVar(&pluginDir, "plugin-dir", "", "directory to look for plugins in first")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "debug logging, including plugin logs")
+	cmd.Flags().BoolVar(&annotations, "github-annotations", os.Getenv("GITHUB_ACTIONS") == "true",
+		"print ::error/::warning workflow commands for failed gates and backends (default: on when GITHUB_ACTIONS=true)")
 	return cmd
+}
+
+// reportRun writes the report files the spec asks for, prints the tables
+// and, for GitHub Actions, the annotations and the step summary.
+func reportRun(w io.Writer, res *pipeline.Result, formats []string, annotations bool) error {
+	if err := report.Write(res.Dir, res.Summary, formats); err != nil {
+		return err
+	}
+	if err := report.Print(w, res); err != nil {
+		return err
+	}
+	if annotations {
+		report.Annotate(w, res.Summary, os.Getenv("GITHUB_WORKSPACE"))
+	}
+	if path := os.Getenv("GITHUB_STEP_SUMMARY"); path != "" {
+		if err := report.AppendStepSummary(path, res.Summary); err != nil {
+			return fmt.Errorf("GITHUB_STEP_SUMMARY: %w", err)
+		}
+	}
+	return nil
 }

@@ -30,7 +30,7 @@
 // reference.name "reference"; threads 0 or absent = the number of CPUs;
 // datasets[].mode score, n_ctx 128 (score), max_new_tokens 32 (generate);
 // bench enabled, n_prompt 64, n_gen 16, reps 5, warmup true;
-// output.formats [json, jsonl, md]; timeouts start 30s, load 120s, eval 300s,
+// output.formats [json, jsonl, md, junit]; timeouts start 30s, load 120s, eval 300s,
 // bench 600s. Gates are unchecked unless set; a set gate is checked even at 0.
 // A key with no value ("gates:") counts as absent.
 //

@@ -102,10 +102,15 @@ type Bench struct {
 	Warmup  bool `yaml:"warmup"`   // default true
 }
 
+// OutputFormats are the files a run can write: summary.json (json, always
+// written), prompts.jsonl (jsonl), report.md (md), junit.xml (junit) and
+// report.html (html).
+var OutputFormats = []string{"json", "jsonl", "md", "junit"}
+
 // Output says where and in which formats results are written.
 type Output struct {
 	Dir     string   `yaml:"dir"`     // relative to the spec's directory; default ./results of the working directory
-	Formats []string `yaml:"formats"` // subset of json, jsonl, md; default all three
+	Formats []string `yaml:"formats"` // subset of OutputFormats; default all of them
 }
 
 // Timeouts bound each plugin call. In YAML they are strings such as "30s".

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 )
@@ -33,7 +34,7 @@ func defaultSpec() *Spec {
 	return &Spec{
 		Reference: Reference{Backend: Backend{Name: "reference"}},
 		Bench:     Bench{Enabled: true, NPrompt: 64, NGen: 16, Reps: 5, Warmup: true},
-		Output:    Output{Formats: []string{"json", "jsonl", "md"}},
+		Output:    Output{Formats: slices.Clone(OutputFormats)},
 		Timeouts:  Timeouts{Start: 30 * time.Second, Load: 120 * time.Second, Eval: 300 * time.Second, Bench: 600 * time.Second},
 	}
 }
@@ -128,14 +129,14 @@ func (k *checker) validate() {
 	}
 
 	if len(s.Output.Formats) == 0 {
-		k.add("output.formats", "at least one of json, jsonl, md")
+		k.add("output.formats", "at least one of %s", strings.Join(OutputFormats, ", "))
 	}
 	seen := map[string]bool{}
 	for i, f := range s.Output.Formats {
 		p := fmt.Sprintf("output.formats[%d]", i)
 		switch {
-		case f != "json" && f != "jsonl" && f != "md":
-			k.add(p, "%q: want json, jsonl or md", f)
+		case !slices.Contains(OutputFormats, f):
+			k.add(p, "%q: want one of %s", f, strings.Join(OutputFormats, ", "))
 		case seen[f]:
 			k.add(p, "%q listed twice", f)
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/evalrun/evalrun/backend"
 	"github.com/evalrun/evalrun/engine/gguf"
 	"github.com/evalrun/evalrun/pipeline"
+	"github.com/evalrun/evalrun/pipeline/report"
 	"github.com/evalrun/evalrun/pipeline/spec"
 	"github.com/evalrun/evalrun/plugins/llamacpp/llamaplugin"
 )
@@ -68,11 +69,14 @@ output: {dir: ` + filepath.Join(tmp, "results") + `, formats: [json, md]}
 		t.Fatal(err)
 	}
 	var stdout, stderr bytes.Buffer
-	res, err := pipeline.Run(context.Background(), plan, pipeline.Options{PluginDir: pluginDir, Stdout: &stdout, Stderr: &stderr, Version: "test"})
+	res, err := pipeline.Run(context.Background(), plan, pipeline.Options{PluginDir: pluginDir, Stderr: &stderr, Version: "test"})
 	if err != nil {
 		t.Fatalf("Run: %v\n%s", err, stderr.String())
 	}
 	sum := res.Summary
+	if err := report.Print(&stdout, res); err != nil {
+		t.Fatal(err)
+	}
 	t.Logf("\n%s", stdout.String())
 	if sum.Reference.Status != pipeline.StatusOK || sum.Reference.Throughput == nil {
 		t.Fatalf("reference: %s %s", sum.Reference.Status, sum.Reference.Error)

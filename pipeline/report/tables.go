@@ -1,13 +1,11 @@
-package pipeline
+package report
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/mattn/go-isatty"
@@ -15,37 +13,8 @@ import (
 	"github.com/olekukonko/tablewriter/renderer"
 	"github.com/olekukonko/tablewriter/tw"
 
-	"github.com/evalrun/evalrun/internal/atomicfile"
-	"github.com/evalrun/evalrun/pipeline/spec"
+	"github.com/evalrun/evalrun/pipeline"
 )
-
-// Output formats a spec can ask for.
-const (
-	FormatJSON  = "json"  // summary.json (always written)
-	FormatJSONL = "jsonl" // prompts.jsonl
-	FormatMD    = "md"    // report.md
-)
-
-// writeResults writes summary.json (always) and report.md, each atomically.
-func writeResults(dir string, s *Summary, formats []string) error {
-	data, err := json.MarshalIndent(s, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := atomicfile.WriteFile(filepath.Join(dir, "summary.json"), append(data, '\n')); err != nil {
-		return err
-	}
-	if len(formats) == 0 || slices.Contains(formats, FormatMD) {
-		var b strings.Builder
-		if err := writeReport(&b, s); err != nil {
-			return err
-		}
-		if err := atomicfile.WriteFile(filepath.Join(dir, "report.md"), []byte(b.String())); err != nil {
-			return err
-		}
-	}
-	return nil
-}
 
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
@@ -104,9 +73,9 @@ func fmtPct(v *float64) string {
 	return fmt.Sprintf("%.2f%%", *v*100)
 }
 
-func verdictCell(b BackendSummary) string {
+func verdictCell(b pipeline.BackendSummary) string {
 	switch {
-	case b.Status != StatusOK:
+	case b.Status != pipeline.StatusOK:
 		return strings.ToUpper(b.Status)
 	case b.Pass:
 		return "PASS"
@@ -115,7 +84,7 @@ func verdictCell(b BackendSummary) string {
 	}
 }
 
-func accuracyTable(w io.Writer, s *Summary, md bool) error {
+func accuracyTable(w io.Writer, s *pipeline.Summary, md bool) error {
 	t := newTable(w, md)
 	t.Header("backend", "status", "tokens", "KLD mean", "KLD p99", "same top p", "RMS Δp", "PPL ratio", "NMSE", "max |Δlogit|", "greedy", "verdict")
 	for _, b := range s.Backends {
@@ -146,7 +115,7 @@ func accuracyTable(w io.Writer, s *Summary, md bool) error {
 	return t.Render()
 }
 
-func fmtTS(b *BenchTest) string {
+func fmtTS(b *pipeline.BenchTest) string {
 	if b == nil {
 		return "-"
 	}
@@ -160,10 +129,10 @@ func fmtBytes(n *int64) string {
 	return fmt.Sprintf("%.1f MiB", float64(*n)/(1<<20))
 }
 
-func throughputTable(w io.Writer, s *Summary, md bool) error {
+func throughputTable(w io.Writer, s *pipeline.Summary, md bool) error {
 	t := newTable(w, md)
 	ppName, tgName := "pp t/s", "tg t/s"
-	all := append([]BackendSummary{s.Reference}, s.Backends...)
+	all := append([]pipeline.BackendSummary{s.Reference}, s.Backends...)
 	for _, b := range all {
 		if b.Throughput != nil && b.Throughput.PP != nil {
 			ppName = fmt.Sprintf("pp%d t/s", b.Throughput.PP.NPrompt)
@@ -209,7 +178,7 @@ func throughputTable(w io.Writer, s *Summary, md bool) error {
 }
 
 // printTables prints the accuracy and throughput tables.
-func printTables(w io.Writer, s *Summary) error {
+func printTables(w io.Writer, s *pipeline.Summary) error {
 	fmt.Fprintf(w, "\n%s: %s (%s, %d params) — reference %s\n\naccuracy vs reference\n", s.Run.Name, filepath.Base(s.Model.Path), s.Model.Arch, s.Model.NParams, s.Reference.Name)
 	if err := accuracyTable(w, s, false); err != nil {
 		return err
@@ -225,73 +194,9 @@ func printTables(w io.Writer, s *Summary) error {
 	return nil
 }
 
-// writeReport writes report.md: the same tables in Markdown plus the details
-// a reader needs (offload plans, gates, llama-perplexity statistics).
-func writeReport(w io.Writer, s *Summary) error {
-	fmt.Fprintf(w, "# evalrun report: %s\n\n", s.Run.Name)
-	fmt.Fprintf(w, "- run: `%s`, started %s, %.1f s\n", s.Run.ID, s.Run.Started.Format("2006-01-02 15:04:05 MST"), s.Run.DurationS)
-	fmt.Fprintf(w, "- evalrun %s (commit %s), %s/%s, %d CPUs\n", s.Run.EvalrunVersion, s.Run.GitCommit, s.Run.Host.OS, s.Run.Host.Arch, s.Run.Host.CPUs)
-	fmt.Fprintf(w, "- model: `%s` (%s, %d params, vocab %d, sha256 `%s`)\n", s.Model.Path, s.Model.Arch, s.Model.NParams, s.Model.NVocab, s.Model.SHA256)
-	fmt.Fprintf(w, "- reference: %s (%s)\n", s.Reference.Name, s.Reference.Kind)
-	for _, d := range s.Datasets {
-		fmt.Fprintf(w, "- dataset %s (%s): %d records, %d tokens", d.Name, d.Mode, d.Records, d.Tokens)
-		if d.Mode == string(spec.ModeScore) {
-			fmt.Fprintf(w, ", %d chunks of %d, %d scored tokens", d.Chunks, d.NCtx, d.Scored)
-		}
-		fmt.Fprintln(w)
-	}
-	fmt.Fprintf(w, "\n**Verdict: %s** (exit code %d)\n\n", strings.ToUpper(s.Verdict.Status), s.Verdict.ExitCode)
-	for _, r := range s.Verdict.Reasons {
-		fmt.Fprintf(w, "- %s\n", r)
-	}
-	fmt.Fprintf(w, "\n## Accuracy vs reference\n\n")
-	if err := accuracyTable(w, s, true); err != nil {
-		return err
-	}
-	fmt.Fprintf(w, "\n## Throughput\n\n")
-	if err := throughputTable(w, s, true); err != nil {
-		return err
-	}
-	for _, b := range s.Backends {
-		fmt.Fprintf(w, "\n## %s\n\n", b.Name)
-		fmt.Fprintf(w, "- plugin `%s`, status **%s**", b.Plugin, b.Status)
-		if b.Error != "" {
-			fmt.Fprintf(w, ": %s", b.Error)
-		}
-		fmt.Fprintln(w)
-		if b.Model != "" {
-			fmt.Fprintf(w, "- model `%s`\n", b.Model)
-		}
-		if len(b.Options) > 0 {
-			o, _ := json.Marshal(b.Options)
-			if len(o) > 500 { // the spec's size bounds it; a report stays readable
-				o = append(o[:500:500], "…"...)
-			}
-			fmt.Fprintf(w, "- options `%s`\n", o)
-		}
-		for _, g := range b.Gates {
-			mark := "pass"
-			if !g.Pass {
-				mark = "FAIL"
-			}
-			fmt.Fprintf(w, "- gate %s: %s\n", g.Name, mark+" — "+g.describe())
-		}
-		if b.Load != nil && offloads(b.Load.Plan) {
-			fmt.Fprintf(w, "\nOffload plan: %s\n\n| op | shape T×K×N | device | note |\n|---|---|---|---|\n", b.Load.PlanSummary)
-			for _, p := range b.Load.Plan {
-				fmt.Fprintf(w, "| %s | %s | %s | %s |\n", p.Op, p.Shape, p.Device, p.Reason)
-			}
-		}
-		if b.Accuracy != nil && b.Accuracy.LlamaPerplexity != "" {
-			fmt.Fprintf(w, "\nllama-perplexity statistics:\n\n```\n%s\n```\n", strings.TrimRight(b.Accuracy.LlamaPerplexity, "\n"))
-		}
-	}
-	return nil
-}
-
 // offloads reports whether any op of a plan runs off the CPU (an all-CPU
 // plan is summarised in one line).
-func offloads(plan []PlanEntry) bool {
+func offloads(plan []pipeline.PlanEntry) bool {
 	for _, p := range plan {
 		if p.Device != "cpu" {
 			return true

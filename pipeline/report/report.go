@@ -1,0 +1,74 @@
+// Package report renders a run's summary for people and CI systems:
+// the tables evalrun run prints, report.md (its first section a one-screen
+// summary, also appended to a GitHub Actions step summary), junit.xml,
+// GitHub Actions annotations and report.html. It reads only the Summary, so
+// every output can be rendered again from a summary.json.
+package report
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/evalrun/evalrun/internal/atomicfile"
+	"github.com/evalrun/evalrun/pipeline"
+)
+
+// Files of each output format beside summary.json (written by the run) and
+// prompts.jsonl (streamed by the run).
+var files = map[string]string{"md": "report.md", "junit": "junit.xml"}
+
+// Write writes the formats' files into dir, each atomically. summary.json
+// and prompts.jsonl are the run's own; other formats are ignored.
+func Write(dir string, s *pipeline.Summary, formats []string) error {
+	render := map[string]func(io.Writer, *pipeline.Summary) error{"md": Markdown, "junit": JUnit}
+	for _, f := range formats {
+		fn, ok := render[f]
+		if !ok {
+			continue
+		}
+		var b bytes.Buffer
+		if err := fn(&b, s); err != nil {
+			return fmt.Errorf("%s: %w", files[f], err)
+		}
+		if err := atomicfile.WriteFile(filepath.Join(dir, files[f]), b.Bytes()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Print prints what evalrun run ends with: the accuracy and throughput
+// tables, the verdict with its reasons, and where the results are.
+func Print(w io.Writer, res *pipeline.Result) error {
+	s := res.Summary
+	if err := printTables(w, s); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\nverdict: %s (exit %d)", s.Verdict.Status, s.Verdict.ExitCode)
+	for _, why := range s.Verdict.Reasons {
+		fmt.Fprintf(w, "\n  - %s", why)
+	}
+	fmt.Fprintf(w, "\nresults: %s\n", res.Dir)
+	return nil
+}
+
+// AppendStepSummary appends the one-screen summary (report.md's first
+// section) to path, the file GitHub Actions names in $GITHUB_STEP_SUMMARY.
+func AppendStepSummary(path string, s *pipeline.Summary) error {
+	var b bytes.Buffer
+	if err := stepSummary(&b, s); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o666)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b.Bytes()); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
