@@ -46,18 +46,32 @@ type junitProperty struct {
 }
 
 type junitCase struct {
-	Name      string        `xml:"name,attr"`
-	Classname string        `xml:"classname,attr"`
-	Time      string        `xml:"time,attr"`
-	Failure   *junitProblem `xml:"failure"`
-	Error     *junitProblem `xml:"error"`
-	Skipped   *junitProblem `xml:"skipped"`
+	Name      string `xml:"name,attr"`
+	Classname string `xml:"classname,attr"`
+	Time      string `xml:"time,attr"`
+	// Outcome is nil for a pass, else a <failure>, <error> or <skipped>
+	// element (its XMLName).
+	Outcome *junitProblem `xml:",any"`
 }
 
 type junitProblem struct {
+	XMLName xml.Name
 	Type    string `xml:"type,attr"`
 	Message string `xml:"message,attr"`
 	Text    string `xml:",chardata"`
+}
+
+func problem(element, typ, msg, text string) *junitProblem {
+	return &junitProblem{XMLName: xml.Name{Local: element}, Type: typ, Message: msg, Text: text}
+}
+
+// is reports the outcome of a test case: "pass", "failure", "error" or
+// "skipped".
+func (c junitCase) is() string {
+	if c.Outcome == nil {
+		return "pass"
+	}
+	return c.Outcome.XMLName.Local
 }
 
 // JUnit writes junit.xml.
@@ -83,16 +97,16 @@ func JUnit(w io.Writer, s *pipeline.Summary) error {
 	}
 	if orphan := runProblems(s); len(orphan) > 0 { // e.g. an interrupted run
 		suite.Cases = append(suite.Cases, junitCase{Name: "run", Classname: className(s, "run"), Time: "0",
-			Error: &junitProblem{Type: "error", Message: firstLine(orphan[0], 200), Text: strings.Join(orphan, "\n")}})
+			Outcome: problem("error", "error", firstLine(orphan[0], 200), strings.Join(orphan, "\n"))})
 	}
 	for _, c := range suite.Cases {
 		suite.Tests++
-		switch {
-		case c.Failure != nil:
+		switch c.is() {
+		case "failure":
 			suite.Failures++
-		case c.Error != nil:
+		case "error":
 			suite.Errors++
-		case c.Skipped != nil:
+		case "skipped":
 			suite.Skipped++
 		}
 	}
@@ -119,13 +133,13 @@ func backendCases(s *pipeline.Summary, b pipeline.BackendSummary) []junitCase {
 	for _, g := range b.Gates {
 		c := junitCase{Name: g.Name, Classname: cls, Time: "0"}
 		if !g.Pass {
-			c.Failure = &junitProblem{Type: "gate", Message: g.Describe(), Text: details(b, g.Describe())}
+			c.Outcome = problem("failure", "gate", g.Describe(), details(b, g.Describe()))
 		}
 		cases = append(cases, c)
 	}
 	if b.Accuracy != nil && !b.Accuracy.Complete {
 		msg := fmt.Sprintf("only %d positions were compared", b.Accuracy.Tokens)
-		cases = append(cases, junitCase{Name: "complete", Classname: cls, Time: "0", Failure: &junitProblem{Type: "incomplete", Message: msg, Text: details(b, msg)}})
+		cases = append(cases, junitCase{Name: "complete", Classname: cls, Time: "0", Outcome: problem("failure", "incomplete", msg, details(b, msg))})
 	}
 	if len(cases) == 0 { // still listed, so a CI's test view shows every backend
 		cases = append(cases, junitCase{Name: "run", Classname: cls, Time: "0"})
@@ -136,14 +150,12 @@ func backendCases(s *pipeline.Summary, b pipeline.BackendSummary) []junitCase {
 // statusCase is the one test case of a backend that did not finish: an
 // error (crashed, timeout, failed) or skipped.
 func statusCase(s *pipeline.Summary, b pipeline.BackendSummary, name string) junitCase {
-	c := junitCase{Name: name, Classname: className(s, b.Name), Time: "0"}
-	p := &junitProblem{Type: b.Status, Message: b.Status + ": " + firstLine(b.Error, 200), Text: details(b, b.Error)}
+	element := "error"
 	if b.Status == pipeline.StatusSkipped {
-		c.Skipped = p
-	} else {
-		c.Error = p
+		element = "skipped"
 	}
-	return c
+	return junitCase{Name: name, Classname: className(s, b.Name), Time: "0",
+		Outcome: problem(element, b.Status, b.Status+": "+firstLine(b.Error, 200), details(b, b.Error))}
 }
 
 // details is a failure's body: what failed, then the backend's figures.

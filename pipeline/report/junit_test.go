@@ -62,7 +62,7 @@ func TestJUnitValidatesAgainstXSD(t *testing.T) {
 	// same_top_p_min), all passing.
 	doc := check("passing run", 6, 0, 0, 0, pass)
 	for _, c := range doc.Suites[0].Cases {
-		if c.Failure != nil || c.Error != nil || !strings.HasPrefix(c.Classname, "evalrun.default.") {
+		if c.is() != "pass" || !strings.HasPrefix(c.Classname, "evalrun.default.") {
 			t.Fatalf("passing run case %+v", c)
 		}
 	}
@@ -81,21 +81,21 @@ func TestJUnitValidatesAgainstXSD(t *testing.T) {
 	for _, c := range doc.Suites[0].Cases {
 		by[c.Classname+"/"+c.Name] = c
 	}
-	f := by["evalrun.default.npu-int8/kld_mean_max"].Failure
-	if f == nil || f.Message != "kld_mean_max: 0.0123 against limit 0.001" || !strings.Contains(f.Text, "KLD mean 0.001826") {
+	f := by["evalrun.default.npu-int8/kld_mean_max"].Outcome
+	if f == nil || f.XMLName.Local != "failure" || f.Message != "kld_mean_max: 0.0123 against limit 0.001" || !strings.Contains(f.Text, "KLD mean 0.001826") {
 		t.Fatalf("failed gate: %+v", f)
 	}
-	e := by["evalrun.default.cpu-ggml/run"].Error
-	if e == nil || e.Type != "crashed" || !strings.Contains(e.Text, "<stderr> \"npu\" & 100% 'core' ]]>") {
+	e := by["evalrun.default.cpu-ggml/run"].Outcome
+	if by["evalrun.default.cpu-ggml/run"].is() != "error" || e.Type != "crashed" || !strings.Contains(e.Text, "<stderr> \"npu\" & 100% 'core' ]]>") {
 		t.Fatalf("crashed backend: %+v", e)
 	}
-	if e := by["evalrun.default.npu_hang/run"].Error; e == nil || e.Type != "timeout" {
+	if e := by["evalrun.default.npu_hang/run"]; e.is() != "error" || e.Outcome.Type != "timeout" {
 		t.Fatalf("timed-out backend (dots in its name become _): %+v", by)
 	}
-	if s := by["evalrun.default.later/run"].Skipped; s == nil {
+	if by["evalrun.default.later/run"].is() != "skipped" {
 		t.Fatalf("skipped backend: %+v", by["evalrun.default.later/run"])
 	}
-	if e := by["evalrun.default.run/run"].Error; e == nil || e.Message != "the run was interrupted" {
+	if e := by["evalrun.default.run/run"]; e.is() != "error" || e.Outcome.Message != "the run was interrupted" {
 		t.Fatalf("run-level problem: %+v", e)
 	}
 
