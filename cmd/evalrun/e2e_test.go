@@ -270,8 +270,8 @@ func TestOpsAndKernelsCommands(t *testing.T) {
 		t.Fatalf("ops fp16: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 	r = evalrun(t, nil, "ops", "--model", "models/stories260K.gguf", "--driver", "sim", "--type", "int4")
-	if r.code != 1 || !strings.Contains(r.stdout, "FAIL") {
-		t.Fatalf("ops int4 must fail the 5e-4 NMSE threshold: exit %d\n%s", r.code, r.stdout)
+	if r.code != 0 || !strings.Contains(r.stdout, "36/36 tests passed") {
+		t.Fatalf("ops int4 is judged by its own NMSE limit (4e-2), not MUL_MAT's 5e-4: exit %d\n%s", r.code, r.stdout)
 	}
 	kl := filepath.Join(t.TempDir(), "k.json")
 	r = evalrun(t, nil, "kernels", "--model", "models/stories260K.gguf", "--tokens", "1", "--ops", "ffn_up,ffn_gate", "--out", kl)

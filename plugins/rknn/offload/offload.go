@@ -320,8 +320,8 @@ func (o *MatMuler) convert(w *engine.Weight) (*weightB, error) {
 			wb.release()
 		}
 	}()
-	for core, r := range SplitN(w.N, o.cfg.Cores) {
-		rows := r.Hi - r.Lo
+	for _, r := range SplitN(w.N, o.cfg.Cores) {
+		core, rows := r.Core, r.Hi-r.Lo
 		wb.slices = append(wb.slices, slice{core: core, lo: r.Lo, hi: r.Hi, np: roundUp(rows, t.NAlign())})
 		s := &wb.slices[len(wb.slices)-1]
 		s.bInfo = npu.MatmulInfo{M: 1, K: int32(wb.kp), N: int32(s.np), Type: t.MatmulType(), BLayout: npu.LayoutNative, ACLayout: o.cfg.ACLayout}
@@ -418,13 +418,16 @@ func (o *MatMuler) newKernel(wb *weightB, M int) (k *kernel, err error) {
 		if err != nil {
 			return nil, fmt.Errorf("core %d: %w", s.core, err)
 		}
-		c := coreCtx{s: s, mask: coreMask(s.core), info: info, attrs: attrs, ctx: ctx}
+		// mask is the mask the context runs with: a single-core offload
+		// sets none and lets the runtime choose (RKNN_NPU_CORE_AUTO).
+		c := coreCtx{s: s, mask: npu.CoreAuto, info: info, attrs: attrs, ctx: ctx}
 		k.cores = append(k.cores, c)
 		cc := &k.cores[len(k.cores)-1]
 		if attrs.B.Size != s.bAttrs.Size {
 			return nil, fmt.Errorf("core %d: driver's B size %d at M=%d != %d bytes at M=1", s.core, attrs.B.Size, M, s.bAttrs.Size)
 		}
-		if o.cfg.Cores > 1 { // a single-core offload lets the runtime choose
+		if o.cfg.Cores > 1 {
+			cc.mask = coreMask(s.core)
 			if err := ctx.SetCoreMask(cc.mask); err != nil {
 				return nil, fmt.Errorf("core %d: %w", s.core, err)
 			}

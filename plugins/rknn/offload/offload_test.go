@@ -15,36 +15,57 @@ import (
 	"github.com/evalrun/evalrun/plugins/rknn/npu/sim"
 )
 
+// TestSplitN checks the seed's split (llama.cpp RKNN backend, ggml-rknn.cpp):
+//
+//	int split_B_col = B.col / 32 / 3 * 32;
+//	if (i == n_threads - 1) split_B_col = B.col - (n_threads - 1) * split_B_col;
 func TestSplitN(t *testing.T) {
+	seed := func(N, cores int) []int { // the seed's per-core widths, verbatim
+		var w []int
+		for i := range cores {
+			split := N / 32 / cores * 32
+			if i == cores-1 {
+				split = N - (cores-1)*split
+			}
+			w = append(w, split)
+		}
+		return w
+	}
 	for _, c := range []struct {
 		n, cores int
 		want     []Range
 	}{
-		{172, 3, []Range{{0, 64}, {64, 128}, {128, 172}}},
-		{172, 2, []Range{{0, 96}, {96, 172}}},
-		{172, 1, []Range{{0, 172}}},
-		{64, 3, []Range{{0, 32}, {32, 64}}}, // the third core has nothing: skipped
-		{32, 3, []Range{{0, 32}}},
-		{1, 3, []Range{{0, 1}}},
-		{512, 3, []Range{{0, 192}, {192, 384}, {384, 512}}},
-		{8192, 3, []Range{{0, 2752}, {2752, 5504}, {5504, 8192}}},
-		{2048, 3, []Range{{0, 704}, {704, 1408}, {1408, 2048}}},
+		{172, 3, []Range{{0, 0, 32}, {1, 32, 64}, {2, 64, 172}}},
+		{2048, 3, []Range{{0, 0, 672}, {1, 672, 1344}, {2, 1344, 2048}}},
+		{8192, 3, []Range{{0, 0, 2720}, {1, 2720, 5440}, {2, 5440, 8192}}},
+		{32000, 3, []Range{{0, 0, 10656}, {1, 10656, 21312}, {2, 21312, 32000}}},
+		{172, 2, []Range{{0, 0, 64}, {1, 64, 172}}},
+		{172, 1, []Range{{0, 0, 172}}},
+		{64, 3, []Range{{2, 0, 64}}}, // 64/32/3 = 0: cores 0 and 1 get nothing, the last all
+		{96, 3, []Range{{0, 0, 32}, {1, 32, 64}, {2, 64, 96}}},
+		{1, 3, []Range{{2, 0, 1}}},
 	} {
 		got := SplitN(c.n, c.cores)
 		if !slices.Equal(got, c.want) {
 			t.Errorf("SplitN(%d, %d) = %v, want %v", c.n, c.cores, got, c.want)
 		}
 	}
-	// Properties for every N: contiguous cover, inner boundaries on 32.
-	for n := 1; n <= 700; n++ {
+	// Every N: the seed's widths (empty cores skipped), contiguous, in core order.
+	for n := 1; n <= 2000; n++ {
 		for cores := 1; cores <= 3; cores++ {
 			rs := SplitN(n, cores)
-			if len(rs) == 0 || len(rs) > cores || rs[0].Lo != 0 || rs[len(rs)-1].Hi != n {
-				t.Fatalf("SplitN(%d, %d) = %v", n, cores, rs)
+			var widths []int
+			for _, w := range seed(n, cores) {
+				if w > 0 {
+					widths = append(widths, w)
+				}
+			}
+			if len(rs) != len(widths) || rs[0].Lo != 0 || rs[len(rs)-1].Hi != n || rs[len(rs)-1].Core != cores-1 {
+				t.Fatalf("SplitN(%d, %d) = %v, seed widths %v", n, cores, rs, widths)
 			}
 			for i, r := range rs {
-				if r.Hi <= r.Lo || (i > 0 && r.Lo != rs[i-1].Hi) || (i < len(rs)-1 && r.Hi%SplitUnit != 0) {
-					t.Fatalf("SplitN(%d, %d) = %v: bad range %d", n, cores, rs, i)
+				if r.Hi-r.Lo != widths[i] || (i > 0 && (r.Lo != rs[i-1].Hi || r.Core <= rs[i-1].Core)) {
+					t.Fatalf("SplitN(%d, %d) = %v: range %d, seed widths %v", n, cores, rs, i, widths)
 				}
 			}
 		}
@@ -162,7 +183,8 @@ func TestCoreSplitBitIdentical(t *testing.T) {
 }
 
 // TestPadding: K=172 → 192 and each core's N slice padded to the type's
-// alignment (one core: 172 → 176 fp16, 192 int8, 192 int4).
+// alignment: 32 for fp16 (the seed's pad_col; the RK3588 needs only 16) and
+// int8, 64 for int4. One core: 172 → 192; three cores split 32, 32, 108.
 func TestPadding(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	w := randWeight(rng, "w", 172, 172)
@@ -173,8 +195,8 @@ func TestPadding(t *testing.T) {
 		cores  int
 		wantNs []int32
 	}{
-		{FP16, 1, []int32{176}}, {Int8, 1, []int32{192}}, {Int4, 1, []int32{192}},
-		{FP16, 3, []int32{64, 64, 48}}, {Int8, 3, []int32{64, 64, 64}}, {Int4, 3, []int32{64, 64, 64}},
+		{FP16, 1, []int32{192}}, {Int8, 1, []int32{192}}, {Int4, 1, []int32{192}},
+		{FP16, 3, []int32{32, 32, 128}}, {Int8, 3, []int32{32, 32, 128}}, {Int4, 3, []int32{64, 64, 128}},
 	} {
 		o := newOffload(t, Config{Type: c.typ, Cores: c.cores, ACLayout: npu.LayoutNative})
 		run(t, o, op, x)
@@ -186,8 +208,12 @@ func TestPadding(t *testing.T) {
 			if b.Info.K != 192 || b.Info.N != c.wantNs[i] || b.Info.M != 1 {
 				t.Errorf("%s cores=%d core %d: M,K,N = %d,%d,%d, want 1,192,%d", c.typ, c.cores, i, b.Info.M, b.Info.K, b.Info.N, c.wantNs[i])
 			}
-			if c.cores > 1 && b.Mask != npu.Core0<<i {
-				t.Errorf("core %d mask %#x", i, b.Mask)
+			wantMask := npu.CoreAuto // one core: no mask set, the runtime chooses
+			if c.cores > 1 {
+				wantMask = npu.Core0 << i
+			}
+			if b.Mask != wantMask {
+				t.Errorf("%s cores=%d core %d mask %#x, want %#x", c.typ, c.cores, i, b.Mask, wantMask)
 			}
 			if int(b.Attrs.B.Size) != len(b.B) {
 				t.Errorf("B size %d != attr %d", len(b.B), b.Attrs.B.Size)

@@ -56,15 +56,15 @@ func (t Type) MatmulType() npu.MatmulType {
 	return npu.Float16MMFloat16ToFloat32
 }
 
-// NAlign is the RK3588's N alignment for the type (rknn_matmul_api.h).
+// NAlign is the N a core's slice is padded to (with zero columns): the
+// RK3588's alignment from rknn_matmul_api.h (fp16 16, int8 32, int4 64),
+// except fp16, which the seed pads to 32 like every other dimension
+// (mat_info's pad_col: at least 32, rounded up to 32).
 func (t Type) NAlign() int {
-	switch t {
-	case Int8:
-		return 32
-	case Int4:
+	if t == Int4 {
 		return 64
 	}
-	return 16
+	return 32
 }
 
 // qmax is the symmetric integer range: values are clamped to ±qmax.
@@ -81,25 +81,33 @@ func roundUp(n, m int) int { return (n + m - 1) / m * m }
 // SplitUnit is the granularity of the N split across cores.
 const SplitUnit = 32
 
-// Range is one core's share of the output columns, [Lo, Hi).
-type Range struct{ Lo, Hi int }
+// Range is core Core's share of the output columns, [Lo, Hi).
+type Range struct{ Core, Lo, Hi int }
 
 // SplitN divides N output columns over cores (1..3) as the llama.cpp RKNN
-// backend does: every core but the last gets ceil(N/cores) rounded up to a
-// multiple of 32, the last takes the rest, and a core left with nothing is
-// skipped. N=172 on 3 cores gives [0,64) [64,128) [128,172); N=64 gives
-// [0,32) [32,64) (the third core idles); N=8192 gives 2752, 2752, 2688.
-// Each slice is later padded to the type's N alignment on its own.
+// backend (the seed, ggml-rknn.cpp) does:
+//
+//	split_B_col = B.col / 32 / 3 * 32;                               // every core
+//	if (i == n_threads - 1) split_B_col = B.col - (n_threads - 1) * split_B_col; // the last
+//
+// (with the core count in place of the literal 3, which is the seed's
+// n_threads on an RK3588), so every core but the last gets
+// floor(N/32/cores)·32 columns and the last takes the remainder. A core left
+// with nothing (N < 32·cores: all but the last) is skipped. N=172 on 3 cores gives [0,32)
+// [32,64) [64,172); N=8192 gives 2720, 2720, 2752. Each slice is then padded
+// to the type's N alignment on its own (see Type.NAlign).
 func SplitN(N, cores int) []Range {
 	cores = max(cores, 1)
-	per := roundUp((N+cores-1)/cores, SplitUnit)
+	per := N / SplitUnit / cores * SplitUnit
 	var rs []Range
 	for c, lo := 0, 0; c < cores && lo < N; c++ {
 		hi := min(lo+per, N)
 		if c == cores-1 {
 			hi = N
 		}
-		rs = append(rs, Range{lo, hi})
+		if hi > lo {
+			rs = append(rs, Range{c, lo, hi})
+		}
 		lo = hi
 	}
 	return rs
