@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/go-plugin"
 	"github.com/hashicorp/go-plugin/runner"
@@ -32,6 +33,7 @@ type process struct {
 	stdout, stderr io.ReadCloser // set by Start
 	stopWatchdog   func()
 	killOnce       sync.Once
+	killed         atomic.Bool // the host ended the plugin: its exit is no error
 }
 
 func newProcess(cmd *exec.Cmd, socketDir string) *process {
@@ -67,6 +69,7 @@ func (p *process) pid() int {
 // group's id, cannot have been reused.
 func (p *process) killGroup() {
 	p.killOnce.Do(func() {
+		p.killed.Store(true)
 		if pid := p.pid(); pid > 0 {
 			killProcessGroup(pid)
 		}
@@ -74,7 +77,18 @@ func (p *process) killGroup() {
 	})
 }
 
-func (p *process) Wait(context.Context) error { return p.cmd.Wait() }
+// Wait reports how the plugin ended. go-plugin logs a non-nil error as
+// "[ERROR] plugin process exited": a plugin that ended by the signal the host
+// sent it (every normal shutdown) ended as asked, so only an exit the host
+// did not cause is an error. The status stays in cmd.ProcessState.
+func (p *process) Wait(context.Context) error {
+	err := p.cmd.Wait()
+	if ps := p.cmd.ProcessState; p.killed.Load() && ps != nil && ps.ExitCode() == -1 {
+		return nil
+	}
+	return err
+}
+
 func (p *process) Kill(context.Context) error { p.killGroup(); return nil }
 func (p *process) Stdout() io.ReadCloser      { return p.stdout }
 func (p *process) Stderr() io.ReadCloser      { return p.stderr }

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/evalrun/evalrun/backend"
 	"github.com/evalrun/evalrun/internal/testkit"
 )
@@ -172,5 +174,30 @@ func TestPluginTreeEndsWhenTheHostIsKilled(t *testing.T) {
 			testkit.WaitGone(t, "the plugin", pluginPid, 5*time.Second)
 			testkit.WaitGone(t, "the plugin's child", child, 5*time.Second)
 		})
+	}
+}
+
+// A normal shutdown (Kill after the work is done) is silent; a plugin that
+// dies by itself is still go-plugin's "[ERROR] plugin process exited".
+func TestOnlyAnUnexpectedExitIsLoggedAsAnError(t *testing.T) {
+	logged := func(session string) string {
+		var log syncBuffer
+		c, err := backend.Launch(context.Background(), backend.LaunchConfig{Path: testPlugin, StartTimeout: 20 * time.Second,
+			Logger: hclog.New(&hclog.LoggerOptions{Output: &log, Level: hclog.Info})})
+		if err != nil {
+			t.Fatalf("Launch: %v", err)
+		}
+		if _, err := c.Load(context.Background(), backend.LoadRequest{ModelPath: "m"}); err != nil {
+			t.Fatalf("Load: %v", err)
+		}
+		_ = c.Eval(context.Background(), backend.EvalRequest{Session: session, Pos: 0, Tokens: []int32{1, 2, 3}}, func(backend.Logits) error { return nil })
+		c.Kill()
+		return log.String()
+	}
+	if out := logged("s"); strings.Contains(out, "[ERROR]") || !strings.Contains(out, "plugin process exited") {
+		t.Errorf("a normal Kill logged:\n%s\nwant the exit at info level, no [ERROR]", out)
+	}
+	if out := logged("crash"); !strings.Contains(out, "[ERROR] plugin process exited") {
+		t.Errorf("a crash logged:\n%s\nwant [ERROR] plugin process exited", out)
 	}
 }

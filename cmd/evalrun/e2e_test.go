@@ -82,6 +82,9 @@ func TestRknnSimSpec(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
+	if strings.Contains(r.stderr, "ERROR") {
+		t.Errorf("a normal run logged an error:\n%s", r.stderr)
+	}
 	s := readSummary(t, out)
 	b := byName(s)
 	fp16, int8 := b["npu-fp16"], b["npu-int8"]
@@ -297,6 +300,9 @@ func TestBenchCommand(t *testing.T) {
 	r := evalrun(t, nil, "bench", "--model", "models/stories260K.gguf", "--plugin", "cpu", "-p", "16", "-n", "4", "-r", "2", "-o", "json", "-t", "1")
 	if r.code != 0 {
 		t.Fatalf("bench: %d %s", r.code, r.stderr)
+	}
+	if r.stderr != "" {
+		t.Errorf("a normal bench printed on stderr:\n%s", r.stderr)
 	}
 	var recs []map[string]any
 	if err := json.Unmarshal([]byte(r.stdout), &recs); err != nil || len(recs) != 2 {
