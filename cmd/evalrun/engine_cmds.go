@@ -12,7 +12,6 @@ import (
 	"maps"
 	"math"
 	"path/filepath"
-	"reflect"
 	"runtime"
 	"slices"
 	"strconv"
@@ -32,9 +31,6 @@ import (
 
 // openModel opens a model for the engine commands; a bad file is bad input.
 func openModel(path, numerics string, threads int) (*engine.Model, error) {
-	if path == "" {
-		return nil, usageErr("--model is required")
-	}
 	if threads < 1 || threads > 4*runtime.NumCPU() {
 		return nil, usageErr("--threads: 1 to %d (4 × the CPUs), got %d", 4*runtime.NumCPU(), threads)
 	}
@@ -68,29 +64,7 @@ func newInspectCmd() *cobra.Command {
 	return cmd
 }
 
-// kvSummary shortens long arrays (vocabularies) for display.
-func kvSummary(v any) any {
-	a, ok := v.(gguf.Array)
-	if !ok {
-		return v
-	}
-	if n := reflect.ValueOf(a.Values).Len(); n > 8 {
-		return fmt.Sprintf("[%d × %s]", n, typeName(a.Elem))
-	}
-	return a.Values
-}
-
-func typeName(t gguf.ValueType) string {
-	names := []string{"u8", "i8", "u16", "i16", "u32", "i32", "f32", "bool", "string", "array", "u64", "i64", "f64"}
-	if int(t) < len(names) {
-		return names[t]
-	}
-	return fmt.Sprintf("type%d", t)
-}
-
 func printInspect(w io.Writer, f *gguf.File, asJSON bool) error {
-	var nParams int64
-	byType := map[string]int{}
 	type tensorOut struct {
 		Name  string   `json:"name"`
 		Type  string   `json:"type"`
@@ -98,20 +72,23 @@ func printInspect(w io.Writer, f *gguf.File, asJSON bool) error {
 		Bytes uint64   `json:"bytes"`
 	}
 	var tensors []tensorOut
+	var nParams uint64
+	byType := map[string]int{}
 	for _, t := range f.Tensors {
-		n := int64(1)
-		for _, d := range t.Dims {
-			n *= int64(d)
-		}
-		nParams += n
+		nParams += t.NElements()
 		byType[t.Type.String()]++
 		tensors = append(tensors, tensorOut{t.Name, t.Type.String(), t.Dims, t.Size})
 	}
-	if asJSON {
-		meta := map[string]any{}
-		for _, kv := range f.KVs {
-			meta[kv.Key] = kvSummary(kv.Value)
+	meta := map[string]any{}
+	for _, kv := range f.KVs { // long arrays (vocabularies) shortened
+		meta[kv.Key] = kv.Value
+		if a, ok := kv.Value.(gguf.Array); ok && a.Len() > 8 {
+			meta[kv.Key] = fmt.Sprintf("[%d × %s]", a.Len(), a.Elem)
+		} else if ok {
+			meta[kv.Key] = a.Values
 		}
+	}
+	if asJSON {
 		return json.NewEncoder(w).Encode(map[string]any{
 			"path": f.Path, "version": f.Version, "alignment": f.Alignment, "n_params": nParams,
 			"metadata": meta, "tensors": tensors, "tensor_types": byType,
@@ -120,7 +97,7 @@ func printInspect(w io.Writer, f *gguf.File, asJSON bool) error {
 	fmt.Fprintf(w, "%s: GGUF v%d, alignment %d, %d metadata keys, %d tensors, %d parameters\n\nmetadata:\n",
 		f.Path, f.Version, f.Alignment, len(f.KVs), len(f.Tensors), nParams)
 	for _, kv := range f.KVs {
-		fmt.Fprintf(w, "  %-40s %v\n", kv.Key, kvSummary(kv.Value))
+		fmt.Fprintf(w, "  %-40s %v\n", kv.Key, meta[kv.Key])
 	}
 	fmt.Fprintf(w, "\ntensors:\n")
 	for _, t := range tensors {
@@ -135,9 +112,6 @@ func printInspect(w io.Writer, f *gguf.File, asJSON bool) error {
 }
 
 func openTokenizer(path string) (*tokenizer.Tokenizer, error) {
-	if path == "" {
-		return nil, usageErr("--model is required")
-	}
 	f, err := gguf.Open(path)
 	if err != nil {
 		return nil, usageErr("%v", err)
@@ -171,6 +145,7 @@ func newTokenizeCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVarP(&model, "model", "m", "", "GGUF model file (its tokenizer is used)")
 	cmd.Flags().BoolVar(&addSpecial, "add-special", true, "add BOS/EOS as the vocabulary asks")
+	cmd.MarkFlagRequired("model")
 	return cmd
 }
 
@@ -297,6 +272,7 @@ func newGenerateCmd() *cobra.Command {
 	f.Float64Var(&sp.RepeatPenalty, "repeat-penalty", 1, "repeat penalty (1 = off)")
 	f.IntVar(&sp.RepeatLastN, "repeat-last-n", sp.RepeatLastN, "tokens the repeat penalty looks back")
 	f.Int64Var(&seed, "seed", 0, "random seed for sampling")
+	cmd.MarkFlagRequired("model")
 	return cmd
 }
 
@@ -310,12 +286,6 @@ func newLogitsCmd() *cobra.Command {
 		Short: "Write the logits of every position: raw little-endian f32 [n_tokens][n_vocab] in FILE, facts in FILE.json",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if out == "" {
-				return usageErr("--out is required")
-			}
-			if (prompt == "") == (tokens == "") {
-				return usageErr("give exactly one of --prompt and --tokens")
-			}
 			m, err := openModel(model, numerics, threads)
 			if err != nil {
 				return err
@@ -339,6 +309,10 @@ func newLogitsCmd() *cobra.Command {
 	f.StringVarP(&out, "out", "o", "", "output file (FILE and FILE.json)")
 	f.StringVar(&numerics, "numerics", "exact", "CPU numerics: exact or ggml")
 	f.IntVarP(&threads, "threads", "t", runtime.NumCPU(), "threads")
+	cmd.MarkFlagsOneRequired("prompt", "tokens")
+	cmd.MarkFlagsMutuallyExclusive("prompt", "tokens")
+	cmd.MarkFlagRequired("model")
+	cmd.MarkFlagRequired("out")
 	return cmd
 }
 
@@ -404,9 +378,6 @@ func newSynthCmd() *cobra.Command {
 		Short: "Write a synthetic model with random weights and realistic shapes (loadable by llama.cpp too)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if out == "" {
-				return usageErr("--out is required")
-			}
 			t, err := ggml.ParseType(typeName)
 			if err != nil {
 				return usageErr("--type: %v", err)
@@ -430,5 +401,6 @@ func newSynthCmd() *cobra.Command {
 	f.StringVar(&typeName, "type", "f32", "weight type: f32, f16, q8_0, q4_0")
 	f.Int64Var(&cfg.Seed, "seed", 1, "random seed")
 	f.StringVarP(&out, "out", "o", "", "output GGUF file")
+	cmd.MarkFlagRequired("out")
 	return cmd
 }

@@ -2,7 +2,10 @@ package spec
 
 import (
 	"fmt"
+	"os"
 	"reflect"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -13,40 +16,12 @@ import (
 // envPrefix starts every override variable: EVALRUN_BENCH_REPS sets bench.reps.
 const envPrefix = "EVALRUN"
 
-// envKey is a scalar key an environment variable can set.
-type envKey struct {
-	path string       // "backends[0].threads"
-	kind reflect.Kind // of its field
-}
-
-// envKeys lists the keys under struct type t that an environment variable
-// can set. A list contributes the keys of each item the file has
-// (items(path)). viper's AutomaticEnv only finds keys it is asked for
-// (viper#761), so they are enumerated from the struct.
-func envKeys(t reflect.Type, path string, items func(list string) int) []envKey {
-	var out []envKey
-	for _, f := range fieldsOf(t) {
-		p := join(path, f.key)
-		ft := f.typ
-		if ft.Kind() == reflect.Pointer {
-			ft = ft.Elem()
-		}
-		switch {
-		case ft == durationType || ft.Kind() != reflect.Struct && ft.Kind() != reflect.Slice && ft.Kind() != reflect.Map:
-			out = append(out, envKey{p, ft.Kind()})
-		case ft.Kind() == reflect.Struct:
-			out = append(out, envKeys(ft, p, items)...)
-		case ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct:
-			for i := range items(p) {
-				out = append(out, envKeys(ft.Elem(), fmt.Sprintf("%s[%d]", p, i), items)...)
-			}
-		case ft.Kind() == reflect.Slice: // output.formats: a comma-separated list
-			out = append(out, envKey{p, reflect.Slice})
-		}
-		// maps (plugin options) cannot be set from the environment
-	}
-	return out
-}
+// OtherEnv lists the EVALRUN_ variables that are not spec keys (read by the
+// plugin glue, the plugins and their tests; EVALRUN_TEST_* are the tests').
+// Any other EVALRUN_ variable must name a key of the spec: a typo such as
+// EVALRUN_BENCH_REP is refused, not ignored.
+var OtherEnv = []string{"EVALRUN_PLUGIN", "EVALRUN_PLUGIN_MTLS", "EVALRUN_PLUGIN_LOG_LEVEL", "EVALRUN_LLAMACPP_LIB_DIR",
+	"EVALRUN_LLAMACPP_LOG", "EVALRUN_LLAMACPP_BACKTRACE", "EVALRUN_LLAMACPP_FOREIGN_DIR", "EVALRUN_RKNNRT_FAKE"}
 
 // envName is the variable for a key path: upper case, '_' for '.' and for
 // list indices.
@@ -54,33 +29,41 @@ func envName(path string) string {
 	return envPrefix + "_" + strings.ToUpper(strings.NewReplacer(".", "_", "[", "_", "]", "").Replace(path))
 }
 
-// applyEnv writes every EVALRUN_ override into the YAML tree, as a plain
-// scalar (a list for output.formats) that the walk then checks like any
-// value of the file. viper reads the environment; an empty variable counts
-// as unset, as in viper.
-func applyEnv(root *yaml.Node, w *walker, c *collector) {
+// envKeys calls fn for every key under v that a variable can set: scalars,
+// durations, output.formats (a comma-separated list) and, to refuse them,
+// plugin options. Items of lists count only if the file has them.
+func envKeys(v reflect.Value, path string, fn func(path string, f field, v reflect.Value)) {
+	eachField(v, path, func(path string, f field, v reflect.Value) {
+		t := f.typ
+		if t != durationType && (t.Kind() == reflect.Struct || t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Struct) {
+			return // eachField walks into it
+		}
+		fn(path, f, v)
+	})
+}
+
+// applyEnv sets every EVALRUN_ override on the decoded spec. viper reads the
+// environment (an empty variable counts as unset); each value is checked as
+// a plain YAML scalar of its key's type, as the walk checks the file's.
+func applyEnv(s *Spec, w *walker, c *collector) {
 	v := viper.New()
 	v.SetEnvPrefix(envPrefix)
-	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_"))
 	v.AutomaticEnv()
-	viperKey := func(path string) string {
-		return strings.ToLower(strings.NewReplacer("[", ".", "]", "").Replace(path))
-	}
-	items := func(list string) int {
-		if n := lookup(root, list); n != nil && n.Kind == yaml.SequenceNode {
-			return len(n.Content)
+	known := slices.Clone(OtherEnv)
+	envKeys(reflect.ValueOf(s).Elem(), "", func(path string, f field, fv reflect.Value) {
+		name := envName(path)
+		known = append(known, name)
+		key := strings.ToLower(strings.TrimPrefix(name, envPrefix+"_"))
+		if !v.IsSet(key) {
+			return
 		}
-		return 0
-	}
-	for _, k := range envKeys(specType, "", items) {
-		if !v.IsSet(viperKey(k.path)) {
-			continue
-		}
-		raw := v.GetString(viperKey(k.path))
-		// A plain scalar: the walk resolves "2" to an integer, "true" to a
-		// boolean; a string field takes the text as it is.
+		w.env[path] = name
+		raw := v.GetString(key)
 		val := &yaml.Node{Kind: yaml.ScalarNode, Value: strings.TrimSpace(raw)}
-		switch k.kind {
+		switch f.typ.Kind() {
+		case reflect.Map:
+			c.add(0, path, name, "plugin options cannot be set from the environment")
+			return
 		case reflect.String:
 			val.Tag, val.Value = "!!str", raw
 		case reflect.Slice:
@@ -91,89 +74,48 @@ func applyEnv(root *yaml.Node, w *walker, c *collector) {
 				}
 			}
 		}
-		w.env[k.path] = envName(k.path)
-		set(root, k.path, val)
+		n := len(c.errs)
+		if w.value(val, f.typ, path); len(c.errs) == n {
+			fv.Set(reflect.Zero(f.typ)) // a list is replaced, not merged
+			if err := val.Decode(fv.Addr().Interface()); err != nil {
+				c.add(0, path, name, err.Error())
+			}
+		}
+	})
+	for _, kv := range os.Environ() {
+		name, val, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, envPrefix+"_") && val != "" && !slices.Contains(known, name) && !strings.HasPrefix(name, "EVALRUN_TEST_") {
+			unknownEnv(s, c, name, known)
+		}
 	}
-	// An override for an item the file does not have would silently do
-	// nothing; catch the likely ones.
-	for _, list := range []string{"datasets", "backends"} {
-		n := items(list)
-		elem := reflect.TypeFor[Dataset]()
+}
+
+var envItemRE = regexp.MustCompile(`^EVALRUN_(DATASETS|BACKENDS)_(\d+)_`)
+
+// unknownEnv reports a variable that names no key: an item the file does
+// not have, or a typo.
+func unknownEnv(s *Spec, c *collector, name string, known []string) {
+	if m := envItemRE.FindStringSubmatch(name); m != nil {
+		list := strings.ToLower(m[1])
+		elem, n := reflect.TypeFor[Dataset](), len(s.Datasets)
 		if list == "backends" {
-			elem = reflect.TypeFor[Backend]()
+			elem, n = reflect.TypeFor[Backend](), len(s.Candidates)
 		}
-		for i := n; i < n+8; i++ {
-			for _, k := range envKeys(elem, fmt.Sprintf("%s[%d]", list, i), nil) {
-				if v.IsSet(viperKey(k.path)) {
-					c.add(0, k.path, envName(k.path), fmt.Sprintf("the spec has only %d %s entries", n, list))
-				}
+		i, _ := strconv.Atoi(m[2])
+		found := ""
+		envKeys(reflect.New(elem).Elem(), fmt.Sprintf("%s[%d]", list, i), func(path string, _ field, _ reflect.Value) {
+			if envName(path) == name {
+				found = path
 			}
-		}
-	}
-}
-
-// lookup returns the node at a key path, or nil.
-func lookup(n *yaml.Node, path string) *yaml.Node {
-	for _, part := range splitPath(path) {
-		n = child(resolve(n), part, false)
-		if n == nil {
-			return nil
-		}
-	}
-	return n
-}
-
-// set replaces (or adds) the value at a key path, making the mappings on
-// the way; list items must exist.
-func set(root *yaml.Node, path string, val *yaml.Node) {
-	parts := splitPath(path)
-	n := root
-	for _, part := range parts[:len(parts)-1] {
-		if n = child(resolve(n), part, true); n == nil {
+		})
+		if found != "" {
+			c.add(0, found, name, fmt.Sprintf("the spec has only %d %s entries", n, list))
 			return
 		}
 	}
-	n = resolve(n)
-	last := parts[len(parts)-1]
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		if n.Content[i].Value == last {
-			n.Content[i+1] = val
-			return
-		}
+	msg := "names no spec key (EVALRUN_ + a key path in upper case) and no other evalrun variable"
+	if sug := suggest(name, known, 3); sug != "" {
+		msg += fmt.Sprintf(" (did you mean %s?)", sug)
 	}
-	n.Content = append(n.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: last}, val)
-}
-
-// child is the value of key (or item "[i]") in n; create adds a missing key
-// as an empty mapping.
-func child(n *yaml.Node, part string, create bool) *yaml.Node {
-	if i, err := strconv.Atoi(strings.Trim(part, "[]")); err == nil && strings.HasPrefix(part, "[") {
-		if n.Kind == yaml.SequenceNode && i < len(n.Content) {
-			return n.Content[i]
-		}
-		return nil
-	}
-	if n.Kind != yaml.MappingNode {
-		return nil
-	}
-	m := &yaml.Node{Kind: yaml.MappingNode}
-	for i := len(n.Content) - 2; i >= 0; i -= 2 { // the last of duplicate keys wins
-		if n.Content[i].Value == part {
-			if create && isNull(n.Content[i+1]) { // "gates:" with nothing yet
-				n.Content[i+1] = m
-			}
-			return n.Content[i+1]
-		}
-	}
-	if !create {
-		return nil
-	}
-	n.Content = append(n.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: part}, m)
-	return m
-}
-
-// splitPath splits "backends[1].gates.nmse_max" into "backends", "[1]",
-// "gates", "nmse_max".
-func splitPath(path string) []string {
-	return strings.FieldsFunc(strings.ReplaceAll(path, "[", ".["), func(r rune) bool { return r == '.' })
+	c.add(0, "", name, msg)
 }

@@ -1,7 +1,7 @@
 package spec
 
 import (
-	"strconv"
+	"fmt"
 	"strings"
 )
 
@@ -16,27 +16,22 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
-	var b strings.Builder
-	b.WriteString(e.File)
+	where := e.File
 	if e.Line > 0 {
-		b.WriteString(":")
-		b.WriteString(strconv.Itoa(e.Line))
+		where += fmt.Sprintf(":%d", e.Line)
 	}
-	b.WriteString(": ")
-	if e.Key != "" {
-		b.WriteString(e.Key)
-		if e.Env != "" {
-			b.WriteString(" (from $" + e.Env + ")")
-		}
-		b.WriteString(": ")
-	} else if e.Env != "" {
-		b.WriteString("$" + e.Env + ": ")
+	switch {
+	case e.Key != "" && e.Env != "":
+		return fmt.Sprintf("%s: %s (from $%s): %s", where, e.Key, e.Env, e.Msg)
+	case e.Key != "":
+		return fmt.Sprintf("%s: %s: %s", where, e.Key, e.Msg)
+	case e.Env != "":
+		return fmt.Sprintf("%s: $%s: %s", where, e.Env, e.Msg)
 	}
-	b.WriteString(e.Msg)
-	return b.String()
+	return where + ": " + e.Msg
 }
 
-// ErrorList is every problem found in one spec, in file order of discovery.
+// ErrorList is every problem found in one spec, in order of discovery:
 // Load reports all of them at once so a user fixes a spec in one pass.
 type ErrorList []*Error
 
@@ -57,17 +52,15 @@ func (l ErrorList) Unwrap() []error {
 	return out
 }
 
-// maxErrors bounds the report for a badly broken file.
-const maxErrors = 25
-
-// collector gathers errors for one spec file.
+// collector gathers the errors of one spec file, at most 25 (a badly broken
+// file would otherwise bury the first ones).
 type collector struct {
 	file string
 	errs ErrorList
 }
 
 func (c *collector) add(line int, key, env, msg string) {
-	if len(c.errs) < maxErrors {
+	if len(c.errs) < 25 {
 		c.errs = append(c.errs, &Error{File: c.file, Line: line, Key: key, Env: env, Msg: msg})
 	}
 }

@@ -2,6 +2,7 @@ package spec
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -15,20 +16,13 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// The YAML is checked against the Spec struct before yaml.v3 decodes it:
-// the decoder would turn 2.5 into 2 for an int, "yes" into true and 12
-// into "12", and its errors name Go types, not keys. The walk below reports
-// unknown keys, wrong types and duplicate keys with the line they are on
-// (environment overrides are in the tree by then, with line 0).
-
-var specType = reflect.TypeFor[Spec]()
-
-var durationType = reflect.TypeFor[time.Duration]()
+var specType, durationType = reflect.TypeFor[Spec](), reflect.TypeFor[time.Duration]()
 
 type field struct {
 	key   string
 	index []int
 	typ   reflect.Type
+	tag   reflect.StructTag
 }
 
 // fieldsOf lists the yaml keys of a struct type, in field order, with the
@@ -40,39 +34,27 @@ func fieldsOf(t reflect.Type) []field {
 		key, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
 		if opts == "inline" {
 			for _, in := range fieldsOf(f.Type) {
-				out = append(out, field{key: in.key, index: append([]int{i}, in.index...), typ: in.typ})
+				in.index = append([]int{i}, in.index...)
+				out = append(out, in)
 			}
-			continue
+		} else if key != "" && key != "-" {
+			out = append(out, field{key, []int{i}, f.Type, f.Tag})
 		}
-		if key == "" || key == "-" {
-			continue
-		}
-		out = append(out, field{key: key, index: []int{i}, typ: f.Type})
 	}
 	return out
 }
 
-// walker records, per key path ("backends[0].threads"), where it is in the
-// file, so later checks can point at the line.
+// walker checks the YAML tree against the Spec struct and records, per key
+// path ("backends[0].threads"), where it is, so later checks can point at
+// the line.
 type walker struct {
 	c     *collector
 	lines map[string]int    // key path -> line of the key (or list item)
 	env   map[string]string // key path -> environment variable that set it
-	nodes int               // nodes visited; aliases can make a small file huge
+	nodes int               // nodes visited: aliases nested in aliases ("billion laughs") expand exponentially
 }
 
-// maxNodes bounds the walk: a few aliases nested in each other ("billion
-// laughs") would otherwise expand exponentially.
 const maxNodes = 100_000
-
-// visit counts a node and reports false once the file is too large to walk.
-func (w *walker) visit(n *yaml.Node) bool {
-	w.nodes++
-	if w.nodes == maxNodes {
-		w.c.add(n.Line, "", "", fmt.Sprintf("too many values (over %d, counting aliases expanded)", maxNodes))
-	}
-	return w.nodes < maxNodes
-}
 
 func newWalker(c *collector) *walker {
 	return &walker{c: c, lines: map[string]int{}, env: map[string]string{}}
@@ -87,21 +69,12 @@ func (w *walker) has(path string) bool {
 
 // line is the line of a key path, or of its nearest ancestor in the file.
 func (w *walker) line(path string) int {
-	for path != "" {
+	for ; path != ""; path = path[:max(strings.LastIndexAny(path, ".["), 0)] {
 		if l, ok := w.lines[path]; ok {
 			return l
 		}
-		path = parentPath(path)
 	}
 	return 0
-}
-
-func parentPath(path string) string {
-	i := strings.LastIndexAny(path, ".[")
-	if i < 0 {
-		return ""
-	}
-	return path[:i]
 }
 
 func join(path, key string) string {
@@ -111,59 +84,47 @@ func join(path, key string) string {
 	return path + "." + key
 }
 
-var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+const emptySpec = "empty spec (want a YAML mapping with at least name, model and backends)"
 
 // parseYAML returns the top-level mapping, or nil after reporting why there
 // is none.
 func parseYAML(data []byte, c *collector) *yaml.Node {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
-	var doc yaml.Node
-	if err := dec.Decode(&doc); err != nil {
-		if errors.Is(err, io.EOF) {
-			c.add(0, "", "", "empty spec (want a YAML mapping with at least name, model and backends)")
-		} else {
-			addYAMLError(c, err)
+	var doc, next yaml.Node
+	err := dec.Decode(&doc)
+	if err == nil {
+		if err = dec.Decode(&next); err == nil {
+			c.add(next.Line, "", "", "more than one YAML document (---); a spec is a single document")
+			return nil
 		}
-		return nil
 	}
-	var next yaml.Node
-	if err := dec.Decode(&next); err == nil {
-		c.add(next.Line, "", "", "more than one YAML document (---); a spec is a single document")
-		return nil
-	} else if !errors.Is(err, io.EOF) {
+	switch {
+	case errors.Is(err, io.EOF) && (doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 || isNull(doc.Content[0])):
+		c.add(0, "", "", emptySpec)
+	case !errors.Is(err, io.EOF):
 		addYAMLError(c, err)
-		return nil
+	case resolve(doc.Content[0]).Kind != yaml.MappingNode:
+		c.add(doc.Content[0].Line, "", "", "the top level must be a mapping of keys (name:, model:, ...), got "+describe(doc.Content[0]))
+	default:
+		return resolve(doc.Content[0])
 	}
-	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 || isNull(doc.Content[0]) {
-		c.add(0, "", "", "empty spec (want a YAML mapping with at least name, model and backends)")
-		return nil
-	}
-	root := resolve(doc.Content[0])
-	if root.Kind != yaml.MappingNode {
-		c.add(root.Line, "", "", "the top level must be a mapping of keys (name:, model:, ...), got "+describe(root))
-		return nil
-	}
-	return root
+	return nil
 }
+
+var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
 // parserProblems are yaml.v3's parser (not scanner) errors: it reports
 // their line 0-based, and leaves it out when it is 0.
 var parserProblems = map[string]bool{
-	"did not find expected node content":     true,
-	"did not find expected '-' indicator":    true,
-	"did not find expected key":              true,
-	"did not find expected ',' or ']'":       true,
-	"did not find expected ',' or '}'":       true,
-	"found undefined tag handle":             true,
-	"did not find expected <document start>": true,
-	"found duplicate %YAML directive":        true,
-	"found duplicate %TAG directive":         true,
-	"found incompatible YAML document":       true,
+	"did not find expected node content": true, "did not find expected '-' indicator": true,
+	"did not find expected key": true, "did not find expected ',' or ']'": true,
+	"did not find expected ',' or '}'": true, "found undefined tag handle": true,
+	"did not find expected <document start>": true, "found duplicate %YAML directive": true,
+	"found duplicate %TAG directive": true, "found incompatible YAML document": true,
 }
 
 func addYAMLError(c *collector, err error) {
-	msg := strings.TrimPrefix(err.Error(), "yaml: ")
-	line := 0
+	msg, line := strings.TrimPrefix(err.Error(), "yaml: "), 0
 	if m := yamlLineRE.FindStringSubmatch(err.Error()); m != nil {
 		line, _ = strconv.Atoi(m[1])
 		msg = m[2]
@@ -187,100 +148,90 @@ func isNull(n *yaml.Node) bool {
 	return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
 }
 
+var scalarWords = map[string]string{"!!str": "string", "!!int": "integer", "!!float": "number", "!!bool": "boolean", "!!timestamp": "timestamp"}
+
 func describe(n *yaml.Node) string {
-	n = resolve(n)
-	switch n.Kind {
-	case yaml.MappingNode:
+	switch n = resolve(n); {
+	case n.Kind == yaml.MappingNode:
 		return "a mapping"
-	case yaml.SequenceNode:
+	case n.Kind == yaml.SequenceNode:
 		return "a list"
-	case yaml.ScalarNode:
-		switch n.ShortTag() {
-		case "!!str":
-			return fmt.Sprintf("string %q", n.Value)
-		case "!!int":
-			return "integer " + n.Value
-		case "!!float":
-			return "number " + n.Value
-		case "!!bool":
-			return "boolean " + n.Value
-		case "!!null":
-			return "null"
-		case "!!timestamp":
-			return "timestamp " + n.Value
-		}
-		return n.ShortTag() + " " + n.Value
+	case n.Kind != yaml.ScalarNode:
+		return "nothing"
+	case n.ShortTag() == "!!null":
+		return "null"
+	case n.ShortTag() == "!!str":
+		return fmt.Sprintf("string %q", n.Value)
 	}
-	return "nothing"
+	return cmp.Or(scalarWords[n.ShortTag()], n.ShortTag()) + " " + n.Value
 }
 
 type pair struct{ key, value *yaml.Node }
 
 // pairs flattens a mapping's key/value pairs, expanding YAML merge keys
-// (<<: *anchor); explicit keys come after merged ones and so win.
-func pairs(n *yaml.Node, depth int) (merged, explicit []pair) {
+// (<<: *anchor) first, so that explicit keys win, and reports an explicit
+// key given twice.
+func (w *walker) pairs(n *yaml.Node, path string, depth int) (all []pair) {
+	var explicit []pair
+	seen := map[string]int{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		if k.Kind == yaml.ScalarNode && k.ShortTag() == "!!merge" && depth < 16 {
-			v = resolve(v)
-			srcs := []*yaml.Node{v}
-			if v.Kind == yaml.SequenceNode {
-				srcs = v.Content
+			srcs := []*yaml.Node{resolve(v)}
+			if srcs[0].Kind == yaml.SequenceNode {
+				srcs = srcs[0].Content
 			}
 			for _, src := range srcs {
 				if src = resolve(src); src.Kind == yaml.MappingNode {
-					m, e := pairs(src, depth+1)
-					merged = append(merged, m...)
-					merged = append(merged, e...)
+					all = append(all, w.pairs(src, path, depth+1)...)
 				}
 			}
 			continue
 		}
+		if first, dup := seen[k.Value]; dup && k.Kind == yaml.ScalarNode && depth == 0 {
+			w.c.add(k.Line, path, "", fmt.Sprintf("duplicate key %q (first on line %d)", k.Value, first))
+			continue
+		}
+		seen[k.Value] = k.Line
 		explicit = append(explicit, pair{k, v})
 	}
-	return merged, explicit
+	return append(all, explicit...)
 }
+
+func stringKey(p pair) bool { return p.key.Kind == yaml.ScalarNode && p.key.ShortTag() == "!!str" }
 
 // mapping checks a YAML mapping against struct type t.
 func (w *walker) mapping(n *yaml.Node, t reflect.Type, path string) {
 	fields := fieldsOf(t)
-	byKey := map[string]field{}
-	for _, f := range fields {
-		byKey[f.key] = f
+	keys := make([]string, len(fields))
+	for i, f := range fields {
+		keys[i] = f.key
 	}
-	merged, explicit := pairs(n, 0)
-	seen := map[string]int{}
-	for _, p := range explicit {
-		if p.key.Kind == yaml.ScalarNode {
-			if first, dup := seen[p.key.Value]; dup {
-				w.c.add(p.key.Line, "", "", fmt.Sprintf("duplicate key %q (first on line %d)", join(path, p.key.Value), first))
-				continue
-			}
-			seen[p.key.Value] = p.key.Line
-		}
-	}
-	for _, p := range append(merged, explicit...) {
+	for _, p := range w.pairs(n, path, 0) {
 		k := p.key
-		if k.Kind != yaml.ScalarNode || k.ShortTag() != "!!str" {
-			w.c.add(k.Line, "", "", fmt.Sprintf("unknown key %s in %s (keys are lower-case names)", describe(k), orTop(path)))
-			continue
+		i := -1
+		if stringKey(p) {
+			i = indexOf(keys, k.Value)
 		}
-		f, ok := byKey[k.Value]
-		if !ok {
+		switch {
+		case !stringKey(p):
+			where := path
+			if where == "" {
+				where = "the top level"
+			}
+			w.c.add(k.Line, "", "", fmt.Sprintf("unknown key %s in %s (keys are lower-case names)", describe(k), where))
+		case i < 0:
 			msg := fmt.Sprintf("unknown key %q", join(path, k.Value))
-			if s := suggest(k.Value, fields); s != "" {
+			if s := suggest(k.Value, keys, 1+min(len(k.Value)/5, 1)); s != "" {
 				msg += fmt.Sprintf(" (did you mean %q?)", s)
 			}
 			w.c.add(k.Line, "", "", msg)
-			continue
+		case isNull(p.value):
+			delete(w.lines, join(path, k.Value))
+		default:
+			w.lines[join(path, k.Value)] = k.Line
+			w.value(p.value, fields[i].typ, join(path, k.Value))
 		}
-		child := join(path, k.Value)
-		if isNull(p.value) {
-			delete(w.lines, child)
-			continue
-		}
-		w.lines[child] = k.Line
-		w.value(p.value, f.typ, child)
 	}
 	// "key:" with nothing after it reads as absent: the decoder would
 	// otherwise zero the field and its default.
@@ -293,44 +244,57 @@ func (w *walker) mapping(n *yaml.Node, t reflect.Type, path string) {
 	n.Content = kept
 }
 
-func orTop(path string) string {
-	if path == "" {
-		return "the top level"
+func indexOf(keys []string, k string) int {
+	for i, key := range keys {
+		if key == k {
+			return i
+		}
 	}
-	return path
+	return -1
 }
 
 // value checks one node against the Go type it will be decoded into.
 func (w *walker) value(n *yaml.Node, t reflect.Type, path string) {
 	n = resolve(n)
-	if !w.visit(n) {
+	if w.nodes++; w.nodes >= maxNodes {
+		if w.nodes == maxNodes {
+			w.c.add(n.Line, "", "", fmt.Sprintf("too many values (over %d, counting aliases expanded)", maxNodes))
+		}
 		return
 	}
 	bad := func(want string) {
 		w.c.add(n.Line, path, w.env[path], fmt.Sprintf("want %s, got %s", want, describe(n)))
 	}
-	if t == durationType {
-		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!str" {
+	tag := n.ShortTag()
+	if n.Kind != yaml.ScalarNode {
+		tag = ""
+	}
+	switch kind := t.Kind(); {
+	case t == durationType:
+		if d, err := time.ParseDuration(n.Value); tag != "!!str" {
 			bad(`a duration such as "30s" (a number has no unit)`)
-		} else if d, err := time.ParseDuration(n.Value); err != nil {
+		} else if err != nil {
 			bad(`a duration such as "30s", "2m" or "1h30m"`)
 		} else if d < 0 {
 			w.c.add(n.Line, path, w.env[path], "must not be negative, got "+n.Value)
 		}
-		return
-	}
-	switch t.Kind() {
-	case reflect.Struct:
-		if n.Kind != yaml.MappingNode {
-			bad("a mapping of keys")
-			return
-		}
+	case kind == reflect.Pointer:
+		w.value(n, t.Elem(), path)
+	case (kind == reflect.Struct || kind == reflect.Map) && n.Kind != yaml.MappingNode:
+		bad("a mapping of keys")
+	case kind == reflect.Struct:
 		w.mapping(n, t, path)
-	case reflect.Slice:
-		if n.Kind != yaml.SequenceNode {
-			bad("a list")
-			return
+	case kind == reflect.Map: // plugin options: free-form, string keys only
+		for _, p := range w.pairs(n, path, 0) {
+			if !stringKey(p) {
+				w.c.add(p.key.Line, path, "", fmt.Sprintf("keys must be strings, got %s", describe(p.key)))
+			} else {
+				w.lines[path+"."+p.key.Value] = p.key.Line
+			}
 		}
+	case kind == reflect.Slice && n.Kind != yaml.SequenceNode:
+		bad("a list")
+	case kind == reflect.Slice:
 		for i, item := range n.Content {
 			ip := fmt.Sprintf("%s[%d]", path, i)
 			if isNull(item) {
@@ -340,85 +304,42 @@ func (w *walker) value(n *yaml.Node, t reflect.Type, path string) {
 			w.lines[ip] = item.Line
 			w.value(item, t.Elem(), ip)
 		}
-	case reflect.Map:
-		if n.Kind != yaml.MappingNode {
-			bad("a mapping of keys")
-			return
-		}
-		w.freeKeys(n, path)
-	case reflect.Pointer:
-		w.value(n, t.Elem(), path)
-	case reflect.String:
-		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!str" {
-			bad("a string (quote it if it looks like a number)")
-		}
-	case reflect.Bool:
-		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!bool" {
-			bad("true or false")
-		}
-	case reflect.Int:
+	case kind == reflect.String && tag != "!!str":
+		bad("a string (quote it if it looks like a number)")
+	case kind == reflect.Bool && tag != "!!bool":
+		bad("true or false")
+	case kind == reflect.Int:
 		var i int
-		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" || n.Decode(&i) != nil {
+		if tag != "!!int" || n.Decode(&i) != nil {
 			bad("an integer")
 		}
-	case reflect.Float64:
+	case kind == reflect.Float64:
 		var f float64
-		tag := n.ShortTag()
-		if n.Kind != yaml.ScalarNode || (tag != "!!int" && tag != "!!float") || n.Decode(&f) != nil {
+		if tag != "!!int" && tag != "!!float" || n.Decode(&f) != nil {
 			bad("a number")
 		} else if math.IsNaN(f) || math.IsInf(f, 0) {
 			bad("a finite number")
 		}
-	default:
-		w.c.add(n.Line, path, "", "internal error: no check for Go type "+t.String())
 	}
 }
 
-// freeKeys checks that a free-form map (plugin options) can travel as
-// JSON, string keys only and no key twice, and records where each key is.
-func (w *walker) freeKeys(n *yaml.Node, path string) {
-	merged, explicit := pairs(n, 0)
-	seen := map[string]int{}
-	for _, p := range explicit {
-		if first, dup := seen[p.key.Value]; dup && p.key.Kind == yaml.ScalarNode {
-			w.c.add(p.key.Line, path, "", fmt.Sprintf("duplicate key %q (first on line %d)", p.key.Value, first))
+// suggest returns the known name closest to an unknown one, if it is
+// within limit edits (a different case alone always is).
+func suggest(name string, known []string, limit int) string {
+	best, bestDist := "", limit+1
+	for _, k := range known {
+		if strings.EqualFold(k, name) {
+			return k
 		}
-		seen[p.key.Value] = p.key.Line
-	}
-	for _, p := range append(merged, explicit...) {
-		if p.key.Kind != yaml.ScalarNode || p.key.ShortTag() != "!!str" {
-			w.c.add(p.key.Line, path, "", fmt.Sprintf("keys must be strings, got %s", describe(p.key)))
-			continue
-		}
-		w.lines[path+"."+p.key.Value] = p.key.Line
-	}
-}
-
-// suggest returns the known key closest to an unknown one, if it is close.
-func suggest(key string, fields []field) string {
-	best, bestDist := "", 1<<30
-	for _, f := range fields {
-		if strings.EqualFold(f.key, key) {
-			return f.key
-		}
-		d := editDistance(strings.ToLower(key), f.key)
-		if d < bestDist {
-			best, bestDist = f.key, d
+		if d := editDistance(strings.ToLower(name), strings.ToLower(k)); d < bestDist {
+			best, bestDist = k, d
 		}
 	}
-	limit := 2
-	if len(key) <= 4 {
-		limit = 1
-	}
-	if bestDist <= limit {
-		return best
-	}
-	return ""
+	return best
 }
 
 func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
+	prev, cur := make([]int, len(b)+1), make([]int, len(b)+1)
 	for j := range prev {
 		prev[j] = j
 	}

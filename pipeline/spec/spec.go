@@ -18,7 +18,7 @@ import (
 // verdict. After Load every path in it is absolute and every default is
 // filled in.
 type Spec struct {
-	Name       string    `yaml:"name"`
+	Name       string    `yaml:"name" check:"name"`
 	Model      Model     `yaml:"model"`
 	Datasets   []Dataset `yaml:"datasets"`
 	Reference  Reference `yaml:"reference"`
@@ -26,7 +26,7 @@ type Spec struct {
 	Bench      Bench     `yaml:"bench"`
 	Gates      Gates     `yaml:"gates"`
 	Output     Output    `yaml:"output"`
-	PluginDir  string    `yaml:"plugin_dir"` // "" = beside the evalrun binary
+	PluginDir  string    `yaml:"plugin_dir" path:"dir"` // "" = beside the evalrun binary
 	Timeouts   Timeouts  `yaml:"timeouts"`
 
 	Path string `yaml:"-"` // the spec file as given to Load
@@ -37,7 +37,7 @@ type Spec struct {
 
 // Model is the GGUF file every backend loads unless it names its own.
 type Model struct {
-	Path   string `yaml:"path"`
+	Path   string `yaml:"path" path:"file"`
 	SHA256 string `yaml:"sha256"` // lower-case hex; "" = not checked
 }
 
@@ -55,22 +55,22 @@ const (
 
 // Dataset is one JSONL prompt set (see package pipeline/dataset).
 type Dataset struct {
-	Name         string `yaml:"name"`
-	Path         string `yaml:"path"`
-	Mode         Mode   `yaml:"mode"`           // default score
-	NCtx         int    `yaml:"n_ctx"`          // score: chunk size, default 128, >= 8
-	MaxNewTokens int    `yaml:"max_new_tokens"` // generate: default 32
-	Limit        int    `yaml:"limit"`          // first N records only; 0 = all
+	Name         string `yaml:"name" check:"name"`
+	Path         string `yaml:"path" path:"file"`
+	Mode         Mode   `yaml:"mode" check:"modes"`                 // default score
+	NCtx         int    `yaml:"n_ctx" check:"8..16777216"`          // score: chunk size, default 128
+	MaxNewTokens int    `yaml:"max_new_tokens" check:"1..16777216"` // generate: default 32
+	Limit        int    `yaml:"limit" check:"0..2147483647"`        // first N records only; 0 = all
 }
 
 // Backend is one candidate, or (from Backends) the reference.
 type Backend struct {
-	Name       string         `yaml:"name"`
-	Plugin     string         `yaml:"plugin"`      // a name: the binary evalrun-plugin-NAME
-	PluginPath string         `yaml:"plugin_path"` // or an executable, given explicitly
-	Threads    int            `yaml:"threads"`     // 0 = number of CPUs
-	Model      string         `yaml:"model"`       // "" = Spec.Model.Path
-	Options    map[string]any `yaml:"options"`     // keys keep their case; validated by the plugin
+	Name       string         `yaml:"name" check:"name"`
+	Plugin     string         `yaml:"plugin"`                       // a name: the binary evalrun-plugin-NAME
+	PluginPath string         `yaml:"plugin_path" path:"file"`      // or an executable, given explicitly
+	Threads    int            `yaml:"threads" check:"0..4 per CPU"` // 0 = number of CPUs
+	Model      string         `yaml:"model" path:"file"`            // "" = Spec.Model.Path
+	Options    map[string]any `yaml:"options"`                      // keys keep their case; validated by the plugin
 	Output     BackendOutput  `yaml:"output"`
 	Gates      Gates          `yaml:"gates"` // overrides of Spec.Gates, key by key (candidates only)
 
@@ -83,23 +83,23 @@ type Backend struct {
 // a llama-perplexity --kl-divergence-base file (KLDBase).
 type Reference struct {
 	Backend `yaml:",inline"`
-	KLDBase string `yaml:"kld_base"`
+	KLDBase string `yaml:"kld_base" path:"file"`
 }
 
 // BackendOutput asks for extra files from one backend.
 type BackendOutput struct {
 	// KLDBase, when set, is where this backend's score logits are written as
 	// a llama-perplexity --kl-divergence-base file.
-	KLDBase string `yaml:"kld_base"`
+	KLDBase string `yaml:"kld_base" path:"out"`
 }
 
 // Bench configures the llama-bench style throughput pass.
 type Bench struct {
-	Enabled bool `yaml:"enabled"`  // default true
-	NPrompt int  `yaml:"n_prompt"` // default 64; 0 = no pp test
-	NGen    int  `yaml:"n_gen"`    // default 16; 0 = no tg test
-	Reps    int  `yaml:"reps"`     // default 5
-	Warmup  bool `yaml:"warmup"`   // default true
+	Enabled bool `yaml:"enabled"`                      // default true
+	NPrompt int  `yaml:"n_prompt" check:"0..16777216"` // default 64; 0 = no pp test
+	NGen    int  `yaml:"n_gen" check:"0..16777216"`    // default 16; 0 = no tg test
+	Reps    int  `yaml:"reps" check:"1..1000"`         // default 5
+	Warmup  bool `yaml:"warmup"`                       // default true
 }
 
 // OutputFormats are the files a run can write: summary.json (json, always
@@ -109,8 +109,8 @@ var OutputFormats = []string{"json", "jsonl", "md", "junit"}
 
 // Output says where and in which formats results are written.
 type Output struct {
-	Dir     string   `yaml:"dir"`     // relative to the spec's directory; default ./results of the working directory
-	Formats []string `yaml:"formats"` // subset of OutputFormats; default all of them
+	Dir     string   `yaml:"dir" path:"out"`          // relative to the spec's directory; default ./results of the working directory
+	Formats []string `yaml:"formats" check:"formats"` // subset of OutputFormats; default all of them
 }
 
 // Timeouts bound each plugin call. In YAML they are strings such as "30s".
@@ -222,9 +222,6 @@ func Parse(data []byte, path string, opts ...Option) (*Spec, error) {
 		return nil, c.err()
 	}
 	w := newWalker(c)
-	if o.env {
-		applyEnv(root, w, c)
-	}
 	w.mapping(root, specType, "")
 	if err := c.err(); err != nil {
 		return nil, err
@@ -234,6 +231,9 @@ func Parse(data []byte, path string, opts ...Option) (*Spec, error) {
 		// The walk should have caught every type problem first.
 		c.add(0, "", "", "decoding: "+err.Error())
 		return nil, c.err()
+	}
+	if o.env {
+		applyEnv(s, w, c)
 	}
 	s.Path, s.where = path, w
 	dir, err := filepath.Abs(filepath.Dir(path))
@@ -247,10 +247,7 @@ func Parse(data []byte, path string, opts ...Option) (*Spec, error) {
 	if err := c.err(); err != nil {
 		return nil, err
 	}
-	check.resolvePaths()
-	if o.checkFiles {
-		check.files()
-	}
+	check.paths(o.checkFiles)
 	if err := c.err(); err != nil {
 		return nil, err
 	}

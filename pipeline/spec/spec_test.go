@@ -123,7 +123,7 @@ func TestBadSpecs(t *testing.T) {
 		{"duplicate dataset", strings.Replace(base, "reference:", "  - name: d\n    path: d.jsonl\nreference:", 1), nil,
 			[]string{`DIR/t.yaml:7: datasets[1].name: duplicate dataset name "d" (also datasets[0])`}},
 		{"bad mode", addDataset("    mode: sample\n"), nil,
-			[]string{`DIR/t.yaml:7: datasets[0].mode: "sample": want score or generate`}},
+			[]string{`DIR/t.yaml:7: datasets[0].mode: "sample": want one of score, generate`}},
 		{"small n_ctx", addDataset("    n_ctx: 4\n"), nil,
 			[]string{`DIR/t.yaml:7: datasets[0].n_ctx: must be >= 8, got 4`}},
 		{"n_ctx for generate", addDataset("    mode: generate\n    n_ctx: 64\n"), nil,
@@ -184,6 +184,12 @@ func TestBadSpecs(t *testing.T) {
 			[]string{`DIR/t.yaml: bench.reps (from $EVALRUN_BENCH_REPS): must be >= 1, got 0`}},
 		{"env for a missing list item", base, map[string]string{"EVALRUN_BACKENDS_1_THREADS": "1"},
 			[]string{`DIR/t.yaml: backends[1].threads (from $EVALRUN_BACKENDS_1_THREADS): the spec has only 1 backends entries`}},
+		{"env typo", base, map[string]string{"EVALRUN_BENCH_REP": "1"},
+			[]string{`DIR/t.yaml: $EVALRUN_BENCH_REP: names no spec key (EVALRUN_ + a key path in upper case) and no other evalrun variable (did you mean EVALRUN_BENCH_REPS?)`}},
+		{"env naming nothing", base, map[string]string{"EVALRUN_UNRELATED": "x"},
+			[]string{`DIR/t.yaml: $EVALRUN_UNRELATED: names no spec key`}},
+		{"env for plugin options", base, map[string]string{"EVALRUN_REFERENCE_OPTIONS": "x"},
+			[]string{`DIR/t.yaml: reference.options (from $EVALRUN_REFERENCE_OPTIONS): plugin options cannot be set from the environment`}},
 		{"plugin named ..", strings.Replace(base, "    plugin: cpu\n", "    plugin: ..\n", 1), nil,
 			[]string{`DIR/t.yaml:11: backends[0].plugin: "..": a plugin name uses only letters, digits, '.', '_' and '-', starting with a letter or digit`}},
 		{"plugin given as a path", strings.Replace(base, "    plugin: cpu\n", "    plugin: ./x.sh\n", 1), nil,
@@ -339,15 +345,15 @@ func TestEnvOverrides(t *testing.T) {
 		"EVALRUN_OUTPUT_DIR":                "out",
 		"EVALRUN_OUTPUT_FORMATS":            "json, md",
 		"EVALRUN_REFERENCE_THREADS":         "3",
-		"EVALRUN_REFERENCE_OPTIONS":         "ignored: options are not scalars",
 		"EVALRUN_TIMEOUTS_EVAL":             "45s",
 		"EVALRUN_GATES_KLD_MEAN_MAX":        "0.5",
 		"EVALRUN_BACKENDS_0_THREADS":        "1",
 		"EVALRUN_BACKENDS_0_GATES_NMSE_MAX": "1e-4",
 		"EVALRUN_DATASETS_0_LIMIT":          "2",
 		"EVALRUN_MODEL_SHA256":              strings.Repeat("0", 64), // digits only: still a string
-		"EVALRUN_UNRELATED":                 "x",
-		"EVALRUN_NAME":                      "", // empty = unset, so name stays "t"
+		"EVALRUN_PLUGIN_MTLS":               "0",                     // not a spec key, but evalrun's
+		"EVALRUN_TEST_ANYTHING":             "x",                     // the tests'
+		"EVALRUN_NAME":                      "",                      // empty = unset, so name stays "t"
 	}
 	s, msg := load(t, base, env, "other.gguf")
 	if msg != "" {

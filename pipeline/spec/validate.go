@@ -9,11 +9,16 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
 
-// checker fills defaults, validates and resolves one decoded spec.
+// checker fills defaults, validates and resolves one decoded spec. The
+// per-key rules are the struct tags of the spec's types: check:"name" (a
+// required name), check:"LO..HI" (an integer range, for values the file or
+// environment set), check:"modes|formats" (one of enums), path:"file|dir|out" (resolved
+// against the spec's directory; file and dir must exist).
 type checker struct {
 	c      *collector
 	w      *walker
@@ -21,12 +26,8 @@ type checker struct {
 	numCPU int
 }
 
-// Limits of values the spec accepts.
-const (
-	minNCtx    = 8
-	maxTokens  = 1 << 24 // n_ctx, max_new_tokens, bench sizes; the model's context is checked against the plan
-	maxThreads = 4       // times the CPUs of the machine
-)
+// maxThreads bounds threads: at most this many per CPU of the machine.
+const maxThreads = 4
 
 // defaultSpec holds the documented defaults; decoding the YAML over it
 // replaces what the file (or the environment) sets.
@@ -64,6 +65,9 @@ func (k *checker) defaults() {
 			d.MaxNewTokens = 32
 		}
 	}
+	if s.Output.Dir == "" {
+		s.Output.Dir, _ = filepath.Abs("results")
+	}
 }
 
 // add reports a problem with the key at path, pointing at its line.
@@ -74,57 +78,131 @@ func (k *checker) add(path, format string, args ...any) {
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 var hexRE = regexp.MustCompile(`^[0-9a-fA-F]{64}$`)
 
-func (k *checker) name(path, v string) {
-	switch {
-	case v == "":
-		k.add(path, "required")
-	case !nameRE.MatchString(v):
-		k.add(path, "%q: use only letters, digits, '.', '_' and '-', starting with a letter or digit", v)
+// enums are the values of check:"modes" and check:"formats".
+var enums = map[string][]string{"modes": {string(ModeScore), string(ModeGenerate)}, "formats": OutputFormats}
+
+const nameRule = "use only letters, digits, '.', '_' and '-', starting with a letter or digit"
+
+// eachField calls fn for every field of the struct v (key path, field,
+// value), depth first, items of lists of structs included.
+func eachField(v reflect.Value, path string, fn func(path string, f field, v reflect.Value)) {
+	for _, f := range fieldsOf(v.Type()) {
+		p, fv := join(path, f.key), v.FieldByIndex(f.index)
+		fn(p, f, fv)
+		switch {
+		case fv.Kind() == reflect.Struct && f.typ != durationType:
+			eachField(fv, p, fn)
+		case fv.Kind() == reflect.Slice && f.typ.Elem().Kind() == reflect.Struct:
+			for i := range fv.Len() {
+				eachField(fv.Index(i), fmt.Sprintf("%s[%d]", p, i), fn)
+			}
+		}
 	}
 }
 
-func (k *checker) between(path string, v, lo, hi int) {
+// tagged applies the check tags.
+func (k *checker) tagged(path string, f field, v reflect.Value) {
+	rule := f.tag.Get("check")
+	lo, hi, isRange := strings.Cut(rule, "..")
 	switch {
-	case v < lo:
-		k.add(path, "must be >= %d, got %d", lo, v)
-	case v > hi:
-		k.add(path, "must be <= %d, got %d", hi, v)
+	case rule == "name" && v.String() == "":
+		k.add(path, "required")
+	case rule == "name" && !nameRE.MatchString(v.String()):
+		k.add(path, "%q: %s", v.String(), nameRule)
+	case isRange && k.w.has(path):
+		l, _ := strconv.Atoi(lo)
+		h, err := strconv.Atoi(hi)
+		if err != nil { // "4 per CPU"
+			h = maxThreads * k.numCPU
+		}
+		if n := int(v.Int()); n < l {
+			k.add(path, "must be >= %d, got %d", l, n)
+		} else if n > h {
+			k.add(path, "must be <= %d, got %d", h, n)
+		}
+	case enums[rule] != nil:
+		want := "one of " + strings.Join(enums[rule], ", ")
+		one := func(p, val string) {
+			if !slices.Contains(enums[rule], val) {
+				k.add(p, "%q: want %s", val, want)
+			}
+		}
+		if v.Kind() != reflect.Slice {
+			one(path, v.String())
+			return
+		}
+		if v.Len() == 0 {
+			k.add(path, "at least one of %s", want)
+		}
+		seen := map[string]bool{}
+		for i := range v.Len() {
+			p, val := fmt.Sprintf("%s[%d]", path, i), v.Index(i).String()
+			if one(p, val); seen[val] {
+				k.add(p, "%q listed twice", val)
+			}
+			seen[val] = true
+		}
 	}
 }
 
 func (k *checker) validate() {
-	s := k.s
-	k.name("name", s.Name)
+	s, has := k.s, k.w.has
+	eachField(reflect.ValueOf(s).Elem(), "", k.tagged)
 	if s.Model.Path == "" {
 		k.add("model.path", "required (the GGUF model file)")
 	}
-	if s.Model.SHA256 != "" {
-		if !hexRE.MatchString(s.Model.SHA256) {
-			k.add("model.sha256", "want 64 hex digits, got %q", s.Model.SHA256)
-		}
-		s.Model.SHA256 = strings.ToLower(s.Model.SHA256)
+	if s.Model.SHA256 != "" && !hexRE.MatchString(s.Model.SHA256) {
+		k.add("model.sha256", "want 64 hex digits, got %q", s.Model.SHA256)
 	}
-	k.validateDatasets()
-	k.validateReference()
+	s.Model.SHA256 = strings.ToLower(s.Model.SHA256)
+	switch {
+	case s.Reference.KLDBase != "" && len(s.Datasets) > 0:
+		k.add("datasets", "not used with reference.kld_base: the KLD base file carries its own tokens; remove datasets or use a plugin reference")
+	case s.Reference.KLDBase == "" && len(s.Datasets) == 0:
+		k.add("datasets", "required: at least one prompt set (or reference.kld_base)")
+	}
+	datasets := map[string]int{}
+	for i, d := range s.Datasets {
+		p := fmt.Sprintf("datasets[%d]", i)
+		if j, dup := datasets[d.Name]; dup && d.Name != "" {
+			k.add(p+".name", "duplicate dataset name %q (also datasets[%d])", d.Name, j)
+		} else {
+			datasets[d.Name] = i
+		}
+		switch {
+		case d.Path == "":
+			k.add(p+".path", "required (a JSONL prompt set)")
+		case d.Mode == ModeScore && has(p+".max_new_tokens"):
+			k.add(p+".max_new_tokens", "only for mode generate")
+		case d.Mode == ModeGenerate && has(p+".n_ctx"):
+			k.add(p+".n_ctx", "only for mode score")
+		}
+	}
+	if s.Reference.KLDBase == "" {
+		k.backend(s.Reference.Backend)
+	}
+	for _, key := range []string{"plugin", "plugin_path", "threads", "model", "options", "output.kld_base"} {
+		if s.Reference.KLDBase != "" && has("reference."+key) {
+			k.add("reference."+key, "has no effect with reference.kld_base (no plugin runs)")
+		}
+	}
+	if has("reference.gates") {
+		k.add("reference.gates", "the reference has no gates (set them on the backends)")
+	}
 	if len(s.Candidates) == 0 {
 		k.add("backends", "required: at least one candidate backend to compare with the reference")
 	}
-	first := map[string]string{s.Reference.Name: "reference.name"}
+	backends := map[string]string{s.Reference.Name: "reference.name"}
 	for _, b := range s.Candidates {
-		if other, dup := first[b.Name]; dup && b.Name != "" {
+		if other, dup := backends[b.Name]; dup && b.Name != "" {
 			k.add(b.Key+".name", "duplicate backend name %q (also %s)", b.Name, other)
 		}
-		first[b.Name] = b.Key + ".name"
+		backends[b.Name] = b.Key + ".name"
 		k.backend(b)
 		k.gates(b.Key+".gates", b.Gates)
 	}
 	k.gates("gates", s.Gates)
-
-	b := s.Bench
-	k.between("bench.n_prompt", b.NPrompt, 0, maxTokens)
-	k.between("bench.n_gen", b.NGen, 0, maxTokens)
-	k.between("bench.reps", b.Reps, 1, 1000)
-	if b.Enabled && b.NPrompt == 0 && b.NGen == 0 {
+	if b := s.Bench; b.Enabled && b.NPrompt == 0 && b.NGen == 0 {
 		k.add("bench", "n_prompt and n_gen are both 0: nothing to benchmark (set enabled: false instead)")
 	}
 
@@ -143,169 +221,65 @@ func (k *checker) validate() {
 		seen[f] = true
 	}
 	tv := reflect.ValueOf(s.Timeouts)
-	for _, f := range fieldsOf(reflect.TypeFor[Timeouts]()) {
+	for _, f := range fieldsOf(tv.Type()) {
 		if d := tv.FieldByIndex(f.index).Interface().(time.Duration); d <= 0 {
 			k.add("timeouts."+f.key, "must be a positive duration, got %v", d)
 		}
 	}
 }
 
-func (k *checker) validateDatasets() {
-	s := k.s
-	if s.Reference.KLDBase != "" {
-		if len(s.Datasets) > 0 {
-			k.add("datasets", "not used with reference.kld_base: the KLD base file carries its own tokens; remove datasets or use a plugin reference")
-		}
-		return
-	}
-	if len(s.Datasets) == 0 {
-		k.add("datasets", "required: at least one prompt set (or reference.kld_base)")
-	}
-	first := map[string]int{}
-	for i, d := range s.Datasets {
-		p := fmt.Sprintf("datasets[%d]", i)
-		k.name(p+".name", d.Name)
-		if j, dup := first[d.Name]; dup && d.Name != "" {
-			k.add(p+".name", "duplicate dataset name %q (also datasets[%d])", d.Name, j)
-		} else {
-			first[d.Name] = i
-		}
-		if d.Path == "" {
-			k.add(p+".path", "required (a JSONL prompt set)")
-		}
-		switch d.Mode {
-		case ModeScore:
-			k.between(p+".n_ctx", d.NCtx, minNCtx, maxTokens)
-			if k.w.has(p + ".max_new_tokens") {
-				k.add(p+".max_new_tokens", "only for mode generate")
-			}
-		case ModeGenerate:
-			k.between(p+".max_new_tokens", d.MaxNewTokens, 1, maxTokens)
-			if k.w.has(p + ".n_ctx") {
-				k.add(p+".n_ctx", "only for mode score")
-			}
-		default:
-			k.add(p+".mode", "%q: want score or generate", d.Mode)
-		}
-		k.between(p+".limit", d.Limit, 0, 1<<31-1)
-	}
-}
-
-func (k *checker) validateReference() {
-	r := k.s.Reference
-	k.name("reference.name", r.Name)
-	if r.KLDBase == "" {
-		k.backend(r.Backend)
-	} else {
-		for _, key := range []string{"plugin", "plugin_path", "threads", "model", "options", "output.kld_base"} {
-			if k.w.has("reference." + key) {
-				k.add("reference."+key, "has no effect with reference.kld_base (no plugin runs)")
-			}
-		}
-	}
-	if k.w.has("reference.gates") {
-		k.add("reference.gates", "the reference has no gates (set them on the backends)")
-	}
-}
-
 // backend checks what the reference and the candidates share.
 func (k *checker) backend(b Backend) {
-	if b.Key != "reference" {
-		k.name(b.Key+".name", b.Name)
-	}
 	switch {
 	case b.Plugin != "" && b.PluginPath != "":
 		k.add(b.Key+".plugin_path", "set either plugin (a name) or plugin_path (an executable), not both")
+	case b.Plugin == "" && b.PluginPath == "" && b.Key == "reference":
+		k.add(b.Key+".plugin", "required: a plugin name such as cpu (or plugin_path: an executable), or reference.kld_base")
 	case b.Plugin == "" && b.PluginPath == "":
-		what := "a plugin name such as cpu (or plugin_path: an executable)"
-		if b.Key == "reference" {
-			what += ", or reference.kld_base"
-		}
-		k.add(b.Key+".plugin", "required: %s", what)
+		k.add(b.Key+".plugin", "required: a plugin name such as cpu (or plugin_path: an executable)")
 	case b.Plugin != "" && strings.ContainsAny(b.Plugin, `/\`):
 		k.add(b.Key+".plugin", "%q is a path: say plugin_path: to run an executable by its path", b.Plugin)
 	case b.Plugin != "" && !nameRE.MatchString(b.Plugin):
-		k.add(b.Key+".plugin", "%q: a plugin name uses only letters, digits, '.', '_' and '-', starting with a letter or digit", b.Plugin)
+		k.add(b.Key+".plugin", "%q: a plugin name uses %s", b.Plugin, strings.TrimPrefix(nameRule, "use "))
 	}
-	k.between(b.Key+".threads", b.Threads, 0, maxThreads*k.numCPU)
 }
 
 func (k *checker) gates(path string, g Gates) {
 	for _, gate := range g.List() {
-		p := path + "." + gate.Name
+		if gate.Limit < 0 {
+			k.add(path+"."+gate.Name, "must be >= 0, got %g", gate.Limit)
+		} else if (gate.Metric == "same_top_p" || gate.Metric == "greedy_match") && gate.Limit > 1 {
+			k.add(path+"."+gate.Name, "is a fraction between 0 and 1, got %g", gate.Limit)
+		}
+	}
+}
+
+// paths makes every path tagged path:"..." absolute (relative ones start at
+// the spec's directory) and, with checkFiles, checks that the inputs exist,
+// so a typo fails at load with its line rather than minutes into a run.
+func (k *checker) paths(checkFiles bool) {
+	eachField(reflect.ValueOf(k.s).Elem(), "", func(path string, f field, v reflect.Value) {
+		kind, p := f.tag.Get("path"), v.String()
+		if kind == "" || p == "" {
+			return
+		}
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(k.s.Dir, p)
+			v.SetString(p)
+		}
+		if !checkFiles || kind == "out" {
+			return
+		}
+		fi, err := os.Stat(p)
 		switch {
-		case gate.Limit < 0:
-			k.add(p, "must be >= 0, got %g", gate.Limit)
-		case (gate.Metric == "same_top_p" || gate.Metric == "greedy_match") && gate.Limit > 1:
-			k.add(p, "is a fraction between 0 and 1, got %g", gate.Limit)
+		case errors.Is(err, fs.ErrNotExist):
+			k.add(path, "%s: no such file or directory", p)
+		case err != nil:
+			k.add(path, "%v", err)
+		case kind == "dir" && !fi.IsDir():
+			k.add(path, "%s: not a directory", p)
+		case kind == "file" && fi.IsDir():
+			k.add(path, "%s: is a directory, want a file", p)
 		}
-	}
-}
-
-// resolvePaths makes every path in the spec absolute: relative ones start
-// at the spec's directory, except the default output dir, which is
-// ./results of the working directory.
-func (k *checker) resolvePaths() {
-	s := k.s
-	abs := func(p *string) {
-		if *p != "" && !filepath.IsAbs(*p) {
-			*p = filepath.Join(s.Dir, *p)
-		}
-	}
-	abs(&s.Model.Path)
-	for i := range s.Datasets {
-		abs(&s.Datasets[i].Path)
-	}
-	abs(&s.Reference.KLDBase)
-	for _, b := range append([]*Backend{&s.Reference.Backend}, pointers(s.Candidates)...) {
-		abs(&b.PluginPath)
-		abs(&b.Model)
-		abs(&b.Output.KLDBase)
-	}
-	abs(&s.PluginDir)
-	if s.Output.Dir == "" {
-		s.Output.Dir, _ = filepath.Abs("results")
-	}
-	abs(&s.Output.Dir)
-}
-
-func pointers(bs []Backend) []*Backend {
-	out := make([]*Backend, len(bs))
-	for i := range bs {
-		out[i] = &bs[i]
-	}
-	return out
-}
-
-// files checks that the inputs exist, so a typo fails at load with its line
-// rather than minutes into a run.
-func (k *checker) files() {
-	s := k.s
-	k.file("model.path", s.Model.Path, false)
-	for i, d := range s.Datasets {
-		k.file(fmt.Sprintf("datasets[%d].path", i), d.Path, false)
-	}
-	k.file("reference.kld_base", s.Reference.KLDBase, false)
-	for _, b := range append([]Backend{s.Reference.Backend}, s.Candidates...) {
-		k.file(b.Key+".model", b.Model, false)
-		k.file(b.Key+".plugin_path", b.PluginPath, false)
-	}
-	k.file("plugin_dir", s.PluginDir, true)
-}
-
-func (k *checker) file(path, p string, wantDir bool) {
-	if p == "" {
-		return
-	}
-	fi, err := os.Stat(p)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		k.add(path, "%s: no such file or directory", p)
-	case err != nil:
-		k.add(path, "%v", err)
-	case wantDir && !fi.IsDir():
-		k.add(path, "%s: not a directory", p)
-	case !wantDir && fi.IsDir():
-		k.add(path, "%s: is a directory, want a file", p)
-	}
+	})
 }
