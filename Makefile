@@ -16,6 +16,7 @@ build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/evalrun ./cmd/evalrun
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/evalrun-plugin-cpu ./plugins/cpu
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/evalrun-plugin-rknn ./plugins/rknn
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/evalrun-plugin-hexagon ./plugins/hexagon
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/evalrun-plugin-llamacpp ./plugins/llamacpp
 	cd $(BIN) && if command -v sha256sum >/dev/null; then sha256sum evalrun-plugin-*; else shasum -a 256 evalrun-plugin-*; fi > plugins.sha256.tmp && mv plugins.sha256.tmp plugins.sha256
 

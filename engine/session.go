@@ -180,10 +180,11 @@ func (f *forward) layer(il int, x []float32, outRows []int) ([]float32, error) {
 	l := &m.layers[il]
 	E, T := c.NEmbd, f.T
 	ops := m.layerOps(il, T, len(outRows))
+	lops := m.opsFor(il)
 
 	xn := make([]float32, T*E)
 	for t := range T {
-		rmsNorm(xn[t*E:(t+1)*E], x[t*E:(t+1)*E], l.attnNorm, c.RMSEps)
+		lops.RMSNorm(xn[t*E:(t+1)*E], x[t*E:(t+1)*E], l.attnNorm, c.RMSEps)
 	}
 	q, err := f.matmul(&ops[opQ], xn)
 	if err != nil {
@@ -203,15 +204,15 @@ func (f *forward) layer(il int, x []float32, outRows []int) ([]float32, error) {
 	for t := range T {
 		cs := f.rope[t*c.RopeDim : (t+1)*c.RopeDim]
 		for h := range c.NHead {
-			rope(q[(t*c.NHead+h)*c.HeadDim:], cs, c.RopeDim, c.RopeNeox)
+			lops.Rope(q[(t*c.NHead+h)*c.HeadDim:], cs, c.RopeDim, c.RopeNeox)
 		}
 		for h := range c.NHeadKV {
-			rope(k[(t*c.NHeadKV+h)*c.HeadDim:], cs, c.RopeDim, c.RopeNeox)
+			lops.Rope(k[(t*c.NHeadKV+h)*c.HeadDim:], cs, c.RopeDim, c.RopeNeox)
 		}
 	}
 	f.s.storeKV(il, f.pos0, k, v)
 
-	att := f.attention(il, q)
+	att := f.attention(il, q, lops)
 	ao, err := f.matmul(&ops[opAttnOut], att)
 	if err != nil {
 		return nil, err
@@ -224,10 +225,12 @@ func (f *forward) layer(il int, x []float32, outRows []int) ([]float32, error) {
 			return x, nil
 		}
 	}
-	addTo(x, ao) // ffn_inp
+	for r := range rows {
+		lops.Add(x[r*E:(r+1)*E], ao[r*E:(r+1)*E]) // ffn_inp
+	}
 	xn = xn[:rows*E]
 	for r := range rows {
-		rmsNorm(xn[r*E:(r+1)*E], x[r*E:(r+1)*E], l.ffnNorm, c.RMSEps)
+		lops.RMSNorm(xn[r*E:(r+1)*E], x[r*E:(r+1)*E], l.ffnNorm, c.RMSEps)
 	}
 	gate, err := f.matmul(&ops[opFFNGate], xn)
 	if err != nil {
@@ -238,20 +241,22 @@ func (f *forward) layer(il int, x []float32, outRows []int) ([]float32, error) {
 		return nil, err
 	}
 	for r := range rows {
-		m.kern.Swiglu(gate[r*c.NFF:(r+1)*c.NFF], gate[r*c.NFF:(r+1)*c.NFF], up[r*c.NFF:(r+1)*c.NFF])
+		lops.Swiglu(gate[r*c.NFF:(r+1)*c.NFF], gate[r*c.NFF:(r+1)*c.NFF], up[r*c.NFF:(r+1)*c.NFF])
 	}
 	down, err := f.matmul(&ops[opFFNDown], gate)
 	if err != nil {
 		return nil, err
 	}
-	addTo(x, down) // l_out
+	for r := range rows {
+		lops.Add(x[r*E:(r+1)*E], down[r*E:(r+1)*E]) // l_out
+	}
 	return x, nil
 }
 
 // attention computes softmax(q·Kᵀ/sqrt(head_dim) + causal mask)·V for every
 // row and head against the cache, split over heads (one head is computed by
 // one thread, so the result does not depend on the thread count).
-func (f *forward) attention(il int, q []float32) []float32 {
+func (f *forward) attention(il int, q []float32, lops LayerOps) []float32 {
 	c := f.s.m.Config
 	T, D := f.T, c.HeadDim
 	group := c.NHead / c.NHeadKV
@@ -275,7 +280,7 @@ func (f *forward) attention(il int, q []float32) []float32 {
 				n := f.pos0 + t + 1 // causal: positions 0..pos0+t
 				qh := q[(t*c.NHead+h)*D : (t*c.NHead+h+1)*D]
 				kern.ScoreRows(K[kvOff:kvOff+n*D], D, qh, p[:n])
-				kern.Softmax(p[:n], scale)
+				lops.Softmax(p[:n], scale)
 				kern.WeightedColumns(V[kvOff:kvOff+n*D], D, p[:n], lanes, out[(t*c.NHead+h)*D:(t*c.NHead+h+1)*D])
 			}
 		}

@@ -1,0 +1,118 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"math"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/evalrun/evalrun/backend"
+	"github.com/evalrun/evalrun/internal/testkit"
+	"github.com/evalrun/evalrun/plugins/enginebackend"
+	"github.com/evalrun/evalrun/plugins/hexagon/htp"
+)
+
+var pluginPath string
+
+func model(variant string) string {
+	p, _ := filepath.Abs("../../models/stories260K" + variant + ".gguf")
+	return p
+}
+
+func TestMain(m *testing.M) {
+	name := backend.PluginPrefix + "hexagon"
+	testkit.Main(m, map[string]string{name: "./plugins/hexagon"}, func(dir string) { pluginPath = filepath.Join(dir, name) })
+}
+
+var prompt = []int32{1, 403, 407, 261, 378, 430, 312, 410}
+
+func load(t *testing.T, variant string, opts map[string]any) (*enginebackend.Backend, backend.LoadResult, error) {
+	t.Helper()
+	b := enginebackend.New(config(hclog.NewNullLogger()))
+	t.Cleanup(func() { b.Close(context.Background()) })
+	res, err := b.Load(context.Background(), backend.LoadRequest{ModelPath: model(variant), Threads: 1, Options: opts})
+	return b, res, err
+}
+
+// TestLoadPlanAndEval: the Q4_0 model on two sessions: every matmul on the
+// HTP, plan entries name the session, logits finite and near the CPU's.
+func TestLoadPlanAndEval(t *testing.T) {
+	b, res, err := load(t, "-q4_0", map[string]any{"sessions": 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.PlanSummary != "36 of 36 matmuls on the HTP, 2 session(s) (HTP0: layers 0-2; HTP1: layers 3-4 + output)" {
+		t.Errorf("summary %q", res.PlanSummary)
+	}
+	if res.Plan[0].Device != "HTP0" || res.Plan[35].Op != "result_output" || res.Plan[35].Device != "HTP1" || res.Plan[21].Device != "HTP1" {
+		t.Errorf("plan %+v ... %+v", res.Plan[0], res.Plan[35])
+	}
+	if info, _ := b.Describe(context.Background()); info.Device != "hexagon-htp (sim)" {
+		t.Errorf("device %q", info.Device)
+	}
+	n := 0
+	err = b.Eval(context.Background(), backend.EvalRequest{Session: "s", Tokens: prompt}, func(l backend.Logits) error {
+		for _, v := range l.Values {
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+				t.Fatalf("row %d: %g", l.Index, v)
+			}
+		}
+		n++
+		return nil
+	})
+	if err != nil || n != len(prompt) {
+		t.Fatalf("Eval: %d rows, %v", n, err)
+	}
+}
+
+// TestOptionErrors: bad options are refused at Load naming the option, as
+// invalid arguments (the host's exit 2).
+func TestOptionErrors(t *testing.T) {
+	for _, c := range []struct {
+		opts map[string]any
+		want string
+	}{
+		{map[string]any{"sessions": 0}, `option "sessions": 0 outside 1..16`},
+		{map[string]any{"sessions": 17}, `option "sessions": 17 outside 1..16`},
+		{map[string]any{"sessions": "two"}, `option "sessions": want int`},
+		{map[string]any{"sessions": 6}, `option "sessions": 6 exceeds the model's 5 layers`},
+		{map[string]any{"ops": "attention"}, `option "ops": "attention" unknown (want matmul or layer)`},
+		{map[string]any{"fault_nan_after": -1}, `option "fault_nan_after": -1 must be >= 0`},
+		{map[string]any{"fault_bitflip_bit": 3}, `option "fault_bitflip_bit" needs fault_bitflip_after`},
+		{map[string]any{"cores": 3}, `unknown option "cores"`},
+	} {
+		_, _, err := load(t, "-q8_0", c.opts)
+		if err == nil || !strings.Contains(err.Error(), c.want) || !errors.Is(err, backend.ErrInvalidArgument) {
+			t.Errorf("%v: %v, want an invalid argument containing %q", c.opts, err, c.want)
+		}
+	}
+}
+
+// TestFaultCrashThroughThePlugin: fault_crash_after 0 kills the plugin
+// process at the first HTP matmul after Load; the host sees it exit.
+func TestFaultCrashThroughThePlugin(t *testing.T) {
+	c, err := backend.Launch(context.Background(), backend.LaunchConfig{Path: pluginPath, StartTimeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Kill)
+	if _, err := c.Load(context.Background(), backend.LoadRequest{ModelPath: model("-q8_0"), Threads: 1, Options: map[string]any{"fault_crash_after": 0}}); err != nil {
+		t.Fatalf("Load (the warm-up runs before the faults are armed): %v", err)
+	}
+	err = c.Eval(context.Background(), backend.EvalRequest{Session: "s", Tokens: prompt}, func(backend.Logits) error { return nil })
+	if err == nil {
+		t.Fatal("Eval succeeded on a crashed device")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !c.Exited() && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if code := c.ExitCode(); !c.Exited() || code != htp.CrashExitCode {
+		t.Errorf("plugin exited %v with %d, want %d", c.Exited(), code, htp.CrashExitCode)
+	}
+}
