@@ -51,15 +51,21 @@ func ropeThetaScale(base float32, nDims int) float32 {
 // GCC contracts into fma(x0, cos, -(x1*sin)) and fma(x0, sin, x1*cos)
 // (checked against llama.cpp's ROPE nodes).
 func rope(x []float32, cs []float32, nDims int, neox bool) {
+	RopePairs(x, cs, nDims, neox, func(x0, x1, c, s float32) (float32, float32) {
+		return ggml.FMA32(x0, c, -float32(x1*s)), ggml.FMA32(x0, s, float32(x1*c))
+	})
+}
+
+// RopePairs rotates the first nDims values of one head in place, pairing
+// them as rope does, with rotate computing each pair from the pair and its
+// (cos, sin): a device's own rounding of the rotation.
+func RopePairs(x []float32, cs []float32, nDims int, neox bool, rotate func(x0, x1, c, s float32) (float32, float32)) {
 	for i := 0; i < nDims; i += 2 {
-		c, s := cs[i], cs[i+1]
 		a, b := i, i+1
 		if neox {
 			a, b = i/2, i/2+nDims/2
 		}
-		x0, x1 := x[a], x[b]
-		x[a] = ggml.FMA32(x0, c, -float32(x1*s))
-		x[b] = ggml.FMA32(x0, s, float32(x1*c))
+		x[a], x[b] = rotate(x[a], x[b], cs[i], cs[i+1])
 	}
 }
 

@@ -10,14 +10,12 @@
 //	           a layer (MUL_MAT, ADD, MUL, RMS_NORM, ROPE, SWIGLU, SOFT_MAX)
 //	sessions   1..n_layer (default 1): HTP sessions the layers are split over
 //	numerics   exact | ggml: the CPU part (default exact)
-//	fault_crash_after, fault_hang_after, fault_nan_after, fault_inf_after,
-//	fault_bitflip_after N: simulated device faults from the (N+1)-th HTP
-//	    matmul after Load (0 = the first one of the first Eval)
-//	fault_bitflip_bit B: the bit fault_bitflip_after flips (default 0)
+//	faults     {crash_after, hang_after, nan_after, inf_after, bitflip_after: N,
+//	           bitflip_bit: B}: simulated device faults from the (N+1)-th
+//	           HTP matmul after Load (0 = the first one of the first Eval)
 package main
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/hashicorp/go-hclog"
@@ -51,18 +49,11 @@ func config(log hclog.Logger) enginebackend.Config {
 
 // options are the plugin's own Load options.
 type options struct {
-	Ops      string `json:"ops"`
-	Sessions *int   `json:"sessions"`
-
-	FaultCrashAfter   *int `json:"fault_crash_after"`
-	FaultHangAfter    *int `json:"fault_hang_after"`
-	FaultNaNAfter     *int `json:"fault_nan_after"`
-	FaultInfAfter     *int `json:"fault_inf_after"`
-	FaultBitflipAfter *int `json:"fault_bitflip_after"`
-	FaultBitflipBit   *int `json:"fault_bitflip_bit"`
+	Ops      string      `json:"ops"`
+	Sessions *int        `json:"sessions"`
+	Faults   *htp.Faults `json:"faults"`
 
 	sessions int
-	faults   *htp.Faults
 }
 
 // maxSessions bounds the option before the model is known (ggml-hexagon
@@ -85,27 +76,10 @@ func (o *options) Validate() error {
 	if o.sessions < 1 || o.sessions > maxSessions {
 		return fmt.Errorf("option \"sessions\": %d outside 1..%d", o.sessions, maxSessions)
 	}
-	f := &htp.Faults{CrashAfter: o.FaultCrashAfter, HangAfter: o.FaultHangAfter, NaNAfter: o.FaultNaNAfter,
-		InfAfter: o.FaultInfAfter, BitflipAfter: o.FaultBitflipAfter}
-	any := false
-	for name, v := range map[string]*int{"fault_crash_after": f.CrashAfter, "fault_hang_after": f.HangAfter,
-		"fault_nan_after": f.NaNAfter, "fault_inf_after": f.InfAfter, "fault_bitflip_after": f.BitflipAfter} {
-		if v != nil && *v < 0 {
-			return fmt.Errorf("option %q: %d must be >= 0", name, *v)
+	if o.Faults != nil {
+		if err := o.Faults.Check(); err != nil {
+			return fmt.Errorf("option \"faults\": %w", err)
 		}
-		any = any || v != nil
-	}
-	if b := o.FaultBitflipBit; b != nil {
-		if *b < 0 || *b > 31 {
-			return fmt.Errorf("option \"fault_bitflip_bit\": %d outside 0..31", *b)
-		}
-		if o.FaultBitflipAfter == nil {
-			return errors.New("option \"fault_bitflip_bit\" needs fault_bitflip_after")
-		}
-		f.Bit = *b
-	}
-	if any {
-		o.faults = f
 	}
 	return nil
 }
@@ -143,7 +117,7 @@ func attach(m *engine.Model, o *options, log hclog.Logger) (enginebackend.Device
 	if o.sessions > m.Config.NLayer {
 		return nil, backend.Errorf(backend.ErrInvalidArgument, "option \"sessions\": %d exceeds the model's %d layers (one session per layer at most)", o.sessions, m.Config.NLayer)
 	}
-	dev, err := htp.New(m, htp.Config{Sessions: o.sessions, Faults: o.faults, Layer: o.Ops == "layer"}, m.File().Evict)
+	dev, err := htp.New(m, htp.Config{Sessions: o.sessions, Faults: o.Faults, Layer: o.Ops == "layer"}, m.File().Evict)
 	if err != nil {
 		return nil, err
 	}

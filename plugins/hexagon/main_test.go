@@ -82,8 +82,9 @@ func TestOptionErrors(t *testing.T) {
 		{map[string]any{"sessions": "two"}, `option "sessions": want int`},
 		{map[string]any{"sessions": 6}, `option "sessions": 6 exceeds the model's 5 layers`},
 		{map[string]any{"ops": "attention"}, `option "ops": "attention" unknown (want matmul or layer)`},
-		{map[string]any{"fault_nan_after": -1}, `option "fault_nan_after": -1 must be >= 0`},
-		{map[string]any{"fault_bitflip_bit": 3}, `option "fault_bitflip_bit" needs fault_bitflip_after`},
+		{map[string]any{"faults": map[string]any{"nan_after": -1}}, `option "faults": nan_after: -1 must be >= 0`},
+		{map[string]any{"faults": map[string]any{"bitflip_bit": 3}}, `option "faults": bitflip_bit needs bitflip_after`},
+		{map[string]any{"faults": map[string]any{"bitflip_after": 0, "bitflip_bit": 32}}, `option "faults": bitflip_bit: 32 outside 0..31`},
 		{map[string]any{"cores": 3}, `unknown option "cores"`},
 	} {
 		_, _, err := load(t, "-q8_0", c.opts)
@@ -93,7 +94,7 @@ func TestOptionErrors(t *testing.T) {
 	}
 }
 
-// TestFaultCrashThroughThePlugin: fault_crash_after 0 kills the plugin
+// TestFaultCrashThroughThePlugin: faults: {crash_after: 0} kills the plugin
 // process at the first HTP matmul after Load; the host sees it exit.
 func TestFaultCrashThroughThePlugin(t *testing.T) {
 	c, err := backend.Launch(context.Background(), backend.LaunchConfig{Path: pluginPath, StartTimeout: 30 * time.Second})
@@ -101,7 +102,7 @@ func TestFaultCrashThroughThePlugin(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Kill)
-	if _, err := c.Load(context.Background(), backend.LoadRequest{ModelPath: model("-q8_0"), Threads: 1, Options: map[string]any{"fault_crash_after": 0}}); err != nil {
+	if _, err := c.Load(context.Background(), backend.LoadRequest{ModelPath: model("-q8_0"), Threads: 1, Options: map[string]any{"faults": map[string]any{"crash_after": 0}}}); err != nil {
 		t.Fatalf("Load (the warm-up runs before the faults are armed): %v", err)
 	}
 	err = c.Eval(context.Background(), backend.EvalRequest{Session: "s", Tokens: prompt}, func(backend.Logits) error { return nil })

@@ -1,6 +1,7 @@
 package htp
 
 import (
+	"fmt"
 	"math"
 	"os"
 	"sync/atomic"
@@ -12,15 +13,37 @@ const CrashExitCode = 70
 
 // Faults are injected into the HTP's matmuls, counted from Arm (after the
 // plugin's warm-up): a fault with After = N leaves the first N matmuls alone
-// and hits every one from N+1 on. nil fields are off.
+// and hits every one from N+1 on. nil fields are off. The json names are
+// the plugin's option "faults".
 type Faults struct {
-	CrashAfter, HangAfter, NaNAfter, InfAfter, BitflipAfter *int
-	Bit                                                     int // the bit BitflipAfter flips in output element 0
+	CrashAfter   *int `json:"crash_after"`
+	HangAfter    *int `json:"hang_after"`
+	NaNAfter     *int `json:"nan_after"`
+	InfAfter     *int `json:"inf_after"`
+	BitflipAfter *int `json:"bitflip_after"`
+	Bit          int  `json:"bitflip_bit"` // the bit BitflipAfter flips in output element 0
 
 	armed atomic.Bool
 	runs  atomic.Int64
 	run   atomic.Int64 // the current run's number, for after
 	exit  func(int)
+}
+
+// Check validates the counts and the bit; errors name the field.
+func (f *Faults) Check() error {
+	for name, v := range map[string]*int{"crash_after": f.CrashAfter, "hang_after": f.HangAfter,
+		"nan_after": f.NaNAfter, "inf_after": f.InfAfter, "bitflip_after": f.BitflipAfter} {
+		if v != nil && *v < 0 {
+			return fmt.Errorf("%s: %d must be >= 0", name, *v)
+		}
+	}
+	if f.Bit < 0 || f.Bit > 31 {
+		return fmt.Errorf("bitflip_bit: %d outside 0..31", f.Bit)
+	}
+	if f.Bit != 0 && f.BitflipAfter == nil {
+		return fmt.Errorf("bitflip_bit needs bitflip_after")
+	}
+	return nil
 }
 
 // Arm starts counting.

@@ -65,16 +65,9 @@ func (o layerOps) RMSNorm(dst, x, w []float32, eps float32) {
 
 func (o layerOps) Rope(x, cs []float32, nDims int, neox bool) {
 	o.s.add("ROPE", 1)
-	for i := 0; i < nDims; i += 2 {
-		c, s := cs[i], cs[i+1]
-		a, b := i, i+1
-		if neox {
-			a, b = i/2, i/2+nDims/2
-		}
-		x0, x1 := x[a], x[b]
-		x[a] = float32(x0*c) - float32(x1*s)
-		x[b] = float32(x0*s) + float32(x1*c)
-	}
+	engine.RopePairs(x, cs, nDims, neox, func(x0, x1, c, s float32) (float32, float32) {
+		return float32(x0*c) - float32(x1*s), float32(x0*s) + float32(x1*c)
+	})
 }
 
 func (o layerOps) Add(dst, src []float32) {

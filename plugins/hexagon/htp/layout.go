@@ -71,25 +71,18 @@ func checkRows(t ggml.Type, k int, src, dst []byte) (rowBytes int, err error) {
 
 // Repack converts rows of k elements of type t from ggml's block layout
 // (src) into the HTP layout (dst, the same size).
-func Repack(t ggml.Type, k int, src, dst []byte) error {
-	rb, err := checkRows(t, k, src, dst)
-	if err != nil {
-		return err
-	}
-	for r := 0; r < len(src); r += rb {
-		repackRow(t, k, src[r:r+rb], dst[r:r+rb])
-	}
-	return nil
-}
+func Repack(t ggml.Type, k int, src, dst []byte) error { return eachRow(t, k, src, dst, repackRow) }
 
 // Unpack is Repack's inverse: HTP rows back to ggml blocks.
-func Unpack(t ggml.Type, k int, src, dst []byte) error {
+func Unpack(t ggml.Type, k int, src, dst []byte) error { return eachRow(t, k, src, dst, unpackRow) }
+
+func eachRow(t ggml.Type, k int, src, dst []byte, convert func(t ggml.Type, k int, src, dst []byte)) error {
 	rb, err := checkRows(t, k, src, dst)
 	if err != nil {
 		return err
 	}
 	for r := 0; r < len(src); r += rb {
-		unpackRow(t, k, src[r:r+rb], dst[r:r+rb])
+		convert(t, k, src[r:r+rb], dst[r:r+rb])
 	}
 	return nil
 }
