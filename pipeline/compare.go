@@ -15,6 +15,9 @@ import (
 type comparison struct {
 	kld   metrics.KLD
 	logit metrics.LogitStats
+	// positions profiles KLD and top-1 agreement by position (the run's
+	// comparison only: report.html draws it).
+	positions *metrics.Positions
 
 	// Non-finite candidate values when the reference is a kld_base file
 	// (with a live reference LogitStats counts them).
@@ -31,8 +34,9 @@ type comparison struct {
 // addLive compares a candidate row with a prepared live reference row and
 // adds the result to the run's and the prompt's comparison: each statistic
 // of the row is computed once. tok is the token that follows this position
-// (the scoring target), or -1 if none.
-func addLive(cand []float32, ref *metrics.RefRow, tok int32, run, prompt *comparison) error {
+// (the scoring target), or -1 if none; pos is the row's position in its
+// sequence.
+func addLive(cand []float32, ref *metrics.RefRow, tok int32, pos int, run, prompt *comparison) error {
 	if err := metrics.AddLogitRow(cand, ref, &run.logit, &prompt.logit); err != nil {
 		return err
 	}
@@ -47,12 +51,20 @@ func addLive(cand []float32, ref *metrics.RefRow, tok int32, run, prompt *compar
 	}
 	run.kld.AddRow(row)
 	prompt.kld.AddRow(row)
+	run.addPosition(pos, row)
 	return nil
+}
+
+func (c *comparison) addPosition(pos int, row metrics.KLDRow) {
+	if c.positions == nil {
+		c.positions = &metrics.Positions{}
+	}
+	c.positions.Add(pos, row)
 }
 
 // addBase compares a candidate row with decoded base log-probabilities from
 // a llama-perplexity --kl-divergence-base file.
-func addBase(cand, baseLogProbs []float32, tok int32, run, prompt *comparison) error {
+func addBase(cand, baseLogProbs []float32, tok int32, pos int, run, prompt *comparison) error {
 	row, err := metrics.BaseKLDRow(cand, baseLogProbs, tok)
 	if err != nil {
 		return err
@@ -72,6 +84,7 @@ func addBase(cand, baseLogProbs []float32, tok int32, run, prompt *comparison) e
 		c.inf += inf
 		c.kld.AddRow(row)
 	}
+	run.addPosition(pos, row)
 	return nil
 }
 
@@ -125,6 +138,10 @@ func (c *comparison) accuracy(liveRef bool) *Accuracy {
 		a.PPLRatio, a.PPLRatioErr = f64(r.PPLRatio.Value), f64(r.PPLRatio.Err)
 		a.LnPPLRatio, a.LnPPLRatioErr = f64(r.LnPPLRatio.Value), f64(r.LnPPLRatio.Err)
 		a.DeltaPPL, a.DeltaPPLErr = f64(r.PPLDiff.Value), f64(r.PPLDiff.Err)
+		if c.positions != nil { // the run's comparison, not a prompt's
+			kld, _ := c.kld.Values()
+			a.Profile = &AccuracyProfile{KLDHistogram: metrics.HistogramKLD(kld), ByPosition: c.positions.Result()}
+		}
 		if r.N >= metrics.MinStatsTokens {
 			a.LlamaPerplexity = metrics.FormatLlamaPerplexity(r)
 		}

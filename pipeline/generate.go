@@ -111,7 +111,7 @@ func (r *runner) generateOne(ctx context.Context, p genPrompt) {
 			if errs[i] == nil {
 				digests[i].Row(rows[i])
 				t := time.Now()
-				errs[i] = addLive(rows[i], &ref, next, c.cmp, per[i])
+				errs[i] = addLive(rows[i], &ref, next, len(p.tokens)-1+step, c.cmp, per[i])
 				r.timing.MetricsS += time.Since(t).Seconds()
 				c.rb.release(rows[i])
 			}

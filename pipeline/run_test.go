@@ -104,6 +104,19 @@ func TestRunIdenticalBackendsPass(t *testing.T) {
 	if *a.PPL != *a.PPLBase {
 		t.Fatalf("PPL %v != base %v", *a.PPL, *a.PPLBase)
 	}
+	// The profile report.html draws: every scored token in the zero-KLD bin
+	// and in a position bucket (score rows at 16..30, generate steps after
+	// the prompt).
+	var inBuckets int64
+	for _, pb := range a.Profile.ByPosition.Buckets {
+		inBuckets += pb.N
+		if pb.SameTopP != 1 || *pb.KLDMean != 0 {
+			t.Fatalf("identical backends, position bucket %+v", pb)
+		}
+	}
+	if h := a.Profile.KLDHistogram; h.Zero != int64(a.ScoredTokens) || inBuckets != int64(a.ScoredTokens) || a.Profile.ByPosition.Buckets[0].Pos > 16 {
+		t.Fatalf("profile: zero-KLD tokens %d, tokens in position buckets %d, want %d; %+v", h.Zero, inBuckets, a.ScoredTokens, a.Profile.ByPosition)
+	}
 	if b.Throughput == nil || b.Throughput.PP == nil || len(b.Throughput.PP.SamplesNS) != 3 || s.Reference.Throughput == nil {
 		t.Fatalf("throughput missing: %+v / ref %+v", b.Throughput, s.Reference.Throughput)
 	}

@@ -212,9 +212,9 @@ func (r *runner) scoreOne(ctx context.Context, ch scoreChunk, e *chunkEval) {
 				r.writeOut(&c.outFile, c.rb.Name, row)
 				t := time.Now()
 				if refRow != nil {
-					err = addLive(row, &ref, tok, c.cmp, per[i])
+					err = addLive(row, &ref, tok, ch.first()+k, c.cmp, per[i])
 				} else {
-					err = addBase(row, baseRow, tok, c.cmp, per[i])
+					err = addBase(row, baseRow, tok, ch.first()+k, c.cmp, per[i])
 				}
 				r.timing.MetricsS += time.Since(t).Seconds()
 				c.rb.release(row)

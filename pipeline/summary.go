@@ -200,6 +200,15 @@ type Accuracy struct {
 	GeneratePrompts     int      `json:"generate_prompts"`
 	Complete            bool     `json:"complete"` // every planned position was compared
 	LlamaPerplexity     string   `json:"llama_perplexity,omitempty"`
+	// Profile is what report.html draws (null for a prompt's line).
+	Profile *AccuracyProfile `json:"profile,omitempty"`
+}
+
+// AccuracyProfile is the shape behind the accuracy figures: the
+// distribution of per-token KLD and KLD and top-1 agreement by position.
+type AccuracyProfile struct {
+	KLDHistogram *metrics.KLDHistogram    `json:"kld_histogram"`
+	ByPosition   *metrics.PositionProfile `json:"by_position"`
 }
 
 // Throughput holds llama-bench style results measured inside the plugin.

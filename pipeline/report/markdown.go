@@ -93,8 +93,34 @@ func stepSummary(w io.Writer, s *pipeline.Summary) error {
 	fmt.Fprintf(w, "Model `%s` (%s, %d params), reference **%s**, datasets %s; exit code %d, %.1f s.\n\n",
 		baseName(s.Model.Path), s.Model.Arch, s.Model.NParams, mdEscape(s.Reference.Name), mdEscape(strings.Join(ds, ", ")), s.Verdict.ExitCode, s.Run.DurationS)
 	fmt.Fprintf(w, "| | backend | status | KLD mean | same top-1 | PPL ratio | tg t/s | gates |\n|---|---|---|---|---|---|---|---|\n")
+	for _, r := range summaryRows(s) {
+		c := r.cells
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", c[0], mdCell(c[1]), mdCell(c[2]), c[3], c[4], c[5], c[6], mdCell(c[7]))
+	}
+	if len(s.Verdict.Reasons) > 0 {
+		fmt.Fprintln(w)
+		for i, r := range s.Verdict.Reasons {
+			if i == 8 { // one screen: the rest is in report.md and summary.json
+				fmt.Fprintf(w, "- … and %d more (report.md)\n", len(s.Verdict.Reasons)-i)
+				break
+			}
+			fmt.Fprintf(w, "- %s\n", mdEscape(firstLine(r, 200)))
+		}
+	}
+	return nil
+}
+
+type summaryRow struct {
+	class string   // pass, fail, error or skipped
+	cells []string // mark, backend, status, KLD mean, same top-1, PPL ratio, tg t/s, gates
+}
+
+// summaryRows are the one-screen summary's rows: the reference, then every
+// candidate.
+func summaryRows(s *pipeline.Summary) []summaryRow {
+	var rows []summaryRow
 	for _, b := range append([]pipeline.BackendSummary{s.Reference}, s.Backends...) {
-		name, mark, gates := b.Name, backendMark(b), gateCell(b)
+		name, gates := b.Name, gateCell(b)
 		if b.Name == s.Reference.Name {
 			name += " (ref)"
 			gates = "-"
@@ -118,19 +144,10 @@ func stepSummary(w io.Writer, s *pipeline.Summary) error {
 		if b.Error != "" {
 			status += ": " + firstLine(b.Error, 80)
 		}
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", mark, mdCell(name), mdCell(status), kld, same, ppl, tg, mdCell(gates))
+		class := map[string]string{"✅": "pass", "❌": "fail", "💥": "error", "⏭️": "skipped"}[backendMark(b)]
+		rows = append(rows, summaryRow{class, []string{backendMark(b), name, status, kld, same, ppl, tg, gates}})
 	}
-	if len(s.Verdict.Reasons) > 0 {
-		fmt.Fprintln(w)
-		for i, r := range s.Verdict.Reasons {
-			if i == 8 { // one screen: the rest is in report.md and summary.json
-				fmt.Fprintf(w, "- … and %d more (report.md)\n", len(s.Verdict.Reasons)-i)
-				break
-			}
-			fmt.Fprintf(w, "- %s\n", mdEscape(firstLine(r, 200)))
-		}
-	}
-	return nil
+	return rows
 }
 
 // gateCell says how a backend fared against its gates: "2/2 pass" or the

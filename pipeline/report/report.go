@@ -18,12 +18,12 @@ import (
 
 // Files of each output format beside summary.json (written by the run) and
 // prompts.jsonl (streamed by the run).
-var files = map[string]string{"md": "report.md", "junit": "junit.xml"}
+var files = map[string]string{"md": "report.md", "junit": "junit.xml", "html": "report.html"}
 
 // Write writes the formats' files into dir, each atomically. summary.json
 // and prompts.jsonl are the run's own; other formats are ignored.
 func Write(dir string, s *pipeline.Summary, formats []string) error {
-	render := map[string]func(io.Writer, *pipeline.Summary) error{"md": Markdown, "junit": JUnit}
+	render := map[string]func(io.Writer, *pipeline.Summary) error{"md": Markdown, "junit": JUnit, "html": HTML}
 	for _, f := range formats {
 		fn, ok := render[f]
 		if !ok {

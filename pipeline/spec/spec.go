@@ -105,7 +105,7 @@ type Bench struct {
 // OutputFormats are the files a run can write: summary.json (json, always
 // written), prompts.jsonl (jsonl), report.md (md), junit.xml (junit) and
 // report.html (html).
-var OutputFormats = []string{"json", "jsonl", "md", "junit"}
+var OutputFormats = []string{"json", "jsonl", "md", "junit", "html"}
 
 // Output says where and in which formats results are written.
 type Output struct {

@@ -1,0 +1,131 @@
+package metrics
+
+import "math"
+
+// KLD and SameTop expose a scored row's figures to profiles.
+func (r KLDRow) KLD() float64 { return r.kld }
+
+// SameTop reports whether the candidate's argmax equals the reference's.
+func (r KLDRow) SameTop() bool { return r.sameTop }
+
+// Histogram bins of per-token KLD: log10 from HistLo in steps of
+// HistWidth, HistBins of them. The first bin also counts everything below,
+// the last everything above; KLD ≤ 0 (identical rows) is counted apart.
+const (
+	HistLo    = -14.0
+	HistWidth = 0.25
+	HistBins  = 64 // up to 10^2
+)
+
+// KLDHistogram is the distribution of per-token KLD over log-spaced bins.
+type KLDHistogram struct {
+	Zero   int64   `json:"zero"`     // tokens with KLD ≤ 0: bit-identical distributions
+	Lo     float64 `json:"log10_lo"` // log10 of the first bin's lower edge
+	Width  float64 `json:"log10_width"`
+	Counts []int64 `json:"counts"`
+}
+
+// HistogramKLD bins per-token KLD values (KLD.Values).
+func HistogramKLD(kld []float32) *KLDHistogram {
+	h := &KLDHistogram{Lo: HistLo, Width: HistWidth, Counts: make([]int64, HistBins)}
+	for _, v := range kld {
+		switch {
+		case v <= 0:
+			h.Zero++
+		case math.IsInf(float64(v), 1):
+			h.Counts[HistBins-1]++
+		case v > 0: // not NaN (the NaN counts report those)
+			b := int(math.Floor((math.Log10(float64(v)) - HistLo) / HistWidth))
+			h.Counts[min(max(b, 0), HistBins-1)]++
+		}
+	}
+	return h
+}
+
+// maxPositionBuckets bounds a position profile (and summary.json).
+const maxPositionBuckets = 128
+
+// Positions accumulates KLD and top-1 agreement by position in the context
+// (the token's index in its score chunk or generate sequence). Positions are
+// bucketed; when a position beyond the last bucket arrives the bucket width
+// doubles and neighbours merge, so memory is bounded and the result does
+// not depend on anything but the rows added, in order.
+// The zero value is ready to use.
+type Positions struct {
+	width   int
+	buckets []positionBucket
+}
+
+type positionBucket struct {
+	n, same, finite int64 // rows, rows with the same top-1, rows with a finite KLD
+	sumKLD          float64
+}
+
+// Add adds one scored row at position pos (≥ 0).
+func (p *Positions) Add(pos int, r KLDRow) {
+	if p.width == 0 {
+		p.width = 1
+	}
+	for pos/p.width >= maxPositionBuckets {
+		p.widen()
+	}
+	i := pos / p.width
+	if i >= len(p.buckets) {
+		p.buckets = append(p.buckets, make([]positionBucket, i+1-len(p.buckets))...)
+	}
+	b := &p.buckets[i]
+	b.n++
+	if !math.IsNaN(r.kld) && !math.IsInf(r.kld, 0) { // NaN logits are reported by their counts
+		b.finite++
+		b.sumKLD += r.kld
+	}
+	if r.sameTop {
+		b.same++
+	}
+}
+
+func (p *Positions) widen() {
+	merged := make([]positionBucket, (len(p.buckets)+1)/2)
+	for i, b := range p.buckets {
+		m := &merged[i/2]
+		m.n += b.n
+		m.same += b.same
+		m.finite += b.finite
+		m.sumKLD += b.sumKLD
+	}
+	p.buckets = merged
+	p.width *= 2
+}
+
+// PositionProfile is the result: buckets of Width positions from 0.
+type PositionProfile struct {
+	Width   int              `json:"bucket_width"`
+	Buckets []PositionBucket `json:"buckets"` // only buckets with rows
+}
+
+// PositionBucket holds the rows at positions Pos .. Pos+Width−1.
+type PositionBucket struct {
+	Pos      int      `json:"pos"`
+	N        int64    `json:"n"`
+	KLDMean  *float64 `json:"kld_mean"` // over the rows with a finite KLD; null if none
+	SameTopP float64  `json:"same_top_p"`
+}
+
+// Result returns the profile, nil when no row was added.
+func (p *Positions) Result() *PositionProfile {
+	if len(p.buckets) == 0 {
+		return nil
+	}
+	out := &PositionProfile{Width: p.width}
+	for i, b := range p.buckets {
+		if b.n > 0 {
+			pb := PositionBucket{Pos: i * p.width, N: b.n, SameTopP: float64(b.same) / float64(b.n)}
+			if b.finite > 0 {
+				m := b.sumKLD / float64(b.finite)
+				pb.KLDMean = &m
+			}
+			out.Buckets = append(out.Buckets, pb)
+		}
+	}
+	return out
+}

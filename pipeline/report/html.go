@@ -1,0 +1,550 @@
+package report
+
+import (
+	"fmt"
+	"html/template"
+	"io"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/evalrun/evalrun/pipeline"
+)
+
+// HTML writes report.html: one self-contained file (inline CSS and SVG, no
+// network) with the one-screen summary and charts: the per-token KLD
+// distribution per backend, KLD and top-1 agreement over token position,
+// the per-matmul offload plans, throughput with its spread, and, given a
+// baseline, the changes against it.
+func HTML(w io.Writer, s *pipeline.Summary) error { return HTMLCompared(w, s, nil) }
+
+// HTMLCompared is HTML with a chart of the changes from a baseline run
+// (nil: none).
+func HTMLCompared(w io.Writer, s *pipeline.Summary, base *pipeline.Summary) error {
+	var sum strings.Builder
+	if err := stepSummary(&sum, s); err != nil {
+		return err
+	}
+	page := htmlPage{
+		Title:   fmt.Sprintf("evalrun %s: %s", s.Run.Name, strings.ToUpper(s.Verdict.Status)),
+		Verdict: s.Verdict.Status,
+		Summary: summaryTable(s),
+		Meta: fmt.Sprintf("run %s, started %s, %.1f s · model %s (%s, %d params) · reference %s · evalrun %s",
+			s.Run.ID, s.Run.Started.Format("2006-01-02 15:04:05 MST"), s.Run.DurationS, baseName(s.Model.Path), s.Model.Arch, s.Model.NParams, s.Reference.Name, s.Run.EvalrunVersion),
+		Reasons: s.Verdict.Reasons,
+	}
+	names := candidateNames(s)
+	page.Charts = []htmlChart{
+		{ID: "kld-distribution", Title: "Per-token KLD distribution", Note: "fraction of scored tokens per bin of KL(reference‖backend), log scale; tokens with KLD = 0 (bit-identical distributions) are counted in the legend",
+			SVG: template.HTML(kldDistribution(s)), Legend: template.HTML(legend(names, zeroNotes(s)))},
+		{ID: "kld-position", Title: "KLD over token position", Note: "mean KLD of the tokens at each position of their sequence (score chunks, generated steps), log scale",
+			SVG: template.HTML(positionChart(s, true)), Legend: template.HTML(legend(names, nil))},
+		{ID: "same-top-position", Title: "Same top-1 over token position", Note: "fraction of tokens whose argmax equals the reference's",
+			SVG: template.HTML(positionChart(s, false)), Legend: template.HTML(legend(names, nil))},
+		{ID: "plan", Title: "Per-matmul plan", Note: "where each named matmul ran, by layer (hover for shape and reason)",
+			SVG: template.HTML(planChart(s)), Legend: template.HTML(`<div class="legend"><span><i style="background:#2ca02c"></i>NPU</span><span><i style="background:#bbb"></i>CPU</span></div>`)},
+		{ID: "throughput", Title: "Throughput", Note: "tokens/s per backend, llama-bench style: mean ± standard deviation over the repetitions (dots); simulated devices are labelled",
+			SVG: template.HTML(throughputChart(s))},
+	}
+	if base != nil {
+		page.Charts = append(page.Charts, htmlChart{ID: "compare", Title: "Against the baseline " + base.Run.ID,
+			Note: "each backend's figures in the baseline run (left) and this run (right), with their ±",
+			SVG:  template.HTML(compareChart(s, base))})
+	}
+	return pageTemplate.Execute(w, page)
+}
+
+type htmlPage struct {
+	Title, Verdict, Meta string
+	Summary              template.HTML
+	Reasons              []string
+	Charts               []htmlChart
+}
+
+type htmlChart struct {
+	ID, Title, Note string
+	SVG, Legend     template.HTML
+}
+
+// summaryTable is the one-screen summary as an HTML table.
+func summaryTable(s *pipeline.Summary) template.HTML {
+	var b strings.Builder
+	b.WriteString(`<table><tr><th></th><th>backend</th><th>status</th><th>KLD mean</th><th>same top-1</th><th>PPL ratio</th><th>tg t/s</th><th>gates</th></tr>`)
+	for _, r := range summaryRows(s) {
+		// A word, not the Markdown's emoji: a browser without an emoji font
+		// shows boxes.
+		fmt.Fprintf(&b, `<tr class="%s"><td><b>%s</b></td>`, esc(r.class), strings.ToUpper(r.class))
+		for _, c := range r.cells[1:] {
+			fmt.Fprintf(&b, "<td>%s</td>", esc(c))
+		}
+		b.WriteString("</tr>")
+	}
+	b.WriteString("</table>")
+	return template.HTML(b.String())
+}
+
+func candidateNames(s *pipeline.Summary) []string {
+	var out []string
+	for _, b := range s.Backends {
+		out = append(out, b.Name)
+	}
+	return out
+}
+
+func profile(b pipeline.BackendSummary) *pipeline.AccuracyProfile {
+	if b.Accuracy == nil {
+		return nil
+	}
+	return b.Accuracy.Profile
+}
+
+func zeroNotes(s *pipeline.Summary) []string {
+	var out []string
+	for _, b := range s.Backends {
+		note := "no data"
+		if p := profile(b); p != nil && p.KLDHistogram != nil {
+			note = fmt.Sprintf("%d tokens with KLD = 0", p.KLDHistogram.Zero)
+		}
+		out = append(out, note)
+	}
+	return out
+}
+
+// kldDistribution draws each backend's histogram of log10 KLD as the
+// fraction of its tokens per bin, over the bins any backend fills.
+func kldDistribution(s *pipeline.Summary) string {
+	lo, hi, maxFrac := math.MaxInt, -1, 0.0
+	for _, b := range s.Backends {
+		p := profile(b)
+		if p == nil || p.KLDHistogram == nil {
+			continue
+		}
+		h := p.KLDHistogram
+		total := float64(h.Zero)
+		for _, c := range h.Counts {
+			total += float64(c)
+		}
+		for i, c := range h.Counts {
+			if c > 0 {
+				lo, hi = min(lo, i), max(hi, i)
+				maxFrac = math.Max(maxFrac, float64(c)/total)
+			}
+		}
+	}
+	if hi < 0 {
+		return emptyChart("no token with a non-zero KLD: every compared distribution is bit-identical, or nothing was scored")
+	}
+	var first *pipeline.AccuracyProfile
+	for _, b := range s.Backends {
+		if p := profile(b); p != nil && p.KLDHistogram != nil {
+			first = p
+			break
+		}
+	}
+	h0 := first.KLDHistogram
+	edge := func(i int) float64 { return h0.Lo + float64(i)*h0.Width }
+	p := newPlot(900, 300, edge(lo), edge(hi+1), 0, maxFrac*1.08)
+	p.axes(intTicks(edge(lo), edge(hi+1)), niceTicks(0, maxFrac*1.08, 5), pow10Label, func(v float64) string { return fmt.Sprintf("%.0f%%", v*100) },
+		"KLD per token", "share of tokens")
+	for bi, b := range s.Backends {
+		pr := profile(b)
+		if pr == nil || pr.KLDHistogram == nil {
+			continue
+		}
+		h := pr.KLDHistogram
+		total := float64(h.Zero)
+		for _, c := range h.Counts {
+			total += float64(c)
+		}
+		var xs, ys []float64
+		var tips []string
+		for i := lo; i <= hi && i < len(h.Counts); i++ {
+			frac := float64(h.Counts[i]) / total
+			xs = append(xs, edge(i)+h.Width/2)
+			ys = append(ys, frac)
+			tips = append(tips, fmt.Sprintf("%s: %d tokens (%.1f%%) with KLD in [%.3g, %.3g)", b.Name, h.Counts[i], 100*frac, math.Pow(10, edge(i)), math.Pow(10, edge(i+1))))
+		}
+		p.line(b.Name, color(bi), xs, ys, tips)
+	}
+	return p.svg()
+}
+
+// positionChart draws KLD (log scale) or top-1 agreement by position.
+func positionChart(s *pipeline.Summary, kld bool) string {
+	xmax, ymin, ymax := 0.0, math.Inf(1), math.Inf(-1)
+	value := func(pb float64Bucket) float64 {
+		if !kld {
+			return pb.same
+		}
+		if math.IsNaN(pb.kld) || pb.kld <= 0 {
+			return math.NaN()
+		}
+		return math.Log10(pb.kld)
+	}
+	series := make([][]float64Bucket, len(s.Backends))
+	for i, b := range s.Backends {
+		series[i] = buckets(profile(b))
+		for _, pb := range series[i] {
+			xmax = math.Max(xmax, pb.pos)
+			if v := value(pb); !math.IsNaN(v) {
+				ymin, ymax = math.Min(ymin, v), math.Max(ymax, v)
+			}
+		}
+	}
+	if math.IsInf(ymin, 1) {
+		if kld {
+			return emptyChart("no position with a non-zero KLD")
+		}
+		return emptyChart("no scored position")
+	}
+	var yTicks []float64
+	yLabel := numLabel
+	yTitle := "same top-1"
+	if kld {
+		ymin, ymax = math.Floor(ymin), math.Ceil(ymax)
+		if ymax == ymin {
+			ymax++
+		}
+		yTicks, yLabel, yTitle = intTicks(ymin, ymax), pow10Label, "mean KLD"
+	} else {
+		ymin = math.Min(math.Floor(ymin*20)/20, 0.95)
+		ymax = 1
+		yTicks = niceTicks(ymin, ymax, 5)
+		yLabel = func(v float64) string { return fmt.Sprintf("%.0f%%", v*100) }
+	}
+	p := newPlot(900, 300, 0, math.Max(xmax, 1), ymin, ymax)
+	p.axes(niceTicks(0, math.Max(xmax, 1), 8), yTicks, numLabel, yLabel, "token position", yTitle)
+	for i, b := range s.Backends {
+		var xs, ys []float64
+		var tips []string
+		for k, pb := range series[i] {
+			if k > 0 && pb.pos-series[i][k-1].pos > pb.width { // no rows in between: the line breaks
+				xs, ys, tips = append(xs, pb.pos), append(ys, math.NaN()), append(tips, "")
+			}
+			xs = append(xs, pb.pos)
+			ys = append(ys, value(pb))
+			tips = append(tips, fmt.Sprintf("%s, positions %s: %d tokens, mean KLD %.3g, same top-1 %.2f%%", b.Name, pb.label, pb.n, pb.kld, 100*pb.same))
+		}
+		p.line(b.Name, color(i), xs, ys, tips)
+	}
+	return p.svg()
+}
+
+type float64Bucket struct {
+	pos, width, kld, same float64
+	n              int64
+	label          string
+}
+
+func buckets(p *pipeline.AccuracyProfile) []float64Bucket {
+	if p == nil || p.ByPosition == nil {
+		return nil
+	}
+	w := p.ByPosition.Width
+	var out []float64Bucket
+	for _, b := range p.ByPosition.Buckets {
+		fb := float64Bucket{pos: float64(b.Pos) + float64(w-1)/2, width: float64(w), kld: math.NaN(), same: b.SameTopP, n: b.N, label: strconv.Itoa(b.Pos)}
+		if w > 1 {
+			fb.label += "–" + strconv.Itoa(b.Pos+w-1)
+		}
+		if b.KLDMean != nil {
+			fb.kld = *b.KLDMean
+		}
+		out = append(out, fb)
+	}
+	return out
+}
+
+// planChart draws each offloading backend's plan as a grid: a row per
+// layer, a column per matmul kind, coloured by device.
+func planChart(s *pipeline.Summary) string {
+	type grid struct {
+		name  string
+		cells map[[2]string]pipeline.PlanEntry
+	}
+	var grids []grid
+	var kinds, layers []string
+	for _, b := range append([]pipeline.BackendSummary{s.Reference}, s.Backends...) {
+		if b.Load == nil || !offloads(b.Load.Plan) {
+			continue
+		}
+		g := grid{name: b.Name + ": " + b.Load.PlanSummary, cells: map[[2]string]pipeline.PlanEntry{}}
+		for _, e := range b.Load.Plan {
+			kind, layer := splitOp(e.Op)
+			if !slices.Contains(kinds, kind) {
+				kinds = append(kinds, kind)
+			}
+			if !slices.Contains(layers, layer) {
+				layers = append(layers, layer)
+			}
+			g.cells[[2]string{layer, kind}] = e
+		}
+		grids = append(grids, g)
+	}
+	if len(grids) == 0 {
+		return emptyChart("no backend offloads a matmul: every plan runs on the CPU")
+	}
+	const cw, ch, left, head = 78.0, 16.0, 70.0, 34.0
+	gh := head + ch*float64(len(layers)) + 14
+	w, h := left+cw*float64(len(kinds))+10, gh*float64(len(grids))
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 %g %g" width="%g" height="%g" role="img" font-size="11">`, w, h, w, h)
+	for gi, g := range grids {
+		y0 := float64(gi) * gh
+		fmt.Fprintf(&b, `<text x="0" y="%.1f" font-size="12" font-weight="bold">%s</text>`, y0+12, esc(g.name))
+		for ki, k := range kinds {
+			fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`, left+cw*float64(ki)+cw/2, y0+head-4, esc(k))
+		}
+		b.WriteString(`<g class="series">`)
+		for li, l := range layers {
+			y := y0 + head + ch*float64(li)
+			fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="end">%s</text>`, left-4, y+ch-4, esc(l))
+			for ki, k := range kinds {
+				e, ok := g.cells[[2]string{l, k}]
+				if !ok {
+					continue
+				}
+				fill := "#bbb"
+				if e.Device != "cpu" {
+					fill = "#2ca02c"
+				}
+				tip := fmt.Sprintf("%s: %s on %s", e.Op, e.Shape, e.Device)
+				if e.Reason != "" {
+					tip += " — " + e.Reason
+				}
+				fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s" stroke="#fff"><title>%s</title></rect>`,
+					left+cw*float64(ki), y, cw, ch, fill, esc(tip))
+			}
+		}
+		b.WriteString(`</g>`)
+	}
+	b.WriteString(`</svg>`)
+	return b.String()
+}
+
+// splitOp splits a llama.cpp graph name ("ffn_up-3", "result_output") into
+// its kind and layer ("out" for ops outside the layers).
+func splitOp(op string) (kind, layer string) {
+	if i := strings.LastIndexByte(op, '-'); i > 0 {
+		if _, err := strconv.Atoi(op[i+1:]); err == nil {
+			return op[:i], "layer " + op[i+1:]
+		}
+	}
+	return op, "out"
+}
+
+// rates are a bench test's per-repetition tokens/s.
+func rates(t *pipeline.BenchTest) []float64 {
+	var out []float64
+	for _, ns := range t.SamplesNS {
+		if ns > 0 {
+			out = append(out, float64(t.NPrompt+t.NGen)/(float64(ns)/1e9))
+		}
+	}
+	return out
+}
+
+// throughputChart draws horizontal bars of each backend's pp and tg rate
+// with the ± of its repetitions and each repetition as a dot.
+func throughputChart(s *pipeline.Summary) string {
+	type bar struct {
+		label string
+		t     *pipeline.BenchTest
+		sim   bool
+		color string
+	}
+	var bars []bar
+	all := append([]pipeline.BackendSummary{s.Reference}, s.Backends...)
+	for _, test := range []string{"pp", "tg"} {
+		for i, b := range all {
+			col := "#7f7f7f" // the reference; candidate k has the colour of its series elsewhere
+			if i > 0 {
+				col = color(i - 1)
+			}
+			if b.Throughput == nil {
+				continue
+			}
+			t := b.Throughput.PP
+			if test == "tg" {
+				t = b.Throughput.TG
+			}
+			if t == nil {
+				continue
+			}
+			label := fmt.Sprintf("%s %s%d", b.Name, test, t.NPrompt+t.NGen)
+			if simulated(b) {
+				label += " (simulated)"
+			}
+			bars = append(bars, bar{label: label, t: t, sim: simulated(b), color: col})
+		}
+	}
+	if len(bars) == 0 {
+		return emptyChart("no throughput measured (bench disabled, or no backend ran)")
+	}
+	xmax := 0.0
+	for _, b := range bars {
+		xmax = math.Max(xmax, b.t.AvgTS+b.t.StddevTS)
+		for _, r := range rates(b.t) {
+			xmax = math.Max(xmax, r)
+		}
+	}
+	const rowH = 22.0
+	p := newPlot(900, 52+rowH*float64(len(bars)), 0, xmax*1.05, 0, float64(len(bars)))
+	p.left = 260
+	p.axes(niceTicks(0, xmax*1.05, 6), nil, numLabel, numLabel, "tokens/s", "")
+	for i, b := range bars {
+		yc := p.y(float64(len(bars)-i) - 0.5)
+		fill := b.color
+		opacity := "0.85"
+		if b.sim {
+			opacity = "0.35" // a simulator's speed is no device's
+		}
+		fmt.Fprintf(&p.b, `<g class="series" data-series="%s"><text x="%.1f" y="%.1f" text-anchor="end" font-size="11">%s</text>`, esc(b.label), p.left-6, yc+4, esc(b.label))
+		fmt.Fprintf(&p.b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s" fill-opacity="%s"><title>%s: %.2f ± %.2f t/s over %d repetitions</title></rect>`,
+			p.x(0), yc-rowH*0.35, p.x(b.t.AvgTS)-p.x(0), rowH*0.7, fill, opacity, esc(b.label), b.t.AvgTS, b.t.StddevTS, len(b.t.SamplesNS))
+		lo, hi := math.Max(0, b.t.AvgTS-b.t.StddevTS), b.t.AvgTS+b.t.StddevTS
+		fmt.Fprintf(&p.b, `<path d="M%.1f %.1fV%.1fM%.1f %.1fH%.1fM%.1f %.1fV%.1f" stroke="#222" fill="none"/>`,
+			p.x(lo), yc-5, yc+5, p.x(lo), yc, p.x(hi), p.x(hi), yc-5, yc+5)
+		for _, r := range rates(b.t) {
+			fmt.Fprintf(&p.b, `<circle cx="%.1f" cy="%.1f" r="2.2" fill="#222"/>`, p.x(r), yc)
+		}
+		p.b.WriteString(`</g>`)
+	}
+	return p.svg()
+}
+
+// compareChart draws, per backend present in both runs, the baseline's and
+// this run's KLD mean and generation rate side by side, with their ±.
+func compareChart(s, base *pipeline.Summary) string {
+	baseBy := map[string]pipeline.BackendSummary{}
+	for _, b := range append([]pipeline.BackendSummary{base.Reference}, base.Backends...) {
+		baseBy[b.Name] = b
+	}
+	type pair struct {
+		name       string
+		old, new   pipeline.BackendSummary
+		hasOldData bool
+	}
+	var pairs []pair
+	for _, b := range append([]pipeline.BackendSummary{s.Reference}, s.Backends...) {
+		if o, ok := baseBy[b.Name]; ok {
+			pairs = append(pairs, pair{name: b.Name, old: o, new: b})
+		}
+	}
+	if len(pairs) == 0 {
+		return emptyChart("no backend of this run is in the baseline")
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, `<div class="pair">%s%s</div>`,
+		compareBars("KLD mean (log scale)", pairs, func(x pipeline.BackendSummary) (float64, float64, bool) {
+			if x.Accuracy == nil || x.Accuracy.KLDMean == nil || *x.Accuracy.KLDMean <= 0 {
+				return 0, 0, false
+			}
+			e := 0.0
+			if x.Accuracy.KLDMeanErr != nil {
+				e = *x.Accuracy.KLDMeanErr
+			}
+			return *x.Accuracy.KLDMean, e, true
+		}, true, func(p pair) (pipeline.BackendSummary, pipeline.BackendSummary) { return p.old, p.new }, func(p pair) string { return p.name }),
+		compareBars("tg tokens/s", pairs, func(x pipeline.BackendSummary) (float64, float64, bool) {
+			if x.Throughput == nil || x.Throughput.TG == nil {
+				return 0, 0, false
+			}
+			return x.Throughput.TG.AvgTS, x.Throughput.TG.StddevTS, true
+		}, false, func(p pair) (pipeline.BackendSummary, pipeline.BackendSummary) { return p.old, p.new }, func(p pair) string { return p.name }))
+	return b.String()
+}
+
+// compareBars is one panel of compareChart: for each pair two markers
+// (baseline hollow, this run filled) with ± whiskers.
+func compareBars[P any](title string, pairs []P, value func(pipeline.BackendSummary) (v, e float64, ok bool), logScale bool,
+	sides func(P) (pipeline.BackendSummary, pipeline.BackendSummary), name func(P) string) string {
+	tr := func(v float64) float64 {
+		if logScale {
+			return math.Log10(math.Max(v, 1e-300))
+		}
+		return v
+	}
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, p := range pairs {
+		o, n := sides(p)
+		for _, x := range []pipeline.BackendSummary{o, n} {
+			if v, e, ok := value(x); ok {
+				lo, hi = math.Min(lo, tr(math.Max(v-e, v/2))), math.Max(hi, tr(v+e))
+			}
+		}
+	}
+	if math.IsInf(lo, 1) {
+		return emptyChart(title + ": not measured in either run")
+	}
+	if logScale {
+		lo, hi = math.Floor(lo), math.Ceil(hi)
+	} else {
+		lo = 0
+		hi *= 1.05
+	}
+	const rowH = 26.0
+	p := newPlot(440, 56+rowH*float64(len(pairs)), lo, hi, 0, float64(len(pairs)))
+	p.left = 110
+	xt, xl := niceTicks(lo, hi, 4), numLabel
+	if logScale {
+		xt, xl = intTicks(lo, hi), pow10Label
+	}
+	p.axes(xt, nil, xl, numLabel, title, "")
+	for i, pr := range pairs {
+		yc := p.y(float64(len(pairs)-i) - 0.5)
+		fmt.Fprintf(&p.b, `<g class="series" data-series="%s"><text x="%.1f" y="%.1f" text-anchor="end" font-size="11">%s</text>`, esc(name(pr)), p.left-6, yc+4, esc(name(pr)))
+		o, n := sides(pr)
+		for k, x := range []pipeline.BackendSummary{o, n} {
+			v, e, ok := value(x)
+			if !ok {
+				continue
+			}
+			y := yc - 5 + 10*float64(k)
+			fill := []string{"#fff", "#1f77b4"}[k]
+			who := []string{"baseline", "this run"}[k]
+			fmt.Fprintf(&p.b, `<path d="M%.1f %.1fH%.1f" stroke="#1f77b4"/><circle cx="%.1f" cy="%.1f" r="4" fill="%s" stroke="#1f77b4"><title>%s %s: %.4g ± %.2g</title></circle>`,
+				p.x(tr(math.Max(v-e, v/2))), y, p.x(tr(v+e)), p.x(tr(v)), y, fill, esc(name(pr)), who, v, e)
+		}
+		p.b.WriteString(`</g>`)
+	}
+	return p.svg()
+}
+
+var pageTemplate = template.Must(template.New("report").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{{.Title}}</title>
+<style>
+body{font:14px/1.4 system-ui,sans-serif;margin:24px auto;max-width:960px;color:#222}
+h1{font-size:22px;margin:0 0 4px} h1.pass{color:#1a7f37} h1.fail,h1.error{color:#cf222e}
+.meta{color:#666;font-size:12px;margin-bottom:12px}
+table{border-collapse:collapse;margin:8px 0 16px;font-size:13px} td,th{border:1px solid #ddd;padding:3px 8px;text-align:left}
+tr.fail td,tr.error td{background:#fff0f0} tr.skipped td{color:#888}
+figure.chart{margin:24px 0;border-top:1px solid #ddd;padding-top:8px} figure.chart h2{font-size:16px;margin:4px 0}
+figure.chart p{color:#666;font-size:12px;margin:0 0 6px} svg{max-width:100%;height:auto;display:block}
+.legend span{margin-right:14px;font-size:12px} .legend i{display:inline-block;width:10px;height:10px;margin-right:4px;border-radius:2px}
+.pair{display:flex;gap:16px;flex-wrap:wrap}
+</style></head>
+<body data-charts="pending">
+<h1 class="{{.Verdict}}">{{.Title}}</h1>
+<div class="meta">{{.Meta}}</div>
+{{.Summary}}
+{{if .Reasons}}<ul>{{range .Reasons}}<li>{{.}}</li>{{end}}</ul>{{end}}
+{{range .Charts}}<figure class="chart" id="{{.ID}}"><h2>{{.Title}}</h2><p>{{.Note}}</p>{{.SVG}}{{.Legend}}</figure>
+{{end}}
+<script>
+// Marks the page once every chart has laid out a drawing with a size: a
+// headless browser's test reads data-charts (nothing is fetched).
+addEventListener("load", function () {
+  var figs = document.querySelectorAll("figure.chart"), ok = 0;
+  figs.forEach(function (f) {
+    var svg = f.querySelector("svg"), r = svg && svg.getBoundingClientRect();
+    if (svg && r.width > 0 && r.height > 0 && svg.querySelector("polyline,rect,circle,text")) { ok++; f.dataset.rendered = "yes"; }
+  });
+  document.body.dataset.charts = ok + "/" + figs.length;
+});
+</script>
+</body></html>
+`))
