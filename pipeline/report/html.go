@@ -233,8 +233,8 @@ func positionChart(s *pipeline.Summary, kld bool) string {
 
 type float64Bucket struct {
 	pos, width, kld, same float64
-	n              int64
-	label          string
+	n                     int64
+	label                 string
 }
 
 func buckets(p *pipeline.AccuracyProfile) []float64Bucket {
