@@ -60,7 +60,8 @@ bench: build
 	$(BIN)/evalrun bench --model models/stories260K.gguf --plugin cpu -p 128 -n 64 -r 5
 
 ## bench-vs-llamacpp: llama-bench and evalrun bench (exact, ggml) on the same files, interleaved,
-## and the table of median per-round ratios (LLAMA_BENCH=path required; MODELS, THREADS, ROUNDS, OUT optional)
+## and the table of median per-round ratios (LLAMA_BENCH=path to llama-bench, else the llamacpp plugin's
+## libllama; MODELS, THREADS, ROUNDS, OUT optional)
 bench-vs-llamacpp: build
 	LLAMA_BENCH=$(LLAMA_BENCH) tools/bench-vs-llamacpp.sh
 
