@@ -3,6 +3,7 @@ module github.com/evalrun/evalrun
 go 1.26.8
 
 require (
+	github.com/aclements/go-moremath v0.0.0-20210112150236-f10218a38794
 	github.com/cespare/xxhash/v2 v2.3.0
 	github.com/dlclark/regexp2 v1.12.0
 	github.com/ebitengine/purego v0.11.3
@@ -14,6 +15,7 @@ require (
 	github.com/spf13/viper v1.21.0
 	github.com/x448/float16 v0.8.4
 	go.yaml.in/yaml/v3 v3.0.4
+	golang.org/x/perf v0.0.0-20260908200009-22c9c6c9d4da
 	golang.org/x/sys v0.49.0
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12

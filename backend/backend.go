@@ -8,6 +8,7 @@ package backend
 import (
 	"context"
 	"fmt"
+	"slices"
 )
 
 // ProtocolVersion is the plugin protocol version negotiated in the go-plugin
@@ -37,6 +38,14 @@ type Info struct {
 	Device       string   `json:"device"`
 	Capabilities []string `json:"capabilities,omitempty"`
 }
+
+// CapabilitySimulated in Describe's capabilities (after Load) says the
+// device is simulated: the plugin's timings are the simulator's on the
+// host CPU, not the device's, and speed gates do not apply by default.
+const CapabilitySimulated = "simulated"
+
+// Simulated reports whether the plugin declared its device simulated.
+func (i Info) Simulated() bool { return slices.Contains(i.Capabilities, CapabilitySimulated) }
 
 // LoadRequest opens a model. Options are the plugin's own settings from the
 // spec (a JSON object); the plugin validates them.

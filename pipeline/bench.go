@@ -51,5 +51,6 @@ func (r *runner) benchBackend(ctx context.Context, rb *runBackend) *Throughput {
 	if t.PP == nil && t.TG == nil {
 		return nil
 	}
+	t.Simulated = rb.info != nil && rb.info.Simulated()
 	return t
 }

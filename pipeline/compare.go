@@ -177,12 +177,14 @@ func metricValue(metric string, a *Accuracy, t *Throughput) (v *float64, known b
 // evaluateGates checks every gate. A gate whose statistic could not be
 // computed fails: a check that saw nothing must not pass (the test-backend-ops
 // "0/0 OK" lesson). NaN or Inf in the logits always fails.
-func evaluateGates(gates []spec.Gate, a *Accuracy, t *Throughput) []GateResult {
+func evaluateGates(gates spec.Gates, a *Accuracy, t *Throughput) []GateResult {
 	var out []GateResult
-	for _, g := range gates {
+	for _, g := range gates.List() {
 		v, known := metricValue(g.Metric, a, t)
 		r := GateResult{Name: g.Name, Limit: g.Limit, Value: v}
 		switch {
+		case IsSpeedMetric(g.Metric) && SkipSpeedGate(gates, t):
+			r.Pass, r.Skipped, r.Note = true, true, NoteSimulated
 		case !known:
 			r.Note = "unknown metric " + g.Metric
 		case v == nil:
@@ -197,6 +199,18 @@ func evaluateGates(gates []spec.Gate, a *Accuracy, t *Throughput) []GateResult {
 		out = append(out, GateResult{Name: "finite_logits", Limit: 0, Value: &n, Note: fmt.Sprintf("%d NaN, %d Inf logits", a.NaNCount, a.InfCount)})
 	}
 	return out
+}
+
+// NoteSimulated explains a speed gate not applied to a simulated device.
+const NoteSimulated = "not applied: simulated device throughput (speed_gates_on_simulated: true applies it)"
+
+// IsSpeedMetric reports whether a gated metric is a throughput.
+func IsSpeedMetric(metric string) bool { return metric == "tg_ts" || metric == "pp_ts" }
+
+// SkipSpeedGate reports whether speed gates are not applied to a backend
+// whose throughput is t: a simulated device, unless the gates say so.
+func SkipSpeedGate(gates spec.Gates, t *Throughput) bool {
+	return t != nil && t.Simulated && !gates.SpeedOnSimulated()
 }
 
 // Describe says what a gate checked and found, for reports.

@@ -23,6 +23,7 @@ type fakeBackend struct {
 	hangAfterRows  int64 // >0: Eval blocks until its ctx ends after this many rows
 	nanAt          int64 // >0: the row with this number gets a NaN
 	failLoad       bool  // Load fails (not as bad input)
+	simulated      bool  // Describe declares a simulated device
 	onRow          func(n int64)
 
 	mu       sync.Mutex
@@ -37,7 +38,11 @@ func newFake(nVocab int) *fakeBackend {
 }
 
 func (f *fakeBackend) Describe(context.Context) (backend.Info, error) {
-	return backend.Info{Name: f.name, Version: "1", Device: "test"}, nil
+	info := backend.Info{Name: f.name, Version: "1", Device: "test"}
+	if f.simulated {
+		info.Capabilities = []string{backend.CapabilitySimulated}
+	}
+	return info, nil
 }
 
 func (f *fakeBackend) Load(_ context.Context, req backend.LoadRequest) (backend.LoadResult, error) {

@@ -45,6 +45,10 @@ type Options struct {
 	PluginStderr io.Writer
 	// Launch starts backends; nil = LaunchPlugin (real plugin processes).
 	Launch Launcher
+	// RelativeGates checks a finished candidate's relative gates against
+	// the baseline run (package runcompare provides it); nil when there is
+	// no baseline, and then a spec with relative gates is refused.
+	RelativeGates func(b *BackendSummary, g spec.Gates) []GateResult
 }
 
 // Result is what Run hands back to the CLI.
@@ -74,6 +78,13 @@ func Run(ctx context.Context, p *Plan, opt Options) (*Result, error) {
 		now = time.Now
 	}
 	s := p.Spec
+	if opt.RelativeGates == nil {
+		for _, b := range s.Backends() {
+			if rel := b.Gates.Relative(); len(rel) > 0 {
+				return nil, &InputError{s.Err(b.Key+".gates", "%s: gate %s compares with a baseline run: set baseline: in the spec or --baseline", b.Name, rel[0].Name)}
+			}
+		}
+	}
 	started := now()
 	runID := started.UTC().Format("20060102-150405") + "-" + s.Name
 	outDir := opt.OutDir
@@ -333,7 +344,10 @@ func (r *runner) finish(ctx context.Context, end time.Time) {
 		}
 		bs.Throughput = c.tput
 		if bs.Status == StatusOK {
-			bs.Gates = evaluateGates(c.rb.Gates.List(), bs.Accuracy, bs.Throughput)
+			bs.Gates = evaluateGates(c.rb.Gates, bs.Accuracy, bs.Throughput)
+			if r.opt.RelativeGates != nil {
+				bs.Gates = append(bs.Gates, r.opt.RelativeGates(&bs, c.rb.Gates)...)
+			}
 			bs.Pass = true
 			for _, g := range bs.Gates {
 				if !g.Pass {

@@ -5,7 +5,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -392,5 +394,51 @@ func TestRunDigestsAreTheReturnedLogits(t *testing.T) {
 	}
 	if *sd != *rd || nd.LogitsSHA256 == rd.LogitsSHA256 || nd.TokensSHA256 != rd.TokensSHA256 {
 		t.Fatalf("run digests: ref %+v same %+v noisy %+v", rd, sd, nd)
+	}
+}
+
+// Speed gates do not apply to a simulated device unless the gates say so;
+// its throughput is labelled simulated.
+func TestRunSpeedGatesSkipSimulatedDevices(t *testing.T) {
+	on := true
+	gates := spec.Gates{TGTSMin: ptr(1e12)} // no backend is this fast
+	p := testPlan(t, 32, 64, 32, 0,
+		spec.Backend{Name: "sim", Plugin: "fake", Gates: gates},
+		spec.Backend{Name: "sim-gated", Plugin: "fake", Gates: spec.Gates{TGTSMin: ptr(1e12), SpeedGatesOnSimulated: &on}},
+		spec.Backend{Name: "real", Plugin: "fake", Gates: gates})
+	sim, simGated := newFake(32), newFake(32)
+	sim.simulated, simGated.simulated = true, true
+	res, out := runFakes(t, p, map[string]*fakeBackend{"ref": newFake(32), "sim": sim, "sim-gated": simGated, "real": newFake(32)})
+	b := res.Summary.Backends
+	if !b[0].Throughput.Simulated || b[2].Throughput.Simulated {
+		t.Fatalf("simulated labels: %v %v\n%s", b[0].Throughput.Simulated, b[2].Throughput.Simulated, out)
+	}
+	if g := b[0].Gates[0]; !b[0].Pass || !g.Pass || !g.Skipped || !strings.Contains(g.Note, "simulated") {
+		t.Fatalf("simulated backend's speed gate: %+v", g)
+	}
+	if g := b[1].Gates[0]; b[1].Pass || g.Pass || g.Skipped {
+		t.Fatalf("speed_gates_on_simulated: %+v", g)
+	}
+	if g := b[2].Gates[0]; b[2].Pass || g.Pass || g.Skipped {
+		t.Fatalf("real device's speed gate: %+v", g)
+	}
+	if st := b[0].Throughput.TG.Stats; st == nil || st.N != 3 || st.Lo != nil {
+		t.Fatalf("3 repetitions: %+v (no 95%% interval with 3)", st)
+	}
+}
+
+// A relative gate without a baseline is bad input, found before any
+// backend starts.
+func TestRunRelativeGateNeedsABaseline(t *testing.T) {
+	p := testPlan(t, 32, 64, 32, 0, spec.Backend{Name: "b", Plugin: "fake", Gates: spec.Gates{KLDMeanMaxIncrease: ptr(0)}})
+	launched := false
+	_, err := Run(context.Background(), p, Options{OutDir: t.TempDir(), Stderr: io.Discard,
+		Launch: func(context.Context, spec.Backend, Launch) (backend.Backend, Process, error) {
+			launched = true
+			return nil, nil, errors.New("unreachable")
+		}})
+	var ie *InputError
+	if !errors.As(err, &ie) || !strings.Contains(err.Error(), "kld_mean_max_increase compares with a baseline run") || launched {
+		t.Fatalf("err %v, launched %v", err, launched)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/evalrun/evalrun/backend"
 	"github.com/evalrun/evalrun/pipeline/digest"
 	"github.com/evalrun/evalrun/pipeline/metrics"
+	"github.com/evalrun/evalrun/pipeline/speedstat"
 )
 
 // SchemaVersion names the layout of summary.json. Fields are only ever added
@@ -215,12 +216,25 @@ type AccuracyProfile struct {
 type Throughput struct {
 	PP *BenchTest `json:"pp,omitempty"`
 	TG *BenchTest `json:"tg,omitempty"`
+	// Simulated: the plugin's device is simulated (Describe's capability
+	// "simulated"), so these are the simulator's speeds on the host CPU.
+	Simulated bool `json:"simulated,omitempty"`
 }
 
-// NewBenchTest computes llama-bench's statistics for one test.
+// NewBenchTest computes llama-bench's statistics and the median with its
+// confidence interval (package speedstat) for one test.
 func NewBenchTest(nPrompt, nGen int, samples []int64) *BenchTest {
 	avgNS, sdNS, avgTS, sdTS := metrics.BenchStats(samples, nPrompt+nGen)
-	return &BenchTest{NPrompt: nPrompt, NGen: nGen, AvgNS: avgNS, StddevNS: sdNS, AvgTS: avgTS, StddevTS: sdTS, SamplesNS: samples}
+	return &BenchTest{NPrompt: nPrompt, NGen: nGen, AvgNS: avgNS, StddevNS: sdNS, AvgTS: avgTS, StddevTS: sdTS, SamplesNS: samples,
+		Stats: speedstat.Summarize(speedstat.Rates(samples, nPrompt+nGen))}
+}
+
+// Rates are the test's per-repetition tokens/s.
+func (b *BenchTest) Rates() []float64 {
+	if b == nil {
+		return nil
+	}
+	return speedstat.Rates(b.SamplesNS, b.NPrompt+b.NGen)
 }
 
 // BenchTest is one llama-bench test (ppN or tgN).
@@ -233,6 +247,9 @@ type BenchTest struct {
 	StddevTS  float64 `json:"stddev_ts"`
 	SamplesNS []int64 `json:"samples_ns"`
 	HostS     float64 `json:"host_s"` // wall time of the Bench call seen by the host (includes IPC and warm-up)
+	// Stats is the median rate of the repetitions with its 95 % confidence
+	// interval: robust to a repetition slowed by another process.
+	Stats *speedstat.Summary `json:"stats,omitempty"`
 }
 
 // GateResult is one checked gate.
@@ -242,6 +259,9 @@ type GateResult struct {
 	Value *float64 `json:"value"`
 	Pass  bool     `json:"pass"`
 	Note  string   `json:"note,omitempty"`
+	// Skipped: the gate was not applied (a speed gate on a simulated
+	// device); Pass is true and Note says why.
+	Skipped bool `json:"skipped,omitempty"`
 }
 
 // Verdict is the run's outcome.

@@ -167,7 +167,7 @@ func details(b pipeline.BackendSummary, what string) string {
 			a.Tokens, fmtSmall(a.KLDMean, a.KLDMeanErr), fmtG(a.KLDP99), fmtPct(a.SameTopP), fmtPM(a.PPLRatio, a.PPLRatioErr, 1, 4), fmtG(a.NMSE), a.NaNCount, a.InfCount)
 	}
 	if t := b.Throughput; t != nil {
-		fmt.Fprintf(&d, "throughput: pp %s t/s, tg %s t/s\n", fmtTS(t.PP), fmtTS(t.TG))
+		fmt.Fprintf(&d, "throughput: pp %s t/s, tg %s t/s\n", fmtTS(t.PP, t.Simulated), fmtTS(t.TG, t.Simulated))
 	}
 	for _, g := range b.Gates {
 		mark := "pass"

@@ -115,11 +115,20 @@ func accuracyTable(w io.Writer, s *pipeline.Summary, md bool) error {
 	return t.Render()
 }
 
-func fmtTS(b *pipeline.BenchTest) string {
-	if b == nil {
+// fmtTS shows a test's median rate with its 95 % confidence interval (or
+// the repetition count when too few for one), marked when simulated.
+func fmtTS(b *pipeline.BenchTest, simulated bool) string {
+	if b == nil || b.Stats == nil {
 		return "-"
 	}
-	return fmt.Sprintf("%.2f ± %.2f", b.AvgTS, b.StddevTS)
+	s := fmt.Sprintf("%.0f (n=%d)", b.Stats.Median, b.Stats.N)
+	if b.Stats.Lo != nil {
+		s = fmt.Sprintf("%.0f [%.0f–%.0f]", b.Stats.Median, *b.Stats.Lo, *b.Stats.Hi)
+	}
+	if simulated {
+		s += " simulated"
+	}
+	return s
 }
 
 func fmtBytes(n *int64) string {
@@ -131,14 +140,14 @@ func fmtBytes(n *int64) string {
 
 func throughputTable(w io.Writer, s *pipeline.Summary, md bool) error {
 	t := newTable(w, md)
-	ppName, tgName := "pp t/s", "tg t/s"
+	ppName, tgName := "pp t/s", "tg t/s" // median [95% CI]
 	all := append([]pipeline.BackendSummary{s.Reference}, s.Backends...)
 	for _, b := range all {
 		if b.Throughput != nil && b.Throughput.PP != nil {
-			ppName = fmt.Sprintf("pp%d t/s", b.Throughput.PP.NPrompt)
+			ppName = fmt.Sprintf("pp%d t/s [95%% CI]", b.Throughput.PP.NPrompt)
 		}
 		if b.Throughput != nil && b.Throughput.TG != nil {
-			tgName = fmt.Sprintf("tg%d t/s", b.Throughput.TG.NGen)
+			tgName = fmt.Sprintf("tg%d t/s [95%% CI]", b.Throughput.TG.NGen)
 		}
 	}
 	t.Header("backend", "device", "kernels", "threads", "load s", "warm-up s", ppName, tgName, "peak RSS load / run", "offload")
@@ -164,7 +173,7 @@ func throughputTable(w io.Writer, s *pipeline.Summary, md bool) error {
 		}
 		pp, tg := "-", "-"
 		if b.Throughput != nil {
-			pp, tg = fmtTS(b.Throughput.PP), fmtTS(b.Throughput.TG)
+			pp, tg = fmtTS(b.Throughput.PP, b.Throughput.Simulated), fmtTS(b.Throughput.TG, b.Throughput.Simulated)
 		}
 		name := b.Name
 		if b.Name == s.Reference.Name {

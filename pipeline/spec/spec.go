@@ -29,6 +29,10 @@ type Spec struct {
 	PluginDir  string    `yaml:"plugin_dir" path:"dir"` // "" = beside the evalrun binary
 	Timeouts   Timeouts  `yaml:"timeouts"`
 
+	// Baseline is an earlier run (its directory or summary.json) that the
+	// relative gates compare with; evalrun run --baseline overrides it.
+	Baseline string `yaml:"baseline" path:"run"`
+
 	Path string `yaml:"-"` // the spec file as given to Load
 	Dir  string `yaml:"-"` // absolute directory of Path; relative paths in the spec start here
 
@@ -98,7 +102,7 @@ type Bench struct {
 	Enabled bool `yaml:"enabled"`                      // default true
 	NPrompt int  `yaml:"n_prompt" check:"0..16777216"` // default 64; 0 = no pp test
 	NGen    int  `yaml:"n_gen" check:"0..16777216"`    // default 16; 0 = no tg test
-	Reps    int  `yaml:"reps" check:"1..1000"`         // default 5
+	Reps    int  `yaml:"reps" check:"1..1000"`         // default 10 (a median's 95% CI needs 6)
 	Warmup  bool `yaml:"warmup"`                       // default true
 }
 
@@ -267,7 +271,23 @@ type Gates struct {
 	PPLRatioMax    *float64 `yaml:"ppl_ratio_max"`    // candidate PPL / reference PPL
 	TGTSMin        *float64 `yaml:"tg_ts_min"`        // generation tokens/s
 	PPTSMin        *float64 `yaml:"pp_ts_min"`        // prompt processing tokens/s
+
+	// Relative to the baseline run's same-named backend (see Relative).
+	KLDMeanMaxIncrease  *float64 `yaml:"kld_mean_max_increase"`  // kld_mean may grow by at most this (nats)
+	SameTopPMaxDrop     *float64 `yaml:"same_top_p_max_drop"`    // same_top_p may fall by at most this (fraction)
+	PPLRatioMaxIncrease *float64 `yaml:"ppl_ratio_max_increase"` // ppl_ratio may grow by at most this
+	TGTSMaxSlowdown     *float64 `yaml:"tg_ts_max_slowdown"`     // tg t/s may fall by at most this fraction, unless not significant
+	PPTSMaxSlowdown     *float64 `yaml:"pp_ts_max_slowdown"`     // pp t/s likewise
+
+	// SpeedGatesOnSimulated applies the speed gates (tg_ts_min, pp_ts_min,
+	// *_max_slowdown) to simulated devices too; by default a simulator's
+	// throughput is not gated.
+	SpeedGatesOnSimulated *bool `yaml:"speed_gates_on_simulated"`
 }
+
+// relativeSuffixes mark the gates that compare with a baseline run: the
+// metric may change for the worse by at most the limit.
+var relativeSuffixes = []string{"_max_increase", "_max_drop", "_max_slowdown"}
 
 // Gate is one set threshold.
 type Gate struct {
@@ -288,16 +308,42 @@ func (g Gate) Pass(value float64) bool {
 	return value >= g.Limit
 }
 
-// List returns the set gates in schema order.
-func (g Gates) List() []Gate {
+// List returns the set absolute gates in schema order.
+func (g Gates) List() []Gate { return g.list(false) }
+
+// Relative returns the set gates that compare with a baseline run, in
+// schema order; Metric is the metric compared (kld_mean, same_top_p,
+// ppl_ratio, tg_ts, pp_ts) and Limit the largest change for the worse.
+func (g Gates) Relative() []Gate { return g.list(true) }
+
+// SpeedOnSimulated reports whether speed gates apply to simulated devices.
+func (g Gates) SpeedOnSimulated() bool {
+	return g.SpeedGatesOnSimulated != nil && *g.SpeedGatesOnSimulated
+}
+
+func (g Gates) list(relative bool) []Gate {
 	var out []Gate
 	rv := reflect.ValueOf(g)
 	for _, f := range fieldsOf(reflect.TypeFor[Gates]()) {
-		p := rv.FieldByIndex(f.index).Interface().(*float64)
-		if p == nil {
+		p, ok := rv.FieldByIndex(f.index).Interface().(*float64)
+		if !ok || p == nil {
+			continue
+		}
+		metric, isRel := f.key, false
+		for _, suf := range relativeSuffixes {
+			if m, cut := strings.CutSuffix(f.key, suf); cut {
+				metric, isRel = m, true
+			}
+		}
+		if isRel != relative {
 			continue
 		}
 		gate := Gate{Name: f.key, Limit: *p}
+		if relative {
+			gate.Metric = metric
+			out = append(out, gate)
+			continue
+		}
 		if m, ok := strings.CutSuffix(f.key, "_max"); ok {
 			gate.Metric, gate.Max = m, true
 		} else {
@@ -319,8 +365,9 @@ func (g Gates) Merge(over Gates) Gates {
 			src = ro.Field(i)
 		}
 		if !src.IsNil() {
-			v := *src.Interface().(*float64)
-			rout.Field(i).Set(reflect.ValueOf(&v))
+			v := reflect.New(src.Type().Elem())
+			v.Elem().Set(src.Elem())
+			rout.Field(i).Set(v)
 		}
 	}
 	return out

@@ -247,7 +247,7 @@ func TestDefaults(t *testing.T) {
 		Datasets:   []Dataset{{Name: "d", Path: filepath.Join(s.Dir, "d.jsonl"), Mode: ModeScore, NCtx: 128}},
 		Reference:  Reference{Backend: Backend{Name: "reference", Plugin: "cpu", Threads: runtime.NumCPU(), Key: "reference"}},
 		Candidates: []Backend{{Name: "b", Plugin: "cpu", Threads: runtime.NumCPU(), Key: "backends[0]"}, {Name: "g", Plugin: "cpu", Threads: 3, Key: "backends[1]"}},
-		Bench:      Bench{Enabled: true, NPrompt: 64, NGen: 16, Reps: 5, Warmup: true},
+		Bench:      Bench{Enabled: true, NPrompt: 64, NGen: 16, Reps: 10, Warmup: true},
 		Output:     Output{Dir: mustAbs(t, "results"), Formats: []string{"json", "jsonl", "md", "junit", "html"}},
 		Timeouts:   Timeouts{Start: 30 * time.Second, Load: 120 * time.Second, Eval: 300 * time.Second, Bench: 600 * time.Second},
 		Path:       s.Path,
@@ -389,7 +389,7 @@ func TestEnvOverrides(t *testing.T) {
 		t.Errorf("Err: %v", err)
 	}
 	s, err := Load(context.Background(), writeSpec(t, base), WithoutEnv())
-	if err != nil || s.Bench.NGen != 16 || s.Bench.Reps != 5 {
+	if err != nil || s.Bench.NGen != 16 || s.Bench.Reps != 10 {
 		t.Errorf("WithoutEnv: %+v, %v", s.Bench, err)
 	}
 }
@@ -556,7 +556,7 @@ func TestShippedConfigs(t *testing.T) {
 		def.Datasets[1].Mode != ModeGenerate || def.Datasets[1].MaxNewTokens != 32 {
 		t.Errorf("default datasets %+v", def.Datasets)
 	}
-	if def.Bench != (Bench{Enabled: true, NPrompt: 64, NGen: 16, Reps: 3, Warmup: true}) {
+	if def.Bench != (Bench{Enabled: true, NPrompt: 64, NGen: 16, Reps: 30, Warmup: true}) {
 		t.Errorf("default bench %+v", def.Bench)
 	}
 	// What each default candidate measures on this model (fp16 rounding:
@@ -664,4 +664,53 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("error does not name the file: %v", err)
 		}
 	})
+}
+func TestRelativeGatesAndBaseline(t *testing.T) {
+	text := base + `    gates: {same_top_p_max_drop: 0.001, speed_gates_on_simulated: true}
+baseline: runs/last
+gates: {kld_mean_max: 0.01, kld_mean_max_increase: 0.0001, tg_ts_max_slowdown: 0.05}
+`
+	dir := writeSpec(t, text)
+	run := filepath.Join(filepath.Dir(dir), "runs", "last")
+	if err := os.MkdirAll(run, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(run, "summary.json"), []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Load(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Baseline != filepath.Join(s.Dir, "runs", "last") {
+		t.Fatalf("baseline %q: relative to the spec's directory", s.Baseline)
+	}
+	g := s.Backends()[1].Gates
+	if got := g.List(); len(got) != 1 || got[0].Name != "kld_mean_max" {
+		t.Fatalf("absolute gates %+v", got)
+	}
+	want := []Gate{
+		{Name: "kld_mean_max_increase", Metric: "kld_mean", Limit: 0.0001},
+		{Name: "same_top_p_max_drop", Metric: "same_top_p", Limit: 0.001},
+		{Name: "tg_ts_max_slowdown", Metric: "tg_ts", Limit: 0.05},
+	}
+	if got := g.Relative(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("relative gates %+v", got)
+	}
+	if !g.SpeedOnSimulated() || s.Gates.SpeedOnSimulated() {
+		t.Fatal("speed_gates_on_simulated: set on the backend only")
+	}
+
+	for _, c := range []struct{ text, want string }{
+		{base + "baseline: nowhere\n", `DIR/t.yaml:12: baseline: DIR/nowhere: no such file or directory`},
+		{base + "baseline: .\n", `DIR/t.yaml:12: baseline: DIR: not a run directory (no summary.json)`},
+		{base + "gates: {tg_ts_max_slowdown: 1}\n", `DIR/t.yaml:12: gates.tg_ts_max_slowdown: is a fraction of the baseline's tokens/s, below 1, got 1`},
+		{base + "gates: {same_top_p_max_drop: 2}\n", `DIR/t.yaml:12: gates.same_top_p_max_drop: is a fraction between 0 and 1, got 2`},
+		{base + "gates: {kld_mean_max_increase: -1}\n", `DIR/t.yaml:12: gates.kld_mean_max_increase: must be >= 0, got -1`},
+		{base + "gates: {speed_gates_on_simulated: 1}\n", `DIR/t.yaml:12: gates.speed_gates_on_simulated: want true or false`},
+	} {
+		if _, msg := load(t, c.text, nil); !strings.Contains(msg, c.want) {
+			t.Errorf("%q:\n got %s\nwant %s", c.text, msg, c.want)
+		}
+	}
 }

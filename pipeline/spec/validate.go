@@ -17,8 +17,9 @@ import (
 // checker fills defaults, validates and resolves one decoded spec. The
 // per-key rules are the struct tags of the spec's types: check:"name" (a
 // required name), check:"LO..HI" (an integer range, for values the file or
-// environment set), check:"modes|formats" (one of enums), path:"file|dir|out" (resolved
-// against the spec's directory; file and dir must exist).
+// environment set), check:"modes|formats" (one of enums), path:"file|dir|out|run" (resolved
+// against the spec's directory; file and dir must exist, run is a run
+// directory or its summary.json).
 type checker struct {
 	c      *collector
 	w      *walker
@@ -34,7 +35,7 @@ const maxThreads = 4
 func defaultSpec() *Spec {
 	return &Spec{
 		Reference: Reference{Backend: Backend{Name: "reference"}},
-		Bench:     Bench{Enabled: true, NPrompt: 64, NGen: 16, Reps: 5, Warmup: true},
+		Bench:     Bench{Enabled: true, NPrompt: 64, NGen: 16, Reps: 10, Warmup: true},
 		Output:    Output{Formats: slices.Clone(OutputFormats)},
 		Timeouts:  Timeouts{Start: 30 * time.Second, Load: 120 * time.Second, Eval: 300 * time.Second, Bench: 600 * time.Second},
 	}
@@ -245,11 +246,13 @@ func (k *checker) backend(b Backend) {
 }
 
 func (k *checker) gates(path string, g Gates) {
-	for _, gate := range g.List() {
+	for _, gate := range append(g.List(), g.Relative()...) {
 		if gate.Limit < 0 {
 			k.add(path+"."+gate.Name, "must be >= 0, got %g", gate.Limit)
 		} else if (gate.Metric == "same_top_p" || gate.Metric == "greedy_match") && gate.Limit > 1 {
 			k.add(path+"."+gate.Name, "is a fraction between 0 and 1, got %g", gate.Limit)
+		} else if strings.HasSuffix(gate.Name, "_max_slowdown") && gate.Limit >= 1 {
+			k.add(path+"."+gate.Name, "is a fraction of the baseline's tokens/s, below 1, got %g", gate.Limit)
 		}
 	}
 }
@@ -280,6 +283,10 @@ func (k *checker) paths(checkFiles bool) {
 			k.add(path, "%s: not a directory", p)
 		case kind == "file" && fi.IsDir():
 			k.add(path, "%s: is a directory, want a file", p)
+		case kind == "run" && fi.IsDir(): // a run directory holds its summary.json
+			if _, err := os.Stat(filepath.Join(p, "summary.json")); err != nil {
+				k.add(path, "%s: not a run directory (no summary.json)", p)
+			}
 		}
 	})
 }

@@ -15,6 +15,7 @@ import (
 	"io/fs"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -49,6 +50,9 @@ type Backend struct {
 	device   Device // nil: CPU only
 	nCtx     int
 	sessions map[string]*engine.Session
+	// simulated: the loaded device says it is a simulator (Simulator);
+	// read by Describe, which is not serialized with Load.
+	simulated atomic.Bool
 }
 
 var _ backend.Backend = (*Backend)(nil)
@@ -66,11 +70,15 @@ func New(cfg Config) *Backend {
 
 // Describe implements backend.Backend.
 func (b *Backend) Describe(context.Context) (backend.Info, error) {
+	caps := append([]string(nil), b.cfg.Capabilities...)
+	if b.simulated.Load() {
+		caps = append(caps, backend.CapabilitySimulated)
+	}
 	return backend.Info{
 		Name:         b.cfg.Name,
 		Version:      b.cfg.Version,
 		Device:       b.cfg.Device,
-		Capabilities: append([]string(nil), b.cfg.Capabilities...),
+		Capabilities: caps,
 	}, nil
 }
 
@@ -148,6 +156,8 @@ func (b *Backend) Load(ctx context.Context, req backend.LoadRequest) (backend.Lo
 	}
 
 	b.model, b.device, b.nCtx, b.sessions = m, device, req.NCtx, map[string]*engine.Session{}
+	sim, ok := device.(Simulator)
+	b.simulated.Store(ok && sim.Simulated())
 	if b.nCtx == 0 {
 		b.nCtx = m.Config.NCtxTrain
 	}

@@ -38,6 +38,11 @@ type Device interface {
 	Close() error
 }
 
+// Simulator is a Device that may be a simulation of the hardware: when
+// Simulated is true, Describe lists backend.CapabilitySimulated after Load,
+// so the host labels the plugin's throughput simulated.
+type Simulator interface{ Simulated() bool }
+
 // Armer is a Device with injected faults: Arm is called once Load's
 // warm-up has run, so fault counts start at the first call after Load.
 type Armer interface{ Arm() }

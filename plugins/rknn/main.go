@@ -174,7 +174,10 @@ type npuDevice struct {
 	plan    []backend.PlanEntry
 	summary string
 	faults  *faultDriver
+	sim     bool // the simulated NPU: its speed is the simulator's
 }
+
+func (d *npuDevice) Simulated() bool { return d.sim }
 
 func (d *npuDevice) Plan() ([]backend.PlanEntry, string) { return d.plan, d.summary }
 
@@ -203,7 +206,7 @@ func attach(m *engine.Model, o *options) (enginebackend.Device, error) {
 	if err != nil {
 		return nil, err
 	}
-	dev := &npuDevice{}
+	dev := &npuDevice{sim: o.Driver != "hardware"}
 	if f := o.faults(); f.any() {
 		dev.faults = newFaultDriver(drv, f)
 		drv = dev.faults

@@ -75,6 +75,14 @@ func TestLoadDefaultsAndEval(t *testing.T) {
 	if res.Plan[0].Op != "Qcur-0" || res.Plan[0].Shape != "1×64×64" {
 		t.Errorf("first entry %+v", res.Plan[0])
 	}
+	// The sim driver's speeds are the simulator's: Describe says so once
+	// loaded (not before: a board may run either driver).
+	if info.Simulated() {
+		t.Error("simulated before Load")
+	}
+	if info, err := c.Describe(context.Background()); err != nil || !info.Simulated() {
+		t.Errorf("Describe after Load with the sim driver = %+v, %v: want the capability %q", info, err, backend.CapabilitySimulated)
+	}
 	rows, err := eval(c, context.Background())
 	if err != nil || len(rows) != len(prompt) {
 		t.Fatalf("Eval: %d rows, %v", len(rows), err)

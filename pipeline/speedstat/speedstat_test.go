@@ -1,0 +1,93 @@
+package speedstat
+
+import (
+	"math"
+	"strings"
+	"testing"
+)
+
+func TestRatesAndSummary(t *testing.T) {
+	// 64 tokens in 8, 16, ..., 80 ms (one repetition ruined by another
+	// process: 800 ms); a zero duration is dropped.
+	ns := []int64{8e6, 16e6, 24e6, 32e6, 40e6, 48e6, 56e6, 64e6, 72e6, 800e6, 0}
+	r := Rates(ns, 64)
+	if len(r) != 10 || r[0] != 80 || r[9] != 8000 {
+		t.Fatalf("rates %v", r)
+	}
+	s := Summarize(r)
+	// Median of 10 rates: between the 5th and 6th (64/0.048 = 1333.3, 64/0.04 = 1600).
+	if s.N != 10 || math.Abs(s.Median-(64/0.048+64/0.04)/2) > 1e-9 || s.Lo == nil || s.Hi == nil || *s.Lo > 64/0.048 || *s.Hi < 1600 || s.Confidence < Confidence {
+		t.Fatalf("summary %+v lo %v hi %v", s, s.Lo, s.Hi)
+	}
+	if small := Summarize(r[:5]); small.Lo != nil || small.Hi != nil {
+		t.Fatalf("5 samples have no 95%% interval of the median, got %v..%v", *small.Lo, *small.Hi)
+	}
+	if Summarize(nil) != nil {
+		t.Fatal("no samples, a summary")
+	}
+}
+
+func TestMinReps(t *testing.T) {
+	if MinRepsCI() != 6 || MinRepsCompare() != 4 {
+		t.Fatalf("min reps: CI %d, compare %d; want 6 and 4 at 95%%", MinRepsCI(), MinRepsCompare())
+	}
+	if p := uTestMinP(4); math.Abs(p-2.0/70) > 1e-15 {
+		t.Fatalf("min p for 4+4: %v", p)
+	}
+}
+
+func spread(center float64, n int) []float64 {
+	out := make([]float64, n)
+	for i := range out {
+		out[i] = center * (1 + 0.02*float64(i-n/2)/float64(n)) // ±1 %
+	}
+	return out
+}
+
+func TestCompare(t *testing.T) {
+	base := spread(1000, 10)
+	slower := spread(900, 10)
+	if c := Compare(base, slower); c.Verdict != Slower || *c.P >= Alpha || math.Abs(*c.Delta+0.1) > 1e-9 {
+		t.Fatalf("10%% slower: %+v", c)
+	}
+	if c := Compare(base, spread(1100, 10)); c.Verdict != Faster || *c.Delta <= 0 {
+		t.Fatalf("10%% faster: %+v", c)
+	}
+	// Interleaved values: no change.
+	if c := Compare(base, spread(1000.5, 10)); c.Verdict != NoChange || *c.P < Alpha || c.Note != "" {
+		t.Fatalf("same: %+v", c)
+	}
+	// Three repetitions can never be significant, however far apart: say so.
+	c := Compare(spread(1000, 3), spread(500, 3))
+	if c.Verdict != NoChange || !strings.Contains(c.Note, ">= 4") {
+		t.Fatalf("3 reps: %+v", c)
+	}
+	if c := Compare(nil, base); c.Verdict != NotComparable || c.P != nil {
+		t.Fatalf("no base samples: %+v", c)
+	}
+}
+
+func TestSlowdownExceeds(t *testing.T) {
+	base := spread(1000, 10)
+	for _, tc := range []struct {
+		new   []float64
+		limit float64
+		want  bool
+	}{
+		{spread(900, 10), 0.05, true},   // 10 % slower, limit 5 %
+		{spread(970, 10), 0.05, false},  // 3 % slower: within the limit
+		{spread(900, 10), 0.15, false},  // within a 15 % limit
+		{spread(1000, 10), 0.00, false}, // the same
+		{spread(900, 3), 0.05, true},    // a one-sided test reaches 0.05 with 3+10
+		{spread(900, 2), 0.05, true},    // 2+10: p = 1/66
+		{spread(900, 1), 0.05, false},   // one repetition cannot establish it: p = 1/11
+	} {
+		got, p, ok := SlowdownExceeds(base, tc.new, tc.limit)
+		if !ok || got != tc.want {
+			t.Errorf("median %v n %d limit %v: exceeds %v (p %.3g), want %v", tc.new[len(tc.new)/2], len(tc.new), tc.limit, got, p, tc.want)
+		}
+	}
+	if _, _, ok := SlowdownExceeds(nil, base, 0.05); ok {
+		t.Fatal("no baseline samples: ok")
+	}
+}
