@@ -325,7 +325,7 @@ func (r *runner) finish(ctx context.Context, end time.Time) {
 	s.Run.DurationS = end.Sub(s.Run.Started).Seconds()
 	r.interrupted = ctx.Err() != nil
 	var reasons []string
-	gateFailed, errorSeen := false, r.interrupted || len(r.problems) > 0
+	gateFailed, gated, errorSeen := false, false, r.interrupted || len(r.problems) > 0
 	if r.base != nil {
 		s.Reference = BackendSummary{Name: r.plan.Spec.Reference.Name, Kind: "kld_base", Model: r.plan.Spec.Reference.KLDBase, Status: StatusOK, Pass: true}
 	} else {
@@ -343,6 +343,7 @@ func (r *runner) finish(ctx context.Context, end time.Time) {
 			bs.Accuracy = c.cmp.accuracy(r.base == nil)
 		}
 		bs.Throughput = c.tput
+		gated = gated || len(c.rb.Gates.List()) > 0
 		if bs.Status == StatusOK {
 			bs.Gates = evaluateGates(c.rb.Gates, bs.Accuracy, bs.Throughput)
 			if r.opt.RelativeGates != nil {
@@ -387,6 +388,9 @@ func (r *runner) finish(ctx context.Context, end time.Time) {
 		s.Verdict = Verdict{Status: VerdictError, ExitCode: backend.ExitBackend, Reasons: reasons}
 	case gateFailed:
 		s.Verdict = Verdict{Status: VerdictFail, ExitCode: backend.ExitGateFailed, Reasons: reasons}
+	case !gated:
+		reasons = append(reasons, "no gates configured: every backend ran, but no limit was checked (set gates: in the spec)")
+		s.Verdict = Verdict{Status: VerdictNoGates, ExitCode: backend.ExitPass, Reasons: reasons}
 	default:
 		s.Verdict = Verdict{Status: VerdictPass, ExitCode: backend.ExitPass, Reasons: reasons}
 	}

@@ -442,3 +442,23 @@ func TestRunRelativeGateNeedsABaseline(t *testing.T) {
 		t.Fatalf("err %v, launched %v", err, launched)
 	}
 }
+
+// A run whose backends have no gates checked nothing: its verdict says so
+// (exit 0), in summary.json, the table and report.md, not "pass".
+func TestRunWithoutGatesSaysSo(t *testing.T) {
+	p := testPlan(t, 64, 128, 32, 0, spec.Backend{Name: "free", Plugin: "fake"})
+	res, _ := runFakes(t, p, map[string]*fakeBackend{"ref": newFake(64), "free": newFake(64)})
+	s := readSummary(t, res.Dir)
+	if s.Verdict.Status != VerdictNoGates || s.Verdict.ExitCode != backend.ExitPass || !s.Backends[0].Pass {
+		t.Fatalf("verdict %+v, backend pass %v", s.Verdict, s.Backends[0].Pass)
+	}
+	if !strings.Contains(strings.Join(s.Verdict.Reasons, "\n"), "no gates configured") {
+		t.Errorf("reasons %q", s.Verdict.Reasons)
+	}
+	// One gate anywhere makes it a real pass.
+	p = testPlan(t, 64, 128, 32, 0, spec.Backend{Name: "free", Plugin: "fake"}, spec.Backend{Name: "gated", Plugin: "fake", Gates: spec.Gates{KLDMeanMax: ptr(0)}})
+	res, _ = runFakes(t, p, map[string]*fakeBackend{"ref": newFake(64), "free": newFake(64), "gated": newFake(64)})
+	if v := res.Summary.Verdict; v.Status != VerdictPass {
+		t.Errorf("with a gate: verdict %+v", v)
+	}
+}

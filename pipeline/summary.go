@@ -25,9 +25,12 @@ const (
 // Verdict statuses; their exit codes are backend.ExitPass, ExitGateFailed
 // and ExitBackend.
 const (
-	VerdictPass  = "pass"  // exit 0
-	VerdictFail  = "fail"  // exit 1: a gate failed
-	VerdictError = "error" // exit 3: a backend could not run, or the run was interrupted
+	VerdictPass = "pass" // exit 0
+	// VerdictNoGates: every backend ran and nothing failed, but no gate was
+	// configured, so nothing was checked (exit 0, and not "pass").
+	VerdictNoGates = "no gates configured"
+	VerdictFail    = "fail"  // exit 1: a gate failed
+	VerdictError   = "error" // exit 3: a backend could not run, or the run was interrupted
 )
 
 // Summary is summary.json.

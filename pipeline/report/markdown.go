@@ -177,6 +177,8 @@ func verdictMark(status string) string {
 		return "✅"
 	case pipeline.VerdictFail:
 		return "❌"
+	case pipeline.VerdictNoGates:
+		return "➖"
 	}
 	return "💥"
 }

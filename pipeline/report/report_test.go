@@ -161,3 +161,25 @@ func TestAnnotations(t *testing.T) {
 		t.Fatalf("passing run annotations:\n%s", got)
 	}
 }
+
+// A run without gates reads "no gates configured" everywhere, never PASS.
+func TestNoGatesIsNotAPass(t *testing.T) {
+	s := loadSummary(t)
+	for i := range s.Backends {
+		s.Backends[i].Gates = nil
+	}
+	s.Verdict = pipeline.Verdict{Status: pipeline.VerdictNoGates, Reasons: []string{"no gates configured: every backend ran, but no limit was checked (set gates: in the spec)"}}
+	var table, md strings.Builder
+	if err := accuracyTable(&table, s, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := Markdown(&md, s); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(table.String(), "PASS") || strings.Count(table.String(), "NO GATES") != len(s.Backends) {
+		t.Errorf("table:\n%s", table.String())
+	}
+	if strings.Contains(md.String(), "PASS") || !strings.Contains(md.String(), "NO GATES CONFIGURED") {
+		t.Errorf("report.md:\n%s", md.String())
+	}
+}

@@ -77,6 +77,8 @@ func verdictCell(b pipeline.BackendSummary) string {
 	switch {
 	case b.Status != pipeline.StatusOK:
 		return strings.ToUpper(b.Status)
+	case b.Pass && len(b.Gates) == 0:
+		return "NO GATES"
 	case b.Pass:
 		return "PASS"
 	default:
