@@ -59,6 +59,19 @@ type LoadRequest struct {
 	// another digest, so every backend sees the same ids mean the same
 	// text. "" skips the check.
 	VocabDigest string `json:"vocab_digest,omitempty"`
+	// BaseDir is where relative paths in Options start (the spec's
+	// directory); "" = the plugin's working directory.
+	BaseDir string `json:"base_dir,omitempty"`
+}
+
+// Validator is implemented by a Backend that can check a LoadRequest
+// without loading anything: its options (and files they name) and what it
+// can tell cheaply. The host calls it before any plugin computes. Bad input
+// is ErrInvalidArgument naming the option ("option \"type\": ..."); warnings
+// are for what will run but likely not as meant. Over gRPC a plugin that
+// does not implement it returns ErrUnsupported.
+type Validator interface {
+	Validate(ctx context.Context, req LoadRequest) (warnings []string, err error)
 }
 
 // ModelInfo are facts about the loaded model.

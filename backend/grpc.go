@@ -43,17 +43,37 @@ func (s *grpcServer) Describe(ctx context.Context, _ *backendpb.DescribeRequest)
 	}, nil
 }
 
-func (s *grpcServer) Load(ctx context.Context, in *backendpb.LoadRequest) (*backendpb.LoadResponse, error) {
-	req := LoadRequest{
-		ModelPath:   in.ModelPath,
-		Threads:     int(in.Threads),
-		NCtx:        int(in.NCtx),
-		VocabDigest: in.VocabDigest,
-	}
+// loadRequest decodes a LoadRequest (Load's and Validate's).
+func loadRequest(in *backendpb.LoadRequest) (LoadRequest, error) {
+	req := LoadRequest{ModelPath: in.ModelPath, Threads: int(in.Threads), NCtx: int(in.NCtx), VocabDigest: in.VocabDigest, BaseDir: in.BaseDir}
 	if in.OptionsJson != "" {
 		if err := json.Unmarshal([]byte(in.OptionsJson), &req.Options); err != nil {
-			return nil, toStatus(Errorf(ErrInvalidArgument, "options_json: not a JSON object: %v", err))
+			return req, Errorf(ErrInvalidArgument, "options_json: not a JSON object: %v", err)
 		}
+	}
+	return req, nil
+}
+
+func (s *grpcServer) Validate(ctx context.Context, in *backendpb.LoadRequest) (*backendpb.ValidateResponse, error) {
+	v, ok := s.impl.(Validator)
+	if !ok {
+		return nil, toStatus(Errorf(ErrUnsupported, "Validate: not implemented by this plugin"))
+	}
+	req, err := loadRequest(in)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	warnings, err := v.Validate(ctx, req)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &backendpb.ValidateResponse{Warnings: warnings}, nil
+}
+
+func (s *grpcServer) Load(ctx context.Context, in *backendpb.LoadRequest) (*backendpb.LoadResponse, error) {
+	req, err := loadRequest(in)
+	if err != nil {
+		return nil, toStatus(err)
 	}
 	res, err := s.impl.Load(ctx, req)
 	if err != nil {
@@ -143,19 +163,35 @@ func (c *grpcClient) Describe(ctx context.Context) (Info, error) {
 	return Info{Name: r.Name, Version: r.Version, Device: r.Device, Capabilities: r.Capabilities}, nil
 }
 
-func (c *grpcClient) Load(ctx context.Context, req LoadRequest) (LoadResult, error) {
-	in := &backendpb.LoadRequest{
-		ModelPath:   req.ModelPath,
-		Threads:     int64(req.Threads),
-		NCtx:        int64(req.NCtx),
-		VocabDigest: req.VocabDigest,
-	}
+// pbLoadRequest encodes a LoadRequest (Load's and Validate's).
+func pbLoadRequest(req LoadRequest) (*backendpb.LoadRequest, error) {
+	in := &backendpb.LoadRequest{ModelPath: req.ModelPath, Threads: int64(req.Threads), NCtx: int64(req.NCtx), VocabDigest: req.VocabDigest, BaseDir: req.BaseDir}
 	if req.Options != nil {
 		js, err := json.Marshal(req.Options)
 		if err != nil {
-			return LoadResult{}, Errorf(ErrInvalidArgument, "options: cannot encode as JSON: %v", err)
+			return nil, Errorf(ErrInvalidArgument, "options: cannot encode as JSON: %v", err)
 		}
 		in.OptionsJson = string(js)
+	}
+	return in, nil
+}
+
+func (c *grpcClient) Validate(ctx context.Context, req LoadRequest) ([]string, error) {
+	in, err := pbLoadRequest(req)
+	if err != nil {
+		return nil, err
+	}
+	r, err := c.pb.Validate(ctx, in)
+	if err != nil {
+		return nil, fromStatus(err)
+	}
+	return r.Warnings, nil
+}
+
+func (c *grpcClient) Load(ctx context.Context, req LoadRequest) (LoadResult, error) {
+	in, err := pbLoadRequest(req)
+	if err != nil {
+		return LoadResult{}, err
 	}
 	r, err := c.pb.Load(ctx, in)
 	if err != nil {

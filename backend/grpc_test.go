@@ -292,3 +292,32 @@ func TestFindPlugin(t *testing.T) {
 		t.Errorf("FindPlugin(directory): err = %v", err)
 	}
 }
+
+func TestValidateCrossesTheBoundary(t *testing.T) {
+	var got backend.LoadRequest
+	c := serveInProcess(t, &backendtest.Fake{OnValidate: func(req backend.LoadRequest) []string {
+		got = req
+		return []string{"careful"}
+	}})
+	ctx := context.Background()
+	req := backend.LoadRequest{ModelPath: "m", Threads: 2, Options: map[string]any{"vocab": 4}, BaseDir: "/spec/dir"}
+	warnings, err := c.Validate(ctx, req)
+	if err != nil || !reflect.DeepEqual(warnings, []string{"careful"}) {
+		t.Fatalf("Validate: %v %v", warnings, err)
+	}
+	if got.BaseDir != "/spec/dir" || got.ModelPath != "m" || got.Options["vocab"] != float64(4) {
+		t.Errorf("the plugin saw %+v", got)
+	}
+	_, err = c.Validate(ctx, backend.LoadRequest{Options: map[string]any{"typo_opt": 1}})
+	if !errors.Is(err, backend.ErrInvalidArgument) || !strings.Contains(err.Error(), `unknown option "typo_opt"`) {
+		t.Errorf("bad option: %v", err)
+	}
+	// A plugin without Validate says so, and stays usable.
+	old := serveInProcess(t, struct{ backend.Backend }{&backendtest.Fake{}})
+	if _, err := old.Validate(ctx, req); !errors.Is(err, backend.ErrUnsupported) {
+		t.Errorf("plugin without Validate: %v", err)
+	}
+	if _, err := old.Describe(ctx); err != nil {
+		t.Errorf("Describe after Validate: %v", err)
+	}
+}

@@ -307,6 +307,19 @@ func (c *Client) Load(ctx context.Context, req LoadRequest) (LoadResult, error) 
 	return res, c.callErr(ctx, "Load", err)
 }
 
+// Validate implements Validator; a plugin without it gives ErrUnsupported.
+func (c *Client) Validate(ctx context.Context, req LoadRequest) ([]string, error) {
+	if err := c.usable("Validate"); err != nil {
+		return nil, err
+	}
+	v, ok := c.backend.(Validator)
+	if !ok {
+		return nil, Errorf(ErrUnsupported, "%s: Validate: not supported", c.name)
+	}
+	warnings, err := v.Validate(ctx, req)
+	return warnings, c.callErr(ctx, "Validate", err)
+}
+
 // Eval implements Backend. An error returned by emit ends the call and is
 // returned as is.
 func (c *Client) Eval(ctx context.Context, req EvalRequest, emit func(Logits) error) error {

@@ -121,6 +121,10 @@ const PluginPrefix = "evalrun-plugin-"
 // binary it does not list or whose sha256 differs.
 const LockFile = "plugins.sha256"
 
+// ErrPluginNotFound marks FindPlugin's failures (no such plugin, not an
+// executable): bad input, not a backend that failed.
+var ErrPluginNotFound = errors.New("plugin not found")
+
 // FindPlugin returns the executable for ref: a plugin name is the binary
 // evalrun-plugin-NAME, searched in dirs in order and then in the directory of
 // the running executable; a ref containing a path separator is a path, used
@@ -131,7 +135,7 @@ func FindPlugin(ref string, dirs ...string) (string, error) {
 		return checkExecutable(ref)
 	}
 	if ref == "" || ref == "." || ref == ".." {
-		return "", fmt.Errorf("find plugin: invalid name %q", ref)
+		return "", Errorf(ErrPluginNotFound, "find plugin: invalid name %q", ref)
 	}
 	file := PluginPrefix + ref
 	if runtime.GOOS == "windows" {
@@ -154,20 +158,20 @@ func FindPlugin(ref string, dirs ...string) (string, error) {
 			return checkExecutable(p)
 		}
 	}
-	return "", fmt.Errorf("find plugin %q: no %s in %s", ref, file, strings.Join(looked, ", "))
+	return "", Errorf(ErrPluginNotFound, "find plugin %q: no %s in %s", ref, file, strings.Join(looked, ", "))
 }
 
 func checkExecutable(p string) (string, error) {
 	st, err := os.Stat(p)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return "", fmt.Errorf("plugin %s: no such file", p)
+		return "", Errorf(ErrPluginNotFound, "plugin %s: no such file", p)
 	case err != nil:
-		return "", fmt.Errorf("plugin %w", err)
+		return "", Errorf(ErrPluginNotFound, "plugin %v", err)
 	case !st.Mode().IsRegular():
-		return "", fmt.Errorf("plugin %s: not a regular file", p)
+		return "", Errorf(ErrPluginNotFound, "plugin %s: not a regular file", p)
 	case runtime.GOOS != "windows" && st.Mode().Perm()&0o111 == 0:
-		return "", fmt.Errorf("plugin %s: is not executable", p)
+		return "", Errorf(ErrPluginNotFound, "plugin %s: is not executable", p)
 	}
 	return filepath.Abs(p)
 }

@@ -34,11 +34,12 @@ type runBackend struct {
 	status string
 	err    error
 
-	info    *PluginInfo
-	load    *LoadSummary
-	eval    EvalTiming
-	peakRSS *int64
-	digest  digest.RunHasher // of every chunk and prompt completed
+	info     *PluginInfo
+	warnings []string // the plugin's Validate warnings
+	load     *LoadSummary
+	eval     EvalTiming
+	peakRSS  *int64
+	digest   digest.RunHasher // of every chunk and prompt completed
 }
 
 func (rb *runBackend) ok() bool {
@@ -131,15 +132,21 @@ func LaunchPlugin(ctx context.Context, b spec.Backend, l Launch) (backend.Backen
 // `option "type": ...`, `unknown option "typo"`).
 var optionRE = regexp.MustCompile(`option "([^"]+)"`)
 
-// launch starts the plugin, loads the model and checks what Load reports.
-// A backend that cannot run is a result (recorded on rb); a Load that the
-// plugin refuses as bad input (an option, the model file) is the user's to
-// fix and comes back as an *InputError pointing at the spec's line.
-func (rb *runBackend) launch(ctx context.Context, s *spec.Spec, launcher Launcher, l Launch, req backend.LoadRequest) error {
+// start launches the plugin and has it validate the Load it will get
+// (backend.Validator; a plugin without it is checked by Load alone), before
+// any plugin computes. A plugin that is not found or refuses its options is
+// the user's to fix: an *InputError at the spec's line. A plugin that cannot
+// run is a result (recorded on rb).
+func (rb *runBackend) start(ctx context.Context, s *spec.Spec, launcher Launcher, l Launch, req backend.LoadRequest) error {
 	startCtx, cancel := context.WithTimeout(ctx, rb.timeouts.Start)
 	defer cancel()
 	be, proc, err := launcher(startCtx, rb.Backend, l)
-	if err != nil {
+	switch {
+	case errors.Is(err, backend.ErrPluginNotFound) && rb.PluginPath != "":
+		return &InputError{s.Err(rb.Key+".plugin_path", "%v", err)}
+	case errors.Is(err, backend.ErrPluginNotFound):
+		return &InputError{s.Err(rb.Key+".plugin", "%v", err)}
+	case err != nil:
 		rb.fail(ctx, "start", timedOut(startCtx, rb.timeouts.Start, err))
 		return nil
 	}
@@ -147,18 +154,50 @@ func (rb *runBackend) launch(ctx context.Context, s *spec.Spec, launcher Launche
 	if err := rb.describe(ctx, startCtx); err != nil {
 		return nil
 	}
+	v, ok := be.(backend.Validator)
+	if !ok {
+		return nil
+	}
+	warnings, err := v.Validate(startCtx, req)
+	switch {
+	case errors.Is(err, backend.ErrUnsupported):
+	case refused(ctx, err):
+		return rb.refusal(s, "refused its options", err)
+	case err != nil:
+		rb.fail(ctx, "validate", timedOut(startCtx, rb.timeouts.Start, err))
+	}
+	for _, w := range warnings {
+		rb.log.Warn(w, "backend", rb.Name)
+		rb.warnings = append(rb.warnings, w)
+	}
+	return nil
+}
 
+// refused reports whether a plugin refused a request as bad input (an
+// option, the model file), as opposed to failing.
+func refused(ctx context.Context, err error) bool {
+	return err != nil && ctx.Err() == nil && (errors.Is(err, backend.ErrInvalidArgument) || errors.Is(err, fs.ErrNotExist))
+}
+
+// refusal points a plugin's refusal at the option it names (backend's
+// convention: `option "type": ...`), else at the backend's model.
+func (rb *runBackend) refusal(s *spec.Spec, what string, err error) error {
+	key := rb.Key + ".model"
+	if m := optionRE.FindStringSubmatch(err.Error()); m != nil {
+		key = rb.Key + ".options." + m[1]
+	}
+	return &InputError{s.Err(key, "%s %s: %v", rb.Name, what, err)}
+}
+
+// loadModel loads the model in a started plugin and checks what Load reports.
+func (rb *runBackend) loadModel(ctx context.Context, s *spec.Spec, req backend.LoadRequest) error {
 	loadCtx, cancel := context.WithTimeout(ctx, rb.timeouts.Load)
 	defer cancel()
 	t0 := time.Now()
 	res, err := rb.be.Load(loadCtx, req)
 	switch {
-	case err != nil && ctx.Err() == nil && (errors.Is(err, backend.ErrInvalidArgument) || errors.Is(err, fs.ErrNotExist)):
-		key := rb.Key + ".model"
-		if m := optionRE.FindStringSubmatch(err.Error()); m != nil {
-			key = rb.Key + ".options." + m[1]
-		}
-		return &InputError{s.Err(key, "%s refused to load: %v", rb.Name, err)}
+	case refused(ctx, err):
+		return rb.refusal(s, "refused to load", err)
 	case err != nil:
 		rb.fail(ctx, "load "+rb.Model, timedOut(loadCtx, rb.timeouts.Load, err))
 		return nil

@@ -76,7 +76,7 @@ func NewPlan(ctx context.Context, s *spec.Spec) (*Plan, error) {
 	}
 	for _, b := range s.Backends() {
 		if b.Model != s.Model.Path {
-			if err := checkSameVocab(tok, b); err != nil {
+			if err := checkSameVocab(s, tok, b); err != nil {
 				return nil, err
 			}
 		}
@@ -176,22 +176,25 @@ func FileSHA256(ctx context.Context, path string) (string, error) {
 // checkSameVocab refuses a backend model override whose vocabulary differs
 // from the reference model's, or that a plugin would refuse to load: logits
 // of different vocabularies cannot be compared position by position.
-func checkSameVocab(tok *tokenizer.Tokenizer, b spec.Backend) error {
+func checkSameVocab(s *spec.Spec, tok *tokenizer.Tokenizer, b spec.Backend) error {
+	bad := func(format string, args ...any) error {
+		return &InputError{s.Err(b.Key+".model", "%s: "+format, append([]any{b.Model}, args...)...)}
+	}
 	f, err := gguf.Open(b.Model)
 	if err != nil {
-		return &InputError{fmt.Errorf("backend %s: %w", b.Name, err)}
+		return &InputError{s.Err(b.Key+".model", "%v", err)}
 	}
 	defer f.Close()
 	if _, err := engine.Check(f); err != nil {
-		return &InputError{fmt.Errorf("backend %s: model %w", b.Name, err)}
+		return bad("%v", err)
 	}
 	toks, _ := f.Strings("tokenizer.ggml.tokens")
 	if len(toks) != tok.VocabSize() {
-		return inputErr("backend %s: model %s has %d vocabulary entries, the reference model has %d: vocabularies must be identical", b.Name, b.Model, len(toks), tok.VocabSize())
+		return bad("%d vocabulary entries, the reference model has %d: vocabularies must be identical", len(toks), tok.VocabSize())
 	}
 	for i := range toks {
 		if toks[i] != tok.Token(int32(i)) {
-			return inputErr("backend %s: model %s: vocabulary entry %d is %q, the reference model's is %q: vocabularies must be identical", b.Name, b.Model, i, toks[i], tok.Token(int32(i)))
+			return bad("vocabulary entry %d is %q, the reference model's is %q: vocabularies must be identical", i, toks[i], tok.Token(int32(i)))
 		}
 	}
 	return nil

@@ -10,6 +10,7 @@
 package pipeline
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -64,19 +65,8 @@ type Result struct {
 // the exit code. Results computed before a backend failure or an
 // interruption are always kept.
 func Run(ctx context.Context, p *Plan, opt Options) (*Result, error) {
-	if opt.Stderr == nil {
-		opt.Stderr = os.Stderr
-	}
-	if opt.Log == nil {
-		opt.Log = slog.New(slog.NewTextHandler(opt.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	}
-	if opt.Launch == nil {
-		opt.Launch = LaunchPlugin
-	}
+	opt = opt.withDefaults()
 	now := opt.Now
-	if now == nil {
-		now = time.Now
-	}
 	s := p.Spec
 	if opt.RelativeGates == nil {
 		for _, b := range s.Backends() {
@@ -87,16 +77,7 @@ func Run(ctx context.Context, p *Plan, opt Options) (*Result, error) {
 	}
 	started := now()
 	runID := started.UTC().Format("20060102-150405") + "-" + s.Name
-	outDir := opt.OutDir
-	if outDir == "" {
-		outDir = filepath.Join(s.Output.Dir, runID)
-	}
-	unlock, err := openOutDir(outDir)
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-
+	outDir := cmp.Or(opt.OutDir, filepath.Join(s.Output.Dir, runID))
 	host, _ := os.Hostname()
 	sum := &Summary{
 		Schema: SchemaVersion,
@@ -112,12 +93,20 @@ func Run(ctx context.Context, p *Plan, opt Options) (*Result, error) {
 	if err := r.prepare(); err != nil {
 		return nil, err
 	}
+	if err := r.startBackends(ctx); err != nil {
+		return nil, err
+	}
+	unlock, err := openOutDir(outDir)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	if len(s.Output.Formats) == 0 || slices.Contains(s.Output.Formats, "jsonl") {
 		if r.promptLog, err = newPromptLog(outDir); err != nil {
 			return nil, &InputError{fmt.Errorf("results directory %s: %w", outDir, err)}
 		}
 	}
-	if err := r.startBackends(ctx); err != nil {
+	if err := r.loadBackends(ctx); err != nil {
 		r.promptLog.abort()
 		return nil, err
 	}
@@ -144,6 +133,47 @@ func writeSummary(dir string, s *Summary) error {
 		return err
 	}
 	return atomicfile.WriteFile(filepath.Join(dir, "summary.json"), append(data, '\n'))
+}
+
+func (opt Options) withDefaults() Options {
+	opt.Stderr = cmp.Or(opt.Stderr, io.Writer(os.Stderr))
+	if opt.Log == nil {
+		opt.Log = slog.New(slog.NewTextHandler(opt.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	if opt.Launch == nil {
+		opt.Launch = LaunchPlugin
+	}
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	return opt
+}
+
+// Validate is the preflight of Run alone (evalrun validate): every plugin
+// found, started and asked to validate its options (paths in them resolved
+// against the spec's directory); nothing loads or computes. It returns the
+// plugins' warnings, "backend: warning". A problem with the input is an
+// *InputError; a plugin that could not start another error.
+func Validate(ctx context.Context, p *Plan, opt Options) ([]string, error) {
+	opt = opt.withDefaults()
+	r := &runner{plan: p, opt: opt, log: opt.Log, sum: &Summary{}}
+	defer r.closeAll()
+	if err := r.prepare(); err != nil {
+		return nil, err
+	}
+	if err := r.startBackends(ctx); err != nil {
+		return nil, err
+	}
+	var warnings []string
+	for _, rb := range r.backends() {
+		if st, err := rb.statusErr(); st != StatusOK {
+			return warnings, fmt.Errorf("%s %s: %w", rb.Name, st, err)
+		}
+		for _, w := range rb.warnings {
+			warnings = append(warnings, rb.Name+": "+w)
+		}
+	}
+	return warnings, ctx.Err()
 }
 
 // openOutDir makes the results directory and locks it against a second run.
@@ -180,6 +210,7 @@ type runner struct {
 	problems    []string        // run-level failures for the verdict (outputs not written)
 	interrupted bool
 	timing      HostTiming
+	loads       []backend.LoadRequest // per backend, as backends() lists them
 	closeOnce   sync.Once
 }
 
@@ -216,8 +247,9 @@ func (r *runner) prepare() error {
 	return nil
 }
 
-// startBackends launches the reference and every candidate. Launching is
-// sequential so start-up logs stay readable and load times are not skewed.
+// startBackends launches the reference and every candidate at once and has
+// each validate its Load (the preflight: nothing computes yet); the loads
+// come after, one at a time.
 func (r *runner) startBackends(ctx context.Context) error {
 	p := r.plan
 	l := Launch{PluginDirs: []string{r.opt.PluginDir, p.Spec.PluginDir}, Logger: newPluginLogger(r.log),
@@ -230,6 +262,7 @@ func (r *runner) startBackends(ctx context.Context) error {
 	if ok, rows := r.prefetch(); ok {
 		pool = max(pool, rows+2)
 	}
+	var reqs []backend.LoadRequest
 	for _, b := range p.Spec.Backends() {
 		rb := &runBackend{Backend: b, log: r.log, timeouts: p.Spec.Timeouts, nVocab: p.Model.NVocab,
 			status: StatusOK, rows: make(chan []float32, pool)}
@@ -238,16 +271,32 @@ func (r *runner) startBackends(ctx context.Context) error {
 		} else {
 			r.cands = append(r.cands, &candidate{rb: rb, cmp: &comparison{}})
 		}
-		if r.ref != nil && !r.ref.ok() {
+		req := backend.LoadRequest{ModelPath: b.Model, Threads: b.Threads, NCtx: nCtx, Options: b.Options,
+			VocabDigest: p.VocabDigest, BaseDir: p.Spec.Dir}
+		reqs = append(reqs, req)
+	}
+	r.loads = reqs
+	errs := make([]error, len(reqs))
+	var wg sync.WaitGroup
+	for i, rb := range r.backends() {
+		wg.Go(func() { errs[i] = rb.start(ctx, p.Spec, r.opt.Launch, l, reqs[i]) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// loadBackends loads the model in every started plugin, the reference
+// first; without a reference the candidates are skipped.
+func (r *runner) loadBackends(ctx context.Context) error {
+	for i, rb := range r.backends() {
+		if r.ref != nil && rb != r.ref && !r.ref.ok() {
 			rb.status, rb.err = StatusSkipped, errors.New("the reference backend could not run")
 			continue
 		}
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || !rb.ok() {
 			continue
 		}
-		err := rb.launch(ctx, p.Spec, r.opt.Launch, l, backend.LoadRequest{
-			ModelPath: b.Model, Threads: b.Threads, NCtx: nCtx, Options: b.Options, VocabDigest: p.VocabDigest})
-		if err != nil {
+		if err := rb.loadModel(ctx, r.plan.Spec, r.loads[i]); err != nil {
 			return err
 		}
 	}

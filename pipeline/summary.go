@@ -117,6 +117,7 @@ type BackendSummary struct {
 	Options    map[string]any `json:"options,omitempty"`
 	Status     string         `json:"status"`
 	Error      string         `json:"error,omitempty"`
+	Warnings   []string       `json:"warnings,omitempty"` // the plugin's, from validating its options
 	Info       *PluginInfo    `json:"info,omitempty"`
 	Load       *LoadSummary   `json:"load,omitempty"`
 	Accuracy   *Accuracy      `json:"accuracy,omitempty"`

@@ -22,6 +22,8 @@ type Fake struct {
 	// a chosen point. OnEval runs before each row is emitted.
 	OnLoad func(req backend.LoadRequest)
 	OnEval func(session string, index int)
+	// OnValidate returns Validate's warnings.
+	OnValidate func(req backend.LoadRequest) []string
 
 	mu       sync.Mutex
 	loaded   bool
@@ -40,12 +42,9 @@ var validOptions = []string{"print", "vocab"}
 // Describe implements backend.Backend.
 func (f *Fake) Describe(context.Context) (backend.Info, error) { return Info, nil }
 
-// Load implements backend.Backend. Options: vocab (positive integer), print (bool).
-func (f *Fake) Load(ctx context.Context, req backend.LoadRequest) (backend.LoadResult, error) {
-	if req.ModelPath == "" {
-		return backend.LoadResult{}, backend.Errorf(backend.ErrInvalidArgument, "model_path is empty")
-	}
-	vocab := DefaultVocab
+// options checks Load's options: vocab (positive integer), print (bool).
+func options(req backend.LoadRequest) (vocab int, err error) {
+	vocab = DefaultVocab
 	names := make([]string, 0, len(req.Options))
 	for k := range req.Options {
 		names = append(names, k)
@@ -57,17 +56,41 @@ func (f *Fake) Load(ctx context.Context, req backend.LoadRequest) (backend.LoadR
 		case "vocab":
 			n, ok := v.(float64) // JSON numbers arrive as float64
 			if !ok || n < 1 || n != math.Trunc(n) || n > 1<<24 {
-				return backend.LoadResult{}, backend.Errorf(backend.ErrInvalidArgument, "option %q: want a positive integer, got %v", k, v)
+				return 0, backend.Errorf(backend.ErrInvalidArgument, "option %q: want a positive integer, got %v", k, v)
 			}
 			vocab = int(n)
 		case "print":
 			if _, ok := v.(bool); !ok {
-				return backend.LoadResult{}, backend.Errorf(backend.ErrInvalidArgument, "option %q: want true or false, got %v", k, v)
+				return 0, backend.Errorf(backend.ErrInvalidArgument, "option %q: want true or false, got %v", k, v)
 			}
 		default:
-			return backend.LoadResult{}, backend.Errorf(backend.ErrInvalidArgument,
+			return 0, backend.Errorf(backend.ErrInvalidArgument,
 				"unknown option %q (valid options: %s)", k, strings.Join(validOptions, ", "))
 		}
+	}
+	return vocab, nil
+}
+
+// Validate implements backend.Validator: the options as Load checks them,
+// and OnValidate's warnings.
+func (f *Fake) Validate(_ context.Context, req backend.LoadRequest) ([]string, error) {
+	if _, err := options(req); err != nil {
+		return nil, err
+	}
+	if f.OnValidate != nil {
+		return f.OnValidate(req), nil
+	}
+	return nil, nil
+}
+
+// Load implements backend.Backend. Options: vocab (positive integer), print (bool).
+func (f *Fake) Load(ctx context.Context, req backend.LoadRequest) (backend.LoadResult, error) {
+	if req.ModelPath == "" {
+		return backend.LoadResult{}, backend.Errorf(backend.ErrInvalidArgument, "model_path is empty")
+	}
+	vocab, err := options(req)
+	if err != nil {
+		return backend.LoadResult{}, err
 	}
 	if f.OnLoad != nil {
 		f.OnLoad(req)

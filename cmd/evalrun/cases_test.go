@@ -268,8 +268,8 @@ func TestBadInputExitsTwo(t *testing.T) {
 	}{
 		{"unwritable output.kld_base", strings.Replace(caseSpec, "    threads: 1\n", "    threads: 1\n    output: {kld_base: /nonexistent/dir/x.kld}\n", 1), nil, "case.yaml:10: backends[0].output.kld_base: cannot write"},
 		{"--out naming a file", caseSpec, []string{"--out", file}, "exists and is not a directory"},
-		{"unknown plugin option", opts("{typo_opt: 1}"), nil, `case.yaml:10: backends[0].options.typo_opt: cand refused to load: unknown option "typo_opt"`},
-		{"invalid plugin option", rknn("{type: fp17}"), nil, `case.yaml:10: backends[0].options.type: cand refused to load: option "type": unknown type "fp17"`},
+		{"unknown plugin option", opts("{typo_opt: 1}"), nil, `case.yaml:10: backends[0].options.typo_opt: cand refused its options: unknown option "typo_opt"`},
+		{"invalid plugin option", rknn("{type: fp17}"), nil, `case.yaml:10: backends[0].options.type: cand refused its options: option "type": unknown type "fp17"`},
 		{"head_count 0", model("llama.attention.head_count", uint32(0)), nil, "llama.attention.head_count: value 0 out of range"},
 		{"block_count below the tensors", model("llama.block_count", uint32(4)), nil, "block 4, but llama.block_count is 4"},
 		{"bos_token_id outside the vocabulary", model("tokenizer.ggml.bos_token_id", uint32(0xFFFFFFFF)), nil, "tokenizer.ggml.bos_token_id 4294967295 is outside the vocabulary of 512 tokens"},

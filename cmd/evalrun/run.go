@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,7 +11,6 @@ import (
 	"github.com/evalrun/evalrun/backend"
 	"github.com/evalrun/evalrun/pipeline"
 	"github.com/evalrun/evalrun/pipeline/report"
-	"github.com/evalrun/evalrun/pipeline/spec"
 )
 
 func newRunCmd() *cobra.Command {
@@ -36,30 +34,22 @@ gates and crashed backends are also printed as ::error annotations, and the
 one-screen summary is appended to $GITHUB_STEP_SUMMARY when it is set.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			s, err := spec.Load(ctx, args[0])
+			plan, err := loadPlan(cmd, args[0])
 			if err != nil {
-				return inputOrInterrupted(ctx, err)
-			}
-			plan, err := pipeline.NewPlan(ctx, s)
-			if err != nil {
-				return inputOrInterrupted(ctx, err)
+				return err
 			}
 			level := slog.LevelInfo
 			if verbose {
 				level = slog.LevelDebug
 			}
-			res, err := pipeline.Run(ctx, plan, pipeline.Options{
+			res, err := pipeline.Run(cmd.Context(), plan, pipeline.Options{
 				OutDir: absPath(outDir), PluginDir: absPath(pluginDir), Stderr: os.Stderr,
 				Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})), Version: version, GitCommit: gitCommit,
 			})
-			var ie *pipeline.InputError
-			switch {
-			case errors.As(err, &ie):
-				return inputOrInterrupted(ctx, err)
-			case err != nil:
-				return backendErr(err)
+			if err != nil {
+				return runErr(cmd, err)
 			}
+			s := plan.Spec
 			if err := reportRun(cmd.OutOrStdout(), res, s.Output.Formats, annotations); err != nil {
 				return backendErr(fmt.Errorf("writing results to %s: %w", res.Dir, err))
 			}

@@ -82,35 +82,50 @@ func (b *Backend) Describe(context.Context) (backend.Info, error) {
 	}, nil
 }
 
-// Load implements backend.Backend. Loading again replaces the model and drops
-// every session.
-func (b *Backend) Load(ctx context.Context, req backend.LoadRequest) (backend.LoadResult, error) {
-	if req.ModelPath == "" {
-		return backend.LoadResult{}, backend.Errorf(backend.ErrInvalidArgument, "load: model_path is empty")
-	}
-	if req.Threads < 0 {
-		return backend.LoadResult{}, backend.Errorf(backend.ErrInvalidArgument, "load: threads %d is negative", req.Threads)
-	}
-	if req.NCtx < 0 {
-		return backend.LoadResult{}, backend.Errorf(backend.ErrInvalidArgument, "load: n_ctx %d is negative", req.NCtx)
+// parse checks a LoadRequest's sizes and options without opening anything.
+func (b *Backend) parse(req backend.LoadRequest) (engine.Numerics, Attach, []string, error) {
+	switch {
+	case req.ModelPath == "":
+		return 0, nil, nil, backend.Errorf(backend.ErrInvalidArgument, "load: model_path is empty")
+	case req.Threads < 0:
+		return 0, nil, nil, backend.Errorf(backend.ErrInvalidArgument, "load: threads %d is negative", req.Threads)
+	case req.NCtx < 0:
+		return 0, nil, nil, backend.Errorf(backend.ErrInvalidArgument, "load: n_ctx %d is negative", req.NCtx)
 	}
 	engineOpts, ownOpts, err := splitOptions(req.Options, b.cfg.Options)
 	if err != nil {
-		return backend.LoadResult{}, err
+		return 0, nil, nil, err
 	}
 	numerics := engine.Exact
 	if v, ok := engineOpts["numerics"]; ok {
 		s, isString := v.(string)
 		if !isString {
-			return backend.LoadResult{}, backend.Errorf(backend.ErrInvalidArgument, "option \"numerics\": want \"exact\" or \"ggml\", got %v", v)
+			return 0, nil, nil, backend.Errorf(backend.ErrInvalidArgument, "option \"numerics\": want \"exact\" or \"ggml\", got %v", v)
 		}
 		if numerics, err = engine.ParseNumerics(s); err != nil {
-			return backend.LoadResult{}, backend.Errorf(backend.ErrInvalidArgument, "option \"numerics\": %v", err)
+			return 0, nil, nil, backend.Errorf(backend.ErrInvalidArgument, "option \"numerics\": %v", err)
 		}
 	}
-	attach, err := b.cfg.Options.Parse(ownOpts)
+	attach, warnings, err := b.cfg.Options.Parse(ownOpts, req.BaseDir)
 	if err != nil {
-		return backend.LoadResult{}, backend.Errorf(backend.ErrInvalidArgument, "%v", err)
+		return 0, nil, nil, backend.Errorf(backend.ErrInvalidArgument, "%v", err)
+	}
+	return numerics, attach, warnings, nil
+}
+
+// Validate implements backend.Validator: the request and options as Load
+// checks them (files the options name included), without opening the model.
+func (b *Backend) Validate(_ context.Context, req backend.LoadRequest) ([]string, error) {
+	_, _, warnings, err := b.parse(req)
+	return warnings, err
+}
+
+// Load implements backend.Backend. Loading again replaces the model and drops
+// every session.
+func (b *Backend) Load(ctx context.Context, req backend.LoadRequest) (backend.LoadResult, error) {
+	numerics, attach, _, err := b.parse(req)
+	if err != nil {
+		return backend.LoadResult{}, err
 	}
 	start := time.Now()
 	b.mu.Lock()

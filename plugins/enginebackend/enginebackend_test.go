@@ -426,6 +426,49 @@ func (o *rknnLike) Validate() error {
 	return nil
 }
 
+func (o *rknnLike) ResolvePaths(dir string) {
+	if o.Kernels != "" && o.Kernels != "all" && !filepath.IsAbs(o.Kernels) {
+		o.Kernels = filepath.Join(dir, o.Kernels)
+	}
+}
+
+func (o *rknnLike) Warnings() []string {
+	if o.Cores == 1 {
+		return []string{"one core"}
+	}
+	return nil
+}
+
+// Validate checks what Load would, without opening the model: options,
+// paths in them (relative to the spec's directory) and warnings.
+func TestValidateOpensNothing(t *testing.T) {
+	var got *rknnLike
+	b := New(Config{Name: "npu-ish", Options: DeviceOptions(func(m *engine.Model, opts *rknnLike) (Device, error) {
+		got = opts
+		return nil, errors.New("attach must not run")
+	})})
+	ctx := context.Background()
+	req := backend.LoadRequest{ModelPath: "/no/such/model.gguf", BaseDir: "/spec/dir", Options: map[string]any{"kernels": "k.json", "cores": 1}}
+	warnings, err := b.Validate(ctx, req)
+	if err != nil || !reflect.DeepEqual(warnings, []string{"one core"}) || got != nil {
+		t.Fatalf("Validate: %v %v (attach ran: %v)", warnings, err, got != nil)
+	}
+	_, attach, _, _ := b.parse(req)
+	attach(nil)
+	if got.Kernels != "/spec/dir/k.json" {
+		t.Errorf("kernels %q, want it relative to the base dir", got.Kernels)
+	}
+	for opts, want := range map[string]map[string]any{
+		`unknown option "typo"`: {"typo": 1},
+		`option "cores"`:        {"cores": 7},
+		`option "numerics"`:     {"numerics": "fast"},
+	} {
+		if _, err := b.Validate(ctx, backend.LoadRequest{ModelPath: "m", Options: want}); !errors.Is(err, backend.ErrInvalidArgument) || !strings.Contains(err.Error(), opts) {
+			t.Errorf("%v: %v", want, err)
+		}
+	}
+}
+
 // armedRecorder is a recorder with faults to arm.
 type armedRecorder struct {
 	*recorder

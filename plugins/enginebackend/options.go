@@ -21,8 +21,10 @@ type OptionsParser interface {
 	Names() []string
 	// Parse validates opts, whose keys are all from Names, and returns how
 	// to attach the plugin's device once the model is loaded (nil: every
-	// matmul on the CPU). Errors should name the option.
-	Parse(opts map[string]any) (Attach, error)
+	// matmul on the CPU). Relative paths in opts start at dir (the spec's
+	// directory; "" = the working directory). Errors should name the option;
+	// warnings (Warner) say what will run but likely not as meant.
+	Parse(opts map[string]any, dir string) (attach Attach, warnings []string, err error)
 }
 
 // Attach creates a plugin's device for a loaded model.
@@ -52,16 +54,25 @@ func NoOptions() OptionsParser { return noOptions{} }
 
 type noOptions struct{}
 
-func (noOptions) Names() []string                      { return nil }
-func (noOptions) Parse(map[string]any) (Attach, error) { return nil, nil }
+func (noOptions) Names() []string                                        { return nil }
+func (noOptions) Parse(map[string]any, string) (Attach, []string, error) { return nil, nil, nil }
 
 // Validator is implemented by option structs that check their values as a
 // whole after decoding.
 type Validator interface{ Validate() error }
 
+// Warner is implemented by option structs that can tell, once validated,
+// that the options will run but likely not as meant (a kernel list that
+// offloads nothing); the host prints the warnings before anything runs.
+type Warner interface{ Warnings() []string }
+
+// PathResolver is implemented by option structs with file options: before
+// Validate, ResolvePaths makes relative ones start at dir.
+type PathResolver interface{ ResolvePaths(dir string) }
+
 // DeviceOptions decodes the options into an O through O's json tags (the
 // tag names are the option names); if *O implements Validator, Validate runs
-// after decoding. O's zero value, or defaults set by Validate, stand for
+// after decoding (ResolvePaths first, for a PathResolver). O's zero value, or defaults set by Validate, stand for
 // missing options. attach then receives them with the loaded model.
 func DeviceOptions[O any](attach func(m *engine.Model, opts *O) (Device, error)) OptionsParser {
 	var names []string
@@ -93,29 +104,36 @@ type deviceOptions[O any] struct {
 
 func (d deviceOptions[O]) Names() []string { return d.names }
 
-func (d deviceOptions[O]) Parse(opts map[string]any) (Attach, error) {
+func (d deviceOptions[O]) Parse(opts map[string]any, dir string) (Attach, []string, error) {
 	v := new(O)
 	if len(opts) > 0 {
 		js, err := json.Marshal(opts)
 		if err != nil {
-			return nil, fmt.Errorf("options: %v", err)
+			return nil, nil, fmt.Errorf("options: %v", err)
 		}
 		dec := json.NewDecoder(bytes.NewReader(js))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(v); err != nil {
 			var te *json.UnmarshalTypeError
 			if errors.As(err, &te) {
-				return nil, fmt.Errorf("option %q: want %s, got JSON %s", te.Field, te.Type, te.Value)
+				return nil, nil, fmt.Errorf("option %q: want %s, got JSON %s", te.Field, te.Type, te.Value)
 			}
-			return nil, fmt.Errorf("options: %v", err)
+			return nil, nil, fmt.Errorf("options: %v", err)
 		}
+	}
+	if r, ok := any(v).(PathResolver); ok && dir != "" {
+		r.ResolvePaths(dir)
 	}
 	if val, ok := any(v).(Validator); ok {
 		if err := val.Validate(); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	return func(m *engine.Model) (Device, error) { return d.attach(m, v) }, nil
+	var warnings []string
+	if w, ok := any(v).(Warner); ok {
+		warnings = w.Warnings()
+	}
+	return func(m *engine.Model) (Device, error) { return d.attach(m, v) }, warnings, nil
 }
 
 // engineOptions are the options every engine plugin accepts.

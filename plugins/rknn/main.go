@@ -29,6 +29,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/evalrun/evalrun/backend"
 	"github.com/evalrun/evalrun/engine"
@@ -84,6 +85,14 @@ type options struct {
 
 	cfg      offload.Config
 	listName string
+}
+
+// ResolvePaths makes a relative kernels path start at dir (the spec's
+// directory), as the README promises for every path in a spec.
+func (o *options) ResolvePaths(dir string) {
+	if o.Kernels != "" && o.Kernels != "auto" && !filepath.IsAbs(o.Kernels) {
+		o.Kernels = filepath.Join(dir, o.Kernels)
+	}
 }
 
 // Validate applies defaults and checks every option; errors name it.

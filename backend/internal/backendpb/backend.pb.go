@@ -27,6 +27,50 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type ValidateResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Warnings      []string               `protobuf:"bytes,1,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ValidateResponse) Reset() {
+	*x = ValidateResponse{}
+	mi := &file_backend_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ValidateResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ValidateResponse) ProtoMessage() {}
+
+func (x *ValidateResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_backend_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ValidateResponse.ProtoReflect.Descriptor instead.
+func (*ValidateResponse) Descriptor() ([]byte, []int) {
+	return file_backend_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ValidateResponse) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
+	}
+	return nil
+}
+
 type DescribeRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -35,7 +79,7 @@ type DescribeRequest struct {
 
 func (x *DescribeRequest) Reset() {
 	*x = DescribeRequest{}
-	mi := &file_backend_proto_msgTypes[0]
+	mi := &file_backend_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -47,7 +91,7 @@ func (x *DescribeRequest) String() string {
 func (*DescribeRequest) ProtoMessage() {}
 
 func (x *DescribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[0]
+	mi := &file_backend_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -60,7 +104,7 @@ func (x *DescribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeRequest.ProtoReflect.Descriptor instead.
 func (*DescribeRequest) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{0}
+	return file_backend_proto_rawDescGZIP(), []int{1}
 }
 
 type DescribeResponse struct {
@@ -75,7 +119,7 @@ type DescribeResponse struct {
 
 func (x *DescribeResponse) Reset() {
 	*x = DescribeResponse{}
-	mi := &file_backend_proto_msgTypes[1]
+	mi := &file_backend_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -87,7 +131,7 @@ func (x *DescribeResponse) String() string {
 func (*DescribeResponse) ProtoMessage() {}
 
 func (x *DescribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[1]
+	mi := &file_backend_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -100,7 +144,7 @@ func (x *DescribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeResponse.ProtoReflect.Descriptor instead.
 func (*DescribeResponse) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{1}
+	return file_backend_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *DescribeResponse) GetName() string {
@@ -142,14 +186,17 @@ type LoadRequest struct {
 	// The host's vocabulary (backend.VocabDigest: sha256 over n_vocab and every
 	// token's text in id order). A plugin whose model reads a different
 	// vocabulary fails with INVALID_ARGUMENT. "" = not checked.
-	VocabDigest   string `protobuf:"bytes,5,opt,name=vocab_digest,json=vocabDigest,proto3" json:"vocab_digest,omitempty"`
+	VocabDigest string `protobuf:"bytes,5,opt,name=vocab_digest,json=vocabDigest,proto3" json:"vocab_digest,omitempty"`
+	// Relative paths in the options start here (the spec's directory);
+	// "" = the plugin's working directory.
+	BaseDir       string `protobuf:"bytes,6,opt,name=base_dir,json=baseDir,proto3" json:"base_dir,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *LoadRequest) Reset() {
 	*x = LoadRequest{}
-	mi := &file_backend_proto_msgTypes[2]
+	mi := &file_backend_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -161,7 +208,7 @@ func (x *LoadRequest) String() string {
 func (*LoadRequest) ProtoMessage() {}
 
 func (x *LoadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[2]
+	mi := &file_backend_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -174,7 +221,7 @@ func (x *LoadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoadRequest.ProtoReflect.Descriptor instead.
 func (*LoadRequest) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{2}
+	return file_backend_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *LoadRequest) GetModelPath() string {
@@ -212,6 +259,13 @@ func (x *LoadRequest) GetVocabDigest() string {
 	return ""
 }
 
+func (x *LoadRequest) GetBaseDir() string {
+	if x != nil {
+		return x.BaseDir
+	}
+	return ""
+}
+
 type ModelInfo struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Arch          string                 `protobuf:"bytes,1,opt,name=arch,proto3" json:"arch,omitempty"`
@@ -228,7 +282,7 @@ type ModelInfo struct {
 
 func (x *ModelInfo) Reset() {
 	*x = ModelInfo{}
-	mi := &file_backend_proto_msgTypes[3]
+	mi := &file_backend_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -240,7 +294,7 @@ func (x *ModelInfo) String() string {
 func (*ModelInfo) ProtoMessage() {}
 
 func (x *ModelInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[3]
+	mi := &file_backend_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -253,7 +307,7 @@ func (x *ModelInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelInfo.ProtoReflect.Descriptor instead.
 func (*ModelInfo) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{3}
+	return file_backend_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ModelInfo) GetArch() string {
@@ -324,7 +378,7 @@ type PlanEntry struct {
 
 func (x *PlanEntry) Reset() {
 	*x = PlanEntry{}
-	mi := &file_backend_proto_msgTypes[4]
+	mi := &file_backend_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -336,7 +390,7 @@ func (x *PlanEntry) String() string {
 func (*PlanEntry) ProtoMessage() {}
 
 func (x *PlanEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[4]
+	mi := &file_backend_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -349,7 +403,7 @@ func (x *PlanEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanEntry.ProtoReflect.Descriptor instead.
 func (*PlanEntry) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{4}
+	return file_backend_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *PlanEntry) GetOp() string {
@@ -397,7 +451,7 @@ type LoadResponse struct {
 
 func (x *LoadResponse) Reset() {
 	*x = LoadResponse{}
-	mi := &file_backend_proto_msgTypes[5]
+	mi := &file_backend_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -409,7 +463,7 @@ func (x *LoadResponse) String() string {
 func (*LoadResponse) ProtoMessage() {}
 
 func (x *LoadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[5]
+	mi := &file_backend_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -422,7 +476,7 @@ func (x *LoadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoadResponse.ProtoReflect.Descriptor instead.
 func (*LoadResponse) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{5}
+	return file_backend_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *LoadResponse) GetModel() *ModelInfo {
@@ -489,7 +543,7 @@ type EvalRequest struct {
 
 func (x *EvalRequest) Reset() {
 	*x = EvalRequest{}
-	mi := &file_backend_proto_msgTypes[6]
+	mi := &file_backend_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -501,7 +555,7 @@ func (x *EvalRequest) String() string {
 func (*EvalRequest) ProtoMessage() {}
 
 func (x *EvalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[6]
+	mi := &file_backend_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -514,7 +568,7 @@ func (x *EvalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvalRequest.ProtoReflect.Descriptor instead.
 func (*EvalRequest) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{6}
+	return file_backend_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *EvalRequest) GetSession() string {
@@ -560,7 +614,7 @@ type EvalChunk struct {
 
 func (x *EvalChunk) Reset() {
 	*x = EvalChunk{}
-	mi := &file_backend_proto_msgTypes[7]
+	mi := &file_backend_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -572,7 +626,7 @@ func (x *EvalChunk) String() string {
 func (*EvalChunk) ProtoMessage() {}
 
 func (x *EvalChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[7]
+	mi := &file_backend_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -585,7 +639,7 @@ func (x *EvalChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvalChunk.ProtoReflect.Descriptor instead.
 func (*EvalChunk) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{7}
+	return file_backend_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *EvalChunk) GetIndex() int64 {
@@ -630,7 +684,7 @@ type BenchRequest struct {
 
 func (x *BenchRequest) Reset() {
 	*x = BenchRequest{}
-	mi := &file_backend_proto_msgTypes[8]
+	mi := &file_backend_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -642,7 +696,7 @@ func (x *BenchRequest) String() string {
 func (*BenchRequest) ProtoMessage() {}
 
 func (x *BenchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[8]
+	mi := &file_backend_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -655,7 +709,7 @@ func (x *BenchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BenchRequest.ProtoReflect.Descriptor instead.
 func (*BenchRequest) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{8}
+	return file_backend_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *BenchRequest) GetNPrompt() int64 {
@@ -712,7 +766,7 @@ type BenchResponse struct {
 
 func (x *BenchResponse) Reset() {
 	*x = BenchResponse{}
-	mi := &file_backend_proto_msgTypes[9]
+	mi := &file_backend_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -724,7 +778,7 @@ func (x *BenchResponse) String() string {
 func (*BenchResponse) ProtoMessage() {}
 
 func (x *BenchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[9]
+	mi := &file_backend_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -737,7 +791,7 @@ func (x *BenchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BenchResponse.ProtoReflect.Descriptor instead.
 func (*BenchResponse) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{9}
+	return file_backend_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *BenchResponse) GetNPrompt() int64 {
@@ -776,7 +830,7 @@ type CloseRequest struct {
 
 func (x *CloseRequest) Reset() {
 	*x = CloseRequest{}
-	mi := &file_backend_proto_msgTypes[10]
+	mi := &file_backend_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -788,7 +842,7 @@ func (x *CloseRequest) String() string {
 func (*CloseRequest) ProtoMessage() {}
 
 func (x *CloseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[10]
+	mi := &file_backend_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -801,7 +855,7 @@ func (x *CloseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseRequest.ProtoReflect.Descriptor instead.
 func (*CloseRequest) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{10}
+	return file_backend_proto_rawDescGZIP(), []int{11}
 }
 
 type CloseResponse struct {
@@ -812,7 +866,7 @@ type CloseResponse struct {
 
 func (x *CloseResponse) Reset() {
 	*x = CloseResponse{}
-	mi := &file_backend_proto_msgTypes[11]
+	mi := &file_backend_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -824,7 +878,7 @@ func (x *CloseResponse) String() string {
 func (*CloseResponse) ProtoMessage() {}
 
 func (x *CloseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[11]
+	mi := &file_backend_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -837,27 +891,30 @@ func (x *CloseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseResponse.ProtoReflect.Descriptor instead.
 func (*CloseResponse) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{11}
+	return file_backend_proto_rawDescGZIP(), []int{12}
 }
 
 var File_backend_proto protoreflect.FileDescriptor
 
 const file_backend_proto_rawDesc = "" +
 	"\n" +
-	"\rbackend.proto\x12\x12evalrun.backend.v1\"\x11\n" +
+	"\rbackend.proto\x12\x12evalrun.backend.v1\".\n" +
+	"\x10ValidateResponse\x12\x1a\n" +
+	"\bwarnings\x18\x01 \x03(\tR\bwarnings\"\x11\n" +
 	"\x0fDescribeRequest\"|\n" +
 	"\x10DescribeResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x16\n" +
 	"\x06device\x18\x03 \x01(\tR\x06device\x12\"\n" +
-	"\fcapabilities\x18\x04 \x03(\tR\fcapabilities\"\xa1\x01\n" +
+	"\fcapabilities\x18\x04 \x03(\tR\fcapabilities\"\xbc\x01\n" +
 	"\vLoadRequest\x12\x1d\n" +
 	"\n" +
 	"model_path\x18\x01 \x01(\tR\tmodelPath\x12\x18\n" +
 	"\athreads\x18\x02 \x01(\x03R\athreads\x12\x13\n" +
 	"\x05n_ctx\x18\x03 \x01(\x03R\x04nCtx\x12!\n" +
 	"\foptions_json\x18\x04 \x01(\tR\voptionsJson\x12!\n" +
-	"\fvocab_digest\x18\x05 \x01(\tR\vvocabDigest\"\xdf\x01\n" +
+	"\fvocab_digest\x18\x05 \x01(\tR\vvocabDigest\x12\x19\n" +
+	"\bbase_dir\x18\x06 \x01(\tR\abaseDir\"\xdf\x01\n" +
 	"\tModelInfo\x12\x12\n" +
 	"\x04arch\x18\x01 \x01(\tR\x04arch\x12\x17\n" +
 	"\an_vocab\x18\x02 \x01(\x03R\x06nVocab\x12\x19\n" +
@@ -907,13 +964,14 @@ const file_backend_proto_rawDesc = "" +
 	"samples_ns\x18\x03 \x03(\x03R\tsamplesNs\x12\x1b\n" +
 	"\twarmup_ns\x18\x04 \x01(\x03R\bwarmupNs\"\x0e\n" +
 	"\fCloseRequest\"\x0f\n" +
-	"\rCloseResponse2\x91\x03\n" +
+	"\rCloseResponse2\xe4\x03\n" +
 	"\aBackend\x12U\n" +
 	"\bDescribe\x12#.evalrun.backend.v1.DescribeRequest\x1a$.evalrun.backend.v1.DescribeResponse\x12I\n" +
 	"\x04Load\x12\x1f.evalrun.backend.v1.LoadRequest\x1a .evalrun.backend.v1.LoadResponse\x12H\n" +
 	"\x04Eval\x12\x1f.evalrun.backend.v1.EvalRequest\x1a\x1d.evalrun.backend.v1.EvalChunk0\x01\x12L\n" +
 	"\x05Bench\x12 .evalrun.backend.v1.BenchRequest\x1a!.evalrun.backend.v1.BenchResponse\x12L\n" +
-	"\x05Close\x12 .evalrun.backend.v1.CloseRequest\x1a!.evalrun.backend.v1.CloseResponseB7Z5github.com/evalrun/evalrun/backend/internal/backendpbb\x06proto3"
+	"\x05Close\x12 .evalrun.backend.v1.CloseRequest\x1a!.evalrun.backend.v1.CloseResponse\x12Q\n" +
+	"\bValidate\x12\x1f.evalrun.backend.v1.LoadRequest\x1a$.evalrun.backend.v1.ValidateResponseB7Z5github.com/evalrun/evalrun/backend/internal/backendpbb\x06proto3"
 
 var (
 	file_backend_proto_rawDescOnce sync.Once
@@ -927,36 +985,39 @@ func file_backend_proto_rawDescGZIP() []byte {
 	return file_backend_proto_rawDescData
 }
 
-var file_backend_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_backend_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_backend_proto_goTypes = []any{
-	(*DescribeRequest)(nil),  // 0: evalrun.backend.v1.DescribeRequest
-	(*DescribeResponse)(nil), // 1: evalrun.backend.v1.DescribeResponse
-	(*LoadRequest)(nil),      // 2: evalrun.backend.v1.LoadRequest
-	(*ModelInfo)(nil),        // 3: evalrun.backend.v1.ModelInfo
-	(*PlanEntry)(nil),        // 4: evalrun.backend.v1.PlanEntry
-	(*LoadResponse)(nil),     // 5: evalrun.backend.v1.LoadResponse
-	(*EvalRequest)(nil),      // 6: evalrun.backend.v1.EvalRequest
-	(*EvalChunk)(nil),        // 7: evalrun.backend.v1.EvalChunk
-	(*BenchRequest)(nil),     // 8: evalrun.backend.v1.BenchRequest
-	(*BenchResponse)(nil),    // 9: evalrun.backend.v1.BenchResponse
-	(*CloseRequest)(nil),     // 10: evalrun.backend.v1.CloseRequest
-	(*CloseResponse)(nil),    // 11: evalrun.backend.v1.CloseResponse
+	(*ValidateResponse)(nil), // 0: evalrun.backend.v1.ValidateResponse
+	(*DescribeRequest)(nil),  // 1: evalrun.backend.v1.DescribeRequest
+	(*DescribeResponse)(nil), // 2: evalrun.backend.v1.DescribeResponse
+	(*LoadRequest)(nil),      // 3: evalrun.backend.v1.LoadRequest
+	(*ModelInfo)(nil),        // 4: evalrun.backend.v1.ModelInfo
+	(*PlanEntry)(nil),        // 5: evalrun.backend.v1.PlanEntry
+	(*LoadResponse)(nil),     // 6: evalrun.backend.v1.LoadResponse
+	(*EvalRequest)(nil),      // 7: evalrun.backend.v1.EvalRequest
+	(*EvalChunk)(nil),        // 8: evalrun.backend.v1.EvalChunk
+	(*BenchRequest)(nil),     // 9: evalrun.backend.v1.BenchRequest
+	(*BenchResponse)(nil),    // 10: evalrun.backend.v1.BenchResponse
+	(*CloseRequest)(nil),     // 11: evalrun.backend.v1.CloseRequest
+	(*CloseResponse)(nil),    // 12: evalrun.backend.v1.CloseResponse
 }
 var file_backend_proto_depIdxs = []int32{
-	3,  // 0: evalrun.backend.v1.LoadResponse.model:type_name -> evalrun.backend.v1.ModelInfo
-	4,  // 1: evalrun.backend.v1.LoadResponse.plan:type_name -> evalrun.backend.v1.PlanEntry
-	0,  // 2: evalrun.backend.v1.Backend.Describe:input_type -> evalrun.backend.v1.DescribeRequest
-	2,  // 3: evalrun.backend.v1.Backend.Load:input_type -> evalrun.backend.v1.LoadRequest
-	6,  // 4: evalrun.backend.v1.Backend.Eval:input_type -> evalrun.backend.v1.EvalRequest
-	8,  // 5: evalrun.backend.v1.Backend.Bench:input_type -> evalrun.backend.v1.BenchRequest
-	10, // 6: evalrun.backend.v1.Backend.Close:input_type -> evalrun.backend.v1.CloseRequest
-	1,  // 7: evalrun.backend.v1.Backend.Describe:output_type -> evalrun.backend.v1.DescribeResponse
-	5,  // 8: evalrun.backend.v1.Backend.Load:output_type -> evalrun.backend.v1.LoadResponse
-	7,  // 9: evalrun.backend.v1.Backend.Eval:output_type -> evalrun.backend.v1.EvalChunk
-	9,  // 10: evalrun.backend.v1.Backend.Bench:output_type -> evalrun.backend.v1.BenchResponse
-	11, // 11: evalrun.backend.v1.Backend.Close:output_type -> evalrun.backend.v1.CloseResponse
-	7,  // [7:12] is the sub-list for method output_type
-	2,  // [2:7] is the sub-list for method input_type
+	4,  // 0: evalrun.backend.v1.LoadResponse.model:type_name -> evalrun.backend.v1.ModelInfo
+	5,  // 1: evalrun.backend.v1.LoadResponse.plan:type_name -> evalrun.backend.v1.PlanEntry
+	1,  // 2: evalrun.backend.v1.Backend.Describe:input_type -> evalrun.backend.v1.DescribeRequest
+	3,  // 3: evalrun.backend.v1.Backend.Load:input_type -> evalrun.backend.v1.LoadRequest
+	7,  // 4: evalrun.backend.v1.Backend.Eval:input_type -> evalrun.backend.v1.EvalRequest
+	9,  // 5: evalrun.backend.v1.Backend.Bench:input_type -> evalrun.backend.v1.BenchRequest
+	11, // 6: evalrun.backend.v1.Backend.Close:input_type -> evalrun.backend.v1.CloseRequest
+	3,  // 7: evalrun.backend.v1.Backend.Validate:input_type -> evalrun.backend.v1.LoadRequest
+	2,  // 8: evalrun.backend.v1.Backend.Describe:output_type -> evalrun.backend.v1.DescribeResponse
+	6,  // 9: evalrun.backend.v1.Backend.Load:output_type -> evalrun.backend.v1.LoadResponse
+	8,  // 10: evalrun.backend.v1.Backend.Eval:output_type -> evalrun.backend.v1.EvalChunk
+	10, // 11: evalrun.backend.v1.Backend.Bench:output_type -> evalrun.backend.v1.BenchResponse
+	12, // 12: evalrun.backend.v1.Backend.Close:output_type -> evalrun.backend.v1.CloseResponse
+	0,  // 13: evalrun.backend.v1.Backend.Validate:output_type -> evalrun.backend.v1.ValidateResponse
+	8,  // [8:14] is the sub-list for method output_type
+	2,  // [2:8] is the sub-list for method input_type
 	2,  // [2:2] is the sub-list for extension type_name
 	2,  // [2:2] is the sub-list for extension extendee
 	0,  // [0:2] is the sub-list for field type_name
@@ -973,7 +1034,7 @@ func file_backend_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_backend_proto_rawDesc), len(file_backend_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -30,6 +30,7 @@ const (
 	Backend_Eval_FullMethodName     = "/evalrun.backend.v1.Backend/Eval"
 	Backend_Bench_FullMethodName    = "/evalrun.backend.v1.Backend/Bench"
 	Backend_Close_FullMethodName    = "/evalrun.backend.v1.Backend/Close"
+	Backend_Validate_FullMethodName = "/evalrun.backend.v1.Backend/Validate"
 )
 
 // BackendClient is the client API for Backend service.
@@ -48,6 +49,12 @@ type BackendClient interface {
 	Bench(ctx context.Context, in *BenchRequest, opts ...grpc.CallOption) (*BenchResponse, error)
 	// Close releases the model and device. Closing twice is not an error.
 	Close(ctx context.Context, in *CloseRequest, opts ...grpc.CallOption) (*CloseResponse, error)
+	// Validate checks a LoadRequest without loading anything (the host's
+	// preflight, before any plugin computes): the options, files they name,
+	// what the plugin can tell cheaply. Bad input is INVALID_ARGUMENT naming
+	// the option; warnings are for what will run but likely not as meant.
+	// A plugin that does not implement it answers UNIMPLEMENTED.
+	Validate(ctx context.Context, in *LoadRequest, opts ...grpc.CallOption) (*ValidateResponse, error)
 }
 
 type backendClient struct {
@@ -117,6 +124,16 @@ func (c *backendClient) Close(ctx context.Context, in *CloseRequest, opts ...grp
 	return out, nil
 }
 
+func (c *backendClient) Validate(ctx context.Context, in *LoadRequest, opts ...grpc.CallOption) (*ValidateResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ValidateResponse)
+	err := c.cc.Invoke(ctx, Backend_Validate_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // BackendServer is the server API for Backend service.
 // All implementations must embed UnimplementedBackendServer
 // for forward compatibility.
@@ -133,6 +150,12 @@ type BackendServer interface {
 	Bench(context.Context, *BenchRequest) (*BenchResponse, error)
 	// Close releases the model and device. Closing twice is not an error.
 	Close(context.Context, *CloseRequest) (*CloseResponse, error)
+	// Validate checks a LoadRequest without loading anything (the host's
+	// preflight, before any plugin computes): the options, files they name,
+	// what the plugin can tell cheaply. Bad input is INVALID_ARGUMENT naming
+	// the option; warnings are for what will run but likely not as meant.
+	// A plugin that does not implement it answers UNIMPLEMENTED.
+	Validate(context.Context, *LoadRequest) (*ValidateResponse, error)
 	mustEmbedUnimplementedBackendServer()
 }
 
@@ -157,6 +180,9 @@ func (UnimplementedBackendServer) Bench(context.Context, *BenchRequest) (*BenchR
 }
 func (UnimplementedBackendServer) Close(context.Context, *CloseRequest) (*CloseResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Close not implemented")
+}
+func (UnimplementedBackendServer) Validate(context.Context, *LoadRequest) (*ValidateResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Validate not implemented")
 }
 func (UnimplementedBackendServer) mustEmbedUnimplementedBackendServer() {}
 func (UnimplementedBackendServer) testEmbeddedByValue()                 {}
@@ -262,6 +288,24 @@ func _Backend_Close_Handler(srv interface{}, ctx context.Context, dec func(inter
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Backend_Validate_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LoadRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BackendServer).Validate(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Backend_Validate_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BackendServer).Validate(ctx, req.(*LoadRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Backend_ServiceDesc is the grpc.ServiceDesc for Backend service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -284,6 +328,10 @@ var Backend_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Close",
 			Handler:    _Backend_Close_Handler,
+		},
+		{
+			MethodName: "Validate",
+			Handler:    _Backend_Validate_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -11,6 +11,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -102,22 +103,42 @@ func deviceSummary(lib *llama.Library) string {
 	return "llama.cpp " + strings.Join(parts, " + ")
 }
 
-// Load implements backend.Backend. Loading again replaces the model and
-// drops every session; the library stays (one per process).
-func (b *Backend) Load(ctx context.Context, req backend.LoadRequest) (backend.LoadResult, error) {
+// parse checks a LoadRequest and its options and finds the library
+// directory (a relative lib_dir starts at the spec's directory).
+func parse(req backend.LoadRequest) (*Options, string, error) {
 	switch {
 	case req.ModelPath == "":
-		return backend.LoadResult{}, backend.Errorf(backend.ErrInvalidArgument, "load: model_path is empty")
+		return nil, "", backend.Errorf(backend.ErrInvalidArgument, "load: model_path is empty")
 	case req.Threads < 0:
-		return backend.LoadResult{}, backend.Errorf(backend.ErrInvalidArgument, "load: threads %d is negative", req.Threads)
+		return nil, "", backend.Errorf(backend.ErrInvalidArgument, "load: threads %d is negative", req.Threads)
 	case req.NCtx < 0:
-		return backend.LoadResult{}, backend.Errorf(backend.ErrInvalidArgument, "load: n_ctx %d is negative", req.NCtx)
+		return nil, "", backend.Errorf(backend.ErrInvalidArgument, "load: n_ctx %d is negative", req.NCtx)
 	}
 	opts, err := parseOptions(req.Options)
 	if err != nil {
-		return backend.LoadResult{}, err
+		return opts, "", err
+	}
+	if opts.LibDir != "" && req.BaseDir != "" && !filepath.IsAbs(opts.LibDir) {
+		opts.LibDir = filepath.Join(req.BaseDir, opts.LibDir)
+	}
+	if opts.LibDir != "" && !isDir(opts.LibDir) {
+		return nil, "", backend.Errorf(backend.ErrInvalidArgument, "option \"lib_dir\": %s: not a directory", opts.LibDir)
 	}
 	dir, err := resolveLibDir(opts.LibDir)
+	return opts, dir, err
+}
+
+// Validate implements backend.Validator: the options and the library
+// directory, without loading the library or the model.
+func (b *Backend) Validate(_ context.Context, req backend.LoadRequest) ([]string, error) {
+	_, _, err := parse(req)
+	return nil, err
+}
+
+// Load implements backend.Backend. Loading again replaces the model and
+// drops every session; the library stays (one per process).
+func (b *Backend) Load(ctx context.Context, req backend.LoadRequest) (backend.LoadResult, error) {
+	opts, dir, err := parse(req)
 	if err != nil {
 		return backend.LoadResult{}, err
 	}

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/evalrun/evalrun/pipeline"
+	"github.com/evalrun/evalrun/pipeline/spec"
+)
+
+// loadPlan reads a spec (with its EVALRUN_ overrides) and plans it: the
+// checks that need no plugin.
+func loadPlan(cmd *cobra.Command, path string) (*pipeline.Plan, error) {
+	ctx := cmd.Context()
+	s, err := spec.Load(ctx, path)
+	if err != nil {
+		return nil, inputOrInterrupted(ctx, err)
+	}
+	plan, err := pipeline.NewPlan(ctx, s)
+	if err != nil {
+		return nil, inputOrInterrupted(ctx, err)
+	}
+	return plan, nil
+}
+
+// runErr maps an error of pipeline.Run or Validate to an exit code.
+func runErr(cmd *cobra.Command, err error) error {
+	var ie *pipeline.InputError
+	if errors.As(err, &ie) {
+		return inputOrInterrupted(cmd.Context(), err)
+	}
+	return backendErr(err)
+}
+
+func newValidateCmd() *cobra.Command {
+	var pluginDir string
+	cmd := &cobra.Command{
+		Use:   "validate SPEC",
+		Short: "Check a spec as run does before any backend computes: spec, model, datasets, plugins and their options",
+		Long: `validate makes every check run makes before a backend computes, and nothing
+more: the spec (keys, values, paths, EVALRUN_ variables), the model and its
+vocabulary against every backend's model, the datasets tokenized against the
+model's context, and each backend's plugin found, started and asked to
+validate its options (paths in them relative to the spec's directory). It
+prints the plugins' warnings and exits 0 (valid), 2 (bad input) or 3 (a
+plugin could not start).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			plan, err := loadPlan(cmd, args[0])
+			if err != nil {
+				return err
+			}
+			warnings, err := pipeline.Validate(cmd.Context(), plan, pipeline.Options{PluginDir: absPath(pluginDir),
+				Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))})
+			for _, w := range warnings {
+				fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)
+			}
+			if err != nil {
+				return runErr(cmd, err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: valid (%d backends, %d warnings)\n", args[0], len(plan.Spec.Backends()), len(warnings))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&pluginDir, "plugin-dir", "", "directory to look for plugins in first")
+	return cmd
+}
