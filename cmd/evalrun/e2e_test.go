@@ -207,8 +207,8 @@ func TestBadInputExitCodes(t *testing.T) {
 		t.Fatalf("not a GGUF: exit %d, stderr %q", r.code, r.stderr)
 	}
 	r = evalrun(t, []string{"EVALRUN_REFERENCE_PLUGIN=nosuch"}, "run", "configs/default.yaml", "--out", dir+"/o")
-	if r.code != 3 || !strings.Contains(r.stdout, "evalrun-plugin-nosuch") {
-		t.Fatalf("missing plugin: exit %d\n%s", r.code, r.stdout)
+	if r.code != 2 || !strings.Contains(r.stderr, `reference.plugin (from $EVALRUN_REFERENCE_PLUGIN): find plugin "nosuch"`) {
+		t.Fatalf("missing plugin: exit %d\n%s", r.code, r.stderr)
 	}
 }
 
