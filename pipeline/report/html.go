@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/evalrun/evalrun/pipeline"
+	"github.com/evalrun/evalrun/pipeline/metrics"
 )
 
 // HTML writes report.html: one self-contained file (inline CSS and SVG, no
@@ -121,10 +122,7 @@ func kldDistribution(s *pipeline.Summary) string {
 			continue
 		}
 		h := p.KLDHistogram
-		total := float64(h.Zero)
-		for _, c := range h.Counts {
-			total += float64(c)
-		}
+		total := histTotal(h)
 		for i, c := range h.Counts {
 			if c > 0 {
 				lo, hi = min(lo, i), max(hi, i)
@@ -153,10 +151,7 @@ func kldDistribution(s *pipeline.Summary) string {
 			continue
 		}
 		h := pr.KLDHistogram
-		total := float64(h.Zero)
-		for _, c := range h.Counts {
-			total += float64(c)
-		}
+		total := histTotal(h)
 		var xs, ys []float64
 		var tips []string
 		for i := lo; i <= hi && i < len(h.Counts); i++ {
@@ -168,6 +163,15 @@ func kldDistribution(s *pipeline.Summary) string {
 		p.line(b.Name, color(bi), xs, ys, tips)
 	}
 	return p.svg()
+}
+
+// histTotal is the number of tokens a histogram counts.
+func histTotal(h *metrics.KLDHistogram) float64 {
+	total := float64(h.Zero)
+	for _, c := range h.Counts {
+		total += float64(c)
+	}
+	return total
 }
 
 // positionChart draws KLD (log scale) or top-1 agreement by position.

@@ -1,0 +1,154 @@
+// Package ci holds the example CI configurations of docs/ci.md; its test
+// lints them.
+package ci
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/rhysd/actionlint"
+	"gopkg.in/yaml.v3"
+)
+
+// TestGitHubWorkflowLints runs actionlint (workflow syntax, expressions,
+// action inputs, job conditions; shell scripts too when shellcheck is
+// installed) over the GitHub Actions example.
+func TestGitHubWorkflowLints(t *testing.T) {
+	const path = "github-actions.yml"
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := &actionlint.LinterOptions{Oneline: true}
+	if sc, err := exec.LookPath("shellcheck"); err == nil {
+		opts.Shellcheck = sc
+	} else {
+		t.Log("shellcheck not installed: the workflow's run: scripts are not checked by it")
+	}
+	var out strings.Builder
+	l, err := actionlint.NewLinter(&out, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs, err := l.Lint(path, data, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range errs {
+		t.Errorf("%s:%d:%d: %s [%s]", path, e.Line, e.Column, e.Message, e.Kind)
+	}
+
+	// The linter is real: a broken expression is caught.
+	broken := strings.Replace(string(data), "steps.baseline.outputs.found == 'true'", "steps.baseline.outputs.found == ", 1)
+	if errs, err := l.Lint(path, []byte(broken), nil); err != nil || len(errs) == 0 {
+		t.Fatalf("actionlint accepted a broken expression (%v)", err)
+	}
+}
+
+// TestGitLabCI checks the GitLab example's shape: every job has a script,
+// jobs run on push/merge requests or on schedules, and each job's JUnit
+// report is where its evalrun run writes its results.
+func TestGitLabCI(t *testing.T) {
+	data, err := os.ReadFile("gitlab-ci.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	type job struct {
+		Stage     string                `yaml:"stage"`
+		Script    []string              `yaml:"script"`
+		Rules     []struct{ If string } `yaml:"rules"`
+		Artifacts struct {
+			When    string   `yaml:"when"`
+			Paths   []string `yaml:"paths"`
+			Reports struct {
+				JUnit string `yaml:"junit"`
+			} `yaml:"reports"`
+		} `yaml:"artifacts"`
+	}
+	jobs := map[string]job{}
+	for _, name := range []string{"simulated-npu", "nightly"} {
+		b, _ := yaml.Marshal(doc[name])
+		var j job
+		if err := yaml.Unmarshal(b, &j); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		jobs[name] = j
+	}
+	stages := doc["stages"].([]any)
+	for name, want := range map[string]string{"simulated-npu": `$CI_PIPELINE_SOURCE == "push"`, "nightly": `$CI_PIPELINE_SOURCE == "schedule"`} {
+		j := jobs[name]
+		if len(j.Script) == 0 || len(j.Rules) == 0 || !strings.Contains(j.Rules[0].If, want) {
+			t.Errorf("%s: script %q rules %+v", name, j.Script, j.Rules)
+		}
+		found := false
+		for _, s := range stages {
+			found = found || s == j.Stage
+		}
+		if !found {
+			t.Errorf("%s: stage %q not in stages %v", name, j.Stage, stages)
+		}
+		out := evalrunOuts(strings.Join(j.Script, "\n"))
+		if len(out) == 0 || j.Artifacts.Reports.JUnit != out[0]+"/junit.xml" || j.Artifacts.When != "always" || j.Artifacts.Paths[0] != out[0]+"/" {
+			t.Errorf("%s: evalrun writes to %v, artifacts %+v", name, out, j.Artifacts)
+		}
+	}
+}
+
+var runLine = regexp.MustCompile(`bin/evalrun run (\S+) --out (\S+)`)
+
+// evalrunOuts returns the --out directories of the evalrun run commands in
+// a script, and checks that the specs they run exist.
+func evalrunOuts(script string) []string {
+	var out []string
+	for _, m := range runLine.FindAllStringSubmatch(script, -1) {
+		if _, err := os.Stat(filepath.Join("..", "..", m[1])); err != nil {
+			return nil
+		}
+		out = append(out, m[2])
+	}
+	return out
+}
+
+// TestGitHubWorkflowPaths: the specs the workflow runs exist, and the JUnit
+// reports and artifacts are the directories evalrun writes.
+func TestGitHubWorkflowPaths(t *testing.T) {
+	data, err := os.ReadFile("github-actions.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wf struct {
+		Jobs map[string]struct {
+			Steps []struct {
+				Run  string            `yaml:"run"`
+				With map[string]string `yaml:"with"`
+			} `yaml:"steps"`
+		} `yaml:"jobs"`
+	}
+	if err := yaml.Unmarshal(data, &wf); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"simulated-npu", "nightly"} {
+		var outs []string
+		var junit, artifact string
+		for _, s := range wf.Jobs[name].Steps {
+			outs = append(outs, evalrunOuts(s.Run)...)
+			if p := s.With["report_paths"]; p != "" {
+				junit = p
+			}
+			if p := s.With["path"]; p != "" {
+				artifact = p
+			}
+		}
+		if len(outs) == 0 || junit != outs[0]+"/junit.xml" || artifact != outs[0] {
+			t.Errorf("%s: evalrun writes to %v, JUnit report %q, artifact %q", name, outs, junit, artifact)
+		}
+	}
+}
