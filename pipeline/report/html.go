@@ -45,7 +45,7 @@ func HTMLCompared(w io.Writer, s *pipeline.Summary, base *pipeline.Summary) erro
 			SVG: template.HTML(positionChart(s, false)), Legend: template.HTML(legend(names, nil))},
 		{ID: "plan", Title: "Per-matmul plan", Note: "where each named matmul ran, by layer (hover for shape and reason)",
 			SVG: template.HTML(planChart(s)), Legend: template.HTML(`<div class="legend"><span><i style="background:#2ca02c"></i>NPU</span><span><i style="background:#bbb"></i>CPU</span></div>`)},
-		{ID: "throughput", Title: "Throughput", Note: "tokens/s per backend, llama-bench style: mean ± standard deviation over the repetitions (dots); simulated devices are labelled",
+		{ID: "throughput", Title: "Throughput", Note: "tokens/s per backend and test: the median of the repetitions (bar) with its 95% confidence interval (whisker; none when too few repetitions), each repetition a dot; a simulated device's bars are pale and labelled",
 			SVG: template.HTML(throughputChart(s))},
 	}
 	if base != nil {
@@ -71,7 +71,7 @@ type htmlChart struct {
 // summaryTable is the one-screen summary as an HTML table.
 func summaryTable(s *pipeline.Summary) template.HTML {
 	var b strings.Builder
-	b.WriteString(`<table><tr><th></th><th>backend</th><th>status</th><th>KLD mean</th><th>same top-1</th><th>PPL ratio</th><th>tg t/s</th><th>gates</th></tr>`)
+	b.WriteString(`<table><tr><th></th><th>backend</th><th>status</th><th>KLD mean</th><th>same top-1</th><th>PPL ratio</th><th>tg t/s (median)</th><th>gates</th></tr>`)
 	for _, r := range summaryRows(s) {
 		// A word, not the Markdown's emoji: a browser without an emoji font
 		// shows boxes.
@@ -338,17 +338,6 @@ func splitOp(op string) (kind, layer string) {
 	return op, "out"
 }
 
-// rates are a bench test's per-repetition tokens/s.
-func rates(t *pipeline.BenchTest) []float64 {
-	var out []float64
-	for _, ns := range t.SamplesNS {
-		if ns > 0 {
-			out = append(out, float64(t.NPrompt+t.NGen)/(float64(ns)/1e9))
-		}
-	}
-	return out
-}
-
 // throughputChart draws horizontal bars of each backend's pp and tg rate
 // with the ± of its repetitions and each repetition as a dot.
 func throughputChart(s *pipeline.Summary) string {
@@ -373,7 +362,7 @@ func throughputChart(s *pipeline.Summary) string {
 			if test == "tg" {
 				t = b.Throughput.TG
 			}
-			if t == nil {
+			if t == nil || t.Stats == nil {
 				continue
 			}
 			label := fmt.Sprintf("%s %s%d", b.Name, test, t.NPrompt+t.NGen)
@@ -388,8 +377,7 @@ func throughputChart(s *pipeline.Summary) string {
 	}
 	xmax := 0.0
 	for _, b := range bars {
-		xmax = math.Max(xmax, b.t.AvgTS+b.t.StddevTS)
-		for _, r := range rates(b.t) {
+		for _, r := range b.t.Rates() {
 			xmax = math.Max(xmax, r)
 		}
 	}
@@ -405,12 +393,18 @@ func throughputChart(s *pipeline.Summary) string {
 			opacity = "0.35" // a simulator's speed is no device's
 		}
 		fmt.Fprintf(&p.b, `<g class="series" data-series="%s"><text x="%.1f" y="%.1f" text-anchor="end" font-size="11">%s</text>`, esc(b.label), p.left-6, yc+4, esc(b.label))
-		fmt.Fprintf(&p.b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s" fill-opacity="%s"><title>%s: %.2f ± %.2f t/s over %d repetitions</title></rect>`,
-			p.x(0), yc-rowH*0.35, p.x(b.t.AvgTS)-p.x(0), rowH*0.7, fill, opacity, esc(b.label), b.t.AvgTS, b.t.StddevTS, len(b.t.SamplesNS))
-		lo, hi := math.Max(0, b.t.AvgTS-b.t.StddevTS), b.t.AvgTS+b.t.StddevTS
-		fmt.Fprintf(&p.b, `<path d="M%.1f %.1fV%.1fM%.1f %.1fH%.1fM%.1f %.1fV%.1f" stroke="#222" fill="none"/>`,
-			p.x(lo), yc-5, yc+5, p.x(lo), yc, p.x(hi), p.x(hi), yc-5, yc+5)
-		for _, r := range rates(b.t) {
+		st := b.t.Stats
+		ci := fmt.Sprintf("no confidence interval from %d repetitions", st.N)
+		if st.Lo != nil && st.Hi != nil {
+			ci = fmt.Sprintf("%.0f%% CI %.1f–%.1f", 100*st.Confidence, *st.Lo, *st.Hi)
+		}
+		fmt.Fprintf(&p.b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s" fill-opacity="%s"><title>%s: median %.1f t/s (%s) over %d repetitions</title></rect>`,
+			p.x(0), yc-rowH*0.35, p.x(st.Median)-p.x(0), rowH*0.7, fill, opacity, esc(b.label), st.Median, ci, st.N)
+		if st.Lo != nil && st.Hi != nil {
+			fmt.Fprintf(&p.b, `<path d="M%.1f %.1fV%.1fM%.1f %.1fH%.1fM%.1f %.1fV%.1f" stroke="#222" fill="none"/>`,
+				p.x(*st.Lo), yc-5, yc+5, p.x(*st.Lo), yc, p.x(*st.Hi), p.x(*st.Hi), yc-5, yc+5)
+		}
+		for _, r := range b.t.Rates() {
 			fmt.Fprintf(&p.b, `<circle cx="%.1f" cy="%.1f" r="2.2" fill="#222"/>`, p.x(r), yc)
 		}
 		p.b.WriteString(`</g>`)
@@ -451,11 +445,15 @@ func compareChart(s, base *pipeline.Summary) string {
 			}
 			return *x.Accuracy.KLDMean, e, true
 		}, true, func(p pair) (pipeline.BackendSummary, pipeline.BackendSummary) { return p.old, p.new }, func(p pair) string { return p.name }),
-		compareBars("tg tokens/s", pairs, func(x pipeline.BackendSummary) (float64, float64, bool) {
-			if x.Throughput == nil || x.Throughput.TG == nil {
+		compareBars("tg tokens/s (median ± half its 95% CI)", pairs, func(x pipeline.BackendSummary) (float64, float64, bool) {
+			if x.Throughput == nil || x.Throughput.TG == nil || x.Throughput.TG.Stats == nil {
 				return 0, 0, false
 			}
-			return x.Throughput.TG.AvgTS, x.Throughput.TG.StddevTS, true
+			st := x.Throughput.TG.Stats
+			if st.Lo == nil || st.Hi == nil {
+				return st.Median, 0, true
+			}
+			return st.Median, (*st.Hi - *st.Lo) / 2, true
 		}, false, func(p pair) (pipeline.BackendSummary, pipeline.BackendSummary) { return p.old, p.new }, func(p pair) string { return p.name }))
 	return b.String()
 }

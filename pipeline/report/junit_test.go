@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/evalrun/evalrun/pipeline"
 )
 
 // xmllint validates a file against testdata/junit-10.xsd (the Jenkins
@@ -74,9 +76,9 @@ func TestJUnitValidatesAgainstXSD(t *testing.T) {
 	if err := os.Rename(filepath.Join(dir, "junit.xml"), bad); err != nil {
 		t.Fatal(err)
 	}
-	// npu-fp16 2 gates, npu-int8 3 (one failed), the crashed, timed-out
-	// and skipped backends one each, and the interruption.
-	doc = check("troubled run", 2+3+1+1+1+1, 1, 3, 1, bad)
+	// npu-fp16 3 gates (one not applied), npu-int8 3 (one failed), the
+	// crashed, timed-out and skipped backends one each, and the interruption.
+	doc = check("troubled run", 3+3+1+1+1+1, 1, 3, 2, bad)
 	by := map[string]junitCase{}
 	for _, c := range doc.Suites[0].Cases {
 		by[c.Classname+"/"+c.Name] = c
@@ -91,6 +93,9 @@ func TestJUnitValidatesAgainstXSD(t *testing.T) {
 	}
 	if e := by["evalrun.default.npu_hang/run"]; e.is() != "error" || e.Outcome.Type != "timeout" {
 		t.Fatalf("timed-out backend (dots in its name become _): %+v", by)
+	}
+	if c := by["evalrun.default.npu-fp16/tg_ts_min"]; c.is() != "skipped" || c.Outcome.Text != pipeline.NoteSimulated {
+		t.Fatalf("speed gate on a simulated device: %+v", c.Outcome)
 	}
 	if by["evalrun.default.later/run"].is() != "skipped" {
 		t.Fatalf("skipped backend: %+v", by["evalrun.default.later/run"])

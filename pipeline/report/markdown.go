@@ -92,7 +92,7 @@ func stepSummary(w io.Writer, s *pipeline.Summary) error {
 	}
 	fmt.Fprintf(w, "Model `%s` (%s, %d params), reference **%s**, datasets %s; exit code %d, %.1f s.\n\n",
 		baseName(s.Model.Path), s.Model.Arch, s.Model.NParams, mdEscape(s.Reference.Name), mdEscape(strings.Join(ds, ", ")), s.Verdict.ExitCode, s.Run.DurationS)
-	fmt.Fprintf(w, "| | backend | status | KLD mean | same top-1 | PPL ratio | tg t/s | gates |\n|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(w, "| | backend | status | KLD mean | same top-1 | PPL ratio | tg t/s (median) | gates |\n|---|---|---|---|---|---|---|---|\n")
 	for _, r := range summaryRows(s) {
 		c := r.cells
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", c[0], mdCell(c[1]), mdCell(c[2]), c[3], c[4], c[5], c[6], mdCell(c[7]))
@@ -134,8 +134,8 @@ func summaryRows(s *pipeline.Summary) []summaryRow {
 			ppl = fmtPM(a.PPLRatio, a.PPLRatioErr, 1, 4)
 		}
 		tg := "-"
-		if b.Throughput != nil && b.Throughput.TG != nil {
-			tg = fmt.Sprintf("%.1f", b.Throughput.TG.AvgTS)
+		if b.Throughput != nil && b.Throughput.TG != nil && b.Throughput.TG.Stats != nil {
+			tg = fmt.Sprintf("%.0f", b.Throughput.TG.Stats.Median) // the median: robust to a slowed repetition
 			if simulated(b) {
 				tg += " (simulated)"
 			}
@@ -166,6 +166,15 @@ func gateCell(b pipeline.BackendSummary) string {
 		}
 	}
 	if len(failed) == 0 {
+		skipped := 0
+		for _, g := range b.Gates {
+			if g.Skipped {
+				skipped++
+			}
+		}
+		if skipped > 0 {
+			return fmt.Sprintf("%d/%d pass, %d not applied", len(b.Gates)-skipped, len(b.Gates)-skipped, skipped)
+		}
 		return fmt.Sprintf("%d/%d pass", len(b.Gates), len(b.Gates))
 	}
 	return "FAIL " + strings.Join(failed, ", ")
@@ -198,7 +207,7 @@ func backendMark(b pipeline.BackendSummary) string {
 // simulated reports whether a backend's device is a simulator, whose
 // throughput says nothing about the hardware's.
 func simulated(b pipeline.BackendSummary) bool {
-	return b.Info != nil && strings.Contains(b.Info.Device, "(sim)")
+	return b.Throughput != nil && b.Throughput.Simulated
 }
 
 // firstLine cuts s to its first line and at most n runes.

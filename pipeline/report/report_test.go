@@ -27,7 +27,8 @@ func loadSummary(t *testing.T) *pipeline.Summary {
 }
 
 // troubled turns the real summary into a run where every kind of outcome
-// occurs: npu-fp16 passes, npu-int8 fails a gate, cpu-ggml crashed with a
+// occurs: npu-fp16 passes (its speed gate not applied: simulated),
+// npu-int8 fails a gate, cpu-ggml crashed with a
 // multi-line error full of markup, and a timed-out and a skipped backend
 // were added; the run was interrupted.
 func troubled(t *testing.T) *pipeline.Summary {
@@ -37,6 +38,8 @@ func troubled(t *testing.T) *pipeline.Summary {
 	for i := range s.Backends {
 		by[s.Backends[i].Name] = &s.Backends[i]
 	}
+	fp16 := by["npu-fp16"]
+	fp16.Gates = append(fp16.Gates, pipeline.GateResult{Name: "tg_ts_min", Limit: 1e6, Pass: true, Skipped: true, Note: pipeline.NoteSimulated})
 	int8 := by["npu-int8"]
 	v := 0.0123
 	int8.Gates = append(int8.Gates, pipeline.GateResult{Name: "kld_mean_max", Limit: 0.001, Value: &v})
@@ -87,7 +90,7 @@ func TestStepSummary(t *testing.T) {
 	}
 	for _, want := range []string{
 		"# evalrun default: 💥 ERROR",
-		"| ✅ | npu-fp16 | ok |",
+		"| ✅ | npu-fp16 | ok |", "2/2 pass, 1 not applied",
 		"| ❌ | npu-int8 | ok |", "FAIL kld\\_mean\\_max",
 		"| 💥 | cpu-ggml | crashed: plugin exited: status 70 … |",
 		"| 💥 | npu.hang | timeout: eval stories chunk 3: timed out after 300s |",
