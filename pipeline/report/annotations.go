@@ -12,7 +12,8 @@ import (
 // Annotate prints GitHub Actions workflow commands for what a reviewer must
 // see on the run's page: an ::error for every failed gate and for every
 // backend that crashed, timed out or could not run (and for a run-level
-// problem such as an interruption), a ::warning for a skipped backend or an
+// problem such as an interruption), a ::warning for a skipped backend, a
+// plugin's warning (e.g. a kernel list that offloads nothing) or an
 // incomplete comparison, and a ::notice with the verdict. The annotations
 // point at the spec file, relative to workspace (GITHUB_WORKSPACE) when it
 // lies inside it.
@@ -37,6 +38,9 @@ func Annotate(w io.Writer, s *pipeline.Summary, workspace string) {
 			if !g.Pass {
 				cmd("error", fmt.Sprintf("evalrun %s: %s failed %s", s.Run.Name, b.Name, g.Name), details(b, g.Describe()))
 			}
+		}
+		for _, warn := range b.Warnings {
+			cmd("warning", fmt.Sprintf("evalrun %s: %s", s.Run.Name, b.Name), warn)
 		}
 		if a := b.Accuracy; b.Status == pipeline.StatusOK && a != nil && !a.Complete {
 			cmd("warning", fmt.Sprintf("evalrun %s: %s incomplete", s.Run.Name, b.Name), fmt.Sprintf("only %d positions were compared", a.Tokens))

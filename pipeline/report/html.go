@@ -33,7 +33,7 @@ func HTMLCompared(w io.Writer, s *pipeline.Summary, base *pipeline.Summary) erro
 		Summary: summaryTable(s),
 		Meta: fmt.Sprintf("run %s, started %s, %.1f s · model %s (%s, %d params) · reference %s · evalrun %s",
 			s.Run.ID, s.Run.Started.Format("2006-01-02 15:04:05 MST"), s.Run.DurationS, baseName(s.Model.Path), s.Model.Arch, s.Model.NParams, s.Reference.Name, s.Run.EvalrunVersion),
-		Reasons: s.Verdict.Reasons,
+		Reasons: append(slices.Clone(s.Verdict.Reasons), allWarnings(s)...),
 	}
 	names := candidateNames(s)
 	page.Charts = []htmlChart{

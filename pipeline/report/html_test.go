@@ -51,6 +51,9 @@ func TestHTMLSelfContained(t *testing.T) {
 	if n := strings.Count(page, `fill="#2ca02c" stroke="#fff"`); n != 72 {
 		t.Errorf("plan chart has %d NPU cells, want 2 × 36", n)
 	}
+	if !strings.Contains(page, "<li>npu-fp16: kernels: the list offloads nothing") {
+		t.Error("a plugin's warning is not listed")
+	}
 	if !strings.Contains(page, "npu-fp16 tg16 (simulated)") {
 		t.Error("simulated throughput not labelled")
 	}

@@ -179,6 +179,9 @@ func details(b pipeline.BackendSummary, what string) string {
 		}
 		fmt.Fprintf(&d, "gate %s\n", mark+": "+g.Describe())
 	}
+	for _, w := range b.Warnings {
+		fmt.Fprintf(&d, "warning: %s\n", w)
+	}
 	return d.String()
 }
 

@@ -62,6 +62,9 @@ func backendSection(w io.Writer, b pipeline.BackendSummary) {
 		}
 		fmt.Fprintf(w, "- options `%s`\n", o)
 	}
+	for _, warn := range b.Warnings {
+		fmt.Fprintf(w, "- warning: %s\n", mdEscape(warn))
+	}
 	for _, g := range b.Gates {
 		mark := "pass"
 		if !g.Pass {
@@ -97,7 +100,8 @@ func stepSummary(w io.Writer, s *pipeline.Summary) error {
 		c := r.cells
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", c[0], mdCell(c[1]), mdCell(c[2]), c[3], c[4], c[5], c[6], mdCell(c[7]))
 	}
-	if len(s.Verdict.Reasons) > 0 {
+	warnings := allWarnings(s)
+	if len(s.Verdict.Reasons) > 0 || len(warnings) > 0 {
 		fmt.Fprintln(w)
 		for i, r := range s.Verdict.Reasons {
 			if i == 8 { // one screen: the rest is in report.md and summary.json
@@ -105,6 +109,13 @@ func stepSummary(w io.Writer, s *pipeline.Summary) error {
 				break
 			}
 			fmt.Fprintf(w, "- %s\n", mdEscape(firstLine(r, 200)))
+		}
+		for i, warn := range warnings {
+			if i == 4 {
+				fmt.Fprintf(w, "- ⚠️ … and %d more warnings (report.md)\n", len(warnings)-i)
+				break
+			}
+			fmt.Fprintf(w, "- ⚠️ %s\n", mdEscape(firstLine(warn, 200)))
 		}
 	}
 	return nil
@@ -148,6 +159,17 @@ func summaryRows(s *pipeline.Summary) []summaryRow {
 		rows = append(rows, summaryRow{class, []string{backendMark(b), name, status, kld, same, ppl, tg, gates}})
 	}
 	return rows
+}
+
+// allWarnings are the backends' warnings, each prefixed with its backend.
+func allWarnings(s *pipeline.Summary) []string {
+	var out []string
+	for _, b := range append([]pipeline.BackendSummary{s.Reference}, s.Backends...) {
+		for _, w := range b.Warnings {
+			out = append(out, b.Name+": "+w)
+		}
+	}
+	return out
 }
 
 // gateCell says how a backend fared against its gates: "2/2 pass" or the

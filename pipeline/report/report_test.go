@@ -40,6 +40,7 @@ func troubled(t *testing.T) *pipeline.Summary {
 	}
 	fp16 := by["npu-fp16"]
 	fp16.Gates = append(fp16.Gates, pipeline.GateResult{Name: "tg_ts_min", Limit: 1e6, Pass: true, Skipped: true, Note: pipeline.NoteSimulated})
+	by["npu-fp16"].Warnings = []string{"kernels: the list offloads nothing\nthat the run executes"}
 	int8 := by["npu-int8"]
 	v := 0.0123
 	int8.Gates = append(int8.Gates, pipeline.GateResult{Name: "kld_mean_max", Limit: 0.001, Value: &v})
@@ -97,6 +98,7 @@ func TestStepSummary(t *testing.T) {
 		"| ⏭️ | later | skipped:",
 		"(simulated)", // the NPU simulator's speed is labelled
 		"- the run was interrupted",
+		"- ⚠️ npu-fp16: kernels: the list offloads nothing …",
 	} {
 		if !strings.Contains(first, want) {
 			t.Errorf("summary lacks %q:\n%s", want, first)
@@ -142,6 +144,7 @@ func TestAnnotations(t *testing.T) {
 	Annotate(&b, s, ws)
 	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
 	want := []string{
+		"::warning file=configs/default.yaml,title=evalrun default%3A npu-fp16::kernels: the list offloads nothing%0Athat the run executes",
 		"::error file=configs/default.yaml,title=evalrun default%3A npu-int8 failed kld_mean_max::kld_mean_max: 0.0123 against limit 0.001%0A%0Abackend npu-int8",
 		"::error file=configs/default.yaml,title=evalrun default%3A cpu-ggml crashed::plugin exited: status 70%0A<stderr> \"npu\" & 100%25 'core' ]]> ,:\x01",
 		"::error file=configs/default.yaml,title=evalrun default%3A npu.hang timeout::eval stories chunk 3: timed out after 300s",
