@@ -23,6 +23,8 @@ type Options struct {
 	// A device that needs the loaded model to plan is attached after Open
 	// with UseMatMul instead.
 	MatMul func(cpu MatMuler) MatMuler
+	// KVCache is how sessions store keys and values (zero: f32).
+	KVCache KVCache
 }
 
 // Model is a loaded llama-family model: hyperparameters, weights bound by
@@ -37,6 +39,8 @@ type Model struct {
 	kern     ggml.Kernels
 	cpu      MatMuler // the CPU matmul
 	mm       MatMuler // what Decode calls: cpu, or a device wrapping it
+	kv       KVCache
+	kc, vc   *kvCodec // nil: f32
 
 	tokEmbd    *Weight
 	layers     []layer
@@ -83,6 +87,17 @@ func LoadGGUF(f *gguf.File, opts Options) (*Model, error) {
 	}
 	if m.tok, err = tokenizer.FromGGUF(f); err != nil {
 		return nil, fmt.Errorf("%s: tokenizer: %w", f.Path, err)
+	}
+	if err := opts.KVCache.Validate(); err != nil {
+		return nil, fmt.Errorf("%w %w", ErrKVCache, err)
+	}
+	m.kv = opts.KVCache.orF32()
+	heads, d := cfg.NHeadKV, cfg.HeadDim
+	if m.kc, err = newKVCodec(m.kv.Key, heads, d); err != nil {
+		return nil, fmt.Errorf("%s: %w key: %w", f.Path, ErrKVCache, err)
+	}
+	if m.vc, err = newKVCodec(m.kv.Value, heads, d); err != nil {
+		return nil, fmt.Errorf("%s: %w value: %w", f.Path, ErrKVCache, err)
 	}
 	m.pool = NewPool(opts.Threads)
 	m.kern = opts.Kernels
@@ -279,6 +294,9 @@ func (m *Model) File() *gguf.File { return m.file }
 
 // Kernels names the kernel implementation the CPU matmuls run.
 func (m *Model) Kernels() ggml.Kernels { return m.kern }
+
+// KVCache is how the model's sessions store keys and values.
+func (m *Model) KVCache() KVCache { return m.kv }
 
 // Threads is the number of threads matmuls and attention use.
 func (m *Model) Threads() int { return m.pool.Threads() }

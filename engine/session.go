@@ -20,6 +20,11 @@ type Session struct {
 	// kvDim floats, latency-bound once the weights evict the cache).
 	k, v     [][]float32
 	capacity int // positions the cache holds
+	// A quantized side (Model.kc, Model.vc) keeps its rows position-major
+	// in kq or vq instead, one codec row per position, and attention reads
+	// them dequantized into kf or vf (head-major, as k and v).
+	kq, vq [][]byte
+	kf, vf []float32
 }
 
 // NewSession starts an empty sequence of at most nCtx positions (<= 0: the
@@ -28,7 +33,19 @@ func (m *Model) NewSession(nCtx int) *Session {
 	if nCtx <= 0 {
 		nCtx = m.Config.NCtxTrain
 	}
-	return &Session{m: m, nCtx: nCtx, k: make([][]float32, m.Config.NLayer), v: make([][]float32, m.Config.NLayer)}
+	n := m.Config.NLayer
+	s := &Session{m: m, nCtx: nCtx}
+	if m.kc == nil {
+		s.k = make([][]float32, n)
+	} else {
+		s.kq = make([][]byte, n)
+	}
+	if m.vc == nil {
+		s.v = make([][]float32, n)
+	} else {
+		s.vq = make([][]byte, n)
+	}
+	return s
 }
 
 // Pos is the number of tokens in the sequence: the next token's position.
@@ -126,24 +143,92 @@ func (s *Session) reserve(n int) {
 		}
 		return buf
 	}
-	for il := range s.k {
-		s.k[il], s.v[il] = grow(s.k[il]), grow(s.v[il])
+	growQ := func(old []byte, c *kvCodec) []byte {
+		buf := make([]byte, capacity*c.rowBytes)
+		copy(buf, old[:s.pos*c.rowBytes])
+		return buf
+	}
+	for il := range c.NLayer {
+		if s.k != nil {
+			s.k[il] = grow(s.k[il])
+		} else {
+			s.kq[il] = growQ(s.kq[il], s.m.kc)
+		}
+		if s.v != nil {
+			s.v[il] = grow(s.v[il])
+		} else {
+			s.vq[il] = growQ(s.vq[il], s.m.vc)
+		}
 	}
 	s.capacity = capacity
 }
 
 // storeKV writes T rows of K and V (position-major, kvDim floats each) at
-// positions pos0.. of layer il's head-major cache.
+// positions pos0.. of layer il's cache: head-major floats, or one codec row
+// per position for a quantized side.
 func (s *Session) storeKV(il, pos0 int, k, v []float32) {
 	c := s.m.Config
 	D, kvDim := c.HeadDim, c.NHeadKV*c.HeadDim
 	for t := range len(k) / kvDim {
+		if s.k == nil || s.v == nil {
+			if kc := s.m.kc; kc != nil {
+				kc.encode(s.kq[il][(pos0+t)*kc.rowBytes:(pos0+t+1)*kc.rowBytes], k[t*kvDim:(t+1)*kvDim])
+			}
+			if vc := s.m.vc; vc != nil {
+				vc.encode(s.vq[il][(pos0+t)*vc.rowBytes:(pos0+t+1)*vc.rowBytes], v[t*kvDim:(t+1)*kvDim])
+			}
+		}
 		for h := range c.NHeadKV {
 			dst := (h*s.capacity + pos0 + t) * D
-			copy(s.k[il][dst:dst+D], k[t*kvDim+h*D:])
-			copy(s.v[il][dst:dst+D], v[t*kvDim+h*D:])
+			if s.k != nil {
+				copy(s.k[il][dst:dst+D], k[t*kvDim+h*D:])
+			}
+			if s.v != nil {
+				copy(s.v[il][dst:dst+D], v[t*kvDim+h*D:])
+			}
 		}
 	}
+}
+
+// cached returns layer il's keys and values for positions [0, n) head-major
+// and the distance between heads: the cache itself for f32, else the rows
+// dequantized into the session's scratch.
+func (s *Session) cached(il, n int) (k, v []float32, kHead, vHead int) {
+	c := s.m.Config
+	D := c.HeadDim
+	kHead, vHead = s.capacity*D, s.capacity*D
+	if s.k != nil {
+		k = s.k[il]
+	} else {
+		s.kf = s.dequantize(s.kf, s.kq[il], s.m.kc, n)
+		k, kHead = s.kf, n*D
+	}
+	if s.v != nil {
+		v = s.v[il]
+	} else {
+		s.vf = s.dequantize(s.vf, s.vq[il], s.m.vc, n)
+		v, vHead = s.vf, n*D
+	}
+	return k, v, kHead, vHead
+}
+
+// dequantize decodes positions [0, n) of a quantized side into buf,
+// head-major with n positions per head.
+func (s *Session) dequantize(buf []float32, rows []byte, kc *kvCodec, n int) []float32 {
+	c := s.m.Config
+	D, kvDim := c.HeadDim, c.NHeadKV*c.HeadDim
+	if cap(buf) < n*kvDim+kvDim {
+		buf = make([]float32, n*kvDim+kvDim)
+	}
+	buf = buf[:n*kvDim+kvDim]
+	row := buf[n*kvDim:] // one position, position-major
+	for p := range n {
+		kc.decode(rows[p*kc.rowBytes:(p+1)*kc.rowBytes], row)
+		for h := range c.NHeadKV {
+			copy(buf[(h*n+p)*D:(h*n+p+1)*D], row[h*D:(h+1)*D])
+		}
+	}
+	return buf
 }
 
 // forward holds the per-batch state of one Decode.
@@ -260,9 +345,8 @@ func (f *forward) attention(il int, q []float32, lops LayerOps) []float32 {
 	c := f.s.m.Config
 	T, D := f.T, c.HeadDim
 	group := c.NHead / c.NHeadKV
-	headSize := f.s.capacity * D
 	scale := float32(1) / float32(math.Sqrt(float64(D)))
-	K, V := f.s.k[il], f.s.v[il]
+	K, V, kHead, vHead := f.s.cached(il, f.pos0+T)
 	out := make([]float32, T*c.NHead*D)
 	// kq is a vec_dot_f32 (its src1, the permuted Q, is not contiguous);
 	// kqv is tinyBLAS for batches of >= 2 rows, else vec_dot_f32 over the
@@ -275,13 +359,13 @@ func (f *forward) attention(il int, q []float32, lops LayerOps) []float32 {
 	work := func(lo, hi int) {
 		p := make([]float32, f.pos0+T)
 		for h := lo; h < hi; h++ {
-			kvOff := (h / group) * headSize
+			kOff, vOff := (h/group)*kHead, (h/group)*vHead
 			for t := range T {
 				n := f.pos0 + t + 1 // causal: positions 0..pos0+t
 				qh := q[(t*c.NHead+h)*D : (t*c.NHead+h+1)*D]
-				kern.ScoreRows(K[kvOff:kvOff+n*D], D, qh, p[:n])
+				kern.ScoreRows(K[kOff:kOff+n*D], D, qh, p[:n])
 				lops.Softmax(p[:n], scale)
-				kern.WeightedColumns(V[kvOff:kvOff+n*D], D, p[:n], lanes, out[(t*c.NHead+h)*D:(t*c.NHead+h+1)*D])
+				kern.WeightedColumns(V[vOff:vOff+n*D], D, p[:n], lanes, out[(t*c.NHead+h)*D:(t*c.NHead+h+1)*D])
 			}
 		}
 	}

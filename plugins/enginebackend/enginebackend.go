@@ -82,35 +82,31 @@ func (b *Backend) Describe(context.Context) (backend.Info, error) {
 	}, nil
 }
 
-// parse checks a LoadRequest's sizes and options without opening anything.
-func (b *Backend) parse(req backend.LoadRequest) (engine.Numerics, Attach, []string, error) {
+// parse checks a LoadRequest's sizes and options without opening anything:
+// the engine's options, how to attach the plugin's device, its warnings.
+func (b *Backend) parse(req backend.LoadRequest) (engine.Options, Attach, []string, error) {
+	var none engine.Options
 	switch {
 	case req.ModelPath == "":
-		return 0, nil, nil, backend.Errorf(backend.ErrInvalidArgument, "load: model_path is empty")
+		return none, nil, nil, backend.Errorf(backend.ErrInvalidArgument, "load: model_path is empty")
 	case req.Threads < 0:
-		return 0, nil, nil, backend.Errorf(backend.ErrInvalidArgument, "load: threads %d is negative", req.Threads)
+		return none, nil, nil, backend.Errorf(backend.ErrInvalidArgument, "load: threads %d is negative", req.Threads)
 	case req.NCtx < 0:
-		return 0, nil, nil, backend.Errorf(backend.ErrInvalidArgument, "load: n_ctx %d is negative", req.NCtx)
+		return none, nil, nil, backend.Errorf(backend.ErrInvalidArgument, "load: n_ctx %d is negative", req.NCtx)
 	}
 	engineOpts, ownOpts, err := splitOptions(req.Options, b.cfg.Options)
 	if err != nil {
-		return 0, nil, nil, err
+		return none, nil, nil, err
 	}
-	numerics := engine.Exact
-	if v, ok := engineOpts["numerics"]; ok {
-		s, isString := v.(string)
-		if !isString {
-			return 0, nil, nil, backend.Errorf(backend.ErrInvalidArgument, "option \"numerics\": want \"exact\" or \"ggml\", got %v", v)
-		}
-		if numerics, err = engine.ParseNumerics(s); err != nil {
-			return 0, nil, nil, backend.Errorf(backend.ErrInvalidArgument, "option \"numerics\": %v", err)
-		}
+	numerics, kv, err := parseEngineOptions(engineOpts)
+	if err != nil {
+		return none, nil, nil, err
 	}
 	attach, warnings, err := b.cfg.Options.Parse(ownOpts, req.BaseDir)
 	if err != nil {
-		return 0, nil, nil, backend.Errorf(backend.ErrInvalidArgument, "%v", err)
+		return none, nil, nil, backend.Errorf(backend.ErrInvalidArgument, "%v", err)
 	}
-	return numerics, attach, warnings, nil
+	return engine.Options{Numerics: numerics, Threads: req.Threads, KVCache: kv}, attach, warnings, nil
 }
 
 // Validate implements backend.Validator: the request and options as Load
@@ -123,7 +119,7 @@ func (b *Backend) Validate(_ context.Context, req backend.LoadRequest) ([]string
 // Load implements backend.Backend. Loading again replaces the model and drops
 // every session.
 func (b *Backend) Load(ctx context.Context, req backend.LoadRequest) (backend.LoadResult, error) {
-	numerics, attach, _, err := b.parse(req)
+	opts, attach, _, err := b.parse(req)
 	if err != nil {
 		return backend.LoadResult{}, err
 	}
@@ -134,7 +130,7 @@ func (b *Backend) Load(ctx context.Context, req backend.LoadRequest) (backend.Lo
 	if err := ctx.Err(); err != nil { // the host gave up while we waited
 		return backend.LoadResult{}, err
 	}
-	m, err := engine.Open(req.ModelPath, engine.Options{Numerics: numerics, Threads: req.Threads})
+	m, err := engine.Open(req.ModelPath, opts)
 	if err != nil {
 		return backend.LoadResult{}, loadError(req.ModelPath, err)
 	}
@@ -185,7 +181,7 @@ func (b *Backend) Load(ctx context.Context, req backend.LoadRequest) (backend.Lo
 		MemoryBytes: backend.ResidentBytes(),
 		Kernels:     m.Kernels().Name(),
 	}
-	b.cfg.Logger.Info("model loaded", "path", req.ModelPath, "numerics", numerics.String(), "threads", m.Threads(),
+	b.cfg.Logger.Info("model loaded", "path", req.ModelPath, "numerics", opts.Numerics.String(), "kv_cache", opts.KVCache.String(), "threads", m.Threads(),
 		"n_ctx", b.nCtx, "plan", summary, "kernels", res.Kernels, "load_ms", loadNS/1e6, "warmup_ms", warmupNS/1e6)
 	return res, nil
 }
@@ -194,6 +190,9 @@ func (b *Backend) Load(ctx context.Context, req backend.LoadRequest) (backend.Lo
 func loadError(path string, err error) error {
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
 		return err
+	}
+	if errors.Is(err, engine.ErrKVCache) {
+		return backend.Errorf(backend.ErrInvalidArgument, "option \"kv_cache\": %v", err)
 	}
 	if _, statErr := os.Stat(path); statErr != nil {
 		return statErr

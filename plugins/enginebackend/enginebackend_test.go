@@ -237,6 +237,10 @@ func TestThreadsAndNumerics(t *testing.T) {
 	if reflect.DeepEqual(one, ggml) {
 		t.Error("numerics=ggml gave the same Q8_0 logits as exact: the option did not reach the engine")
 	}
+	b, _ := load(t, Config{}, backend.LoadRequest{ModelPath: abs(t, modelQ8), Threads: 2, Options: map[string]any{"kv_cache": map[string]any{"key": "int8_asym", "value": "FP8_E4M3"}}})
+	if kv := rows(t, b, backend.EvalRequest{Pos: 0, Tokens: onceUponATime, LogitsFrom: 4})[4].Values; reflect.DeepEqual(one, kv) {
+		t.Error("kv_cache int8_asym/fp8_e4m3 gave the f32 cache's logits: the option did not reach the engine")
+	}
 }
 
 func TestBadRequests(t *testing.T) {
@@ -255,7 +259,12 @@ func TestBadRequests(t *testing.T) {
 		kind error
 		text string
 	}{
-		{backend.LoadRequest{ModelPath: model, Options: map[string]any{"numercs": "exact"}}, backend.ErrInvalidArgument, `unknown option "numercs" (valid options: numerics)`},
+		{backend.LoadRequest{ModelPath: model, Options: map[string]any{"numercs": "exact"}}, backend.ErrInvalidArgument, `unknown option "numercs" (valid options: kv_cache, numerics)`},
+		{backend.LoadRequest{ModelPath: model, Options: map[string]any{"kv_cache": map[string]any{"key": "fp8_e4m3"}}}, backend.ErrInvalidArgument, `option "kv_cache": key: "fp8_e4m3" unknown (want f32, f16, q8_0, int8_asym)`},
+		{backend.LoadRequest{ModelPath: model, Options: map[string]any{"kv_cache": map[string]any{"value": "int4"}}}, backend.ErrInvalidArgument, `option "kv_cache": value: "int4" unknown`},
+		{backend.LoadRequest{ModelPath: model, Options: map[string]any{"kv_cache": map[string]any{"keys": "f16"}}}, backend.ErrInvalidArgument, `option "kv_cache": unknown field "keys" (want key, value)`},
+		{backend.LoadRequest{ModelPath: model, Options: map[string]any{"kv_cache": "f16"}}, backend.ErrInvalidArgument, `option "kv_cache": want {key: TYPE, value: TYPE}`},
+		{backend.LoadRequest{ModelPath: model, Options: map[string]any{"kv_cache": map[string]any{"key": 8}}}, backend.ErrInvalidArgument, `option "kv_cache": key: want a type name`},
 		{backend.LoadRequest{ModelPath: model, Options: map[string]any{"numerics": "fast"}}, backend.ErrInvalidArgument, `option "numerics": unknown numerics "fast"`},
 		{backend.LoadRequest{ModelPath: model, Options: map[string]any{"numerics": 1.0}}, backend.ErrInvalidArgument, `option "numerics"`},
 		{backend.LoadRequest{ModelPath: model, Threads: -1}, backend.ErrInvalidArgument, "threads -1"},
@@ -515,7 +524,7 @@ func TestDeviceAndPluginOptions(t *testing.T) {
 		opts map[string]any
 		text string
 	}{
-		{map[string]any{"core": 1}, `unknown option "core" (valid options: cores, kernels, numerics)`},
+		{map[string]any{"core": 1}, `unknown option "core" (valid options: cores, kernels, kv_cache, numerics)`},
 		{map[string]any{"cores": "two"}, `option "cores": want int, got JSON string`},
 		{map[string]any{"cores": 7}, `option "cores": 7, want 1..3`},
 		{map[string]any{"Secret": 7}, `unknown option "Secret"`},

@@ -14,8 +14,8 @@ import (
 )
 
 // OptionsParser validates a plugin's own options (the spec's free-form
-// object) before the model is opened. The engine's option "numerics" is
-// handled by the Backend itself and never reaches the parser.
+// object) before the model is opened. The engine's options (numerics,
+// kv_cache) are handled by the Backend itself and never reach the parser.
 type OptionsParser interface {
 	// Names lists the options the plugin accepts.
 	Names() []string
@@ -136,15 +136,57 @@ func (d deviceOptions[O]) Parse(opts map[string]any, dir string) (Attach, []stri
 	return func(m *engine.Model) (Device, error) { return d.attach(m, v) }, warnings, nil
 }
 
-// engineOptions are the options every engine plugin accepts.
-type engineOptions struct {
-	Numerics string `json:"numerics"` // exact (default) | ggml
+// engineOptions are the options every engine plugin accepts: numerics
+// (exact, the default, or ggml) and kv_cache ({key, value}: the KV cache's
+// types, f32 by default).
+var engineOptions = map[string]bool{"numerics": true, "kv_cache": true}
+
+// parseEngineOptions reads the engine's options; errors name the option.
+func parseEngineOptions(opts map[string]any) (engine.Numerics, engine.KVCache, error) {
+	numerics := engine.Exact
+	var kv engine.KVCache
+	if v, ok := opts["numerics"]; ok {
+		s, isString := v.(string)
+		if !isString {
+			return 0, kv, backend.Errorf(backend.ErrInvalidArgument, "option \"numerics\": want \"exact\" or \"ggml\", got %v", v)
+		}
+		var err error
+		if numerics, err = engine.ParseNumerics(s); err != nil {
+			return 0, kv, backend.Errorf(backend.ErrInvalidArgument, "option \"numerics\": %v", err)
+		}
+	}
+	if v, ok := opts["kv_cache"]; ok {
+		m, isMap := v.(map[string]any)
+		if !isMap {
+			return 0, kv, backend.Errorf(backend.ErrInvalidArgument, "option \"kv_cache\": want {key: TYPE, value: TYPE}, got %v", v)
+		}
+		for k, t := range m {
+			s, isString := t.(string)
+			switch {
+			case k != "key" && k != "value":
+				return 0, kv, backend.Errorf(backend.ErrInvalidArgument, "option \"kv_cache\": unknown field %q (want key, value)", k)
+			case !isString:
+				return 0, kv, backend.Errorf(backend.ErrInvalidArgument, "option \"kv_cache\": %s: want a type name, got %v", k, t)
+			case k == "key":
+				kv.Key = engine.KVType(strings.ToLower(s))
+			default:
+				kv.Value = engine.KVType(strings.ToLower(s))
+			}
+		}
+		if err := kv.Validate(); err != nil {
+			return 0, kv, backend.Errorf(backend.ErrInvalidArgument, "option \"kv_cache\": %v", err)
+		}
+	}
+	return numerics, kv, nil
 }
 
 // splitOptions separates the engine's options from the plugin's, rejecting
 // unknown names with the full list of valid ones.
 func splitOptions(opts map[string]any, plugin OptionsParser) (engine map[string]any, own map[string]any, err error) {
-	valid := map[string]bool{"numerics": true}
+	valid := map[string]bool{}
+	for n := range engineOptions {
+		valid[n] = true
+	}
 	for _, n := range plugin.Names() {
 		valid[n] = true
 	}
@@ -156,7 +198,7 @@ func splitOptions(opts map[string]any, plugin OptionsParser) (engine map[string]
 	engine, own = map[string]any{}, map[string]any{}
 	for _, k := range names {
 		switch {
-		case k == "numerics":
+		case engineOptions[k]:
 			engine[k] = opts[k]
 		case valid[k]:
 			own[k] = opts[k]
