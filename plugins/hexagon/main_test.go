@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"math"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,7 +19,7 @@ import (
 	"github.com/evalrun/evalrun/plugins/hexagon/htp"
 )
 
-var pluginPath string
+var pluginPath, binDir string
 
 func model(variant string) string {
 	p, _ := filepath.Abs("../../models/stories260K" + variant + ".gguf")
@@ -26,7 +28,8 @@ func model(variant string) string {
 
 func TestMain(m *testing.M) {
 	name := backend.PluginPrefix + "hexagon"
-	testkit.Main(m, map[string]string{name: "./plugins/hexagon"}, func(dir string) { pluginPath = filepath.Join(dir, name) })
+	testkit.Main(m, map[string]string{name: "./plugins/hexagon", "evalrun": "./cmd/evalrun", backend.PluginPrefix + "cpu": "./plugins/cpu"},
+		func(dir string) { pluginPath, binDir = filepath.Join(dir, name), dir })
 }
 
 var prompt = []int32{1, 403, 407, 261, 378, 430, 312, 410}
@@ -115,5 +118,30 @@ func TestFaultCrashThroughThePlugin(t *testing.T) {
 	}
 	if code := c.ExitCode(); !c.Exited() || code != htp.CrashExitCode {
 		t.Errorf("plugin exited %v with %d, want %d", c.Exited(), code, htp.CrashExitCode)
+	}
+}
+
+// TestRunRefusesBadOptions: through evalrun run, a bad sessions or kv_cache
+// value is bad input (exit 2) reported at the option's line of the spec.
+func TestRunRefusesBadOptions(t *testing.T) {
+	dataset, _ := filepath.Abs("../../datasets/stories.jsonl")
+	for _, c := range []struct{ options, want string }{
+		{"{sessions: 9}", `spec.yaml:9: backends[0].options.sessions: htp refused to load`},
+		{"{kv_cache: {key: fp8_e4m3}}", `spec.yaml:9: backends[0].options.kv_cache: htp refused to load`},
+	} {
+		dir := t.TempDir()
+		spec := "name: bad\nmodel: {path: " + model("-q8_0") + "}\ndatasets:\n  - {name: s, path: " + dataset + ", mode: score, n_ctx: 64}\n" +
+			"reference: {name: ref, plugin: cpu}\nbackends:\n  - name: htp\n    plugin: hexagon\n" +
+			"    options: " + c.options + "\nbench: {enabled: false}\noutput: {dir: " + dir + "}\n"
+		path := filepath.Join(dir, "spec.yaml")
+		if err := os.WriteFile(path, []byte(spec), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(filepath.Join(binDir, "evalrun"), "run", path, "--out", filepath.Join(dir, "out"))
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != backend.ExitBadInput || !strings.Contains(string(out), c.want) {
+			t.Errorf("%s: exit %v, want %d with %q; output:\n%s", c.options, err, backend.ExitBadInput, c.want, out)
+		}
 	}
 }
