@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/evalrun/evalrun/engine"
+	"github.com/evalrun/evalrun/engine/ggml"
+	"github.com/evalrun/evalrun/engine/gguf"
 )
 
 var tokens = []int32{1, 403, 407, 261, 378, 430, 312, 410, 300, 265}
@@ -186,5 +188,75 @@ func TestFaults(t *testing.T) {
 	bit.after(out)
 	if out[0] != -2 || out[1] != 3 {
 		t.Errorf("bit 31 flipped: %v, want [-2 3]", out)
+	}
+}
+
+// mxfp4Model writes stories260K with its matrices of whole 32-blocks
+// quantized to MXFP4.
+func mxfp4Model(t *testing.T) string {
+	t.Helper()
+	f, err := gguf.Open(modelPath(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	w := gguf.NewWriter()
+	for _, kv := range f.KVs {
+		if kv.Key != "general.alignment" {
+			if err := w.AddKV(kv.Key, kv.Value); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for i := range f.Tensors {
+		ti := &f.Tensors[i]
+		typ, data := ti.Type, f.TensorData(ti)
+		if len(ti.Dims) == 2 && ti.Dims[0]%32 == 0 {
+			x := make([]float32, ti.Dims[0]*ti.Dims[1])
+			if err := ggml.Dequantize(typ, data, x); err != nil {
+				t.Fatal(err)
+			}
+			rb, _ := ggml.RowBytes(ggml.MXFP4, len(x))
+			typ, data = ggml.MXFP4, make([]byte, rb)
+			if err := ggml.Quantize(ggml.MXFP4, x, data); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.AddTensor(ti.Name, typ, ti.Dims, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "stories260K-mxfp4.gguf")
+	if err := w.WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestMXFP4Weights: MXFP4 weights run on the HTP from their repacked
+// layout and give the CPU's ggml numerics (vec_dot_mxfp4_q8_0).
+func TestMXFP4Weights(t *testing.T) {
+	path := mxfp4Model(t)
+	openAt := func(numerics engine.Numerics) *engine.Model {
+		m, err := engine.Open(path, engine.Options{Numerics: numerics, Threads: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { m.Close() })
+		return m
+	}
+	want := decode(t, openAt(engine.GGML))
+	m := openAt(engine.Exact)
+	d := attach(t, m, Config{Sessions: 1})
+	if n := len(d.weights); n != 36 { // MXFP4, and ffn_down (K=172) F32: all 36 on the HTP
+		t.Errorf("%d weights on the HTP, want 36", n)
+	}
+	got := decode(t, m)
+	for i := range want {
+		for j := range want[i] {
+			if math.Float32bits(got[i][j]) != math.Float32bits(want[i][j]) {
+				t.Fatalf("row %d logit %d = %g, CPU ggml numerics %g", i, j, got[i][j], want[i][j])
+			}
+		}
 	}
 }
