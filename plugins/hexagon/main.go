@@ -93,6 +93,10 @@ type device struct {
 
 func (d *device) Plan() ([]backend.PlanEntry, string) { return d.plan, d.Summary() }
 
+// Simulated: always (there is no hardware driver), so the host labels the
+// throughput simulated.
+func (d *device) Simulated() bool { return true }
+
 func (d *device) Arm() {
 	if f := d.faults(); f != nil {
 		f.Arm()

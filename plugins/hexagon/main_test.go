@@ -55,8 +55,8 @@ func TestLoadPlanAndEval(t *testing.T) {
 	if res.Plan[0].Device != "HTP0" || res.Plan[35].Op != "result_output" || res.Plan[35].Device != "HTP1" || res.Plan[21].Device != "HTP1" {
 		t.Errorf("plan %+v ... %+v", res.Plan[0], res.Plan[35])
 	}
-	if info, _ := b.Describe(context.Background()); info.Device != "hexagon-htp (sim)" {
-		t.Errorf("device %q", info.Device)
+	if info, _ := b.Describe(context.Background()); info.Device != "hexagon-htp (sim)" || !info.Simulated() {
+		t.Errorf("device %q, capabilities %v: want the simulated capability", info.Device, info.Capabilities)
 	}
 	n := 0
 	err = b.Eval(context.Background(), backend.EvalRequest{Session: "s", Tokens: prompt}, func(l backend.Logits) error {
