@@ -126,8 +126,8 @@ func TestFaultCrashThroughThePlugin(t *testing.T) {
 func TestRunRefusesBadOptions(t *testing.T) {
 	dataset, _ := filepath.Abs("../../datasets/stories.jsonl")
 	for _, c := range []struct{ options, want string }{
-		{"{sessions: 9}", `spec.yaml:9: backends[0].options.sessions: htp refused to load`},
-		{"{kv_cache: {key: fp8_e4m3}}", `spec.yaml:9: backends[0].options.kv_cache: htp refused to load`},
+		{"{sessions: 9}", `spec.yaml:9: backends[0].options.sessions: htp refused`},
+		{"{kv_cache: {key: fp8_e4m3}}", `spec.yaml:9: backends[0].options.kv_cache: htp refused its options: option "kv_cache": key: "fp8_e4m3" unknown`},
 	} {
 		dir := t.TempDir()
 		spec := "name: bad\nmodel: {path: " + model("-q8_0") + "}\ndatasets:\n  - {name: s, path: " + dataset + ", mode: score, n_ctx: 64}\n" +
