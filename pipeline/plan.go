@@ -37,6 +37,7 @@ type Plan struct {
 // DatasetPlan is one tokenized prompt set.
 type DatasetPlan struct {
 	spec.Dataset
+	SHA256  string // of the file, for the record
 	Records int
 	Tokens  int
 	Stream  []int32     // score: every record's tokens (each with BOS), concatenated
@@ -202,7 +203,10 @@ func checkSameVocab(s *spec.Spec, tok *tokenizer.Tokenizer, b spec.Backend) erro
 
 // tokenize reads a prompt set and tokenizes it with the reference model's
 // tokenizer (add_special = true: BOS as llama.cpp adds it).
-func (p *Plan) tokenize(ctx context.Context, tok *tokenizer.Tokenizer, d *DatasetPlan) error {
+func (p *Plan) tokenize(ctx context.Context, tok *tokenizer.Tokenizer, d *DatasetPlan) (err error) {
+	if d.SHA256, err = FileSHA256(ctx, d.Path); err != nil {
+		return inputOr(ctx, err, "dataset %s: %v", d.Name, err)
+	}
 	r, err := dataset.Open(d.Path)
 	if err != nil {
 		return &InputError{err}
@@ -295,7 +299,7 @@ func (p *Plan) maxContext() int {
 }
 
 func (d DatasetPlan) summary() DatasetSummary {
-	s := DatasetSummary{Name: d.Name, Path: d.Path, Mode: string(d.Mode), Records: d.Records, Tokens: d.Tokens}
+	s := DatasetSummary{Name: d.Name, Path: d.Path, SHA256: d.SHA256, Mode: string(d.Mode), Records: d.Records, Tokens: d.Tokens}
 	if d.Mode == spec.ModeScore {
 		s.NCtx = d.NCtx
 		s.Chunks = len(d.Stream) / d.NCtx

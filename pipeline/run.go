@@ -46,6 +46,9 @@ type Options struct {
 	PluginStderr io.Writer
 	// Launch starts backends; nil = LaunchPlugin (real plugin processes).
 	Launch Launcher
+	// Force overwrites the results of an earlier run in OutDir (which is
+	// otherwise refused: a run's results are not lost by accident).
+	Force bool
 	// RelativeGates checks a finished candidate's relative gates against
 	// the baseline run (package runcompare provides it); nil when there is
 	// no baseline, and then a spec with relative gates is refused.
@@ -78,13 +81,17 @@ func Run(ctx context.Context, p *Plan, opt Options) (*Result, error) {
 	started := now()
 	runID := started.UTC().Format("20060102-150405") + "-" + s.Name
 	outDir := cmp.Or(opt.OutDir, filepath.Join(s.Output.Dir, runID))
+	if err := checkOutDir(outDir, opt.Force); err != nil {
+		return nil, err
+	}
 	host, _ := os.Hostname()
 	sum := &Summary{
 		Schema: SchemaVersion,
 		Run: RunInfo{
 			ID: runID, Name: s.Name, Spec: s.Path, Started: started.UTC(),
 			EvalrunVersion: opt.Version, GitCommit: opt.GitCommit,
-			Host: HostInfo{OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: runtime.NumCPU(), Hostname: host, GoVer: runtime.Version()},
+			Host:          HostInfo{OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: runtime.NumCPU(), CPUModel: cpuModel(), Hostname: host, GoVer: runtime.Version()},
+			EffectiveSpec: s.Effective(),
 		},
 		Model: p.Model,
 	}
@@ -96,7 +103,7 @@ func Run(ctx context.Context, p *Plan, opt Options) (*Result, error) {
 	if err := r.startBackends(ctx); err != nil {
 		return nil, err
 	}
-	unlock, err := openOutDir(outDir)
+	unlock, err := openOutDir(outDir, opt.Force)
 	if err != nil {
 		return nil, err
 	}
@@ -121,6 +128,9 @@ func Run(ctx context.Context, p *Plan, opt Options) (*Result, error) {
 	}
 	if err != nil {
 		return res, fmt.Errorf("writing results to %s: %w", outDir, err)
+	}
+	if err := appendIndex(filepath.Dir(outDir), outDir, r.sum); err != nil {
+		return res, fmt.Errorf("results index: %w", err)
 	}
 	return res, nil
 }
@@ -174,21 +184,6 @@ func Validate(ctx context.Context, p *Plan, opt Options) ([]string, error) {
 		}
 	}
 	return warnings, ctx.Err()
-}
-
-// openOutDir makes the results directory and locks it against a second run.
-func openOutDir(dir string) (unlock func(), err error) {
-	if st, err := os.Stat(dir); err == nil && !st.IsDir() {
-		return nil, inputErr("results directory %s: exists and is not a directory", dir)
-	}
-	if err := os.MkdirAll(dir, 0o777); err != nil {
-		return nil, inputErr("results directory: %v", err)
-	}
-	unlock, err = atomicfile.LockDir(dir)
-	if err != nil {
-		return nil, inputErr("results directory %s: %v (another evalrun is writing there)", dir, err)
-	}
-	return unlock, nil
 }
 
 // runner holds the state of one run.

@@ -462,3 +462,43 @@ func TestRunWithoutGatesSaysSo(t *testing.T) {
 		t.Errorf("with a gate: verdict %+v", v)
 	}
 }
+
+// Results safety: a second run into the same directory is refused unless
+// forced; every run is recorded with its effective spec, host CPU and
+// dataset digests, and listed in the results root's index.jsonl.
+func TestRunKeepsEarlierResultsAndListsRuns(t *testing.T) {
+	p := testPlan(t, 32, 64, 32, 0, spec.Backend{Name: "b", Plugin: "fake", Gates: spec.Gates{KLDMeanMax: ptr(0)}})
+	p.Datasets[0].SHA256 = strings.Repeat("ab", 32)
+	fakes := func() map[string]*fakeBackend { return map[string]*fakeBackend{"ref": newFake(32), "b": newFake(32)} }
+	res, _ := runFakes(t, p, fakes())
+	s := readSummary(t, res.Dir)
+	if s.Run.EffectiveSpec["name"] != "test" || s.Run.EffectiveSpec["bench"].(map[string]any)["reps"] != float64(3) {
+		t.Errorf("effective spec %v", s.Run.EffectiveSpec)
+	}
+	if s.Run.Host.CPUModel == "" || s.Datasets[0].SHA256 != p.Datasets[0].SHA256 {
+		t.Errorf("cpu model %q, dataset sha256 %q", s.Run.Host.CPUModel, s.Datasets[0].SHA256)
+	}
+	stale := filepath.Join(res.Dir, "report.html")
+	os.WriteFile(stale, []byte("an earlier run's"), 0o644)
+
+	launched := false
+	_, err := Run(context.Background(), p, Options{OutDir: res.Dir, Stderr: io.Discard,
+		Launch: func(context.Context, spec.Backend, Launch) (backend.Backend, Process, error) {
+			launched = true
+			return nil, nil, errors.New("unreachable")
+		}})
+	var ie *InputError
+	if !errors.As(err, &ie) || !strings.Contains(err.Error(), "holds the results of an earlier run (summary.json): choose another --out, or --force") || launched {
+		t.Fatalf("second run into %s: %v (plugins launched: %v)", res.Dir, err, launched)
+	}
+	if _, err := Run(context.Background(), p, Options{OutDir: res.Dir, Force: true, Stderr: io.Discard, Launch: fakeLauncher(fakes())}); err != nil {
+		t.Fatalf("--force: %v", err)
+	}
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Errorf("--force kept the earlier run's report.html (%v)", err)
+	}
+	index := readLines(t, filepath.Join(filepath.Dir(res.Dir), "index.jsonl"))
+	if len(index) != 2 || index[0]["dir"] != res.Dir || index[1]["verdict"] != VerdictPass || index[1]["id"] != s.Run.ID {
+		t.Fatalf("index.jsonl: %v", index)
+	}
+}

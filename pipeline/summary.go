@@ -74,6 +74,9 @@ type RunInfo struct {
 	EvalrunVersion string    `json:"evalrun_version"`
 	GitCommit      string    `json:"git_commit"`
 	Host           HostInfo  `json:"host"`
+	// EffectiveSpec is the spec as the run used it: environment overrides
+	// applied, defaults filled in, paths absolute.
+	EffectiveSpec map[string]any `json:"effective_spec,omitempty"`
 }
 
 // HostInfo describes the machine the host ran on.
@@ -81,6 +84,7 @@ type HostInfo struct {
 	OS       string `json:"os"`
 	Arch     string `json:"arch"`
 	CPUs     int    `json:"cpus"`
+	CPUModel string `json:"cpu_model,omitempty"`
 	Hostname string `json:"hostname,omitempty"`
 	GoVer    string `json:"go_version"`
 }
@@ -99,6 +103,7 @@ type ModelSummary struct {
 type DatasetSummary struct {
 	Name    string `json:"name"`
 	Path    string `json:"path"`
+	SHA256  string `json:"sha256,omitempty"`
 	Mode    string `json:"mode"`
 	Records int    `json:"records"`
 	Tokens  int    `json:"tokens"`

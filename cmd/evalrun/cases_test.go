@@ -324,12 +324,18 @@ func TestResultFiles(t *testing.T) {
 		}
 	}
 
+	// Issue 10: an earlier run's results are kept unless --force.
+	r = evalrun(t, nil, "run", writeCase(t, caseSpec), "--out", out)
+	if r.code != 2 || !strings.Contains(r.stderr, "holds the results of an earlier run (summary.json): choose another --out, or --force") {
+		t.Errorf("--out holding a run: exit %d\n%s", r.code, r.stderr)
+	}
+
 	unlock, err := atomicfile.LockDir(out)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer unlock()
-	r = evalrun(t, nil, "run", writeCase(t, caseSpec), "--out", out)
+	r = evalrun(t, nil, "run", writeCase(t, caseSpec), "--out", out, "--force")
 	if r.code != 2 || !strings.Contains(r.stderr, "another evalrun is writing there") {
 		t.Errorf("a locked --out: exit %d\n%s", r.code, r.stderr)
 	}

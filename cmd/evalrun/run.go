@@ -15,7 +15,7 @@ import (
 
 func newRunCmd() *cobra.Command {
 	var outDir, pluginDir string
-	var verbose, annotations bool
+	var verbose, annotations, force bool
 	cmd := &cobra.Command{
 		Use:   "run SPEC",
 		Short: "Run an experiment spec: compare every backend with the reference, measure speed, gate",
@@ -43,7 +43,7 @@ one-screen summary is appended to $GITHUB_STEP_SUMMARY when it is set.`,
 				level = slog.LevelDebug
 			}
 			res, err := pipeline.Run(cmd.Context(), plan, pipeline.Options{
-				OutDir: absPath(outDir), PluginDir: absPath(pluginDir), Stderr: os.Stderr,
+				OutDir: absPath(outDir), Force: force, PluginDir: absPath(pluginDir), Stderr: os.Stderr,
 				Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})), Version: version, GitCommit: gitCommit,
 			})
 			if err != nil {
@@ -60,6 +60,7 @@ one-screen summary is appended to $GITHUB_STEP_SUMMARY when it is set.`,
 		},
 	}
 	cmd.Flags().StringVarP(&outDir, "out", "o", "", "results directory (default: the spec's output.dir/<run-id>)")
+	cmd.Flags().BoolVar(&force, "force", false, "overwrite the results of an earlier run in --out (refused otherwise)")
 	cmd.Flags().StringVar(&pluginDir, "plugin-dir", "", "directory to look for plugins in first")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "debug logging, including plugin logs")
 	cmd.Flags().BoolVar(&annotations, "github-annotations", os.Getenv("GITHUB_ACTIONS") == "true",

@@ -11,6 +11,8 @@ import (
 	"runtime"
 	"strings"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // Spec is one experiment: a model, prompt sets, a reference backend, the
@@ -145,6 +147,34 @@ func (s *Spec) Backends() []Backend {
 		}
 	}
 	return out
+}
+
+// Effective is the spec as a run uses it (environment overrides applied,
+// defaults filled in, paths absolute), for the record in summary.json.
+func (s *Spec) Effective() map[string]any {
+	var m map[string]any
+	data, err := yaml.Marshal(s)
+	if err == nil && yaml.Unmarshal(data, &m) == nil {
+		pruneNulls(m)
+	}
+	return m
+}
+
+// pruneNulls drops unset keys (gates not given) from a decoded mapping.
+func pruneNulls(v any) {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, x := range v {
+			if x == nil {
+				delete(v, k)
+			}
+			pruneNulls(x)
+		}
+	case []any:
+		for _, x := range v {
+			pruneNulls(x)
+		}
+	}
 }
 
 // Err is an error about the value at a key path ("backends[0].threads",
