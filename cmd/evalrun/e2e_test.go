@@ -107,7 +107,7 @@ func TestRknnSimSpec(t *testing.T) {
 	if !strings.Contains(r.stdout, "36 of 36 matmuls on the NPU (fp16, 3 cores)") || !strings.Contains(r.stdout, "npu-int8") {
 		t.Fatalf("the table does not show the offload plans:\n%s", r.stdout)
 	}
-	for _, f := range []string{"prompts.jsonl", "report.md"} {
+	for _, f := range []string{"prompts.jsonl", "report.md", "junit.xml", "report.html"} { // output.formats defaults to all
 		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
 			t.Fatal(err)
 		}
