@@ -11,10 +11,11 @@ import (
 	"github.com/evalrun/evalrun/backend"
 	"github.com/evalrun/evalrun/pipeline"
 	"github.com/evalrun/evalrun/pipeline/report"
+	"github.com/evalrun/evalrun/pipeline/runcompare"
 )
 
 func newRunCmd() *cobra.Command {
-	var outDir, pluginDir string
+	var outDir, pluginDir, baselinePath string
 	var verbose, annotations, force bool
 	cmd := &cobra.Command{
 		Use:   "run SPEC",
@@ -38,20 +39,36 @@ one-screen summary is appended to $GITHUB_STEP_SUMMARY when it is set.`,
 			if err != nil {
 				return err
 			}
+			s := plan.Spec
 			level := slog.LevelInfo
 			if verbose {
 				level = slog.LevelDebug
 			}
-			res, err := pipeline.Run(cmd.Context(), plan, pipeline.Options{
+			opts := pipeline.Options{
 				OutDir: absPath(outDir), Force: force, PluginDir: absPath(pluginDir), Stderr: os.Stderr,
 				Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})), Version: version, GitCommit: gitCommit,
-			})
+			}
+			if baselinePath == "" {
+				baselinePath = s.Baseline
+			}
+			var base *runcompare.Run
+			if baselinePath != "" {
+				if base, err = runcompare.Load(baselinePath); err != nil {
+					return usageErr("baseline: %v", err)
+				}
+				opts.RelativeGates = runcompare.Gates(base)
+			}
+			res, err := pipeline.Run(cmd.Context(), plan, opts)
 			if err != nil {
 				return runErr(cmd, err)
 			}
-			s := plan.Spec
 			if err := reportRun(cmd.OutOrStdout(), res, s.Output.Formats, annotations); err != nil {
 				return backendErr(fmt.Errorf("writing results to %s: %w", res.Dir, err))
+			}
+			if base != nil { // compare.md and compare.json beside the results
+				if err := writeComparison(base, res.Dir); err != nil {
+					return backendErr(fmt.Errorf("writing the comparison to %s: %w", res.Dir, err))
+				}
 			}
 			if res.Summary.Verdict.ExitCode != backend.ExitPass {
 				return &exitError{res.Summary.Verdict.ExitCode, fmt.Errorf("verdict %s", res.Summary.Verdict.Status)}
@@ -62,6 +79,7 @@ one-screen summary is appended to $GITHUB_STEP_SUMMARY when it is set.`,
 	cmd.Flags().StringVarP(&outDir, "out", "o", "", "results directory (default: the spec's output.dir/<run-id>)")
 	cmd.Flags().BoolVar(&force, "force", false, "overwrite the results of an earlier run in --out (refused otherwise)")
 	cmd.Flags().StringVar(&pluginDir, "plugin-dir", "", "directory to look for plugins in first")
+	cmd.Flags().StringVar(&baselinePath, "baseline", "", "a baseline run (directory or summary.json) for the relative gates; overrides the spec's baseline:")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "debug logging, including plugin logs")
 	cmd.Flags().BoolVar(&annotations, "github-annotations", os.Getenv("GITHUB_ACTIONS") == "true",
 		"print ::error/::warning workflow commands for failed gates and backends (default: on when GITHUB_ACTIONS=true)")

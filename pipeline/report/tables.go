@@ -4,35 +4,12 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"strings"
 
-	"github.com/mattn/go-isatty"
-	"github.com/olekukonko/tablewriter"
-	"github.com/olekukonko/tablewriter/renderer"
-	"github.com/olekukonko/tablewriter/tw"
-
+	"github.com/evalrun/evalrun/internal/texttable"
 	"github.com/evalrun/evalrun/pipeline"
 )
-
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	return ok && (isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd()))
-}
-
-// newTable makes a table: Unicode borders on a terminal, ASCII otherwise
-// (logs and CI), Markdown for report.md.
-func newTable(w io.Writer, markdown bool) *tablewriter.Table {
-	opts := []tablewriter.Option{tablewriter.WithHeaderAutoFormat(tw.Off), tablewriter.WithRowAutoWrap(tw.WrapNone)}
-	switch {
-	case markdown:
-		opts = append(opts, tablewriter.WithRenderer(renderer.NewMarkdown()))
-	case !isTerminal(w):
-		opts = append(opts, tablewriter.WithRenderer(renderer.NewBlueprint(tw.Rendition{Symbols: tw.NewSymbols(tw.StyleASCII)})))
-	}
-	return tablewriter.NewTable(w, opts...)
-}
 
 func fmtPM(v, e *float64, scale float64, prec int) string {
 	if v == nil {
@@ -87,7 +64,7 @@ func verdictCell(b pipeline.BackendSummary) string {
 }
 
 func accuracyTable(w io.Writer, s *pipeline.Summary, md bool) error {
-	t := newTable(w, md)
+	t := texttable.New(w, md)
 	t.Header("backend", "status", "tokens", "KLD mean", "KLD p99", "same top p", "RMS Δp", "PPL ratio", "NMSE", "max |Δlogit|", "greedy", "verdict")
 	for _, b := range s.Backends {
 		row := []string{b.Name, b.Status, "-", "-", "-", "-", "-", "-", "-", "-", "-", verdictCell(b)}
@@ -141,7 +118,7 @@ func fmtBytes(n *int64) string {
 }
 
 func throughputTable(w io.Writer, s *pipeline.Summary, md bool) error {
-	t := newTable(w, md)
+	t := texttable.New(w, md)
 	ppName, tgName := "pp t/s", "tg t/s" // median [95% CI]
 	all := append([]pipeline.BackendSummary{s.Reference}, s.Backends...)
 	for _, b := range all {

@@ -1,0 +1,101 @@
+package runcompare
+
+import (
+	"fmt"
+
+	"github.com/evalrun/evalrun/pipeline"
+	"github.com/evalrun/evalrun/pipeline/spec"
+	"github.com/evalrun/evalrun/pipeline/speedstat"
+)
+
+// Gates returns the pipeline's relative-gate hook for a baseline run: each
+// candidate's relative gates are checked against the baseline's backend of
+// the same name. A gate whose metric is missing on either side fails ("not
+// measured"), as absolute gates do.
+func Gates(base *Run) func(b *pipeline.BackendSummary, g spec.Gates) []pipeline.GateResult {
+	return func(b *pipeline.BackendSummary, g spec.Gates) []pipeline.GateResult {
+		bb, found := base.backend(b.Name)
+		var out []pipeline.GateResult
+		for _, gate := range g.Relative() {
+			r := pipeline.GateResult{Name: gate.Name, Limit: gate.Limit}
+			switch {
+			case !found:
+				r.Note = "not measured: no backend " + b.Name + " in the baseline " + base.Summary.Run.ID
+			case pipeline.IsSpeedMetric(gate.Metric):
+				r = slowdownGate(r, gate, bb.Throughput, b.Throughput, g)
+			default:
+				r = accuracyGate(r, gate, bb.Accuracy, b.Accuracy)
+			}
+			out = append(out, r)
+		}
+		return out
+	}
+}
+
+// accuracyGate: the metric may get worse than the baseline's by at most the
+// limit (kld_mean and ppl_ratio up, same_top_p down).
+func accuracyGate(r pipeline.GateResult, gate spec.Gate, base, new *pipeline.Accuracy) pipeline.GateResult {
+	var m metric
+	for _, x := range metrics {
+		if x.name == gate.Metric {
+			m = x
+		}
+	}
+	if m.get == nil {
+		r.Note = "unknown metric " + gate.Metric
+		return r
+	}
+	if base == nil || new == nil {
+		r.Note = "not measured"
+		return r
+	}
+	bv, _ := m.get(base)
+	nv, _ := m.get(new)
+	if bv == nil || nv == nil {
+		r.Note = "not measured"
+		return r
+	}
+	worse := *nv - *bv
+	if !m.higherWorse {
+		worse = -worse
+	}
+	r.Value = &worse
+	r.Pass = worse <= gate.Limit
+	r.Note = fmt.Sprintf("%s %.6g -> %.6g: %.3g worse than the baseline, limit %g", gate.Metric, *bv, *nv, worse, gate.Limit)
+	return r
+}
+
+// slowdownGate fails only when the slowdown beyond the limit is
+// significant: the one-sided U test of this run's rates against the
+// baseline's scaled by (1 - limit). Value is the median's slowdown.
+func slowdownGate(r pipeline.GateResult, gate spec.Gate, base, new *pipeline.Throughput, g spec.Gates) pipeline.GateResult {
+	if pipeline.SkipSpeedGate(g, new) {
+		r.Pass, r.Skipped, r.Note = true, true, pipeline.NoteSimulated
+		return r
+	}
+	pick := func(t *pipeline.Throughput) *pipeline.BenchTest {
+		if t == nil {
+			return nil
+		}
+		if gate.Metric == "tg_ts" {
+			return t.TG
+		}
+		return t.PP
+	}
+	bt, nt := pick(base), pick(new)
+	if bt == nil || nt == nil || bt.Stats == nil || nt.Stats == nil {
+		r.Note = "not measured"
+		return r
+	}
+	slow := 1 - nt.Stats.Median/bt.Stats.Median
+	r.Value = &slow
+	exceeds, p, _ := speedstat.SlowdownExceeds(bt.Rates(), nt.Rates(), gate.Limit)
+	r.Pass = !exceeds
+	verdict := "not significant"
+	if exceeds {
+		verdict = "significant"
+	}
+	r.Note = fmt.Sprintf("median %.4g -> %.4g t/s, slowdown %.1f%% beyond %.1f%%: %s (one-sided U test p=%.3g, %d+%d repetitions)",
+		bt.Stats.Median, nt.Stats.Median, 100*slow, 100*gate.Limit, verdict, p, bt.Stats.N, nt.Stats.N)
+	return r
+}

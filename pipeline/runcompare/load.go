@@ -1,0 +1,111 @@
+// Package runcompare compares two evalrun runs: per backend, every accuracy
+// statistic with its delta and whether the change is beyond the statistics'
+// own uncertainty, throughput with a significance verdict from the
+// per-repetition samples (package speedstat), status changes, and, from the
+// exact digests (package digest), whether the logits are bit-identical or
+// where they first changed. It also evaluates a run's relative gates
+// against a baseline run.
+package runcompare
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/evalrun/evalrun/pipeline"
+	"github.com/evalrun/evalrun/pipeline/digest"
+)
+
+// Run is one run's results as read back from disk.
+type Run struct {
+	Dir     string // the run directory
+	Summary *pipeline.Summary
+	// Prompts holds each backend's chunk and prompt digests in run order;
+	// nil when the run has no prompts.jsonl.
+	Prompts map[string][]PromptDigest
+}
+
+// PromptDigest is one prompts.jsonl line's digest.
+type PromptDigest struct {
+	Dataset, ID string
+	digest.Prompt
+}
+
+// maxLine bounds one prompts.jsonl line: a generate prompt's or score
+// chunk's row hashes (19 bytes each) and tokens.
+const maxLine = 64 << 20
+
+// Load reads a run from its directory or its summary.json (prompts.jsonl
+// beside it is read when present). Errors name the file and, for
+// prompts.jsonl, the line.
+func Load(path string) (*Run, error) {
+	file, dir := path, filepath.Dir(path)
+	if fi, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	} else if fi.IsDir() {
+		file, dir = filepath.Join(path, "summary.json"), path
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("%s: not a run (%w)", path, err)
+	}
+	var s pipeline.Summary
+	if err := json.Unmarshal(data, &s); err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	if s.Schema != pipeline.SchemaVersion {
+		return nil, fmt.Errorf("%s: schema %q, want %q", file, s.Schema, pipeline.SchemaVersion)
+	}
+	r := &Run{Dir: dir, Summary: &s}
+	if r.Prompts, err = loadPrompts(filepath.Join(dir, "prompts.jsonl")); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func loadPrompts(path string) (map[string][]PromptDigest, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	out := map[string][]PromptDigest{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64<<10), maxLine)
+	for n := 1; sc.Scan(); n++ {
+		var p pipeline.PromptResult
+		if err := json.Unmarshal(sc.Bytes(), &p); err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", path, n, err)
+		}
+		if p.Prompt == nil { // a run from before digests: nothing to compare
+			continue
+		}
+		out[p.Backend] = append(out[p.Backend], PromptDigest{Dataset: p.Dataset, ID: p.ID, Prompt: *p.Prompt})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return out, nil
+}
+
+// backends lists the run's backends, reference first.
+func (r *Run) backends() []pipeline.BackendSummary {
+	return append([]pipeline.BackendSummary{r.Summary.Reference}, r.Summary.Backends...)
+}
+
+// backend finds a backend by name.
+func (r *Run) backend(name string) (pipeline.BackendSummary, bool) {
+	for _, b := range r.backends() {
+		if b.Name == name {
+			return b, true
+		}
+	}
+	return pipeline.BackendSummary{}, false
+}

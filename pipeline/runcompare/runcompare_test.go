@@ -1,0 +1,267 @@
+package runcompare
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/evalrun/evalrun/pipeline"
+	"github.com/evalrun/evalrun/pipeline/digest"
+	"github.com/evalrun/evalrun/pipeline/spec"
+	"github.com/evalrun/evalrun/pipeline/speedstat"
+)
+
+func p(v float64) *float64 { return &v }
+
+func hashed(from int, rows ...float32) digest.Prompt {
+	h := digest.NewHasher(from)
+	h.Tokens([]int32{1, 2, 3})
+	for _, r := range rows {
+		h.Row([]float32{r, 1})
+	}
+	return h.Sum()
+}
+
+// bench makes a test whose repetitions run at rate*(1 + small spread).
+func bench(nGen int, rate float64, reps int) *pipeline.BenchTest {
+	ns := make([]int64, reps)
+	for i := range ns {
+		ns[i] = int64(float64(max(nGen, 1)) * 1e9 / (rate * (1 + 0.002*float64(i-reps/2))))
+	}
+	if nGen == 0 {
+		return pipeline.NewBenchTest(1, 0, ns)
+	}
+	return pipeline.NewBenchTest(0, nGen, ns)
+}
+
+// writeRun writes a run directory with one candidate "b" whose chunk 2
+// has rows rows2, and throughput tg at tgRate.
+func writeRun(t *testing.T, kld, kldErr float64, rows2 []float32, tgRate float64, simulated bool) string {
+	t.Helper()
+	dir := t.TempDir()
+	var ref, cand digest.RunHasher
+	var lines []pipeline.PromptResult
+	for i, rows := range [][]float32{{1, 2, 3}, rows2} {
+		id := []string{"chunk-1", "chunk-2"}[i]
+		rd, cd := hashed(64, 1, 2, 3), hashed(64, rows...)
+		ref.Add("s", id, rd)
+		cand.Add("s", id, cd)
+		lines = append(lines, pipeline.PromptResult{Backend: "ref", Reference: true, Dataset: "s", ID: id, Prompt: &rd},
+			pipeline.PromptResult{Backend: "b", Dataset: "s", ID: id, Prompt: &cd})
+	}
+	s := pipeline.Summary{Schema: pipeline.SchemaVersion, Run: pipeline.RunInfo{ID: filepath.Base(dir)},
+		Reference: pipeline.BackendSummary{Name: "ref", Status: pipeline.StatusOK, Digest: ref.Sum()},
+		Backends: []pipeline.BackendSummary{{Name: "b", Status: pipeline.StatusOK, Digest: cand.Sum(),
+			Accuracy:   &pipeline.Accuracy{KLDMean: p(kld), KLDMeanErr: p(kldErr), SameTopP: p(0.99), SameTopPErr: p(0.001), MaxAbsDiff: p(0.5)},
+			Throughput: &pipeline.Throughput{TG: bench(16, tgRate, 30), Simulated: simulated}}}}
+	data, _ := json.Marshal(s)
+	if err := os.WriteFile(filepath.Join(dir, "summary.json"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var jl bytes.Buffer
+	for _, l := range lines {
+		b, _ := json.Marshal(l)
+		jl.Write(append(b, '\n'))
+	}
+	if err := os.WriteFile(filepath.Join(dir, "prompts.jsonl"), jl.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func load(t *testing.T, path string) *Run {
+	t.Helper()
+	r, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestCompareFindsTheFirstChangedPosition(t *testing.T) {
+	base := load(t, writeRun(t, 0.001, 0.0001, []float32{4, 5, 6}, 1000, false))
+	same := load(t, filepath.Join(writeRun(t, 0.001, 0.0001, []float32{4, 5, 6}, 1000, false), "summary.json"))
+	res := Compare(base, same, DefaultMinChange)
+	for _, b := range res.Backends {
+		if b.Logits.Verdict != BitIdentical || b.Logits.ChangedPrompts != 0 || b.Logits.ComparedPrompts != 2 {
+			t.Fatalf("%s: %+v", b.Name, b.Logits)
+		}
+	}
+	// Row 1 of chunk 2 changed: position 64+1.
+	changed := load(t, writeRun(t, 0.0013, 0.0001, []float32{4, 5.5, 6}, 1000, false))
+	res = Compare(base, changed, DefaultMinChange)
+	ref, b := res.Backends[0], res.Backends[1]
+	if ref.Logits.Verdict != BitIdentical || !ref.Reference {
+		t.Fatalf("reference %+v", ref)
+	}
+	l := b.Logits
+	if l.Verdict != Changed || l.ChangedPrompts != 1 || l.First == nil || l.First.ID != "chunk-2" || *l.First.Position != 65 || *l.First.Row != 1 || l.TokensChanged {
+		t.Fatalf("logits %+v first %+v", l, l.First)
+	}
+	// KLD +0.0003 against ±0.00014 (0.0001 in quadrature): beyond, worse.
+	kld := b.Metrics[0]
+	if kld.Name != "kld_mean" || !kld.Beyond || !kld.Worse || *kld.Err < 0.000141 || *kld.Err > 0.000142 {
+		t.Fatalf("kld %+v", kld)
+	}
+	for _, m := range b.Metrics[1:] {
+		if m.Beyond || *m.Delta != 0 {
+			t.Errorf("%s changed: %+v", m.Name, m)
+		}
+	}
+	var out bytes.Buffer
+	if err := Print(&out, res); err != nil || !strings.Contains(out.String(), "changed from s chunk-2 position 65 (1 of 2 chunks/prompts)") {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	// Within its ±: not beyond.
+	res = Compare(base, load(t, writeRun(t, 0.00105, 0.0001, []float32{4, 5, 6}, 1000, false)), DefaultMinChange)
+	if m := res.Backends[1].Metrics[0]; m.Beyond || m.Worse {
+		t.Fatalf("within ±: %+v", m)
+	}
+	// Without prompts.jsonl the change is known, its place is not.
+	dir := writeRun(t, 0.001, 0.0001, []float32{9, 9, 9}, 1000, false)
+	os.Remove(filepath.Join(dir, "prompts.jsonl"))
+	res = Compare(base, load(t, dir), DefaultMinChange)
+	if l := res.Backends[1].Logits; l.Verdict != Changed || l.First != nil || !strings.Contains(l.Note, "prompts.jsonl") {
+		t.Fatalf("no prompts.jsonl: %+v", l)
+	}
+}
+
+func TestCompareSpeed(t *testing.T) {
+	base := load(t, writeRun(t, 0.001, 0.0001, nil, 1000, false))
+	for _, c := range []struct {
+		rate      float64
+		minChange float64
+		want      string
+	}{
+		{1000, DefaultMinChange, speedstat.NoChange},
+		{900, DefaultMinChange, speedstat.Slower},
+		{1100, DefaultMinChange, speedstat.Faster},
+		{980, DefaultMinChange, speedstat.NoChange}, // significant, but 2 % < 5 %
+		{980, 0, speedstat.Slower},
+	} {
+		res := Compare(base, load(t, writeRun(t, 0.001, 0.0001, nil, c.rate, false)), c.minChange)
+		s := res.Backends[1].Speed
+		if len(s) != 1 || s[0].Test != "tg16" || s[0].Verdict != c.want {
+			t.Errorf("rate %v min %v: %+v", c.rate, c.minChange, s)
+		}
+	}
+}
+
+func TestRelativeGates(t *testing.T) {
+	base := load(t, writeRun(t, 0.001, 0.0001, nil, 1000, false))
+	gates := spec.Gates{KLDMeanMaxIncrease: p(0.0002), SameTopPMaxDrop: p(0), TGTSMaxSlowdown: p(0.05)}
+	check := Gates(base)
+	run := func(kld, rate float64, simulated bool, g spec.Gates) map[string]pipeline.GateResult {
+		r := load(t, writeRun(t, kld, 0.0001, nil, rate, simulated))
+		b := r.Summary.Backends[0]
+		out := map[string]pipeline.GateResult{}
+		for _, res := range check(&b, g) {
+			out[res.Name] = res
+		}
+		return out
+	}
+	ok := run(0.0011, 970, false, gates) // +1e-4 KLD, 3 % slower: within both limits
+	for name, r := range ok {
+		if !r.Pass {
+			t.Errorf("%s: %+v", name, r)
+		}
+	}
+	bad := run(0.0015, 800, false, gates)
+	if r := bad["kld_mean_max_increase"]; r.Pass || *r.Value < 0.00049 {
+		t.Errorf("KLD +5e-4: %+v", r)
+	}
+	if r := bad["tg_ts_max_slowdown"]; r.Pass || *r.Value < 0.19 || !strings.Contains(r.Note, "significant") {
+		t.Errorf("20%% slower: %+v", r)
+	}
+	if r := bad["same_top_p_max_drop"]; !r.Pass {
+		t.Errorf("same top p unchanged: %+v", r)
+	}
+	// A simulated device's slowdown is not gated unless asked.
+	if r := run(0.001, 500, true, gates)["tg_ts_max_slowdown"]; !r.Pass || !r.Skipped {
+		t.Errorf("simulated: %+v", r)
+	}
+	on := true
+	gates.SpeedGatesOnSimulated = &on
+	if r := run(0.001, 500, true, gates)["tg_ts_max_slowdown"]; r.Pass || r.Skipped {
+		t.Errorf("simulated with speed_gates_on_simulated: %+v", r)
+	}
+	// A backend the baseline does not have fails its relative gates.
+	b := pipeline.BackendSummary{Name: "new-one"}
+	for _, r := range check(&b, spec.Gates{KLDMeanMaxIncrease: p(1)}) {
+		if r.Pass || !strings.Contains(r.Note, "no backend new-one in the baseline") {
+			t.Errorf("missing backend: %+v", r)
+		}
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct{ summary, prompts, want string }{
+		{"", "", "not a run"},
+		{"{", "", "summary.json: unexpected end of JSON input"},
+		{`{"schema":"other"}`, "", `schema "other"`},
+		{`{"schema":"` + pipeline.SchemaVersion + `"}`, "{}\n[", "prompts.jsonl:2:"},
+	} {
+		os.Remove(filepath.Join(dir, "summary.json"))
+		os.Remove(filepath.Join(dir, "prompts.jsonl"))
+		if c.summary != "" {
+			write("summary.json", c.summary)
+		}
+		if c.prompts != "" {
+			write("prompts.jsonl", c.prompts)
+		}
+		if _, err := Load(dir); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: %v, want %q", c.summary, err, c.want)
+		}
+	}
+}
+
+func TestWrite(t *testing.T) {
+	base := load(t, writeRun(t, 0.001, 0.0001, nil, 1000, false))
+	dir := t.TempDir()
+	if err := Write(dir, Compare(base, base, DefaultMinChange)); err != nil {
+		t.Fatal(err)
+	}
+	var r Result
+	data, _ := os.ReadFile(filepath.Join(dir, "compare.json"))
+	if err := json.Unmarshal(data, &r); err != nil || r.Schema != Schema || len(r.Backends) != 2 {
+		t.Fatalf("%v %+v", err, r)
+	}
+	md, _ := os.ReadFile(filepath.Join(dir, "compare.md"))
+	if !strings.Contains(string(md), "### b") || !strings.Contains(string(md), "| kld_mean") {
+		t.Fatalf("compare.md:\n%s", md)
+	}
+}
+
+// FuzzLoad: any summary.json and prompts.jsonl is read or refused, never a
+// panic, and a loaded run compares with itself.
+func FuzzLoad(f *testing.F) {
+	f.Add([]byte(`{"schema":"`+pipeline.SchemaVersion+`","reference":{"name":"r","digest":{"logits_sha256":"a"}},"backends":[{"name":"b","accuracy":{"kld_mean":1},"throughput":{"tg":{"n_gen":4,"samples_ns":[1,2,0,-5]}}}]}`),
+		[]byte(`{"backend":"b","dataset":"s","id":"c","logits_sha256":"x","logits_from":-3,"row_xxh64":["a"]}`+"\n"))
+	f.Fuzz(func(t *testing.T, summary, prompts []byte) {
+		dir := t.TempDir()
+		os.WriteFile(filepath.Join(dir, "summary.json"), summary, 0o644)
+		os.WriteFile(filepath.Join(dir, "prompts.jsonl"), prompts, 0o644)
+		r, err := Load(dir)
+		if err != nil {
+			return
+		}
+		res := Compare(r, r, DefaultMinChange)
+		var out bytes.Buffer
+		if err := Print(&out, res); err != nil {
+			t.Fatal(err)
+		}
+		check := Gates(r)
+		for _, b := range r.Summary.Backends {
+			check(&b, spec.Gates{KLDMeanMaxIncrease: p(0), TGTSMaxSlowdown: p(0.1)})
+		}
+	})
+}
