@@ -83,3 +83,33 @@ func BenchmarkDecode(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDecodeDeep: single-token decodes of stories260K at depth 1000,
+// where attention over the KV cache is most of the work, for each KV cache
+// type (f32: the default path).
+func BenchmarkDecodeDeep(b *testing.B) {
+	for _, kv := range []KVCache{{}, {KVF16, KVF16}, {KVQ8_0, KVQ8_0}, {KVInt8Asym, KVFP8E4M3}} {
+		b.Run(kv.String(), func(b *testing.B) {
+			m, err := Open(modelPath("F32"), Options{Threads: 1, KVCache: kv})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer m.Close()
+			s := m.NewSession(1024)
+			ids := make([]int32, 1000)
+			for i := range ids {
+				ids[i] = int32(3 + 97*i%500)
+			}
+			if err := s.Decode(ids, func(int) bool { return false }, noEmit); err != nil {
+				b.Fatal(err)
+			}
+			tok := []int32{300}
+			for b.Loop() {
+				s.Truncate(1000)
+				if err := s.Decode(tok, nil, noEmit); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

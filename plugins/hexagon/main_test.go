@@ -49,7 +49,7 @@ func TestLoadPlanAndEval(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.PlanSummary != "36 of 36 matmuls on the HTP, 2 session(s) (HTP0: layers 0-2; HTP1: layers 3-4 + output)" {
+	if res.PlanSummary != "36 of 36 matmuls on the HTP, 2 session(s) (HTP0: layers 0-2, 21 MUL_MAT; HTP1: layers 3-4 + output, 15 MUL_MAT)" {
 		t.Errorf("summary %q", res.PlanSummary)
 	}
 	if res.Plan[0].Device != "HTP0" || res.Plan[35].Op != "result_output" || res.Plan[35].Device != "HTP1" || res.Plan[21].Device != "HTP1" {

@@ -201,7 +201,7 @@ func (d *Device) tile(n int) *[]byte {
 }
 
 // Summary is the one-line plan: how many matmuls on the HTP and each
-// session's layers.
+// session's layers and matmuls (per forward pass).
 func (d *Device) Summary() string {
 	on := 0
 	for _, op := range d.ops {
@@ -211,7 +211,13 @@ func (d *Device) Summary() string {
 	}
 	var parts []string
 	for _, s := range d.sessions {
-		parts = append(parts, fmt.Sprintf("%s: %s", s.Name, layerRange(s.Layers)))
+		mm := 0
+		for _, op := range d.ops {
+			if w := d.weights[op.Weight]; w != nil && w.session == s {
+				mm++
+			}
+		}
+		parts = append(parts, fmt.Sprintf("%s: %s, %d MUL_MAT", s.Name, layerRange(s.Layers), mm))
 	}
 	what := "matmuls"
 	if d.layer {

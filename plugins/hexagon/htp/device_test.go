@@ -89,7 +89,7 @@ func counts(s *Session) map[string]int64 {
 func TestSessionsSplitLayers(t *testing.T) {
 	m := open(t, "-q8_0", engine.Exact)
 	d := attach(t, m, Config{Sessions: 2})
-	want := "36 of 36 matmuls on the HTP, 2 session(s) (HTP0: layers 0-2; HTP1: layers 3-4 + output)"
+	want := "36 of 36 matmuls on the HTP, 2 session(s) (HTP0: layers 0-2, 21 MUL_MAT; HTP1: layers 3-4 + output, 15 MUL_MAT)"
 	if d.Summary() != want {
 		t.Errorf("summary %q, want %q", d.Summary(), want)
 	}
