@@ -188,7 +188,7 @@ func compareSpeed(base, new *pipeline.Throughput, minChange float64) []SpeedChan
 		}
 		c := SpeedChange{Simulated: new.Simulated || base.Simulated, Comparison: speedstat.Compare(t.b.Rates(), t.n.Rates())}
 		c.Test = testName(t.n)
-		if t.n == nil {
+		if c.Test == "" {
 			c.Test = testName(t.b)
 		}
 		if t.b != nil && t.n != nil && testName(t.b) != testName(t.n) {
@@ -204,6 +204,9 @@ func compareSpeed(base, new *pipeline.Throughput, minChange float64) []SpeedChan
 }
 
 func testName(b *pipeline.BenchTest) string {
+	if b == nil {
+		return ""
+	}
 	if b.NGen > 0 {
 		return fmt.Sprintf("tg%d", b.NGen)
 	}

@@ -150,6 +150,19 @@ func TestCompareSpeed(t *testing.T) {
 	}
 }
 
+// A test only one run has (the bench sizes changed, or one run skipped
+// it) is listed as not comparable.
+func TestCompareSpeedTestInOneRunOnly(t *testing.T) {
+	base := load(t, writeRun(t, 0.001, 0.0001, nil, 1000, false))
+	newRun := load(t, writeRun(t, 0.001, 0.0001, nil, 1000, false))
+	base.Summary.Backends[0].Throughput.PP = bench(0, 500, 10) // not in the new run
+	base.Summary.Backends[0].Throughput.TG.NGen = 32
+	s := Compare(base, newRun, DefaultMinChange).Backends[1].Speed
+	if len(s) != 2 || s[0].Test != "pp1" || s[0].Verdict != speedstat.NotComparable || s[1].Test != "tg16" || s[1].Verdict != speedstat.NotComparable || !strings.Contains(s[1].Note, "tg32") {
+		t.Fatalf("%+v", s)
+	}
+}
+
 func TestRelativeGates(t *testing.T) {
 	base := load(t, writeRun(t, 0.001, 0.0001, nil, 1000, false))
 	gates := spec.Gates{KLDMeanMaxIncrease: p(0.0002), SameTopPMaxDrop: p(0), TGTSMaxSlowdown: p(0.05)}
@@ -246,6 +259,7 @@ func TestWrite(t *testing.T) {
 func FuzzLoad(f *testing.F) {
 	f.Add([]byte(`{"schema":"`+pipeline.SchemaVersion+`","reference":{"name":"r","digest":{"logits_sha256":"a"}},"backends":[{"name":"b","accuracy":{"kld_mean":1},"throughput":{"tg":{"n_gen":4,"samples_ns":[1,2,0,-5]}}}]}`),
 		[]byte(`{"backend":"b","dataset":"s","id":"c","logits_sha256":"x","logits_from":-3,"row_xxh64":["a"]}`+"\n"))
+	f.Add([]byte(`{"schema":"`+pipeline.SchemaVersion+`","backends":[{"name":"b","throughput":{"pp":{"n_prompt":4,"samples_ns":[1]}}}]}`), []byte{})
 	f.Fuzz(func(t *testing.T, summary, prompts []byte) {
 		dir := t.TempDir()
 		os.WriteFile(filepath.Join(dir, "summary.json"), summary, 0o644)
