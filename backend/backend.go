@@ -117,6 +117,9 @@ type EvalRequest struct {
 	// Rows whose logits are wanted, by index into Tokens: From..len(Tokens)-1.
 	// From = len(Tokens) asks for none; From = 0 for all.
 	LogitsFrom int `json:"logits_from"`
+	// HiddenRows (indices into Tokens, each >= LogitsFrom) also get their
+	// hidden states: Logits.Hidden. A plugin that cannot send none.
+	HiddenRows []int `json:"hidden_rows,omitempty"`
 }
 
 // Logits is one streamed row.
@@ -131,6 +134,49 @@ type Logits struct {
 	// ComputeNS is how long the plugin has computed in this call up to this
 	// row, sending excluded (0 = not measured). Set by the gRPC server.
 	ComputeNS int64 `json:"-"`
+	// Hidden is, for a row of EvalRequest.HiddenRows, the residual stream
+	// after each layer: n_layer rows of n_embd values (nil otherwise). Like
+	// Values it may alias the plugin's buffer during emit.
+	Hidden []float32 `json:"-"`
+}
+
+// Diagnoser is a Backend that reports what it measured about its device
+// (the optional Diagnostics call). Client implements it for every plugin
+// and returns nil when the plugin does not.
+type Diagnoser interface {
+	Diagnostics(ctx context.Context) (*Diagnostics, error)
+}
+
+// Diagnostics is what a plugin measured about its device since Load.
+type Diagnostics struct {
+	// Shadow says every offloaded op was also computed on the CPU path on
+	// the same inputs; Ops then compares them, one entry per op.
+	Shadow bool      `json:"shadow"`
+	Ops    []OpError `json:"ops,omitempty"`
+	// KernelList is "auto" or the path of the kernel list ("" = the plugin
+	// has none); Kernels counts the device calls per kernel, every listed
+	// one included (0 calls: it never ran).
+	KernelList string      `json:"kernel_list,omitempty"`
+	Kernels    []KernelUse `json:"kernels,omitempty"`
+}
+
+// OpError is one offloaded op's device output against the CPU path's.
+type OpError struct {
+	Op        string  `json:"op"` // llama.cpp graph name, e.g. "ffn_up-3"
+	Calls     int64   `json:"calls"`
+	Elements  int64   `json:"elements"`
+	NMSE      float64 `json:"nmse"`    // Σ(device−cpu)²/Σcpu²
+	Cosine    float64 `json:"cosine"`  // of the two outputs as vectors
+	MaxAbs    float64 `json:"max_abs"` // largest |device−cpu|
+	NonFinite int64   `json:"non_finite,omitempty"`
+}
+
+// KernelUse is one kernel (name and shape) and its device calls.
+type KernelUse struct {
+	Name   string `json:"name"`
+	Shape  string `json:"shape"` // "T×K×N"
+	Listed bool   `json:"listed"`
+	Calls  int64  `json:"calls"`
 }
 
 // BenchRequest mirrors llama-bench: one test of NPrompt prompt tokens and/or

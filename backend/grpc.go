@@ -109,14 +109,22 @@ func (s *grpcServer) Eval(in *backendpb.EvalRequest, stream grpc.ServerStreaming
 		Tokens:     in.Tokens,
 		LogitsFrom: int(in.LogitsFrom),
 	}
-	var buf []byte // reused: Send serializes the message before it returns
+	for _, r := range in.HiddenRows {
+		req.HiddenRows = append(req.HiddenRows, int(r))
+	}
+	var buf, hidden []byte // reused: Send serializes the message before it returns
 	start := time.Now()
 	var sending time.Duration // encoding and sending rows: IPC, not compute
 	err := s.impl.Eval(stream.Context(), req, func(l Logits) error {
 		t := time.Now()
 		compute := t.Sub(start) - sending
 		buf = encodeFloats(buf[:0], l.Values)
-		err := stream.Send(&backendpb.EvalChunk{Index: int64(l.Index), Pos: int64(l.Pos), Logits: buf, ComputeNs: compute.Nanoseconds()})
+		chunk := &backendpb.EvalChunk{Index: int64(l.Index), Pos: int64(l.Pos), Logits: buf, ComputeNs: compute.Nanoseconds()}
+		if l.Hidden != nil {
+			hidden = encodeFloats(hidden[:0], l.Hidden)
+			chunk.Hidden = hidden
+		}
+		err := stream.Send(chunk)
 		sending += time.Since(t)
 		return err
 	})
@@ -148,6 +156,29 @@ func (s *grpcServer) Close(ctx context.Context, _ *backendpb.CloseRequest) (*bac
 		return nil, toStatus(err)
 	}
 	return &backendpb.CloseResponse{}, nil
+}
+
+func (s *grpcServer) Diagnostics(ctx context.Context, _ *backendpb.DiagnosticsRequest) (*backendpb.DiagnosticsResponse, error) {
+	d, ok := s.impl.(Diagnoser)
+	if !ok {
+		return nil, toStatus(Errorf(ErrUnsupported, "diagnostics: not supported by this plugin"))
+	}
+	res, err := d.Diagnostics(ctx)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	out := &backendpb.DiagnosticsResponse{}
+	if res == nil {
+		return out, nil
+	}
+	out.Shadow, out.KernelList = res.Shadow, res.KernelList
+	for _, o := range res.Ops {
+		out.Ops = append(out.Ops, &backendpb.OpError{Op: o.Op, Calls: o.Calls, Elements: o.Elements, Nmse: o.NMSE, Cosine: o.Cosine, MaxAbs: o.MaxAbs, NonFinite: o.NonFinite})
+	}
+	for _, k := range res.Kernels {
+		out.Kernels = append(out.Kernels, &backendpb.KernelUse{Name: k.Name, Shape: k.Shape, Listed: k.Listed, Calls: k.Calls})
+	}
+	return out, nil
 }
 
 // grpcClient implements Backend over the generated client.
@@ -237,6 +268,7 @@ func (c *grpcClient) EvalInto(ctx context.Context, req EvalRequest, buf func(n i
 		Pos:        int64(req.Pos),
 		Tokens:     req.Tokens,
 		LogitsFrom: int64(req.LogitsFrom),
+		HiddenRows: int64s(req.HiddenRows),
 	}, grpc.ForceCodecV2(rowCodec{}))
 	if err != nil {
 		return fromStatus(err)
@@ -256,7 +288,7 @@ func (c *grpcClient) EvalInto(ctx context.Context, req EvalRequest, buf func(n i
 			}
 			return fromStatus(err)
 		}
-		if err := emit(Logits{Index: int(chunk.index), Pos: int(chunk.pos), Values: chunk.values, ComputeNS: chunk.computeNS}); err != nil {
+		if err := emit(Logits{Index: int(chunk.index), Pos: int(chunk.pos), Values: chunk.values, ComputeNS: chunk.computeNS, Hidden: chunk.hidden}); err != nil {
 			return err
 		}
 	}
@@ -285,4 +317,34 @@ func (c *grpcClient) Bench(ctx context.Context, req BenchRequest) (BenchResult, 
 func (c *grpcClient) Close(ctx context.Context) error {
 	_, err := c.pb.Close(ctx, &backendpb.CloseRequest{})
 	return fromStatus(err)
+}
+
+func int64s(v []int) []int64 {
+	if v == nil {
+		return nil
+	}
+	out := make([]int64, len(v))
+	for i, x := range v {
+		out[i] = int64(x)
+	}
+	return out
+}
+
+// Diagnostics implements Diagnoser; a plugin without the call gives nil.
+func (c *grpcClient) Diagnostics(ctx context.Context) (*Diagnostics, error) {
+	r, err := c.pb.Diagnostics(ctx, &backendpb.DiagnosticsRequest{})
+	if err != nil {
+		if err = fromStatus(err); errors.Is(err, ErrUnsupported) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	d := &Diagnostics{Shadow: r.Shadow, KernelList: r.KernelList}
+	for _, o := range r.Ops {
+		d.Ops = append(d.Ops, OpError{Op: o.Op, Calls: o.Calls, Elements: o.Elements, NMSE: o.Nmse, Cosine: o.Cosine, MaxAbs: o.MaxAbs, NonFinite: o.NonFinite})
+	}
+	for _, k := range r.Kernels {
+		d.Kernels = append(d.Kernels, KernelUse{Name: k.Name, Shape: k.Shape, Listed: k.Listed, Calls: k.Calls})
+	}
+	return d, nil
 }

@@ -366,6 +366,19 @@ func (c *Client) Bench(ctx context.Context, req BenchRequest) (BenchResult, erro
 	return res, c.callErr(ctx, "Bench", err)
 }
 
+// Diagnostics implements Diagnoser: nil when the plugin has no diagnostics.
+func (c *Client) Diagnostics(ctx context.Context) (*Diagnostics, error) {
+	if err := c.usable("Diagnostics"); err != nil {
+		return nil, err
+	}
+	d, ok := c.backend.(Diagnoser)
+	if !ok {
+		return nil, nil
+	}
+	res, err := d.Diagnostics(ctx)
+	return res, c.callErr(ctx, "Diagnostics", err)
+}
+
 // Close implements Backend: it releases the model; the process keeps
 // running until Kill.
 func (c *Client) Close(ctx context.Context) error {

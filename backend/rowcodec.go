@@ -40,16 +40,17 @@ func (rowCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	return nil
 }
 
-// rowChunk receives one EvalChunk (proto field numbers 1-4).
+// rowChunk receives one EvalChunk (proto field numbers 1-5).
 type rowChunk struct {
 	buf                   func(n int) []float32
 	index, pos, computeNS int64
 	values                []float32
-	err                   error // a malformed chunk, kept to report it as such
+	hidden                []float32 // field 5, freshly allocated (rare, small)
+	err                   error     // a malformed chunk, kept to report it as such
 }
 
 func (c *rowChunk) parse(b []byte) error {
-	c.index, c.pos, c.computeNS, c.values = 0, 0, 0, nil
+	c.index, c.pos, c.computeNS, c.values, c.hidden = 0, 0, 0, nil, nil
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
@@ -81,6 +82,14 @@ func (c *rowChunk) parse(b []byte) error {
 			}
 			c.values = c.buf(len(raw) / 4)
 			decodeFloats(c.values, raw)
+			b = b[n:]
+		case typ == protowire.BytesType && num == 5:
+			raw, n := protowire.ConsumeBytes(b)
+			if n < 0 || len(raw)%4 != 0 {
+				return fmt.Errorf("eval chunk %d (pos %d): hidden states: malformed (%d bytes)", c.index, c.pos, len(raw))
+			}
+			c.hidden = make([]float32, len(raw)/4)
+			decodeFloats(c.hidden, raw)
 			b = b[n:]
 		default:
 			n := protowire.ConsumeFieldValue(num, typ, b)

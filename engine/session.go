@@ -25,7 +25,16 @@ type Session struct {
 	// them dequantized into kf or vf (head-major, as k and v).
 	kq, vq [][]byte
 	kf, vf []float32
+	// layerHook sees the residual stream after each layer (SetLayerHook).
+	layerHook func(il int, rows []int, x []float32)
 }
+
+// SetLayerHook makes Decode call hook after every layer il with its output,
+// the residual stream: row r of x (NEmbd values) is batch index rows[r].
+// The last layer keeps only the rows whose logits are wanted, as llama.cpp
+// does. x is only valid during the call. nil removes the hook. Diagnostics
+// use it to find the layer where a device's error grows.
+func (s *Session) SetLayerHook(hook func(il int, rows []int, x []float32)) { s.layerHook = hook }
 
 // NewSession starts an empty sequence of at most nCtx positions (<= 0: the
 // model's training context).
@@ -100,9 +109,23 @@ func (s *Session) Decode(tokens []int32, want func(i int) bool, emit func(i int,
 	f := forward{s: s, T: T, pos0: s.pos}
 	f.init()
 	var err error
+	var all []int
 	for il := range m.layers {
 		if x, err = f.layer(il, x, outRows); err != nil {
 			return err
+		}
+		if s.layerHook != nil {
+			rows := outRows
+			if len(x) == T*E {
+				if all == nil {
+					all = make([]int, T)
+					for i := range all {
+						all[i] = i
+					}
+				}
+				rows = all
+			}
+			s.layerHook(il, rows, x)
 		}
 	}
 	R := len(outRows)

@@ -175,3 +175,57 @@ func TestDecodeErrors(t *testing.T) {
 		t.Errorf("Pos after overflow = %d, want 6", s.Pos())
 	}
 }
+
+// TestLayerHook: the hook sees every layer's residual stream, all rows in
+// every layer but the last, which keeps the wanted rows; the last layer's
+// rows through the output norm and matmul are the emitted logits, bit for bit.
+func TestLayerHook(t *testing.T) {
+	ids := loadLogitsGolden(t, "p2", "F32").TokenIDs
+	m := openModel(t, modelPath("F32"), Exact, 2)
+	c := m.Config
+	s := m.NewSession(0)
+	want := func(i int) bool { return i == 2 || i == len(ids)-1 }
+	last := map[int][]float32{}
+	layers := 0
+	s.SetLayerHook(func(il int, rows []int, x []float32) {
+		if il != layers {
+			t.Fatalf("layer %d after layer %d", il, layers-1)
+		}
+		layers++
+		if len(x) != len(rows)*c.NEmbd {
+			t.Fatalf("layer %d: %d values for %d rows", il, len(x), len(rows))
+		}
+		if il < c.NLayer-1 {
+			if len(rows) != len(ids) || rows[3] != 3 {
+				t.Fatalf("layer %d rows %v, want all %d", il, rows, len(ids))
+			}
+			return
+		}
+		if !slices.Equal(rows, []int{2, len(ids) - 1}) {
+			t.Fatalf("last layer rows %v", rows)
+		}
+		for r, i := range rows {
+			last[i] = slices.Clone(x[r*c.NEmbd : (r+1)*c.NEmbd])
+		}
+	})
+	err := s.Decode(ids, want, func(i int, logits []float32) error {
+		xn := make([]float32, c.NEmbd)
+		rmsNorm(xn, last[i], m.outputNorm, c.RMSEps)
+		op := m.outputOp(1)
+		got := make([]float32, op.N)
+		if err := m.mm.MatMul(&op, xn, got); err != nil {
+			return err
+		}
+		if !slices.Equal(got, logits) {
+			t.Errorf("row %d: logits from the hooked last layer differ from Decode's", i)
+		}
+		return nil
+	})
+	if err != nil || layers != c.NLayer {
+		t.Fatalf("%v; %d layers hooked, want %d", err, layers, c.NLayer)
+	}
+	s.SetLayerHook(nil)
+	if err := s.Decode(ids[:1], nil, func(int, []float32) error { return nil }); err != nil || layers != c.NLayer {
+		t.Errorf("a removed hook still ran (%d calls) or %v", layers, err)
+	}
+}

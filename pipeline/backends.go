@@ -26,6 +26,7 @@ type runBackend struct {
 	log      *slog.Logger
 	timeouts spec.Timeouts
 	nVocab   int
+	nLayer   int // the loaded model's, for hidden states
 	proc     Process
 	be       backend.Backend
 	rows     chan []float32 // recycled logits rows (see evalStream)
@@ -205,6 +206,7 @@ func (rb *runBackend) loadModel(ctx context.Context, s *spec.Spec, req backend.L
 		rb.fail(ctx, "load "+rb.Model, fmt.Errorf("the plugin reads a vocabulary of %d tokens, the host's has %d", res.Model.NVocab, rb.nVocab))
 		return nil
 	}
+	rb.nLayer = res.Model.NLayer
 	rb.load = &LoadSummary{
 		LoadS:       float64(res.LoadNS) / 1e9,
 		WarmupS:     float64(res.WarmupNS) / 1e9,

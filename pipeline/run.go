@@ -26,6 +26,7 @@ import (
 
 	"github.com/evalrun/evalrun/backend"
 	"github.com/evalrun/evalrun/internal/atomicfile"
+	"github.com/evalrun/evalrun/pipeline/diag"
 	"github.com/evalrun/evalrun/pipeline/kldbase"
 	"github.com/evalrun/evalrun/pipeline/spec"
 )
@@ -215,6 +216,7 @@ type candidate struct {
 	cmp     *comparison
 	tput    *Throughput
 	outFile *kldbase.Writer
+	diag    *diag.Report // device diagnostics (nil: the plugin has none)
 }
 
 func (r *runner) prepare() error {
@@ -322,6 +324,7 @@ func (r *runner) passes(ctx context.Context) {
 		r.generatePass(ctx)
 	}
 	r.timing.PassesS = time.Since(start).Seconds()
+	r.diagnose(ctx)
 	if r.plan.Spec.Bench.Enabled && ctx.Err() == nil {
 		r.benchPass(ctx)
 	}
@@ -387,9 +390,13 @@ func (r *runner) finish(ctx context.Context, end time.Time) {
 			bs.Accuracy = c.cmp.accuracy(r.base == nil)
 		}
 		bs.Throughput = c.tput
+		bs.Diagnostics = c.diag
 		gated = gated || len(c.rb.Gates.List()) > 0
 		if bs.Status == StatusOK {
 			bs.Gates = evaluateGates(c.rb.Gates, bs.Accuracy, bs.Throughput)
+			if ro := c.rb.Gates.RequireOffload; ro != nil && *ro {
+				bs.Gates = append(bs.Gates, offloadGate(c.diag))
+			}
 			if r.opt.RelativeGates != nil {
 				bs.Gates = append(bs.Gates, r.opt.RelativeGates(&bs, c.rb.Gates)...)
 			}

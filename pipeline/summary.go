@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/evalrun/evalrun/backend"
+	"github.com/evalrun/evalrun/pipeline/diag"
 	"github.com/evalrun/evalrun/pipeline/digest"
 	"github.com/evalrun/evalrun/pipeline/metrics"
 	"github.com/evalrun/evalrun/pipeline/speedstat"
@@ -133,9 +134,12 @@ type BackendSummary struct {
 	PeakRSSBytes *int64 `json:"peak_rss_bytes,omitempty"`
 	// Digest fingerprints every logits row the backend returned and every
 	// token it was fed, over the chunks and prompts it completed.
-	Digest *digest.Run  `json:"digest,omitempty"`
-	Gates  []GateResult `json:"gates,omitempty"`
-	Pass   bool         `json:"pass"`
+	Digest *digest.Run `json:"digest,omitempty"`
+	// Diagnostics are the device's: kernel accounting and, in shadow mode,
+	// per-op and per-layer errors (null: the plugin reports none).
+	Diagnostics *diag.Report `json:"diagnostics,omitempty"`
+	Gates       []GateResult `json:"gates,omitempty"`
+	Pass        bool         `json:"pass"`
 }
 
 // EvalTiming is where one backend's Eval calls spent their time.

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/evalrun/evalrun/pipeline"
+	"github.com/evalrun/evalrun/pipeline/diag"
 	"github.com/evalrun/evalrun/pipeline/spec"
 )
 
@@ -79,6 +80,7 @@ func backendSection(w io.Writer, b pipeline.BackendSummary) {
 		}
 		fmt.Fprintf(w, "\n</details>\n")
 	}
+	diag.WriteMarkdown(w, b.Diagnostics)
 	if b.Accuracy != nil && b.Accuracy.LlamaPerplexity != "" {
 		fmt.Fprintf(w, "\n<details><summary>llama-perplexity statistics</summary>\n\n```\n%s\n```\n\n</details>\n", strings.TrimRight(b.Accuracy.LlamaPerplexity, "\n"))
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/evalrun/evalrun/internal/texttable"
 	"github.com/evalrun/evalrun/pipeline"
+	"github.com/evalrun/evalrun/pipeline/diag"
 )
 
 func fmtPM(v, e *float64, scale float64, prec int) string {
@@ -178,6 +179,9 @@ func printTables(w io.Writer, s *pipeline.Summary) error {
 	if h := s.Host; h != nil && h.HostIPCShare != nil {
 		fmt.Fprintf(w, "\nhost + IPC: %.1f%% of the %.1f s of accuracy passes (plugins computing: %.1f s; host decoding %.2f s, comparing %.2f s)\n",
 			100**h.HostIPCShare, h.PassesS, h.ComputeS, h.DecodeS, h.MetricsS)
+	}
+	for _, b := range s.Backends {
+		diag.WriteText(w, b.Name, b.Diagnostics)
 	}
 	return nil
 }

@@ -313,6 +313,10 @@ type Gates struct {
 	// *_max_slowdown) to simulated devices too; by default a simulator's
 	// throughput is not gated.
 	SpeedGatesOnSimulated *bool `yaml:"speed_gates_on_simulated"`
+
+	// RequireOffload fails a backend whose device left a listed kernel
+	// unused, or ran nothing at all (the plugin's kernel accounting).
+	RequireOffload *bool `yaml:"require_offload"`
 }
 
 // relativeSuffixes mark the gates that compare with a baseline run: the

@@ -272,8 +272,15 @@ func (b *Backend) Eval(ctx context.Context, req backend.EvalRequest, emit func(b
 			return backend.Errorf(backend.ErrInvalidArgument, "eval: token %d at index %d outside the vocabulary [0, %d)", t, i, nVocab)
 		}
 	}
+	hidden, err := b.hiddenRows(req, n)
+	if err != nil {
+		return err
+	}
 	s.Truncate(start)
 	b.sessions[req.Session] = s
+	if hidden != nil {
+		defer s.SetLayerHook(nil)
+	}
 
 	for lo := 0; lo < n; lo += EvalBatch {
 		hi := min(lo+EvalBatch, n)
@@ -281,11 +288,14 @@ func (b *Backend) Eval(ctx context.Context, req backend.EvalRequest, emit func(b
 			s.Truncate(start)
 			return err
 		}
+		if hidden != nil {
+			s.SetLayerHook(hidden.hook(lo))
+		}
 		err := s.Decode(req.Tokens[lo:hi], func(i int) bool { return lo+i >= req.LogitsFrom }, func(i int, logits []float32) error {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			return emit(backend.Logits{Index: lo + i, Pos: start + lo + i, Values: logits})
+			return emit(backend.Logits{Index: lo + i, Pos: start + lo + i, Values: logits, Hidden: hidden.of(lo + i)})
 		})
 		if err != nil {
 			s.Truncate(start)
@@ -293,6 +303,69 @@ func (b *Backend) Eval(ctx context.Context, req backend.EvalRequest, emit func(b
 		}
 	}
 	return nil
+}
+
+// hiddenRows checks req.HiddenRows and returns where their hidden states
+// are collected (nil: none asked for).
+func (b *Backend) hiddenRows(req backend.EvalRequest, n int) (*hiddenStates, error) {
+	if len(req.HiddenRows) == 0 {
+		return nil, nil
+	}
+	c := b.model.Config
+	h := &hiddenStates{nEmbd: c.NEmbd, nLayer: c.NLayer, rows: map[int][]float32{}}
+	for _, r := range req.HiddenRows {
+		if r < req.LogitsFrom || r >= n {
+			return nil, backend.Errorf(backend.ErrInvalidArgument, "eval: hidden row %d outside the logits rows %d..%d", r, req.LogitsFrom, n-1)
+		}
+		h.rows[r] = make([]float32, c.NLayer*c.NEmbd)
+	}
+	return h, nil
+}
+
+// hiddenStates collects the residual stream after every layer for the
+// rows of an Eval that asked for it.
+type hiddenStates struct {
+	nEmbd, nLayer int
+	rows          map[int][]float32 // by index into the request's tokens
+}
+
+// hook is the session's layer hook for the batch starting at token lo.
+func (h *hiddenStates) hook(lo int) func(il int, rows []int, x []float32) {
+	return func(il int, rows []int, x []float32) {
+		for r, i := range rows {
+			if dst, ok := h.rows[lo+i]; ok {
+				copy(dst[il*h.nEmbd:(il+1)*h.nEmbd], x[r*h.nEmbd:(r+1)*h.nEmbd])
+			}
+		}
+	}
+}
+
+// of returns row i's states, or nil when it was not asked for.
+func (h *hiddenStates) of(i int) []float32 {
+	if h == nil {
+		return nil
+	}
+	return h.rows[i]
+}
+
+// Diagnoser is a Device that reports diagnostics (backend.Diagnoser).
+type Diagnoser interface {
+	Diagnostics() *backend.Diagnostics
+}
+
+// Diagnostics implements backend.Diagnoser through the device; a plugin
+// whose device has none answers ErrUnsupported.
+func (b *Backend) Diagnostics(context.Context) (*backend.Diagnostics, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.model == nil {
+		return nil, backend.Errorf(backend.ErrNotLoaded, "diagnostics: no model loaded (call Load first)")
+	}
+	d, ok := b.device.(Diagnoser)
+	if !ok {
+		return nil, backend.Errorf(backend.ErrUnsupported, "diagnostics: the %s plugin's device reports none", b.cfg.Name)
+	}
+	return d.Diagnostics(), nil
 }
 
 // Close implements backend.Backend.

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -601,4 +602,37 @@ func loadTokenizer(t *testing.T, path string) *tokenizer.Tokenizer {
 		t.Fatal(err)
 	}
 	return tok
+}
+
+// TestHiddenRows: the rows asked for carry n_layer×n_embd hidden values,
+// the same whether asked alone or with others and whatever the batch
+// split; the rest carry none; a row outside the logits rows is refused.
+// The CPU plugin has no diagnostics.
+func TestHiddenRows(t *testing.T) {
+	b, res := load(t, Config{}, backend.LoadRequest{Threads: 2})
+	toks := []int32{1, 403, 407, 260, 426, 19, 300, 11}
+	got := rows(t, b, backend.EvalRequest{Session: "h", Pos: 0, Tokens: toks, LogitsFrom: 2, HiddenRows: []int{2, 7}})
+	n := res.Model.NLayer * res.Model.NEmbd
+	for i, l := range got {
+		if (i == 2 || i == 7) != (l.Hidden != nil) {
+			t.Fatalf("row %d: hidden %v", i, l.Hidden != nil)
+		}
+		if l.Hidden != nil && len(l.Hidden) != n {
+			t.Fatalf("row %d: %d hidden values, want %d", i, len(l.Hidden), n)
+		}
+	}
+	alone := rows(t, b, backend.EvalRequest{Session: "h2", Pos: 0, Tokens: toks, LogitsFrom: 7, HiddenRows: []int{7}})
+	if !slices.Equal(alone[7].Hidden, got[7].Hidden) {
+		t.Error("row 7's hidden states depend on which rows were asked for")
+	}
+	if slices.Equal(got[2].Hidden[:64], got[2].Hidden[64:128]) || slices.Equal(got[2].Hidden, got[7].Hidden) {
+		t.Error("hidden states do not differ between layers or rows")
+	}
+	err := b.Eval(context.Background(), backend.EvalRequest{Session: "h3", Pos: 0, Tokens: toks, LogitsFrom: 4, HiddenRows: []int{3}}, func(backend.Logits) error { return nil })
+	if !errors.Is(err, backend.ErrInvalidArgument) {
+		t.Errorf("hidden row before logits_from: %v", err)
+	}
+	if _, err := b.Diagnostics(context.Background()); !errors.Is(err, backend.ErrUnsupported) {
+		t.Errorf("cpu diagnostics: %v, want ErrUnsupported", err)
+	}
 }

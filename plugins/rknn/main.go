@@ -19,6 +19,10 @@
 //	kernels    auto | PATH of a mat_kernel_size.json (default auto)
 //	ac_layout  native | normal (default native): layout of A and C
 //	numerics   exact | ggml: the CPU part (default exact)
+//	shadow     true: every NPU call also computed on the CPU path, the
+//	           difference reported per op (Diagnostics); default false
+//	cpu_ops    op or weight names kept on the CPU ("ffn_out-3",
+//	           "blk.3.ffn_down")
 //	fault_crash_after, fault_hang_after, fault_nan_after, fault_inf_after,
 //	fault_bitflip_after N: simulated device faults from the (N+1)-th NPU run
 //	    after Load (0 = the first run of the first Eval); sim only
@@ -69,11 +73,13 @@ func deviceName() string {
 
 // options are the plugin's own Load options (numerics belongs to the engine).
 type options struct {
-	Driver   string `json:"driver"`
-	Type     string `json:"type"`
-	Cores    *int   `json:"cores"`
-	Kernels  string `json:"kernels"`
-	ACLayout string `json:"ac_layout"`
+	Driver   string   `json:"driver"`
+	Type     string   `json:"type"`
+	Cores    *int     `json:"cores"`
+	Kernels  string   `json:"kernels"`
+	ACLayout string   `json:"ac_layout"`
+	Shadow   bool     `json:"shadow"`
+	CPUOps   []string `json:"cpu_ops"`
 
 	// Fault counts are pointers: 0 is a valid count, absent means off.
 	FaultCrashAfter   *int `json:"fault_crash_after"`
@@ -126,7 +132,13 @@ func (o *options) Validate() error {
 	default:
 		return fmt.Errorf("option \"ac_layout\": %q unknown (want native or normal)", o.ACLayout)
 	}
-	o.cfg = offload.Config{Type: typ, Cores: cores, ACLayout: layout}
+	o.cfg = offload.Config{Type: typ, Cores: cores, ACLayout: layout, Shadow: o.Shadow}
+	if len(o.CPUOps) > 0 {
+		o.cfg.CPUOps = map[string]bool{}
+		for _, n := range o.CPUOps {
+			o.cfg.CPUOps[n] = true
+		}
+	}
 	switch o.Kernels {
 	case "", "auto":
 		o.listName = "auto"
@@ -180,17 +192,23 @@ func (o *options) openDriver(threads int) (npu.Driver, error) {
 // the fault layer (nil without fault options), armed after the warm-up.
 type npuDevice struct {
 	*offload.MatMuler
-	plan    []backend.PlanEntry
-	summary string
-	faults  *faultDriver
-	sim     bool // the simulated NPU: its speed is the simulator's
+	plan     []backend.PlanEntry
+	summary  string
+	listName string
+	faults   *faultDriver
+	sim      bool // the simulated NPU: its speed is the simulator's
 }
 
 func (d *npuDevice) Simulated() bool { return d.sim }
 
+// Diagnostics implements enginebackend.Diagnoser.
+func (d *npuDevice) Diagnostics() *backend.Diagnostics { return d.MatMuler.Diagnostics(d.listName) }
+
 func (d *npuDevice) Plan() ([]backend.PlanEntry, string) { return d.plan, d.summary }
 
+// Arm runs after Load's warm-up: faults and diagnostics count from here.
 func (d *npuDevice) Arm() {
+	d.ResetDiagnostics()
 	if d.faults != nil {
 		d.faults.arm()
 	}
@@ -199,6 +217,9 @@ func (d *npuDevice) Arm() {
 // attach opens the driver, converts the weights and creates the contexts
 // of every planned op, and reports the plan.
 func attach(m *engine.Model, o *options) (enginebackend.Device, error) {
+	if err := offload.CheckCPUOps(o.CPUOps, m.MatMulOps(1)); err != nil {
+		return nil, fmt.Errorf("option \"cpu_ops\": %v", err)
+	}
 	cfg := o.cfg
 	cfg.Evict = m.File().Evict // the CPU keeps no copy of offloaded weights
 	// The simulator computes on the host's threads: the cores of a matmul
@@ -215,7 +236,7 @@ func attach(m *engine.Model, o *options) (enginebackend.Device, error) {
 	if err != nil {
 		return nil, err
 	}
-	dev := &npuDevice{sim: o.Driver != "hardware"}
+	dev := &npuDevice{sim: o.Driver != "hardware", listName: o.listName}
 	if f := o.faults(); f.any() {
 		dev.faults = newFaultDriver(drv, f)
 		drv = dev.faults

@@ -536,7 +536,11 @@ type EvalRequest struct {
 	Pos    int64   `protobuf:"varint,2,opt,name=pos,proto3" json:"pos,omitempty"`
 	Tokens []int32 `protobuf:"varint,3,rep,packed,name=tokens,proto3" json:"tokens,omitempty"`
 	// Rows logits_from..len(tokens)-1 are streamed back.
-	LogitsFrom    int64 `protobuf:"varint,4,opt,name=logits_from,json=logitsFrom,proto3" json:"logits_from,omitempty"`
+	LogitsFrom int64 `protobuf:"varint,4,opt,name=logits_from,json=logitsFrom,proto3" json:"logits_from,omitempty"`
+	// Rows (indices into tokens, each >= logits_from) whose hidden states are
+	// sent with their logits (EvalChunk.hidden). Optional: a plugin that
+	// cannot ignores it and sends none.
+	HiddenRows    []int64 `protobuf:"varint,5,rep,packed,name=hidden_rows,json=hiddenRows,proto3" json:"hidden_rows,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -599,6 +603,13 @@ func (x *EvalRequest) GetLogitsFrom() int64 {
 	return 0
 }
 
+func (x *EvalRequest) GetHiddenRows() []int64 {
+	if x != nil {
+		return x.HiddenRows
+	}
+	return nil
+}
+
 type EvalChunk struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Index int64                  `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"` // index into EvalRequest.tokens
@@ -607,7 +618,10 @@ type EvalChunk struct {
 	Logits []byte `protobuf:"bytes,3,opt,name=logits,proto3" json:"logits,omitempty"`
 	// Nanoseconds the plugin has spent computing in this call up to this row,
 	// not counting the time spent sending earlier rows (0 = not measured).
-	ComputeNs     int64 `protobuf:"varint,4,opt,name=compute_ns,json=computeNs,proto3" json:"compute_ns,omitempty"`
+	ComputeNs int64 `protobuf:"varint,4,opt,name=compute_ns,json=computeNs,proto3" json:"compute_ns,omitempty"`
+	// For a row listed in EvalRequest.hidden_rows: the residual stream after
+	// each layer, n_layer rows of n_embd little-endian float32 values.
+	Hidden        []byte `protobuf:"bytes,5,opt,name=hidden,proto3" json:"hidden,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -668,6 +682,13 @@ func (x *EvalChunk) GetComputeNs() int64 {
 		return x.ComputeNs
 	}
 	return 0
+}
+
+func (x *EvalChunk) GetHidden() []byte {
+	if x != nil {
+		return x.Hidden
+	}
+	return nil
 }
 
 type BenchRequest struct {
@@ -894,6 +915,274 @@ func (*CloseResponse) Descriptor() ([]byte, []int) {
 	return file_backend_proto_rawDescGZIP(), []int{12}
 }
 
+type DiagnosticsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DiagnosticsRequest) Reset() {
+	*x = DiagnosticsRequest{}
+	mi := &file_backend_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DiagnosticsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DiagnosticsRequest) ProtoMessage() {}
+
+func (x *DiagnosticsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_backend_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DiagnosticsRequest.ProtoReflect.Descriptor instead.
+func (*DiagnosticsRequest) Descriptor() ([]byte, []int) {
+	return file_backend_proto_rawDescGZIP(), []int{13}
+}
+
+// OpError compares one offloaded op's device output with the CPU path's on
+// the same inputs, over every call since Load (shadow mode).
+type OpError struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Op            string                 `protobuf:"bytes,1,opt,name=op,proto3" json:"op,omitempty"` // llama.cpp graph name, e.g. "ffn_up-3"
+	Calls         int64                  `protobuf:"varint,2,opt,name=calls,proto3" json:"calls,omitempty"`
+	Elements      int64                  `protobuf:"varint,3,opt,name=elements,proto3" json:"elements,omitempty"`                    // output values compared
+	Nmse          float64                `protobuf:"fixed64,4,opt,name=nmse,proto3" json:"nmse,omitempty"`                           // Σ(device−cpu)² / Σcpu²
+	Cosine        float64                `protobuf:"fixed64,5,opt,name=cosine,proto3" json:"cosine,omitempty"`                       // of the device and cpu outputs as one vector
+	MaxAbs        float64                `protobuf:"fixed64,6,opt,name=max_abs,json=maxAbs,proto3" json:"max_abs,omitempty"`         // largest |device−cpu|
+	NonFinite     int64                  `protobuf:"varint,7,opt,name=non_finite,json=nonFinite,proto3" json:"non_finite,omitempty"` // device outputs that were NaN or Inf
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OpError) Reset() {
+	*x = OpError{}
+	mi := &file_backend_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OpError) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OpError) ProtoMessage() {}
+
+func (x *OpError) ProtoReflect() protoreflect.Message {
+	mi := &file_backend_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OpError.ProtoReflect.Descriptor instead.
+func (*OpError) Descriptor() ([]byte, []int) {
+	return file_backend_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *OpError) GetOp() string {
+	if x != nil {
+		return x.Op
+	}
+	return ""
+}
+
+func (x *OpError) GetCalls() int64 {
+	if x != nil {
+		return x.Calls
+	}
+	return 0
+}
+
+func (x *OpError) GetElements() int64 {
+	if x != nil {
+		return x.Elements
+	}
+	return 0
+}
+
+func (x *OpError) GetNmse() float64 {
+	if x != nil {
+		return x.Nmse
+	}
+	return 0
+}
+
+func (x *OpError) GetCosine() float64 {
+	if x != nil {
+		return x.Cosine
+	}
+	return 0
+}
+
+func (x *OpError) GetMaxAbs() float64 {
+	if x != nil {
+		return x.MaxAbs
+	}
+	return 0
+}
+
+func (x *OpError) GetNonFinite() int64 {
+	if x != nil {
+		return x.NonFinite
+	}
+	return 0
+}
+
+// KernelUse is one kernel (op name and shape) and how often it ran on the
+// device since Load.
+type KernelUse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`      // e.g. "ffn_up-0"
+	Shape         string                 `protobuf:"bytes,2,opt,name=shape,proto3" json:"shape,omitempty"`    // "T×K×N"
+	Listed        bool                   `protobuf:"varint,3,opt,name=listed,proto3" json:"listed,omitempty"` // named by the kernel list (false: auto mode)
+	Calls         int64                  `protobuf:"varint,4,opt,name=calls,proto3" json:"calls,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KernelUse) Reset() {
+	*x = KernelUse{}
+	mi := &file_backend_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KernelUse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KernelUse) ProtoMessage() {}
+
+func (x *KernelUse) ProtoReflect() protoreflect.Message {
+	mi := &file_backend_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KernelUse.ProtoReflect.Descriptor instead.
+func (*KernelUse) Descriptor() ([]byte, []int) {
+	return file_backend_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *KernelUse) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *KernelUse) GetShape() string {
+	if x != nil {
+		return x.Shape
+	}
+	return ""
+}
+
+func (x *KernelUse) GetListed() bool {
+	if x != nil {
+		return x.Listed
+	}
+	return false
+}
+
+func (x *KernelUse) GetCalls() int64 {
+	if x != nil {
+		return x.Calls
+	}
+	return 0
+}
+
+type DiagnosticsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Shadow        bool                   `protobuf:"varint,1,opt,name=shadow,proto3" json:"shadow,omitempty"` // ops were compared (shadow mode on)
+	Ops           []*OpError             `protobuf:"bytes,2,rep,name=ops,proto3" json:"ops,omitempty"`
+	KernelList    string                 `protobuf:"bytes,3,opt,name=kernel_list,json=kernelList,proto3" json:"kernel_list,omitempty"` // "auto" or the kernel list's path; "" = none
+	Kernels       []*KernelUse           `protobuf:"bytes,4,rep,name=kernels,proto3" json:"kernels,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DiagnosticsResponse) Reset() {
+	*x = DiagnosticsResponse{}
+	mi := &file_backend_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DiagnosticsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DiagnosticsResponse) ProtoMessage() {}
+
+func (x *DiagnosticsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_backend_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DiagnosticsResponse.ProtoReflect.Descriptor instead.
+func (*DiagnosticsResponse) Descriptor() ([]byte, []int) {
+	return file_backend_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *DiagnosticsResponse) GetShadow() bool {
+	if x != nil {
+		return x.Shadow
+	}
+	return false
+}
+
+func (x *DiagnosticsResponse) GetOps() []*OpError {
+	if x != nil {
+		return x.Ops
+	}
+	return nil
+}
+
+func (x *DiagnosticsResponse) GetKernelList() string {
+	if x != nil {
+		return x.KernelList
+	}
+	return ""
+}
+
+func (x *DiagnosticsResponse) GetKernels() []*KernelUse {
+	if x != nil {
+		return x.Kernels
+	}
+	return nil
+}
+
 var File_backend_proto protoreflect.FileDescriptor
 
 const file_backend_proto_rawDesc = "" +
@@ -937,19 +1226,22 @@ const file_backend_proto_rawDesc = "" +
 	"\aload_ns\x18\x04 \x01(\x03R\x06loadNs\x12\x1b\n" +
 	"\twarmup_ns\x18\x05 \x01(\x03R\bwarmupNs\x12!\n" +
 	"\fmemory_bytes\x18\x06 \x01(\x03R\vmemoryBytes\x12\x18\n" +
-	"\akernels\x18\a \x01(\tR\akernels\"r\n" +
+	"\akernels\x18\a \x01(\tR\akernels\"\x93\x01\n" +
 	"\vEvalRequest\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x10\n" +
 	"\x03pos\x18\x02 \x01(\x03R\x03pos\x12\x16\n" +
 	"\x06tokens\x18\x03 \x03(\x05R\x06tokens\x12\x1f\n" +
 	"\vlogits_from\x18\x04 \x01(\x03R\n" +
-	"logitsFrom\"j\n" +
+	"logitsFrom\x12\x1f\n" +
+	"\vhidden_rows\x18\x05 \x03(\x03R\n" +
+	"hiddenRows\"\x82\x01\n" +
 	"\tEvalChunk\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x03R\x05index\x12\x10\n" +
 	"\x03pos\x18\x02 \x01(\x03R\x03pos\x12\x16\n" +
 	"\x06logits\x18\x03 \x01(\fR\x06logits\x12\x1d\n" +
 	"\n" +
-	"compute_ns\x18\x04 \x01(\x03R\tcomputeNs\"\x97\x01\n" +
+	"compute_ns\x18\x04 \x01(\x03R\tcomputeNs\x12\x16\n" +
+	"\x06hidden\x18\x05 \x01(\fR\x06hidden\"\x97\x01\n" +
 	"\fBenchRequest\x12\x19\n" +
 	"\bn_prompt\x18\x01 \x01(\x03R\anPrompt\x12\x13\n" +
 	"\x05n_gen\x18\x02 \x01(\x03R\x04nGen\x12\x12\n" +
@@ -964,14 +1256,36 @@ const file_backend_proto_rawDesc = "" +
 	"samples_ns\x18\x03 \x03(\x03R\tsamplesNs\x12\x1b\n" +
 	"\twarmup_ns\x18\x04 \x01(\x03R\bwarmupNs\"\x0e\n" +
 	"\fCloseRequest\"\x0f\n" +
-	"\rCloseResponse2\xe4\x03\n" +
+	"\rCloseResponse\"\x14\n" +
+	"\x12DiagnosticsRequest\"\xaf\x01\n" +
+	"\aOpError\x12\x0e\n" +
+	"\x02op\x18\x01 \x01(\tR\x02op\x12\x14\n" +
+	"\x05calls\x18\x02 \x01(\x03R\x05calls\x12\x1a\n" +
+	"\belements\x18\x03 \x01(\x03R\belements\x12\x12\n" +
+	"\x04nmse\x18\x04 \x01(\x01R\x04nmse\x12\x16\n" +
+	"\x06cosine\x18\x05 \x01(\x01R\x06cosine\x12\x17\n" +
+	"\amax_abs\x18\x06 \x01(\x01R\x06maxAbs\x12\x1d\n" +
+	"\n" +
+	"non_finite\x18\a \x01(\x03R\tnonFinite\"c\n" +
+	"\tKernelUse\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05shape\x18\x02 \x01(\tR\x05shape\x12\x16\n" +
+	"\x06listed\x18\x03 \x01(\bR\x06listed\x12\x14\n" +
+	"\x05calls\x18\x04 \x01(\x03R\x05calls\"\xb6\x01\n" +
+	"\x13DiagnosticsResponse\x12\x16\n" +
+	"\x06shadow\x18\x01 \x01(\bR\x06shadow\x12-\n" +
+	"\x03ops\x18\x02 \x03(\v2\x1b.evalrun.backend.v1.OpErrorR\x03ops\x12\x1f\n" +
+	"\vkernel_list\x18\x03 \x01(\tR\n" +
+	"kernelList\x127\n" +
+	"\akernels\x18\x04 \x03(\v2\x1d.evalrun.backend.v1.KernelUseR\akernels2\xc4\x04\n" +
 	"\aBackend\x12U\n" +
 	"\bDescribe\x12#.evalrun.backend.v1.DescribeRequest\x1a$.evalrun.backend.v1.DescribeResponse\x12I\n" +
 	"\x04Load\x12\x1f.evalrun.backend.v1.LoadRequest\x1a .evalrun.backend.v1.LoadResponse\x12H\n" +
 	"\x04Eval\x12\x1f.evalrun.backend.v1.EvalRequest\x1a\x1d.evalrun.backend.v1.EvalChunk0\x01\x12L\n" +
 	"\x05Bench\x12 .evalrun.backend.v1.BenchRequest\x1a!.evalrun.backend.v1.BenchResponse\x12L\n" +
 	"\x05Close\x12 .evalrun.backend.v1.CloseRequest\x1a!.evalrun.backend.v1.CloseResponse\x12Q\n" +
-	"\bValidate\x12\x1f.evalrun.backend.v1.LoadRequest\x1a$.evalrun.backend.v1.ValidateResponseB7Z5github.com/evalrun/evalrun/backend/internal/backendpbb\x06proto3"
+	"\bValidate\x12\x1f.evalrun.backend.v1.LoadRequest\x1a$.evalrun.backend.v1.ValidateResponse\x12^\n" +
+	"\vDiagnostics\x12&.evalrun.backend.v1.DiagnosticsRequest\x1a'.evalrun.backend.v1.DiagnosticsResponseB7Z5github.com/evalrun/evalrun/backend/internal/backendpbb\x06proto3"
 
 var (
 	file_backend_proto_rawDescOnce sync.Once
@@ -985,42 +1299,50 @@ func file_backend_proto_rawDescGZIP() []byte {
 	return file_backend_proto_rawDescData
 }
 
-var file_backend_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_backend_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_backend_proto_goTypes = []any{
-	(*ValidateResponse)(nil), // 0: evalrun.backend.v1.ValidateResponse
-	(*DescribeRequest)(nil),  // 1: evalrun.backend.v1.DescribeRequest
-	(*DescribeResponse)(nil), // 2: evalrun.backend.v1.DescribeResponse
-	(*LoadRequest)(nil),      // 3: evalrun.backend.v1.LoadRequest
-	(*ModelInfo)(nil),        // 4: evalrun.backend.v1.ModelInfo
-	(*PlanEntry)(nil),        // 5: evalrun.backend.v1.PlanEntry
-	(*LoadResponse)(nil),     // 6: evalrun.backend.v1.LoadResponse
-	(*EvalRequest)(nil),      // 7: evalrun.backend.v1.EvalRequest
-	(*EvalChunk)(nil),        // 8: evalrun.backend.v1.EvalChunk
-	(*BenchRequest)(nil),     // 9: evalrun.backend.v1.BenchRequest
-	(*BenchResponse)(nil),    // 10: evalrun.backend.v1.BenchResponse
-	(*CloseRequest)(nil),     // 11: evalrun.backend.v1.CloseRequest
-	(*CloseResponse)(nil),    // 12: evalrun.backend.v1.CloseResponse
+	(*ValidateResponse)(nil),    // 0: evalrun.backend.v1.ValidateResponse
+	(*DescribeRequest)(nil),     // 1: evalrun.backend.v1.DescribeRequest
+	(*DescribeResponse)(nil),    // 2: evalrun.backend.v1.DescribeResponse
+	(*LoadRequest)(nil),         // 3: evalrun.backend.v1.LoadRequest
+	(*ModelInfo)(nil),           // 4: evalrun.backend.v1.ModelInfo
+	(*PlanEntry)(nil),           // 5: evalrun.backend.v1.PlanEntry
+	(*LoadResponse)(nil),        // 6: evalrun.backend.v1.LoadResponse
+	(*EvalRequest)(nil),         // 7: evalrun.backend.v1.EvalRequest
+	(*EvalChunk)(nil),           // 8: evalrun.backend.v1.EvalChunk
+	(*BenchRequest)(nil),        // 9: evalrun.backend.v1.BenchRequest
+	(*BenchResponse)(nil),       // 10: evalrun.backend.v1.BenchResponse
+	(*CloseRequest)(nil),        // 11: evalrun.backend.v1.CloseRequest
+	(*CloseResponse)(nil),       // 12: evalrun.backend.v1.CloseResponse
+	(*DiagnosticsRequest)(nil),  // 13: evalrun.backend.v1.DiagnosticsRequest
+	(*OpError)(nil),             // 14: evalrun.backend.v1.OpError
+	(*KernelUse)(nil),           // 15: evalrun.backend.v1.KernelUse
+	(*DiagnosticsResponse)(nil), // 16: evalrun.backend.v1.DiagnosticsResponse
 }
 var file_backend_proto_depIdxs = []int32{
 	4,  // 0: evalrun.backend.v1.LoadResponse.model:type_name -> evalrun.backend.v1.ModelInfo
 	5,  // 1: evalrun.backend.v1.LoadResponse.plan:type_name -> evalrun.backend.v1.PlanEntry
-	1,  // 2: evalrun.backend.v1.Backend.Describe:input_type -> evalrun.backend.v1.DescribeRequest
-	3,  // 3: evalrun.backend.v1.Backend.Load:input_type -> evalrun.backend.v1.LoadRequest
-	7,  // 4: evalrun.backend.v1.Backend.Eval:input_type -> evalrun.backend.v1.EvalRequest
-	9,  // 5: evalrun.backend.v1.Backend.Bench:input_type -> evalrun.backend.v1.BenchRequest
-	11, // 6: evalrun.backend.v1.Backend.Close:input_type -> evalrun.backend.v1.CloseRequest
-	3,  // 7: evalrun.backend.v1.Backend.Validate:input_type -> evalrun.backend.v1.LoadRequest
-	2,  // 8: evalrun.backend.v1.Backend.Describe:output_type -> evalrun.backend.v1.DescribeResponse
-	6,  // 9: evalrun.backend.v1.Backend.Load:output_type -> evalrun.backend.v1.LoadResponse
-	8,  // 10: evalrun.backend.v1.Backend.Eval:output_type -> evalrun.backend.v1.EvalChunk
-	10, // 11: evalrun.backend.v1.Backend.Bench:output_type -> evalrun.backend.v1.BenchResponse
-	12, // 12: evalrun.backend.v1.Backend.Close:output_type -> evalrun.backend.v1.CloseResponse
-	0,  // 13: evalrun.backend.v1.Backend.Validate:output_type -> evalrun.backend.v1.ValidateResponse
-	8,  // [8:14] is the sub-list for method output_type
-	2,  // [2:8] is the sub-list for method input_type
-	2,  // [2:2] is the sub-list for extension type_name
-	2,  // [2:2] is the sub-list for extension extendee
-	0,  // [0:2] is the sub-list for field type_name
+	14, // 2: evalrun.backend.v1.DiagnosticsResponse.ops:type_name -> evalrun.backend.v1.OpError
+	15, // 3: evalrun.backend.v1.DiagnosticsResponse.kernels:type_name -> evalrun.backend.v1.KernelUse
+	1,  // 4: evalrun.backend.v1.Backend.Describe:input_type -> evalrun.backend.v1.DescribeRequest
+	3,  // 5: evalrun.backend.v1.Backend.Load:input_type -> evalrun.backend.v1.LoadRequest
+	7,  // 6: evalrun.backend.v1.Backend.Eval:input_type -> evalrun.backend.v1.EvalRequest
+	9,  // 7: evalrun.backend.v1.Backend.Bench:input_type -> evalrun.backend.v1.BenchRequest
+	11, // 8: evalrun.backend.v1.Backend.Close:input_type -> evalrun.backend.v1.CloseRequest
+	3,  // 9: evalrun.backend.v1.Backend.Validate:input_type -> evalrun.backend.v1.LoadRequest
+	13, // 10: evalrun.backend.v1.Backend.Diagnostics:input_type -> evalrun.backend.v1.DiagnosticsRequest
+	2,  // 11: evalrun.backend.v1.Backend.Describe:output_type -> evalrun.backend.v1.DescribeResponse
+	6,  // 12: evalrun.backend.v1.Backend.Load:output_type -> evalrun.backend.v1.LoadResponse
+	8,  // 13: evalrun.backend.v1.Backend.Eval:output_type -> evalrun.backend.v1.EvalChunk
+	10, // 14: evalrun.backend.v1.Backend.Bench:output_type -> evalrun.backend.v1.BenchResponse
+	12, // 15: evalrun.backend.v1.Backend.Close:output_type -> evalrun.backend.v1.CloseResponse
+	0,  // 16: evalrun.backend.v1.Backend.Validate:output_type -> evalrun.backend.v1.ValidateResponse
+	16, // 17: evalrun.backend.v1.Backend.Diagnostics:output_type -> evalrun.backend.v1.DiagnosticsResponse
+	11, // [11:18] is the sub-list for method output_type
+	4,  // [4:11] is the sub-list for method input_type
+	4,  // [4:4] is the sub-list for extension type_name
+	4,  // [4:4] is the sub-list for extension extendee
+	0,  // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_backend_proto_init() }
@@ -1034,7 +1356,7 @@ func file_backend_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_backend_proto_rawDesc), len(file_backend_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -25,12 +25,13 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Backend_Describe_FullMethodName = "/evalrun.backend.v1.Backend/Describe"
-	Backend_Load_FullMethodName     = "/evalrun.backend.v1.Backend/Load"
-	Backend_Eval_FullMethodName     = "/evalrun.backend.v1.Backend/Eval"
-	Backend_Bench_FullMethodName    = "/evalrun.backend.v1.Backend/Bench"
-	Backend_Close_FullMethodName    = "/evalrun.backend.v1.Backend/Close"
-	Backend_Validate_FullMethodName = "/evalrun.backend.v1.Backend/Validate"
+	Backend_Describe_FullMethodName    = "/evalrun.backend.v1.Backend/Describe"
+	Backend_Load_FullMethodName        = "/evalrun.backend.v1.Backend/Load"
+	Backend_Eval_FullMethodName        = "/evalrun.backend.v1.Backend/Eval"
+	Backend_Bench_FullMethodName       = "/evalrun.backend.v1.Backend/Bench"
+	Backend_Close_FullMethodName       = "/evalrun.backend.v1.Backend/Close"
+	Backend_Validate_FullMethodName    = "/evalrun.backend.v1.Backend/Validate"
+	Backend_Diagnostics_FullMethodName = "/evalrun.backend.v1.Backend/Diagnostics"
 )
 
 // BackendClient is the client API for Backend service.
@@ -55,6 +56,11 @@ type BackendClient interface {
 	// the option; warnings are for what will run but likely not as meant.
 	// A plugin that does not implement it answers UNIMPLEMENTED.
 	Validate(ctx context.Context, in *LoadRequest, opts ...grpc.CallOption) (*ValidateResponse, error)
+	// Diagnostics reports what the plugin measured about its device since
+	// Load: each offloaded op's error against the CPU path on the same inputs
+	// (shadow mode) and how often each kernel ran. Optional: UNIMPLEMENTED
+	// means the plugin measures none of it.
+	Diagnostics(ctx context.Context, in *DiagnosticsRequest, opts ...grpc.CallOption) (*DiagnosticsResponse, error)
 }
 
 type backendClient struct {
@@ -134,6 +140,16 @@ func (c *backendClient) Validate(ctx context.Context, in *LoadRequest, opts ...g
 	return out, nil
 }
 
+func (c *backendClient) Diagnostics(ctx context.Context, in *DiagnosticsRequest, opts ...grpc.CallOption) (*DiagnosticsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DiagnosticsResponse)
+	err := c.cc.Invoke(ctx, Backend_Diagnostics_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // BackendServer is the server API for Backend service.
 // All implementations must embed UnimplementedBackendServer
 // for forward compatibility.
@@ -156,6 +172,11 @@ type BackendServer interface {
 	// the option; warnings are for what will run but likely not as meant.
 	// A plugin that does not implement it answers UNIMPLEMENTED.
 	Validate(context.Context, *LoadRequest) (*ValidateResponse, error)
+	// Diagnostics reports what the plugin measured about its device since
+	// Load: each offloaded op's error against the CPU path on the same inputs
+	// (shadow mode) and how often each kernel ran. Optional: UNIMPLEMENTED
+	// means the plugin measures none of it.
+	Diagnostics(context.Context, *DiagnosticsRequest) (*DiagnosticsResponse, error)
 	mustEmbedUnimplementedBackendServer()
 }
 
@@ -183,6 +204,9 @@ func (UnimplementedBackendServer) Close(context.Context, *CloseRequest) (*CloseR
 }
 func (UnimplementedBackendServer) Validate(context.Context, *LoadRequest) (*ValidateResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Validate not implemented")
+}
+func (UnimplementedBackendServer) Diagnostics(context.Context, *DiagnosticsRequest) (*DiagnosticsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Diagnostics not implemented")
 }
 func (UnimplementedBackendServer) mustEmbedUnimplementedBackendServer() {}
 func (UnimplementedBackendServer) testEmbeddedByValue()                 {}
@@ -306,6 +330,24 @@ func _Backend_Validate_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Backend_Diagnostics_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DiagnosticsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BackendServer).Diagnostics(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Backend_Diagnostics_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BackendServer).Diagnostics(ctx, req.(*DiagnosticsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Backend_ServiceDesc is the grpc.ServiceDesc for Backend service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -332,6 +374,10 @@ var Backend_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Validate",
 			Handler:    _Backend_Validate_Handler,
+		},
+		{
+			MethodName: "Diagnostics",
+			Handler:    _Backend_Diagnostics_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

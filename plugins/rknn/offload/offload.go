@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -41,6 +42,14 @@ type Config struct {
 	// Evict, if set, is called with a weight's data once it is on the
 	// device, so that the process keeps one copy of it (gguf.File.Evict).
 	Evict func(data []byte)
+	// Shadow also computes every offloaded call on the CPU matmul from the
+	// same input and accumulates the difference per op (Diagnostics). The
+	// model goes on with the device's output.
+	Shadow bool
+	// CPUOps are ops kept on the CPU whatever the kernel list says, by op
+	// name ("ffn_out-3") or weight name ("blk.3.ffn_down.weight", or
+	// without ".weight").
+	CPUOps map[string]bool
 }
 
 func (c *Config) check() error {
@@ -73,6 +82,8 @@ func Decide(cfg Config, op *engine.MatMulOp) (bool, string) {
 		return false, fmt.Sprintf("K=%d > %d, the RK3588 limit (K splitting not implemented)", op.K, npu.MaxK)
 	case cfg.Kernels != nil && !cfg.Kernels.Match(op.Name, op.T, op.K, op.N):
 		return false, "not in the kernel list"
+	case cfg.CPUOps[op.Name] || cfg.CPUOps[w.Name] || cfg.CPUOps[strings.TrimSuffix(w.Name, ".weight")]:
+		return false, "cpu_ops"
 	}
 	return true, ""
 }
@@ -90,6 +101,9 @@ type MatMuler struct {
 
 	statsMu sync.Mutex
 	stats   Stats
+
+	diagMu sync.Mutex
+	diag   diag
 }
 
 // Stats are cumulative counters of the offload.
@@ -116,7 +130,8 @@ func New(cfg Config, cpu engine.MatMuler) (*MatMuler, error) {
 	if cpu == nil {
 		return nil, errors.New("offload: no CPU matmul to fall back to")
 	}
-	return &MatMuler{cfg: cfg, cpu: cpu, weights: map[*engine.Weight]*weightB{}, failed: map[*engine.Weight]string{}}, nil
+	return &MatMuler{cfg: cfg, cpu: cpu, weights: map[*engine.Weight]*weightB{}, failed: map[*engine.Weight]string{},
+		diag: diag{calls: map[kernelKey]int64{}, ops: map[string]*opAcc{}}}, nil
 }
 
 // Config returns the configuration in effect.
@@ -177,6 +192,10 @@ func (o *MatMuler) MatMul(op *engine.MatMulOp, x, out []float32) error {
 	}
 	if err := o.run(k, op, x, out); err != nil {
 		return fmt.Errorf("npu matmul %s (%d×%d×%d): %w", op.Name, op.T, op.K, op.N, err)
+	}
+	o.countKernel(op)
+	if o.cfg.Shadow {
+		return o.shadow(op, x, out)
 	}
 	return nil
 }

@@ -1,0 +1,116 @@
+package diag
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+)
+
+// WriteText prints a backend's diagnostics as evalrun run shows them after
+// its tables: the ops ranked by error, the per-layer drift, the kernel
+// accounting and the warnings.
+func WriteText(w io.Writer, backend string, r *Report) {
+	if r == nil {
+		return
+	}
+	for _, s := range r.sections(false) {
+		fmt.Fprintf(w, "\n%s: %s\n", backend, s.title)
+		if len(s.rows) > 0 {
+			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+			fmt.Fprintln(tw, strings.Join(s.head, "\t")+"\t")
+			for _, row := range s.rows {
+				fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
+			}
+			tw.Flush()
+		}
+		for _, n := range s.notes {
+			fmt.Fprintf(w, "%s\n", n)
+		}
+	}
+}
+
+// WriteMarkdown writes the same as report.md sections (level-3 headings).
+func WriteMarkdown(w io.Writer, r *Report) {
+	if r == nil {
+		return
+	}
+	for _, s := range r.sections(true) {
+		fmt.Fprintf(w, "\n### %s\n\n", s.title)
+		if len(s.rows) > 0 {
+			fmt.Fprintf(w, "| %s |\n|%s\n", strings.Join(s.head, " | "), strings.Repeat("---|", len(s.head)))
+			for _, row := range s.rows {
+				fmt.Fprintf(w, "| %s |\n", strings.Join(row, " | "))
+			}
+			fmt.Fprintln(w)
+		}
+		for _, n := range s.notes {
+			fmt.Fprintf(w, "%s\n", n)
+		}
+	}
+}
+
+type section struct {
+	title string
+	head  []string
+	rows  [][]string
+	notes []string
+}
+
+func (r *Report) sections(md bool) []section {
+	warn := "WARNING: "
+	if md {
+		warn = "**Warning:** "
+	}
+	var out []section
+	if r.Shadow {
+		s := section{title: "per-op error against the CPU path (shadow mode, worst first)",
+			head: []string{"rank", "op", "calls", "NMSE", "cosine", "max |Δ|", "non-finite"}}
+		for i, o := range r.Ops {
+			s.rows = append(s.rows, []string{fmt.Sprint(i + 1), o.Op, fmt.Sprint(o.Calls), fmt.Sprintf("%.3e", o.NMSE),
+				fmt.Sprintf("%.7f", o.Cosine), fmt.Sprintf("%.3e", o.MaxAbs), fmt.Sprint(o.NonFinite)})
+		}
+		if len(r.Ops) == 0 {
+			s.notes = append(s.notes, "no op ran on the device")
+		}
+		out = append(out, s)
+	}
+	if d := r.LayerDrift; d != nil {
+		s := section{title: fmt.Sprintf("per-layer drift of the residual stream (%s chunk %d, positions %s)", d.Dataset, d.Chunk, ints(d.Positions)),
+			head: []string{"layer", "NMSE", "cosine", "max |Δ|", "growth"}}
+		for _, l := range d.Layers {
+			g := "—"
+			if l.Layer > 0 && l.Growth > 0 {
+				g = fmt.Sprintf("×%.2f", l.Growth)
+			}
+			s.rows = append(s.rows, []string{fmt.Sprint(l.Layer), fmt.Sprintf("%.3e", l.NMSE), fmt.Sprintf("%.7f", l.Cosine), fmt.Sprintf("%.3e", l.MaxAbs), g})
+		}
+		s.notes = append(s.notes, fmt.Sprintf("the error grows most at layer %d", d.Grows))
+		out = append(out, s)
+	}
+	if k := r.Kernels; k != nil {
+		s := section{title: fmt.Sprintf("kernel accounting (%s)", k.List)}
+		if k.Listed > 0 {
+			s.notes = append(s.notes, fmt.Sprintf("%d listed, %d ran, %d never ran; %d NPU calls", k.Listed, k.Ran, len(k.NeverRan), k.Calls))
+		} else {
+			s.notes = append(s.notes, fmt.Sprintf("%d kernels ran; %d NPU calls", k.Ran, k.Calls))
+		}
+		out = append(out, s)
+	}
+	if len(r.Warnings) > 0 {
+		s := section{title: "warnings"}
+		for _, w := range r.Warnings {
+			s.notes = append(s.notes, warn+w)
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func ints(v []int) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = fmt.Sprint(x)
+	}
+	return strings.Join(s, ", ")
+}

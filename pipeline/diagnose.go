@@ -1,0 +1,116 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/evalrun/evalrun/backend"
+	"github.com/evalrun/evalrun/pipeline/diag"
+)
+
+// diagnose runs after the accuracy passes (before bench, whose random
+// tokens would count as kernel use): it asks every live candidate for its
+// device diagnostics and, for one in shadow mode, compares its residual
+// stream after each layer with the reference's on the first score chunk.
+func (r *runner) diagnose(ctx context.Context) {
+	var refHidden [][]float32 // computed once for every shadow candidate
+	for _, c := range r.liveCands() {
+		d, ok := c.rb.be.(backend.Diagnoser)
+		if !ok || ctx.Err() != nil {
+			continue
+		}
+		callCtx, cancel := context.WithTimeout(ctx, c.rb.timeouts.Eval)
+		res, err := d.Diagnostics(callCtx)
+		cancel()
+		if err != nil {
+			if errors.Is(err, backend.ErrCrashed) {
+				c.rb.fail(ctx, "diagnostics", err)
+			} else {
+				r.log.Warn("diagnostics failed", "backend", c.rb.Name, "error", err)
+			}
+			continue
+		}
+		if c.diag = diag.New(res); c.diag == nil || !c.diag.Shadow {
+			continue
+		}
+		drift, err := r.layerDrift(ctx, c.rb, &refHidden)
+		if err != nil {
+			c.diag.Warnings = append(c.diag.Warnings, "per-layer drift: "+err.Error())
+			continue
+		}
+		c.diag.LayerDrift = drift
+	}
+}
+
+// layerDrift evaluates the first score chunk once more on the reference
+// (cached in *refHidden) and on rb with hidden states for a few scored
+// positions, and compares them layer by layer.
+func (r *runner) layerDrift(ctx context.Context, rb *runBackend, refHidden *[][]float32) (*diag.LayerDrift, error) {
+	chunks := r.scoreChunks()
+	if r.ref == nil || !r.ref.ok() || r.base != nil || len(chunks) == 0 {
+		return nil, errors.New("needs a reference plugin and a score dataset")
+	}
+	ch := chunks[0]
+	in := ch.input()
+	pos := diag.Positions(ch.first(), len(in)-1, 8)
+	req := backend.EvalRequest{Session: "diag-layers", Pos: 0, Tokens: in, LogitsFrom: pos[0], HiddenRows: pos}
+	if *refHidden == nil {
+		h, err := r.ref.hidden(ctx, req)
+		if err != nil {
+			return nil, fmt.Errorf("reference: %w", err)
+		}
+		*refHidden = h
+	}
+	cand, err := rb.hidden(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	layers, grows, err := diag.CompareLayers(*refHidden, cand, rb.nLayer)
+	if err != nil {
+		return nil, err
+	}
+	return &diag.LayerDrift{Dataset: ch.dataset, Chunk: ch.index + 1, Positions: pos, Layers: layers, Grows: grows}, nil
+}
+
+// hidden runs req and returns the hidden states of its HiddenRows in order.
+func (rb *runBackend) hidden(ctx context.Context, req backend.EvalRequest) ([][]float32, error) {
+	callCtx, cancel := context.WithTimeout(ctx, rb.timeouts.Eval)
+	defer cancel()
+	byIndex := map[int][]float32{}
+	err := rb.be.Eval(callCtx, req, func(l backend.Logits) error {
+		if l.Hidden != nil {
+			byIndex[l.Index] = append([]float32(nil), l.Hidden...)
+		}
+		return nil
+	})
+	if err != nil {
+		if errors.Is(err, backend.ErrCrashed) {
+			rb.fail(ctx, "eval (hidden states)", err)
+		}
+		return nil, timedOut(callCtx, rb.timeouts.Eval, err)
+	}
+	out := make([][]float32, len(req.HiddenRows))
+	for i, row := range req.HiddenRows {
+		if out[i] = byIndex[row]; out[i] == nil {
+			return nil, fmt.Errorf("%s sent no hidden states for row %d (does its plugin support hidden_rows?)", rb.Name, row)
+		}
+	}
+	return out, nil
+}
+
+// offloadGate is require_offload: every listed kernel ran on the device.
+func offloadGate(rep *diag.Report) GateResult {
+	g := GateResult{Name: "require_offload", Limit: 0}
+	if why := rep.OffloadProblem(); why != "" {
+		g.Note = why
+		if rep != nil && rep.Kernels != nil {
+			n := float64(len(rep.Kernels.NeverRan))
+			g.Value = &n
+		}
+		return g
+	}
+	zero := 0.0
+	g.Value, g.Pass, g.Note = &zero, true, fmt.Sprintf("%d of %d kernels ran", rep.Kernels.Ran, len(rep.Kernels.Entries))
+	return g
+}
