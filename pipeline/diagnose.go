@@ -9,10 +9,10 @@ import (
 	"github.com/evalrun/evalrun/pipeline/diag"
 )
 
-// diagnose runs after the accuracy passes (before bench, whose random
-// tokens would count as kernel use): it asks every live candidate for its
-// device diagnostics and, for one in shadow mode, compares its residual
-// stream after each layer with the reference's on the first score chunk.
+// diagnose runs after the passes (so the kernel accounting covers the
+// whole run, bench included): it asks every live candidate for its device
+// diagnostics and, for one in shadow mode, compares its residual stream
+// after each layer with the reference's on the first score chunk.
 func (r *runner) diagnose(ctx context.Context) {
 	var refHidden [][]float32 // computed once for every shadow candidate
 	for _, c := range r.liveCands() {

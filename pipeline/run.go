@@ -313,7 +313,7 @@ func (r *runner) liveCands() []*candidate {
 func (r *runner) refOK() bool { return r.base != nil || r.ref.ok() }
 
 // passes runs the score, generate and bench passes, stopping at an
-// interruption.
+// interruption, and then collects the device diagnostics.
 func (r *runner) passes(ctx context.Context) {
 	if !r.refOK() || ctx.Err() != nil {
 		return
@@ -324,10 +324,10 @@ func (r *runner) passes(ctx context.Context) {
 		r.generatePass(ctx)
 	}
 	r.timing.PassesS = time.Since(start).Seconds()
-	r.diagnose(ctx)
 	if r.plan.Spec.Bench.Enabled && ctx.Err() == nil {
 		r.benchPass(ctx)
 	}
+	r.diagnose(ctx)
 }
 
 // round books one lockstep round of calls: its cost on the critical path is

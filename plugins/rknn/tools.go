@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -11,6 +12,9 @@ import (
 
 	"github.com/evalrun/evalrun/backend"
 	"github.com/evalrun/evalrun/engine"
+	"github.com/evalrun/evalrun/pipeline"
+	"github.com/evalrun/evalrun/pipeline/spec"
+	"github.com/evalrun/evalrun/plugins/enginebackend"
 	"github.com/evalrun/evalrun/plugins/rknn/kernels"
 	"github.com/evalrun/evalrun/plugins/rknn/opscheck"
 )
@@ -78,34 +82,53 @@ func parseOps(s string) ([]string, error) {
 }
 
 func newKernelsCmd() *cobra.Command {
-	var model, tokens, ops, out string
+	var model, tokens, ops, out, specPath string
 	cmd := &cobra.Command{
-		Use:   "kernels --model M [--tokens 1[,128]] [--ops ffn_up,ffn_gate,...] [--out FILE]",
+		Use:   "kernels (--spec SPEC | --model M [--tokens 1[,128]]) [--ops ffn_up,ffn_gate,...] [--out FILE]",
 		Short: "Write the llama.cpp RKNN backend's kernel list (mat_kernel_size.json) for a model",
 		Long: `kernels lists every weight matmul the model runs for the given batch sizes
 (tokens per forward pass) as the llama.cpp RKNN backend's mat_kernel_size.json:
 {"pairs":[{"src0":{"row":T,"col":K},"src1":{"row":K,"col":N},"name":"ffn_up-0"}]}.
+--spec SPEC derives the model and the forward passes from an experiment spec
+instead, so that the list names exactly the shapes its run executes: a score
+chunk of n_ctx evaluates n_ctx-1 tokens with logits from n_ctx/2 (the last
+layer's FFN and the output head run on those rows only), a generate prompt
+is prefilled with logits for its last token and continued one token at a
+time, and the bench runs its prompt in chunks of 512 and single tokens.
+--tokens T lists passes of T tokens that all have logits.
 --ops keeps only some matmuls (Qcur, Vcur, Kcur, attn_out, ffn_gate, ffn_up,
 ffn_out, result_output). The list is the rknn plugin's "kernels" option.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ts, err := parseBatchSizes(tokens)
-			if err != nil {
-				return err
-			}
 			opList, err := parseOps(ops)
 			if err != nil {
 				return err
 			}
-			if model == "" {
-				return usageErr("--model is required")
+			var batches []kernels.Batch
+			switch {
+			case specPath != "" && (model != "" || cmd.Flags().Changed("tokens")):
+				return usageErr("--spec gives the model and the token counts: leave out --model and --tokens")
+			case specPath != "":
+				if model, batches, err = specBatches(cmd.Context(), specPath); err != nil {
+					return usageErr("--spec: %v", err)
+				}
+			case model == "":
+				return usageErr("give --spec or --model")
+			default:
+				ts, err := parseBatchSizes(tokens)
+				if err != nil {
+					return err
+				}
+				for _, t := range ts {
+					batches = append(batches, kernels.Batch{Tokens: t, Outputs: t})
+				}
 			}
 			m, err := engine.Open(model, engine.Options{Threads: 1})
 			if err != nil {
 				return usageErr("%v", err)
 			}
 			defer m.Close()
-			l := kernels.ForModel(m, ts, opList)
+			l := kernels.ForBatches(m, batches, opList)
 			if out == "" || out == "-" {
 				_, err = l.WriteTo(cmd.OutOrStdout())
 				return err
@@ -117,11 +140,42 @@ ffn_out, result_output). The list is the rknn plugin's "kernels" option.`,
 			return nil
 		},
 	}
+	cmd.Flags().StringVar(&specPath, "spec", "", "experiment spec whose run the list is for (model and token counts)")
 	cmd.Flags().StringVarP(&model, "model", "m", "", "GGUF model file")
 	cmd.Flags().StringVar(&tokens, "tokens", "1", "comma-separated batch sizes (tokens per forward pass)")
 	cmd.Flags().StringVar(&ops, "ops", "", "comma-separated ops to keep (default all)")
 	cmd.Flags().StringVarP(&out, "out", "o", "", "output file (default stdout)")
 	return cmd
+}
+
+// specBatches reads an experiment spec and returns the model its rknn
+// backend loads (the spec's model if none overrides it) and the forward
+// passes its run makes.
+func specBatches(ctx context.Context, path string) (string, []kernels.Batch, error) {
+	s, err := spec.Load(ctx, path)
+	if err != nil {
+		return "", nil, err
+	}
+	plan, err := pipeline.NewPlan(ctx, s)
+	if err != nil {
+		return "", nil, err
+	}
+	model := s.Model.Path
+	for _, b := range s.Backends() {
+		if b.Plugin == "rknn" && b.Model != "" {
+			model = b.Model
+			break
+		}
+	}
+	bs, err := plan.Batches(enginebackend.EvalBatch)
+	if err != nil {
+		return "", nil, err
+	}
+	out := make([]kernels.Batch, len(bs))
+	for i, b := range bs {
+		out[i] = kernels.Batch{Tokens: b.Tokens, Outputs: b.Outputs}
+	}
+	return model, out, nil
 }
 
 func newOpsCmd() *cobra.Command {

@@ -199,15 +199,30 @@ func BaseName(name string) string {
 // tokens (all rows requesting logits, as a perplexity batch), optionally only
 // those whose op is in ops (base names: "ffn_up", "result_output", ...).
 func ForModel(m *engine.Model, tokens []int, ops []string) List {
+	batches := make([]Batch, len(tokens))
+	for i, t := range tokens {
+		batches[i] = Batch{Tokens: t, Outputs: t}
+	}
+	return ForBatches(m, batches, ops)
+}
+
+// Batch is a forward pass of Tokens tokens of which Outputs (the last ones)
+// have logits: the last layer's FFN and the output head run on Outputs
+// rows only.
+type Batch struct{ Tokens, Outputs int }
+
+// ForBatches lists the weight matmuls of m (those of ops, all if empty) for
+// each forward pass, each shape once, in pass order.
+func ForBatches(m *engine.Model, batches []Batch, ops []string) List {
 	var l List
 	seen := map[Pair]bool{}
-	for _, t := range tokens {
-		for _, op := range m.MatMulOps(t) {
+	for _, b := range batches {
+		for _, op := range m.MatMulOpsOutputs(b.Tokens, b.Outputs) {
 			if !opSelected(op.Name, ops) {
 				continue
 			}
 			p := NewPair(op.Name, op.T, op.K, op.N)
-			if !seen[p] { // a repeated token count adds nothing
+			if !seen[p] { // a repeated shape adds nothing
 				seen[p] = true
 				l.Pairs = append(l.Pairs, p)
 			}

@@ -1,0 +1,84 @@
+package pipeline
+
+import (
+	"slices"
+
+	"github.com/evalrun/evalrun/backend"
+	"github.com/evalrun/evalrun/pipeline/kldbase"
+	"github.com/evalrun/evalrun/pipeline/spec"
+)
+
+// Batch is one kind of forward pass a run makes: Tokens fed at once, the
+// last Outputs of them with logits (the last layer's FFN and the output
+// head only run on those).
+type Batch struct{ Tokens, Outputs int }
+
+// Batches lists the distinct forward passes a run of the plan makes on an
+// engine plugin that decodes at most evalBatch tokens per pass: score
+// chunks (n_ctx−1 tokens, logits from n_ctx/2), prompt prefills (logits for
+// the last token) and generate steps, and the bench's prompt chunks and
+// single tokens. A kernel list written for them names exactly the matmul
+// shapes the run executes (evalrun kernels --spec).
+func (p *Plan) Batches(evalBatch int) ([]Batch, error) {
+	var out []Batch
+	add := func(b Batch) {
+		if b.Tokens > 0 && !slices.Contains(out, b) {
+			out = append(out, b)
+		}
+	}
+	// split is an Eval of n tokens with logits from row from, decoded in
+	// passes of at most evalBatch tokens.
+	split := func(n, from int) {
+		for lo := 0; lo < n; lo += evalBatch {
+			hi := min(lo+evalBatch, n)
+			add(Batch{hi - lo, hi - max(lo, min(from, hi))})
+		}
+	}
+	nCtxs := map[int]bool{}
+	if path := p.Spec.Reference.KLDBase; path != "" {
+		b, err := kldbase.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		nCtxs[b.NCtx()] = b.NChunk() > 0
+		b.Close()
+	}
+	for _, d := range p.Datasets {
+		switch d.Mode {
+		case spec.ModeScore:
+			if len(d.Stream) >= d.NCtx {
+				nCtxs[d.NCtx] = true
+			}
+		case spec.ModeGenerate:
+			for _, pr := range d.Prompts {
+				split(len(pr.tokens), len(pr.tokens)-1)
+				if pr.maxNew > 1 {
+					add(Batch{1, 1})
+				}
+			}
+		}
+	}
+	for n, any := range nCtxs {
+		if any {
+			ch := scoreChunk{tokens: make([]int32, n)}
+			split(len(ch.input()), ch.first())
+		}
+	}
+	if b := p.Spec.Bench; b.Enabled {
+		req := backend.BenchRequest{NPrompt: b.NPrompt}
+		for done := 0; done < b.NPrompt; done += req.Batch() {
+			chunk := min(b.NPrompt-done, req.Batch())
+			add(Batch{chunk, 1})
+		}
+		if b.NGen > 0 {
+			add(Batch{1, 1})
+		}
+	}
+	slices.SortFunc(out, func(a, b Batch) int {
+		if a.Tokens != b.Tokens {
+			return a.Tokens - b.Tokens
+		}
+		return a.Outputs - b.Outputs
+	})
+	return out, nil
+}
