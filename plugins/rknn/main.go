@@ -23,6 +23,11 @@
 //	           difference reported per op (Diagnostics); default false
 //	cpu_ops    op or weight names kept on the CPU ("ffn_out-3",
 //	           "blk.3.ffn_down")
+//	int4_b_nibbles     low_first | high_first: element order in the bytes of
+//	                   an int4 B in native layout (default low_first)
+//	int4_overflow      saturate | wrap: the simulated int16 output (sim)
+//	fp16_accumulation  blocks32 | ideal: the simulated fp32 accumulation in
+//	                   blocks of 32, or float64 with one rounding (sim)
 //	fault_crash_after, fault_hang_after, fault_nan_after, fault_inf_after,
 //	fault_bitflip_after N: simulated device faults from the (N+1)-th NPU run
 //	    after Load (0 = the first run of the first Eval); sim only
@@ -81,6 +86,12 @@ type options struct {
 	Shadow   bool     `json:"shadow"`
 	CPUOps   []string `json:"cpu_ops"`
 
+	// The readings the RKNN documents leave open (README).
+	Int4BNibbles     string `json:"int4_b_nibbles"`
+	Int4Overflow     string `json:"int4_overflow"`
+	FP16Accumulation string `json:"fp16_accumulation"`
+	simReadings      sim.Options
+
 	// Fault counts are pointers: 0 is a valid count, absent means off.
 	FaultCrashAfter   *int `json:"fault_crash_after"`
 	FaultHangAfter    *int `json:"fault_hang_after"`
@@ -133,6 +144,9 @@ func (o *options) Validate() error {
 		return fmt.Errorf("option \"ac_layout\": %q unknown (want native or normal)", o.ACLayout)
 	}
 	o.cfg = offload.Config{Type: typ, Cores: cores, ACLayout: layout, Shadow: o.Shadow}
+	if err := o.readings(); err != nil {
+		return err
+	}
 	if len(o.CPUOps) > 0 {
 		o.cfg.CPUOps = map[string]bool{}
 		for _, n := range o.CPUOps {
@@ -168,6 +182,37 @@ func (o *options) Validate() error {
 	return nil
 }
 
+// readings checks the options that flip a simulator assumption: the
+// nibble order applies to what the offload writes (and, on the simulator,
+// to how the device reads it); the other two exist only in the simulator.
+func (o *options) readings() error {
+	switch o.Int4BNibbles {
+	case "", "low_first":
+	case "high_first":
+		o.cfg.Int4BHighFirst, o.simReadings.Int4BHighFirst = true, true
+	default:
+		return fmt.Errorf("option \"int4_b_nibbles\": %q unknown (want low_first or high_first)", o.Int4BNibbles)
+	}
+	switch o.Int4Overflow {
+	case "", "saturate":
+	case "wrap":
+		o.simReadings.Int4Wrap = true
+	default:
+		return fmt.Errorf("option \"int4_overflow\": %q unknown (want saturate or wrap)", o.Int4Overflow)
+	}
+	switch o.FP16Accumulation {
+	case "", "blocks32":
+	case "ideal":
+		o.simReadings.FP16Ideal = true
+	default:
+		return fmt.Errorf("option \"fp16_accumulation\": %q unknown (want blocks32 or ideal)", o.FP16Accumulation)
+	}
+	if o.Driver == "hardware" && (o.simReadings.Int4Wrap || o.simReadings.FP16Ideal) {
+		return errors.New("options \"int4_overflow\" and \"fp16_accumulation\" describe the simulated device: they need driver sim")
+	}
+	return nil
+}
+
 func (o *options) faults() faults {
 	f := faults{crash: o.FaultCrashAfter, hang: o.FaultHangAfter, nan: o.FaultNaNAfter, inf: o.FaultInfAfter, bitflip: o.FaultBitflipAfter}
 	if o.FaultBitflipBit != nil {
@@ -185,7 +230,9 @@ func (o *options) openDriver(threads int) (npu.Driver, error) {
 		}
 		return drv, nil
 	}
-	return sim.New(sim.Options{Threads: threads}), nil
+	opts := o.simReadings
+	opts.Threads = threads
+	return sim.New(opts), nil
 }
 
 // npuDevice is the offload attached to a loaded model, with its plan and
@@ -218,7 +265,7 @@ func (d *npuDevice) Arm() {
 // of every planned op, and reports the plan.
 func attach(m *engine.Model, o *options) (enginebackend.Device, error) {
 	if err := offload.CheckCPUOps(o.CPUOps, m.MatMulOps(1)); err != nil {
-		return nil, fmt.Errorf("option \"cpu_ops\": %v", err)
+		return nil, backend.Errorf(backend.ErrInvalidArgument, "option \"cpu_ops\": %v", err)
 	}
 	cfg := o.cfg
 	cfg.Evict = m.File().Evict // the CPU keeps no copy of offloaded weights

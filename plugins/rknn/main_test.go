@@ -131,6 +131,11 @@ func TestOptionErrors(t *testing.T) {
 		{map[string]any{"fault_nan_after": -1}, `option "fault_nan_after": -1 must be >= 0`},
 		{map[string]any{"fault_bitflip_bit": 3}, `needs fault_bitflip_after`},
 		{map[string]any{"numerics": "fast"}, `numerics`},
+		{map[string]any{"shadow": "yes"}, `option "shadow"`},
+		{map[string]any{"cpu_ops": []string{"blk.3.ffn_dwn"}}, `option "cpu_ops": "blk.3.ffn_dwn" is neither a matmul nor a weight`},
+		{map[string]any{"int4_b_nibbles": "middle"}, `option "int4_b_nibbles": "middle" unknown`},
+		{map[string]any{"int4_overflow": "clip"}, `option "int4_overflow": "clip" unknown`},
+		{map[string]any{"fp16_accumulation": "fp64"}, `option "fp16_accumulation": "fp64" unknown`},
 	} {
 		_, err := load(c, tc.opts)
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, backend.ErrInvalidArgument) {

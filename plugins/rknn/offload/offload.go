@@ -46,6 +46,10 @@ type Config struct {
 	// same input and accumulates the difference per op (Diagnostics). The
 	// model goes on with the device's output.
 	Shadow bool
+	// Int4BHighFirst writes an int4 B (native layout) with element 2i in
+	// the high nibble of each byte, the other reading of the RKNN demo; the
+	// default is low first, as for every other int4 buffer.
+	Int4BHighFirst bool
 	// CPUOps are ops kept on the CPU whatever the kernel list says, by op
 	// name ("ffn_out-3") or weight name ("blk.3.ffn_down.weight", or
 	// without ".weight").
@@ -357,6 +361,11 @@ func (o *MatMuler) convert(w *engine.Weight) (*weightB, error) {
 		}
 		if err := o.packSlice(w, rb, r.Lo, rows, s); err != nil {
 			return nil, err
+		}
+		if t == Int4 && o.cfg.Int4BHighFirst {
+			for i, v := range s.b.Bytes() { // even elements in the high nibble
+				s.b.Bytes()[i] = v<<4 | v>>4
+			}
 		}
 	}
 	ok = true

@@ -38,6 +38,21 @@ type Options struct {
 	// Threads splits each run's output columns over goroutines; results are
 	// identical for any value. 0 means 1 (one NPU core per context).
 	Threads int
+
+	// The readings of what the RKNN documents leave open (README,
+	// "Simulator and offload assumptions"); the zero values are ours.
+	//
+	// Int4Wrap: an int4×int4 sum beyond int16 wraps modulo 2^16 instead of
+	// saturating.
+	Int4Wrap bool
+	// FP16Ideal accumulates fp16 products in float64 in K order and rounds
+	// once, instead of the fp32 blocks of 32 (the doc's "ideal" mode, for
+	// A/B comparison).
+	FP16Ideal bool
+	// Int4BHighFirst: in an int4 B of native layout, element 2i sits in the
+	// high nibble and 2i+1 in the low one (the demo's own B-native helper),
+	// instead of low first as everywhere else.
+	Int4BHighFirst bool
 }
 
 // CrashExitCode is the exit status of a simulated device crash.

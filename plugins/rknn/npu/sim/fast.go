@@ -1,8 +1,6 @@
 package sim
 
 import (
-	"math"
-
 	"github.com/evalrun/evalrun/plugins/rknn/npu"
 )
 
@@ -17,7 +15,7 @@ import (
 
 // fastType reports whether the fast path computes this context.
 func (c *Context) fastType() bool {
-	if !haveKernels || c.info.BLayout != npu.LayoutNative {
+	if !haveKernels || c.info.BLayout != npu.LayoutNative || (c.drv.opts.FP16Ideal && isFloat(c.info.Type)) {
 		return false
 	}
 	switch c.info.Type {
@@ -40,13 +38,12 @@ func segments(K, N, subN, bBits int, fn func(k0, kBlocks, off int)) {
 
 // computeFast fills w.cF (float types) or w.cI (integer types) with the
 // row-major M×N result.
-func (c *Context) computeFast(w *workspace, M, K, N int, aNative bool) {
+func (c *Context) computeFast(w *workspace, b []byte, M, K, N int, aNative bool) {
 	aBits, bBits, _ := widths(c.info.Type)
 	subKA := 128 / aBits
 	subNB := 256 / bBits
 	nA := aLen(M, K, aNative, subKA)
 	threads := c.drv.opts.Threads
-	b := c.b.buf
 	nBlocks := N / subNB
 
 	if isFloat(c.info.Type) {
@@ -129,8 +126,6 @@ func (c *Context) computeFast(w *workspace, M, K, N int, aNative bool) {
 		first = false
 	})
 	if c.info.Type == npu.Int4MMInt4ToInt16 {
-		for i, v := range w.cI {
-			w.cI[i] = min(max(v, math.MinInt16), math.MaxInt16)
-		}
+		c.int16Out(w.cI)
 	}
 }

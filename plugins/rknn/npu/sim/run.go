@@ -51,6 +51,7 @@ type workspace struct {
 	aB                []byte  // A as int8 values (fast path)
 	aNatF             []float32
 	aNatI             []int32 // a native A decoded in layout order
+	bSwap             []byte  // B with its nibbles swapped (Int4BHighFirst)
 }
 
 func grow[E any](s []E, n int) []E {
@@ -291,9 +292,19 @@ func (c *Context) compute() {
 	nB := bLen(K, N, c.info.BLayout, subNB)
 	nC := aLen(M, N, aNative, subNC)
 	threads := c.drv.opts.Threads
+	b := c.b.buf
+	if c.drv.opts.Int4BHighFirst && bBits == 4 && c.info.BLayout == npu.LayoutNative {
+		// The device reads even elements from the high nibble: what it
+		// computes with is B with each byte's nibbles swapped.
+		w.bSwap = grow(w.bSwap, len(b))
+		for i, v := range b {
+			w.bSwap[i] = v<<4 | v>>4
+		}
+		b = w.bSwap
+	}
 	fast := c.fastType()
 	if fast {
-		c.computeFast(w, M, K, N, aNative)
+		c.computeFast(w, b, M, K, N, aNative)
 	}
 
 	if isFloat(c.info.Type) {
@@ -303,8 +314,12 @@ func (c *Context) compute() {
 			w.bF = grow(w.bF, N*K)
 			w.cF = grow(w.cF, M*N)
 			gatherA(f16Decoder(c.a.buf[:2*nA]), w.aF, M, K, aNative, subKA, &w.aNatF)
-			gatherBT(f16Decoder(c.b.buf[:2*nB]), w.bF, K, N, c.info.BLayout, subNB, threads)
-			parallelCols(N, threads, func(lo, hi int) { matmulF32(w.aF, w.bF, w.cF, M, K, N, lo, hi) })
+			gatherBT(f16Decoder(b[:2*nB]), w.bF, K, N, c.info.BLayout, subNB, threads)
+			mm := matmulF32
+			if c.drv.opts.FP16Ideal {
+				mm = matmulF64
+			}
+			parallelCols(N, threads, func(lo, hi int) { mm(w.aF, w.bF, w.cF, M, K, N, lo, hi) })
 		}
 		if view, ok := words32[float32](c.c.buf, nC); ok && cBits == 32 {
 			scatterC(w.cF, view, M, N, aNative, subNC)
@@ -331,14 +346,12 @@ func (c *Context) compute() {
 		w.bI = grow(w.bI, N*K)
 		w.cI = grow(w.cI, M*N)
 		gatherA(intDecoder(c.a.buf[:(nA*aBits+7)/8], aBits, q[0].zp), w.aI, M, K, aNative, subKA, &w.aNatI)
-		gatherBT(intDecoder(c.b.buf[:(nB*bBits+7)/8], bBits, q[1].zp), w.bI, K, N, c.info.BLayout, subNB, threads)
+		gatherBT(intDecoder(b[:(nB*bBits+7)/8], bBits, q[1].zp), w.bI, K, N, c.info.BLayout, subNB, threads)
 		parallelCols(N, threads, func(lo, hi int) { matmulI32(w.aI, w.bI, w.cI, M, K, N, lo, hi) })
 	}
 	switch c.info.Type {
 	case npu.Int4MMInt4ToInt16:
-		for i, v := range w.cI {
-			w.cI[i] = min(max(v, math.MinInt16), math.MaxInt16)
-		}
+		c.int16Out(w.cI)
 	case npu.Int8MMInt8ToInt8:
 		for i, v := range w.cI {
 			w.cI[i] = requantize(v, q)
@@ -362,6 +375,35 @@ func (c *Context) compute() {
 	case 8:
 		for i, v := range flat {
 			c.c.buf[i] = byte(v)
+		}
+	}
+}
+
+// int16Out brings exact int4×int4 sums to the int16 output: saturated, or
+// wrapped modulo 2^16 under Options.Int4Wrap.
+func (c *Context) int16Out(sums []int32) {
+	if c.drv.opts.Int4Wrap {
+		for i, v := range sums {
+			sums[i] = int32(int16(v))
+		}
+		return
+	}
+	for i, v := range sums {
+		sums[i] = min(max(v, math.MinInt16), math.MaxInt16)
+	}
+}
+
+// matmulF64 is matmulF32's "ideal" counterpart: each output summed in
+// float64 in K order, rounded to float32 once.
+func matmulF64(a, bT, cOut []float32, M, K, N, lo, hi int) {
+	for n := lo; n < hi; n++ {
+		b := bT[n*K : (n+1)*K]
+		for m := 0; m < M; m++ {
+			var acc float64
+			for k, x := range a[m*K : (m+1)*K] {
+				acc += float64(x) * float64(b[k])
+			}
+			cOut[m*N+n] = float32(acc)
 		}
 	}
 }
