@@ -6,16 +6,19 @@ import (
 	"time"
 
 	"github.com/evalrun/evalrun/backend"
+	"github.com/evalrun/evalrun/pipeline/shard"
 )
 
 // benchPass measures throughput one backend at a time, never overlapping, so
 // no backend's figures include another's load. An interruption stops it.
 func (r *runner) benchPass(ctx context.Context) {
-	if r.ref != nil && r.ref.ok() {
+	if r.ref != nil && r.ref.ok() && r.mine(shard.BenchUnit(r.ref.Name)) {
 		r.refTput = r.benchBackend(ctx, r.ref)
 	}
 	for _, c := range r.liveCands() {
-		c.tput = r.benchBackend(ctx, c.rb)
+		if r.mine(shard.BenchUnit(c.rb.Name)) {
+			c.tput = r.benchBackend(ctx, c.rb)
+		}
 	}
 }
 

@@ -1,6 +1,8 @@
 package pipeline
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"math"
 
@@ -15,8 +17,9 @@ import (
 type comparison struct {
 	kld   metrics.KLD
 	logit metrics.LogitStats
-	// positions profiles KLD and top-1 agreement by position (the run's
-	// comparison only: report.html draws it).
+	// pos profiles a unit's KLD and top-1 agreement by position; positions
+	// is the run's, merged from its units' (report.html draws it).
+	pos       metrics.Positions
 	positions *metrics.Positions
 
 	// Non-finite candidate values when the reference is a kld_base file
@@ -32,16 +35,14 @@ type comparison struct {
 }
 
 // addLive compares a candidate row with a prepared live reference row and
-// adds the result to the run's and the prompt's comparison: each statistic
-// of the row is computed once. tok is the token that follows this position
-// (the scoring target), or -1 if none; pos is the row's position in its
-// sequence.
-func addLive(cand []float32, ref *metrics.RefRow, tok int32, pos int, run, prompt *comparison) error {
-	if err := metrics.AddLogitRow(cand, ref, &run.logit, &prompt.logit); err != nil {
+// adds the result to a unit's comparison (the run merges units in plan
+// order: see add). tok is the token that follows this position (the scoring
+// target), or -1 if none; pos is the row's position in its sequence.
+func addLive(cand []float32, ref *metrics.RefRow, tok int32, pos int, unit *comparison) error {
+	if err := metrics.AddLogitRow(cand, ref, &unit.logit); err != nil {
 		return err
 	}
-	run.compared++
-	prompt.compared++
+	unit.compared++
 	if tok < 0 {
 		return nil
 	}
@@ -49,43 +50,101 @@ func addLive(cand []float32, ref *metrics.RefRow, tok int32, pos int, run, promp
 	if err != nil {
 		return err
 	}
-	run.kld.AddRow(row)
-	prompt.kld.AddRow(row)
-	run.addPosition(pos, row)
+	unit.kld.AddRow(row)
+	unit.pos.Add(pos, row)
 	return nil
-}
-
-func (c *comparison) addPosition(pos int, row metrics.KLDRow) {
-	if c.positions == nil {
-		c.positions = &metrics.Positions{}
-	}
-	c.positions.Add(pos, row)
 }
 
 // addBase compares a candidate row with decoded base log-probabilities from
 // a llama-perplexity --kl-divergence-base file.
-func addBase(cand, baseLogProbs []float32, tok int32, pos int, run, prompt *comparison) error {
+func addBase(cand, baseLogProbs []float32, tok int32, pos int, unit *comparison) error {
 	row, err := metrics.BaseKLDRow(cand, baseLogProbs, tok)
 	if err != nil {
 		return err
 	}
-	var nan, inf int64
 	for _, v := range cand {
 		switch {
 		case math.IsNaN(float64(v)):
-			nan++
+			unit.nan++
 		case math.IsInf(float64(v), 0):
-			inf++
+			unit.inf++
 		}
 	}
-	for _, c := range []*comparison{run, prompt} {
-		c.compared++
-		c.nan += nan
-		c.inf += inf
-		c.kld.AddRow(row)
-	}
-	run.addPosition(pos, row)
+	unit.compared++
+	unit.kld.AddRow(row)
+	unit.pos.Add(pos, row)
 	return nil
+}
+
+// add merges a unit's comparison into the run's. The run adds its units in
+// plan order, and so does a merge of shards: the same sums in the same
+// order, the same bits.
+func (c *comparison) add(u *comparison) {
+	c.kld.Merge(&u.kld)
+	c.logit.Merge(&u.logit)
+	if c.positions == nil {
+		c.positions = &metrics.Positions{}
+	}
+	c.positions.Merge(&u.pos)
+	c.nan += u.nan
+	c.inf += u.inf
+	c.compared += u.compared
+	c.genPrompts += u.genPrompts
+	c.genMatches += u.genMatches
+	c.firstDivSum += u.firstDivSum
+}
+
+// unitState is a unit's comparison as a shard's units file keeps it.
+type unitState struct {
+	KLD         []byte  `json:"kld"`
+	Logit       []byte  `json:"logit"`
+	Positions   []byte  `json:"positions"`
+	NaN         int64   `json:"nan,omitempty"`
+	Inf         int64   `json:"inf,omitempty"`
+	Compared    int     `json:"compared"`
+	GenPrompts  int     `json:"gen_prompts,omitempty"`
+	GenMatches  int     `json:"gen_matches,omitempty"`
+	FirstDivSum float64 `json:"first_div_sum,omitempty"`
+}
+
+func (c *comparison) marshalState() (json.RawMessage, error) {
+	kld, err := c.kld.MarshalBinary()
+	if err != nil {
+		return nil, err
+	}
+	logit, err := c.logit.MarshalBinary()
+	if err != nil {
+		return nil, err
+	}
+	pos, err := c.pos.MarshalBinary()
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(unitState{KLD: kld, Logit: logit, Positions: pos, NaN: c.nan, Inf: c.inf, Compared: c.compared,
+		GenPrompts: c.genPrompts, GenMatches: c.genMatches, FirstDivSum: c.firstDivSum})
+}
+
+func unmarshalState(data []byte) (*comparison, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var st unitState
+	if err := dec.Decode(&st); err != nil {
+		return nil, err
+	}
+	c := &comparison{nan: st.NaN, inf: st.Inf, compared: st.Compared, genPrompts: st.GenPrompts, genMatches: st.GenMatches, firstDivSum: st.FirstDivSum}
+	if err := c.kld.UnmarshalBinary(st.KLD); err != nil {
+		return nil, err
+	}
+	if err := c.logit.UnmarshalBinary(st.Logit); err != nil {
+		return nil, err
+	}
+	if err := c.pos.UnmarshalBinary(st.Positions); err != nil {
+		return nil, err
+	}
+	if c.compared < c.kld.N() || c.genMatches > c.genPrompts || c.nan < 0 || c.inf < 0 {
+		return nil, fmt.Errorf("inconsistent counts")
+	}
+	return c, nil
 }
 
 // addGreedy records one free-running greedy generation against the reference's.

@@ -10,6 +10,7 @@ import (
 	"github.com/evalrun/evalrun/engine/sampling"
 	"github.com/evalrun/evalrun/pipeline/digest"
 	"github.com/evalrun/evalrun/pipeline/metrics"
+	"github.com/evalrun/evalrun/pipeline/shard"
 	"github.com/evalrun/evalrun/pipeline/spec"
 )
 
@@ -20,7 +21,11 @@ import (
 func (r *runner) generatePass(ctx context.Context) {
 	var prompts []genPrompt
 	for _, d := range r.plan.Datasets {
-		prompts = append(prompts, d.Prompts...)
+		for _, p := range d.Prompts {
+			if r.mine(p.unit()) {
+				prompts = append(prompts, p)
+			}
+		}
 	}
 	if len(prompts) == 0 {
 		return
@@ -73,6 +78,7 @@ func (r *runner) generateOne(ctx context.Context, p genPrompt) {
 		per[i], alive[i], digests[i] = &comparison{}, true, digest.NewHasher(len(p.tokens)-1)
 	}
 	refDigest := digest.NewHasher(len(p.tokens) - 1)
+	defer r.unitDone(p.unit(), cands, per)
 	var ref metrics.RefRow
 	refTokens := make([]int32, 0, p.maxNew)
 	req := backend.EvalRequest{Session: "generate", Pos: 0, Tokens: p.tokens, LogitsFrom: len(p.tokens) - 1}
@@ -111,7 +117,7 @@ func (r *runner) generateOne(ctx context.Context, p genPrompt) {
 			if errs[i] == nil {
 				digests[i].Row(rows[i])
 				t := time.Now()
-				errs[i] = addLive(rows[i], &ref, next, len(p.tokens)-1+step, c.cmp, per[i])
+				errs[i] = addLive(rows[i], &ref, next, len(p.tokens)-1+step, per[i])
 				r.timing.MetricsS += time.Since(t).Seconds()
 				c.rb.release(rows[i])
 			}
@@ -142,13 +148,15 @@ func (r *runner) generateOne(ctx context.Context, p genPrompt) {
 			c.rb.fail(ctx, fmt.Sprintf("free-running generate %s/%s", p.dataset, p.id), err)
 			continue
 		}
-		c.cmp.addGreedy(free, refTokens)
 		per[i].addGreedy(free, refTokens)
 		pr := promptFromComparison(c.rb.Name, p.dataset, p.id, spec.ModeGenerate, per[i], true)
 		pr.ReferenceTokens, pr.GeneratedTokens = refTokens, free
 		r.addPrompt(c.rb, pr, digests[i])
 	}
 }
+
+// unit is the prompt's unit id (package shard).
+func (p genPrompt) unit() string { return shard.GenerateUnit(p.dataset, p.id) }
 
 // freeRun lets a backend generate greedily on its own tokens.
 func (r *runner) freeRun(ctx context.Context, rb *runBackend, p genPrompt) ([]int32, error) {

@@ -12,11 +12,12 @@ import (
 	"strings"
 
 	"github.com/evalrun/evalrun/internal/atomicfile"
+	"github.com/evalrun/evalrun/pipeline/shard"
 )
 
 // resultFiles are what a run writes into its directory; one of them there
 // means the directory holds a run.
-var resultFiles = []string{"summary.json", "prompts.jsonl", "report.md", "junit.xml", "report.html"}
+var resultFiles = []string{"summary.json", "prompts.jsonl", "report.md", "junit.xml", "report.html", shard.FileName}
 
 // checkOutDir refuses a results directory that is a file, or that holds
 // the results of an earlier run unless force says to overwrite them.

@@ -28,6 +28,7 @@ import (
 	"github.com/evalrun/evalrun/internal/atomicfile"
 	"github.com/evalrun/evalrun/pipeline/diag"
 	"github.com/evalrun/evalrun/pipeline/kldbase"
+	"github.com/evalrun/evalrun/pipeline/shard"
 	"github.com/evalrun/evalrun/pipeline/spec"
 )
 
@@ -54,6 +55,8 @@ type Options struct {
 	// the baseline run (package runcompare provides it); nil when there is
 	// no baseline, and then a spec with relative gates is refused.
 	RelativeGates func(b *BackendSummary, g spec.Gates) []GateResult
+	// Shard runs only this shard's units (package shard); nil runs all.
+	Shard *shard.Shard
 }
 
 // Result is what Run hands back to the CLI.
@@ -114,8 +117,13 @@ func Run(ctx context.Context, p *Plan, opt Options) (*Result, error) {
 			return nil, &InputError{fmt.Errorf("results directory %s: %w", outDir, err)}
 		}
 	}
+	if err := r.startShard(outDir); err != nil {
+		r.promptLog.abort()
+		return nil, err
+	}
 	if err := r.loadBackends(ctx); err != nil {
 		r.promptLog.abort()
+		r.unitsOut.Abort()
 		return nil, err
 	}
 	r.passes(ctx)
@@ -126,6 +134,9 @@ func Run(ctx context.Context, p *Plan, opt Options) (*Result, error) {
 	err = writeSummary(outDir, r.sum)
 	if perr := r.promptLog.commit(); err == nil {
 		err = perr
+	}
+	if uerr := r.unitsOut.Commit(); err == nil {
+		err = uerr
 	}
 	if err != nil {
 		return res, fmt.Errorf("writing results to %s: %w", outDir, err)
@@ -200,6 +211,9 @@ type runner struct {
 
 	mu        sync.Mutex
 	promptLog *promptLog // prompts.jsonl, streamed
+
+	owned    map[string]bool // a shard's units; nil: every unit
+	unitsOut *shard.Writer   // a shard's units file
 
 	refTput     *Throughput
 	refOut      *kldbase.Writer // output.kld_base of the reference
@@ -386,35 +400,12 @@ func (r *runner) finish(ctx context.Context, end time.Time) {
 	}
 	for _, c := range r.cands {
 		bs := r.backendSummary(c.rb)
-		if bs.Status != StatusSkipped && (c.cmp.compared > 0 || bs.Status == StatusOK) {
-			bs.Accuracy = c.cmp.accuracy(r.base == nil)
-		}
 		bs.Throughput = c.tput
 		bs.Diagnostics = c.diag
 		gated = gated || len(c.rb.Gates.List()) > 0
-		if bs.Status == StatusOK {
-			bs.Gates = evaluateGates(c.rb.Gates, bs.Accuracy, bs.Throughput)
-			if ro := c.rb.Gates.RequireOffload; ro != nil && *ro {
-				bs.Gates = append(bs.Gates, offloadGate(c.diag))
-			}
-			if r.opt.RelativeGates != nil {
-				bs.Gates = append(bs.Gates, r.opt.RelativeGates(&bs, c.rb.Gates)...)
-			}
-			bs.Pass = true
-			for _, g := range bs.Gates {
-				if !g.Pass {
-					bs.Pass = false
-					reasons = append(reasons, fmt.Sprintf("%s: gate %s", bs.Name, g.Describe()))
-				}
-			}
-			if bs.Accuracy != nil && !bs.Accuracy.Complete {
-				bs.Pass = false
-				reasons = append(reasons, fmt.Sprintf("%s: only %d of %d positions were compared", bs.Name, bs.Accuracy.Tokens, c.cmp.planned))
-			}
-		} else {
-			errorSeen = true
-			reasons = append(reasons, fmt.Sprintf("%s %s: %s", bs.Name, bs.Status, bs.Error))
-		}
+		why, failed := judge(&bs, c.cmp, c.rb.Gates, r.opt.RelativeGates, r.base == nil)
+		reasons = append(reasons, why...)
+		errorSeen = errorSeen || failed
 		gateFailed = gateFailed || !bs.Pass
 		s.Backends = append(s.Backends, bs)
 	}
@@ -434,16 +425,51 @@ func (r *runner) finish(ctx context.Context, end time.Time) {
 	if r.interrupted {
 		reasons = append(reasons, "the run was interrupted")
 	}
+	s.Verdict = verdictOf(errorSeen, gateFailed, gated, reasons)
+}
+
+// judge fills a candidate's accuracy from its comparison, checks its gates
+// and completeness, and says why it does not pass; failed means it could
+// not run (an error, not a gate).
+func judge(bs *BackendSummary, cmp *comparison, gates spec.Gates, relative func(*BackendSummary, spec.Gates) []GateResult, liveRef bool) (reasons []string, failed bool) {
+	if bs.Status != StatusSkipped && (cmp.compared > 0 || bs.Status == StatusOK) {
+		bs.Accuracy = cmp.accuracy(liveRef)
+	}
+	if bs.Status != StatusOK {
+		return []string{fmt.Sprintf("%s %s: %s", bs.Name, bs.Status, bs.Error)}, true
+	}
+	bs.Gates = evaluateGates(gates, bs.Accuracy, bs.Throughput)
+	if ro := gates.RequireOffload; ro != nil && *ro {
+		bs.Gates = append(bs.Gates, offloadGate(bs.Diagnostics))
+	}
+	if relative != nil {
+		bs.Gates = append(bs.Gates, relative(bs, gates)...)
+	}
+	bs.Pass = true
+	for _, g := range bs.Gates {
+		if !g.Pass {
+			bs.Pass = false
+			reasons = append(reasons, fmt.Sprintf("%s: gate %s", bs.Name, g.Describe()))
+		}
+	}
+	if bs.Accuracy != nil && !bs.Accuracy.Complete {
+		bs.Pass = false
+		reasons = append(reasons, fmt.Sprintf("%s: only %d of %d positions were compared", bs.Name, bs.Accuracy.Tokens, cmp.planned))
+	}
+	return reasons, false
+}
+
+func verdictOf(errorSeen, gateFailed, gated bool, reasons []string) Verdict {
 	switch {
 	case errorSeen:
-		s.Verdict = Verdict{Status: VerdictError, ExitCode: backend.ExitBackend, Reasons: reasons}
+		return Verdict{Status: VerdictError, ExitCode: backend.ExitBackend, Reasons: reasons}
 	case gateFailed:
-		s.Verdict = Verdict{Status: VerdictFail, ExitCode: backend.ExitGateFailed, Reasons: reasons}
+		return Verdict{Status: VerdictFail, ExitCode: backend.ExitGateFailed, Reasons: reasons}
 	case !gated:
 		reasons = append(reasons, "no gates configured: every backend ran, but no limit was checked (set gates: in the spec)")
-		s.Verdict = Verdict{Status: VerdictNoGates, ExitCode: backend.ExitPass, Reasons: reasons}
+		return Verdict{Status: VerdictNoGates, ExitCode: backend.ExitPass, Reasons: reasons}
 	default:
-		s.Verdict = Verdict{Status: VerdictPass, ExitCode: backend.ExitPass, Reasons: reasons}
+		return Verdict{Status: VerdictPass, ExitCode: backend.ExitPass, Reasons: reasons}
 	}
 }
 

@@ -3,12 +3,14 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/evalrun/evalrun/backend"
 	"github.com/evalrun/evalrun/pipeline/digest"
 	"github.com/evalrun/evalrun/pipeline/kldbase"
 	"github.com/evalrun/evalrun/pipeline/metrics"
+	"github.com/evalrun/evalrun/pipeline/shard"
 	"github.com/evalrun/evalrun/pipeline/spec"
 )
 
@@ -23,6 +25,9 @@ type scoreChunk struct {
 
 // first is the first scored position, n_ctx/2.
 func (c scoreChunk) first() int { return len(c.tokens) / 2 }
+
+// unit is the chunk's unit id (package shard).
+func (c scoreChunk) unit() string { return shard.ScoreUnit(c.dataset, c.index) }
 
 // rows is the number of scored positions: first .. n_ctx-2.
 func (c scoreChunk) rows() int { return kldbase.PerChunk(len(c.tokens)) }
@@ -41,7 +46,7 @@ func (c scoreChunk) input() []int32 {
 // scorePass evaluates every score chunk on the reference (or reads it from
 // the kld_base file) and on every live candidate, comparing row by row.
 func (r *runner) scorePass(ctx context.Context) {
-	chunks := r.scoreChunks()
+	chunks := slices.DeleteFunc(r.scoreChunks(), func(c scoreChunk) bool { return !r.mine(c.unit()) })
 	if len(chunks) == 0 {
 		return
 	}
@@ -180,6 +185,7 @@ func (r *runner) scoreOne(ctx context.Context, ch scoreChunk, e *chunkEval) {
 			streams[i] = nil
 		}
 	}
+	defer r.unitDone(ch.unit(), cands, per)
 	var ref metrics.RefRow
 	var baseRow []float32
 	if r.base != nil {
@@ -212,9 +218,9 @@ func (r *runner) scoreOne(ctx context.Context, ch scoreChunk, e *chunkEval) {
 				r.writeOut(&c.outFile, c.rb.Name, row)
 				t := time.Now()
 				if refRow != nil {
-					err = addLive(row, &ref, tok, ch.first()+k, c.cmp, per[i])
+					err = addLive(row, &ref, tok, ch.first()+k, per[i])
 				} else {
-					err = addBase(row, baseRow, tok, ch.first()+k, c.cmp, per[i])
+					err = addBase(row, baseRow, tok, ch.first()+k, per[i])
 				}
 				r.timing.MetricsS += time.Since(t).Seconds()
 				c.rb.release(row)

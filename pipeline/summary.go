@@ -7,6 +7,7 @@ import (
 	"github.com/evalrun/evalrun/pipeline/diag"
 	"github.com/evalrun/evalrun/pipeline/digest"
 	"github.com/evalrun/evalrun/pipeline/metrics"
+	"github.com/evalrun/evalrun/pipeline/shard"
 	"github.com/evalrun/evalrun/pipeline/speedstat"
 )
 
@@ -78,6 +79,10 @@ type RunInfo struct {
 	// EffectiveSpec is the spec as the run used it: environment overrides
 	// applied, defaults filled in, paths absolute.
 	EffectiveSpec map[string]any `json:"effective_spec,omitempty"`
+	// Shard marks one shard of a run (evalrun run --shard), Merged a merge
+	// of shards (evalrun merge).
+	Shard  *shard.Marker `json:"shard,omitempty"`
+	Merged *shard.Merged `json:"merged,omitempty"`
 }
 
 // HostInfo describes the machine the host ran on.

@@ -15,7 +15,7 @@ import (
 )
 
 func newRunCmd() *cobra.Command {
-	var outDir, pluginDir, baselinePath string
+	var outDir, pluginDir, baselinePath, shardSpec string
 	var verbose, annotations, force bool
 	cmd := &cobra.Command{
 		Use:   "run SPEC",
@@ -35,6 +35,10 @@ gates and crashed backends are also printed as ::error annotations, and the
 one-screen summary is appended to $GITHUB_STEP_SUMMARY when it is set.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			sh, err := shardFlag(shardSpec)
+			if err != nil {
+				return err
+			}
 			plan, err := loadPlan(cmd, args[0])
 			if err != nil {
 				return err
@@ -47,6 +51,7 @@ one-screen summary is appended to $GITHUB_STEP_SUMMARY when it is set.`,
 			opts := pipeline.Options{
 				OutDir: absPath(outDir), Force: force, PluginDir: absPath(pluginDir), Stderr: os.Stderr,
 				Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})), Version: version, GitCommit: gitCommit,
+				Shard: sh,
 			}
 			if baselinePath == "" {
 				baselinePath = s.Baseline
@@ -80,6 +85,7 @@ one-screen summary is appended to $GITHUB_STEP_SUMMARY when it is set.`,
 	cmd.Flags().BoolVar(&force, "force", false, "overwrite the results of an earlier run in --out (refused otherwise)")
 	cmd.Flags().StringVar(&pluginDir, "plugin-dir", "", "directory to look for plugins in first")
 	cmd.Flags().StringVar(&baselinePath, "baseline", "", "a baseline run (directory or summary.json) for the relative gates; overrides the spec's baseline:")
+	cmd.Flags().StringVar(&shardSpec, "shard", "", "run only shard I of N (I/N, I from 0; default $JOB_COMPLETION_INDEX/$EVALRUN_SHARDS); merge the shards with evalrun merge")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "debug logging, including plugin logs")
 	cmd.Flags().BoolVar(&annotations, "github-annotations", os.Getenv("GITHUB_ACTIONS") == "true",
 		"print ::error/::warning workflow commands for failed gates and backends (default: on when GITHUB_ACTIONS=true)")

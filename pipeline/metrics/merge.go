@@ -52,11 +52,36 @@ func (s *LogitStats) Merge(o *LogitStats) {
 	s.top1Same += o.top1Same
 }
 
+// Merge adds o's rows after p's: both are brought to the wider bucket
+// width (neighbours merged as Add merges them) and added bucket by bucket.
+func (p *Positions) Merge(o *Positions) {
+	if len(o.buckets) == 0 {
+		return
+	}
+	if p.width == 0 {
+		p.width = 1
+	}
+	ob, ow := o.buckets, o.width
+	for ow < p.width {
+		ob, ow = widenBuckets(ob), ow*2
+	}
+	for p.width < ow {
+		p.widen()
+	}
+	if len(ob) > len(p.buckets) {
+		p.buckets = append(p.buckets, make([]positionBucket, len(ob)-len(p.buckets))...)
+	}
+	for i, b := range ob {
+		p.buckets[i].add(b)
+	}
+}
+
 // The binary forms below are little-endian, bit exact (NaN payloads
 // included), and versioned by their leading tag.
 const (
 	kldTag   = "kld1"
 	logitTag = "lgt1"
+	posTag   = "pos1"
 )
 
 // MarshalBinary encodes the accumulator: its sums and every per-token KLD
@@ -147,6 +172,44 @@ func (s *LogitStats) UnmarshalBinary(data []byte) error {
 		return errors.New("metrics: logit statistics accumulator: inconsistent counts")
 	}
 	*s = out
+	return nil
+}
+
+// MarshalBinary encodes the profile (32 bytes a bucket).
+func (p *Positions) MarshalBinary() ([]byte, error) {
+	b := append(make([]byte, 0, 4+16+32*len(p.buckets)), posTag...)
+	b = binary.LittleEndian.AppendUint64(b, uint64(p.width))
+	b = binary.LittleEndian.AppendUint64(b, uint64(len(p.buckets)))
+	for _, k := range p.buckets {
+		for _, v := range []uint64{uint64(k.n), uint64(k.same), uint64(k.finite), math.Float64bits(k.sumKLD)} {
+			b = binary.LittleEndian.AppendUint64(b, v)
+		}
+	}
+	return b, nil
+}
+
+// UnmarshalBinary decodes what MarshalBinary wrote, replacing p.
+func (p *Positions) UnmarshalBinary(data []byte) error {
+	d := decoder{b: data}
+	if !d.tag(posTag) {
+		return errors.New("metrics: not a position profile")
+	}
+	width, n := d.u64(), d.u64()
+	if d.err != nil || n > maxPositionBuckets || width > 1<<40 || (n > 0) != (width > 0) {
+		return errors.New("metrics: position profile out of range")
+	}
+	out := Positions{width: int(width), buckets: make([]positionBucket, n)}
+	for i := range out.buckets {
+		k := &out.buckets[i]
+		k.n, k.same, k.finite, k.sumKLD = int64(d.u64()), int64(d.u64()), int64(d.u64()), d.f64()
+		if k.n < 0 || k.same < 0 || k.same > k.n || k.finite < 0 || k.finite > k.n {
+			return errors.New("metrics: position profile: inconsistent counts")
+		}
+	}
+	if err := d.end(); err != nil {
+		return err
+	}
+	*p = out
 	return nil
 }
 

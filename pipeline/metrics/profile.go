@@ -85,16 +85,24 @@ func (p *Positions) Add(pos int, r KLDRow) {
 }
 
 func (p *Positions) widen() {
-	merged := make([]positionBucket, (len(p.buckets)+1)/2)
-	for i, b := range p.buckets {
-		m := &merged[i/2]
-		m.n += b.n
-		m.same += b.same
-		m.finite += b.finite
-		m.sumKLD += b.sumKLD
-	}
-	p.buckets = merged
+	p.buckets = widenBuckets(p.buckets)
 	p.width *= 2
+}
+
+// widenBuckets merges neighbouring buckets pairwise.
+func widenBuckets(buckets []positionBucket) []positionBucket {
+	merged := make([]positionBucket, (len(buckets)+1)/2)
+	for i, b := range buckets {
+		merged[i/2].add(b)
+	}
+	return merged
+}
+
+func (m *positionBucket) add(b positionBucket) {
+	m.n += b.n
+	m.same += b.same
+	m.finite += b.finite
+	m.sumKLD += b.sumKLD
 }
 
 // PositionProfile is the result: buckets of Width positions from 0.

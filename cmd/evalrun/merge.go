@@ -1,0 +1,81 @@
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/evalrun/evalrun/backend"
+	"github.com/evalrun/evalrun/pipeline"
+	"github.com/evalrun/evalrun/pipeline/runcompare"
+	"github.com/evalrun/evalrun/pipeline/shard"
+)
+
+func newMergeCmd() *cobra.Command {
+	var outDir, baselinePath string
+	var allowPartial, annotations bool
+	cmd := &cobra.Command{
+		Use:   "merge SHARD_DIR... --out DIR",
+		Short: "Merge the results directories of a run's shards into the results of the whole run",
+		Long: `merge combines the results directories that 'evalrun run SPEC --shard I/N'
+wrote (in any order) into one: summary.json equal to what one unsharded run
+gives (every statistic, except timings and run ids), prompts.jsonl with the
+same lines, report.md. It refuses shards of different specs, models, plugin
+versions or options, and names duplicate and missing shards (exit 2);
+--allow-partial merges an incomplete set and marks the result partial (its
+verdict then fails: not every position was compared). Otherwise it exits
+with the merged verdict, as run does.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if outDir == "" {
+				return usageErr("merge: --out DIR is required")
+			}
+			opts := pipeline.MergeOptions{Dirs: args, OutDir: absPath(outDir), AllowPartial: allowPartial, Version: version, GitCommit: gitCommit}
+			if baselinePath != "" {
+				base, err := runcompare.Load(baselinePath)
+				if err != nil {
+					return usageErr("baseline: %v", err)
+				}
+				opts.RelativeGates = runcompare.Gates(base)
+			}
+			res, err := pipeline.Merge(opts)
+			if err != nil {
+				return runErr(cmd, err)
+			}
+			if err := reportRun(cmd.OutOrStdout(), res, []string{"md", "junit"}, annotations); err != nil {
+				return backendErr(fmt.Errorf("writing results to %s: %w", res.Dir, err))
+			}
+			if res.Summary.Verdict.ExitCode != backend.ExitPass {
+				return &exitError{res.Summary.Verdict.ExitCode, fmt.Errorf("verdict %s", res.Summary.Verdict.Status)}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&outDir, "out", "o", "", "results directory of the merged run")
+	cmd.Flags().BoolVar(&annotations, "github-annotations", os.Getenv("GITHUB_ACTIONS") == "true",
+		"print ::error/::warning workflow commands for failed gates and backends (default: on when GITHUB_ACTIONS=true)")
+	cmd.Flags().StringVar(&baselinePath, "baseline", "", "a baseline run (directory or summary.json) for the relative gates, as run --baseline")
+	cmd.Flags().BoolVar(&allowPartial, "allow-partial", false, "merge although shards are missing; the result is marked partial")
+	return cmd
+}
+
+// shardFlag is --shard I/N, or JOB_COMPLETION_INDEX with EVALRUN_SHARDS
+// (a Kubernetes Indexed Job); nil when neither is given.
+func shardFlag(v string) (*shard.Shard, error) {
+	if v != "" {
+		s, err := shard.Parse(v)
+		if err != nil {
+			return nil, usageErr("--shard: %v", err)
+		}
+		return &s, nil
+	}
+	s, ok, err := shard.FromEnv(os.Getenv)
+	if err != nil {
+		return nil, usageErr("%v", err)
+	}
+	if !ok {
+		return nil, nil
+	}
+	return &s, nil
+}

@@ -1,0 +1,349 @@
+package pipeline
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"runtime"
+	"time"
+
+	"github.com/evalrun/evalrun/internal/atomicfile"
+	"github.com/evalrun/evalrun/pipeline/digest"
+	"github.com/evalrun/evalrun/pipeline/shard"
+	"github.com/evalrun/evalrun/pipeline/spec"
+)
+
+// MergeOptions are the settings of evalrun merge.
+type MergeOptions struct {
+	Dirs         []string // the shards' results directories
+	OutDir       string
+	AllowPartial bool // merge although units are missing; the result is marked partial
+	// RelativeGates checks relative gates against a baseline, as
+	// Options.RelativeGates; nil refuses shards of a spec that has them.
+	RelativeGates func(b *BackendSummary, g spec.Gates) []GateResult
+	Version       string
+	GitCommit     string
+	Now           func() time.Time // nil = time.Now
+}
+
+// Merge combines the results directories of a run's shards into the
+// results of the whole run: every statistic rebuilt from the shards' units
+// in plan order, so summary.json equals an unsharded run's except for
+// timings and run ids, and prompts.jsonl holds the same lines. Shards of
+// different specs or plugin versions, duplicate shards and (unless
+// AllowPartial) missing shards are refused with an *InputError naming them.
+func Merge(opt MergeOptions) (*Result, error) {
+	now := opt.Now
+	if now == nil {
+		now = time.Now
+	}
+	var files []*shard.File
+	sums := map[*shard.File]*Summary{}
+	for _, dir := range opt.Dirs {
+		f, err := shard.Read(dir)
+		if err != nil {
+			return nil, &InputError{err}
+		}
+		s, err := readSummaryFile(filepath.Join(dir, "summary.json"))
+		if err != nil {
+			return nil, &InputError{err}
+		}
+		if s.Run.Shard == nil || s.Run.Shard.SpecDigest != f.Manifest.SpecDigest || s.Run.Shard.Shard != f.Manifest.Shard {
+			return nil, inputErr("%s: summary.json and %s are not of the same shard", dir, shard.FileName)
+		}
+		files = append(files, f)
+		sums[f] = s
+	}
+	set, err := shard.Collect(files, opt.AllowPartial)
+	if err != nil {
+		return nil, &InputError{err}
+	}
+	for _, b := range set.Manifest.Backends {
+		if rel := b.Gates.Relative(); len(rel) > 0 && opt.RelativeGates == nil {
+			return nil, inputErr("backend %s: gate %s compares with a baseline run: give the merge a --baseline", b.Name, rel[0].Name)
+		}
+	}
+	first := sums[set.Files[0]]
+	for _, f := range set.Files[1:] {
+		if err := samePlugins(first, sums[f], set.Files[0].Dir, f.Dir); err != nil {
+			return nil, &InputError{err}
+		}
+	}
+	if err := checkOutDir(opt.OutDir, false); err != nil {
+		return nil, err
+	}
+	unlock, err := openOutDir(opt.OutDir, false)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+
+	m := &merger{set: set, sums: sums}
+	if err := m.readPrompts(); err != nil {
+		return nil, err
+	}
+	s := m.summary(now().UTC(), opt)
+	if err := writeSummary(opt.OutDir, s); err != nil {
+		return nil, fmt.Errorf("writing results to %s: %w", opt.OutDir, err)
+	}
+	res := &Result{Summary: s, Dir: opt.OutDir}
+	if err := m.writePrompts(filepath.Join(opt.OutDir, "prompts.jsonl")); err != nil {
+		return res, fmt.Errorf("writing results to %s: %w", opt.OutDir, err)
+	}
+	return res, nil
+}
+
+func readSummaryFile(path string) (*Summary, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var s Summary
+	if err := json.Unmarshal(data, &s); err != nil {
+		return nil, fmt.Errorf("%s: %v", path, err)
+	}
+	if s.Schema != SchemaVersion {
+		return nil, fmt.Errorf("%s: schema %q, want %q", path, s.Schema, SchemaVersion)
+	}
+	return &s, nil
+}
+
+// samePlugins refuses shards whose plugins describe themselves differently
+// (another version or device).
+func samePlugins(a, b *Summary, dirA, dirB string) error {
+	bs := append([]BackendSummary{b.Reference}, b.Backends...)
+	for i, x := range append([]BackendSummary{a.Reference}, a.Backends...) {
+		if i >= len(bs) || bs[i].Name != x.Name {
+			return fmt.Errorf("%s and %s have different backends", dirA, dirB)
+		}
+		if y := bs[i]; x.Info != nil && y.Info != nil && !reflect.DeepEqual(x.Info, y.Info) {
+			return fmt.Errorf("backend %s: %s ran %s %s on %s, %s ran %s %s on %s: plugin versions differ",
+				x.Name, dirA, x.Info.Name, x.Info.Version, x.Info.Device, dirB, y.Info.Name, y.Info.Version, y.Info.Device)
+		}
+	}
+	return nil
+}
+
+type merger struct {
+	set     *shard.Set
+	sums    map[*shard.File]*Summary
+	lines   [][][]byte                   // prompts.jsonl lines per unit of the plan
+	digests map[string]*digest.RunHasher // run digests per backend, rebuilt from the lines
+}
+
+// summary builds the merged summary.json.
+func (m *merger) summary(now time.Time, opt MergeOptions) *Summary {
+	set := m.set
+	first := m.sums[set.Files[0]]
+	s := &Summary{Schema: SchemaVersion, Model: first.Model, Datasets: first.Datasets}
+	host, _ := os.Hostname()
+	s.Run = RunInfo{ID: now.Format("20060102-150405") + "-" + first.Run.Name + "-merged", Name: first.Run.Name, Spec: first.Run.Spec,
+		Started: first.Run.Started, Finished: first.Run.Finished, EvalrunVersion: opt.Version, GitCommit: opt.GitCommit,
+		Host:          HostInfo{OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: runtime.NumCPU(), CPUModel: cpuModel(), Hostname: host, GoVer: runtime.Version()},
+		EffectiveSpec: first.Run.EffectiveSpec,
+		Merged:        &shard.Merged{SpecDigest: set.Manifest.SpecDigest, Partial: len(set.Missing) > 0, Missing: set.Missing}}
+	for _, f := range set.Files {
+		s.Run.Merged.Shards = append(s.Run.Merged.Shards, f.Dir)
+	}
+	liveRef := first.Reference.Kind != "kld_base"
+	var reasons []string
+	errorSeen, gateFailed, gated := false, false, false
+	s.Reference = m.backend(first.Reference, func(x *Summary) BackendSummary { return x.Reference })
+	s.Reference.Pass = s.Reference.Status == StatusOK
+	if !s.Reference.Pass {
+		errorSeen = true
+		reasons = append(reasons, fmt.Sprintf("reference %s %s: %s", s.Reference.Name, s.Reference.Status, s.Reference.Error))
+	}
+	for bi, b := range set.Manifest.Backends {
+		bs := m.backend(first.Backends[bi], func(x *Summary) BackendSummary { return x.Backends[bi] })
+		cmp := &comparison{}
+		for i, u := range set.Manifest.Units {
+			cmp.planned += u.Rows
+			for _, r := range set.Results[i] {
+				if r.Backend != b.Name {
+					continue
+				}
+				uc, err := unmarshalState(r.State)
+				if err != nil {
+					bs.Status, bs.Error = StatusFailed, fmt.Sprintf("%s: unit %s: %v", set.Owner[i].Dir, u.ID, err)
+					continue
+				}
+				cmp.add(uc)
+			}
+		}
+		gated = gated || len(b.Gates.List()) > 0
+		why, failed := judge(&bs, cmp, b.Gates, opt.RelativeGates, liveRef)
+		reasons = append(reasons, why...)
+		errorSeen = errorSeen || failed
+		gateFailed = gateFailed || !bs.Pass
+		s.Backends = append(s.Backends, bs)
+	}
+	for _, f := range set.Files {
+		x := m.sums[f]
+		if x.Run.Started.Before(s.Run.Started) {
+			s.Run.Started = x.Run.Started
+		}
+		if x.Run.Finished.After(s.Run.Finished) {
+			s.Run.Finished = x.Run.Finished
+		}
+		if x.Host != nil {
+			if s.Host == nil {
+				s.Host = &HostTiming{}
+			}
+			s.Host.add(x.Host)
+		}
+		// What went wrong in a shard beyond its backends (an interruption,
+		// a file not written) makes the merge an error too.
+		if x.Verdict.Status == VerdictError {
+			errorSeen = true
+			for _, why := range x.Verdict.Reasons {
+				reasons = append(reasons, fmt.Sprintf("shard %s: %s", f.Manifest.Shard, why))
+			}
+		}
+	}
+	s.Run.DurationS = s.Run.Finished.Sub(s.Run.Started).Seconds()
+	if len(set.Missing) > 0 {
+		reasons = append(reasons, fmt.Sprintf("partial: %d of %d units were not run", len(set.Missing), len(set.Manifest.Units)))
+	}
+	s.Verdict = verdictOf(errorSeen, gateFailed, gated, reasons)
+	return s
+}
+
+// backend merges one backend's block over the shards: the first shard's
+// description and load, the first failure, the eval calls summed, the
+// throughput of the shard that ran its bench, the highest peak memory.
+func (m *merger) backend(base BackendSummary, of func(*Summary) BackendSummary) BackendSummary {
+	out := base
+	out.Status, out.Error, out.Eval, out.Throughput, out.PeakRSSBytes, out.Gates, out.Accuracy, out.Pass, out.Digest = StatusOK, "", nil, nil, nil, nil, nil, false, nil
+	bench := shard.BenchUnit(base.Name)
+	for _, f := range m.set.Files {
+		b := of(m.sums[f])
+		if b.Status != StatusOK && out.Status == StatusOK {
+			out.Status, out.Error = b.Status, fmt.Sprintf("shard %s: %s", f.Manifest.Shard, b.Error)
+		}
+		if b.Eval != nil {
+			if out.Eval == nil {
+				out.Eval = &EvalTiming{}
+			}
+			out.Eval.add(b.Eval)
+		}
+		if h := m.digests[base.Name]; h != nil {
+			out.Digest = h.Sum()
+		}
+		if b.PeakRSSBytes != nil && (out.PeakRSSBytes == nil || *b.PeakRSSBytes > *out.PeakRSSBytes) {
+			out.PeakRSSBytes = b.PeakRSSBytes
+		}
+		for i, u := range m.set.Manifest.Units {
+			if u.ID == bench && m.set.Owner[i] == f {
+				out.Throughput = b.Throughput
+			}
+		}
+	}
+	return out
+}
+
+func (e *EvalTiming) add(o *EvalTiming) {
+	e.Calls += o.Calls
+	e.Rows += o.Rows
+	e.CallS += o.CallS
+	e.ComputeS += o.ComputeS
+	e.DecodeS += o.DecodeS
+}
+
+func (t *HostTiming) add(o *HostTiming) {
+	t.PassesS += o.PassesS
+	t.ComputeS += o.ComputeS
+	t.DecodeS += o.DecodeS
+	t.MetricsS += o.MetricsS
+	t.HostIPCS, t.HostIPCShare = nil, nil
+	if t.ComputeS > 0 && t.PassesS > 0 {
+		hostIPC := t.PassesS - t.ComputeS
+		share := hostIPC / t.PassesS
+		t.HostIPCS, t.HostIPCShare = &hostIPC, &share
+	}
+}
+
+// readPrompts files the shards' prompts.jsonl lines under their units and
+// folds their digests into each backend's run digest in plan order, as the
+// unsharded run folds them.
+func (m *merger) readPrompts() error {
+	index := map[string]int{}
+	for i, u := range m.set.Manifest.Units {
+		index[u.ID] = i
+	}
+	m.lines = make([][][]byte, len(m.set.Manifest.Units))
+	for _, f := range m.set.Files {
+		if err := readPromptLines(filepath.Join(f.Dir, "prompts.jsonl"), index, m.lines); err != nil {
+			return err
+		}
+	}
+	m.digests = map[string]*digest.RunHasher{}
+	for _, unit := range m.lines {
+		for _, l := range unit {
+			var p PromptResult
+			if err := json.Unmarshal(l, &p); err != nil || p.Prompt == nil {
+				continue
+			}
+			if m.digests[p.Backend] == nil {
+				m.digests[p.Backend] = &digest.RunHasher{}
+			}
+			m.digests[p.Backend].Add(p.Dataset, p.ID, *p.Prompt)
+		}
+	}
+	return nil
+}
+
+// writePrompts writes the lines in plan order: each unit's lines from the
+// shard that ran it, in that shard's order.
+func (m *merger) writePrompts(path string) error {
+	out, err := atomicfile.Create(path)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(out)
+	for _, unit := range m.lines {
+		for _, l := range unit {
+			w.Write(l)
+			w.WriteByte('\n')
+		}
+	}
+	if err := w.Flush(); err != nil {
+		out.Abort()
+		return err
+	}
+	return out.Commit()
+}
+
+// readPromptLines files each line of a shard's prompts.jsonl under its unit.
+// A shard that wrote no prompts.jsonl adds nothing.
+func readPromptLines(path string, index map[string]int, lines [][][]byte) error {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, shard.MaxLine)
+	for n := 1; sc.Scan(); n++ {
+		var p PromptResult
+		if err := json.Unmarshal(sc.Bytes(), &p); err != nil {
+			return &InputError{fmt.Errorf("%s:%d: %v", path, n, err)}
+		}
+		i, ok := index[shard.PromptUnit(p.Mode, p.Dataset, p.ID)]
+		if !ok {
+			return &InputError{fmt.Errorf("%s:%d: %s/%s/%s is not a unit of the plan", path, n, p.Mode, p.Dataset, p.ID)}
+		}
+		lines[i] = append(lines[i], append([]byte(nil), sc.Bytes()...))
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("%s: %v", path, err)
+	}
+	return nil
+}

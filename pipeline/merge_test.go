@@ -1,0 +1,187 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/evalrun/evalrun/pipeline/shard"
+	"github.com/evalrun/evalrun/pipeline/spec"
+)
+
+// comparable is summary.json without what differs between two runs of the
+// same spec: run ids and provenance, timings, peak memory and speed figures
+// (but not which throughput tests exist and how many samples they have).
+func comparable(t *testing.T, s *Summary) string {
+	t.Helper()
+	c := *s
+	c.Run = RunInfo{Name: s.Run.Name, Spec: s.Run.Spec, EvalrunVersion: s.Run.EvalrunVersion}
+	c.Host = nil
+	var bs []BackendSummary
+	for _, b := range append([]BackendSummary{s.Reference}, s.Backends...) {
+		b.PeakRSSBytes = nil
+		if b.Load != nil {
+			l := *b.Load
+			l.LoadS, l.WarmupS, l.HostS, l.MemoryBytes, l.PeakRSSBytes = 0, 0, 0, 0, nil
+			b.Load = &l
+		}
+		if b.Eval != nil {
+			b.Eval = &EvalTiming{Calls: b.Eval.Calls, Rows: b.Eval.Rows}
+		}
+		if b.Throughput != nil {
+			tp := Throughput{}
+			for _, p := range []struct{ in, out **BenchTest }{{&b.Throughput.PP, &tp.PP}, {&b.Throughput.TG, &tp.TG}} {
+				if *p.in != nil {
+					*p.out = &BenchTest{NPrompt: (*p.in).NPrompt, NGen: (*p.in).NGen, SamplesNS: make([]int64, len((*p.in).SamplesNS))}
+				}
+			}
+			b.Throughput = &tp
+		}
+		bs = append(bs, b)
+	}
+	c.Reference, c.Backends = bs[0], bs[1:]
+	data, err := json.MarshalIndent(c, "", " ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+func shardPlan(t *testing.T) *Plan {
+	return testPlan(t, 64, 256, 32, 5,
+		spec.Backend{Name: "same", Plugin: "fake", Gates: spec.Gates{KLDMeanMax: ptr(0)}},
+		spec.Backend{Name: "noisy", Plugin: "fake", Gates: spec.Gates{KLDMeanMax: ptr(1)}})
+}
+
+func shardFakes() map[string]*fakeBackend {
+	noisy := newFake(64)
+	noisy.noise = 0.7
+	return map[string]*fakeBackend{"ref": newFake(64), "same": newFake(64), "noisy": noisy}
+}
+
+// runShards runs every shard of n into dir/shard-I and returns the
+// directories.
+func runShards(t *testing.T, p *Plan, n int, dir string) []string {
+	t.Helper()
+	var dirs []string
+	for i := range n {
+		out := filepath.Join(dir, fmt.Sprintf("shard-%d", i))
+		var errb bytes.Buffer
+		_, err := Run(context.Background(), p, Options{OutDir: out, Stderr: &errb, Launch: fakeLauncher(shardFakes()), Version: "test", Shard: &shard.Shard{Index: i, Total: n}})
+		if err != nil {
+			t.Fatalf("shard %d/%d: %v\n%s", i, n, err, errb.String())
+		}
+		dirs = append(dirs, out)
+	}
+	return dirs
+}
+
+func merge(dirs []string, out string, partial bool) (*Result, error) {
+	return Merge(MergeOptions{Dirs: dirs, OutDir: out, AllowPartial: partial, Version: "test"})
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+// TestShardsMergeToTheUnshardedRun: 1, 3, 7 and 20 shards (more shards than
+// units: some run nothing), merged from directories given in any order,
+// give the unsharded summary bit for bit (every statistic, percentiles,
+// ±, greedy figures, gates, verdict) and the same prompts.jsonl lines.
+func TestShardsMergeToTheUnshardedRun(t *testing.T) {
+	p := shardPlan(t)
+	whole, _ := runFakes(t, p, shardFakes())
+	want := comparable(t, whole.Summary)
+	wantPrompts := readFile(t, filepath.Join(whole.Dir, "prompts.jsonl"))
+	if whole.Summary.Backends[1].Accuracy.KLDMean == nil || *whole.Summary.Backends[1].Accuracy.KLDMean == 0 {
+		t.Fatal("the noisy candidate must differ from the reference for the test to mean anything")
+	}
+	for _, n := range []int{1, 3, 7, 20} {
+		dir := t.TempDir()
+		dirs := runShards(t, p, n, dir)
+		slices.Reverse(dirs)
+		res, err := merge(dirs, filepath.Join(dir, "merged"), false)
+		if err != nil {
+			t.Fatalf("%d shards: %v", n, err)
+		}
+		if got := comparable(t, readSummary(t, res.Dir)); got != want {
+			t.Fatalf("%d shards merged differ from the unsharded run:\n%s", n, lineDiff(want, got))
+		}
+		if got := readFile(t, filepath.Join(res.Dir, "prompts.jsonl")); got != wantPrompts {
+			t.Fatalf("%d shards: prompts.jsonl differs:\n%s", n, lineDiff(wantPrompts, got))
+		}
+		if m := res.Summary.Run.Merged; m == nil || len(m.Shards) != n || m.Partial {
+			t.Fatalf("merged marker %+v", m)
+		}
+	}
+}
+
+func lineDiff(a, b string) string {
+	al, bl := strings.Split(a, "\n"), strings.Split(b, "\n")
+	var out []string
+	for i := range max(len(al), len(bl)) {
+		var x, y string
+		if i < len(al) {
+			x = al[i]
+		}
+		if i < len(bl) {
+			y = bl[i]
+		}
+		if x != y {
+			out = append(out, fmt.Sprintf("line %d:\n- %s\n+ %s", i+1, x, y))
+		}
+	}
+	return strings.Join(out[:min(len(out), 10)], "\n")
+}
+
+func TestMergeRefusesIncompleteDuplicateAndForeignShards(t *testing.T) {
+	p := shardPlan(t)
+	dir := t.TempDir()
+	dirs := runShards(t, p, 3, dir)
+	out := filepath.Join(dir, "out")
+
+	_, err := merge([]string{dirs[0], dirs[2]}, out, false)
+	if err == nil || !strings.Contains(err.Error(), "missing shard 1/3") || !strings.Contains(err.Error(), "score/score/chunk-2") {
+		t.Fatalf("missing shard: %v", err)
+	}
+	if _, ok := err.(*InputError); !ok {
+		t.Fatalf("missing shard: %T, want an InputError (exit 2)", err)
+	}
+
+	dup := filepath.Join(dir, "copy-of-2")
+	if err := os.CopyFS(dup, os.DirFS(dirs[2])); err != nil {
+		t.Fatal(err)
+	}
+	_, err = merge(append(slices.Clone(dirs), dup), out, false)
+	if err == nil || !strings.Contains(err.Error(), "shard 2/3 given twice") || !strings.Contains(err.Error(), dup) {
+		t.Fatalf("duplicate shard: %v", err)
+	}
+
+	other := shardPlan(t)
+	other.Spec.Candidates[1].Gates.KLDMeanMax = ptr(2)
+	otherDirs := runShards(t, other, 3, t.TempDir())
+	_, err = merge([]string{dirs[0], dirs[1], otherDirs[2]}, out, false)
+	if err == nil || !strings.Contains(err.Error(), "different specs") {
+		t.Fatalf("shards of two specs: %v", err)
+	}
+
+	res, err := merge([]string{dirs[0], dirs[2]}, out, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := res.Summary
+	if !s.Run.Merged.Partial || len(s.Run.Merged.Missing) == 0 || s.Verdict.Status != VerdictFail || s.Backends[0].Accuracy.Complete {
+		t.Fatalf("partial merge: %+v verdict %+v", s.Run.Merged, s.Verdict)
+	}
+}

@@ -1,0 +1,115 @@
+// Package shard splits a run's work into units that independent processes
+// (CI matrix jobs, Kubernetes Indexed Job pods, boards) execute, and reads
+// their results back for an exact merge.
+//
+// A unit is one score chunk, one generate prompt or the bench of one
+// backend, named by an id that is stable for a given spec (ScoreUnit,
+// GenerateUnit, BenchUnit). Shard I of N owns the units whose position in
+// the plan's unit list is I modulo N: every unit lands in exactly one shard
+// whatever N is. A shard writes a normal results directory plus units.jsonl:
+// the plan (every unit, in order, and the spec's digest) and, for each unit
+// it ran and each candidate, the unit's accumulated comparison, from which
+// the merge rebuilds every statistic with the bits of one unsharded run.
+package shard
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// Shard is shard Index (0-based) of Total.
+type Shard struct {
+	Index int `json:"index"`
+	Total int `json:"total"`
+}
+
+func (s Shard) String() string { return fmt.Sprintf("%d/%d", s.Index, s.Total) }
+
+// MaxTotal bounds N: a run is not split into more shards than this.
+const MaxTotal = 100_000
+
+// Parse reads "I/N" (0 <= I < N).
+func Parse(v string) (Shard, error) {
+	i, n, ok := strings.Cut(v, "/")
+	if !ok {
+		return Shard{}, fmt.Errorf("shard %q: want I/N, e.g. 0/4 (I counts from 0)", v)
+	}
+	return newShard(v, i, n)
+}
+
+func newShard(what, i, n string) (Shard, error) {
+	index, err1 := strconv.Atoi(strings.TrimSpace(i))
+	total, err2 := strconv.Atoi(strings.TrimSpace(n))
+	switch {
+	case err1 != nil || err2 != nil:
+		return Shard{}, fmt.Errorf("shard %s: want integers I/N", what)
+	case total < 1 || total > MaxTotal:
+		return Shard{}, fmt.Errorf("shard %s: N must be 1..%d", what, MaxTotal)
+	case index < 0 || index >= total:
+		return Shard{}, fmt.Errorf("shard %s: I must be 0..%d (shards count from 0)", what, total-1)
+	}
+	return Shard{Index: index, Total: total}, nil
+}
+
+// Environment variables that select a shard without a flag: a Kubernetes
+// Indexed Job sets JOB_COMPLETION_INDEX in each pod; the total comes from
+// EVALRUN_SHARDS.
+const (
+	EnvIndex = "JOB_COMPLETION_INDEX"
+	EnvTotal = "EVALRUN_SHARDS"
+)
+
+// FromEnv reads the shard from EnvIndex and EnvTotal. ok is false when
+// neither is set; one without the other is an error.
+func FromEnv(getenv func(string) string) (s Shard, ok bool, err error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	i, n := getenv(EnvIndex), getenv(EnvTotal)
+	switch {
+	case i == "" && n == "":
+		return Shard{}, false, nil
+	case n == "":
+		return Shard{}, false, fmt.Errorf("%s=%s is set but %s (the number of shards) is not", EnvIndex, i, EnvTotal)
+	case i == "":
+		return Shard{}, false, fmt.Errorf("%s=%s is set but %s (this shard's index) is not", EnvTotal, n, EnvIndex)
+	}
+	s, err = newShard(fmt.Sprintf("%s=%s %s=%s", EnvIndex, i, EnvTotal, n), i, n)
+	return s, err == nil, err
+}
+
+// Owns reports whether the unit at position i of the plan's unit list is
+// this shard's.
+func (s Shard) Owns(i int) bool { return i%s.Total == s.Index }
+
+// Owner is the shard index of the unit at position i among total shards.
+func Owner(i, total int) int { return i % total }
+
+// Unit ids. Score chunks count from 1 as prompts.jsonl names them.
+func ScoreUnit(dataset string, chunk int) string {
+	return "score/" + dataset + "/chunk-" + strconv.Itoa(chunk+1)
+}
+func GenerateUnit(dataset, id string) string { return "generate/" + dataset + "/" + id }
+func BenchUnit(backend string) string        { return "bench/" + backend }
+
+// PromptUnit is the unit a prompts.jsonl line belongs to (its mode, dataset
+// and id).
+func PromptUnit(mode, dataset, id string) string { return mode + "/" + dataset + "/" + id }
+
+// Marker marks a shard's summary.json (run.shard).
+type Marker struct {
+	Shard
+	SpecDigest string   `json:"spec_digest"`
+	Units      []string `json:"units"` // the units this shard ran
+}
+
+// Merged marks a merged summary.json (run.merged).
+type Merged struct {
+	SpecDigest string   `json:"spec_digest"`
+	Shards     []string `json:"shards"` // the shards' results directories, by shard index
+	// Partial is set when units were missing (merge --allow-partial).
+	Partial bool     `json:"partial,omitempty"`
+	Missing []string `json:"missing,omitempty"`
+}

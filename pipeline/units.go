@@ -1,0 +1,144 @@
+package pipeline
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"path/filepath"
+
+	"github.com/evalrun/evalrun/pipeline/shard"
+)
+
+// The run's units (package shard): every score chunk, every generate prompt
+// and every backend's bench. Each candidate's comparison is accumulated
+// per unit and merged into the run's in plan order (comparison.add), so a
+// run split into shards and merged gives the same bits as one process.
+
+// planUnits lists the units in plan order, with the positions a candidate
+// compares in each.
+func (r *runner) planUnits() []shard.Unit {
+	var out []shard.Unit
+	for _, ch := range r.scoreChunks() {
+		out = append(out, shard.Unit{ID: ch.unit(), Rows: ch.rows()})
+	}
+	if r.base == nil {
+		for _, d := range r.plan.Datasets {
+			for _, p := range d.Prompts {
+				out = append(out, shard.Unit{ID: p.unit(), Rows: p.maxNew})
+			}
+		}
+	}
+	if r.plan.Spec.Bench.Enabled {
+		for _, b := range r.plan.Spec.Backends() {
+			out = append(out, shard.Unit{ID: shard.BenchUnit(b.Name)})
+		}
+	}
+	return out
+}
+
+// startShard selects this shard's units, marks the summary as a shard and
+// starts its units file. Without a shard every unit is the run's.
+func (r *runner) startShard(outDir string) error {
+	sh := r.opt.Shard
+	if sh == nil {
+		return nil
+	}
+	for _, b := range r.plan.Spec.Backends() {
+		if b.Output.KLDBase != "" {
+			return &InputError{r.plan.Spec.Err(b.Key+".output.kld_base", "a shard cannot write a kld-base file (it scores only part of the chunks)")}
+		}
+	}
+	units := r.planUnits()
+	m := shard.Manifest{SpecDigest: r.specDigest(), Shard: *sh, Units: units}
+	for _, b := range r.plan.Spec.Backends() {
+		if b.Key != "reference" {
+			m.Backends = append(m.Backends, shard.Backend{Name: b.Name, Gates: b.Gates})
+		}
+	}
+	marker := &shard.Marker{Shard: *sh, SpecDigest: m.SpecDigest}
+	r.owned = map[string]bool{}
+	for i, u := range units {
+		if sh.Owns(i) {
+			r.owned[u.ID] = true
+			marker.Units = append(marker.Units, u.ID)
+		}
+	}
+	r.sum.Run.Shard = marker
+	w, err := shard.Create(outDir, m)
+	if err != nil {
+		return &InputError{err}
+	}
+	r.unitsOut = w
+	return nil
+}
+
+// mine reports whether a unit is this run's to compute.
+func (r *runner) mine(unit string) bool { return r.owned == nil || r.owned[unit] }
+
+// unitDone merges a finished (or abandoned) unit's comparisons into the
+// candidates' and, in a shard, records them for the merge.
+func (r *runner) unitDone(unit string, cands []*candidate, per []*comparison) {
+	for i, c := range cands {
+		c.cmp.add(per[i])
+		if r.unitsOut == nil {
+			continue
+		}
+		st, err := per[i].marshalState()
+		if err != nil {
+			r.problem("%s: unit %s not recorded: %v", filepath.Base(shard.FileName), unit, err)
+			continue
+		}
+		r.unitsOut.Add(shard.Result{Unit: unit, Backend: c.rb.Name, State: st})
+	}
+}
+
+// specDigest hashes what decides a run's results: the model, every unit's
+// tokens, the backends with their options and gates, and the bench
+// settings; not paths, threads, timeouts or output settings, which may
+// differ between the machines that run the shards.
+func (r *runner) specDigest() string {
+	p := r.plan
+	type backendKey struct {
+		Key, Name, Plugin, PluginFile, ModelFile string
+		Options                                  map[string]any
+		Gates                                    any
+	}
+	head := struct {
+		ModelSHA256 string
+		NVocab      int
+		BOS         int32
+		KLDBase     bool
+		Backends    []backendKey
+		Bench       any
+	}{ModelSHA256: p.Model.SHA256, NVocab: p.Model.NVocab, BOS: p.BOS, KLDBase: r.base != nil, Bench: p.Spec.Bench}
+	for _, b := range p.Spec.Backends() {
+		k := backendKey{Key: b.Key, Name: b.Name, Plugin: b.Plugin, Options: b.Options, Gates: b.Gates}
+		if b.PluginPath != "" {
+			k.PluginFile = filepath.Base(b.PluginPath)
+		}
+		if b.Model != p.Spec.Model.Path {
+			k.ModelFile = filepath.Base(b.Model)
+		}
+		head.Backends = append(head.Backends, k)
+	}
+	h := sha256.New()
+	data, _ := json.Marshal(head) // maps marshal with sorted keys
+	h.Write(data)
+	unit := func(id string, tokens []int32, n int) {
+		h.Write([]byte("\x00" + id + "\x00"))
+		for _, t := range tokens {
+			h.Write(binary.LittleEndian.AppendUint32(nil, uint32(t)))
+		}
+		h.Write(binary.LittleEndian.AppendUint64(nil, uint64(n)))
+	}
+	for _, ch := range r.scoreChunks() {
+		unit(ch.unit(), ch.tokens, len(ch.tokens))
+	}
+	for _, d := range p.Datasets {
+		for _, g := range d.Prompts {
+			unit(g.unit(), g.tokens, g.maxNew)
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
