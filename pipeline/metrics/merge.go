@@ -105,9 +105,9 @@ func (k *KLD) MarshalBinary() ([]byte, error) {
 
 // UnmarshalBinary decodes what MarshalBinary wrote, replacing k.
 func (k *KLD) UnmarshalBinary(data []byte) error {
-	d := decoder{b: data}
-	if !d.tag(kldTag) {
-		return errors.New("metrics: not a KLD accumulator")
+	d, err := newDecoder(data, kldTag, "a KLD accumulator")
+	if err != nil {
+		return err
 	}
 	var out KLD
 	for _, p := range []*float64{&out.sumNLL, &out.sumNLL2, &out.sumNLLBase, &out.sumNLLBase2, &out.sumNLLNLLBase,
@@ -150,9 +150,9 @@ func (s *LogitStats) MarshalBinary() ([]byte, error) {
 
 // UnmarshalBinary decodes what MarshalBinary wrote, replacing s.
 func (s *LogitStats) UnmarshalBinary(data []byte) error {
-	d := decoder{b: data}
-	if !d.tag(logitTag) {
-		return errors.New("metrics: not a logit statistics accumulator")
+	d, err := newDecoder(data, logitTag, "a logit statistics accumulator")
+	if err != nil {
+		return err
 	}
 	var out LogitStats
 	for _, p := range []*int{&out.rows, &out.skipped, &out.candNaN, &out.candInf, &out.refNaN, &out.refInf, &out.top1Same} {
@@ -219,12 +219,12 @@ type decoder struct {
 	err error
 }
 
-func (d *decoder) tag(t string) bool {
-	if len(d.b) < len(t) || string(d.b[:len(t)]) != t {
-		return false
+// newDecoder starts reading data after its leading tag.
+func newDecoder(data []byte, tag, what string) (*decoder, error) {
+	if len(data) < len(tag) || string(data[:len(tag)]) != tag {
+		return nil, errors.New("metrics: not " + what)
 	}
-	d.b = d.b[len(t):]
-	return true
+	return &decoder{b: data[len(tag):]}, nil
 }
 
 func (d *decoder) take(n int) []byte {
