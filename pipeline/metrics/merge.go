@@ -190,9 +190,9 @@ func (p *Positions) MarshalBinary() ([]byte, error) {
 
 // UnmarshalBinary decodes what MarshalBinary wrote, replacing p.
 func (p *Positions) UnmarshalBinary(data []byte) error {
-	d := decoder{b: data}
-	if !d.tag(posTag) {
-		return errors.New("metrics: not a position profile")
+	d, err := newDecoder(data, posTag, "a position profile")
+	if err != nil {
+		return err
 	}
 	width, n := d.u64(), d.u64()
 	if d.err != nil || n > maxPositionBuckets || width > 1<<40 || (n > 0) != (width > 0) {

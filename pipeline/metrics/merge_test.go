@@ -169,5 +169,53 @@ func FuzzUnmarshalAccumulators(f *testing.F) {
 		if l.UnmarshalBinary(data) == nil {
 			l.Result()
 		}
+		var p Positions
+		if p.UnmarshalBinary(data) == nil {
+			p.Result()
+			p.Merge(&p)
+		}
 	})
+}
+
+// TestPositionsMerge: units of short and long sequences (the long ones
+// widen the buckets) merged, through bytes, in order keep every row in
+// the bucket Add puts it in, and encode the same either way.
+func TestPositionsMerge(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	var seq, merged, viaBytes Positions
+	for u := range 10 {
+		var unit Positions
+		n := 20 + 70*u // up to 650 positions: widths 1 .. 8
+		for pos := range n {
+			r := KLDRow{kld: rng.Float64(), sameTop: rng.IntN(3) > 0}
+			seq.Add(pos, r)
+			unit.Add(pos, r)
+		}
+		merged.Merge(&unit)
+		b, _ := unit.MarshalBinary()
+		var back Positions
+		if err := back.UnmarshalBinary(b); err != nil {
+			t.Fatal(err)
+		}
+		viaBytes.Merge(&back)
+	}
+	rs, rm := seq.Result(), merged.Result()
+	if rs.Width != rm.Width || len(rs.Buckets) != len(rm.Buckets) {
+		t.Fatalf("width %d/%d, %d/%d buckets", rs.Width, rm.Width, len(rs.Buckets), len(rm.Buckets))
+	}
+	for i := range rs.Buckets {
+		s, m := rs.Buckets[i], rm.Buckets[i]
+		if s.Pos != m.Pos || s.N != m.N || s.SameTopP != m.SameTopP || !near(*s.KLDMean, *m.KLDMean, 1e-12) {
+			t.Fatalf("bucket %d: %+v vs %+v", i, s, m)
+		}
+	}
+	a, _ := merged.MarshalBinary()
+	b, _ := viaBytes.MarshalBinary()
+	if !bytes.Equal(a, b) {
+		t.Fatal("merged through bytes differs")
+	}
+	var p Positions
+	if err := p.UnmarshalBinary(a[:len(a)-3]); err == nil {
+		t.Fatal("truncated profile accepted")
+	}
 }
