@@ -40,10 +40,11 @@ func comparableSummary(t *testing.T, dir string) string {
 		drop(bm["load"], "load_s", "warmup_s", "host_s", "memory_bytes", "peak_rss_bytes")
 		drop(bm["eval"], "call_s", "compute_s", "decode_s")
 		if tp, ok := bm["throughput"].(map[string]any); ok {
-			for _, test := range tp {
-				tm := test.(map[string]any)
-				tm["samples_ns"] = len(tm["samples_ns"].([]any))
-				drop(tm, "avg_ns", "stddev_ns", "avg_ts", "stddev_ts", "host_s")
+			for _, key := range []string{"pp", "tg"} {
+				if tm, ok := tp[key].(map[string]any); ok {
+					tm["samples_ns"] = len(tm["samples_ns"].([]any))
+					drop(tm, "avg_ns", "stddev_ns", "avg_ts", "stddev_ts", "host_s", "stats")
+				}
 			}
 		}
 	}
