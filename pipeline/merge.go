@@ -94,6 +94,9 @@ func Merge(opt MergeOptions) (*Result, error) {
 	if err := m.writePrompts(filepath.Join(opt.OutDir, "prompts.jsonl")); err != nil {
 		return res, fmt.Errorf("writing results to %s: %w", opt.OutDir, err)
 	}
+	if err := appendIndex(filepath.Dir(opt.OutDir), opt.OutDir, s); err != nil {
+		return res, fmt.Errorf("results index: %w", err)
+	}
 	return res, nil
 }
 
