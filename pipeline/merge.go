@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/evalrun/evalrun/internal/atomicfile"
+	"github.com/evalrun/evalrun/pipeline/diag"
 	"github.com/evalrun/evalrun/pipeline/digest"
 	"github.com/evalrun/evalrun/pipeline/shard"
 	"github.com/evalrun/evalrun/pipeline/spec"
@@ -223,8 +224,10 @@ func (m *merger) backend(base BackendSummary, of func(*Summary) BackendSummary) 
 	out := base
 	out.Status, out.Error, out.Eval, out.Throughput, out.PeakRSSBytes, out.Gates, out.Accuracy, out.Pass, out.Digest = StatusOK, "", nil, nil, nil, nil, nil, false, nil
 	bench := shard.BenchUnit(base.Name)
+	var reports []*diag.Report
 	for _, f := range m.set.Files {
 		b := of(m.sums[f])
+		reports = append(reports, b.Diagnostics)
 		if b.Status != StatusOK && out.Status == StatusOK {
 			out.Status, out.Error = b.Status, fmt.Sprintf("shard %s: %s", f.Manifest.Shard, b.Error)
 		}
@@ -246,6 +249,7 @@ func (m *merger) backend(base BackendSummary, of func(*Summary) BackendSummary) 
 			}
 		}
 	}
+	out.Diagnostics = diag.Merge(reports)
 	return out
 }
 
