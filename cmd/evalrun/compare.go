@@ -1,11 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
 
+	"github.com/evalrun/evalrun/internal/atomicfile"
+	"github.com/evalrun/evalrun/pipeline/report"
 	"github.com/evalrun/evalrun/pipeline/runcompare"
 )
 
@@ -21,8 +24,9 @@ logits are bit-identical to the baseline's or the first chunk/prompt and
 position where they changed, every accuracy statistic's delta and whether it
 is beyond the statistics' own ± (the two runs' standard errors in
 quadrature), throughput medians with a Mann-Whitney U verdict from the
-per-repetition samples, and status changes. It writes compare.md and
-compare.json into --out (default: NEW's run directory).
+per-repetition samples, and status changes. It writes compare.md,
+compare.json and compare.html (NEW's report.html with the changes drawn)
+into --out (default: NEW's run directory).
 
 Exit codes: 0 compared, 2 a run could not be read.`,
 		Args: cobra.ExactArgs(2),
@@ -46,6 +50,14 @@ Exit codes: 0 compared, 2 a run could not be read.`,
 			if err := runcompare.Write(dir, res); err != nil {
 				return usageErr("writing the comparison: %v", err)
 			}
+			// NEW's report.html with the changes: compare.html.
+			var page bytes.Buffer
+			if err := report.HTMLCompared(&page, newRun.Summary, res); err != nil {
+				return err
+			}
+			if err := atomicfile.WriteFile(filepath.Join(dir, "compare.html"), page.Bytes()); err != nil {
+				return usageErr("writing the comparison: %v", err)
+			}
 			if err := runcompare.Print(cmd.OutOrStdout(), res); err != nil {
 				return err
 			}
@@ -61,10 +73,11 @@ Exit codes: 0 compared, 2 a run could not be read.`,
 
 // writeComparison compares a finished run with its baseline into the run's
 // directory (compare.md, compare.json).
-func writeComparison(base *runcompare.Run, dir string) error {
+func writeComparison(base *runcompare.Run, dir string) (*runcompare.Result, error) {
 	run, err := runcompare.Load(dir)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return runcompare.Write(dir, runcompare.Compare(base, run, runcompare.DefaultMinChange))
+	res := runcompare.Compare(base, run, runcompare.DefaultMinChange)
+	return res, runcompare.Write(dir, res)
 }

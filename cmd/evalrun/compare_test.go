@@ -127,6 +127,15 @@ func TestCompareRuns(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, "changed from stories chunk-1 position 64") {
 		t.Fatalf("compare a c: exit %d\n%s", r.code, r.stdout)
 	}
+	// report.html of the run with --baseline, and compare's compare.html,
+	// draw the changes.
+	for _, f := range []string{"report.html", "compare.html"} {
+		page, err := os.ReadFile(filepath.Join(c, f))
+		if err != nil || !strings.Contains(string(page), `<figure class="chart" id="compare"><h2>Against the baseline `) ||
+			!strings.Contains(string(page), "<td>cpu-exact</td><td>ok</td><td>changed: first in stories/chunk-1 at position 64") {
+			t.Fatalf("%s does not show the comparison (%v)", f, err)
+		}
+	}
 	for _, be := range res.Backends[1:] {
 		if be.Logits.Verdict != runcompare.BitIdentical {
 			t.Errorf("%s: the candidates compute as before: %+v", be.Name, be.Logits)

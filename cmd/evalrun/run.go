@@ -67,13 +67,14 @@ one-screen summary is appended to $GITHUB_STEP_SUMMARY when it is set.`,
 			if err != nil {
 				return runErr(cmd, err)
 			}
-			if err := reportRun(cmd.OutOrStdout(), res, s.Output.Formats, annotations); err != nil {
-				return backendErr(fmt.Errorf("writing results to %s: %w", res.Dir, err))
-			}
+			var cmp *runcompare.Result
 			if base != nil { // compare.md and compare.json beside the results
-				if err := writeComparison(base, res.Dir); err != nil {
+				if cmp, err = writeComparison(base, res.Dir); err != nil {
 					return backendErr(fmt.Errorf("writing the comparison to %s: %w", res.Dir, err))
 				}
+			}
+			if err := reportRun(cmd.OutOrStdout(), res, s.Output.Formats, cmp, annotations); err != nil {
+				return backendErr(fmt.Errorf("writing results to %s: %w", res.Dir, err))
 			}
 			if res.Summary.Verdict.ExitCode != backend.ExitPass {
 				return &exitError{res.Summary.Verdict.ExitCode, fmt.Errorf("verdict %s", res.Summary.Verdict.Status)}
@@ -92,10 +93,11 @@ one-screen summary is appended to $GITHUB_STEP_SUMMARY when it is set.`,
 	return cmd
 }
 
-// reportRun writes the report files the spec asks for, prints the tables
-// and, for GitHub Actions, the annotations and the step summary.
-func reportRun(w io.Writer, res *pipeline.Result, formats []string, annotations bool) error {
-	if err := report.Write(res.Dir, res.Summary, formats); err != nil {
+// reportRun writes the report files the spec asks for (report.html with the
+// comparison with the baseline, if any), prints the tables and, for GitHub
+// Actions, the annotations and the step summary.
+func reportRun(w io.Writer, res *pipeline.Result, formats []string, cmp *runcompare.Result, annotations bool) error {
+	if err := report.Write(res.Dir, res.Summary, formats, cmp); err != nil {
 		return err
 	}
 	if err := report.Print(w, res); err != nil {

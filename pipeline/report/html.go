@@ -11,6 +11,7 @@ import (
 
 	"github.com/evalrun/evalrun/pipeline"
 	"github.com/evalrun/evalrun/pipeline/metrics"
+	"github.com/evalrun/evalrun/pipeline/runcompare"
 )
 
 // HTML writes report.html: one self-contained file (inline CSS and SVG, no
@@ -20,9 +21,9 @@ import (
 // baseline, the changes against it.
 func HTML(w io.Writer, s *pipeline.Summary) error { return HTMLCompared(w, s, nil) }
 
-// HTMLCompared is HTML with a chart of the changes from a baseline run
-// (nil: none).
-func HTMLCompared(w io.Writer, s *pipeline.Summary, base *pipeline.Summary) error {
+// HTMLCompared is HTML with the changes from a baseline run, as evalrun
+// compare found them (nil: none).
+func HTMLCompared(w io.Writer, s *pipeline.Summary, cmp *runcompare.Result) error {
 	var sum strings.Builder
 	if err := stepSummary(&sum, s); err != nil {
 		return err
@@ -48,10 +49,10 @@ func HTMLCompared(w io.Writer, s *pipeline.Summary, base *pipeline.Summary) erro
 		{ID: "throughput", Title: "Throughput", Note: "tokens/s per backend and test: the median of the repetitions (bar) with its 95% confidence interval (whisker; none when too few repetitions), each repetition a dot; a simulated device's bars are pale and labelled",
 			SVG: template.HTML(throughputChart(s))},
 	}
-	if base != nil {
-		page.Charts = append(page.Charts, htmlChart{ID: "compare", Title: "Against the baseline " + base.Run.ID,
-			Note: "each backend's figures in the baseline run (left) and this run (right), with their ±",
-			SVG:  template.HTML(compareChart(s, base))})
+	if cmp != nil {
+		page.Charts = append(page.Charts, htmlChart{ID: "compare", Title: "Against the baseline " + cmp.Base.ID,
+			Note: "per backend: the logits against the baseline's (digests), then KLD mean and generation speed in the baseline (hollow) and this run (filled) with their ±; red: a change beyond its uncertainty that makes the backend worse, or a significant slowdown",
+			SVG:  template.HTML(compareTable(cmp) + compareChart(cmp))})
 	}
 	return pageTemplate.Execute(w, page)
 }
@@ -406,108 +407,6 @@ func throughputChart(s *pipeline.Summary) string {
 		}
 		for _, r := range b.t.Rates() {
 			fmt.Fprintf(&p.b, `<circle cx="%.1f" cy="%.1f" r="2.2" fill="#222"/>`, p.x(r), yc)
-		}
-		p.b.WriteString(`</g>`)
-	}
-	return p.svg()
-}
-
-// compareChart draws, per backend present in both runs, the baseline's and
-// this run's KLD mean and generation rate side by side, with their ±.
-func compareChart(s, base *pipeline.Summary) string {
-	baseBy := map[string]pipeline.BackendSummary{}
-	for _, b := range append([]pipeline.BackendSummary{base.Reference}, base.Backends...) {
-		baseBy[b.Name] = b
-	}
-	type pair struct {
-		name       string
-		old, new   pipeline.BackendSummary
-		hasOldData bool
-	}
-	var pairs []pair
-	for _, b := range append([]pipeline.BackendSummary{s.Reference}, s.Backends...) {
-		if o, ok := baseBy[b.Name]; ok {
-			pairs = append(pairs, pair{name: b.Name, old: o, new: b})
-		}
-	}
-	if len(pairs) == 0 {
-		return emptyChart("no backend of this run is in the baseline")
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, `<div class="pair">%s%s</div>`,
-		compareBars("KLD mean (log scale)", pairs, func(x pipeline.BackendSummary) (float64, float64, bool) {
-			if x.Accuracy == nil || x.Accuracy.KLDMean == nil || *x.Accuracy.KLDMean <= 0 {
-				return 0, 0, false
-			}
-			e := 0.0
-			if x.Accuracy.KLDMeanErr != nil {
-				e = *x.Accuracy.KLDMeanErr
-			}
-			return *x.Accuracy.KLDMean, e, true
-		}, true, func(p pair) (pipeline.BackendSummary, pipeline.BackendSummary) { return p.old, p.new }, func(p pair) string { return p.name }),
-		compareBars("tg tokens/s (median ± half its 95% CI)", pairs, func(x pipeline.BackendSummary) (float64, float64, bool) {
-			if x.Throughput == nil || x.Throughput.TG == nil || x.Throughput.TG.Stats == nil {
-				return 0, 0, false
-			}
-			st := x.Throughput.TG.Stats
-			if st.Lo == nil || st.Hi == nil {
-				return st.Median, 0, true
-			}
-			return st.Median, (*st.Hi - *st.Lo) / 2, true
-		}, false, func(p pair) (pipeline.BackendSummary, pipeline.BackendSummary) { return p.old, p.new }, func(p pair) string { return p.name }))
-	return b.String()
-}
-
-// compareBars is one panel of compareChart: for each pair two markers
-// (baseline hollow, this run filled) with ± whiskers.
-func compareBars[P any](title string, pairs []P, value func(pipeline.BackendSummary) (v, e float64, ok bool), logScale bool,
-	sides func(P) (pipeline.BackendSummary, pipeline.BackendSummary), name func(P) string) string {
-	tr := func(v float64) float64 {
-		if logScale {
-			return math.Log10(math.Max(v, 1e-300))
-		}
-		return v
-	}
-	lo, hi := math.Inf(1), math.Inf(-1)
-	for _, p := range pairs {
-		o, n := sides(p)
-		for _, x := range []pipeline.BackendSummary{o, n} {
-			if v, e, ok := value(x); ok {
-				lo, hi = math.Min(lo, tr(math.Max(v-e, v/2))), math.Max(hi, tr(v+e))
-			}
-		}
-	}
-	if math.IsInf(lo, 1) {
-		return emptyChart(title + ": not measured in either run")
-	}
-	if logScale {
-		lo, hi = math.Floor(lo), math.Ceil(hi)
-	} else {
-		lo = 0
-		hi *= 1.05
-	}
-	const rowH = 26.0
-	p := newPlot(440, 56+rowH*float64(len(pairs)), lo, hi, 0, float64(len(pairs)))
-	p.left = 110
-	xt, xl := niceTicks(lo, hi, 4), numLabel
-	if logScale {
-		xt, xl = intTicks(lo, hi), pow10Label
-	}
-	p.axes(xt, nil, xl, numLabel, title, "")
-	for i, pr := range pairs {
-		yc := p.y(float64(len(pairs)-i) - 0.5)
-		fmt.Fprintf(&p.b, `<g class="series" data-series="%s"><text x="%.1f" y="%.1f" text-anchor="end" font-size="11">%s</text>`, esc(name(pr)), p.left-6, yc+4, esc(name(pr)))
-		o, n := sides(pr)
-		for k, x := range []pipeline.BackendSummary{o, n} {
-			v, e, ok := value(x)
-			if !ok {
-				continue
-			}
-			y := yc - 5 + 10*float64(k)
-			fill := []string{"#fff", "#1f77b4"}[k]
-			who := []string{"baseline", "this run"}[k]
-			fmt.Fprintf(&p.b, `<path d="M%.1f %.1fH%.1f" stroke="#1f77b4"/><circle cx="%.1f" cy="%.1f" r="4" fill="%s" stroke="#1f77b4"><title>%s %s: %.4g ± %.2g</title></circle>`,
-				p.x(tr(math.Max(v-e, v/2))), y, p.x(tr(v+e)), p.x(tr(v)), y, fill, esc(name(pr)), who, v, e)
 		}
 		p.b.WriteString(`</g>`)
 	}

@@ -10,6 +10,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/evalrun/evalrun/pipeline"
+	"github.com/evalrun/evalrun/pipeline/runcompare"
 )
 
 // charts are the figures report.html must show, by id.
@@ -19,7 +22,7 @@ func TestHTMLSelfContained(t *testing.T) {
 	s := troubled(t)
 	s.Backends[2].Error = "<script>alert(1)</script> & more"
 	var b strings.Builder
-	if err := HTMLCompared(&b, s, loadSummary(t)); err != nil {
+	if err := HTMLCompared(&b, s, compared(t, s)); err != nil {
 		t.Fatal(err)
 	}
 	page := b.String()
@@ -57,9 +60,33 @@ func TestHTMLSelfContained(t *testing.T) {
 	if !strings.Contains(page, "npu-fp16 tg16 (simulated)") {
 		t.Error("simulated throughput not labelled")
 	}
+	// The comparison: npu-int8's KLD grew beyond its ± (a red row and
+	// marker), cpu-ggml crashed this time.
+	cmp := regexp.MustCompile(`(?s)<figure class="chart" id="compare">.*?</figure>`).FindString(page)
+	for _, want := range []string{`<tr class="fail"><td>npu-int8</td><td>ok</td>`, `<td>kld_mean +0.0105</td>`,
+		`<tr class="fail"><td>cpu-ggml</td><td>ok → crashed</td>`, `<tr class=""><td>npu-fp16</td><td>ok</td>`,
+		`fill="#d62728" stroke="#d62728"><title>npu-int8, this run: 0.0123`} {
+		if !strings.Contains(cmp, want) {
+			t.Errorf("comparison lacks %q:\n%s", want, cmp)
+		}
+	}
 	if len(page) > 400<<10 {
 		t.Errorf("report.html is %d KiB", len(page)>>10)
 	}
+}
+
+// compared is evalrun compare's result for s against the unmodified run,
+// with npu-int8's KLD mean raised to the value its failed gate names.
+func compared(t *testing.T, s *pipeline.Summary) *runcompare.Result {
+	for i := range s.Backends {
+		if b := &s.Backends[i]; b.Name == "npu-int8" {
+			a := *b.Accuracy
+			v := 0.0123
+			a.KLDMean = &v
+			b.Accuracy = &a
+		}
+	}
+	return runcompare.Compare(&runcompare.Run{Summary: loadSummary(t)}, &runcompare.Run{Summary: s}, runcompare.DefaultMinChange)
 }
 
 // TestHTMLEmptyCharts: a run with nothing to draw still has every chart,
@@ -116,7 +143,8 @@ func TestHTMLRendersInChromium(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := HTMLCompared(f, loadSummary(t), troubled(t)); err != nil {
+	s := troubled(t)
+	if err := HTMLCompared(f, s, compared(t, s)); err != nil {
 		t.Fatal(err)
 	}
 	f.Close()

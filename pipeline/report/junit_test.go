@@ -54,7 +54,7 @@ func TestJUnitValidatesAgainstXSD(t *testing.T) {
 	}
 
 	pass := filepath.Join(dir, "pass.xml")
-	if err := Write(dir, loadSummary(t), []string{"junit"}); err != nil {
+	if err := Write(dir, loadSummary(t), []string{"junit"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Rename(filepath.Join(dir, "junit.xml"), pass); err != nil {
@@ -70,7 +70,7 @@ func TestJUnitValidatesAgainstXSD(t *testing.T) {
 	}
 
 	bad := filepath.Join(dir, "troubled.xml")
-	if err := Write(dir, troubled(t), []string{"junit"}); err != nil {
+	if err := Write(dir, troubled(t), []string{"junit"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Rename(filepath.Join(dir, "junit.xml"), bad); err != nil {

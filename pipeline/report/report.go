@@ -14,6 +14,7 @@ import (
 
 	"github.com/evalrun/evalrun/internal/atomicfile"
 	"github.com/evalrun/evalrun/pipeline"
+	"github.com/evalrun/evalrun/pipeline/runcompare"
 )
 
 // Files of each output format beside summary.json (written by the run) and
@@ -21,9 +22,12 @@ import (
 var files = map[string]string{"md": "report.md", "junit": "junit.xml", "html": "report.html"}
 
 // Write writes the formats' files into dir, each atomically. summary.json
-// and prompts.jsonl are the run's own; other formats are ignored.
-func Write(dir string, s *pipeline.Summary, formats []string) error {
-	render := map[string]func(io.Writer, *pipeline.Summary) error{"md": Markdown, "junit": JUnit, "html": HTML}
+// and prompts.jsonl are the run's own; other formats are ignored. cmp, the
+// run compared with its baseline (nil: none), adds the changes to
+// report.html.
+func Write(dir string, s *pipeline.Summary, formats []string, cmp *runcompare.Result) error {
+	html := func(w io.Writer, s *pipeline.Summary) error { return HTMLCompared(w, s, cmp) }
+	render := map[string]func(io.Writer, *pipeline.Summary) error{"md": Markdown, "junit": JUnit, "html": html}
 	for _, f := range formats {
 		fn, ok := render[f]
 		if !ok {

@@ -63,7 +63,7 @@ func troubled(t *testing.T) *pipeline.Summary {
 
 func TestWriteWritesTheFormatsAsked(t *testing.T) {
 	dir := t.TempDir()
-	if err := Write(dir, loadSummary(t), []string{"json", "junit"}); err != nil {
+	if err := Write(dir, loadSummary(t), []string{"json", "junit"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "junit.xml")); err != nil {
