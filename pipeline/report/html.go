@@ -49,6 +49,11 @@ func HTMLCompared(w io.Writer, s *pipeline.Summary, cmp *runcompare.Result) erro
 		{ID: "throughput", Title: "Throughput", Note: "tokens/s per backend and test: the median of the repetitions (bar) with its 95% confidence interval (whisker; none when too few repetitions), each repetition a dot; a simulated device's bars are pale and labelled",
 			SVG: template.HTML(throughputChart(s))},
 	}
+	if drift := layerDriftChart(s); drift != "" {
+		page.Charts = append(page.Charts, htmlChart{ID: "layer-drift", Title: "Per-layer drift (shadow mode)",
+			Note: "NMSE of each layer's output (the residual stream) against the reference's on the same tokens, log scale",
+			SVG:  template.HTML(drift), Legend: template.HTML(legend(names, nil))})
+	}
 	if cmp != nil {
 		page.Charts = append(page.Charts, htmlChart{ID: "compare", Title: "Against the baseline " + cmp.Base.ID,
 			Note: "per backend: the logits against the baseline's (digests), then KLD mean and generation speed in the baseline (hollow) and this run (filled) with their ±; red: a change beyond its uncertainty that makes the backend worse, or a significant slowdown",
@@ -162,6 +167,49 @@ func kldDistribution(s *pipeline.Summary) string {
 			tips = append(tips, fmt.Sprintf("%s: %d tokens (%.1f%%) with KLD in [%.3g, %.3g)", b.Name, h.Counts[i], 100*frac, math.Pow(10, edge(i)), math.Pow(10, edge(i+1))))
 		}
 		p.line(b.Name, color(bi), xs, ys, tips)
+	}
+	return p.svg()
+}
+
+// layerDriftChart draws the per-layer NMSE of the backends that ran in
+// shadow mode; "" when none did.
+func layerDriftChart(s *pipeline.Summary) string {
+	ymin, ymax, xmax := math.Inf(1), math.Inf(-1), 0.0
+	for _, b := range s.Backends {
+		if b.Diagnostics == nil || b.Diagnostics.LayerDrift == nil {
+			continue
+		}
+		for _, l := range b.Diagnostics.LayerDrift.Layers {
+			xmax = math.Max(xmax, float64(l.Layer))
+			if l.NMSE > 0 {
+				ymin, ymax = math.Min(ymin, math.Log10(l.NMSE)), math.Max(ymax, math.Log10(l.NMSE))
+			}
+		}
+	}
+	if math.IsInf(ymin, 1) {
+		return ""
+	}
+	ymin, ymax = math.Floor(ymin), math.Ceil(ymax)
+	if ymax == ymin {
+		ymax++
+	}
+	p := newPlot(900, 260, 0, math.Max(xmax, 1), ymin, ymax)
+	p.axes(niceTicks(0, math.Max(xmax, 1), 8), intTicks(ymin, ymax), numLabel, pow10Label, "layer", "NMSE")
+	for i, b := range s.Backends {
+		if b.Diagnostics == nil || b.Diagnostics.LayerDrift == nil {
+			continue
+		}
+		var xs, ys []float64
+		var tips []string
+		for _, l := range b.Diagnostics.LayerDrift.Layers {
+			y := math.NaN()
+			if l.NMSE > 0 {
+				y = math.Log10(l.NMSE)
+			}
+			xs, ys = append(xs, float64(l.Layer)), append(ys, y)
+			tips = append(tips, fmt.Sprintf("%s layer %d: NMSE %.3g, cosine %.6f, max |Δ| %.3g", b.Name, l.Layer, l.NMSE, l.Cosine, l.MaxAbs))
+		}
+		p.line(b.Name, color(i), xs, ys, tips)
 	}
 	return p.svg()
 }

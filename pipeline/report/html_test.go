@@ -34,7 +34,7 @@ func TestHTMLSelfContained(t *testing.T) {
 			}
 		}
 	}
-	for _, id := range append(charts, "compare") {
+	for _, id := range append(charts, "layer-drift", "compare") {
 		fig := regexp.MustCompile(`(?s)<figure class="chart" id="` + id + `">.*?</figure>`).FindString(page)
 		if fig == "" || !strings.Contains(fig, "<svg") || !strings.Contains(fig, `class="series"`) {
 			t.Errorf("chart %s missing or without data:\n%.300s", id, fig)
@@ -160,7 +160,7 @@ func TestHTMLRendersInChromium(t *testing.T) {
 		return string(out)
 	}
 	dom := run("--dump-dom")
-	want := len(charts) + 1 // and the comparison with the baseline
+	want := len(charts) + 2 // and the layer drift, the comparison with the baseline
 	if !strings.Contains(dom, `data-charts="`+itoa(want)+"/"+itoa(want)+`"`) || strings.Count(dom, `data-rendered="yes"`) != want {
 		m := regexp.MustCompile(`data-charts="[^"]*"`).FindString(dom)
 		t.Fatalf("Chromium rendered %s charts, want %d/%d:\n%.2000s", m, want, want, dom)

@@ -80,7 +80,11 @@ func backendSection(w io.Writer, b pipeline.BackendSummary) {
 		}
 		fmt.Fprintf(w, "\n</details>\n")
 	}
-	diag.WriteMarkdown(w, b.Diagnostics)
+	if b.Diagnostics != nil { // per-op and per-kernel tables: folded like the plan
+		fmt.Fprintf(w, "\n<details><summary>Device diagnostics: per-op errors, per-layer drift, kernel accounting</summary>\n")
+		diag.WriteMarkdown(w, b.Diagnostics)
+		fmt.Fprintf(w, "\n</details>\n")
+	}
 	if b.Accuracy != nil && b.Accuracy.LlamaPerplexity != "" {
 		fmt.Fprintf(w, "\n<details><summary>llama-perplexity statistics</summary>\n\n```\n%s\n```\n\n</details>\n", strings.TrimRight(b.Accuracy.LlamaPerplexity, "\n"))
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/evalrun/evalrun/pipeline"
+	"github.com/evalrun/evalrun/pipeline/diag"
 )
 
 // loadSummary reads testdata/summary.json, the summary of a real run of
@@ -39,6 +40,8 @@ func troubled(t *testing.T) *pipeline.Summary {
 		by[s.Backends[i].Name] = &s.Backends[i]
 	}
 	fp16 := by["npu-fp16"]
+	fp16.Diagnostics = &diag.Report{Shadow: true, LayerDrift: &diag.LayerDrift{Dataset: "stories", Chunk: 1, Layers: []diag.LayerError{
+		{Layer: 0, NMSE: 1e-9, Cosine: 1}, {Layer: 1, NMSE: 4e-9, Cosine: 1}, {Layer: 2, NMSE: 3e-8, Cosine: 0.999999}}}}
 	fp16.Gates = append(fp16.Gates, pipeline.GateResult{Name: "tg_ts_min", Limit: 1e6, Pass: true, Skipped: true, Note: pipeline.NoteSimulated})
 	by["npu-fp16"].Warnings = []string{"kernels: the list offloads nothing\nthat the run executes"}
 	int8 := by["npu-int8"]
@@ -110,6 +113,9 @@ func TestStepSummary(t *testing.T) {
 	// The offload tables are folded: every plan row sits inside <details>.
 	if !strings.Contains(rest, "<details><summary>Offload plan: 36 of 36 matmuls on the NPU (fp16, 3 cores)</summary>") {
 		t.Fatalf("offload plan not folded:\n%s", rest)
+	}
+	if !strings.Contains(rest, "<details><summary>Device diagnostics: per-op errors, per-layer drift, kernel accounting</summary>\n\n### ") {
+		t.Fatalf("device diagnostics not folded:\n%s", rest)
 	}
 	for _, sec := range strings.Split(rest, "\n## ")[1:] {
 		open := strings.Index(sec, "<details>")
