@@ -274,6 +274,7 @@ type evalStream struct {
 	compute int64         // the last row's compute_ns: the call's compute so far
 	decode  time.Duration // written by the producer, read after ch is closed
 	end     time.Time
+	cached  bool // replayed from the reference cache: no plugin call to book
 }
 
 type streamRow struct {
@@ -396,6 +397,9 @@ func (s *evalStream) finish(rows int) error {
 				continue
 			}
 			s.end = time.Now()
+			if s.cached {
+				return nil
+			}
 			s.rb.mu.Lock()
 			e := &s.rb.eval
 			e.Calls++

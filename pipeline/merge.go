@@ -13,6 +13,7 @@ import (
 
 	"github.com/evalrun/evalrun/internal/atomicfile"
 	"github.com/evalrun/evalrun/pipeline/diag"
+	"github.com/evalrun/evalrun/pipeline/refcache"
 	"github.com/evalrun/evalrun/pipeline/digest"
 	"github.com/evalrun/evalrun/pipeline/shard"
 	"github.com/evalrun/evalrun/pipeline/spec"
@@ -222,7 +223,7 @@ func (m *merger) summary(now time.Time, opt MergeOptions) *Summary {
 // throughput of the shard that ran its bench, the highest peak memory.
 func (m *merger) backend(base BackendSummary, of func(*Summary) BackendSummary) BackendSummary {
 	out := base
-	out.Status, out.Error, out.Eval, out.Throughput, out.PeakRSSBytes, out.Gates, out.Accuracy, out.Pass, out.Digest = StatusOK, "", nil, nil, nil, nil, nil, false, nil
+	out.Status, out.Error, out.Eval, out.Throughput, out.PeakRSSBytes, out.Gates, out.Accuracy, out.Pass, out.Digest, out.Cache = StatusOK, "", nil, nil, nil, nil, nil, false, nil, nil
 	bench := shard.BenchUnit(base.Name)
 	var reports []*diag.Report
 	for _, f := range m.set.Files {
@@ -236,6 +237,13 @@ func (m *merger) backend(base BackendSummary, of func(*Summary) BackendSummary) 
 				out.Eval = &EvalTiming{}
 			}
 			out.Eval.add(b.Eval)
+		}
+		if b.Cache != nil {
+			if out.Cache == nil {
+				out.Cache = &refcache.Stats{}
+			}
+			out.Cache.Hits, out.Cache.Misses = out.Cache.Hits+b.Cache.Hits, out.Cache.Misses+b.Cache.Misses
+			out.Cache.Corrupt, out.Cache.Written = out.Cache.Corrupt+b.Cache.Corrupt, out.Cache.Written+b.Cache.Written
 		}
 		if h := m.digests[base.Name]; h != nil {
 			out.Digest = h.Sum()

@@ -28,6 +28,7 @@ import (
 	"github.com/evalrun/evalrun/internal/atomicfile"
 	"github.com/evalrun/evalrun/pipeline/diag"
 	"github.com/evalrun/evalrun/pipeline/kldbase"
+	"github.com/evalrun/evalrun/pipeline/refcache"
 	"github.com/evalrun/evalrun/pipeline/shard"
 	"github.com/evalrun/evalrun/pipeline/spec"
 )
@@ -102,6 +103,9 @@ func Run(ctx context.Context, p *Plan, opt Options) (*Result, error) {
 	r := &runner{plan: p, opt: opt, log: opt.Log, sum: sum}
 	defer r.closeAll()
 	if err := r.prepare(); err != nil {
+		return nil, err
+	}
+	if err := r.openCache(); err != nil {
 		return nil, err
 	}
 	if err := r.startBackends(ctx); err != nil {
@@ -183,6 +187,9 @@ func Validate(ctx context.Context, p *Plan, opt Options) ([]string, error) {
 	if err := r.prepare(); err != nil {
 		return nil, err
 	}
+	if err := r.openCache(); err != nil {
+		return nil, err
+	}
 	if err := r.startBackends(ctx); err != nil {
 		return nil, err
 	}
@@ -212,6 +219,7 @@ type runner struct {
 	mu        sync.Mutex
 	promptLog *promptLog // prompts.jsonl, streamed
 
+	cache    *refcache.Cache // reference logits kept between runs; nil: none
 	owned    map[string]bool // a shard's units; nil: every unit
 	unitsOut *shard.Writer   // a shard's units file
 
@@ -392,6 +400,10 @@ func (r *runner) finish(ctx context.Context, end time.Time) {
 	} else {
 		s.Reference = r.backendSummary(r.ref)
 		s.Reference.Throughput = r.refTput
+		if r.cache != nil {
+			st := r.cache.Stats
+			s.Reference.Cache = &st
+		}
 		s.Reference.Pass = s.Reference.Status == StatusOK
 		if !s.Reference.Pass {
 			errorSeen = true

@@ -10,6 +10,7 @@ import (
 	"github.com/evalrun/evalrun/pipeline/digest"
 	"github.com/evalrun/evalrun/pipeline/kldbase"
 	"github.com/evalrun/evalrun/pipeline/metrics"
+	"github.com/evalrun/evalrun/pipeline/refcache"
 	"github.com/evalrun/evalrun/pipeline/shard"
 	"github.com/evalrun/evalrun/pipeline/spec"
 )
@@ -103,6 +104,7 @@ func (r *runner) prefetch() (ok bool, rows int) {
 // alive when it started.
 type chunkEval struct {
 	ref     *evalStream // nil with a kld_base reference
+	fill    *cacheRows  // the reference's rows, for the cache
 	cands   []*candidate
 	streams []*evalStream
 }
@@ -115,7 +117,9 @@ func (r *runner) startChunk(ctx context.Context, ch scoreChunk, whole bool) *chu
 	}
 	e := &chunkEval{cands: r.liveCands()}
 	if r.ref != nil {
-		e.ref = r.ref.startEval(ctx, req, buffer)
+		var key *refcache.Key
+		e.ref, key = r.startRef(req, ch.rows(), buffer, func() *evalStream { return r.ref.startEval(ctx, req, buffer) })
+		e.fill = &cacheRows{key: key}
 	}
 	for _, c := range e.cands {
 		e.streams = append(e.streams, c.rb.startEval(ctx, req, buffer))
@@ -201,6 +205,7 @@ func (r *runner) scoreOne(ctx context.Context, ch scoreChunk, e *chunkEval) {
 				break
 			}
 			refRow = row
+			e.fill.add(row)
 			refDigest.Row(row)
 			ref.Set(row)
 			r.writeOut(&r.refOut, r.ref.Name, row)
@@ -239,6 +244,7 @@ func (r *runner) scoreOne(ctx context.Context, ch scoreChunk, e *chunkEval) {
 		if err := refStream.finish(ch.rows()); err != nil {
 			r.ref.fail(ctx, what, err)
 		}
+		r.store(e.fill, ch.rows())
 		if !r.ref.ok() {
 			for _, s := range streams {
 				if s != nil {

@@ -7,6 +7,7 @@ import (
 	"github.com/evalrun/evalrun/pipeline/diag"
 	"github.com/evalrun/evalrun/pipeline/digest"
 	"github.com/evalrun/evalrun/pipeline/metrics"
+	"github.com/evalrun/evalrun/pipeline/refcache"
 	"github.com/evalrun/evalrun/pipeline/shard"
 	"github.com/evalrun/evalrun/pipeline/speedstat"
 )
@@ -145,6 +146,9 @@ type BackendSummary struct {
 	Diagnostics *diag.Report `json:"diagnostics,omitempty"`
 	Gates       []GateResult `json:"gates,omitempty"`
 	Pass        bool         `json:"pass"`
+	// Cache is the reference's use of the reference-logits cache (spec
+	// cache:): score chunks read (hits) and computed (misses).
+	Cache *refcache.Stats `json:"cache,omitempty"`
 }
 
 // EvalTiming is where one backend's Eval calls spent their time.

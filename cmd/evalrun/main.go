@@ -68,7 +68,7 @@ not run or the run was interrupted.`,
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageErr("%v (see '%s --help')", err, c.CommandPath())
 	})
-	root.AddCommand(newRunCmd(), newCompareCmd(), newValidateCmd(), newMergeCmd(), newBenchCmd(), newInspectCmd(), newTokenizeCmd(), newGenerateCmd(),
+	root.AddCommand(newRunCmd(), newCompareCmd(), newValidateCmd(), newMergeCmd(), newCacheCmd(), newBenchCmd(), newInspectCmd(), newTokenizeCmd(), newGenerateCmd(),
 		newLogitsCmd(), newSynthCmd(), newToolCmd("kernels", "Write the llama.cpp RKNN backend's kernel list (mat_kernel_size.json) for a model"),
 		newToolCmd("ops", "test-backend-ops for the NPU: check and time every kernel shape on random inputs"))
 	return root

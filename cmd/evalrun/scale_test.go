@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/evalrun/evalrun/pipeline"
 )
 
 // comparableSummary is summary.json without what differs between two runs
@@ -167,5 +169,67 @@ func TestMergeNamesMissingAndDuplicateShards(t *testing.T) {
 	}
 	if r := evalrun(t, nil, "run", "configs/default.yaml", "--shard", "3/3"); r.code != 2 || !strings.Contains(r.stderr, "0..2") {
 		t.Fatalf("--shard 3/3: exit %d %q", r.code, r.stderr)
+	}
+}
+
+// TestReferenceCacheWarmRun: the default spec run twice with EVALRUN_CACHE:
+// the second run's reference computes no score chunk (cache hits = chunks,
+// misses = 0) and the summary is the same; a truncated entry is detected,
+// recomputed and written again; evalrun cache stats and prune work on it.
+func TestReferenceCacheWarmRun(t *testing.T) {
+	dir := t.TempDir()
+	cache := filepath.Join(dir, "cache")
+	env := []string{"EVALRUN_CACHE=" + cache, "EVALRUN_BENCH_ENABLED=false", "EVALRUN_DATASETS_0_LIMIT=2", "EVALRUN_DATASETS_1_LIMIT=2", "EVALRUN_DATASETS_1_MAX_NEW_TOKENS=4"}
+	run := func(name string) *pipeline.Summary {
+		if r := evalrun(t, env, "run", "configs/default.yaml", "--out", filepath.Join(dir, name)); r.code != 0 {
+			t.Fatalf("%s: exit %d\n%s", name, r.code, r.stderr)
+		}
+		return readSummary(t, filepath.Join(dir, name))
+	}
+	normal := func(name string) string {
+		s := comparableSummary(t, filepath.Join(dir, name))
+		var m map[string]any
+		json.Unmarshal([]byte(s), &m)
+		delete(m["reference"].(map[string]any), "cache")
+		delete(m["reference"].(map[string]any), "eval")
+		out, _ := json.MarshalIndent(m, "", " ")
+		return string(out)
+	}
+	cold, warm := run("cold"), run("warm")
+	chunks := cold.Datasets[0].Chunks
+	t.Logf("%d score chunks; reference cache: cold %+v, warm %+v; reference Eval calls: cold %d, warm %d",
+		chunks, *cold.Reference.Cache, *warm.Reference.Cache, cold.Reference.Eval.Calls, warm.Reference.Eval.Calls)
+	if c, w := cold.Reference.Cache, warm.Reference.Cache; c.Misses != chunks || c.Written != chunks || w.Hits != chunks || w.Misses != 0 {
+		t.Fatalf("cold %+v, warm %+v, %d chunks", c, w, chunks)
+	}
+	if cold.Reference.Eval.Calls-warm.Reference.Eval.Calls != chunks {
+		t.Fatalf("reference calls: cold %d, warm %d", cold.Reference.Eval.Calls, warm.Reference.Eval.Calls)
+	}
+	if a, b := normal("cold"), normal("warm"); a != b {
+		t.Fatalf("warm run's summary differs: %s", firstDiff(a, b))
+	}
+	r := evalrun(t, env, "cache", "stats")
+	if r.code != 0 || !strings.Contains(r.stdout, fmt.Sprintf("%d entries", chunks)) {
+		t.Fatalf("cache stats: exit %d %q", r.code, r.stdout)
+	}
+	var entry string
+	filepath.WalkDir(cache, func(p string, d os.DirEntry, _ error) error {
+		if !d.IsDir() && entry == "" {
+			entry = p
+		}
+		return nil
+	})
+	data, _ := os.ReadFile(entry)
+	os.WriteFile(entry, data[:len(data)-100], 0o644)
+	again := run("truncated")
+	if c := again.Reference.Cache; c.Corrupt != 1 || c.Misses != 1 || c.Written != 1 || c.Hits != chunks-1 {
+		t.Fatalf("truncated entry: %+v", c)
+	}
+	if a, b := normal("cold"), normal("truncated"); a != b {
+		t.Fatalf("summary after recomputing differs: %s", firstDiff(a, b))
+	}
+	r = evalrun(t, env, "cache", "prune", "--max-bytes", "1")
+	if r.code != 0 || !strings.Contains(r.stdout, fmt.Sprintf("removed %d entries", chunks)) {
+		t.Fatalf("cache prune: exit %d %q", r.code, r.stdout)
 	}
 }

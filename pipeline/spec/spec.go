@@ -31,6 +31,10 @@ type Spec struct {
 	PluginDir  string    `yaml:"plugin_dir" path:"dir"` // "" = beside the evalrun binary
 	Timeouts   Timeouts  `yaml:"timeouts"`
 
+	// Cache is a reference-logits cache directory (package refcache), shared
+	// by runs and shards; EVALRUN_CACHE sets it too.
+	Cache string `yaml:"cache" path:"out"`
+
 	// Baseline is an earlier run (its directory or summary.json) that the
 	// relative gates compare with; evalrun run --baseline overrides it.
 	Baseline string `yaml:"baseline" path:"run"`

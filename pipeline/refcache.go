@@ -1,0 +1,91 @@
+package pipeline
+
+import (
+	"github.com/evalrun/evalrun/backend"
+	"github.com/evalrun/evalrun/pipeline/refcache"
+)
+
+// The reference cache (spec cache: or EVALRUN_CACHE; package refcache):
+// a score chunk's reference rows are read from the cache when an entry for
+// exactly this model, plugin, options and tokens exists, and written to it
+// when the reference computed them.
+
+// openCache opens the spec's cache directory; none with a kld_base
+// reference or a reference model override (keyed by the run's model only).
+func (r *runner) openCache() error {
+	dir := r.plan.Spec.Cache
+	if dir == "" || r.base != nil || r.plan.Spec.Reference.KLDBase != "" {
+		return nil
+	}
+	if ref := r.plan.Spec.Backends()[0]; ref.Model != r.plan.Spec.Model.Path {
+		r.log.Warn("reference cache not used: the reference loads its own model", "model", ref.Model)
+		return nil
+	}
+	c, err := refcache.Open(dir)
+	if err != nil {
+		return &InputError{err}
+	}
+	r.cache = c
+	return nil
+}
+
+// cacheKey is the key of a score request on the reference.
+func (r *runner) cacheKey(req backend.EvalRequest) *refcache.Key {
+	if r.cache == nil || r.ref == nil || r.ref.info == nil {
+		return nil
+	}
+	return &refcache.Key{ModelSHA256: r.plan.Model.SHA256, Plugin: r.ref.info.Name, PluginVersion: r.ref.info.Version,
+		Device: r.ref.info.Device, Options: r.ref.Options, Tokens: req.Tokens, LogitsFrom: req.LogitsFrom, NVocab: r.plan.Model.NVocab}
+}
+
+// startRef starts a score chunk on the reference, or replays it from the
+// cache. fill is the key to write the computed rows under (nil: no cache,
+// or a hit).
+func (r *runner) startRef(req backend.EvalRequest, rows, buffer int, start func() *evalStream) (s *evalStream, fill *refcache.Key) {
+	key := r.cacheKey(req)
+	if key == nil {
+		return start(), nil
+	}
+	data, ok, err := r.cache.Get(*key, rows)
+	if err != nil {
+		r.log.Warn(err.Error())
+	}
+	if !ok {
+		return start(), key
+	}
+	return r.ref.replay(data, rows), nil
+}
+
+// replay is a finished stream of rows read from the cache: no plugin call.
+func (rb *runBackend) replay(data []float32, rows int) *evalStream {
+	s := &evalStream{rb: rb, ch: make(chan streamRow, rows), done: make(chan struct{}), cancel: func() {}, cached: true}
+	n := rb.nVocab
+	for i := range rows {
+		s.ch <- streamRow{values: data[i*n : (i+1)*n : (i+1)*n]} // a row's capacity ends with it: the pool may reuse it
+	}
+	close(s.ch)
+	close(s.done)
+	return s
+}
+
+// cacheRows keeps a copy of the reference rows of a chunk being filled.
+type cacheRows struct {
+	key  *refcache.Key
+	rows [][]float32
+}
+
+func (c *cacheRows) add(row []float32) {
+	if c != nil && c.key != nil {
+		c.rows = append(c.rows, append([]float32(nil), row...))
+	}
+}
+
+// store writes a chunk the reference computed in full.
+func (r *runner) store(c *cacheRows, want int) {
+	if c == nil || c.key == nil || len(c.rows) != want || !r.ref.ok() {
+		return
+	}
+	if err := r.cache.Put(*c.key, c.rows); err != nil {
+		r.log.Warn("reference cache: entry not written", "error", err)
+	}
+}
