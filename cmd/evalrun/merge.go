@@ -43,7 +43,7 @@ with the merged verdict, as run does.`,
 			if err != nil {
 				return runErr(cmd, err)
 			}
-			if err := reportRun(cmd.OutOrStdout(), res, []string{"md", "junit"}, annotations); err != nil {
+			if err := reportRun(cmd.OutOrStdout(), res, []string{"md", "junit", "html"}, nil, annotations); err != nil {
 				return backendErr(fmt.Errorf("writing results to %s: %w", res.Dir, err))
 			}
 			if res.Summary.Verdict.ExitCode != backend.ExitPass {
