@@ -155,9 +155,13 @@ func printBench(w io.Writer, format string, rows []benchRow) error {
 		fmt.Fprintln(w, "| ----- | ---: | -----: | ------- | ------- | ------: | ---: | --: |")
 		for _, r := range rows {
 			m := r.load.Model
-			fmt.Fprintf(w, "| %s %s | %s | %s | %s | %s | %d | %s | %.2f ± %.2f |\n",
+			sim := "" // a simulator's speed on this CPU, not the device's
+			if r.info.Simulated() {
+				sim = " (simulated)"
+			}
+			fmt.Fprintf(w, "| %s %s | %s | %s | %s | %s | %d | %s | %.2f ± %.2f%s |\n",
 				m.Arch, m.FileType, humanSize(m.SizeBytes), humanParams(m.NParams), r.info.Name+"/"+r.info.Device,
-				cmp.Or(r.load.Kernels, "-"), r.threads, r.name, r.test.AvgTS, r.test.StddevTS)
+				cmp.Or(r.load.Kernels, "-"), r.threads, r.name, r.test.AvgTS, r.test.StddevTS, sim)
 		}
 		fmt.Fprintf(w, "\nbuild: %s (%s)\n", gitCommit, version)
 		return nil

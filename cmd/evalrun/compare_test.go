@@ -160,3 +160,20 @@ func TestCompareRuns(t *testing.T) {
 		t.Fatalf("compare with a missing run: exit %d %s", r.code, r.stderr)
 	}
 }
+
+// evalrun bench labels a simulated device's speed as simulated, and only
+// that.
+func TestBenchLabelsSimulatedSpeed(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		sim  bool
+	}{
+		{[]string{"--plugin", "rknn", "--option", "driver=sim"}, true},
+		{[]string{"--plugin", "cpu"}, false},
+	} {
+		r := evalrun(t, nil, append([]string{"bench", "--model", "models/stories260K.gguf", "-p", "8", "-n", "2", "-r", "1", "-t", "1", "-o", "md"}, c.args...)...)
+		if r.code != 0 || strings.Count(r.stdout, "(simulated)") != map[bool]int{true: 2, false: 0}[c.sim] {
+			t.Fatalf("%v: exit %d\n%s%s", c.args, r.code, r.stdout, r.stderr)
+		}
+	}
+}
