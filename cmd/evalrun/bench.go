@@ -57,8 +57,6 @@ rates ± their sample standard deviation, as llama-bench computes them.
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch {
-			case model == "":
-				return usageErr("--model is required")
 			case nPrompt < 0 || nGen < 0 || nPrompt+nGen == 0 || nPrompt > 1<<24 || nGen > 1<<24:
 				return usageErr("-p and -n: 0 to %d tokens, not both 0", 1<<24)
 			case reps < 1 || reps > 1000:
@@ -83,7 +81,8 @@ rates ± their sample standard deviation, as llama-bench computes them.
 				return backendErr(err)
 			}
 			defer client.Kill()
-			load, err := client.Load(ctx, backend.LoadRequest{ModelPath: absPath(model), Threads: threads, Options: opts})
+			cwd, _ := os.Getwd() // relative paths in options are the user's, not the plugin's
+			load, err := client.Load(ctx, backend.LoadRequest{ModelPath: absPath(model), Threads: threads, Options: opts, BaseDir: cwd})
 			if errors.Is(err, backend.ErrInvalidArgument) || errors.Is(err, fs.ErrNotExist) {
 				return usageErr("load %s: %v", model, err)
 			} else if err != nil {
@@ -120,6 +119,7 @@ rates ± their sample standard deviation, as llama-bench computes them.
 	f.BoolVar(&noWarmup, "no-warmup", false, "skip the warm-up run")
 	f.StringVarP(&output, "output", "o", "md", "output format: md, json or jsonl")
 	f.StringArrayVar(&options, "option", nil, "plugin option key=value (repeatable), e.g. --option numerics=ggml")
+	cmd.MarkFlagRequired("model")
 	return cmd
 }
 
