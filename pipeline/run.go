@@ -76,13 +76,6 @@ func Run(ctx context.Context, p *Plan, opt Options) (*Result, error) {
 	opt = opt.withDefaults()
 	now := opt.Now
 	s := p.Spec
-	if opt.RelativeGates == nil {
-		for _, b := range s.Backends() {
-			if rel := b.Gates.Relative(); len(rel) > 0 {
-				return nil, &InputError{s.Err(b.Key+".gates", "%s: gate %s compares with a baseline run: set baseline: in the spec or --baseline", b.Name, rel[0].Name)}
-			}
-		}
-	}
 	started := now()
 	runID := started.UTC().Format("20060102-150405") + "-" + s.Name
 	outDir := cmp.Or(opt.OutDir, filepath.Join(s.Output.Dir, runID))
@@ -241,8 +234,17 @@ type candidate struct {
 	diag    *diag.Report // device diagnostics (nil: the plugin has none)
 }
 
+// prepare checks what Run and Validate check before any plugin starts and
+// opens a kld_base reference.
 func (r *runner) prepare() error {
-	p := r.plan
+	p, s := r.plan, r.plan.Spec
+	if r.opt.RelativeGates == nil {
+		for _, b := range s.Backends() {
+			if rel := b.Gates.Relative(); len(rel) > 0 {
+				return &InputError{s.Err(b.Key+".gates", "%s: gate %s compares with a baseline run: set baseline: in the spec or --baseline", b.Name, rel[0].Name)}
+			}
+		}
+	}
 	for _, d := range p.Datasets {
 		r.sum.Datasets = append(r.sum.Datasets, d.summary())
 	}
