@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,7 +12,6 @@ import (
 	"github.com/evalrun/evalrun/backend"
 	"github.com/evalrun/evalrun/pipeline"
 	"github.com/evalrun/evalrun/pipeline/report"
-	"github.com/evalrun/evalrun/pipeline/runcompare"
 )
 
 func newRunCmd() *cobra.Command {
@@ -53,15 +53,9 @@ one-screen summary is appended to $GITHUB_STEP_SUMMARY when it is set.`,
 				Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})), Version: version, GitCommit: gitCommit,
 				Shard: sh,
 			}
-			if baselinePath == "" {
-				baselinePath = s.Baseline
-			}
-			var base *runcompare.Run
-			if baselinePath != "" {
-				if base, err = runcompare.Load(baselinePath); err != nil {
-					return usageErr("baseline: %v", err)
-				}
-				opts.RelativeGates = runcompare.Gates(base)
+			base, err := loadBaseline(cmp.Or(baselinePath, s.Baseline), &opts)
+			if err != nil {
+				return err
 			}
 			res, err := pipeline.Run(cmd.Context(), plan, opts)
 			if err != nil {

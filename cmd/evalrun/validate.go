@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -9,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/evalrun/evalrun/pipeline"
+	"github.com/evalrun/evalrun/pipeline/runcompare"
 	"github.com/evalrun/evalrun/pipeline/spec"
 )
 
@@ -27,6 +29,20 @@ func loadPlan(cmd *cobra.Command, path string) (*pipeline.Plan, error) {
 	return plan, nil
 }
 
+// loadBaseline reads the baseline run the relative gates compare with ("" =
+// none) into opts.
+func loadBaseline(path string, opts *pipeline.Options) (*runcompare.Run, error) {
+	if path == "" {
+		return nil, nil
+	}
+	base, err := runcompare.Load(path)
+	if err != nil {
+		return nil, usageErr("baseline: %v", err)
+	}
+	opts.RelativeGates = runcompare.Gates(base)
+	return base, nil
+}
+
 // runErr maps an error of pipeline.Run or Validate to an exit code.
 func runErr(cmd *cobra.Command, err error) error {
 	var ie *pipeline.InputError
@@ -37,12 +53,13 @@ func runErr(cmd *cobra.Command, err error) error {
 }
 
 func newValidateCmd() *cobra.Command {
-	var pluginDir string
+	var pluginDir, baselinePath string
 	cmd := &cobra.Command{
 		Use:   "validate SPEC",
 		Short: "Check a spec as run does before any backend computes: spec, model, datasets, plugins and their options",
 		Long: `validate makes every check run makes before a backend computes, and nothing
-more: the spec (keys, values, paths, EVALRUN_ variables), the model and its
+more: the spec (keys, values, paths, EVALRUN_ variables, the baseline run of
+relative gates), the model and its
 vocabulary against every backend's model, the datasets tokenized against the
 model's context, and each backend's plugin found, started and asked to
 validate its options (paths in them relative to the spec's directory). It
@@ -54,8 +71,11 @@ plugin could not start).`,
 			if err != nil {
 				return err
 			}
-			warnings, err := pipeline.Validate(cmd.Context(), plan, pipeline.Options{PluginDir: absPath(pluginDir),
-				Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))})
+			opts := pipeline.Options{PluginDir: absPath(pluginDir), Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))}
+			if _, err := loadBaseline(cmp.Or(baselinePath, plan.Spec.Baseline), &opts); err != nil {
+				return err
+			}
+			warnings, err := pipeline.Validate(cmd.Context(), plan, opts)
 			for _, w := range warnings {
 				fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)
 			}
@@ -67,5 +87,6 @@ plugin could not start).`,
 		},
 	}
 	cmd.Flags().StringVar(&pluginDir, "plugin-dir", "", "directory to look for plugins in first")
+	cmd.Flags().StringVar(&baselinePath, "baseline", "", "a baseline run (directory or summary.json) for the relative gates; overrides the spec's baseline:")
 	return cmd
 }
