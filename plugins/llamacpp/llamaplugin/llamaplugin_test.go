@@ -378,7 +378,7 @@ func TestLoadOptionErrors(t *testing.T) {
 		text string
 	}{
 		{map[string]any{"flash": "on", "lib_dir": dir}, backend.ErrInvalidArgument, `unknown option "flash"`},
-		{map[string]any{"lib_dir": filepath.Join(t.TempDir(), "none")}, backend.ErrUnsupported, "lib_dir"},
+		{map[string]any{"lib_dir": filepath.Join(t.TempDir(), "none")}, backend.ErrInvalidArgument, `option "lib_dir"`}, // a typo: bad input (exit 2)
 		{map[string]any{"lib_dir": t.TempDir()}, backend.ErrUnsupported, "no libllama in"},
 		{map[string]any{"lib_dir": dir, "devices": []any{"NPU9"}}, backend.ErrInvalidArgument, `device "NPU9": the library has no such ggml device (it has: CPU)`},
 	} {
@@ -387,7 +387,19 @@ func TestLoadOptionErrors(t *testing.T) {
 			t.Errorf("Load(%v): err = %v; want %v containing %q", tc.opts, err, tc.kind, tc.text)
 		}
 	}
-	_, err := b.Load(ctx, backend.LoadRequest{ModelPath: filepath.Join(t.TempDir(), "none.gguf"), Options: map[string]any{"lib_dir": dir}})
+	// Validate checks the same without loading; a relative lib_dir starts at
+	// the spec's directory.
+	rel, err := filepath.Rel(filepath.Dir(dir), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Validate(ctx, backend.LoadRequest{ModelPath: path, BaseDir: filepath.Dir(dir), Options: map[string]any{"lib_dir": rel}}); err != nil {
+		t.Errorf("Validate with lib_dir relative to the base dir: %v", err)
+	}
+	if _, err := b.Validate(ctx, backend.LoadRequest{ModelPath: path, Options: map[string]any{"lib_dir": "no/such/dir"}}); !errors.Is(err, backend.ErrInvalidArgument) {
+		t.Errorf("Validate with a missing lib_dir: %v", err)
+	}
+	_, err = b.Load(ctx, backend.LoadRequest{ModelPath: filepath.Join(t.TempDir(), "none.gguf"), Options: map[string]any{"lib_dir": dir}})
 	if !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("missing model: %v", err)
 	}
