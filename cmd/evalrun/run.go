@@ -12,6 +12,7 @@ import (
 	"github.com/evalrun/evalrun/backend"
 	"github.com/evalrun/evalrun/pipeline"
 	"github.com/evalrun/evalrun/pipeline/report"
+	"github.com/evalrun/evalrun/pipeline/runcompare"
 )
 
 func newRunCmd() *cobra.Command {
