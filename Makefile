@@ -26,13 +26,17 @@ run: build
 
 ## test: vet, unit and end-to-end tests, the cgo NPU driver against the fake librknnrt,
 ## and the arm64 tests under qemu-user-static (skipped, with a note, where it is missing)
-test: vet test-go test-rknpu test-arm64 test-llamacpp-note
+test: vet test-go test-manifests test-rknpu test-arm64 test-llamacpp-note
 
 vet:
 	$(GO) vet ./...
 
 test-go:
 	$(GO) test -count=1 ./...
+
+## test-manifests: docs/examples' Kubernetes manifests (official API types, strict) and Actions workflow (actionlint)
+test-manifests:
+	cd tools/manifests && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 test-rknpu:
 	plugins/rknn/npu/rknnrt/testdata/run-fake-test.sh
