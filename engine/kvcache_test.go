@@ -124,22 +124,25 @@ func kvKLD(t *testing.T, ref [][]float32, ids []int32, kv KVCache, threads int) 
 // quantized cache changes the logits a little, int8 keys with fp8 values
 // more than f16/f16; results do not depend on the thread count, and
 // decoding in pieces (the cache read back at later positions) gives the
-// one-batch result.
+// one-batch result. (64 tokens: the arm64 tests run this under qemu.)
 func TestKVCacheTypes(t *testing.T) {
-	ids := p3Tokens(t)
+	ids := p3Tokens(t)[:64]
 	ref := decodeAll(t, openModel(t, modelPath("F32"), Exact, 2), ids)
 	if k, _, _ := kvKLD(t, ref, ids, KVCache{Key: KVF32, Value: KVF32}, 2); k != 0 {
 		t.Errorf("f32/f32: KLD %g, want 0", k)
 	}
 	kld := map[string]float64{}
-	for _, kv := range []KVCache{
-		{KVF16, KVF16}, {KVQ8_0, KVQ8_0}, {KVInt8Asym, KVFP8E4M3}, {KVInt8Asym, KVFP8E5M2}, {KVF32, KVFP8E4M3}, {KVInt8Asym, KVF32},
+	for i, kv := range []KVCache{
+		{KVInt8Asym, KVFP8E4M3}, {KVQ8_0, KVQ8_0}, {KVF16, KVF16}, {KVInt8Asym, KVFP8E5M2}, {KVF32, KVFP8E4M3}, {KVInt8Asym, KVF32},
 	} {
 		k, moved, got := kvKLD(t, ref, ids, kv, 2)
 		kld[kv.String()] = k
 		t.Logf("%-20s mean KLD %.3g, top token moved in %d of %d rows", kv, k, moved, len(ids))
 		if k <= 0 || k > 0.05 || moved > len(ids)/10 {
 			t.Errorf("%s: mean KLD %g, top token moved in %d rows", kv, k, moved)
+		}
+		if i >= 2 {
+			continue // the storage paths below: one scaled and one blocked codec
 		}
 		if _, _, one := kvKLD(t, ref, ids, kv, 1); !sameRows(one, got) {
 			t.Errorf("%s: 1 and 2 threads differ", kv)

@@ -35,7 +35,7 @@ func mxfp4Model(t *testing.T) string {
 // the activations' Q8_0 rounding.
 func TestMXFP4Model(t *testing.T) {
 	path := mxfp4Model(t)
-	ids := p3Tokens(t)
+	ids := p3Tokens(t)[:64] // the arm64 tests run this under qemu
 	ref := decodeAll(t, openModel(t, modelPath("F32"), Exact, 2), ids)
 	var exact [][]float32
 	for _, numerics := range []Numerics{Exact, GGML} {
