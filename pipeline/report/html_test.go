@@ -166,7 +166,7 @@ func TestHTMLRendersInChromium(t *testing.T) {
 		t.Fatalf("Chromium rendered %s charts, want %d/%d:\n%.2000s", m, want, want, dom)
 	}
 	shot := filepath.Join(dir, "report.png")
-	run("--window-size=1000,2600", "--screenshot="+shot)
+	run("--window-size=1000,3600", "--screenshot="+shot) // tall enough for every chart
 	if st, err := os.Stat(shot); err != nil || st.Size() < 20<<10 {
 		t.Fatalf("screenshot %s: %v", shot, err)
 	}
