@@ -94,6 +94,15 @@ func (l *promptLog) commit() error {
 	return l.f.Commit()
 }
 
+// addLine writes a line kept from an interrupted run (resume).
+func (l *promptLog) addLine(line []byte) {
+	if l != nil && l.err == nil {
+		if _, l.err = l.w.Write(line); l.err == nil {
+			l.err = l.w.WriteByte('\n')
+		}
+	}
+}
+
 func (l *promptLog) abort() {
 	if l != nil {
 		l.f.Abort()

@@ -20,7 +20,8 @@ import (
 var resultFiles = []string{"summary.json", "prompts.jsonl", "report.md", "junit.xml", "report.html", shard.FileName}
 
 // checkOutDir refuses a results directory that is a file, or that holds
-// the results of an earlier run unless force says to overwrite them.
+// the results of an earlier run unless force says to overwrite them (or to
+// resume them).
 func checkOutDir(dir string, force bool) error {
 	st, err := os.Stat(dir)
 	switch {
@@ -50,7 +51,10 @@ func openOutDir(dir string, force bool) (unlock func(), err error) {
 		return nil, inputErr("results directory %s: %v (another evalrun is writing there)", dir, err)
 	}
 	for _, f := range resultFiles {
-		if err := os.Remove(filepath.Join(dir, f)); force && err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if !force {
+			break // none there (checkOutDir), or a run to resume
+		}
+		if err := os.Remove(filepath.Join(dir, f)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			unlock()
 			return nil, inputErr("results directory %s: --force: %v", dir, err)
 		}

@@ -58,6 +58,9 @@ type Options struct {
 	RelativeGates func(b *BackendSummary, g spec.Gates) []GateResult
 	// Shard runs only this shard's units (package shard); nil runs all.
 	Shard *shard.Shard
+	// Resume continues the interrupted run in OutDir: its completed units
+	// are kept, the others run.
+	Resume bool
 }
 
 // Result is what Run hands back to the CLI.
@@ -79,7 +82,10 @@ func Run(ctx context.Context, p *Plan, opt Options) (*Result, error) {
 	started := now()
 	runID := started.UTC().Format("20060102-150405") + "-" + s.Name
 	outDir := cmp.Or(opt.OutDir, filepath.Join(s.Output.Dir, runID))
-	if err := checkOutDir(outDir, opt.Force); err != nil {
+	if opt.Resume && (opt.Shard != nil || opt.Force || opt.OutDir == "") {
+		return nil, inputErr("--resume continues the run in --out: it needs --out, and goes with neither --force nor --shard")
+	}
+	if err := checkOutDir(outDir, opt.Force || opt.Resume); err != nil {
 		return nil, err
 	}
 	host, _ := os.Hostname()
@@ -117,6 +123,13 @@ func Run(ctx context.Context, p *Plan, opt Options) (*Result, error) {
 	if err := r.startShard(outDir); err != nil {
 		r.promptLog.abort()
 		return nil, err
+	}
+	if opt.Resume {
+		if err := r.resumeFrom(outDir); err != nil {
+			r.promptLog.abort()
+			r.unitsOut.Abort()
+			return nil, err
+		}
 	}
 	if err := r.loadBackends(ctx); err != nil {
 		r.promptLog.abort()
@@ -213,8 +226,8 @@ type runner struct {
 	promptLog *promptLog // prompts.jsonl, streamed
 
 	cache    *refcache.Cache // reference logits kept between runs; nil: none
-	owned    map[string]bool // a shard's units; nil: every unit
-	unitsOut *shard.Writer   // a shard's units file
+	owned    map[string]bool // a shard's units, or a resumed run's units left; nil: every unit
+	unitsOut *shard.Writer   // the units file
 
 	refTput     *Throughput
 	refOut      *kldbase.Writer // output.kld_base of the reference

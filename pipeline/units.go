@@ -38,10 +38,16 @@ func (r *runner) planUnits() []shard.Unit {
 }
 
 // startShard selects this shard's units, marks the summary as a shard and
-// starts its units file. Without a shard every unit is the run's.
+// starts its units file. Without a shard every unit is the run's, and the
+// units file is kept for --resume.
 func (r *runner) startShard(outDir string) error {
 	sh := r.opt.Shard
 	if sh == nil {
+		w, err := shard.Create(outDir, r.manifest(shard.Shard{Index: 0, Total: 1}))
+		if err != nil {
+			return &InputError{err}
+		}
+		r.unitsOut = w
 		return nil
 	}
 	for _, b := range r.plan.Spec.Backends() {
@@ -49,13 +55,8 @@ func (r *runner) startShard(outDir string) error {
 			return &InputError{r.plan.Spec.Err(b.Key+".output.kld_base", "a shard cannot write a kld-base file (it scores only part of the chunks)")}
 		}
 	}
-	units := r.planUnits()
-	m := shard.Manifest{SpecDigest: r.specDigest(), Shard: *sh, Units: units}
-	for _, b := range r.plan.Spec.Backends() {
-		if b.Key != "reference" {
-			m.Backends = append(m.Backends, shard.Backend{Name: b.Name, Gates: b.Gates})
-		}
-	}
+	m := r.manifest(*sh)
+	units := m.Units
 	marker := &shard.Marker{Shard: *sh, SpecDigest: m.SpecDigest}
 	r.owned = map[string]bool{}
 	for i, u := range units {
@@ -73,11 +74,22 @@ func (r *runner) startShard(outDir string) error {
 	return nil
 }
 
+// manifest is the units file's first line for shard sh of the run.
+func (r *runner) manifest(sh shard.Shard) shard.Manifest {
+	m := shard.Manifest{SpecDigest: r.specDigest(), Shard: sh, Units: r.planUnits()}
+	for _, b := range r.plan.Spec.Backends() {
+		if b.Key != "reference" {
+			m.Backends = append(m.Backends, shard.Backend{Name: b.Name, Gates: b.Gates})
+		}
+	}
+	return m
+}
+
 // mine reports whether a unit is this run's to compute.
 func (r *runner) mine(unit string) bool { return r.owned == nil || r.owned[unit] }
 
 // unitDone merges a finished (or abandoned) unit's comparisons into the
-// candidates' and, in a shard, records them for the merge.
+// candidates' and records them in the units file (for a merge or a resume).
 func (r *runner) unitDone(unit string, cands []*candidate, per []*comparison) {
 	for i, c := range cands {
 		c.cmp.add(per[i])

@@ -17,7 +17,7 @@ import (
 
 func newRunCmd() *cobra.Command {
 	var outDir, pluginDir, baselinePath, shardSpec string
-	var verbose, annotations, force bool
+	var verbose, annotations, force, resume bool
 	cmd := &cobra.Command{
 		Use:   "run SPEC",
 		Short: "Run an experiment spec: compare every backend with the reference, measure speed, gate",
@@ -52,7 +52,7 @@ one-screen summary is appended to $GITHUB_STEP_SUMMARY when it is set.`,
 			opts := pipeline.Options{
 				OutDir: absPath(outDir), Force: force, PluginDir: absPath(pluginDir), Stderr: os.Stderr,
 				Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})), Version: version, GitCommit: gitCommit,
-				Shard: sh,
+				Shard: sh, Resume: resume,
 			}
 			base, err := loadBaseline(cmp.Or(baselinePath, s.Baseline), &opts)
 			if err != nil {
@@ -83,6 +83,7 @@ one-screen summary is appended to $GITHUB_STEP_SUMMARY when it is set.`,
 	}
 	cmd.Flags().StringVarP(&outDir, "out", "o", "", "results directory (default: the spec's output.dir/<run-id>)")
 	cmd.Flags().BoolVar(&force, "force", false, "overwrite the results of an earlier run in --out (refused otherwise)")
+	cmd.Flags().BoolVar(&resume, "resume", false, "continue the interrupted run in --out: its completed chunks and prompts are kept, the rest run")
 	cmd.Flags().StringVar(&pluginDir, "plugin-dir", "", "directory to look for plugins in first")
 	cmd.Flags().StringVar(&baselinePath, "baseline", "", "a baseline run (directory or summary.json) for the relative gates; overrides the spec's baseline:")
 	cmd.Flags().StringVar(&shardSpec, "shard", "", "run only shard I of N (I/N, I from 0; default $JOB_COMPLETION_INDEX/$EVALRUN_SHARDS); merge the shards with evalrun merge")
