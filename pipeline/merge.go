@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"runtime"
 	"time"
 
 	"github.com/evalrun/evalrun/internal/atomicfile"
@@ -145,10 +144,9 @@ func (m *merger) summary(now time.Time, opt MergeOptions) *Summary {
 	set := m.set
 	first := m.sums[set.Files[0]]
 	s := &Summary{Schema: SchemaVersion, Model: first.Model, Datasets: first.Datasets}
-	host, _ := os.Hostname()
 	s.Run = RunInfo{ID: now.Format("20060102-150405") + "-" + first.Run.Name + "-merged", Name: first.Run.Name, Spec: first.Run.Spec,
 		Started: first.Run.Started, Finished: first.Run.Finished, EvalrunVersion: opt.Version, GitCommit: opt.GitCommit,
-		Host:          HostInfo{OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: runtime.NumCPU(), CPUModel: cpuModel(), Hostname: host, GoVer: runtime.Version()},
+		Host:          thisHost(),
 		EffectiveSpec: first.Run.EffectiveSpec,
 		Merged:        &shard.Merged{SpecDigest: set.Manifest.SpecDigest, Partial: len(set.Missing) > 0, Missing: set.Missing}}
 	for _, f := range set.Files {

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -108,9 +107,15 @@ func appendIndex(root, dir string, s *Summary) error {
 	return f.Close()
 }
 
-// cpuModel names the host's CPU (Linux: /proc/cpuinfo's model name), for
-// telling runs on different machines apart.
-func cpuModel() string {
+// thisHost describes the machine a run (or a merge) ran on.
+func thisHost() HostInfo {
+	name, _ := os.Hostname()
+	return HostInfo{OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: runtime.NumCPU(), CPUModel: CPUModel(), Hostname: name, GoVer: runtime.Version()}
+}
+
+// CPUModel names the host's CPU (Linux: /proc/cpuinfo's model name; the
+// architecture elsewhere), for telling runs on different machines apart.
+func CPUModel() string {
 	f, err := os.Open("/proc/cpuinfo")
 	if err != nil {
 		return runtime.GOARCH
@@ -122,5 +127,5 @@ func cpuModel() string {
 			return strings.TrimSpace(v)
 		}
 	}
-	return fmt.Sprint(runtime.GOARCH)
+	return runtime.GOARCH
 }

@@ -19,7 +19,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -88,13 +87,12 @@ func Run(ctx context.Context, p *Plan, opt Options) (*Result, error) {
 	if err := checkOutDir(outDir, opt.Force || opt.Resume); err != nil {
 		return nil, err
 	}
-	host, _ := os.Hostname()
 	sum := &Summary{
 		Schema: SchemaVersion,
 		Run: RunInfo{
 			ID: runID, Name: s.Name, Spec: s.Path, Started: started.UTC(),
 			EvalrunVersion: opt.Version, GitCommit: opt.GitCommit,
-			Host:          HostInfo{OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: runtime.NumCPU(), CPUModel: cpuModel(), Hostname: host, GoVer: runtime.Version()},
+			Host:          thisHost(),
 			EffectiveSpec: s.Effective(),
 		},
 		Model: p.Model,

@@ -177,7 +177,7 @@ func printBench(w io.Writer, format string, rows []benchRow) error {
 			// requires them), describing what the engine plugins do: F32 KV
 			// cache, no flash attention, no offload to a GPU, mmap'ed model.
 			recs = append(recs, map[string]any{
-				"build_commit": gitCommit, "build_number": 0, "cpu_info": cpuInfo(), "gpu_info": "",
+				"build_commit": gitCommit, "build_number": 0, "cpu_info": pipeline.CPUModel(), "gpu_info": "",
 				"cpu_mask": "0x0", "cpu_strict": false, "poll": 0, "type_k": "f32", "type_v": "f32",
 				"n_gpu_layers": 0, "n_cpu_moe": 0, "split_mode": "none", "main_gpu": 0, "no_kv_offload": false,
 				"flash_attn": 0, "devices": "none", "tensor_split": "0.00", "tensor_buft_overrides": "none",
@@ -203,20 +203,6 @@ func printBench(w io.Writer, format string, rows []benchRow) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(recs)
 	}
-}
-
-// cpuInfo is the CPU's model name as llama-bench reports it (the
-// architecture where /proc/cpuinfo has none).
-func cpuInfo() string {
-	b, err := os.ReadFile("/proc/cpuinfo")
-	if err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-				return strings.TrimSpace(v)
-			}
-		}
-	}
-	return runtime.GOARCH
 }
 
 // absPath resolves a flag path for messages and plugins (which run in their
