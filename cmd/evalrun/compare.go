@@ -71,13 +71,18 @@ Exit codes: 0 compared, 2 a run could not be read.`,
 	return cmd
 }
 
-// writeComparison compares a finished run with its baseline into the run's
-// directory (compare.md, compare.json).
+// writeComparison compares a finished run (or merge) with its baseline into
+// the run's directory (compare.md, compare.json); nothing without a baseline.
 func writeComparison(base *runcompare.Run, dir string) (*runcompare.Result, error) {
-	run, err := runcompare.Load(dir)
-	if err != nil {
-		return nil, err
+	if base == nil {
+		return nil, nil
 	}
-	res := runcompare.Compare(base, run, runcompare.DefaultMinChange)
-	return res, runcompare.Write(dir, res)
+	run, err := runcompare.Load(dir)
+	if err == nil {
+		res := runcompare.Compare(base, run, runcompare.DefaultMinChange)
+		if err = runcompare.Write(dir, res); err == nil {
+			return res, nil
+		}
+	}
+	return nil, backendErr(fmt.Errorf("writing the comparison to %s: %w", dir, err))
 }

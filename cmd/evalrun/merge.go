@@ -8,7 +8,6 @@ import (
 
 	"github.com/evalrun/evalrun/backend"
 	"github.com/evalrun/evalrun/pipeline"
-	"github.com/evalrun/evalrun/pipeline/runcompare"
 	"github.com/evalrun/evalrun/pipeline/shard"
 )
 
@@ -25,25 +24,28 @@ same lines, report.md. It refuses shards of different specs, models, plugin
 versions or options, and names duplicate and missing shards (exit 2);
 --allow-partial merges an incomplete set and marks the result partial (its
 verdict then fails: not every position was compared). Otherwise it exits
-with the merged verdict, as run does.`,
+with the merged verdict, as run does. --baseline, as for run, judges the
+relative gates against a baseline run and writes compare.md and
+compare.json beside the merged results.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if outDir == "" {
 				return usageErr("merge: --out DIR is required")
 			}
 			opts := pipeline.MergeOptions{Dirs: args, OutDir: absPath(outDir), AllowPartial: allowPartial, Version: version, GitCommit: gitCommit}
-			if baselinePath != "" {
-				base, err := runcompare.Load(baselinePath)
-				if err != nil {
-					return usageErr("baseline: %v", err)
-				}
-				opts.RelativeGates = runcompare.Gates(base)
+			base, err := loadBaseline(baselinePath, &opts.RelativeGates)
+			if err != nil {
+				return err
 			}
 			res, err := pipeline.Merge(opts)
 			if err != nil {
 				return runErr(cmd, err)
 			}
-			if err := reportRun(cmd.OutOrStdout(), res, []string{"md", "junit", "html"}, nil, annotations); err != nil {
+			cmp, err := writeComparison(base, res.Dir)
+			if err != nil {
+				return err
+			}
+			if err := reportRun(cmd.OutOrStdout(), res, []string{"md", "junit", "html"}, cmp, annotations); err != nil {
 				return backendErr(fmt.Errorf("writing results to %s: %w", res.Dir, err))
 			}
 			if res.Summary.Verdict.ExitCode != backend.ExitPass {

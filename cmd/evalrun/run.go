@@ -54,7 +54,7 @@ one-screen summary is appended to $GITHUB_STEP_SUMMARY when it is set.`,
 				Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})), Version: version, GitCommit: gitCommit,
 				Shard: sh, Resume: resume,
 			}
-			base, err := loadBaseline(cmp.Or(baselinePath, s.Baseline), &opts)
+			base, err := loadBaseline(cmp.Or(baselinePath, s.Baseline), &opts.RelativeGates)
 			if err != nil {
 				return err
 			}
@@ -62,11 +62,9 @@ one-screen summary is appended to $GITHUB_STEP_SUMMARY when it is set.`,
 			if err != nil {
 				return runErr(cmd, err)
 			}
-			var cmp *runcompare.Result
-			if base != nil { // compare.md and compare.json beside the results
-				if cmp, err = writeComparison(base, res.Dir); err != nil {
-					return backendErr(fmt.Errorf("writing the comparison to %s: %w", res.Dir, err))
-				}
+			cmp, err := writeComparison(base, res.Dir)
+			if err != nil {
+				return err
 			}
 			if err := reportRun(cmd.OutOrStdout(), res, s.Output.Formats, cmp, annotations); err != nil {
 				return backendErr(fmt.Errorf("writing results to %s: %w", res.Dir, err))

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/evalrun/evalrun/pipeline"
+	"github.com/evalrun/evalrun/pipeline/runcompare"
 )
 
 // comparableSummary is summary.json without what differs between two runs
@@ -132,7 +133,7 @@ func TestShardedRunsMergeToTheUnshardedRun(t *testing.T) {
 
 // TestMergeNamesMissingAndDuplicateShards: the exit code and message a CI
 // merge job shows when a shard is missing or given twice, or the shards
-// come from two specs.
+// come from two specs; merge --baseline writes the comparison.
 func TestMergeNamesMissingAndDuplicateShards(t *testing.T) {
 	env := []string{"EVALRUN_BENCH_ENABLED=false", "EVALRUN_DATASETS_0_LIMIT=2", "EVALRUN_DATASETS_1_LIMIT=2", "EVALRUN_DATASETS_1_MAX_NEW_TOKENS=4"}
 	dir := t.TempDir()
@@ -168,6 +169,30 @@ func TestMergeNamesMissingAndDuplicateShards(t *testing.T) {
 	}
 	if s := readSummary(t, filepath.Join(dir, "m4")); s.Run.Merged == nil || !s.Run.Merged.Partial {
 		t.Fatalf("partial merge not marked partial: %+v", s.Run.Merged)
+	}
+	// merge --baseline, as run --baseline, writes compare.md and
+	// compare.json beside the merged results and draws them in report.html:
+	// merged again against the first merge, every backend's logits are
+	// bit-identical.
+	whole, again := filepath.Join(dir, "m5"), filepath.Join(dir, "m6")
+	if r := evalrun(t, nil, append([]string{"merge", "--out", whole}, dirs...)...); r.code != 0 {
+		t.Fatalf("merge: exit %d\n%s", r.code, r.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(whole, "compare.json")); err == nil {
+		t.Fatal("a merge without a baseline wrote compare.json")
+	}
+	if r := evalrun(t, nil, append([]string{"merge", "--baseline", whole, "--out", again}, dirs...)...); r.code != 0 {
+		t.Fatalf("merge --baseline: exit %d\n%s", r.code, r.stderr)
+	}
+	cmp := readCompare(t, again)
+	for _, be := range cmp.Backends {
+		if be.Logits.Verdict != runcompare.BitIdentical {
+			t.Errorf("merge --baseline: %s: %+v", be.Name, be.Logits)
+		}
+	}
+	if page, err := os.ReadFile(filepath.Join(again, "report.html")); err != nil || len(cmp.Backends) != 1+len(readSummary(t, whole).Backends) ||
+		!strings.Contains(string(page), `<figure class="chart" id="compare"><h2>Against the baseline `) {
+		t.Fatalf("merge --baseline: report.html without the comparison (%v), %d backends compared", err, len(cmp.Backends))
 	}
 	if r := evalrun(t, nil, "run", "configs/default.yaml", "--shard", "3/3"); r.code != 2 || !strings.Contains(r.stderr, "0..2") {
 		t.Fatalf("--shard 3/3: exit %d %q", r.code, r.stderr)

@@ -30,8 +30,9 @@ func loadPlan(cmd *cobra.Command, path string) (*pipeline.Plan, error) {
 }
 
 // loadBaseline reads the baseline run the relative gates compare with ("" =
-// none) into opts.
-func loadBaseline(path string, opts *pipeline.Options) (*runcompare.Run, error) {
+// none) and sets gates to check them (Options.RelativeGates or
+// MergeOptions.RelativeGates).
+func loadBaseline(path string, gates *func(*pipeline.BackendSummary, spec.Gates) []pipeline.GateResult) (*runcompare.Run, error) {
 	if path == "" {
 		return nil, nil
 	}
@@ -39,7 +40,7 @@ func loadBaseline(path string, opts *pipeline.Options) (*runcompare.Run, error) 
 	if err != nil {
 		return nil, usageErr("baseline: %v", err)
 	}
-	opts.RelativeGates = runcompare.Gates(base)
+	*gates = runcompare.Gates(base)
 	return base, nil
 }
 
@@ -72,7 +73,7 @@ plugin could not start).`,
 				return err
 			}
 			opts := pipeline.Options{PluginDir: absPath(pluginDir), Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))}
-			if _, err := loadBaseline(cmp.Or(baselinePath, plan.Spec.Baseline), &opts); err != nil {
+			if _, err := loadBaseline(cmp.Or(baselinePath, plan.Spec.Baseline), &opts.RelativeGates); err != nil {
 				return err
 			}
 			warnings, err := pipeline.Validate(cmd.Context(), plan, opts)
