@@ -96,7 +96,8 @@ func (c *cpuMatMul) MatMul(op *MatMulOp, x []float32, out []float32) error {
 	if op.T == 0 || op.N == 0 {
 		return nil
 	}
-	run := c.pool.Run
+	// Ranges of whole 16-row groups: the kernels' widest row blocks.
+	run := func(n int, fn func(lo, hi int)) { c.pool.RunAligned(n, 16, fn) }
 	if op.T*op.N*op.K < parallelMin {
 		run = func(n int, fn func(lo, hi int)) { fn(0, n) }
 	}

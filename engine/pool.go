@@ -4,36 +4,57 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Pool is a set of persistent worker goroutines that run row ranges of one
 // job in parallel. Callers split work by output rows only, so every value is
 // computed by exactly one goroutine in a fixed order: results do not depend
-// on the number of threads.
+// on the number of threads or on which goroutine claims which range.
+//
+// A decode step runs about a hundred small jobs (one per matmul), tens of
+// microseconds each. Handing each to a parked goroutine costs a futex wake-up
+// that often takes longer than the job, and the Go scheduler tends to run the
+// woken goroutine after the caller instead of beside it. So workers spin
+// (yielding their P to any other runnable goroutine) for a while after a job
+// before they park, the ranges are claimed dynamically from a shared counter
+// so a late or preempted worker never holds the others up, and the caller
+// works on the job too.
 type Pool struct {
 	threads int
-	tasks   chan poolTask
-	once    sync.Once
+	spin    bool // GOMAXPROCS leaves room for the workers to spin
+
+	active atomic.Pointer[poolJob] // the job workers help with, nil if none
+	gen    atomic.Uint64           // bumped for every published job
+	busy   atomic.Bool             // a Run owns active
+
+	workers []*poolWorker
+	closed  atomic.Bool
 	wg      sync.WaitGroup
 }
 
-type poolTask struct {
-	fn     func(lo, hi int)
-	lo, hi int
-	job    *poolJob
-}
-
+// poolJob is one Run: ranges [i*grain, min((i+1)*grain, n)) for i < chunks.
 type poolJob struct {
-	remaining atomic.Int32
-	done      chan struct{}
+	fn     func(lo, hi int)
+	n      int
+	grain  int
+	chunks int32
+	next   atomic.Int32  // the next chunk to claim
+	done   atomic.Int32  // chunks finished
+	wake   chan struct{} // closed when done reaches chunks if the caller parks
+	parked atomic.Bool   // the caller waits on wake
 }
 
-func (t poolTask) run() {
-	t.fn(t.lo, t.hi)
-	if t.job.remaining.Add(-1) == 0 {
-		close(t.job.done)
-	}
+type poolWorker struct {
+	parked atomic.Bool
+	wake   chan struct{} // one token per wake-up
 }
+
+// poolSpin is how long an idle worker keeps looking for a job before it
+// parks: long enough to span the serial parts of a decode step (norms, rope,
+// the host's handling of a token), short enough not to burn a core between
+// requests.
+const poolSpin = 200 * time.Microsecond
 
 // NewPool starts threads-1 workers (the caller of Run is the last thread).
 // threads <= 0 means runtime.NumCPU().
@@ -41,15 +62,12 @@ func NewPool(threads int) *Pool {
 	if threads <= 0 {
 		threads = runtime.NumCPU()
 	}
-	p := &Pool{threads: threads, tasks: make(chan poolTask, threads)}
+	p := &Pool{threads: threads, spin: runtime.GOMAXPROCS(0) >= threads}
 	for i := 1; i < threads; i++ {
+		w := &poolWorker{wake: make(chan struct{}, 1)}
+		p.workers = append(p.workers, w)
 		p.wg.Add(1)
-		go func() {
-			defer p.wg.Done()
-			for t := range p.tasks {
-				t.run()
-			}
-		}()
+		go p.work(w)
 	}
 	return p
 }
@@ -57,51 +75,129 @@ func NewPool(threads int) *Pool {
 // Threads is the number of threads Run uses, the caller's included.
 func (p *Pool) Threads() int { return p.threads }
 
-// Run calls fn over [0, n) split into at most Threads() contiguous ranges and
-// returns when all of them are done. It is safe to call from several
-// goroutines, and from inside fn: a waiting caller runs queued ranges itself.
-func (p *Pool) Run(n int, fn func(lo, hi int)) {
+// Run calls fn over [0, n) split into contiguous ranges, each passed to one
+// call, and returns when all of them are done. It is safe to call from
+// several goroutines and from inside fn: a Run that finds the workers busy
+// with another job runs its ranges on the calling goroutine.
+func (p *Pool) Run(n int, fn func(lo, hi int)) { p.RunAligned(n, 1, fn) }
+
+// RunAligned is Run with every range boundary a multiple of align (but the
+// end, n), for kernels that process rows in groups.
+func (p *Pool) RunAligned(n, align int, fn func(lo, hi int)) {
 	if n <= 0 {
 		return
 	}
-	chunks := min(p.threads, n)
-	if chunks == 1 {
+	align = max(align, 1)
+	// About four ranges per thread: small enough that a thread the OS
+	// preempted leaves little for the others to wait for, large enough
+	// that claiming one costs nothing next to computing it.
+	grain := (n + 4*p.threads - 1) / (4 * p.threads)
+	grain = (grain + align - 1) / align * align
+	chunks := (n + grain - 1) / grain
+	if p.threads == 1 || chunks == 1 || !p.busy.CompareAndSwap(false, true) {
 		fn(0, n)
 		return
 	}
-	job := &poolJob{done: make(chan struct{})}
-	job.remaining.Store(int32(chunks))
-	for c := 1; c < chunks; c++ {
-		p.submit(poolTask{fn: fn, lo: c * n / chunks, hi: (c + 1) * n / chunks, job: job})
+	j := &poolJob{fn: fn, n: n, grain: grain, chunks: int32(chunks)}
+	p.active.Store(j)
+	p.gen.Add(1)
+	for _, w := range p.workers {
+		if w.parked.Load() && w.parked.CompareAndSwap(true, false) {
+			w.wake <- struct{}{}
+		}
 	}
-	poolTask{fn: fn, lo: 0, hi: n / chunks, job: job}.run()
+	j.help()
+	p.active.Store(nil)
+	p.busy.Store(false)
+	j.wait()
+}
+
+// help claims and runs chunks until none is left.
+func (j *poolJob) help() {
 	for {
-		select {
-		case <-job.done:
+		c := j.next.Add(1) - 1
+		if c >= j.chunks {
 			return
-		case t := <-p.tasks:
-			t.run()
+		}
+		lo := int(c) * j.grain
+		j.fn(lo, min(lo+j.grain, j.n))
+		if j.done.Add(1) == j.chunks && j.parked.Load() {
+			close(j.wake)
 		}
 	}
 }
 
-// submit queues t; while the queue is full the caller runs queued tasks
-// itself, so nested or concurrent Runs cannot deadlock.
-func (p *Pool) submit(t poolTask) {
-	for {
-		select {
-		case p.tasks <- t:
+// wait returns when every chunk is done: spinning while the last ones are
+// computed, parking if that takes long (a worker the OS preempted).
+func (j *poolJob) wait() {
+	for i := 0; j.done.Load() < j.chunks; i++ {
+		if i < 1000 {
+			runtime.Gosched()
+			continue
+		}
+		j.wake = make(chan struct{})
+		j.parked.Store(true)
+		if j.done.Load() == j.chunks {
 			return
-		case other := <-p.tasks:
-			other.run()
+		}
+		<-j.wake
+		return
+	}
+}
+
+// work is a worker's loop: help with the active job, spin for the next one,
+// park when none comes.
+func (p *Pool) work(w *poolWorker) {
+	defer p.wg.Done()
+	var seen uint64
+	for !p.closed.Load() {
+		if g := p.gen.Load(); g != seen {
+			seen = g
+			if j := p.active.Load(); j != nil {
+				j.help()
+			}
+			continue
+		}
+		if p.spin && p.spinFor(seen) {
+			continue
+		}
+		w.parked.Store(true)
+		if p.gen.Load() != seen || p.closed.Load() {
+			// A job or Close came while parking: take back the parked
+			// flag, or consume the token of whoever already did.
+			if !w.parked.CompareAndSwap(true, false) {
+				<-w.wake
+			}
+			continue
+		}
+		<-w.wake
+	}
+}
+
+// spinFor yields until the job generation moves past seen (true) or
+// poolSpin passes (false).
+func (p *Pool) spinFor(seen uint64) bool {
+	start := time.Now()
+	for i := 1; ; i++ {
+		if p.gen.Load() != seen || p.closed.Load() {
+			return true
+		}
+		runtime.Gosched()
+		if i%64 == 0 && time.Since(start) > poolSpin {
+			return false
 		}
 	}
 }
 
 // Close stops the workers. The pool must not be used afterwards.
 func (p *Pool) Close() {
-	p.once.Do(func() {
-		close(p.tasks)
-		p.wg.Wait()
-	})
+	if p.closed.Swap(true) {
+		return
+	}
+	for _, w := range p.workers {
+		if w.parked.CompareAndSwap(true, false) {
+			w.wake <- struct{}{}
+		}
+	}
+	p.wg.Wait()
 }
