@@ -14,10 +14,12 @@ import (
 func (r *runner) benchPass(ctx context.Context) {
 	if r.ref != nil && r.ref.ok() && r.mine(shard.BenchUnit(r.ref.Name)) {
 		r.refTput = r.benchBackend(ctx, r.ref)
+		r.benchDone(ctx, r.ref.Name)
 	}
 	for _, c := range r.liveCands() {
 		if r.mine(shard.BenchUnit(c.rb.Name)) {
 			c.tput = r.benchBackend(ctx, c.rb)
+			r.benchDone(ctx, c.rb.Name)
 		}
 	}
 }

@@ -3,7 +3,6 @@ package pipeline
 import (
 	"bufio"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -43,25 +42,27 @@ func Merge(opt MergeOptions) (*Result, error) {
 		now = time.Now
 	}
 	var files []*shard.File
-	sums := map[*shard.File]*Summary{}
 	for _, dir := range opt.Dirs {
 		f, err := shard.Read(dir)
 		if err != nil {
 			return nil, &InputError{err}
 		}
-		s, err := readSummaryFile(filepath.Join(dir, "summary.json"))
-		if err != nil {
-			return nil, &InputError{err}
-		}
-		if s.Run.Shard == nil || s.Run.Shard.SpecDigest != f.Manifest.SpecDigest || s.Run.Shard.Shard != f.Manifest.Shard {
-			return nil, inputErr("%s: summary.json and %s are not of the same shard", dir, shard.FileName)
-		}
 		files = append(files, f)
-		sums[f] = s
 	}
 	set, err := shard.Collect(files, opt.AllowPartial)
 	if err != nil {
 		return nil, &InputError{err}
+	}
+	sums := map[*shard.File]*Summary{}
+	for _, f := range files {
+		s, err := readSummaryFile(filepath.Join(f.Dir, "summary.json"))
+		if err != nil {
+			return nil, &InputError{err}
+		}
+		if s.Run.Shard == nil || s.Run.Shard.SpecDigest != f.Manifest.SpecDigest || s.Run.Shard.Shard != f.Manifest.Shard {
+			return nil, inputErr("%s: summary.json and %s are not of the same shard", f.Dir, shard.FileName)
+		}
+		sums[f] = s
 	}
 	for _, b := range set.Manifest.Backends {
 		if rel := b.Gates.Relative(); len(rel) > 0 && opt.RelativeGates == nil {
@@ -84,9 +85,7 @@ func Merge(opt MergeOptions) (*Result, error) {
 	defer unlock()
 
 	m := &merger{set: set, sums: sums}
-	if err := m.readPrompts(); err != nil {
-		return nil, err
-	}
+	m.readPrompts()
 	s := m.summary(now().UTC(), opt)
 	if err := writeSummary(opt.OutDir, s); err != nil {
 		return nil, fmt.Errorf("writing results to %s: %w", opt.OutDir, err)
@@ -135,7 +134,6 @@ func samePlugins(a, b *Summary, dirA, dirB string) error {
 type merger struct {
 	set     *shard.Set
 	sums    map[*shard.File]*Summary
-	lines   [][][]byte                   // prompts.jsonl lines per unit of the plan
 	digests map[string]*digest.RunHasher // run digests per backend, rebuilt from the lines
 }
 
@@ -280,22 +278,11 @@ func (t *HostTiming) add(o *HostTiming) {
 	}
 }
 
-// readPrompts files the shards' prompts.jsonl lines under their units and
-// folds their digests into each backend's run digest in plan order, as the
-// unsharded run folds them.
-func (m *merger) readPrompts() error {
-	index := map[string]int{}
-	for i, u := range m.set.Manifest.Units {
-		index[u.ID] = i
-	}
-	m.lines = make([][][]byte, len(m.set.Manifest.Units))
-	for _, f := range m.set.Files {
-		if err := readPromptLines(filepath.Join(f.Dir, "prompts.jsonl"), index, m.lines); err != nil {
-			return err
-		}
-	}
+// readPrompts folds the digests of the shards' prompts.jsonl lines into
+// each backend's run digest in plan order, as the unsharded run folds them.
+func (m *merger) readPrompts() {
 	m.digests = map[string]*digest.RunHasher{}
-	for _, unit := range m.lines {
+	for _, unit := range m.set.Prompts {
 		for _, l := range unit {
 			var p PromptResult
 			if err := json.Unmarshal(l, &p); err != nil || p.Prompt == nil {
@@ -307,7 +294,6 @@ func (m *merger) readPrompts() error {
 			m.digests[p.Backend].Add(p.Dataset, p.ID, *p.Prompt)
 		}
 	}
-	return nil
 }
 
 // writePrompts writes the lines in plan order: each unit's lines from the
@@ -318,7 +304,7 @@ func (m *merger) writePrompts(path string) error {
 		return err
 	}
 	w := bufio.NewWriter(out)
-	for _, unit := range m.lines {
+	for _, unit := range m.set.Prompts {
 		for _, l := range unit {
 			w.Write(l)
 			w.WriteByte('\n')
@@ -329,34 +315,4 @@ func (m *merger) writePrompts(path string) error {
 		return err
 	}
 	return out.Commit()
-}
-
-// readPromptLines files each line of a shard's prompts.jsonl under its unit.
-// A shard that wrote no prompts.jsonl adds nothing.
-func readPromptLines(path string, index map[string]int, lines [][][]byte) error {
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, shard.MaxLine)
-	for n := 1; sc.Scan(); n++ {
-		var p PromptResult
-		if err := json.Unmarshal(sc.Bytes(), &p); err != nil {
-			return &InputError{fmt.Errorf("%s:%d: %v", path, n, err)}
-		}
-		i, ok := index[shard.PromptUnit(p.Mode, p.Dataset, p.ID)]
-		if !ok {
-			return &InputError{fmt.Errorf("%s:%d: %s/%s/%s is not a unit of the plan", path, n, p.Mode, p.Dataset, p.ID)}
-		}
-		lines[i] = append(lines[i], append([]byte(nil), sc.Bytes()...))
-	}
-	if err := sc.Err(); err != nil {
-		return fmt.Errorf("%s: %v", path, err)
-	}
-	return nil
 }

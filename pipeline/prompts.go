@@ -56,11 +56,11 @@ func promptFromComparison(backendName, ds, id string, mode spec.Mode, c *compari
 
 // promptLog streams prompts.jsonl to a temporary file as results arrive (the
 // run's memory does not grow with the dataset) and moves it into place at
-// the end (package atomicfile).
+// the end (package atomicfile). The units file carries the same lines, per
+// unit, for a resume or a merge.
 type promptLog struct {
 	f   *atomicfile.File
 	w   *bufio.Writer
-	enc *json.Encoder
 	err error
 }
 
@@ -69,14 +69,7 @@ func newPromptLog(dir string) (*promptLog, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := bufio.NewWriter(f)
-	return &promptLog{f: f, w: w, enc: json.NewEncoder(w)}, nil
-}
-
-func (l *promptLog) add(p PromptResult) {
-	if l != nil && l.err == nil {
-		l.err = l.enc.Encode(p)
-	}
+	return &promptLog{f: f, w: bufio.NewWriter(f)}, nil
 }
 
 // commit flushes the file and moves it into place.
@@ -94,7 +87,7 @@ func (l *promptLog) commit() error {
 	return l.f.Commit()
 }
 
-// addLine writes a line kept from an interrupted run (resume).
+// addLine writes a line.
 func (l *promptLog) addLine(line []byte) {
 	if l != nil && l.err == nil {
 		if _, l.err = l.w.Write(line); l.err == nil {
@@ -110,12 +103,19 @@ func (l *promptLog) abort() {
 }
 
 // addPrompt writes a prompts.jsonl line for rb, with the digest of what it
-// returned, and folds that digest into rb's run digest.
+// returned, keeps it for the unit's record and folds that digest into rb's
+// run digest.
 func (r *runner) addPrompt(rb *runBackend, p PromptResult, h *digest.Hasher) {
 	d := h.Sum()
 	p.Prompt = &d
 	rb.digest.Add(p.Dataset, p.ID, d)
+	line, err := json.Marshal(p)
+	if err != nil {
+		r.problem("prompts.jsonl: %s %s/%s not written: %v", p.Backend, p.Dataset, p.ID, err)
+		return
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.promptLog.add(p)
+	r.promptLog.addLine(line)
+	r.unitsOut.Prompt(line)
 }

@@ -33,7 +33,7 @@ func checkOutDir(dir string, force bool) error {
 	}
 	for _, f := range resultFiles {
 		if _, err := os.Stat(filepath.Join(dir, f)); err == nil && !force {
-			return inputErr("results directory %s holds the results of an earlier run (%s): choose another --out, or --force to overwrite them", dir, f)
+			return inputErr("results directory %s holds the results of an earlier run (%s): choose another --out, or --force to overwrite them (--resume continues an interrupted run)", dir, f)
 		}
 	}
 	return nil

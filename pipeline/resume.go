@@ -2,30 +2,45 @@ package pipeline
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 
+	"github.com/evalrun/evalrun/internal/atomicfile"
 	"github.com/evalrun/evalrun/pipeline/shard"
 )
 
 // A resumed run (Options.Resume) continues an interrupted run in the same
-// results directory: every run keeps its units file (units.jsonl), and the
-// resumed run takes over the longest run of completed units from the start
-// of the plan, with their comparisons, prompts.jsonl lines and digests, and
-// computes the rest. Comparisons are added in plan order as in one
-// uninterrupted run, so the summary has the same bits (timings aside).
+// results directory. Every run writes its units file (units.jsonl) as it
+// goes, each unit synced when it is done with its comparisons and its
+// prompts.jsonl lines, so a run stopped any way (Ctrl-C, SIGKILL, the OOM
+// killer, a power cut) loses at most the unit in flight. The resumed run
+// takes over the longest run of completed units from the start of the
+// plan (of the shard's units, for a shard), with their comparisons,
+// prompts.jsonl lines and digests, and computes the rest. Comparisons are
+// added in plan order as in one uninterrupted run, so the summary has the
+// same bits (timings aside).
 
 // resumeFrom reads the interrupted run in dir and takes over its completed
 // units. It refuses (an *InputError) a directory with nothing to resume,
-// a shard's directory and another spec's run.
+// another shard's directory and another spec's run.
 func (r *runner) resumeFrom(dir string) error {
 	f, err := shard.Read(dir)
 	if err != nil {
-		return inputErr("--resume: %s: nothing to resume: %v", dir, err)
+		return inputErr("--resume: nothing to resume: %v", err)
+	}
+	if f.Note != "" {
+		r.log.Warn("--resume: " + f.Note)
+	}
+	want := shard.Shard{Index: 0, Total: 1}
+	if r.opt.Shard != nil {
+		want = *r.opt.Shard
 	}
 	units := r.planUnits()
 	switch m := f.Manifest; {
-	case m.Shard.Total != 1:
+	case m.Shard != want && m.Shard.Total == 1:
+		return inputErr("--resume: %s holds a whole run, not shard %s: resume it without --shard", dir, want)
+	case m.Shard != want:
 		return inputErr("--resume: %s holds shard %s of a run: resume it with --shard %s", dir, m.Shard, m.Shard)
 	case m.SpecDigest != r.specDigest():
 		return inputErr("--resume: %s was run with another spec (models, datasets, backends, options or gates differ): spec digest %.12s, this spec's %.12s", dir, m.SpecDigest, r.specDigest())
@@ -37,40 +52,36 @@ func (r *runner) resumeFrom(dir string) error {
 			return &InputError{r.plan.Spec.Err(b.Key+".output.kld_base", "a resumed run cannot write a kld-base file (it scores only the chunks that were not done)")}
 		}
 	}
-	index := map[string]int{}
-	for i, u := range units {
-		index[u.ID] = i
+	records := map[string]shard.Record{}
+	for _, rec := range f.Units {
+		records[rec.Unit] = rec
 	}
-	lines := make([][][]byte, len(units))
-	if err := readPromptLines(filepath.Join(dir, "prompts.jsonl"), index, lines); err != nil {
-		return err
-	}
-	results := make([][]shard.Result, len(units))
-	for _, res := range f.Results {
-		if i, ok := index[res.Unit]; ok {
-			results[i] = append(results[i], res)
+	var todo []shard.Unit // this run's units, in plan order
+	for _, u := range units {
+		if r.mine(u.ID) {
+			todo = append(todo, u)
 		}
 	}
 	done := 0
-	for done < len(units) && r.unitComplete(units[done], results[done], lines[done]) {
+	for done < len(todo) && r.unitComplete(todo[done], records[todo[done].ID]) {
 		done++
 	}
 	r.owned = map[string]bool{}
-	for _, u := range units[done:] {
+	for _, u := range todo[done:] {
 		r.owned[u.ID] = true
 	}
-	for i, u := range units[:done] {
+	for _, u := range todo[:done] {
+		rec := records[u.ID]
 		for _, c := range r.cands {
-			for _, res := range results[i] {
+			for _, res := range rec.Results {
 				if res.Backend == c.rb.Name {
 					st, _ := unmarshalState(res.State) // checked by unitComplete
 					c.cmp.add(st)
 					c.cmp.planned += u.Rows
-					r.unitsOut.Add(res)
 				}
 			}
 		}
-		for _, l := range lines[i] {
+		for _, l := range rec.Prompts {
 			var p PromptResult
 			json.Unmarshal(l, &p) // checked by unitComplete
 			for _, rb := range r.backends() {
@@ -80,23 +91,25 @@ func (r *runner) resumeFrom(dir string) error {
 			}
 			r.promptLog.addLine(l)
 		}
+		r.unitsOut.Carry(rec)
 	}
-	r.log.Info("resuming", "dir", dir, "units_done", done, "units_left", len(units)-done)
+	r.removeLeftovers(dir)
+	r.log.Info("resuming", "dir", dir, "units_done", done, "units_left", len(todo)-done)
 	return nil
 }
 
 // unitComplete reports whether the interrupted run finished a unit: every
-// candidate compared all its positions and every backend wrote its
+// candidate compared all its positions and every backend has its
 // prompts.jsonl line. A bench unit is always run again (it is last in the
 // plan and its figures are timings).
-func (r *runner) unitComplete(u shard.Unit, results []shard.Result, lines [][]byte) bool {
-	if strings.HasPrefix(u.ID, shard.BenchUnit("")) {
+func (r *runner) unitComplete(u shard.Unit, rec shard.Record) bool {
+	if strings.HasPrefix(u.ID, shard.BenchUnit("")) || rec.Unit != u.ID {
 		return false
 	}
 	backends := map[string]bool{}
-	for _, l := range lines {
+	for _, l := range rec.Prompts {
 		var p PromptResult
-		if json.Unmarshal(l, &p) != nil || p.Prompt == nil {
+		if json.Unmarshal(l, &p) != nil || p.Prompt == nil || shard.PromptUnit(p.Mode, p.Dataset, p.ID) != u.ID {
 			return false
 		}
 		backends[p.Backend] = true
@@ -106,7 +119,7 @@ func (r *runner) unitComplete(u shard.Unit, results []shard.Result, lines [][]by
 	}
 	for _, c := range r.cands {
 		found := false
-		for _, res := range results {
+		for _, res := range rec.Results {
 			if res.Backend != c.rb.Name {
 				continue
 			}
@@ -121,4 +134,21 @@ func (r *runner) unitComplete(u shard.Unit, results []shard.Result, lines [][]by
 		}
 	}
 	return true
+}
+
+// removeLeftovers removes the temporary files of the results a killed run
+// was writing (this run holds the directory's lock; its own are kept).
+func (r *runner) removeLeftovers(dir string) {
+	var prompts *atomicfile.File
+	if r.promptLog != nil {
+		prompts = r.promptLog.f
+	}
+	left := r.unitsOut.Leftovers(dir)
+	left = append(left, atomicfile.Leftovers(filepath.Join(dir, "prompts.jsonl"), prompts)...)
+	left = append(left, atomicfile.Leftovers(filepath.Join(dir, "summary.json"))...)
+	for _, name := range left {
+		if os.Remove(name) == nil {
+			r.log.Info("removed a killed run's temporary file", "file", name)
+		}
+	}
 }

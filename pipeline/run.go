@@ -81,8 +81,8 @@ func Run(ctx context.Context, p *Plan, opt Options) (*Result, error) {
 	started := now()
 	runID := started.UTC().Format("20060102-150405") + "-" + s.Name
 	outDir := cmp.Or(opt.OutDir, filepath.Join(s.Output.Dir, runID))
-	if opt.Resume && (opt.Shard != nil || opt.Force || opt.OutDir == "") {
-		return nil, inputErr("--resume continues the run in --out: it needs --out, and goes with neither --force nor --shard")
+	if opt.Resume && (opt.Force || opt.OutDir == "") {
+		return nil, inputErr("--resume continues the run in --out: it needs --out, and does not go with --force")
 	}
 	if err := checkOutDir(outDir, opt.Force || opt.Resume); err != nil {
 		return nil, err
@@ -143,7 +143,7 @@ func Run(ctx context.Context, p *Plan, opt Options) (*Result, error) {
 	if perr := r.promptLog.commit(); err == nil {
 		err = perr
 	}
-	if uerr := r.unitsOut.Commit(); err == nil {
+	if uerr := r.unitsOut.Commit(!r.interrupted); err == nil {
 		err = uerr
 	}
 	if err != nil {

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -89,19 +90,27 @@ func (r *runner) manifest(sh shard.Shard) shard.Manifest {
 func (r *runner) mine(unit string) bool { return r.owned == nil || r.owned[unit] }
 
 // unitDone merges a finished (or abandoned) unit's comparisons into the
-// candidates' and records them in the units file (for a merge or a resume).
+// candidates' and records them, with the unit's prompts.jsonl lines, in the
+// units file (for a merge or a resume), durably.
 func (r *runner) unitDone(unit string, cands []*candidate, per []*comparison) {
+	var results []shard.Result
 	for i, c := range cands {
 		c.cmp.add(per[i])
-		if r.unitsOut == nil {
-			continue
-		}
 		st, err := per[i].marshalState()
 		if err != nil {
-			r.problem("%s: unit %s not recorded: %v", filepath.Base(shard.FileName), unit, err)
+			r.problem("%s: unit %s not recorded: %v", shard.FileName, unit, err)
 			continue
 		}
-		r.unitsOut.Add(shard.Result{Unit: unit, Backend: c.rb.Name, State: st})
+		results = append(results, shard.Result{Backend: c.rb.Name, State: st})
+	}
+	r.unitsOut.Add(unit, results)
+}
+
+// benchDone records a backend's bench unit, unless it was interrupted (a
+// merge takes its figures from the summary).
+func (r *runner) benchDone(ctx context.Context, name string) {
+	if ctx.Err() == nil {
+		r.unitsOut.Add(shard.BenchUnit(name), nil)
 	}
 }
 

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/evalrun/evalrun/pipeline/shard"
 )
 
 // TestResumeAfterSIGINT interrupts a run of the default spec with SIGINT
@@ -118,5 +120,116 @@ func dropCalls(v any) {
 		for _, x := range v {
 			dropCalls(x)
 		}
+	}
+}
+
+// killAfterFirstChunk starts evalrun, SIGKILLs it (the host alone, as the
+// OOM killer would) once it reports its first score chunk, and then its
+// orphaned plugins.
+func killAfterFirstChunk(t *testing.T, env []string, args ...string) {
+	t.Helper()
+	s := start(t, env, args...)
+	for deadline := time.Now().Add(60 * time.Second); !strings.Contains(s.err.String(), "score: 1/"); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no score chunk done:\n%s", s.err)
+		}
+	}
+	s.cmd.Process.Signal(syscall.SIGKILL)
+	if code := s.wait(t, 60*time.Second); code != -int(syscall.SIGKILL) {
+		t.Fatalf("killed: exit %d, want death by SIGKILL (the run ended before the kill?)\n%s", code, s.err)
+	}
+	syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+}
+
+// TestResumeAfterSIGKILL kills a run outright after its first score chunk
+// (no chance to write anything at the end): units.jsonl holds the units it
+// finished, synced as it went, and nothing else is left half-written;
+// with a torn last line added (a kill mid-write) --resume notes and ignores
+// it, and gives summary.json equal to an uninterrupted run's apart from
+// timings and call counters and a byte-identical prompts.jsonl. A shard
+// killed the same way is refused by evalrun merge (exit 2, saying how to
+// finish it), resumed with --shard --resume, and then merges into the
+// uninterrupted run's results.
+func TestResumeAfterSIGKILL(t *testing.T) {
+	env := []string{"EVALRUN_BENCH_REPS=1", "EVALRUN_BENCH_N_PROMPT=8", "EVALRUN_BENCH_N_GEN=2",
+		"EVALRUN_DATASETS_1_LIMIT=3", "EVALRUN_DATASETS_1_MAX_NEW_TOKENS=6"}
+	specFile, _ := filepath.Abs("../../configs/default.yaml")
+	dir := t.TempDir()
+	whole, killed := filepath.Join(dir, "whole"), filepath.Join(dir, "killed")
+	if r := evalrun(t, env, "run", specFile, "--out", whole); r.code != 0 {
+		t.Fatalf("uninterrupted: exit %d\n%s", r.code, r.stderr)
+	}
+	wantSummary := withoutEvalCounts(t, comparableSummary(t, whole))
+	wantPrompts, err := os.ReadFile(filepath.Join(whole, "prompts.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	killAfterFirstChunk(t, env, "run", specFile, "--out", killed)
+	f, err := shard.Read(killed)
+	if err != nil || f.Complete || len(f.Units) == 0 || f.Units[0].Unit != "score/stories/chunk-1" || len(f.Units[0].Prompts) != 1+len(f.Manifest.Backends) {
+		t.Fatalf("the killed run's units.jsonl: %+v %v", f, err)
+	}
+	for _, name := range []string{"summary.json", "prompts.jsonl"} {
+		if _, err := os.Stat(filepath.Join(killed, name)); err == nil {
+			t.Fatalf("a killed run left %s", name)
+		}
+	}
+	t.Logf("killed with %d of %d units recorded", len(f.Units), len(f.Manifest.Units))
+	units, err := os.OpenFile(filepath.Join(killed, shard.FileName), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	units.WriteString(`{"unit":"generate/openings/1","results":[{"backend":"cpu-gg`)
+	units.Close()
+
+	if r := evalrun(t, env, "run", specFile, "--out", killed); r.code != 2 || !strings.Contains(r.stderr, "--resume") {
+		t.Fatalf("run into the killed run's directory without --resume: exit %d\n%s", r.code, r.stderr)
+	}
+	r := evalrun(t, env, "run", specFile, "--out", killed, "--resume")
+	if r.code != 0 || !strings.Contains(r.stderr, "cut short") || !strings.Contains(r.stderr, "units_done=") || strings.Contains(r.stderr, "units_done=0 ") {
+		t.Fatalf("resumed: exit %d\n%s", r.code, r.stderr)
+	}
+	if got := withoutEvalCounts(t, comparableSummary(t, killed)); got != wantSummary {
+		t.Fatalf("resumed summary.json differs from the uninterrupted run's: %s", firstDiff(wantSummary, got))
+	}
+	if got, _ := os.ReadFile(filepath.Join(killed, "prompts.jsonl")); string(got) != string(wantPrompts) {
+		t.Fatalf("resumed prompts.jsonl differs from the uninterrupted run's: %s", firstDiff(string(wantPrompts), string(got)))
+	}
+	if f, err := shard.Read(killed); err != nil || !f.Complete || f.Note != "" {
+		t.Fatalf("the resumed run's units.jsonl: complete %v, note %q, %v", f != nil && f.Complete, f.Note, err)
+	}
+	entries, _ := os.ReadDir(killed)
+	for _, e := range entries {
+		if strings.Contains(e.Name(), ".tmp-") {
+			t.Errorf("left behind: %s", e.Name())
+		}
+	}
+
+	// Two shards, the second killed: merge refuses it; resumed, the two
+	// merge into the uninterrupted run's results.
+	s0, s1, merged := filepath.Join(dir, "s0"), filepath.Join(dir, "s1"), filepath.Join(dir, "merged")
+	if r := evalrun(t, env, "run", specFile, "--shard", "0/2", "--out", s0); r.code != 0 {
+		t.Fatalf("shard 0/2: exit %d\n%s", r.code, r.stderr)
+	}
+	killAfterFirstChunk(t, env, "run", specFile, "--shard", "1/2", "--out", s1)
+	if r := evalrun(t, nil, "merge", "--out", merged, s0, s1); r.code != 2 || !strings.Contains(r.stderr, "shard 1/2 in "+s1+" did not finish") ||
+		!strings.Contains(r.stderr, "--shard 1/2 --out "+s1+" --resume") {
+		t.Fatalf("merge with a killed shard: exit %d\n%s", r.code, r.stderr)
+	}
+	if r := evalrun(t, env, "run", specFile, "--out", s1, "--resume"); r.code != 2 || !strings.Contains(r.stderr, "resume it with --shard 1/2") {
+		t.Fatalf("resume of a shard without --shard: exit %d\n%s", r.code, r.stderr)
+	}
+	if r := evalrun(t, env, "run", specFile, "--shard", "1/2", "--out", s1, "--resume"); r.code != 0 {
+		t.Fatalf("resumed shard: exit %d\n%s", r.code, r.stderr)
+	}
+	if r := evalrun(t, nil, "merge", "--out", merged, s0, s1); r.code != 0 {
+		t.Fatalf("merge: exit %d\n%s", r.code, r.stderr)
+	}
+	if got := withoutEvalCounts(t, comparableSummary(t, merged)); got != wantSummary {
+		t.Fatalf("merged summary.json differs from the uninterrupted run's: %s", firstDiff(wantSummary, got))
+	}
+	if got, _ := os.ReadFile(filepath.Join(merged, "prompts.jsonl")); string(got) != string(wantPrompts) {
+		t.Fatalf("merged prompts.jsonl differs from the uninterrupted run's: %s", firstDiff(string(wantPrompts), string(got)))
 	}
 }

@@ -6,10 +6,13 @@
 // directory, created with the mode os.Create gives (0666 minus the umask);
 // Commit syncs it, renames it over the destination and syncs the directory.
 // On any error, and on Abort, the temporary file is removed: an interrupted
-// or failed write leaves nothing behind.
+// or failed write leaves nothing behind. A file that grows as a run goes
+// (Publish) is moved into place once its first complete part is synced and
+// then appended to in place.
 package atomicfile
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -17,12 +20,15 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 )
 
 // File is a file being written that becomes Path on Commit.
 type File struct {
 	*os.File
-	path string
+	path      string
+	published bool // renamed to path already (Publish)
 }
 
 // Create starts writing path. A path naming a directory is refused at once.
@@ -51,19 +57,39 @@ func Create(path string) (*File, error) {
 // Path is where the file goes on Commit.
 func (f *File) Path() string { return f.path }
 
-// Commit syncs and closes the file and renames it over Path.
+// Commit syncs and closes the file and renames it over Path (unless
+// Publish did).
 func (f *File) Commit() error {
-	err := f.Sync()
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	if f.published {
+		err := f.Sync()
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		return err
 	}
+	if err := f.Publish(); err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+// Publish syncs what was written and renames the file over Path, keeping it
+// open: later writes go to Path itself (Sync them to make them durable).
+// Commit then closes it; Abort closes it and leaves it in place.
+func (f *File) Publish() error {
+	if f.published {
+		return nil
+	}
+	err := f.Sync()
 	if err == nil {
 		err = os.Rename(f.Name(), f.path)
 	}
 	if err != nil {
+		f.Close()
 		os.Remove(f.Name())
 		return err
 	}
+	f.published = true
 	if d, err := os.Open(filepath.Dir(f.path)); err == nil {
 		d.Sync() // the rename itself; not all systems can sync a directory
 		d.Close()
@@ -71,10 +97,28 @@ func (f *File) Commit() error {
 	return nil
 }
 
-// Abort discards the file.
+// Abort discards the file, unless Publish moved it into place already.
 func (f *File) Abort() {
 	f.Close()
-	os.Remove(f.Name())
+	if !f.published {
+		os.Remove(f.Name())
+	}
+}
+
+// Leftovers lists the temporary files of path that writers which never
+// committed left behind (a process killed mid-write), for a caller that
+// holds the directory's lock (LockDir) to remove; live files are left out.
+func Leftovers(path string, live ...*File) []string {
+	dir, base := filepath.Split(path)
+	entries, _ := os.ReadDir(cmp.Or(dir, "."))
+	var out []string
+	for _, e := range entries {
+		name := filepath.Join(dir, e.Name())
+		if strings.HasPrefix(e.Name(), "."+base+".tmp-") && !slices.ContainsFunc(live, func(f *File) bool { return f != nil && f.Name() == name }) {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 // WriteFile writes data to path atomically.

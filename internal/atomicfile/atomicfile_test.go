@@ -97,3 +97,48 @@ func TestLockDirIsExclusive(t *testing.T) {
 	}
 	unlock2()
 }
+
+// TestPublishedFileGrowsInPlace: a published file replaces the old one at
+// once with what was written so far, later writes land in it, and neither
+// Commit nor Abort loses it; Leftovers names a dead writer's temporary file
+// but not a live one's.
+func TestPublishedFileGrowsInPlace(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "units.jsonl")
+	os.WriteFile(path, []byte("old\n"), 0o644)
+	dead, _ := Create(path) // a writer killed before it published
+	dead.WriteString("lost")
+	for _, end := range []string{"commit", "abort"} {
+		f, err := Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := Leftovers(path, f); len(got) != 1 || got[0] != dead.Name() {
+			t.Fatalf("leftovers %v, want only %s", got, dead.Name())
+		}
+		f.WriteString("head\n")
+		if data, _ := os.ReadFile(path); string(data) == "head\n" {
+			t.Fatal("visible before Publish")
+		}
+		if err := f.Publish(); err != nil {
+			t.Fatal(err)
+		}
+		if data, _ := os.ReadFile(path); string(data) != "head\n" {
+			t.Fatalf("after Publish: %q", data)
+		}
+		f.WriteString("unit\n")
+		if end == "commit" {
+			if err := f.Commit(); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			f.Abort()
+		}
+		if data, _ := os.ReadFile(path); string(data) != "head\nunit\n" {
+			t.Fatalf("after %s: %q", end, data)
+		}
+	}
+	if names := entries(t, dir); len(names) != 2 {
+		t.Errorf("directory holds %v, want the file and the dead writer's", names)
+	}
+}

@@ -2,6 +2,7 @@ package shard
 
 import (
 	"cmp"
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"slices"
@@ -11,19 +12,26 @@ import (
 // Set is the shards of one run, checked against each other: every unit of
 // the plan has at most one owner, and the results come in plan order.
 type Set struct {
-	Manifest Manifest   // the plan all shards share
-	Files    []*File    // by shard index
-	Owner    []*File    // per unit of the plan: the shard that ran it; nil if none did
-	Missing  []string   // ids of the units no shard ran (allowed with allowPartial)
-	Results  [][]Result // per unit of the plan: its candidates' results, in the owner's order
+	Manifest Manifest            // the plan all shards share
+	Files    []*File             // by shard index
+	Owner    []*File             // per unit of the plan: the shard that ran it; nil if none did
+	Missing  []string            // ids of the units no shard ran (allowed with allowPartial)
+	Results  [][]Result          // per unit of the plan: its candidates' results, in the owner's order
+	Prompts  [][]json.RawMessage // per unit of the plan: its prompts.jsonl lines, in the owner's order
 }
 
 // Collect checks that the files are shards of one spec, that no unit was
-// run twice and (unless allowPartial) that every unit was run, and orders
-// their results by the plan. Errors name the shards and units concerned.
+// run twice and (unless allowPartial) that every shard went through its
+// units and every unit was run, and orders their results by the plan.
+// Errors name the shards and units concerned.
 func Collect(files []*File, allowPartial bool) (*Set, error) {
 	if len(files) == 0 {
 		return nil, fmt.Errorf("no shards to merge")
+	}
+	for _, f := range files {
+		if err := f.finished(); err != nil && !allowPartial {
+			return nil, err
+		}
 	}
 	files = slices.Clone(files)
 	slices.SortStableFunc(files, func(a, b *File) int {
@@ -40,7 +48,7 @@ func Collect(files []*File, allowPartial bool) (*Set, error) {
 		}
 	}
 	units := first.Manifest.Units
-	s := &Set{Manifest: first.Manifest, Files: files, Owner: make([]*File, len(units)), Results: make([][]Result, len(units))}
+	s := &Set{Manifest: first.Manifest, Files: files, Owner: make([]*File, len(units)), Results: make([][]Result, len(units)), Prompts: make([][]json.RawMessage, len(units))}
 	var dups []string
 	for _, f := range files {
 		for i := range units {
@@ -67,17 +75,18 @@ func Collect(files []*File, allowPartial bool) (*Set, error) {
 	for i, u := range units {
 		index[u.ID] = i
 	}
+	recorded := make([]bool, len(units))
 	for _, f := range files {
-		for _, r := range f.Results {
-			i, ok := index[r.Unit]
-			if !ok || s.Owner[i] != f {
+		for _, r := range f.Units {
+			i := index[r.Unit] // a unit of the plan (File.check)
+			if s.Owner[i] != f {
 				return nil, fmt.Errorf("%s: a result for unit %q, which is not shard %s's", f.Dir, r.Unit, f.Manifest.Shard)
 			}
-			s.Results[i] = append(s.Results[i], r)
+			s.Results[i], s.Prompts[i], recorded[i] = r.Results, r.Prompts, true
 		}
 	}
 	for i, o := range s.Owner {
-		if o == nil {
+		if o == nil || !o.Complete && !recorded[i] {
 			s.Missing = append(s.Missing, units[i].ID)
 		}
 	}
@@ -124,4 +133,21 @@ func (s *Set) describeMissing() string {
 		msg = fmt.Sprintf("missing %s %s: %s", word, strings.Join(shards, ", "), msg)
 	}
 	return msg
+}
+
+// finished refuses the units file of a shard that was interrupted or killed
+// before it went through its units, saying how to finish it.
+func (f *File) finished() error {
+	if f.Complete {
+		return nil
+	}
+	sh := f.Manifest.Shard
+	owned := 0
+	for i := range f.Manifest.Units {
+		if sh.Owns(i) {
+			owned++
+		}
+	}
+	return fmt.Errorf("shard %s in %s did not finish (interrupted or killed: %d of its %d units recorded): resume it with evalrun run SPEC --shard %s --out %s --resume, or merge with --allow-partial",
+		sh, f.Dir, len(f.Units), owned, sh, f.Dir)
 }

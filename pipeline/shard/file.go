@@ -9,16 +9,18 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"sync"
 
 	"github.com/evalrun/evalrun/internal/atomicfile"
 	"github.com/evalrun/evalrun/pipeline/spec"
 )
 
-// FileName is the units file in a shard's results directory.
+// FileName is the units file of a results directory.
 const FileName = "units.jsonl"
 
 // Format names the layout of the units file's first line.
-const Format = "evalrun/units/v1"
+const Format = "evalrun/units/v2"
 
 // Manifest is the units file's first line: what the whole run plans and
 // which part of it this shard is.
@@ -45,20 +47,36 @@ type Backend struct {
 	Gates spec.Gates `json:"gates"`
 }
 
+// Record is a line after the manifest: a unit the run did (or began when
+// it was interrupted), with every candidate's comparison and the unit's
+// prompts.jsonl lines, so the file alone carries what a resume or a merge
+// needs. The run's last line is the completion record instead.
+type Record struct {
+	Unit    string            `json:"unit,omitempty"`
+	Results []Result          `json:"results,omitempty"`
+	Prompts []json.RawMessage `json:"prompts,omitempty"`
+	// Complete marks the last line of a run that went through its plan
+	// (its backends may have failed): it was not interrupted or killed.
+	Complete bool `json:"complete,omitempty"`
+}
+
 // Result is one candidate's accumulated comparison over one unit, in the
 // host's own encoding (State).
 type Result struct {
-	Unit    string          `json:"unit"`
 	Backend string          `json:"backend"`
 	State   json.RawMessage `json:"state"`
 }
 
-// Writer streams a units file; it appears under its name on Commit only.
+// Writer writes a units file as the run goes. The manifest and the records
+// a resumed run carries over go to a temporary file, which replaces
+// FileName with the first new unit (or on Commit), so an interrupted
+// rewrite never loses the file being resumed; then every unit is synced
+// before Add returns: a crash loses at most the unit in flight.
 type Writer struct {
-	f   *atomicfile.File
-	w   *bufio.Writer
-	enc *json.Encoder
-	err error
+	mu      sync.Mutex
+	f       *atomicfile.File
+	prompts []json.RawMessage // the lines of the unit in flight
+	err     error
 }
 
 // Create starts dir's units file with its manifest.
@@ -68,27 +86,74 @@ func Create(dir string, m Manifest) (*Writer, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &Writer{f: f, w: bufio.NewWriter(f)}
-	w.enc = json.NewEncoder(w.w)
-	w.err = w.enc.Encode(m)
+	w := &Writer{f: f}
+	w.write(m)
 	return w, nil
 }
 
-// Add appends a unit's result.
-func (w *Writer) Add(r Result) {
-	if w != nil && w.err == nil {
-		w.err = w.enc.Encode(r)
+func (w *Writer) write(v any) {
+	if w.err != nil {
+		return
+	}
+	line, err := json.Marshal(v)
+	if err == nil {
+		_, err = w.f.Write(append(line, '\n'))
+	}
+	w.err = err
+}
+
+// Prompt keeps a prompts.jsonl line of the unit in flight for its record.
+func (w *Writer) Prompt(line []byte) {
+	if w != nil {
+		w.mu.Lock()
+		w.prompts = append(w.prompts, json.RawMessage(slices.Clone(line)))
+		w.mu.Unlock()
 	}
 }
 
-// Commit flushes the file and moves it into place.
-func (w *Writer) Commit() error {
+// Carry writes a record kept from the interrupted run being resumed.
+func (w *Writer) Carry(r Record) {
+	if w != nil {
+		w.mu.Lock()
+		w.write(r)
+		w.mu.Unlock()
+	}
+}
+
+// Add records a unit with its candidates' results and the prompts.jsonl
+// lines given since the last Add, and makes it durable.
+func (w *Writer) Add(unit string, results []Result) {
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.write(Record{Unit: unit, Results: results, Prompts: w.prompts})
+	w.prompts = nil
+	w.sync()
+}
+
+func (w *Writer) sync() {
+	if w.err == nil {
+		w.err = w.f.Sync()
+	}
+	if w.err == nil {
+		w.err = w.f.Publish()
+	}
+}
+
+// Commit ends the file, with the completion record when the run went
+// through its plan, and closes it.
+func (w *Writer) Commit(complete bool) error {
 	if w == nil {
 		return nil
 	}
-	if w.err == nil {
-		w.err = w.w.Flush()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if complete {
+		w.write(Record{Complete: true})
 	}
+	w.sync()
 	if w.err != nil {
 		w.f.Abort()
 		return w.err
@@ -96,18 +161,37 @@ func (w *Writer) Commit() error {
 	return w.f.Commit()
 }
 
-// Abort discards the file.
+// Abort closes the file; one no unit reached is discarded (the file being
+// resumed, if any, stays as it was).
 func (w *Writer) Abort() {
 	if w != nil {
 		w.f.Abort()
 	}
 }
 
-// File is a shard's units file as read back.
+// Leftovers lists the temporary units files of runs killed before their
+// first unit in dir, except w's own (package atomicfile).
+func (w *Writer) Leftovers(dir string) []string {
+	var live *atomicfile.File
+	if w != nil {
+		live = w.f
+	}
+	return atomicfile.Leftovers(filepath.Join(dir, FileName), live)
+}
+
+// File is a units file as read back.
 type File struct {
 	Dir      string
 	Manifest Manifest
-	Results  []Result
+	Units    []Record // the units recorded, in the order the run did them
+	// Complete: the run went through its plan; otherwise it was interrupted
+	// or killed, and Units holds what it did.
+	Complete bool
+	// Note says why the last line was ignored (cut short when the run was
+	// killed while writing it); "" when it was not.
+	Note string
+
+	planned, recorded map[string]bool // unit ids, for check
 }
 
 // MaxLine bounds one line of a units file (a unit's per-token values).
@@ -118,7 +202,7 @@ func Read(dir string) (*File, error) {
 	path := filepath.Join(dir, FileName)
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("%s: not a shard's results directory (no %s: was it run with --shard?)", dir, FileName)
+		return nil, fmt.Errorf("%s: no %s: not the results directory of a run, or one killed before it finished a unit", dir, FileName)
 	}
 	if err != nil {
 		return nil, err
@@ -129,15 +213,23 @@ func Read(dir string) (*File, error) {
 
 func parse(dir, path string, r io.Reader) (*File, error) {
 	out := &File{Dir: dir}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(nil, MaxLine)
+	br := bufio.NewReaderSize(r, 64<<10)
+	var torn error // the last line read, if it did not parse
 	line := 0
-	for sc.Scan() {
+	for {
+		data, err := readLine(br)
+		if err == io.EOF {
+			break
+		}
 		line++
-		dec := json.NewDecoder(bytes.NewReader(sc.Bytes()))
-		dec.DisallowUnknownFields()
+		if err != nil {
+			return nil, fmt.Errorf("%s:%d: %v", path, line, err)
+		}
+		if torn != nil {
+			return nil, torn // a bad line with more after it
+		}
 		if line == 1 {
-			if err := dec.Decode(&out.Manifest); err != nil {
+			if err := decodeStrict(data, &out.Manifest); err != nil {
 				return nil, fmt.Errorf("%s:1: manifest: %v", path, err)
 			}
 			if err := out.Manifest.check(); err != nil {
@@ -145,19 +237,95 @@ func parse(dir, path string, r io.Reader) (*File, error) {
 			}
 			continue
 		}
-		var res Result
-		if err := dec.Decode(&res); err != nil {
-			return nil, fmt.Errorf("%s:%d: %v", path, line, err)
+		if out.Complete {
+			return nil, fmt.Errorf("%s:%d: a line after the completion record", path, line)
 		}
-		out.Results = append(out.Results, res)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%s:%d: %v", path, line+1, err)
+		var rec Record
+		err = decodeStrict(data, &rec)
+		if err == nil {
+			err = out.check(rec)
+		}
+		if err != nil {
+			torn = fmt.Errorf("%s:%d: %v", path, line, err)
+			continue
+		}
+		if rec.Complete {
+			out.Complete = true
+		} else {
+			out.Units = append(out.Units, rec)
+			out.recorded[rec.Unit] = true
+		}
 	}
 	if line == 0 {
 		return nil, fmt.Errorf("%s: empty", path)
 	}
+	if torn != nil {
+		out.Note = fmt.Sprintf("%v: the last line is cut short (the run was killed while writing it): ignored", torn)
+	}
 	return out, nil
+}
+
+// readLine reads a line without its newline; the last one may lack it.
+func readLine(br *bufio.Reader) ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if len(line)+len(chunk) > MaxLine+1 {
+			return nil, fmt.Errorf("line longer than %d bytes", MaxLine)
+		}
+		line = append(line, chunk...)
+		switch {
+		case err == bufio.ErrBufferFull:
+			continue
+		case err == io.EOF && len(line) > 0:
+			return line, nil
+		case err != nil:
+			return nil, err
+		}
+		return line[:len(line)-1], nil
+	}
+}
+
+func decodeStrict(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("more than one value on the line")
+	}
+	return nil
+}
+
+// check refuses a record the file cannot hold: one for a unit the plan
+// does not have or recorded already, a result without a backend or state,
+// a completion record with a unit.
+func (f *File) check(r Record) error {
+	if r.Complete {
+		if r.Unit != "" || r.Results != nil || r.Prompts != nil {
+			return errors.New("a completion record with a unit")
+		}
+		return nil
+	}
+	if f.planned == nil {
+		f.planned, f.recorded = map[string]bool{}, map[string]bool{}
+		for _, u := range f.Manifest.Units {
+			f.planned[u.ID] = true
+		}
+	}
+	if !f.planned[r.Unit] {
+		return fmt.Errorf("unit %q is not in the plan", r.Unit)
+	}
+	if f.recorded[r.Unit] {
+		return fmt.Errorf("unit %q recorded twice", r.Unit)
+	}
+	for i, res := range r.Results {
+		if res.Backend == "" || len(res.State) == 0 {
+			return fmt.Errorf("unit %q: result %d without a backend or a state", r.Unit, i+1)
+		}
+	}
+	return nil
 }
 
 func (m *Manifest) check() error {

@@ -2,6 +2,9 @@ package shard
 
 import (
 	"bytes"
+	"encoding/json"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -51,19 +54,33 @@ func TestParseAndEnv(t *testing.T) {
 func manifestFile(t *testing.T) []byte {
 	t.Helper()
 	var b bytes.Buffer
-	b.WriteString(`{"format":"evalrun/units/v1","spec_digest":"abc","shard":{"index":0,"total":2},"units":[{"id":"score/s/chunk-1","rows":3},{"id":"bench/x"}],"backends":[{"name":"x"}]}` + "\n")
-	b.WriteString(`{"unit":"score/s/chunk-1","backend":"x","state":{"compared":3}}` + "\n")
+	b.WriteString(`{"format":"evalrun/units/v2","spec_digest":"abc","shard":{"index":0,"total":2},"units":[{"id":"score/s/chunk-1","rows":3},{"id":"bench/x"},{"id":"score/s/chunk-2","rows":3}],"backends":[{"name":"x"}]}` + "\n")
+	b.WriteString(`{"unit":"score/s/chunk-1","results":[{"backend":"x","state":{"compared":3}}],"prompts":[{"backend":"x","id":"chunk-1"}]}` + "\n")
+	b.WriteString(`{"complete":true}` + "\n")
 	return b.Bytes()
 }
 
 func TestParseNamesTheLine(t *testing.T) {
 	f, err := parse("d", "d/units.jsonl", bytes.NewReader(manifestFile(t)))
-	if err != nil || len(f.Results) != 1 || f.Manifest.Shard != (Shard{0, 2}) {
+	if err != nil || len(f.Units) != 1 || len(f.Units[0].Results) != 1 || len(f.Units[0].Prompts) != 1 || !f.Complete || f.Note != "" || f.Manifest.Shard != (Shard{0, 2}) {
 		t.Fatalf("%+v %v", f, err)
 	}
-	bad := append(manifestFile(t), []byte("{\"unit\":\"x\",\"oops\":1}\n")...)
-	if _, err := parse("d", "d/units.jsonl", bytes.NewReader(bad)); err == nil || !strings.Contains(err.Error(), "d/units.jsonl:3") {
-		t.Fatalf("bad line: %v", err)
+	for _, bad := range []struct{ line, why string }{
+		{`{"unit":"score/s/chunk-2","oops":1}`, "oops"},
+		{`{"unit":"score/s/chunk-9"}`, "not in the plan"},
+		{`{"unit":"score/s/chunk-1"}`, "recorded twice"},
+		{`{"unit":"score/s/chunk-2","results":[{"state":{}}]}`, "without a backend"},
+		{`{"complete":true,"unit":"score/s/chunk-2"}`, "completion record with a unit"},
+	} {
+		// In the middle of the file a bad line is an error naming it.
+		data := bytes.Replace(manifestFile(t), []byte(`{"complete":true}`), []byte(bad.line+"\n"+`{"complete":true}`), 1)
+		if _, err := parse("d", "d/units.jsonl", bytes.NewReader(data)); err == nil || !strings.Contains(err.Error(), "d/units.jsonl:3") || !strings.Contains(err.Error(), bad.why) {
+			t.Errorf("bad line %s: %v", bad.line, err)
+		}
+	}
+	after := append(manifestFile(t), []byte(`{"unit":"score/s/chunk-2"}`+"\n")...)
+	if _, err := parse("d", "d/units.jsonl", bytes.NewReader(after)); err == nil || !strings.Contains(err.Error(), ":4: a line after the completion record") {
+		t.Errorf("a unit after the completion record: %v", err)
 	}
 	wrong := bytes.Replace(manifestFile(t), []byte(`"index":0`), []byte(`"index":2`), 1)
 	if _, err := parse("d", "d/units.jsonl", bytes.NewReader(wrong)); err == nil || !strings.Contains(err.Error(), ":1:") {
@@ -71,22 +88,97 @@ func TestParseNamesTheLine(t *testing.T) {
 	}
 }
 
+// TestTornLastLineIsIgnored: a run killed while writing a unit leaves a
+// cut-short last line; the file reads as incomplete with the units before
+// it and a note naming the line.
+func TestTornLastLineIsIgnored(t *testing.T) {
+	killed := bytes.TrimSuffix(manifestFile(t), []byte(`{"complete":true}`+"\n"))
+	for _, tail := range []string{
+		`{"unit":"score/s/chunk-2","results":[{"backend":"x","sta`, // cut mid-write
+		`{"unit":"score/s/chunk-2","res` + "\n",                    // cut at a page boundary, newline kept
+		"\x00\x00\x00\x00",                                         // a crash's zero-filled tail
+		`{"complete":tr`,
+	} {
+		f, err := parse("d", "d/units.jsonl", bytes.NewReader(append(slices.Clone(killed), tail...)))
+		if err != nil || f.Complete || len(f.Units) != 1 || !strings.Contains(f.Note, "d/units.jsonl:3") || !strings.Contains(f.Note, "ignored") {
+			t.Errorf("tail %q: %+v %v", tail, f, err)
+		}
+	}
+	if f, err := parse("d", "d/units.jsonl", bytes.NewReader(killed)); err != nil || f.Complete || f.Note != "" || len(f.Units) != 1 {
+		t.Errorf("killed between units: %+v %v", f, err)
+	}
+}
+
 func TestCollectChecksOwnership(t *testing.T) {
 	f0, _ := parse("a", "a/units.jsonl", bytes.NewReader(manifestFile(t)))
 	f1, _ := parse("b", "b/units.jsonl", bytes.NewReader(manifestFile(t)))
-	f1.Manifest.Shard.Index, f1.Results = 1, nil
+	f1.Manifest.Shard.Index, f1.Units = 1, nil
 	set, err := Collect([]*File{f1, f0}, false)
-	if err != nil || set.Files[0] != f0 || set.Owner[1] != f1 || len(set.Results[0]) != 1 {
+	if err != nil || set.Files[0] != f0 || set.Owner[1] != f1 || len(set.Results[0]) != 1 || len(set.Prompts[0]) != 1 || len(set.Missing) != 0 {
 		t.Fatalf("%+v %v", set, err)
 	}
-	f1.Results = append(f1.Results, Result{Unit: "score/s/chunk-1", Backend: "x"})
-	if _, err := Collect([]*File{f0, f1}, false); err == nil || !strings.Contains(err.Error(), "not shard 1/2's") {
+	// A shard that did not finish is refused, or with allowPartial its
+	// unrecorded units are missing.
+	f0.Complete = false
+	if _, err := Collect([]*File{f0, f1}, false); err == nil || !strings.Contains(err.Error(), "shard 0/2 in a did not finish (interrupted or killed: 1 of its 2 units recorded)") || !strings.Contains(err.Error(), "--resume") {
+		t.Fatalf("an unfinished shard: %v", err)
+	}
+	if set, err := Collect([]*File{f0, f1}, true); err != nil || !slices.Equal(set.Missing, []string{"score/s/chunk-2"}) {
+		t.Fatalf("an unfinished shard, allowPartial: %+v %v", set, err)
+	}
+	f1.Units = append(f1.Units, Record{Unit: "score/s/chunk-1"})
+	if _, err := Collect([]*File{f0, f1}, true); err == nil || !strings.Contains(err.Error(), "not shard 1/2's") {
 		t.Fatalf("a result for another shard's unit: %v", err)
+	}
+}
+
+// TestWriterIsDurableAsItGoes: each unit is on disk under units.jsonl once
+// Add returns (what a killed run leaves); a resumed run's rewrite replaces
+// the old file only with its first new unit, and one that stops before
+// that leaves the old file as it was.
+func TestWriterIsDurableAsItGoes(t *testing.T) {
+	dir := t.TempDir()
+	m := Manifest{SpecDigest: "abc", Shard: Shard{0, 1}, Units: []Unit{{ID: "u1", Rows: 2}, {ID: "u2", Rows: 2}, {ID: "bench/x"}}}
+	w, err := Create(dir, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Read(dir); err == nil {
+		t.Fatal("a units file before its first unit")
+	}
+	w.Prompt([]byte(`{"id":"u1"}`))
+	w.Add("u1", []Result{{Backend: "x", State: json.RawMessage(`{"n":1}`)}})
+	w.Prompt([]byte(`{"id":"u2"}`))
+	f, err := Read(dir) // as a run killed here leaves it
+	if err != nil || f.Complete || len(f.Units) != 1 || f.Units[0].Unit != "u1" || string(f.Units[0].Prompts[0]) != `{"id":"u1"}` {
+		t.Fatalf("after the first unit: %+v %v", f, err)
+	}
+	w.Abort()
+	// The resume: the kept unit carried over; stopped before a new unit.
+	w, _ = Create(dir, m)
+	w.Carry(f.Units[0])
+	w.Abort()
+	if g, err := Read(dir); err != nil || !reflect.DeepEqual(g, f) {
+		t.Fatalf("an aborted resume changed the file: %+v %v", g, err)
+	}
+	w, _ = Create(dir, m)
+	w.Carry(f.Units[0])
+	w.Add("u2", nil)
+	if err := w.Commit(true); err != nil {
+		t.Fatal(err)
+	}
+	g, err := Read(dir)
+	if err != nil || !g.Complete || len(g.Units) != 2 || g.Units[1].Unit != "u2" || len(g.Units[1].Prompts) != 0 {
+		t.Fatalf("resumed: %+v %v", g, err)
+	}
+	if left := w.Leftovers(dir); len(left) != 0 {
+		t.Fatalf("leftovers %v", left)
 	}
 }
 
 func FuzzParse(f *testing.F) {
 	f.Add(manifestFile(&testing.T{}))
+	f.Add(bytes.TrimSuffix(manifestFile(&testing.T{}), []byte("true}\n")))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		file, err := parse("d", "d/units.jsonl", bytes.NewReader(data))
 		if err == nil {
