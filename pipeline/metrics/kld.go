@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 )
 
 // KLDTruncation is the base log-probability at or below which
@@ -105,19 +106,16 @@ type RefRow struct {
 // Set prepares ref (kept, not copied). A RefRow is not safe for concurrent
 // use.
 func (r *RefRow) Set(ref []float32) {
-	r.Logits, r.nan, r.inf, r.sumSq, r.pReady = ref, 0, 0, 0, false
+	r.Logits, r.sumSq, r.pReady = ref, 0, false
+	r.nan, r.inf = nonFinite(ref)
 	for _, v := range ref {
-		switch f := float64(v); {
-		case math.IsNaN(f):
-			r.nan++
-		case math.IsInf(f, 0):
-			r.inf++
-		default:
+		if f := float64(v); r.nan+r.inf == 0 || !math.IsNaN(f) && !math.IsInf(f, 0) {
 			r.sumSq += float64(f * f)
 		}
 	}
 	if len(ref) > 0 {
-		r.imax, r.norm = logSoftmaxNorm64(ref)
+		r.p = slices.Grow(r.p[:0], len(ref))[:len(ref)] // scratch until LiveKLDRow fills it
+		r.imax, r.norm = logSoftmaxNorm64(ref, r.p)
 		r.top = topK(ref, 5, r.top[:0])
 	}
 }
@@ -134,12 +132,13 @@ func LiveKLDRow(logits []float32, ref *RefRow, tok int32) (KLDRow, error) {
 	if err := checkRow(logits, ref.Logits, tok); err != nil {
 		return KLDRow{}, err
 	}
-	imax, normQ := logSoftmaxNorm64(logits)
+	scratch := expScratch.Get().(*[]float64)
+	*scratch = slices.Grow((*scratch)[:0], len(logits))
+	imax, normQ := logSoftmaxNorm64(logits, *scratch)
+	expScratch.Put(scratch)
 	if !ref.pReady { // once per reference row, whatever the candidates
 		ref.p = slices.Grow(ref.p[:0], len(ref.Logits))[:len(ref.Logits)]
-		for i, rv := range ref.Logits {
-			ref.p[i] = math.Exp(float64(rv) - ref.norm)
-		}
+		expShifted(ref.p, ref.Logits, ref.norm)
 		ref.pReady = true
 	}
 	var sum float64
@@ -180,20 +179,26 @@ func (k *KLD) AddLogits(logits, ref []float32, tok int32) error {
 }
 
 // logSoftmaxNorm64 returns the first index of the maximum and log Σ exp(l_i)
-// computed in float64 around the maximum.
-func logSoftmaxNorm64(l []float32) (imax int, norm float64) {
+// computed in float64 around the maximum; scratch (capacity len(l) at
+// least) receives the exponentials, which are summed in index order.
+func logSoftmaxNorm64(l []float32, scratch []float64) (imax int, norm float64) {
 	for i, v := range l[1:] {
 		if v > l[imax] {
 			imax = i + 1
 		}
 	}
 	m := float64(l[imax])
+	e := scratch[:len(l)]
+	expShifted(e, l, m)
 	var s float64
-	for _, v := range l {
-		s += math.Exp(float64(v) - m)
+	for _, v := range e {
+		s += v
 	}
 	return imax, m + math.Log(s)
 }
+
+// expScratch holds the candidates' exponentials between rows.
+var expScratch = sync.Pool{New: func() any { return new([]float64) }}
 
 // AddRow adds one scored position.
 func (k *KLD) AddRow(r KLDRow) {

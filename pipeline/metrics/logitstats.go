@@ -55,9 +55,8 @@ func (s *LogitStats) Add(cand, ref []float32) error {
 
 // AddLogitRow compares one candidate row with its prepared reference row
 // and adds the result to every accumulator in accs (a run's and a
-// prompt's): each element's difference is computed once, and every
-// accumulator sees the same additions in the same order as if it were the
-// only one.
+// prompt's): every accumulator sees the same additions in the same order
+// as if it were the only one.
 func AddLogitRow(cand []float32, ref *RefRow, accs ...*LogitStats) error {
 	if len(cand) != len(ref.Logits) {
 		return fmt.Errorf("metrics: candidate row has %d logits, reference row %d", len(cand), len(ref.Logits))
@@ -65,15 +64,7 @@ func AddLogitRow(cand []float32, ref *RefRow, accs ...*LogitStats) error {
 	if len(cand) == 0 {
 		return fmt.Errorf("metrics: empty logit row")
 	}
-	candNaN, candInf := 0, 0
-	for _, v := range cand {
-		switch a := float64(v); {
-		case math.IsNaN(a):
-			candNaN++
-		case math.IsInf(a, 0):
-			candInf++
-		}
-	}
+	candNaN, candInf := nonFinite(cand)
 	finite := candNaN+candInf+ref.nan+ref.inf == 0
 	for _, s := range accs {
 		s.rows++
@@ -85,18 +76,26 @@ func AddLogitRow(cand []float32, ref *RefRow, accs ...*LogitStats) error {
 	if !finite {
 		return nil
 	}
+	// One pass per accumulator with its sums in registers (the same
+	// additions in the same order as element by element into each); the
+	// cosine's terms on the first.
 	var dot, na float64
-	for i, a := range cand {
-		b := ref.Logits[i]
-		d := a - b
-		dd, aa, ad := float64(d*d), float64(a*a), math.Abs(float64(d))
-		for _, s := range accs {
-			s.sumSqDiff += dd
-			s.sumSqCand += aa
-			s.maxAbsDiff = max(s.maxAbsDiff, ad)
+	for k, s := range accs {
+		sumSqDiff, sumSqCand, maxAbsDiff := s.sumSqDiff, s.sumSqCand, s.maxAbsDiff
+		for i, a := range cand {
+			b := ref.Logits[i]
+			d := a - b
+			sumSqDiff += float64(d * d)
+			sumSqCand += float64(a * a)
+			if ad := math.Abs(float64(d)); ad > maxAbsDiff { // finite rows: max without NaN cases
+				maxAbsDiff = ad
+			}
+			if k == 0 {
+				dot += float64(float64(a) * float64(b))
+				na += float64(float64(a) * float64(a))
+			}
 		}
-		dot += float64(float64(a) * float64(b))
-		na += float64(float64(a) * float64(a))
+		s.sumSqDiff, s.sumSqCand, s.maxAbsDiff = sumSqDiff, sumSqCand, maxAbsDiff
 	}
 	var cos float64
 	switch nb := ref.sumSq; {
@@ -134,9 +133,15 @@ func AddLogitRow(cand []float32, ref *RefRow, accs ...*LogitStats) error {
 // the lower index (so element 0 is the first index of the maximum).
 func topK(row []float32, k int, dst []int) []int {
 	k = min(k, len(row))
-	for i, v := range row {
-		if len(dst) == k && !(v > row[dst[k-1]]) {
-			continue
+	for i := 0; i < len(row); i++ {
+		if len(dst) == k { // skip to the next value above the k-th
+			kth := row[dst[k-1]]
+			for i < len(row) && !(row[i] > kth) {
+				i++
+			}
+			if i == len(row) {
+				break
+			}
 		}
 		if len(dst) < k {
 			dst = append(dst, i)
@@ -168,4 +173,28 @@ func (s *LogitStats) Result() LogitResult {
 		r.Top1Agree = float64(s.top1Same) / float64(n)
 	}
 	return r
+}
+
+// nonFinite counts the NaNs and infinities in row; a row without any (the
+// usual case) costs one test of the exponent bits per element.
+func nonFinite(row []float32) (nan, inf int) {
+	// bits&exp == exp (all exponent bits set) exactly when adding one to
+	// the exponent field carries into the sign bit: no branch per element.
+	const exp, one = 0x7f800000, 0x00800000
+	var carry uint32
+	for _, v := range row {
+		carry |= math.Float32bits(v)&exp + one
+	}
+	if carry&0x80000000 == 0 {
+		return 0, 0
+	}
+	for _, v := range row {
+		switch a := float64(v); {
+		case math.IsNaN(a):
+			nan++
+		case math.IsInf(a, 0):
+			inf++
+		}
+	}
+	return nan, inf
 }

@@ -1,0 +1,84 @@
+package metrics
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+// llama3Vocab is Llama 3's vocabulary size: the row length the host's
+// per-row cost is measured at.
+const llama3Vocab = 128256
+
+// benchRows returns a reference row and a candidate row close to it, like
+// a quantized backend's.
+func benchRows(n int) (ref, cand []float32) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	ref, cand = make([]float32, n), make([]float32, n)
+	for i := range ref {
+		ref[i] = float32(rng.NormFloat64() * 3)
+		cand[i] = ref[i] + float32(rng.NormFloat64()*0.05)
+	}
+	return ref, cand
+}
+
+// BenchmarkRefRowSet is the reference's preparation, once per row.
+func BenchmarkRefRowSet(b *testing.B) {
+	ref, _ := benchRows(llama3Vocab)
+	var r RefRow
+	b.SetBytes(4 * llama3Vocab)
+	for b.Loop() {
+		r.Set(ref)
+	}
+}
+
+// BenchmarkLiveKLDRow is one candidate's KLD row against a prepared
+// reference.
+func BenchmarkLiveKLDRow(b *testing.B) {
+	ref, cand := benchRows(llama3Vocab)
+	var r RefRow
+	r.Set(ref)
+	b.SetBytes(4 * llama3Vocab)
+	for b.Loop() {
+		if _, err := LiveKLDRow(cand, &r, 7); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkAddLogitRow is one candidate's logit statistics.
+func BenchmarkAddLogitRow(b *testing.B) {
+	ref, cand := benchRows(llama3Vocab)
+	var r RefRow
+	r.Set(ref)
+	var s LogitStats
+	b.SetBytes(4 * llama3Vocab)
+	for b.Loop() {
+		if err := AddLogitRow(cand, &r, &s); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkCompareRow is a whole scored position as the host computes it
+// for a run with two candidates: the reference prepared once, then each
+// candidate's logit statistics and KLD row.
+func BenchmarkCompareRow(b *testing.B) {
+	ref, cand := benchRows(llama3Vocab)
+	var r RefRow
+	var s [2]LogitStats
+	var k [2]KLD
+	b.SetBytes(4 * llama3Vocab)
+	for b.Loop() {
+		r.Set(ref)
+		for c := range 2 {
+			if err := AddLogitRow(cand, &r, &s[c]); err != nil {
+				b.Fatal(err)
+			}
+			row, err := LiveKLDRow(cand, &r, 7)
+			if err != nil {
+				b.Fatal(err)
+			}
+			k[c].AddRow(row)
+		}
+	}
+}
