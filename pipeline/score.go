@@ -61,9 +61,9 @@ func (r *runner) scorePass(ctx context.Context) {
 	r.openKLDOutputs(chunks)
 	defer r.closeKLDOutputs()
 
-	// When a chunk's rows fit in chunkBuffer per backend, the host takes
-	// them all in and asks for the next chunk before comparing them, so the
-	// plugins compute while the host compares.
+	// When two chunks' rows per backend fit in prefetchBudget, the host
+	// takes a chunk's rows all in and asks for the next chunk before
+	// comparing them, so the plugins compute while the host compares.
 	prefetch, _ := r.prefetch()
 	progress := newProgress(r.opt.Stderr, "score", len(chunks))
 	var next *chunkEval
@@ -86,10 +86,11 @@ func (r *runner) scorePass(ctx context.Context) {
 	next.abandon()
 }
 
-// chunkBuffer bounds the logits of one chunk a backend may buffer: with the
-// chunk being compared and the one prefetched, at most twice that per
-// backend.
-const chunkBuffer = 32 << 20
+// prefetchBudget bounds the logits rows the host holds to prefetch: the
+// chunk being compared and the next one, for every backend. 256 MiB is a
+// reference and two candidates at n_ctx 128 with a 152k vocabulary
+// (Qwen's; Llama 3's 128k takes 194 MB), or at n_ctx 512 with 32k.
+const prefetchBudget = 256 << 20
 
 // prefetch reports whether score chunks are small enough to buffer whole,
 // and how many rows a backend then holds at most.
@@ -97,7 +98,7 @@ func (r *runner) prefetch() (ok bool, rows int) {
 	for _, ch := range r.scoreChunks() {
 		rows = max(rows, ch.rows())
 	}
-	return rows*4*r.plan.Model.NVocab <= chunkBuffer, 2 * rows
+	return 2*rows*4*r.plan.Model.NVocab*len(r.plan.Spec.Backends()) <= prefetchBudget, 2 * rows
 }
 
 // chunkEval is one chunk's Eval calls on the reference and the candidates
