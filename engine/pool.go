@@ -56,6 +56,11 @@ type poolWorker struct {
 // requests.
 const poolSpin = 200 * time.Microsecond
 
+// spinYield is how many checks of an atomic a spinning goroutine makes
+// between yields of its P (a few microseconds): often enough for the
+// scheduler's other goroutines, rarely enough not to slow the hand-over.
+const spinYield = 256
+
 // NewPool starts threads-1 workers (the caller of Run is the last thread).
 // threads <= 0 means runtime.NumCPU().
 func NewPool(threads int) *Pool {
@@ -131,8 +136,10 @@ func (j *poolJob) help() {
 // computed, parking if that takes long (a worker the OS preempted).
 func (j *poolJob) wait() {
 	for i := 0; j.done.Load() < j.chunks; i++ {
-		if i < 1000 {
-			runtime.Gosched()
+		if i < 1<<16 {
+			if i%spinYield == spinYield-1 {
+				runtime.Gosched()
+			}
 			continue
 		}
 		j.wake = make(chan struct{})
@@ -182,9 +189,11 @@ func (p *Pool) spinFor(seen uint64) bool {
 		if p.gen.Load() != seen || p.closed.Load() {
 			return true
 		}
-		runtime.Gosched()
-		if i%64 == 0 && time.Since(start) > poolSpin {
-			return false
+		if i%spinYield == 0 {
+			runtime.Gosched()
+			if time.Since(start) > poolSpin {
+				return false
+			}
 		}
 	}
 }
