@@ -17,9 +17,9 @@ import (
 // that often takes longer than the job, and the Go scheduler tends to run the
 // woken goroutine after the caller instead of beside it. So workers spin
 // (yielding their P to any other runnable goroutine) for a while after a job
-// before they park, the ranges are claimed dynamically from a shared counter
-// so a late or preempted worker never holds the others up, and the caller
-// works on the job too.
+// before they park, the ranges are claimed dynamically from a shared counter,
+// large ones first and small ones last, so a late or preempted worker never
+// holds the others up, and the caller works on the job too.
 type Pool struct {
 	threads int
 	spin    bool // GOMAXPROCS leaves room for the workers to spin
@@ -33,16 +33,18 @@ type Pool struct {
 	wg      sync.WaitGroup
 }
 
-// poolJob is one Run: ranges [i*grain, min((i+1)*grain, n)) for i < chunks.
+// poolJob is one Run over [0, n): goroutines claim ranges from next, each
+// a share of what is left (guided self-scheduling), so the first ranges are
+// large and the last ones small: the threads finish close together.
 type poolJob struct {
-	fn     func(lo, hi int)
-	n      int
-	grain  int
-	chunks int32
-	next   atomic.Int32  // the next chunk to claim
-	done   atomic.Int32  // chunks finished
-	wake   chan struct{} // closed when done reaches chunks if the caller parks
-	parked atomic.Bool   // the caller waits on wake
+	fn      func(lo, hi int)
+	n       int
+	align   int
+	divisor int           // a claim takes 1/divisor of the rows left
+	next    atomic.Int64  // the first row not yet claimed
+	done    atomic.Int64  // rows computed
+	wake    chan struct{} // closed when done reaches n if the caller parks
+	parked  atomic.Bool   // the caller waits on wake
 }
 
 type poolWorker struct {
@@ -93,17 +95,11 @@ func (p *Pool) RunAligned(n, align int, fn func(lo, hi int)) {
 		return
 	}
 	align = max(align, 1)
-	// About four ranges per thread: small enough that a thread the OS
-	// preempted leaves little for the others to wait for, large enough
-	// that claiming one costs nothing next to computing it.
-	grain := (n + 4*p.threads - 1) / (4 * p.threads)
-	grain = (grain + align - 1) / align * align
-	chunks := (n + grain - 1) / grain
-	if p.threads == 1 || chunks == 1 || !p.busy.CompareAndSwap(false, true) {
+	if p.threads == 1 || n <= align || !p.busy.CompareAndSwap(false, true) {
 		fn(0, n)
 		return
 	}
-	j := &poolJob{fn: fn, n: n, grain: grain, chunks: int32(chunks)}
+	j := &poolJob{fn: fn, n: n, align: align, divisor: 2 * p.threads}
 	p.active.Store(j)
 	p.gen.Add(1)
 	for _, w := range p.workers {
@@ -117,25 +113,29 @@ func (p *Pool) RunAligned(n, align int, fn func(lo, hi int)) {
 	j.wait()
 }
 
-// help claims and runs chunks until none is left.
+// help claims and runs ranges until none is left.
 func (j *poolJob) help() {
 	for {
-		c := j.next.Add(1) - 1
-		if c >= j.chunks {
+		lo := int(j.next.Load())
+		if lo >= j.n {
 			return
 		}
-		lo := int(c) * j.grain
-		j.fn(lo, min(lo+j.grain, j.n))
-		if j.done.Add(1) == j.chunks && j.parked.Load() {
+		size := (j.n - lo + j.divisor - 1) / j.divisor
+		hi := min((lo+size+j.align-1)/j.align*j.align, j.n)
+		if !j.next.CompareAndSwap(int64(lo), int64(hi)) {
+			continue
+		}
+		j.fn(lo, hi)
+		if j.done.Add(int64(hi-lo)) == int64(j.n) && j.parked.Load() {
 			close(j.wake)
 		}
 	}
 }
 
-// wait returns when every chunk is done: spinning while the last ones are
+// wait returns when every range is done: spinning while the last ones are
 // computed, parking if that takes long (a worker the OS preempted).
 func (j *poolJob) wait() {
-	for i := 0; j.done.Load() < j.chunks; i++ {
+	for i := 0; j.done.Load() < int64(j.n); i++ {
 		if i < 1<<16 {
 			if i%spinYield == spinYield-1 {
 				runtime.Gosched()
@@ -144,7 +144,7 @@ func (j *poolJob) wait() {
 		}
 		j.wake = make(chan struct{})
 		j.parked.Store(true)
-		if j.done.Load() == j.chunks {
+		if j.done.Load() == int64(j.n) {
 			return
 		}
 		<-j.wake
