@@ -1,0 +1,80 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/evalrun/evalrun/backend"
+	"github.com/evalrun/evalrun/pipeline/spec"
+)
+
+// lyingFake is a fake whose Load reports another vocabulary, or whose
+// Eval sends one row a logit short: the host must notice either, fail only
+// that backend, and keep every other result.
+type lyingFake struct {
+	*fakeBackend
+	loadVocab int   // >0: the n_vocab Load reports
+	shortRow  int64 // >0: the row with this number arrives one logit short
+}
+
+func (l *lyingFake) Load(ctx context.Context, req backend.LoadRequest) (backend.LoadResult, error) {
+	res, err := l.fakeBackend.Load(ctx, req)
+	if l.loadVocab > 0 {
+		res.Model.NVocab = l.loadVocab
+	}
+	return res, err
+}
+
+func (l *lyingFake) Eval(ctx context.Context, req backend.EvalRequest, emit func(backend.Logits) error) error {
+	return l.fakeBackend.Eval(ctx, req, func(g backend.Logits) error {
+		if l.shortRow > 0 && l.rows.Load() == l.shortRow {
+			g.Values = g.Values[:len(g.Values)-1]
+		}
+		return emit(g)
+	})
+}
+
+func TestRunChecksTheVocabularyAtLoadAndEveryRow(t *testing.T) {
+	liars := map[string]*lyingFake{
+		"ref":   {fakeBackend: newFake(64)},
+		"good":  {fakeBackend: newFake(64)},
+		"vocab": {fakeBackend: newFake(64), loadVocab: 63},
+		"short": {fakeBackend: newFake(64), shortRow: 7},
+	}
+	launch := func(_ context.Context, b spec.Backend, _ Launch) (backend.Backend, Process, error) {
+		l, ok := liars[b.Name]
+		if !ok {
+			return nil, nil, errors.New("no such test backend " + b.Name)
+		}
+		return l, fakeProc{l.fakeBackend}, nil
+	}
+	p := testPlan(t, 64, 256, 32, 4,
+		spec.Backend{Name: "vocab", Plugin: "fake"},
+		spec.Backend{Name: "good", Plugin: "fake"},
+		spec.Backend{Name: "short", Plugin: "fake"})
+	res, err := Run(context.Background(), p, Options{OutDir: t.TempDir(), Stderr: &strings.Builder{}, Launch: launch, Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := readSummary(t, res.Dir)
+	by := map[string]BackendSummary{}
+	for _, b := range s.Backends {
+		by[b.Name] = b
+	}
+	if b := by["vocab"]; b.Status != StatusFailed || !strings.Contains(b.Error, "the plugin reads a vocabulary of 63 tokens, the host's has 64") || b.Accuracy != nil && b.Accuracy.Tokens > 0 {
+		t.Errorf("a plugin reporting another vocabulary at Load: status %s, error %q", b.Status, b.Error)
+	}
+	if b := by["short"]; b.Status != StatusFailed || !strings.Contains(b.Error, "the plugin sent a row of 63 logits, the vocabulary has 64") {
+		t.Errorf("a short row: status %s, error %q", b.Status, b.Error)
+	} else if b.Accuracy == nil || b.Accuracy.Tokens != 6 || b.Accuracy.Complete {
+		t.Errorf("a short row: the 6 rows before it must be kept as an incomplete comparison: %+v", b.Accuracy)
+	}
+	if g := by["good"]; g.Status != StatusOK || !g.Accuracy.Complete {
+		t.Errorf("the healthy backend: %s %+v", g.Status, g.Accuracy)
+	}
+	if s.Verdict.ExitCode != backend.ExitBackend {
+		t.Errorf("verdict %+v, want exit %d", s.Verdict, backend.ExitBackend)
+	}
+}
