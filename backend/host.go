@@ -147,6 +147,8 @@ func Launch(ctx context.Context, cfg LaunchConfig) (*Client, error) {
 				// go-plugin's SecureConfig, checked here: with a RunnerFunc
 				// go-plugin has no path of its own to check.
 				if ok, err := newSecureConfig(sum).Check(cfg.Path); err != nil || !ok {
+					// go-plugin removes socketDir only once a runner exists.
+					os.RemoveAll(socketDir)
 					return nil, fmt.Errorf("%s: sha256 differs from %s (rebuild with make build): %w", cfg.Path, LockFile, errChecksum(err))
 				}
 			}
