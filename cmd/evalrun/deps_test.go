@@ -1,0 +1,32 @@
+package main
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/evalrun/evalrun/internal/testkit"
+)
+
+// TestHostLinksNoPlugin: evalrun's binary links no plugin package (the NPU
+// simulator, the cgo RKNN driver, libllama's bindings stay in their plugin
+// binaries; evalrun kernels/ops run the rknn plugin), with or without the
+// build tags the plugins take.
+func TestHostLinksNoPlugin(t *testing.T) {
+	for _, tags := range []string{"", "rknpu"} {
+		cmd := exec.Command("go", "list", "-deps", "-tags", tags, "./cmd/evalrun")
+		cmd.Dir = testkit.Root()
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("go list -deps -tags %q: %v", tags, err)
+		}
+		for _, pkg := range strings.Fields(string(out)) {
+			if strings.HasPrefix(pkg, "github.com/evalrun/evalrun/plugins/") {
+				t.Errorf("-tags %q: the host imports %s", tags, pkg)
+			}
+		}
+		if !strings.Contains(string(out), "github.com/evalrun/evalrun/backend\n") {
+			t.Fatalf("go list printed no dependencies:\n%s", out)
+		}
+	}
+}
