@@ -64,6 +64,7 @@ func start(t *testing.T, env []string, args ...string) *started {
 	t.Helper()
 	s := &started{cmd: exec.Command(filepath.Join(binDir, "evalrun"), args...), out: &syncBuf{}, err: &syncBuf{}, done: make(chan struct{})}
 	s.cmd.Env = append(os.Environ(), env...)
+	s.cmd.Dir = "../.." // the repository, as evalrun() runs it
 	s.cmd.Stdout, s.cmd.Stderr = s.out, s.err
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := s.cmd.Start(); err != nil {
@@ -246,11 +247,18 @@ func rewriteModel(t *testing.T, key string, value any) string {
 	return path
 }
 
-// Cases 2, 4, 6, 8: bad input exits 2 (not 3, not 1) with a message that
-// names the file, line and key where there is one.
+// badInputLimit bounds each bad-input case: refused before any model is
+// computed with, in seconds even on a loaded machine.
+const badInputLimit = 30 * time.Second
+
+// Cases 2, 4, 6, 8: bad input exits 2 (not 3, not 1), within a bounded
+// time, with a message that names the file, line and key where there is one.
 func TestBadInputExitsTwo(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "a-file")
 	os.WriteFile(file, nil, 0o644)
+	long := filepath.Join(t.TempDir(), "long.jsonl")
+	longPrompt := strings.Repeat("5,", 2100)
+	os.WriteFile(long, []byte("{\"id\": \"short\", \"text\": \"Once\"}\n{\"id\": \"long\", \"tokens\": ["+longPrompt[:len(longPrompt)-1]+"]}\n"), 0o644)
 	opts := func(o string) string {
 		return strings.Replace(caseSpec, "    threads: 1\n", "    threads: 1\n    options: "+o+"\n", 1)
 	}
@@ -279,6 +287,7 @@ func TestBadInputExitsTwo(t *testing.T) {
 		{"bench beyond the context", strings.Replace(caseSpec, "bench: {enabled: false}", "bench: {n_prompt: 2000000000}", 1), nil, "bench.n_prompt: must be <= 16777216"},
 		{"bench within limits, beyond the model", strings.Replace(caseSpec, "bench: {enabled: false}", "bench: {n_prompt: 4000}", 1), nil, "exceed the model's context_length 2048"},
 		{"max_new_tokens beyond the context", strings.Replace(caseSpec, "limit: 2}", "limit: 2}\n  - {name: g, path: ROOT/datasets/openings.jsonl, mode: generate, max_new_tokens: 3000}", 1), nil, "max_new_tokens 3000 exceed the model's context_length 2048"},
+		{"a prompt beyond the context", strings.Replace(caseSpec, "limit: 2}", "limit: 2}\n  - {name: g, path: "+long+", mode: generate, max_new_tokens: 4}", 1), nil, `long.jsonl:2: record "long": 2100 prompt tokens + max_new_tokens 4 exceed the model's context_length 2048`},
 		{"n_ctx beyond the context", strings.Replace(caseSpec, "n_ctx: 64", "n_ctx: 4096", 1), nil, "datasets[0].n_ctx: 4096 exceeds the model's context_length 2048"},
 		{"a spec without end", "", []string{"/dev/zero"}, "larger than 1024 KiB"},
 	}
@@ -292,26 +301,34 @@ func TestBadInputExitsTwo(t *testing.T) {
 			if len(c.args) == 0 || c.args[0] != "--out" {
 				args = append(args, "--out", t.TempDir())
 			}
-			r := evalrun(t, nil, args...)
-			if r.code != 2 || !strings.Contains(r.stderr, c.want) {
-				t.Errorf("exit %d, want 2 and %q in\n%s", r.code, c.want, r.stderr)
+			s := start(t, nil, args...)
+			if code := s.wait(t, badInputLimit); code != 2 || !strings.Contains(s.err.String(), c.want) {
+				t.Errorf("exit %d, want 2 and %q in\n%s", code, c.want, s.err)
 			}
 		})
 	}
-	for _, args := range [][]string{{"--temp", "-1"}, {"--top-p", "7"}, {"--threads", "-4"}, {"--min-p", "2"}} {
-		r := evalrun(t, nil, append([]string{"generate", "--model", "models/stories260K.gguf", "--prompt", "x", "-n", "1"}, args...)...)
-		if r.code != 2 || !strings.Contains(r.stderr, args[0]) {
-			t.Errorf("generate %v: exit %d, %s", args, r.code, r.stderr)
+	for _, c := range []struct{ flag, value, want string }{
+		{"--temp", "-1", "--temp must be ≥ 0"}, {"--top-p", "7", "--top-p must be in (0, 1]"},
+		{"--threads", "-4", "--threads: 1 to"}, {"--min-p", "2", "--min-p must be in [0, 1]"},
+	} {
+		s := start(t, nil, "generate", "--model", "models/stories260K.gguf", "--prompt", "x", "-n", "1", c.flag, c.value)
+		if code := s.wait(t, badInputLimit); code != 2 || !strings.Contains(s.err.String(), c.want) {
+			t.Errorf("generate %s %s: exit %d, want 2 and %q in %s", c.flag, c.value, code, c.want, s.err)
 		}
 	}
 }
 
 // Case 7: result files.
 func TestResultFiles(t *testing.T) {
-	dir := t.TempDir()
+	// The temporary file would go beside DIR, in its parent.
+	parent := t.TempDir()
+	dir := filepath.Join(parent, "existing")
+	os.Mkdir(dir, 0o755)
 	r := evalrun(t, nil, "logits", "--model", "models/stories260K.gguf", "--tokens", "1,2", "--out", dir)
-	if entries, _ := os.ReadDir(dir); r.code != 2 || len(entries) != 0 {
-		t.Errorf("logits --out DIR: exit %d, left %v", r.code, entries)
+	inDir, _ := os.ReadDir(dir)
+	beside, _ := os.ReadDir(parent)
+	if r.code != 2 || !strings.Contains(r.stderr, dir+": is a directory") || len(inDir) != 0 || len(beside) != 1 {
+		t.Errorf("logits --out DIR: exit %d, left %v in DIR and %v beside it\n%s", r.code, inDir, beside, r.stderr)
 	}
 
 	old := syscall.Umask(0o027)
