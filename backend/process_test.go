@@ -150,24 +150,31 @@ func standInHost(path string) {
 	select {}
 }
 
+// startStandInHost starts this test binary as a host of the plugin at
+// script and returns it with the plugin's pid.
+func startStandInHost(t *testing.T, script string) (host *exec.Cmd, pluginPid int) {
+	t.Helper()
+	host = exec.Command(os.Args[0], "-test.run=^$")
+	host.Env = append(os.Environ(), hostEnv+"="+script)
+	out, err := host.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := host.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fmt.Fscan(out, &pluginPid); err != nil {
+		host.Process.Kill()
+		t.Fatalf("stand-in host: %v", err)
+	}
+	return host, pluginPid
+}
+
 func TestPluginTreeEndsWhenTheHostIsKilled(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGTERM, syscall.SIGINT} {
 		t.Run(sig.String(), func(t *testing.T) {
 			script, pidFile := forkingPlugin(t, true)
-			host := exec.Command(os.Args[0], "-test.run=^$")
-			host.Env = append(os.Environ(), hostEnv+"="+script)
-			out, err := host.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := host.Start(); err != nil {
-				t.Fatal(err)
-			}
-			var pluginPid int
-			if _, err := fmt.Fscan(out, &pluginPid); err != nil {
-				host.Process.Kill()
-				t.Fatalf("stand-in host: %v", err)
-			}
+			host, pluginPid := startStandInHost(t, script)
 			child := readPid(t, pidFile)
 			host.Process.Signal(sig)
 			host.Wait()

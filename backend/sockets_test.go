@@ -5,9 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -85,20 +83,7 @@ func TestNoSocketDirOutlivesItsPlugin(t *testing.T) {
 		},
 		"host SIGKILLed": func(t *testing.T) {
 			script, _ := forkingPlugin(t, true)
-			host := exec.Command(os.Args[0], "-test.run=^$")
-			host.Env = append(os.Environ(), hostEnv+"="+script)
-			out, err := host.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := host.Start(); err != nil {
-				t.Fatal(err)
-			}
-			var pid int
-			if _, err := fmt.Fscan(out, &pid); err != nil {
-				host.Process.Kill()
-				t.Fatalf("stand-in host: %v", err)
-			}
+			host, _ := startStandInHost(t, script)
 			host.Process.Kill()
 			host.Wait()
 		},
