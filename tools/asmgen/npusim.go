@@ -32,7 +32,13 @@ func genNPUSim() {
 
 var byte80, byte0F, byte08 Mem
 
+// qwordsLo, qwordsHi: VPERMI2Q/VPERMT2Q indices pairing the 128-bit lanes
+// of two registers (x, y): lo = x.0 y.0 x.1 y.1, hi = x.2 y.2 x.3 y.3.
+var qwordsLo, qwordsHi Mem
+
 func genNPUConstants() {
+	qwordsLo = u32s("qwordsLo", []uint32{0, 0, 1, 0, 8, 0, 9, 0, 2, 0, 3, 0, 10, 0, 11, 0})
+	qwordsHi = u32s("qwordsHi", []uint32{4, 0, 5, 0, 12, 0, 13, 0, 6, 0, 7, 0, 14, 0, 15, 0})
 	byte80 = u32s("byte80", []uint32{0x80808080})
 	byte0F = u32s("byte0F", []uint32{0x0f0f0f0f})
 	byte08 = u32s("byte08", []uint32{0x08080808})
@@ -107,75 +113,6 @@ func genFP16Transpose() {
 	DECQ(n)
 	JMP(LabelRef("block"))
 	Label("done")
-	VZEROUPPER()
-	RET()
-}
-
-// genFP16Direct is the few-row (decode) form of transpose + accumulate for
-// one group of 16 output channels: each half block is transposed in
-// registers and consumed at once, so B is read once and nothing is stored
-// in between. Same numerics as fp16Accumulate (init = true).
-func genFP16Direct(rows int) {
-	TEXT(fmt.Sprintf("fp16Direct%dAVX512", rows), NOSPLIT, "func(b []byte, kBlocks int, a []float32, lda int, c []float32, ldc int)")
-	Pragma("noescape")
-	bp := Load(Param("b").Base(), GP64())
-	n := Load(Param("kBlocks"), GP64())
-	ap := Load(Param("a").Base(), GP64())
-	lda := Load(Param("lda"), GP64())
-	SHLQ(U8(2), lda)
-	arow := make([]Register, rows)
-	for i := range arow {
-		arow[i] = GP64()
-		if i == 0 {
-			MOVQ(ap, arow[i])
-		} else {
-			LEAQ(Mem{Base: arow[i-1], Index: lda, Scale: 1}, arow[i])
-		}
-	}
-	acc := make([]VecVirtual, rows)
-	for i := range acc {
-		acc[i] = zeroZMM()
-	}
-	Label("block")
-	TESTQ(n, n)
-	JZ(LabelRef("done"))
-	for off := 0; off < 1024; off += 64 {
-		PREFETCHT0(Mem{Base: bp, Disp: fp16PrefetchBlocks*1024 + off})
-	}
-	s := make([]VecVirtual, rows)
-	for h := 0; h < 2; h++ {
-		r := make([]VecVirtual, 16)
-		for j := range r {
-			r[j] = ZMM()
-			VCVTPH2PS(Mem{Base: bp, Disp: 64*j + 32*h}, r[j])
-		}
-		t := transpose16(r)
-		for k := range t {
-			for i := range s {
-				if h == 0 && k == 0 {
-					s[i] = zeroZMM()
-				}
-				VFMADD231PS_BCST(Mem{Base: arow[i], Disp: 4 * (16*h + k)}, t[k], s[i])
-			}
-		}
-	}
-	for i := range s {
-		VADDPS(s[i], acc[i], acc[i])
-		ADDQ(U32(128), arow[i])
-	}
-	ADDQ(U32(1024), bp)
-	DECQ(n)
-	JMP(LabelRef("block"))
-	Label("done")
-	cp := Load(Param("c").Base(), GP64())
-	ldc := Load(Param("ldc"), GP64())
-	SHLQ(U8(2), ldc)
-	for i := range acc {
-		VMOVUPS(acc[i], Mem{Base: cp})
-		if i+1 < rows {
-			ADDQ(ldc, cp)
-		}
-	}
 	VZEROUPPER()
 	RET()
 }
@@ -594,6 +531,152 @@ func genIntNative(bits int) {
 	DECQ(rows)
 	JMP(LabelRef("row"))
 	Label("done")
+	VZEROUPPER()
+	RET()
+}
+
+// transposeWords16 transposes one native block of 16 output channels × 32
+// K values (fp16, 1024 bytes at bp) in 16-bit units: it returns y with
+// y[i][0] = k i (low 256 bits) and k 8+i (high), y[i][1] = k 16+i and
+// 24+i, each 256-bit half the 16 channels in order. Four rounds of 16
+// two-register shuffles for 512 elements, half the shuffles of transposing
+// the converted float32 values.
+func transposeWords16(bp Register) [8][2]VecVirtual {
+	// Rows 2p and 2p+1: dword t of lane q = both rows at k 8q+4h+t.
+	var a [2][8]VecVirtual
+	for p := range 8 {
+		r := ZMM()
+		VMOVDQU64(Mem{Base: bp, Disp: 128 * p}, r)
+		a[0][p], a[1][p] = ZMM(), ZMM()
+		VPUNPCKLWD(Mem{Base: bp, Disp: 128*p + 64}, r, a[0][p])
+		VPUNPCKHWD(Mem{Base: bp, Disp: 128*p + 64}, r, a[1][p])
+	}
+	// Rows 4r..4r+3: qword u of lane q at k 8q+4h+2e+u.
+	var b [4][2][2]VecVirtual
+	for r := range 4 {
+		for h := range 2 {
+			b[r][h][0], b[r][h][1] = ZMM(), ZMM()
+			VPUNPCKLDQ(a[h][2*r+1], a[h][2*r], b[r][h][0])
+			VPUNPCKHDQ(a[h][2*r+1], a[h][2*r], b[r][h][1])
+		}
+	}
+	// Rows 8s..8s+7: lane q of x[s][i] at k 8q+i.
+	var x [2][8]VecVirtual
+	for s := range 2 {
+		for h := range 2 {
+			for e := range 2 {
+				i := 4*h + 2*e
+				x[s][i], x[s][i+1] = ZMM(), ZMM()
+				VPUNPCKLQDQ(b[2*s+1][h][e], b[2*s][h][e], x[s][i])
+				VPUNPCKHQDQ(b[2*s+1][h][e], b[2*s][h][e], x[s][i+1])
+			}
+		}
+	}
+	var y [8][2]VecVirtual
+	for i := range 8 {
+		y[i][1] = ZMM()
+		VMOVDQU64(qwordsHi, y[i][1])
+		VPERMI2Q(x[1][i], x[0][i], y[i][1])
+		y[i][0] = ZMM()
+		VMOVDQU64(qwordsLo, y[i][0])
+		VPERMI2Q(x[1][i], x[0][i], y[i][0])
+	}
+	return y
+}
+
+// genFP16Direct is the few-row (decode) form of transpose + accumulate for
+// one group of 16 output channels, with the numerics of fp16Accumulate
+// (init = true): B is read once and never stored as float32. Two blocks at
+// a time are transposed in 16-bit units (transposeWords16) into a stack
+// buffer, converted from there in K order, and their sums are two
+// independent chains (one chain of 32 dependent additions per block left
+// the one-row kernel waiting on the adder's latency).
+func genFP16Direct(rows int) {
+	// Not NOSPLIT: the 2 KB staging frame needs the stack check.
+	TEXT(fmt.Sprintf("fp16Direct%dAVX512", rows), 0, "func(b []byte, kBlocks int, a []float32, lda int, c []float32, ldc int)")
+	Pragma("noescape")
+	stage := AllocLocal(2048 + 64)
+	bp := Load(Param("b").Base(), GP64())
+	n := Load(Param("kBlocks"), GP64())
+	ap := Load(Param("a").Base(), GP64())
+	lda := Load(Param("lda"), GP64())
+	SHLQ(U8(2), lda)
+	arow := make([]Register, rows)
+	for i := range arow {
+		arow[i] = GP64()
+		if i == 0 {
+			MOVQ(ap, arow[i])
+		} else {
+			LEAQ(Mem{Base: arow[i-1], Index: lda, Scale: 1}, arow[i])
+		}
+	}
+	buf := GP64()
+	LEAQ(stage.Offset(63), buf)
+	ANDQ(I32(-64), buf)
+	acc := make([]VecVirtual, rows)
+	for i := range acc {
+		acc[i] = zeroZMM()
+	}
+	// kVec is where k's 16 halves of the staged block j lie.
+	kVec := func(j, k int) Mem {
+		return Mem{Base: buf, Disp: 1024*j + 512*(k/16) + 64*(k%8) + 32*(k/8%2)}
+	}
+	for _, nb := range []int{2, 1} {
+		loop, done := fmt.Sprintf("blocks%d", nb), fmt.Sprintf("blocks%d_done", nb)
+		Label(loop)
+		CMPQ(n, U32(nb))
+		JB(LabelRef(done))
+		for off := 0; off < 1024*nb; off += 64 {
+			PREFETCHT0(Mem{Base: bp, Disp: fp16PrefetchBlocks*1024 + off})
+		}
+		for j := range nb {
+			y := transposeWords16(bp)
+			for i := range y {
+				for h := range y[i] {
+					VMOVDQU64(y[i][h], Mem{Base: buf, Disp: 1024*j + 512*h + 64*i})
+				}
+			}
+			ADDQ(U32(1024), bp)
+		}
+		s := make([][]VecVirtual, nb)
+		for j := range s {
+			s[j] = make([]VecVirtual, rows)
+			for i := range s[j] {
+				s[j][i] = zeroZMM()
+			}
+		}
+		for k := range 32 {
+			for j := range nb {
+				v := ZMM()
+				VCVTPH2PS(kVec(j, k), v)
+				for i := range rows {
+					VFMADD231PS_BCST(Mem{Base: arow[i], Disp: 128*j + 4*k}, v, s[j][i])
+				}
+			}
+		}
+		for j := range nb {
+			for i := range rows {
+				VADDPS(s[j][i], acc[i], acc[i])
+			}
+		}
+		for i := range rows {
+			ADDQ(U32(128*nb), arow[i])
+		}
+		SUBQ(U32(nb), n)
+		if nb == 2 {
+			JMP(LabelRef(loop))
+		}
+		Label(done)
+	}
+	cp := Load(Param("c").Base(), GP64())
+	ldc := Load(Param("ldc"), GP64())
+	SHLQ(U8(2), ldc)
+	for i := range acc {
+		VMOVUPS(acc[i], Mem{Base: cp})
+		if i+1 < rows {
+			ADDQ(ldc, cp)
+		}
+	}
 	VZEROUPPER()
 	RET()
 }

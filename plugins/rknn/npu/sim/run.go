@@ -433,6 +433,24 @@ func parallelCols(N, threads int, fn func(lo, hi int)) {
 	wg.Wait()
 }
 
+// parallelGroups splits [0,n) into threads near-equal ranges (the fast
+// path's channel groups, which need no multiple of 4): rounding 11 groups
+// up to ranges of 8 gave one thread 8 and the other 3. Each output is
+// still computed by one goroutine in a fixed order.
+func parallelGroups(n, threads int, fn func(lo, hi int)) {
+	threads = min(threads, n)
+	if threads <= 1 {
+		fn(0, n)
+		return
+	}
+	var wg sync.WaitGroup
+	for t := range threads {
+		lo, hi := n*t/threads, n*(t+1)/threads
+		wg.Go(func() { fn(lo, hi) })
+	}
+	wg.Wait()
+}
+
 // matmulF32 computes columns [lo,hi) of C = A·B with the block-32 float32
 // accumulation of the package doc. bT holds N rows of K.
 func matmulF32(a, bT, cOut []float32, M, K, N, lo, hi int) {
