@@ -8,7 +8,7 @@ import (
 	. "github.com/mmcloughlin/avo/reg"
 )
 
-// Read-only tables the kernels load from memory.
+// Read-only tables the ggml kernels load from memory (dword0 is every set's).
 var (
 	iotaM8  Mem // float32 -8..7: Q4_0 values q-8
 	iota0   Mem // float32 0..15
@@ -58,7 +58,7 @@ func genConstants() {
 	iota0 = f32s("iota0", seq(0))
 	iota16 = f32s("iota16", seq(16))
 	iotaM16 = f32s("iotaM16", seq(-16))
-	dword0 = u32s("dword0", []uint32{0})
+	dword0 = genDword0()
 	dword3 = u32s("dword3", []uint32{3})
 	dword15 = u32s("dword15", []uint32{15})
 	dword16 = u32s("dword16", []uint32{16})
@@ -90,6 +90,9 @@ func genConstants() {
 		DATA(i, U8(1<<i))
 	}
 }
+
+// genDword0 emits the zero every set's zeroZMM broadcasts.
+func genDword0() Mem { return u32s("dword0", []uint32{0}) }
 
 // zeroZMM returns a register set to 0 without reading it: XOR of a register
 // with itself reads it, which makes avo's liveness analysis keep it alive

@@ -37,6 +37,7 @@ var byte80, byte0F, byte08 Mem
 var qwordsLo, qwordsHi Mem
 
 func genNPUConstants() {
+	dword0 = genDword0()
 	qwordsLo = u32s("qwordsLo", []uint32{0, 0, 1, 0, 8, 0, 9, 0, 2, 0, 3, 0, 10, 0, 11, 0})
 	qwordsHi = u32s("qwordsHi", []uint32{4, 0, 5, 0, 12, 0, 13, 0, 6, 0, 7, 0, 14, 0, 15, 0})
 	byte80 = u32s("byte80", []uint32{0x80808080})
