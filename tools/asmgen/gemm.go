@@ -21,33 +21,12 @@ func genGemmExact(rows int) {
 	xp := Load(Param("x").Base(), GP64())
 	k := Load(Param("k"), GP64())
 	SHLQ(U8(2), ldw)
-	wr := [4]Register{}
-	for j := range wr {
-		wr[j] = GP64()
-		if j == 0 {
-			MOVQ(w, wr[j])
-		} else {
-			LEAQ(Mem{Base: wr[j-1], Index: ldw, Scale: 1}, wr[j])
-		}
-	}
+	wr := pointers(w, ldw, 1, 4)
 	xs := GP64()
 	MOVQ(k, xs)
 	SHLQ(U8(2), xs)
-	xr := make([]Register, rows)
-	for i := range xr {
-		xr[i] = GP64()
-		if i == 0 {
-			MOVQ(xp, xr[i])
-		} else {
-			LEAQ(Mem{Base: xr[i-1], Index: xs, Scale: 1}, xr[i])
-		}
-	}
-	acc := make([][4]VecVirtual, rows)
-	for i := range acc {
-		for j := range acc[i] {
-			acc[i][j] = zeroZMM()
-		}
-	}
+	xr := pointers(xp, xs, 1, rows)
+	acc := zeroAcc(rows, 4)
 	full := GP64()
 	MOVQ(k, full)
 	ANDQ(I32(-16), full)

@@ -200,22 +200,13 @@ func genVecDotQ8_0Rows() {
 	RET()
 }
 
-func q8Group(R int, w, stride, out Register) {
-	tag := fmt.Sprintf("_%d", R)
-	// Rows 0..3 from one base, 4..7 from another: stride multiples as the
-	// index keep the general registers few.
-	stride3 := GP64()
-	LEAQ(Mem{Base: stride, Index: stride, Scale: 2}, stride3)
-	bases := make([]Register, (R+3)/4)
-	for j := range bases {
-		bases[j] = GP64()
-		if j == 0 {
-			MOVQ(w, bases[j])
-		} else {
-			LEAQ(Mem{Base: bases[j-1], Index: stride, Scale: 4}, bases[j])
-		}
-	}
-	row := func(r int) Mem {
+// rowAddresses addresses rows 0..rows-1 of stride bytes from w: rows 4j..4j+3
+// from one base register each (returned, for the caller to advance), the
+// stride multiples (stride3 = 3·stride) as the index, which keeps the
+// general registers few.
+func rowAddresses(w, stride, stride3 Register, rows int) ([]Register, func(r int) Mem) {
+	bases := pointers(w, stride, 4, (rows+3)/4)
+	return bases, func(r int) Mem {
 		b := bases[r/4]
 		switch r % 4 {
 		case 1:
@@ -227,6 +218,13 @@ func q8Group(R int, w, stride, out Register) {
 		}
 		return Mem{Base: b}
 	}
+}
+
+func q8Group(R int, w, stride, out Register) {
+	tag := fmt.Sprintf("_%d", R)
+	stride3 := GP64()
+	LEAQ(Mem{Base: stride, Index: stride, Scale: 2}, stride3)
+	bases, row := rowAddresses(w, stride, stride3, R)
 	var pf Register
 	if R > 1 {
 		pf = GP64()
@@ -340,27 +338,7 @@ func genVecDotQ4_0x8Rows() {
 	Label("group")
 	CMPQ(n, U32(16))
 	JB(LabelRef("done"))
-	base := [4]Register{}
-	for j := range base {
-		base[j] = GP64()
-		if j == 0 {
-			MOVQ(w, base[j])
-		} else {
-			LEAQ(Mem{Base: base[j-1], Index: stride, Scale: 4}, base[j])
-		}
-	}
-	row := func(r int) Mem {
-		b := base[r/4]
-		switch r % 4 {
-		case 1:
-			return Mem{Base: b, Index: stride, Scale: 1}
-		case 2:
-			return Mem{Base: b, Index: stride, Scale: 2}
-		case 3:
-			return Mem{Base: b, Index: stride3, Scale: 1}
-		}
-		return Mem{Base: b}
-	}
+	base, row := rowAddresses(w, stride, stride3, 16)
 	// Sixteen short rows are sixteen streams too short for the hardware
 	// prefetchers: walk the group two ahead, 16 blocks' bytes per block.
 	pf := GP64()
@@ -515,40 +493,7 @@ func genVecDotFloatRows(f16 bool) {
 		Label("store")
 		VCVTSD2SS(d, s, s)
 	} else {
-		left := GP64()
-		Label("left16")
-		MOVQ(k, left)
-		SUBQ(i, left)
-		CMPQ(left, U32(16))
-		JB(LabelRef("left8"))
-		p16 := ZMM()
-		VMOVUPS(Mem{Base: w, Index: i, Scale: 4}, p16)
-		VMULPS(Mem{Base: xp, Index: i, Scale: 4}, p16, p16)
-		VMOVUPS(p16, local)
-		for l := 0; l < 16; l++ {
-			VADDSS(local.Offset(4*l), s, s)
-		}
-		ADDQ(U32(16), i)
-		JMP(LabelRef("left16"))
-		Label("left8")
-		CMPQ(left, U32(8))
-		JB(LabelRef("left1"))
-		p8 := YMM()
-		VMOVUPS(Mem{Base: w, Index: i, Scale: 4}, p8)
-		VMULPS(Mem{Base: xp, Index: i, Scale: 4}, p8, p8)
-		VMOVUPS(p8, local)
-		for l := 0; l < 8; l++ {
-			VADDSS(local.Offset(4*l), s, s)
-		}
-		ADDQ(U32(8), i)
-		Label("left1")
-		CMPQ(i, k)
-		JAE(LabelRef("store"))
-		x1 := XMM()
-		VMOVSS(Mem{Base: w, Index: i, Scale: 4}, x1)
-		VFMADD231SS(Mem{Base: xp, Index: i, Scale: 4}, x1, s)
-		INCQ(i)
-		JMP(LabelRef("left1"))
+		leftoversF32(w, xp, i, k, s)
 		Label("store")
 	}
 	VMOVSS(s, Mem{Base: out})
@@ -580,33 +525,12 @@ func genTinyBLAS(f16 bool, rows int) {
 	if f16 {
 		esz = 2
 	}
-	wr := [4]Register{}
-	for j := range wr {
-		wr[j] = GP64()
-		if j == 0 {
-			MOVQ(w, wr[j])
-		} else {
-			LEAQ(Mem{Base: wr[j-1], Index: stride, Scale: 1}, wr[j])
-		}
-	}
+	wr := pointers(w, stride, 1, 4)
 	xs := GP64() // bytes between activation rows
 	MOVQ(k, xs)
 	SHLQ(U8(2), xs)
-	xr := make([]Register, rows)
-	for i := range xr {
-		xr[i] = GP64()
-		if i == 0 {
-			MOVQ(xp, xr[i])
-		} else {
-			LEAQ(Mem{Base: xr[i-1], Index: xs, Scale: 1}, xr[i])
-		}
-	}
-	acc := make([][4]VecVirtual, rows)
-	for i := range acc {
-		for j := range acc[i] {
-			acc[i][j] = zeroZMM()
-		}
-	}
+	xr := pointers(xp, xs, 1, rows)
+	acc := zeroAcc(rows, 4)
 	l := GP64()
 	XORQ(l, l)
 	Label("k")

@@ -57,15 +57,7 @@ func genMatVecExact(t qtype) {
 // matVecGroup computes R (4, 2 or 1) consecutive rows starting at w.
 func matVecGroup(t qtype, R int, w, stride, x0, k, out Register) {
 	tag := fmt.Sprintf("_r%d", R)
-	rows := make([]Register, R)
-	for i := range rows {
-		rows[i] = GP64()
-		if i == 0 {
-			MOVQ(w, rows[i])
-		} else {
-			LEAQ(Mem{Base: rows[i-1], Index: stride, Scale: 1}, rows[i])
-		}
-	}
+	rows := pointers(w, stride, 1, R)
 	acc := make([]VecVirtual, R)
 	for r := range acc {
 		acc[r] = zeroZMM()

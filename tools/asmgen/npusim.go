@@ -198,15 +198,7 @@ func fp16Group(G, nb int, ap, cp Register) {
 	Label("loaded" + tag)
 	lda := Load(Param("lda"), GP64())
 	SHLQ(U8(2), lda)
-	arow := make([]Register, G)
-	for i := range arow {
-		arow[i] = GP64()
-		if i == 0 {
-			MOVQ(ap, arow[i])
-		} else {
-			LEAQ(Mem{Base: arow[i-1], Index: lda, Scale: 1}, arow[i])
-		}
-	}
+	arow := pointers(ap, lda, 1, G)
 	kb := Load(Param("kBlocks"), GP64())
 	bj := make([]Register, nb)
 	for j := range bj {
@@ -222,13 +214,7 @@ func fp16Group(G, nb int, ap, cp Register) {
 	Label("kb" + tag)
 	TESTQ(kb, kb)
 	JZ(LabelRef("kb_done" + tag))
-	s := make([][]VecVirtual, G)
-	for i := range s {
-		s[i] = make([]VecVirtual, nb)
-		for j := range s[i] {
-			s[i][j] = zeroZMM()
-		}
-	}
+	s := zeroAcc(G, nb)
 	// B's vectors for k are loaded once and used by every row: G×nb
 	// multiply-adds per nb loads and G broadcasts (with memory operands B
 	// was read G times, which made L2 the limit).
@@ -452,32 +438,20 @@ func genIntNative(bits int) {
 	// 128·ΣB per channel, once: VPDPBUSD with a vector of 0x80 bytes.
 	corrDst := local
 	{
-		acc := make([]VecVirtual, nacc)
-		for i := range acc {
-			acc[i] = zeroZMM()
-		}
+		acc := zeroAcc(1, nacc)[0]
 		c80 := ZMM()
 		VPBROADCASTD(byte80, c80)
-		b := GP64()
-		MOVQ(bp, b)
-		n := GP64()
-		MOVQ(kBlocks, n)
-		Label("corr")
-		TESTQ(n, n)
-		JZ(LabelRef("corr_done"))
-		for i := range acc {
-			if bits == 8 {
-				VPDPBUSD(Mem{Base: b, Disp: 64 * i}, c80, acc[i])
-			} else {
-				lo, hi := nibbles(Mem{Base: b, Disp: 64 * i})
-				VPDPBUSD(lo, c80, acc[i])
-				VPDPBUSD(hi, c80, acc[i])
+		blockLoop("corr", bp, kBlocks, func(b Register) {
+			for i := range acc {
+				if bits == 8 {
+					VPDPBUSD(Mem{Base: b, Disp: 64 * i}, c80, acc[i])
+				} else {
+					lo, hi := nibbles(Mem{Base: b, Disp: 64 * i})
+					VPDPBUSD(lo, c80, acc[i])
+					VPDPBUSD(hi, c80, acc[i])
+				}
 			}
-		}
-		ADDQ(U32(1024), b)
-		DECQ(n)
-		JMP(LabelRef("corr"))
-		Label("corr_done")
+		})
 		reduceStore(acc, corrDst, nil)
 	}
 	nOut := 16 * per // channels in the group: 32 (int8) or 64 (int4)
@@ -489,43 +463,31 @@ func genIntNative(bits int) {
 	Label("row")
 	TESTQ(rows, rows)
 	JZ(LabelRef("done"))
-	acc := make([]VecVirtual, nacc)
-	for i := range acc {
-		acc[i] = zeroZMM()
-	}
-	b := GP64()
-	MOVQ(bp, b)
+	acc := zeroAcc(1, nacc)[0]
 	ar := GP64()
 	MOVQ(ap, ar)
-	n := GP64()
-	MOVQ(kBlocks, n)
-	Label("k")
-	TESTQ(n, n)
-	JZ(LabelRef("k_done"))
-	if bits == 8 {
-		au := ZMM()
-		VBROADCASTI32X8(Mem{Base: ar}, au)
-		VPXORD_BCST(byte80, au, au) // a + 128 as unsigned bytes
-		for i := range acc {
-			VPDPBUSD(Mem{Base: b, Disp: 64 * i}, au, acc[i])
+	blockLoop("k", bp, kBlocks, func(b Register) {
+		if bits == 8 {
+			au := ZMM()
+			VBROADCASTI32X8(Mem{Base: ar}, au)
+			VPXORD_BCST(byte80, au, au) // a + 128 as unsigned bytes
+			for i := range acc {
+				VPDPBUSD(Mem{Base: b, Disp: 64 * i}, au, acc[i])
+			}
+		} else {
+			ae, ao := ZMM(), ZMM()
+			VBROADCASTI32X4(Mem{Base: ar}, ae)
+			VBROADCASTI32X4(Mem{Base: ar, Disp: 16}, ao)
+			VPXORD_BCST(byte80, ae, ae)
+			VPXORD_BCST(byte80, ao, ao)
+			for i := range acc {
+				lo, hi := nibbles(Mem{Base: b, Disp: 64 * i})
+				VPDPBUSD(lo, ae, acc[i])
+				VPDPBUSD(hi, ao, acc[i])
+			}
 		}
-	} else {
-		ae, ao := ZMM(), ZMM()
-		VBROADCASTI32X4(Mem{Base: ar}, ae)
-		VBROADCASTI32X4(Mem{Base: ar, Disp: 16}, ao)
-		VPXORD_BCST(byte80, ae, ae)
-		VPXORD_BCST(byte80, ao, ao)
-		for i := range acc {
-			lo, hi := nibbles(Mem{Base: b, Disp: 64 * i})
-			VPDPBUSD(lo, ae, acc[i])
-			VPDPBUSD(hi, ao, acc[i])
-		}
-	}
-	ADDQ(U32(1024), b)
-	ADDQ(U32(32), ar)
-	DECQ(n)
-	JMP(LabelRef("k"))
-	Label("k_done")
+		ADDQ(U32(32), ar)
+	})
 	reduceStore(acc, Mem{Base: cp}, sub)
 	ADDQ(lda, ap)
 	ADDQ(ldc, cp)
@@ -534,6 +496,23 @@ func genIntNative(bits int) {
 	Label("done")
 	VZEROUPPER()
 	RET()
+}
+
+// blockLoop emits a loop over the kBlocks 1024-byte native blocks from bp:
+// body reads the block at b.
+func blockLoop(name string, bp, kBlocks Register, body func(b Register)) {
+	b := GP64()
+	MOVQ(bp, b)
+	n := GP64()
+	MOVQ(kBlocks, n)
+	Label(name)
+	TESTQ(n, n)
+	JZ(LabelRef(name + "_done"))
+	body(b)
+	ADDQ(U32(1024), b)
+	DECQ(n)
+	JMP(LabelRef(name))
+	Label(name + "_done")
 }
 
 // transposeWords16 transposes one native block of 16 output channels × 32
@@ -602,15 +581,7 @@ func genFP16Direct(rows int) {
 	ap := Load(Param("a").Base(), GP64())
 	lda := Load(Param("lda"), GP64())
 	SHLQ(U8(2), lda)
-	arow := make([]Register, rows)
-	for i := range arow {
-		arow[i] = GP64()
-		if i == 0 {
-			MOVQ(ap, arow[i])
-		} else {
-			LEAQ(Mem{Base: arow[i-1], Index: lda, Scale: 1}, arow[i])
-		}
-	}
+	arow := pointers(ap, lda, 1, rows)
 	buf := GP64()
 	LEAQ(stage.Offset(63), buf)
 	ANDQ(I32(-64), buf)
@@ -639,13 +610,7 @@ func genFP16Direct(rows int) {
 			}
 			ADDQ(U32(1024), bp)
 		}
-		s := make([][]VecVirtual, nb)
-		for j := range s {
-			s[j] = make([]VecVirtual, rows)
-			for i := range s[j] {
-				s[j][i] = zeroZMM()
-			}
-		}
+		s := zeroAcc(nb, rows)
 		for k := range 32 {
 			for j := range nb {
 				v := ZMM()

@@ -129,9 +129,24 @@ func genScoreRows() {
 	VADDPS(acc[3], acc[1], acc[1])
 	VADDPS(acc[1], acc[0], acc[0])
 	s := reduce16(acc[0])
-	// Leftovers as GCC compiles ggml's scalar loop for AVX-512: runs of 16,
-	// then one of 8, multiplied first (rounded) and added in order; the
-	// last < 8 with fused multiply-adds (see leftoversF32).
+	leftoversF32(kp, qp, i, n, s)
+	Label("store")
+	VMOVSS(s, Mem{Base: out})
+	ADDQ(U32(4), out)
+	ADDQ(stride, kp)
+	DECQ(rows)
+	JMP(LabelRef("row"))
+	Label("done")
+	VZEROUPPER()
+	RET()
+}
+
+// leftoversF32 adds Σ w[j]·x[j] for j in [i, n) to s as GCC compiles
+// ggml's scalar loop for AVX-512: runs of 16, then one of 8, multiplied
+// first (rounded) and added in order; the last < 8 with fused
+// multiply-adds (engine/ggml's leftoversF32). It uses local's 64 bytes and
+// the labels left16, left8 and left1.
+func leftoversF32(w, x, i, n, s Register) {
 	left := GP64()
 	Label("left16")
 	MOVQ(n, left)
@@ -139,8 +154,8 @@ func genScoreRows() {
 	CMPQ(left, U32(16))
 	JB(LabelRef("left8"))
 	p16 := ZMM()
-	VMOVUPS(Mem{Base: kp, Index: i, Scale: 4}, p16)
-	VMULPS(Mem{Base: qp, Index: i, Scale: 4}, p16, p16)
+	VMOVUPS(Mem{Base: w, Index: i, Scale: 4}, p16)
+	VMULPS(Mem{Base: x, Index: i, Scale: 4}, p16, p16)
 	VMOVUPS(p16, local)
 	for l := 0; l < 16; l++ {
 		VADDSS(local.Offset(4*l), s, s)
@@ -151,8 +166,8 @@ func genScoreRows() {
 	CMPQ(left, U32(8))
 	JB(LabelRef("left1"))
 	p8 := YMM()
-	VMOVUPS(Mem{Base: kp, Index: i, Scale: 4}, p8)
-	VMULPS(Mem{Base: qp, Index: i, Scale: 4}, p8, p8)
+	VMOVUPS(Mem{Base: w, Index: i, Scale: 4}, p8)
+	VMULPS(Mem{Base: x, Index: i, Scale: 4}, p8, p8)
 	VMOVUPS(p8, local)
 	for l := 0; l < 8; l++ {
 		VADDSS(local.Offset(4*l), s, s)
@@ -161,20 +176,11 @@ func genScoreRows() {
 	Label("left1")
 	CMPQ(i, n)
 	JAE(LabelRef("store"))
-	x := XMM()
-	VMOVSS(Mem{Base: kp, Index: i, Scale: 4}, x)
-	VFMADD231SS(Mem{Base: qp, Index: i, Scale: 4}, x, s)
+	x1 := XMM()
+	VMOVSS(Mem{Base: w, Index: i, Scale: 4}, x1)
+	VFMADD231SS(Mem{Base: x, Index: i, Scale: 4}, x1, s)
 	INCQ(i)
 	JMP(LabelRef("left1"))
-	Label("store")
-	VMOVSS(s, Mem{Base: out})
-	ADDQ(U32(4), out)
-	ADDQ(stride, kp)
-	DECQ(rows)
-	JMP(LabelRef("row"))
-	Label("done")
-	VZEROUPPER()
-	RET()
 }
 
 // reduce16 is _mm512_reduce_add_ps as GCC emits it: the 256-bit halves

@@ -6749,33 +6749,33 @@ row:
 	VPBROADCASTD dword0<>+0(SB), Z13
 	VPBROADCASTD dword0<>+0(SB), Z14
 	VPBROADCASTD dword0<>+0(SB), Z15
-	MOVQ         BX, R9
-	MOVQ         AX, R10
+	MOVQ         AX, R9
+	MOVQ         BX, R10
 	MOVQ         SI, R11
 
 k:
 	TESTQ           R11, R11
 	JZ              k_done
-	VBROADCASTI32X8 (R10), Z16
+	VBROADCASTI32X8 (R9), Z16
 	VPXORD.BCST     byte80<>+0(SB), Z16, Z16
-	VPDPBUSD        (R9), Z16, Z0
-	VPDPBUSD        64(R9), Z16, Z1
-	VPDPBUSD        128(R9), Z16, Z2
-	VPDPBUSD        192(R9), Z16, Z3
-	VPDPBUSD        256(R9), Z16, Z4
-	VPDPBUSD        320(R9), Z16, Z5
-	VPDPBUSD        384(R9), Z16, Z6
-	VPDPBUSD        448(R9), Z16, Z7
-	VPDPBUSD        512(R9), Z16, Z8
-	VPDPBUSD        576(R9), Z16, Z9
-	VPDPBUSD        640(R9), Z16, Z10
-	VPDPBUSD        704(R9), Z16, Z11
-	VPDPBUSD        768(R9), Z16, Z12
-	VPDPBUSD        832(R9), Z16, Z13
-	VPDPBUSD        896(R9), Z16, Z14
-	VPDPBUSD        960(R9), Z16, Z15
-	ADDQ            $0x00000400, R9
-	ADDQ            $0x00000020, R10
+	VPDPBUSD        (R10), Z16, Z0
+	VPDPBUSD        64(R10), Z16, Z1
+	VPDPBUSD        128(R10), Z16, Z2
+	VPDPBUSD        192(R10), Z16, Z3
+	VPDPBUSD        256(R10), Z16, Z4
+	VPDPBUSD        320(R10), Z16, Z5
+	VPDPBUSD        384(R10), Z16, Z6
+	VPDPBUSD        448(R10), Z16, Z7
+	VPDPBUSD        512(R10), Z16, Z8
+	VPDPBUSD        576(R10), Z16, Z9
+	VPDPBUSD        640(R10), Z16, Z10
+	VPDPBUSD        704(R10), Z16, Z11
+	VPDPBUSD        768(R10), Z16, Z12
+	VPDPBUSD        832(R10), Z16, Z13
+	VPDPBUSD        896(R10), Z16, Z14
+	VPDPBUSD        960(R10), Z16, Z15
+	ADDQ            $0x00000020, R9
+	ADDQ            $0x00000400, R10
 	DECQ            R11
 	JMP             k
 
@@ -7194,18 +7194,18 @@ row:
 	VPBROADCASTD dword0<>+0(SB), Z13
 	VPBROADCASTD dword0<>+0(SB), Z14
 	VPBROADCASTD dword0<>+0(SB), Z15
-	MOVQ         BX, R9
-	MOVQ         AX, R10
+	MOVQ         AX, R9
+	MOVQ         BX, R10
 	MOVQ         SI, R11
 
 k:
 	TESTQ           R11, R11
 	JZ              k_done
-	VBROADCASTI32X4 (R10), Z16
-	VBROADCASTI32X4 16(R10), Z17
+	VBROADCASTI32X4 (R9), Z16
+	VBROADCASTI32X4 16(R9), Z17
 	VPXORD.BCST     byte80<>+0(SB), Z16, Z16
 	VPXORD.BCST     byte80<>+0(SB), Z17, Z17
-	VMOVDQU8        (R9), Z18
+	VMOVDQU8        (R10), Z18
 	VPBROADCASTD    byte08<>+0(SB), Z20
 	VPANDD.BCST     byte0F<>+0(SB), Z18, Z19
 	VPSRLW          $0x04, Z18, Z18
@@ -7216,7 +7216,7 @@ k:
 	VPSUBB          Z20, Z18, Z18
 	VPDPBUSD        Z19, Z16, Z0
 	VPDPBUSD        Z18, Z17, Z0
-	VMOVDQU8        64(R9), Z18
+	VMOVDQU8        64(R10), Z18
 	VPBROADCASTD    byte08<>+0(SB), Z20
 	VPANDD.BCST     byte0F<>+0(SB), Z18, Z19
 	VPSRLW          $0x04, Z18, Z18
@@ -7227,7 +7227,7 @@ k:
 	VPSUBB          Z20, Z18, Z18
 	VPDPBUSD        Z19, Z16, Z1
 	VPDPBUSD        Z18, Z17, Z1
-	VMOVDQU8        128(R9), Z18
+	VMOVDQU8        128(R10), Z18
 	VPBROADCASTD    byte08<>+0(SB), Z20
 	VPANDD.BCST     byte0F<>+0(SB), Z18, Z19
 	VPSRLW          $0x04, Z18, Z18
@@ -7238,7 +7238,7 @@ k:
 	VPSUBB          Z20, Z18, Z18
 	VPDPBUSD        Z19, Z16, Z2
 	VPDPBUSD        Z18, Z17, Z2
-	VMOVDQU8        192(R9), Z18
+	VMOVDQU8        192(R10), Z18
 	VPBROADCASTD    byte08<>+0(SB), Z20
 	VPANDD.BCST     byte0F<>+0(SB), Z18, Z19
 	VPSRLW          $0x04, Z18, Z18
@@ -7249,7 +7249,7 @@ k:
 	VPSUBB          Z20, Z18, Z18
 	VPDPBUSD        Z19, Z16, Z3
 	VPDPBUSD        Z18, Z17, Z3
-	VMOVDQU8        256(R9), Z18
+	VMOVDQU8        256(R10), Z18
 	VPBROADCASTD    byte08<>+0(SB), Z20
 	VPANDD.BCST     byte0F<>+0(SB), Z18, Z19
 	VPSRLW          $0x04, Z18, Z18
@@ -7260,7 +7260,7 @@ k:
 	VPSUBB          Z20, Z18, Z18
 	VPDPBUSD        Z19, Z16, Z4
 	VPDPBUSD        Z18, Z17, Z4
-	VMOVDQU8        320(R9), Z18
+	VMOVDQU8        320(R10), Z18
 	VPBROADCASTD    byte08<>+0(SB), Z20
 	VPANDD.BCST     byte0F<>+0(SB), Z18, Z19
 	VPSRLW          $0x04, Z18, Z18
@@ -7271,7 +7271,7 @@ k:
 	VPSUBB          Z20, Z18, Z18
 	VPDPBUSD        Z19, Z16, Z5
 	VPDPBUSD        Z18, Z17, Z5
-	VMOVDQU8        384(R9), Z18
+	VMOVDQU8        384(R10), Z18
 	VPBROADCASTD    byte08<>+0(SB), Z20
 	VPANDD.BCST     byte0F<>+0(SB), Z18, Z19
 	VPSRLW          $0x04, Z18, Z18
@@ -7282,7 +7282,7 @@ k:
 	VPSUBB          Z20, Z18, Z18
 	VPDPBUSD        Z19, Z16, Z6
 	VPDPBUSD        Z18, Z17, Z6
-	VMOVDQU8        448(R9), Z18
+	VMOVDQU8        448(R10), Z18
 	VPBROADCASTD    byte08<>+0(SB), Z20
 	VPANDD.BCST     byte0F<>+0(SB), Z18, Z19
 	VPSRLW          $0x04, Z18, Z18
@@ -7293,7 +7293,7 @@ k:
 	VPSUBB          Z20, Z18, Z18
 	VPDPBUSD        Z19, Z16, Z7
 	VPDPBUSD        Z18, Z17, Z7
-	VMOVDQU8        512(R9), Z18
+	VMOVDQU8        512(R10), Z18
 	VPBROADCASTD    byte08<>+0(SB), Z20
 	VPANDD.BCST     byte0F<>+0(SB), Z18, Z19
 	VPSRLW          $0x04, Z18, Z18
@@ -7304,7 +7304,7 @@ k:
 	VPSUBB          Z20, Z18, Z18
 	VPDPBUSD        Z19, Z16, Z8
 	VPDPBUSD        Z18, Z17, Z8
-	VMOVDQU8        576(R9), Z18
+	VMOVDQU8        576(R10), Z18
 	VPBROADCASTD    byte08<>+0(SB), Z20
 	VPANDD.BCST     byte0F<>+0(SB), Z18, Z19
 	VPSRLW          $0x04, Z18, Z18
@@ -7315,7 +7315,7 @@ k:
 	VPSUBB          Z20, Z18, Z18
 	VPDPBUSD        Z19, Z16, Z9
 	VPDPBUSD        Z18, Z17, Z9
-	VMOVDQU8        640(R9), Z18
+	VMOVDQU8        640(R10), Z18
 	VPBROADCASTD    byte08<>+0(SB), Z20
 	VPANDD.BCST     byte0F<>+0(SB), Z18, Z19
 	VPSRLW          $0x04, Z18, Z18
@@ -7326,7 +7326,7 @@ k:
 	VPSUBB          Z20, Z18, Z18
 	VPDPBUSD        Z19, Z16, Z10
 	VPDPBUSD        Z18, Z17, Z10
-	VMOVDQU8        704(R9), Z18
+	VMOVDQU8        704(R10), Z18
 	VPBROADCASTD    byte08<>+0(SB), Z20
 	VPANDD.BCST     byte0F<>+0(SB), Z18, Z19
 	VPSRLW          $0x04, Z18, Z18
@@ -7337,7 +7337,7 @@ k:
 	VPSUBB          Z20, Z18, Z18
 	VPDPBUSD        Z19, Z16, Z11
 	VPDPBUSD        Z18, Z17, Z11
-	VMOVDQU8        768(R9), Z18
+	VMOVDQU8        768(R10), Z18
 	VPBROADCASTD    byte08<>+0(SB), Z20
 	VPANDD.BCST     byte0F<>+0(SB), Z18, Z19
 	VPSRLW          $0x04, Z18, Z18
@@ -7348,7 +7348,7 @@ k:
 	VPSUBB          Z20, Z18, Z18
 	VPDPBUSD        Z19, Z16, Z12
 	VPDPBUSD        Z18, Z17, Z12
-	VMOVDQU8        832(R9), Z18
+	VMOVDQU8        832(R10), Z18
 	VPBROADCASTD    byte08<>+0(SB), Z20
 	VPANDD.BCST     byte0F<>+0(SB), Z18, Z19
 	VPSRLW          $0x04, Z18, Z18
@@ -7359,7 +7359,7 @@ k:
 	VPSUBB          Z20, Z18, Z18
 	VPDPBUSD        Z19, Z16, Z13
 	VPDPBUSD        Z18, Z17, Z13
-	VMOVDQU8        896(R9), Z18
+	VMOVDQU8        896(R10), Z18
 	VPBROADCASTD    byte08<>+0(SB), Z20
 	VPANDD.BCST     byte0F<>+0(SB), Z18, Z19
 	VPSRLW          $0x04, Z18, Z18
@@ -7370,7 +7370,7 @@ k:
 	VPSUBB          Z20, Z18, Z18
 	VPDPBUSD        Z19, Z16, Z14
 	VPDPBUSD        Z18, Z17, Z14
-	VMOVDQU8        960(R9), Z18
+	VMOVDQU8        960(R10), Z18
 	VPBROADCASTD    byte08<>+0(SB), Z20
 	VPANDD.BCST     byte0F<>+0(SB), Z18, Z19
 	VPSRLW          $0x04, Z18, Z18
@@ -7381,8 +7381,8 @@ k:
 	VPSUBB          Z20, Z18, Z18
 	VPDPBUSD        Z19, Z16, Z15
 	VPDPBUSD        Z18, Z17, Z15
-	ADDQ            $0x00000400, R9
-	ADDQ            $0x00000020, R10
+	ADDQ            $0x00000020, R9
+	ADDQ            $0x00000400, R10
 	DECQ            R11
 	JMP             k
 
