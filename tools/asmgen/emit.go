@@ -32,3 +32,13 @@ func zeroAcc(rows, cols int) [][]VecVirtual {
 	}
 	return acc
 }
+
+// tailMask returns the load mask of the last r < 16 elements of a row
+// (tailMasks[r]).
+func tailMask(r Register) OpmaskVirtual {
+	masks := GP64()
+	LEAQ(tailMasks, masks)
+	k := K()
+	KMOVW(Mem{Base: masks, Index: r, Scale: 8}, k)
+	return k
+}

@@ -142,10 +142,7 @@ func matVecGroup(t qtype, R int, w, stride, x0, k, out Register) {
 
 		TESTQ(kk, kk)
 		JZ(LabelRef("reduce" + tag))
-		masks := GP64()
-		LEAQ(tailMasks, masks)
-		kl := K()
-		KMOVW(Mem{Base: masks, Index: kk, Scale: 8}, kl)
+		kl := tailMask(kk)
 		xt := ZMM()
 		VMOVUPS_Z(Mem{Base: xp}, kl, xt)
 		step(func(r int) VecVirtual { return t.tail(blk(r), kl) }, xt, kl)
@@ -192,10 +189,7 @@ func genDequant(t qtype) {
 		Label("chunks_done")
 		TESTQ(n, n)
 		JZ(LabelRef("done"))
-		masks := GP64()
-		LEAQ(tailMasks, masks)
-		kl := K()
-		KMOVW(Mem{Base: masks, Index: n, Scale: 8}, kl)
+		kl := tailMask(n)
 		VMOVUPS(t.tail(blk, kl), kl, Mem{Base: dst})
 	}
 	Label("done")
