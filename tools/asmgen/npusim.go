@@ -516,20 +516,20 @@ func blockLoop(name string, bp, kBlocks Register, body func(b Register)) {
 }
 
 // transposeWords16 transposes one native block of 16 output channels × 32
-// K values (fp16, 1024 bytes at bp) in 16-bit units: it returns y with
+// K values (fp16, 1024 bytes at blk) in 16-bit units: it returns y with
 // y[i][0] = k i (low 256 bits) and k 8+i (high), y[i][1] = k 16+i and
 // 24+i, each 256-bit half the 16 channels in order. Four rounds of 16
 // two-register shuffles for 512 elements, half the shuffles of transposing
 // the converted float32 values.
-func transposeWords16(bp Register) [8][2]VecVirtual {
+func transposeWords16(blk Mem) [8][2]VecVirtual {
 	// Rows 2p and 2p+1: dword t of lane q = both rows at k 8q+4h+t.
 	var a [2][8]VecVirtual
 	for p := range 8 {
 		r := ZMM()
-		VMOVDQU64(Mem{Base: bp, Disp: 128 * p}, r)
+		VMOVDQU64(blk.Offset(128*p), r)
 		a[0][p], a[1][p] = ZMM(), ZMM()
-		VPUNPCKLWD(Mem{Base: bp, Disp: 128*p + 64}, r, a[0][p])
-		VPUNPCKHWD(Mem{Base: bp, Disp: 128*p + 64}, r, a[1][p])
+		VPUNPCKLWD(blk.Offset(128*p+64), r, a[0][p])
+		VPUNPCKHWD(blk.Offset(128*p+64), r, a[1][p])
 	}
 	// Rows 4r..4r+3: qword u of lane q at k 8q+4h+2e+u.
 	var b [4][2][2]VecVirtual
@@ -570,7 +570,8 @@ func transposeWords16(bp Register) [8][2]VecVirtual {
 // a time are transposed in 16-bit units (transposeWords16) into a stack
 // buffer, converted from there in K order, and their sums are two
 // independent chains (one chain of 32 dependent additions per block left
-// the one-row kernel waiting on the adder's latency).
+// the one-row kernel waiting on the adder's latency). One loop body: an
+// odd last block is computed twice and counted once.
 func genFP16Direct(rows int) {
 	// Not NOSPLIT: the 2 KB staging frame needs the stack check.
 	TEXT(fmt.Sprintf("fp16Direct%dAVX512", rows), 0, "func(b []byte, kBlocks int, a []float32, lda int, c []float32, ldc int)")
@@ -585,55 +586,66 @@ func genFP16Direct(rows int) {
 	buf := GP64()
 	LEAQ(stage.Offset(63), buf)
 	ANDQ(I32(-64), buf)
-	acc := make([]VecVirtual, rows)
-	for i := range acc {
-		acc[i] = zeroZMM()
+	acc := zeroAcc(1, rows)[0]
+	// The second block of a pair is bstep bytes of B and astep of A after
+	// the first, and its sums are added under mask second. An odd last
+	// block is paired with itself (steps 0) and its copy's sums dropped.
+	bstep, astep := GP64(), GP64()
+	second := K()
+	Label("pair")
+	TESTQ(n, n)
+	JLE(LabelRef("pairs_done"))
+	MOVQ(U32(1024), bstep)
+	MOVQ(U32(128), astep)
+	ones := GP32()
+	MOVL(U32(0xffff), ones)
+	CMPQ(n, U32(2))
+	JAE(LabelRef("steps_set"))
+	XORQ(bstep, bstep)
+	XORQ(astep, astep)
+	XORL(ones, ones)
+	Label("steps_set")
+	KMOVW(ones, second)
+	for off := 0; off < 2048; off += 64 {
+		PREFETCHT0(Mem{Base: bp, Disp: fp16PrefetchBlocks*1024 + off})
 	}
-	// kVec is where k's 16 halves of the staged block j lie.
+	for j, blk := range []Mem{{Base: bp}, {Base: bp, Index: bstep, Scale: 1}} {
+		y := transposeWords16(blk)
+		for i := range y {
+			for h := range y[i] {
+				VMOVDQU64(y[i][h], Mem{Base: buf, Disp: 1024*j + 512*h + 64*i})
+			}
+		}
+	}
+	// Staged block j holds k's 16 halves at kVec(j, k).
 	kVec := func(j, k int) Mem {
 		return Mem{Base: buf, Disp: 1024*j + 512*(k/16) + 64*(k%8) + 32*(k/8%2)}
 	}
-	for _, nb := range []int{2, 1} {
-		loop, done := fmt.Sprintf("blocks%d", nb), fmt.Sprintf("blocks%d_done", nb)
-		Label(loop)
-		CMPQ(n, U32(nb))
-		JB(LabelRef(done))
-		for off := 0; off < 1024*nb; off += 64 {
-			PREFETCHT0(Mem{Base: bp, Disp: fp16PrefetchBlocks*1024 + off})
+	aVec := func(j, i, k int) Mem {
+		if j == 0 {
+			return Mem{Base: arow[i], Disp: 4 * k}
 		}
-		for j := range nb {
-			y := transposeWords16(bp)
-			for i := range y {
-				for h := range y[i] {
-					VMOVDQU64(y[i][h], Mem{Base: buf, Disp: 1024*j + 512*h + 64*i})
-				}
-			}
-			ADDQ(U32(1024), bp)
-		}
-		s := zeroAcc(nb, rows)
-		for k := range 32 {
-			for j := range nb {
-				v := ZMM()
-				VCVTPH2PS(kVec(j, k), v)
-				for i := range rows {
-					VFMADD231PS_BCST(Mem{Base: arow[i], Disp: 128*j + 4*k}, v, s[j][i])
-				}
-			}
-		}
-		for j := range nb {
-			for i := range rows {
-				VADDPS(s[j][i], acc[i], acc[i])
-			}
-		}
-		for i := range rows {
-			ADDQ(U32(128*nb), arow[i])
-		}
-		SUBQ(U32(nb), n)
-		if nb == 2 {
-			JMP(LabelRef(loop))
-		}
-		Label(done)
+		return Mem{Base: arow[i], Index: astep, Scale: 1, Disp: 4 * k}
 	}
+	s := zeroAcc(2, rows)
+	for k := range 32 {
+		for j := range 2 {
+			v := ZMM()
+			VCVTPH2PS(kVec(j, k), v)
+			for i := range rows {
+				VFMADD231PS_BCST(aVec(j, i, k), v, s[j][i])
+			}
+		}
+	}
+	for i := range rows {
+		VADDPS(s[0][i], acc[i], acc[i])
+		VADDPS(s[1][i], acc[i], second, acc[i])
+		ADDQ(U32(256), arow[i])
+	}
+	ADDQ(U32(2048), bp)
+	SUBQ(U32(2), n)
+	JMP(LabelRef("pair"))
+	Label("pairs_done")
 	cp := Load(Param("c").Base(), GP64())
 	ldc := Load(Param("ldc"), GP64())
 	SHLQ(U8(2), ldc)
