@@ -3,7 +3,10 @@
 // the simulator and the real librknnrt through the same calls.
 package npu
 
-import "fmt"
+import (
+	"fmt"
+	"sync/atomic"
+)
 
 // MatmulType is rknn_matmul_type: the A, B and C element types of one kernel.
 type MatmulType int32
@@ -142,6 +145,24 @@ type Stats struct {
 	BytesIn  int64 // A and B bytes read per run
 	BytesOut int64 // C bytes written
 	MACs     int64 // M*K*N per run (unpadded)
+}
+
+// Counters accumulate a driver's Stats; safe for concurrent runs.
+type Counters struct {
+	runs, bytesIn, bytesOut, macs atomic.Int64
+}
+
+// Count adds one completed run of a context with info and attrs.
+func (c *Counters) Count(info *MatmulInfo, attrs *IOAttr) {
+	c.runs.Add(1)
+	c.bytesIn.Add(int64(attrs.A.Size) + int64(attrs.B.Size))
+	c.bytesOut.Add(int64(attrs.C.Size))
+	c.macs.Add(int64(info.M) * int64(info.K) * int64(info.N))
+}
+
+// Stats returns the counts so far.
+func (c *Counters) Stats() Stats {
+	return Stats{Runs: c.runs.Load(), BytesIn: c.bytesIn.Load(), BytesOut: c.bytesOut.Load(), MACs: c.macs.Load()}
 }
 
 // RKNN error codes (rknn_api.h).

@@ -16,7 +16,6 @@ import "C"
 import (
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"unsafe"
 
 	"github.com/evalrun/evalrun/plugins/rknn/npu"
@@ -24,7 +23,7 @@ import (
 
 // Driver is the hardware NPU.
 type Driver struct {
-	runs, bytesIn, bytesOut, macs atomic.Int64
+	count npu.Counters
 }
 
 var _ npu.Driver = (*Driver)(nil)
@@ -37,7 +36,7 @@ func (d *Driver) Name() string { return "rknnrt" }
 
 // Stats counts completed runs.
 func (d *Driver) Stats() npu.Stats {
-	return npu.Stats{Runs: d.runs.Load(), BytesIn: d.bytesIn.Load(), BytesOut: d.bytesOut.Load(), MACs: d.macs.Load()}
+	return d.count.Stats()
 }
 
 func rkErr(fn string, rc C.int, format string, args ...any) error {
@@ -140,6 +139,23 @@ func (c *Context) lock(fn string) error {
 	return nil
 }
 
+// locked runs f with the context locked and alive.
+func (c *Context) locked(fn string, f func() error) error {
+	if err := c.lock(fn); err != nil {
+		return err
+	}
+	defer c.mu.Unlock()
+	return f()
+}
+
+// rcErr is rkErr for a failed call (rc != 0), nil for success.
+func rcErr(fn string, rc C.int, format string, args ...any) error {
+	if rc == 0 {
+		return nil
+	}
+	return rkErr(fn, rc, format, args...)
+}
+
 func ownMem(fn string, m npu.Mem) (*Mem, error) {
 	rm, ok := m.(*Mem)
 	if !ok || rm == nil {
@@ -213,14 +229,9 @@ func (c *Context) SetIOMem(m npu.Mem, attr *npu.TensorAttr) error {
 // SetCoreMask calls rknn_matmul_set_core_mask.
 func (c *Context) SetCoreMask(mask npu.CoreMask) error {
 	const fn = "rknn_matmul_set_core_mask"
-	if err := c.lock(fn); err != nil {
-		return err
-	}
-	defer c.mu.Unlock()
-	if rc := C.rknn_matmul_set_core_mask(c.h, C.rknn_core_mask(mask)); rc != 0 {
-		return rkErr(fn, rc, "mask %#x", uint32(mask))
-	}
-	return nil
+	return c.locked(fn, func() error {
+		return rcErr(fn, C.rknn_matmul_set_core_mask(c.h, C.rknn_core_mask(mask)), "mask %#x", uint32(mask))
+	})
 }
 
 // SetQuantParams calls rknn_matmul_set_quant_params. The arrays are copied
@@ -262,31 +273,20 @@ func (c *Context) SetQuantParams(p *npu.QuantParams) error {
 // Run calls rknn_matmul_run (blocking).
 func (c *Context) Run() error {
 	const fn = "rknn_matmul_run"
-	if err := c.lock(fn); err != nil {
-		return err
-	}
-	defer c.mu.Unlock()
-	if rc := C.rknn_matmul_run(c.h); rc != 0 {
-		return rkErr(fn, rc, "M=%d K=%d N=%d type=%s", c.info.M, c.info.K, c.info.N, c.info.Type)
-	}
-	d := c.drv
-	d.runs.Add(1)
-	d.bytesIn.Add(int64(c.attrs.A.Size) + int64(c.attrs.B.Size))
-	d.bytesOut.Add(int64(c.attrs.C.Size))
-	d.macs.Add(int64(c.info.M) * int64(c.info.K) * int64(c.info.N))
-	return nil
+	return c.locked(fn, func() error {
+		if rc := C.rknn_matmul_run(c.h); rc != 0 {
+			return rkErr(fn, rc, "M=%d K=%d N=%d type=%s", c.info.M, c.info.K, c.info.N, c.info.Type)
+		}
+		c.drv.count.Count(&c.info, &c.attrs)
+		return nil
+	})
 }
 
 // Destroy calls rknn_matmul_destroy; later calls fail with ErrCtxInvalid.
 func (c *Context) Destroy() error {
 	const fn = "rknn_matmul_destroy"
-	if err := c.lock(fn); err != nil {
-		return err
-	}
-	defer c.mu.Unlock()
-	c.destroyed = true // the handle is gone even if the library complains
-	if rc := C.rknn_matmul_destroy(c.h); rc != 0 {
-		return rkErr(fn, rc, "")
-	}
-	return nil
+	return c.locked(fn, func() error {
+		c.destroyed = true // the handle is gone even if the library complains
+		return rcErr(fn, C.rknn_matmul_destroy(c.h), "")
+	})
 }

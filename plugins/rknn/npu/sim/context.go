@@ -66,6 +66,19 @@ func (c *Context) alive(fn string) error {
 	return nil
 }
 
+// ownMem is m as this driver's buffer, for a call fn on a live context
+// (c.mu held).
+func (c *Context) ownMem(fn string, m npu.Mem) (*Mem, error) {
+	if err := c.alive(fn); err != nil {
+		return nil, err
+	}
+	sm, ok := m.(*Mem)
+	if !ok || sm == nil {
+		return nil, rkErr(fn, npu.ErrParamInvalid, "mem %T was not created by this driver", m)
+	}
+	return sm, nil
+}
+
 // CreateMem allocates a buffer of size bytes (rknn_create_mem).
 func (c *Context) CreateMem(size int) (npu.Mem, error) {
 	const fn = "rknn_create_mem"
@@ -97,12 +110,9 @@ func (c *Context) DestroyMem(m npu.Mem) error {
 	const fn = "rknn_destroy_mem"
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err := c.alive(fn); err != nil {
+	sm, err := c.ownMem(fn, m)
+	if err != nil {
 		return err
-	}
-	sm, ok := m.(*Mem)
-	if !ok || sm == nil {
-		return rkErr(fn, npu.ErrParamInvalid, "mem %T was not created by this driver", m)
 	}
 	if sm.freed.Swap(true) {
 		return rkErr(fn, npu.ErrParamInvalid, "mem already destroyed")
@@ -120,12 +130,9 @@ func (c *Context) SetIOMem(m npu.Mem, attr *npu.TensorAttr) error {
 	const fn = "rknn_matmul_set_io_mem"
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err := c.alive(fn); err != nil {
+	sm, err := c.ownMem(fn, m)
+	if err != nil {
 		return err
-	}
-	sm, ok := m.(*Mem)
-	if !ok || sm == nil {
-		return rkErr(fn, npu.ErrParamInvalid, "mem %T was not created by this driver", m)
 	}
 	if sm.freed.Load() {
 		return rkErr(fn, npu.ErrParamInvalid, "mem was destroyed")

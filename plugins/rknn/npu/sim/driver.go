@@ -64,10 +64,7 @@ type Driver struct {
 	workMu  sync.Mutex
 	work    []*workspace // free decode buffers: as many as runs ever overlapped
 	started atomic.Int64 // runs that passed validation (fault schedule)
-	runs    atomic.Int64
-	bytesIn atomic.Int64
-	bytesOu atomic.Int64
-	macs    atomic.Int64
+	count   npu.Counters
 }
 
 var _ npu.Driver = (*Driver)(nil)
@@ -89,7 +86,7 @@ func (d *Driver) Name() string { return "sim-rk3588" }
 
 // Stats returns the counters of completed runs.
 func (d *Driver) Stats() npu.Stats {
-	return npu.Stats{Runs: d.runs.Load(), BytesIn: d.bytesIn.Load(), BytesOut: d.bytesOu.Load(), MACs: d.macs.Load()}
+	return d.count.Stats()
 }
 
 func rkErr(fn string, code int, format string, args ...any) error {

@@ -264,10 +264,7 @@ func (c *Context) Run() error {
 		cbuf[f.BitFlipBit/8] ^= 1 << (f.BitFlipBit % 8) // little-endian element 0
 	}
 
-	d.runs.Add(1)
-	d.bytesIn.Add(int64(c.attrs.A.Size) + int64(c.attrs.B.Size))
-	d.bytesOu.Add(int64(c.attrs.C.Size))
-	d.macs.Add(int64(c.info.M) * int64(c.info.K) * int64(c.info.N))
+	d.count.Count(&c.info, &c.attrs)
 	return nil
 }
 
