@@ -42,3 +42,31 @@ func tailMask(r Register) OpmaskVirtual {
 	KMOVW(Mem{Base: masks, Index: r, Scale: 8}, k)
 	return k
 }
+
+// outRows calls store for rows 0..rows-1 of the output parameter out, ld
+// (parameter ldName) float32 elements apart.
+func outRows(out, ldName string, rows int, store func(i int, row Register)) {
+	p := Load(Param(out).Base(), GP64())
+	ld := Load(Param(ldName), GP64())
+	SHLQ(U8(2), ld)
+	for i := range rows {
+		store(i, p)
+		if i+1 < rows {
+			ADDQ(ld, p)
+		}
+	}
+}
+
+// nextRow ends one iteration of a kernel's "row" loop: the row's sum s to
+// *out, on to the next output and weight row (n left), and the function's
+// exit at label done.
+func nextRow(s, out, stride, w, n Register) {
+	VMOVSS(s, Mem{Base: out})
+	ADDQ(U32(4), out)
+	ADDQ(stride, w)
+	DECQ(n)
+	JMP(LabelRef("row"))
+	Label("done")
+	VZEROUPPER()
+	RET()
+}

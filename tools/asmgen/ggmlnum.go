@@ -493,14 +493,7 @@ func genVecDotFloatRows(f16 bool) {
 		leftoversF32(w, xp, i, k, s)
 		Label("store")
 	}
-	VMOVSS(s, Mem{Base: out})
-	ADDQ(U32(4), out)
-	ADDQ(stride, w)
-	DECQ(n)
-	JMP(LabelRef("row"))
-	Label("done")
-	VZEROUPPER()
-	RET()
+	nextRow(s, out, stride, w, n)
 }
 
 // genTinyBLAS: one tile of llamafile's tinyBLAS<16> for F32 or F16 weights:
@@ -552,18 +545,12 @@ func genTinyBLAS(f16 bool, rows int) {
 	ADDQ(U32(16), l)
 	JMP(LabelRef("k"))
 	Label("reduce")
-	o := Load(Param("out").Base(), GP64())
-	ldo := Load(Param("ldo"), GP64())
-	SHLQ(U8(2), ldo)
-	for i := range acc {
+	outRows("out", "ldo", rows, func(i int, o Register) {
 		for j := range acc[i] {
 			s := reduce16(acc[i][j])
 			VMOVSS(s, Mem{Base: o, Disp: 4 * j})
 		}
-		if i+1 < rows {
-			ADDQ(ldo, o)
-		}
-	}
+	})
 	VZEROUPPER()
 	RET()
 }

@@ -646,15 +646,7 @@ func genFP16Direct(rows int) {
 	SUBQ(U32(2), n)
 	JMP(LabelRef("pair"))
 	Label("pairs_done")
-	cp := Load(Param("c").Base(), GP64())
-	ldc := Load(Param("ldc"), GP64())
-	SHLQ(U8(2), ldc)
-	for i := range acc {
-		VMOVUPS(acc[i], Mem{Base: cp})
-		if i+1 < rows {
-			ADDQ(ldc, cp)
-		}
-	}
+	outRows("c", "ldc", rows, func(i int, cp Register) { VMOVUPS(acc[i], Mem{Base: cp}) })
 	VZEROUPPER()
 	RET()
 }

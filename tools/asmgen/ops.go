@@ -131,14 +131,7 @@ func genScoreRows() {
 	s := reduce16(acc[0])
 	leftoversF32(kp, qp, i, n, s)
 	Label("store")
-	VMOVSS(s, Mem{Base: out})
-	ADDQ(U32(4), out)
-	ADDQ(stride, kp)
-	DECQ(rows)
-	JMP(LabelRef("row"))
-	Label("done")
-	VZEROUPPER()
-	RET()
+	nextRow(s, out, stride, kp, rows)
 }
 
 // leftoversF32 adds Σ w[j]·x[j] for j in [i, n) to s as GCC compiles
