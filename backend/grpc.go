@@ -112,17 +112,15 @@ func (s *grpcServer) Eval(in *backendpb.EvalRequest, stream grpc.ServerStreaming
 	for _, r := range in.HiddenRows {
 		req.HiddenRows = append(req.HiddenRows, int(r))
 	}
-	var buf, hidden []byte // reused: Send serializes the message before it returns
+	var buf, hidden []byte // reused: Send serializes the message before it returns (so rows may be aliased too)
 	start := time.Now()
 	var sending time.Duration // encoding and sending rows: IPC, not compute
 	err := s.impl.Eval(stream.Context(), req, func(l Logits) error {
 		t := time.Now()
 		compute := t.Sub(start) - sending
-		buf = encodeFloats(buf[:0], l.Values)
-		chunk := &backendpb.EvalChunk{Index: int64(l.Index), Pos: int64(l.Pos), Logits: buf, ComputeNs: compute.Nanoseconds()}
+		chunk := &backendpb.EvalChunk{Index: int64(l.Index), Pos: int64(l.Pos), Logits: wireFloats(&buf, l.Values), ComputeNs: compute.Nanoseconds()}
 		if l.Hidden != nil {
-			hidden = encodeFloats(hidden[:0], l.Hidden)
-			chunk.Hidden = hidden
+			chunk.Hidden = wireFloats(&hidden, l.Hidden)
 		}
 		err := stream.Send(chunk)
 		sending += time.Since(t)

@@ -124,6 +124,17 @@ func decodeFloats(dst []float32, b []byte) {
 	}
 }
 
+// wireFloats is v as little-endian float32 bytes for a message serialized
+// before v changes: v's own memory on a little-endian host (no copy of a
+// 0.5 MB row), else encoded into *buf.
+func wireFloats(buf *[]byte, v []float32) []byte {
+	if littleEndian {
+		return floatBytes(v)
+	}
+	*buf = encodeFloats((*buf)[:0], v)
+	return *buf
+}
+
 // encodeFloats appends v as little-endian float32 bytes.
 func encodeFloats(dst []byte, v []float32) []byte {
 	if littleEndian {
