@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/evalrun/evalrun/backend"
@@ -193,6 +194,7 @@ func (r *runner) scoreOne(ctx context.Context, ch scoreChunk, e *chunkEval) {
 	defer r.unitDone(ch.unit(), cands, per)
 	var ref metrics.RefRow
 	var baseRow []float32
+	took := make([]time.Duration, len(cands)) // comparing, per candidate
 	if r.base != nil {
 		baseRow = make([]float32, r.base.NVocab())
 	}
@@ -214,28 +216,36 @@ func (r *runner) scoreOne(ctx context.Context, ch scoreChunk, e *chunkEval) {
 			r.problem("reading the kld_base reference: %v", err)
 			break
 		}
+		var wg sync.WaitGroup // the candidates compare at once, each into its own unit
 		for i, c := range cands {
 			if streams[i] == nil {
 				continue
 			}
-			row, err := streams[i].next()
-			if err == nil {
-				digests[i].Row(row)
-				r.writeOut(&c.outFile, c.rb.Name, row)
-				t := time.Now()
-				if refRow != nil {
-					err = addLive(row, &ref, tok, ch.first()+k, per[i])
-				} else {
-					err = addBase(row, baseRow, tok, ch.first()+k, per[i])
+			wg.Go(func() {
+				row, err := streams[i].next()
+				if err == nil {
+					digests[i].Row(row)
+					r.writeOut(&c.outFile, c.rb.Name, row)
+					t := time.Now()
+					if refRow != nil {
+						err = addLive(row, &ref, tok, ch.first()+k, per[i])
+					} else {
+						err = addBase(row, baseRow, tok, ch.first()+k, per[i])
+					}
+					took[i] = time.Since(t)
+					c.rb.release(row)
 				}
-				r.timing.MetricsS += time.Since(t).Seconds()
-				c.rb.release(row)
-			}
-			if err != nil {
-				c.rb.fail(ctx, fmt.Sprintf("%s position %d", what, ch.first()+k), err)
-				streams[i].abandon()
-				streams[i] = nil
-			}
+				if err != nil {
+					c.rb.fail(ctx, fmt.Sprintf("%s position %d", what, ch.first()+k), err)
+					streams[i].abandon()
+					streams[i] = nil
+				}
+			})
+		}
+		wg.Wait()
+		for i := range took {
+			r.timing.MetricsS += took[i].Seconds()
+			took[i] = 0
 		}
 		if refRow != nil {
 			r.ref.release(refRow)

@@ -100,11 +100,13 @@ type RefRow struct {
 	sumSq    float64 // Σ ref² in float64, for the cosine
 	top      []int
 	p        []float64 // the probabilities, made by the first LiveKLDRow
+	pMu      sync.Mutex
 	pReady   bool
 }
 
-// Set prepares ref (kept, not copied). A RefRow is not safe for concurrent
-// use.
+// Set prepares ref (kept, not copied). Set must not run concurrently with
+// anything else on r; LiveKLDRow and AddLogitRow may then compare any number
+// of candidates with r at once.
 func (r *RefRow) Set(ref []float32) {
 	r.Logits, r.sumSq, r.pReady = ref, 0, false
 	r.nan, r.inf = nonFinite(ref)
@@ -136,11 +138,13 @@ func LiveKLDRow(logits []float32, ref *RefRow, tok int32) (KLDRow, error) {
 	*scratch = slices.Grow((*scratch)[:0], len(logits))
 	imax, normQ := logSoftmaxNorm64(logits, *scratch)
 	expScratch.Put(scratch)
+	ref.pMu.Lock()
 	if !ref.pReady { // once per reference row, whatever the candidates
 		ref.p = slices.Grow(ref.p[:0], len(ref.Logits))[:len(ref.Logits)]
 		expShifted(ref.p, ref.Logits, ref.norm)
 		ref.pReady = true
 	}
+	ref.pMu.Unlock()
 	var sum float64
 	for i, rv := range ref.Logits {
 		p := ref.p[i]

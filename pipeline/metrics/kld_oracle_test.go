@@ -3,6 +3,7 @@ package metrics
 import (
 	"math"
 	"math/rand/v2"
+	"sync"
 	"testing"
 )
 
@@ -82,6 +83,47 @@ func TestLiveKLDRowMatchesOracle(t *testing.T) {
 					t.Fatalf("n %d trial %d candidate %d: %+v, want %+v", n, trial, c, got, want)
 				}
 			}
+		}
+	}
+}
+
+// Candidates compared with one RefRow at once (the score pass does) get the
+// bits they get one after the other; run with -race to see the sharing is
+// safe.
+func TestRefRowSharedByConcurrentCandidates(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	const n, cands = 20000, 4
+	ref := make([]float32, n)
+	for i := range ref {
+		ref[i] = float32(rng.NormFloat64() * 4)
+	}
+	rows := make([][]float32, cands)
+	for c := range rows {
+		rows[c] = make([]float32, n)
+		for i := range ref {
+			rows[c][i] = ref[i] + float32(rng.NormFloat64()*0.1)
+		}
+	}
+	var rr RefRow
+	rr.Set(ref)
+	got := make([]KLDRow, cands)
+	var stats [cands]LogitStats
+	var wg sync.WaitGroup
+	for c := range cands {
+		wg.Go(func() {
+			got[c], _ = LiveKLDRow(rows[c], &rr, 11)
+			_ = AddLogitRow(rows[c], &rr, &stats[c])
+		})
+	}
+	wg.Wait()
+	for c := range cands {
+		if want := oracleLiveKLDRow(rows[c], ref, 11); !sameKLDRow(got[c], want) {
+			t.Errorf("candidate %d: %+v, want %+v", c, got[c], want)
+		}
+		var want LogitStats
+		oracleAddLogitRow(rows[c], ref, &want)
+		if stats[c].Result() != want.Result() {
+			t.Errorf("candidate %d: %+v, want %+v", c, stats[c].Result(), want.Result())
 		}
 	}
 }
