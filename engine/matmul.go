@@ -42,7 +42,8 @@ type MatMulOp struct {
 }
 
 // MatMuler computes weight matmuls. x holds T rows of K values, out receives
-// T rows of N values.
+// T rows of N values. Both are valid only during the call (a session reuses
+// its activation buffers).
 type MatMuler interface {
 	MatMul(op *MatMulOp, x []float32, out []float32) error
 }

@@ -27,6 +27,8 @@ type Session struct {
 	kf, vf []float32
 	// layerHook sees the residual stream after each layer (SetLayerHook).
 	layerHook func(il int, rows []int, x []float32)
+	// buf holds Decode's activations, reused by the next Decode.
+	buf arena
 }
 
 // SetLayerHook makes Decode call hook after every layer il with its output,
@@ -98,9 +100,10 @@ func (s *Session) Decode(tokens []int32, want func(i int) bool, emit func(i int,
 		}
 	}
 	s.reserve(s.pos + T)
+	s.buf.reset()
 
 	E := c.NEmbd
-	x := make([]float32, T*E)
+	x := s.buf.alloc(T * E)
 	for i, id := range tokens {
 		if err := ggml.Dequantize(m.tokEmbd.Type, m.tokEmbd.Row(int(id)), x[i*E:(i+1)*E]); err != nil {
 			return fmt.Errorf("decode: %s row %d: %w", m.tokEmbd.Name, id, err)
@@ -111,8 +114,14 @@ func (s *Session) Decode(tokens []int32, want func(i int) bool, emit func(i int,
 	var err error
 	var all []int
 	for il := range m.layers {
+		mark := s.buf.mark()
 		if x, err = f.layer(il, x, outRows); err != nil {
 			return err
+		}
+		if il < len(m.layers)-1 {
+			// x is still the buffer above the mark; the last layer may
+			// return rows of its own.
+			s.buf.release(mark)
 		}
 		if s.layerHook != nil {
 			rows := outRows
@@ -133,12 +142,12 @@ func (s *Session) Decode(tokens []int32, want func(i int) bool, emit func(i int,
 		s.pos += T
 		return nil
 	}
-	xn := make([]float32, R*E)
+	xn := s.buf.alloc(R * E)
 	for r := range R {
 		rmsNorm(xn[r*E:(r+1)*E], x[r*E:(r+1)*E], m.outputNorm, c.RMSEps)
 	}
 	op := m.outputOp(R)
-	logits := make([]float32, R*op.N)
+	logits := s.buf.alloc(R * op.N)
 	if err := m.mm.MatMul(&op, xn, logits); err != nil {
 		return err
 	}
@@ -264,7 +273,7 @@ type forward struct {
 
 func (f *forward) init() {
 	c := f.s.m.Config
-	f.rope = make([]float32, f.T*c.RopeDim)
+	f.rope = f.s.buf.alloc(f.T * c.RopeDim)
 	ts := ropeThetaScale(c.RopeBase, c.RopeDim)
 	for t := range f.T {
 		ropeCache(f.rope[t*c.RopeDim:(t+1)*c.RopeDim], f.pos0+t, c.RopeDim, ts, c.RopeScale)
@@ -273,7 +282,7 @@ func (f *forward) init() {
 
 // matmul runs one op of the layer's list (the list MatMulOps reports).
 func (f *forward) matmul(op *MatMulOp, x []float32) ([]float32, error) {
-	out := make([]float32, op.T*op.N)
+	out := f.s.buf.alloc(op.T * op.N)
 	if err := f.s.m.mm.MatMul(op, x, out); err != nil {
 		return nil, err
 	}
@@ -290,7 +299,7 @@ func (f *forward) layer(il int, x []float32, outRows []int) ([]float32, error) {
 	ops := m.layerOps(il, T, len(outRows))
 	lops := m.opsFor(il)
 
-	xn := make([]float32, T*E)
+	xn := f.s.buf.alloc(T * E)
 	for t := range T {
 		lops.RMSNorm(xn[t*E:(t+1)*E], x[t*E:(t+1)*E], l.attnNorm, c.RMSEps)
 	}
@@ -327,7 +336,7 @@ func (f *forward) layer(il int, x []float32, outRows []int) ([]float32, error) {
 	}
 	rows := T
 	if il == len(m.layers)-1 && len(outRows) < T {
-		ao, x = gatherRows(ao, outRows, E), gatherRows(x, outRows, E)
+		ao, x = f.gatherRows(ao, outRows, E), f.gatherRows(x, outRows, E)
 		rows = len(outRows)
 		if rows == 0 {
 			return x, nil
@@ -370,7 +379,9 @@ func (f *forward) attention(il int, q []float32, lops LayerOps) []float32 {
 	group := c.NHead / c.NHeadKV
 	scale := float32(1) / float32(math.Sqrt(float64(D)))
 	K, V, kHead, vHead := f.s.cached(il, f.pos0+T)
-	out := make([]float32, T*c.NHead*D)
+	out := f.s.buf.alloc(T * c.NHead * D)
+	n0 := f.pos0 + T
+	scores := f.s.buf.alloc(c.NHead * n0) // one row of probabilities per head
 	// kq is a vec_dot_f32 (its src1, the permuted Q, is not contiguous);
 	// kqv is tinyBLAS for batches of >= 2 rows, else vec_dot_f32 over the
 	// KV cells (zero probability past the sequence).
@@ -380,8 +391,8 @@ func (f *forward) attention(il int, q []float32, lops LayerOps) []float32 {
 	}
 	kern := f.s.m.kern
 	work := func(lo, hi int) {
-		p := make([]float32, f.pos0+T)
 		for h := lo; h < hi; h++ {
+			p := scores[h*n0 : (h+1)*n0]
 			kOff, vOff := (h/group)*kHead, (h/group)*vHead
 			for t := range T {
 				n := f.pos0 + t + 1 // causal: positions 0..pos0+t
@@ -410,10 +421,54 @@ func addBias(x, b []float32) {
 }
 
 // gatherRows returns the listed rows of x (rows of n values).
-func gatherRows(x []float32, rows []int, n int) []float32 {
-	out := make([]float32, len(rows)*n)
+func (f *forward) gatherRows(x []float32, rows []int, n int) []float32 {
+	out := f.s.buf.alloc(len(rows) * n)
 	for r, i := range rows {
 		copy(out[r*n:(r+1)*n], x[i*n:(i+1)*n])
 	}
 	return out
 }
+
+// arena hands out a Decode's float buffers from one block that the next
+// Decode reuses, so a decode step allocates (and clears) nothing: the
+// garbage collector used to run every few dozen tokens, taking one of the
+// decode threads' cores while it marked. Contents are undefined; every
+// caller overwrites its buffer.
+type arena struct {
+	block []float32
+	off   int // the first float not handed out
+	high  int // the most handed out at once since the last reset
+}
+
+// arenaMax bounds the block a session keeps between Decodes (floats, 4 MiB:
+// a decode step of a 1B model with a 128k vocabulary fits): a
+// large batch's buffers (all-row logits of a big vocabulary) are allocated
+// per call instead.
+const arenaMax = 1 << 20
+
+// reset starts a Decode: every buffer is free again, and the block grows to
+// what the last Decode held at most (up to arenaMax).
+func (a *arena) reset() {
+	if a.high > len(a.block) && a.high <= arenaMax {
+		a.block = make([]float32, a.high)
+	}
+	a.off, a.high = 0, 0
+}
+
+// alloc returns n floats, from the block while it has room.
+func (a *arena) alloc(n int) []float32 {
+	end := a.off + n
+	a.high = max(a.high, end)
+	var b []float32
+	if end <= len(a.block) {
+		b = a.block[a.off:end:end]
+	} else {
+		b = make([]float32, n)
+	}
+	a.off = end
+	return b
+}
+
+// mark and release free everything handed out after mark.
+func (a *arena) mark() int     { return a.off }
+func (a *arena) release(m int) { a.off = m }
