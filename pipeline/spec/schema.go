@@ -105,6 +105,8 @@ func parseYAML(data []byte, c *collector) *yaml.Node {
 		addYAMLError(c, err)
 	case resolve(doc.Content[0]).Kind != yaml.MappingNode:
 		c.add(doc.Content[0].Line, "", "", "the top level must be a mapping of keys (name:, model:, ...), got "+describe(doc.Content[0]))
+	case aliasBeyond(&doc, MaxSize) != 0:
+		c.add(aliasBeyond(&doc, MaxSize), "", "", fmt.Sprintf("aliases expand the spec beyond %d KiB: not a spec", MaxSize>>10))
 	default:
 		return resolve(doc.Content[0])
 	}
