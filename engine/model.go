@@ -16,9 +16,6 @@ import (
 type Options struct {
 	Numerics Numerics
 	Threads  int // <= 0: one per CPU
-	// Kernels computes the matmuls (nil: ggml.Best(), the fastest this
-	// machine runs; every implementation gives the same bits).
-	Kernels ggml.Kernels
 	// MatMul wraps the CPU matmul, e.g. to offload some ops; nil = CPU only.
 	// A device that needs the loaded model to plan is attached after Open
 	// with UseMatMul instead.
@@ -100,10 +97,7 @@ func LoadGGUF(f *gguf.File, opts Options) (*Model, error) {
 		return nil, fmt.Errorf("%s: %w value: %w", f.Path, ErrKVCache, err)
 	}
 	m.pool = NewPool(opts.Threads)
-	m.kern = opts.Kernels
-	if m.kern == nil {
-		m.kern = ggml.Best()
-	}
+	m.kern = ggml.Best() // every implementation gives the same bits
 	m.cpu = NewCPUMatMul(opts.Numerics, m.pool, m.kern)
 	m.mm = m.cpu
 	if opts.MatMul != nil {

@@ -2,7 +2,6 @@ package ggml
 
 import (
 	"fmt"
-	"strings"
 )
 
 // Kernels is one implementation of the loops that dominate inference time:
@@ -159,23 +158,6 @@ func Available() []Kernels { return append(simdKernels(), Generic) }
 
 // Best is the fastest implementation this machine runs.
 func Best() Kernels { return Available()[0] }
-
-// Lookup returns the implementation called name ("auto" = Best), or an
-// error listing what this machine supports.
-func Lookup(name string) (Kernels, error) {
-	name = strings.ToLower(strings.TrimSpace(name))
-	if name == "" || name == "auto" {
-		return Best(), nil
-	}
-	var names []string
-	for _, k := range Available() {
-		if k.Name() == name {
-			return k, nil
-		}
-		names = append(names, k.Name())
-	}
-	return nil, fmt.Errorf("kernels %q are not available on this machine (available: auto, %s)", name, strings.Join(names, ", "))
-}
 
 // DotF32 is Σ a[j]*b[j] in the fixed exact-mode order (see dot.go).
 func DotF32(a, b []float32) float32 { return dotF32(a, b) }
