@@ -16,10 +16,11 @@ import (
 	"github.com/evalrun/evalrun/backend"
 	"github.com/evalrun/evalrun/pipeline/digest"
 	"github.com/evalrun/evalrun/pipeline/spec"
+	"github.com/evalrun/evalrun/pipeline/summary"
 )
 
 // runBackend is one live backend plugin during a run, with the status the
-// run has observed for it. Once a backend leaves StatusOK it takes no further
+// run has observed for it. Once a backend leaves summary.StatusOK it takes no further
 // part, and what it computed so far stays in the summary.
 type runBackend struct {
 	spec.Backend
@@ -35,10 +36,10 @@ type runBackend struct {
 	status string
 	err    error
 
-	info     *PluginInfo
+	info     *summary.PluginInfo
 	warnings []string // the plugin's Validate warnings
-	load     *LoadSummary
-	eval     EvalTiming
+	load     *summary.LoadSummary
+	eval     summary.EvalTiming
 	peakRSS  *int64
 	digest   digest.RunHasher // of every chunk and prompt completed
 }
@@ -46,7 +47,7 @@ type runBackend struct {
 func (rb *runBackend) ok() bool {
 	rb.mu.Lock()
 	defer rb.mu.Unlock()
-	return rb.status == StatusOK
+	return rb.status == summary.StatusOK
 }
 
 func (rb *runBackend) statusErr() (string, error) {
@@ -73,20 +74,20 @@ func timedOut(callCtx context.Context, limit time.Duration, err error) error {
 func (rb *runBackend) fail(ctx context.Context, what string, err error) {
 	rb.mu.Lock()
 	defer rb.mu.Unlock()
-	if rb.status != StatusOK || ctx.Err() != nil {
+	if rb.status != summary.StatusOK || ctx.Err() != nil {
 		return
 	}
 	switch {
 	case errors.Is(err, backend.ErrCrashed) || (rb.proc != nil && rb.proc.Exited()):
-		rb.status = StatusCrashed
+		rb.status = summary.StatusCrashed
 	case errors.Is(err, errCallTimeout):
-		rb.status = StatusTimeout
+		rb.status = summary.StatusTimeout
 	default:
-		rb.status = StatusFailed
+		rb.status = summary.StatusFailed
 	}
 	rb.err = fmt.Errorf("%s: %w", what, err)
 	rb.log.Error("backend stopped", "backend", rb.Name, "status", rb.status, "error", rb.err)
-	if rb.proc != nil && rb.status != StatusCrashed {
+	if rb.proc != nil && rb.status != summary.StatusCrashed {
 		rb.proc.Kill()
 	}
 }
@@ -207,7 +208,7 @@ func (rb *runBackend) loadModel(ctx context.Context, s *spec.Spec, req backend.L
 		return nil
 	}
 	rb.nLayer = res.Model.NLayer
-	rb.load = &LoadSummary{
+	rb.load = &summary.LoadSummary{
 		LoadS:       float64(res.LoadNS) / 1e9,
 		WarmupS:     float64(res.WarmupNS) / 1e9,
 		HostS:       time.Since(t0).Seconds(),

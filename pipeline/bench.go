@@ -7,6 +7,8 @@ import (
 
 	"github.com/evalrun/evalrun/backend"
 	"github.com/evalrun/evalrun/pipeline/shard"
+
+	"github.com/evalrun/evalrun/pipeline/summary"
 )
 
 // benchPass measures throughput one backend at a time, never overlapping, so
@@ -24,9 +26,9 @@ func (r *runner) benchPass(ctx context.Context) {
 	}
 }
 
-func (r *runner) benchBackend(ctx context.Context, rb *runBackend) *Throughput {
+func (r *runner) benchBackend(ctx context.Context, rb *runBackend) *summary.Throughput {
 	b := r.plan.Spec.Bench
-	t := &Throughput{}
+	t := &summary.Throughput{}
 	for _, req := range []backend.BenchRequest{{NPrompt: b.NPrompt}, {NGen: b.NGen}} {
 		if req.NPrompt+req.NGen == 0 || ctx.Err() != nil || !rb.ok() {
 			continue
@@ -45,7 +47,7 @@ func (r *runner) benchBackend(ctx context.Context, rb *runBackend) *Throughput {
 			continue
 		}
 		cancel()
-		bt := NewBenchTest(req.NPrompt, req.NGen, res.SamplesNS)
+		bt := summary.NewBenchTest(req.NPrompt, req.NGen, res.SamplesNS)
 		bt.HostS = time.Since(t0).Seconds()
 		if req.NGen > 0 {
 			t.TG = bt

@@ -8,6 +8,7 @@ import (
 
 	"github.com/evalrun/evalrun/pipeline/metrics"
 	"github.com/evalrun/evalrun/pipeline/spec"
+	"github.com/evalrun/evalrun/pipeline/summary"
 )
 
 // comparison accumulates one backend's agreement with the reference over a
@@ -171,8 +172,8 @@ func f64(v float64) *float64 {
 }
 
 // accuracy turns the accumulators into the summary's accuracy block.
-func (c *comparison) accuracy(liveRef bool) *Accuracy {
-	a := &Accuracy{Tokens: c.compared, Complete: c.compared == c.planned}
+func (c *comparison) accuracy(liveRef bool) *summary.Accuracy {
+	a := &summary.Accuracy{Tokens: c.compared, Complete: c.compared == c.planned}
 	ls := c.logit.Result()
 	a.NaNCount, a.InfCount = int64(ls.CandNaN)+c.nan, int64(ls.CandInf)+c.inf
 	if liveRef && ls.ComparedRows > 0 {
@@ -199,7 +200,7 @@ func (c *comparison) accuracy(liveRef bool) *Accuracy {
 		a.DeltaPPL, a.DeltaPPLErr = f64(r.PPLDiff.Value), f64(r.PPLDiff.Err)
 		if c.positions != nil { // the run's comparison, not a prompt's
 			kld, _ := c.kld.Values()
-			a.Profile = &AccuracyProfile{KLDHistogram: metrics.HistogramKLD(kld), ByPosition: c.positions.Result()}
+			a.Profile = &summary.AccuracyProfile{KLDHistogram: metrics.HistogramKLD(kld), ByPosition: c.positions.Result()}
 		}
 		if r.N >= metrics.MinStatsTokens {
 			a.LlamaPerplexity = metrics.FormatLlamaPerplexity(r)
@@ -214,19 +215,19 @@ func (c *comparison) accuracy(liveRef bool) *Accuracy {
 }
 
 // metricValue looks up a gated metric; nil when it was not measured.
-func metricValue(metric string, a *Accuracy, t *Throughput) (v *float64, known bool) {
+func metricValue(metric string, a *summary.Accuracy, t *summary.Throughput) (v *float64, known bool) {
 	switch metric {
 	case "tg_ts", "pp_ts":
 		if t == nil {
 			return nil, true
 		}
-		if b := map[string]*BenchTest{"tg_ts": t.TG, "pp_ts": t.PP}[metric]; b != nil {
+		if b := map[string]*summary.BenchTest{"tg_ts": t.TG, "pp_ts": t.PP}[metric]; b != nil {
 			return &b.AvgTS, true
 		}
 		return nil, true
 	}
 	if a == nil {
-		a = &Accuracy{}
+		a = &summary.Accuracy{}
 	}
 	p, ok := map[string]*float64{"kld_mean": a.KLDMean, "kld_p99": a.KLDP99, "same_top_p": a.SameTopP, "nmse": a.NMSE,
 		"greedy_match": a.GreedyMatch, "max_abs_diff": a.MaxAbsDiff, "ppl_ratio": a.PPLRatio}[metric]
@@ -236,14 +237,14 @@ func metricValue(metric string, a *Accuracy, t *Throughput) (v *float64, known b
 // evaluateGates checks every gate. A gate whose statistic could not be
 // computed fails: a check that saw nothing must not pass (the test-backend-ops
 // "0/0 OK" lesson). NaN or Inf in the logits always fails.
-func evaluateGates(gates spec.Gates, a *Accuracy, t *Throughput) []GateResult {
-	var out []GateResult
+func evaluateGates(gates spec.Gates, a *summary.Accuracy, t *summary.Throughput) []summary.GateResult {
+	var out []summary.GateResult
 	for _, g := range gates.List() {
 		v, known := metricValue(g.Metric, a, t)
-		r := GateResult{Name: g.Name, Limit: g.Limit, Value: v}
+		r := summary.GateResult{Name: g.Name, Limit: g.Limit, Value: v}
 		switch {
-		case IsSpeedMetric(g.Metric) && SkipSpeedGate(gates, t):
-			r.Pass, r.Skipped, r.Note = true, true, NoteSimulated
+		case summary.IsSpeedMetric(g.Metric) && summary.SkipSpeedGate(gates, t):
+			r.Pass, r.Skipped, r.Note = true, true, summary.NoteSimulated
 		case !known:
 			r.Note = "unknown metric " + g.Metric
 		case v == nil:
@@ -255,30 +256,7 @@ func evaluateGates(gates spec.Gates, a *Accuracy, t *Throughput) []GateResult {
 	}
 	if a != nil && (a.NaNCount > 0 || a.InfCount > 0) {
 		n := float64(a.NaNCount + a.InfCount)
-		out = append(out, GateResult{Name: "finite_logits", Limit: 0, Value: &n, Note: fmt.Sprintf("%d NaN, %d Inf logits", a.NaNCount, a.InfCount)})
+		out = append(out, summary.GateResult{Name: "finite_logits", Limit: 0, Value: &n, Note: fmt.Sprintf("%d NaN, %d Inf logits", a.NaNCount, a.InfCount)})
 	}
 	return out
-}
-
-// NoteSimulated explains a speed gate not applied to a simulated device.
-const NoteSimulated = "not applied: simulated device throughput (speed_gates_on_simulated: true applies it)"
-
-// IsSpeedMetric reports whether a gated metric is a throughput.
-func IsSpeedMetric(metric string) bool { return metric == "tg_ts" || metric == "pp_ts" }
-
-// SkipSpeedGate reports whether speed gates are not applied to a backend
-// whose throughput is t: a simulated device, unless the gates say so.
-func SkipSpeedGate(gates spec.Gates, t *Throughput) bool {
-	return t != nil && t.Simulated && !gates.SpeedOnSimulated()
-}
-
-// Describe says what a gate checked and found, for reports.
-func (g GateResult) Describe() string {
-	if g.Value == nil {
-		return fmt.Sprintf("%s (limit %g): %s", g.Name, g.Limit, g.Note)
-	}
-	if g.Note != "" {
-		return fmt.Sprintf("%s: %s", g.Name, g.Note)
-	}
-	return fmt.Sprintf("%s: %.6g against limit %g", g.Name, *g.Value, g.Limit)
 }

@@ -7,6 +7,8 @@ import (
 
 	"github.com/evalrun/evalrun/backend"
 	"github.com/evalrun/evalrun/pipeline/diag"
+
+	"github.com/evalrun/evalrun/pipeline/summary"
 )
 
 // diagnose runs after the passes (so the kernel accounting covers the
@@ -100,8 +102,8 @@ func (rb *runBackend) hidden(ctx context.Context, req backend.EvalRequest) ([][]
 }
 
 // offloadGate is require_offload: every listed kernel ran on the device.
-func offloadGate(rep *diag.Report) GateResult {
-	g := GateResult{Name: "require_offload", Limit: 0}
+func offloadGate(rep *diag.Report) summary.GateResult {
+	g := summary.GateResult{Name: "require_offload", Limit: 0}
 	if why := rep.OffloadProblem(); why != "" {
 		g.Note = why
 		if rep != nil && rep.Kernels != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/evalrun/evalrun/pipeline/metrics"
 	"github.com/evalrun/evalrun/pipeline/shard"
 	"github.com/evalrun/evalrun/pipeline/spec"
+	"github.com/evalrun/evalrun/pipeline/summary"
 )
 
 // generatePass runs every generate prompt: the reference generates greedily
@@ -136,7 +137,7 @@ func (r *runner) generateOne(ctx context.Context, p genPrompt) {
 		h.Tokens(p.tokens)
 		h.Tokens(refTokens[:max(len(refTokens)-1, 0)])
 	}
-	r.addPrompt(r.ref, PromptResult{Backend: r.ref.Name, Reference: true, Dataset: p.dataset, ID: p.id, Mode: string(spec.ModeGenerate),
+	r.addPrompt(r.ref, summary.PromptResult{Backend: r.ref.Name, Reference: true, Dataset: p.dataset, ID: p.id, Mode: string(spec.ModeGenerate),
 		Tokens: len(refTokens), ReferenceTokens: refTokens}, refDigest)
 
 	for i, c := range cands {

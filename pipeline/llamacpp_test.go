@@ -10,6 +10,7 @@ import (
 	"github.com/evalrun/evalrun/backend"
 	"github.com/evalrun/evalrun/internal/testkit"
 	"github.com/evalrun/evalrun/pipeline/spec"
+	"github.com/evalrun/evalrun/pipeline/summary"
 	"github.com/evalrun/evalrun/plugins/enginebackend"
 )
 
@@ -43,7 +44,7 @@ func loadPlan(t *testing.T, path string, env map[string]string) *Plan {
 	return p
 }
 
-func runEngine(t *testing.T, p *Plan) *Summary {
+func runEngine(t *testing.T, p *Plan) *summary.Summary {
 	t.Helper()
 	var errb bytes.Buffer
 	res, err := Run(context.Background(), p, Options{OutDir: t.TempDir(), Stderr: &errb, Launch: engineLauncher})
@@ -76,14 +77,14 @@ func TestKLDBaseAgreesWithLlamaCpp(t *testing.T) {
 	}
 	p := loadPlan(t, filepath.Join("..", "configs", "kld-base.yaml"), nil)
 	sum := runEngine(t, p)
-	got := map[string]*Accuracy{}
+	got := map[string]*summary.Accuracy{}
 	for _, b := range sum.Backends {
-		if b.Status != StatusOK || b.Accuracy == nil || b.Accuracy.ScoredTokens != 1512 {
+		if b.Status != summary.StatusOK || b.Accuracy == nil || b.Accuracy.ScoredTokens != 1512 {
 			t.Fatalf("%s: %s %q", b.Name, b.Status, b.Error)
 		}
 		got[b.Name] = b.Accuracy
 	}
-	check := func(backendName, stdout string, a *Accuracy) {
+	check := func(backendName, stdout string, a *summary.Accuracy) {
 		want := testkit.LlamaStats(t, stdout)
 		t.Logf("%s vs %s", backendName, stdout)
 		within(t, "KLD mean", *a.KLDMean, *a.KLDMeanErr, want["Mean KLD"][0], want["Mean KLD"][1], 0)

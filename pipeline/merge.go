@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"reflect"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/evalrun/evalrun/pipeline/refcache"
 	"github.com/evalrun/evalrun/pipeline/shard"
 	"github.com/evalrun/evalrun/pipeline/spec"
+	"github.com/evalrun/evalrun/pipeline/summary"
 )
 
 // MergeOptions are the settings of evalrun merge.
@@ -24,7 +24,7 @@ type MergeOptions struct {
 	AllowPartial bool // merge although units are missing; the result is marked partial
 	// RelativeGates checks relative gates against a baseline, as
 	// Options.RelativeGates; nil refuses shards of a spec that has them.
-	RelativeGates func(b *BackendSummary, g spec.Gates) []GateResult
+	RelativeGates func(b *summary.BackendSummary, g spec.Gates) []summary.GateResult
 	Version       string
 	GitCommit     string
 	Now           func() time.Time // nil = time.Now
@@ -53,9 +53,9 @@ func Merge(opt MergeOptions) (*Result, error) {
 	if err != nil {
 		return nil, &InputError{err}
 	}
-	sums := map[*shard.File]*Summary{}
+	sums := map[*shard.File]*summary.Summary{}
 	for _, f := range files {
-		s, err := readSummaryFile(filepath.Join(f.Dir, "summary.json"))
+		s, err := summary.Read(filepath.Join(f.Dir, "summary.json"))
 		if err != nil {
 			return nil, &InputError{err}
 		}
@@ -87,39 +87,24 @@ func Merge(opt MergeOptions) (*Result, error) {
 	m := &merger{set: set, sums: sums}
 	m.readPrompts()
 	s := m.summary(now().UTC(), opt)
-	if err := writeSummary(opt.OutDir, s); err != nil {
+	if err := summary.Write(opt.OutDir, s); err != nil {
 		return nil, fmt.Errorf("writing results to %s: %w", opt.OutDir, err)
 	}
 	res := &Result{Summary: s, Dir: opt.OutDir}
 	if err := m.writePrompts(filepath.Join(opt.OutDir, "prompts.jsonl")); err != nil {
 		return res, fmt.Errorf("writing results to %s: %w", opt.OutDir, err)
 	}
-	if err := appendIndex(filepath.Dir(opt.OutDir), opt.OutDir, s); err != nil {
+	if err := summary.AppendIndex(opt.OutDir, s); err != nil {
 		return res, fmt.Errorf("results index: %w", err)
 	}
 	return res, nil
 }
 
-func readSummaryFile(path string) (*Summary, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var s Summary
-	if err := json.Unmarshal(data, &s); err != nil {
-		return nil, fmt.Errorf("%s: %v", path, err)
-	}
-	if s.Schema != SchemaVersion {
-		return nil, fmt.Errorf("%s: schema %q, want %q", path, s.Schema, SchemaVersion)
-	}
-	return &s, nil
-}
-
 // samePlugins refuses shards whose plugins describe themselves differently
 // (another version or device).
-func samePlugins(a, b *Summary, dirA, dirB string) error {
-	bs := append([]BackendSummary{b.Reference}, b.Backends...)
-	for i, x := range append([]BackendSummary{a.Reference}, a.Backends...) {
+func samePlugins(a, b *summary.Summary, dirA, dirB string) error {
+	bs := append([]summary.BackendSummary{b.Reference}, b.Backends...)
+	for i, x := range append([]summary.BackendSummary{a.Reference}, a.Backends...) {
 		if i >= len(bs) || bs[i].Name != x.Name {
 			return fmt.Errorf("%s and %s have different backends", dirA, dirB)
 		}
@@ -133,18 +118,18 @@ func samePlugins(a, b *Summary, dirA, dirB string) error {
 
 type merger struct {
 	set     *shard.Set
-	sums    map[*shard.File]*Summary
+	sums    map[*shard.File]*summary.Summary
 	digests map[string]*digest.RunHasher // run digests per backend, rebuilt from the lines
 }
 
 // summary builds the merged summary.json.
-func (m *merger) summary(now time.Time, opt MergeOptions) *Summary {
+func (m *merger) summary(now time.Time, opt MergeOptions) *summary.Summary {
 	set := m.set
 	first := m.sums[set.Files[0]]
-	s := &Summary{Schema: SchemaVersion, Model: first.Model, Datasets: first.Datasets}
-	s.Run = RunInfo{ID: now.Format("20060102-150405") + "-" + first.Run.Name + "-merged", Name: first.Run.Name, Spec: first.Run.Spec,
+	s := &summary.Summary{Schema: summary.SchemaVersion, Model: first.Model, Datasets: first.Datasets}
+	s.Run = summary.RunInfo{ID: now.Format("20060102-150405") + "-" + first.Run.Name + "-merged", Name: first.Run.Name, Spec: first.Run.Spec,
 		Started: first.Run.Started, Finished: first.Run.Finished, EvalrunVersion: opt.Version, GitCommit: opt.GitCommit,
-		Host:          thisHost(),
+		Host:          summary.ThisHost(),
 		EffectiveSpec: first.Run.EffectiveSpec,
 		Merged:        &shard.Merged{SpecDigest: set.Manifest.SpecDigest, Partial: len(set.Missing) > 0, Missing: set.Missing}}
 	for _, f := range set.Files {
@@ -153,14 +138,14 @@ func (m *merger) summary(now time.Time, opt MergeOptions) *Summary {
 	liveRef := first.Reference.Kind != "kld_base"
 	var reasons []string
 	errorSeen, gateFailed, gated := false, false, false
-	s.Reference = m.backend(first.Reference, func(x *Summary) BackendSummary { return x.Reference })
-	s.Reference.Pass = s.Reference.Status == StatusOK
+	s.Reference = m.backend(first.Reference, func(x *summary.Summary) summary.BackendSummary { return x.Reference })
+	s.Reference.Pass = s.Reference.Status == summary.StatusOK
 	if !s.Reference.Pass {
 		errorSeen = true
 		reasons = append(reasons, fmt.Sprintf("reference %s %s: %s", s.Reference.Name, s.Reference.Status, s.Reference.Error))
 	}
 	for bi, b := range set.Manifest.Backends {
-		bs := m.backend(first.Backends[bi], func(x *Summary) BackendSummary { return x.Backends[bi] })
+		bs := m.backend(first.Backends[bi], func(x *summary.Summary) summary.BackendSummary { return x.Backends[bi] })
 		cmp := &comparison{}
 		for i, u := range set.Manifest.Units {
 			cmp.planned += u.Rows
@@ -170,7 +155,7 @@ func (m *merger) summary(now time.Time, opt MergeOptions) *Summary {
 				}
 				uc, err := unmarshalState(r.State)
 				if err != nil {
-					bs.Status, bs.Error = StatusFailed, fmt.Sprintf("%s: unit %s: %v", set.Owner[i].Dir, u.ID, err)
+					bs.Status, bs.Error = summary.StatusFailed, fmt.Sprintf("%s: unit %s: %v", set.Owner[i].Dir, u.ID, err)
 					continue
 				}
 				cmp.add(uc)
@@ -193,13 +178,13 @@ func (m *merger) summary(now time.Time, opt MergeOptions) *Summary {
 		}
 		if x.Host != nil {
 			if s.Host == nil {
-				s.Host = &HostTiming{}
+				s.Host = &summary.HostTiming{}
 			}
-			s.Host.add(x.Host)
+			s.Host.Add(x.Host)
 		}
 		// What went wrong in a shard beyond its backends (an interruption,
 		// a file not written) makes the merge an error too.
-		if x.Verdict.Status == VerdictError {
+		if x.Verdict.Status == summary.VerdictError {
 			errorSeen = true
 			for _, why := range x.Verdict.Reasons {
 				reasons = append(reasons, fmt.Sprintf("shard %s: %s", f.Manifest.Shard, why))
@@ -217,22 +202,22 @@ func (m *merger) summary(now time.Time, opt MergeOptions) *Summary {
 // backend merges one backend's block over the shards: the first shard's
 // description and load, the first failure, the eval calls summed, the
 // throughput of the shard that ran its bench, the highest peak memory.
-func (m *merger) backend(base BackendSummary, of func(*Summary) BackendSummary) BackendSummary {
+func (m *merger) backend(base summary.BackendSummary, of func(*summary.Summary) summary.BackendSummary) summary.BackendSummary {
 	out := base
-	out.Status, out.Error, out.Eval, out.Throughput, out.PeakRSSBytes, out.Gates, out.Accuracy, out.Pass, out.Digest, out.Cache = StatusOK, "", nil, nil, nil, nil, nil, false, nil, nil
+	out.Status, out.Error, out.Eval, out.Throughput, out.PeakRSSBytes, out.Gates, out.Accuracy, out.Pass, out.Digest, out.Cache = summary.StatusOK, "", nil, nil, nil, nil, nil, false, nil, nil
 	bench := shard.BenchUnit(base.Name)
 	var reports []*diag.Report
 	for _, f := range m.set.Files {
 		b := of(m.sums[f])
 		reports = append(reports, b.Diagnostics)
-		if b.Status != StatusOK && out.Status == StatusOK {
+		if b.Status != summary.StatusOK && out.Status == summary.StatusOK {
 			out.Status, out.Error = b.Status, fmt.Sprintf("shard %s: %s", f.Manifest.Shard, b.Error)
 		}
 		if b.Eval != nil {
 			if out.Eval == nil {
-				out.Eval = &EvalTiming{}
+				out.Eval = &summary.EvalTiming{}
 			}
-			out.Eval.add(b.Eval)
+			out.Eval.Add(b.Eval)
 		}
 		if b.Cache != nil {
 			if out.Cache == nil {
@@ -257,34 +242,13 @@ func (m *merger) backend(base BackendSummary, of func(*Summary) BackendSummary) 
 	return out
 }
 
-func (e *EvalTiming) add(o *EvalTiming) {
-	e.Calls += o.Calls
-	e.Rows += o.Rows
-	e.CallS += o.CallS
-	e.ComputeS += o.ComputeS
-	e.DecodeS += o.DecodeS
-}
-
-func (t *HostTiming) add(o *HostTiming) {
-	t.PassesS += o.PassesS
-	t.ComputeS += o.ComputeS
-	t.DecodeS += o.DecodeS
-	t.MetricsS += o.MetricsS
-	t.HostIPCS, t.HostIPCShare = nil, nil
-	if t.ComputeS > 0 && t.PassesS > 0 {
-		hostIPC := t.PassesS - t.ComputeS
-		share := hostIPC / t.PassesS
-		t.HostIPCS, t.HostIPCShare = &hostIPC, &share
-	}
-}
-
 // readPrompts folds the digests of the shards' prompts.jsonl lines into
 // each backend's run digest in plan order, as the unsharded run folds them.
 func (m *merger) readPrompts() {
 	m.digests = map[string]*digest.RunHasher{}
 	for _, unit := range m.set.Prompts {
 		for _, l := range unit {
-			var p PromptResult
+			var p summary.PromptResult
 			if err := json.Unmarshal(l, &p); err != nil || p.Prompt == nil {
 				continue
 			}

@@ -13,18 +13,19 @@ import (
 
 	"github.com/evalrun/evalrun/pipeline/shard"
 	"github.com/evalrun/evalrun/pipeline/spec"
+	"github.com/evalrun/evalrun/pipeline/summary"
 )
 
 // comparable is summary.json without what differs between two runs of the
 // same spec: run ids and provenance, timings, peak memory and speed figures
 // (but not which throughput tests exist and how many samples they have).
-func comparable(t *testing.T, s *Summary) string {
+func comparable(t *testing.T, s *summary.Summary) string {
 	t.Helper()
 	c := *s
-	c.Run = RunInfo{Name: s.Run.Name, Spec: s.Run.Spec, EvalrunVersion: s.Run.EvalrunVersion}
+	c.Run = summary.RunInfo{Name: s.Run.Name, Spec: s.Run.Spec, EvalrunVersion: s.Run.EvalrunVersion}
 	c.Host = nil
-	var bs []BackendSummary
-	for _, b := range append([]BackendSummary{s.Reference}, s.Backends...) {
+	var bs []summary.BackendSummary
+	for _, b := range append([]summary.BackendSummary{s.Reference}, s.Backends...) {
 		b.PeakRSSBytes = nil
 		if b.Load != nil {
 			l := *b.Load
@@ -32,13 +33,13 @@ func comparable(t *testing.T, s *Summary) string {
 			b.Load = &l
 		}
 		if b.Eval != nil {
-			b.Eval = &EvalTiming{Calls: b.Eval.Calls, Rows: b.Eval.Rows}
+			b.Eval = &summary.EvalTiming{Calls: b.Eval.Calls, Rows: b.Eval.Rows}
 		}
 		if b.Throughput != nil {
-			tp := Throughput{}
-			for _, p := range []struct{ in, out **BenchTest }{{&b.Throughput.PP, &tp.PP}, {&b.Throughput.TG, &tp.TG}} {
+			tp := summary.Throughput{}
+			for _, p := range []struct{ in, out **summary.BenchTest }{{&b.Throughput.PP, &tp.PP}, {&b.Throughput.TG, &tp.TG}} {
 				if *p.in != nil {
-					*p.out = &BenchTest{NPrompt: (*p.in).NPrompt, NGen: (*p.in).NGen, SamplesNS: make([]int64, len((*p.in).SamplesNS))}
+					*p.out = &summary.BenchTest{NPrompt: (*p.in).NPrompt, NGen: (*p.in).NGen, SamplesNS: make([]int64, len((*p.in).SamplesNS))}
 				}
 			}
 			b.Throughput = &tp
@@ -181,7 +182,7 @@ func TestMergeRefusesIncompleteDuplicateAndForeignShards(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := res.Summary
-	if !s.Run.Merged.Partial || len(s.Run.Merged.Missing) == 0 || s.Verdict.Status != VerdictFail || s.Backends[0].Accuracy.Complete {
+	if !s.Run.Merged.Partial || len(s.Run.Merged.Missing) == 0 || s.Verdict.Status != summary.VerdictFail || s.Backends[0].Accuracy.Complete {
 		t.Fatalf("partial merge: %+v verdict %+v", s.Run.Merged, s.Verdict)
 	}
 }

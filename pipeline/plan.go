@@ -18,6 +18,7 @@ import (
 	"github.com/evalrun/evalrun/pipeline/dataset"
 	"github.com/evalrun/evalrun/pipeline/kldbase"
 	"github.com/evalrun/evalrun/pipeline/spec"
+	"github.com/evalrun/evalrun/pipeline/summary"
 )
 
 // Plan is a spec resolved against its model: the model's facts, every prompt
@@ -25,7 +26,7 @@ import (
 // every check a backend would otherwise only fail at Load.
 type Plan struct {
 	Spec      *spec.Spec
-	Model     ModelSummary
+	Model     summary.ModelSummary
 	NCtxTrain int   // the model's context_length: no pass feeds more
 	BOS       int32 // written over position 0 of every score chunk; -1 if the vocabulary adds no BOS
 	Datasets  []DatasetPlan
@@ -137,7 +138,7 @@ func (p *Plan) openModel(ctx context.Context) (*tokenizer.Tokenizer, error) {
 		}
 		nParams += e
 	}
-	p.Model = ModelSummary{Path: path, SHA256: sum, Arch: cfg.Arch, NParams: nParams, NVocab: n, SizeBytes: f.Size}
+	p.Model = summary.ModelSummary{Path: path, SHA256: sum, Arch: cfg.Arch, NParams: nParams, NVocab: n, SizeBytes: f.Size}
 	p.NCtxTrain = cfg.NCtxTrain
 	return tok, nil
 }
@@ -298,8 +299,8 @@ func (p *Plan) maxContext() int {
 	return min(max(n, 512), p.NCtxTrain)
 }
 
-func (d DatasetPlan) summary() DatasetSummary {
-	s := DatasetSummary{Name: d.Name, Path: d.Path, SHA256: d.SHA256, Mode: string(d.Mode), Records: d.Records, Tokens: d.Tokens}
+func (d DatasetPlan) summary() summary.DatasetSummary {
+	s := summary.DatasetSummary{Name: d.Name, Path: d.Path, SHA256: d.SHA256, Mode: string(d.Mode), Records: d.Records, Tokens: d.Tokens}
 	if d.Mode == spec.ModeScore {
 		s.NCtx = d.NCtx
 		s.Chunks = len(d.Stream) / d.NCtx

@@ -8,40 +8,12 @@ import (
 	"github.com/evalrun/evalrun/internal/atomicfile"
 	"github.com/evalrun/evalrun/pipeline/digest"
 	"github.com/evalrun/evalrun/pipeline/spec"
+	"github.com/evalrun/evalrun/pipeline/summary"
 )
 
-// PromptResult is one line of prompts.jsonl: one backend on one prompt (a
-// generate record) or one score chunk. The reference has lines too
-// (Reference true), with its digest and no comparison.
-type PromptResult struct {
-	Backend         string   `json:"backend"`
-	Reference       bool     `json:"reference,omitempty"`
-	Dataset         string   `json:"dataset"`
-	ID              string   `json:"id"`
-	Mode            string   `json:"mode"`
-	Tokens          int      `json:"tokens"`
-	KLDMean         *float64 `json:"kld_mean"`
-	KLDMax          *float64 `json:"kld_max"`
-	SameTopP        *float64 `json:"same_top_p"`
-	PPL             *float64 `json:"ppl"`
-	PPLBase         *float64 `json:"ppl_base"`
-	NMSE            *float64 `json:"nmse,omitempty"`
-	CosineMin       *float64 `json:"cosine_min,omitempty"`
-	MaxAbsDiff      *float64 `json:"max_abs_diff,omitempty"`
-	NaNCount        int64    `json:"nan_count"`
-	InfCount        int64    `json:"inf_count"`
-	GreedyMatch     *bool    `json:"greedy_match,omitempty"`
-	FirstDivergence *int     `json:"first_divergence,omitempty"`
-	ReferenceTokens []int32  `json:"reference_tokens,omitempty"`
-	GeneratedTokens []int32  `json:"generated_tokens,omitempty"`
-	// The exact digests of the logits rows the backend returned and of the
-	// tokens it was fed (package digest).
-	*digest.Prompt
-}
-
-func promptFromComparison(backendName, ds, id string, mode spec.Mode, c *comparison, liveRef bool) PromptResult {
+func promptFromComparison(backendName, ds, id string, mode spec.Mode, c *comparison, liveRef bool) summary.PromptResult {
 	a := c.accuracy(liveRef)
-	p := PromptResult{
+	p := summary.PromptResult{
 		Backend: backendName, Dataset: ds, ID: id, Mode: string(mode), Tokens: a.Tokens,
 		KLDMean: a.KLDMean, KLDMax: a.KLDMax, SameTopP: a.SameTopP, PPL: a.PPL, PPLBase: a.PPLBase,
 		NMSE: a.NMSE, CosineMin: a.CosineMin, MaxAbsDiff: a.MaxAbsDiff, NaNCount: a.NaNCount, InfCount: a.InfCount,
@@ -105,7 +77,7 @@ func (l *promptLog) abort() {
 // addPrompt writes a prompts.jsonl line for rb, with the digest of what it
 // returned, keeps it for the unit's record and folds that digest into rb's
 // run digest.
-func (r *runner) addPrompt(rb *runBackend, p PromptResult, h *digest.Hasher) {
+func (r *runner) addPrompt(rb *runBackend, p summary.PromptResult, h *digest.Hasher) {
 	d := h.Sum()
 	p.Prompt = &d
 	rb.digest.Add(p.Dataset, p.ID, d)

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/evalrun/evalrun/pipeline/refcache"
+
+	"github.com/evalrun/evalrun/pipeline/summary"
 )
 
 // TestReferenceCache: a second run with the same cache computes no score
@@ -19,7 +21,7 @@ func TestReferenceCache(t *testing.T) {
 		p.Datasets[0].Stream[i] = int32((i*i*7 + i*3 + 1) % 61)
 	}
 	p.Spec.Cache = filepath.Join(t.TempDir(), "cache")
-	run := func(name string) (*Summary, int64) {
+	run := func(name string) (*summary.Summary, int64) {
 		fakes := shardFakes()
 		var errb bytes.Buffer
 		res, err := Run(context.Background(), p, Options{OutDir: filepath.Join(p.Spec.Output.Dir, name), Stderr: &errb, Launch: fakeLauncher(fakes), Version: "test"})
@@ -28,7 +30,7 @@ func TestReferenceCache(t *testing.T) {
 		}
 		return res.Summary, fakes["ref"].evals.Load()
 	}
-	normal := func(s *Summary) string {
+	normal := func(s *summary.Summary) string {
 		c := *s
 		c.Reference.Cache, c.Reference.Eval = nil, nil // the plugin's calls: fewer with a warm cache
 		return comparable(t, &c)

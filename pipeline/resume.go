@@ -8,6 +8,7 @@ import (
 
 	"github.com/evalrun/evalrun/internal/atomicfile"
 	"github.com/evalrun/evalrun/pipeline/shard"
+	"github.com/evalrun/evalrun/pipeline/summary"
 )
 
 // A resumed run (Options.Resume) continues an interrupted run in the same
@@ -82,7 +83,7 @@ func (r *runner) resumeFrom(dir string) error {
 			}
 		}
 		for _, l := range rec.Prompts {
-			var p PromptResult
+			var p summary.PromptResult
 			json.Unmarshal(l, &p) // checked by unitComplete
 			for _, rb := range r.backends() {
 				if rb.Name == p.Backend && p.Prompt != nil {
@@ -108,7 +109,7 @@ func (r *runner) unitComplete(u shard.Unit, rec shard.Record) bool {
 	}
 	backends := map[string]bool{}
 	for _, l := range rec.Prompts {
-		var p PromptResult
+		var p summary.PromptResult
 		if json.Unmarshal(l, &p) != nil || p.Prompt == nil || shard.PromptUnit(p.Mode, p.Dataset, p.ID) != u.ID {
 			return false
 		}

@@ -12,7 +12,6 @@ package pipeline
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -24,12 +23,12 @@ import (
 	"time"
 
 	"github.com/evalrun/evalrun/backend"
-	"github.com/evalrun/evalrun/internal/atomicfile"
 	"github.com/evalrun/evalrun/pipeline/diag"
 	"github.com/evalrun/evalrun/pipeline/kldbase"
 	"github.com/evalrun/evalrun/pipeline/refcache"
 	"github.com/evalrun/evalrun/pipeline/shard"
 	"github.com/evalrun/evalrun/pipeline/spec"
+	"github.com/evalrun/evalrun/pipeline/summary"
 )
 
 // Options are the host-side settings of a run that are not part of the spec.
@@ -54,7 +53,7 @@ type Options struct {
 	// RelativeGates checks a finished candidate's relative gates against
 	// the baseline run (package runcompare provides it); nil when there is
 	// no baseline, and then a spec with relative gates is refused.
-	RelativeGates func(b *BackendSummary, g spec.Gates) []GateResult
+	RelativeGates func(b *summary.BackendSummary, g spec.Gates) []summary.GateResult
 	// Shard runs only this shard's units (package shard); nil runs all.
 	Shard *shard.Shard
 	// Resume continues the interrupted run in OutDir: its completed units
@@ -64,7 +63,7 @@ type Options struct {
 
 // Result is what Run hands back to the CLI.
 type Result struct {
-	Summary *Summary
+	Summary *summary.Summary
 	Dir     string // where the results were written
 }
 
@@ -87,12 +86,12 @@ func Run(ctx context.Context, p *Plan, opt Options) (*Result, error) {
 	if err := checkOutDir(outDir, opt.Force || opt.Resume); err != nil {
 		return nil, err
 	}
-	sum := &Summary{
-		Schema: SchemaVersion,
-		Run: RunInfo{
+	sum := &summary.Summary{
+		Schema: summary.SchemaVersion,
+		Run: summary.RunInfo{
 			ID: runID, Name: s.Name, Spec: s.Path, Started: started.UTC(),
 			EvalrunVersion: opt.Version, GitCommit: opt.GitCommit,
-			Host:          thisHost(),
+			Host:          summary.ThisHost(),
 			EffectiveSpec: s.Effective(),
 		},
 		Model: p.Model,
@@ -139,7 +138,7 @@ func Run(ctx context.Context, p *Plan, opt Options) (*Result, error) {
 	r.finish(ctx, now())
 
 	res := &Result{Summary: r.sum, Dir: outDir}
-	err = writeSummary(outDir, r.sum)
+	err = summary.Write(outDir, r.sum)
 	if perr := r.promptLog.commit(); err == nil {
 		err = perr
 	}
@@ -149,20 +148,10 @@ func Run(ctx context.Context, p *Plan, opt Options) (*Result, error) {
 	if err != nil {
 		return res, fmt.Errorf("writing results to %s: %w", outDir, err)
 	}
-	if err := appendIndex(filepath.Dir(outDir), outDir, r.sum); err != nil {
+	if err := summary.AppendIndex(outDir, r.sum); err != nil {
 		return res, fmt.Errorf("results index: %w", err)
 	}
 	return res, nil
-}
-
-// writeSummary writes summary.json atomically; the other result files are
-// rendered from it by package report.
-func writeSummary(dir string, s *Summary) error {
-	data, err := json.MarshalIndent(s, "", "  ")
-	if err != nil {
-		return err
-	}
-	return atomicfile.WriteFile(filepath.Join(dir, "summary.json"), append(data, '\n'))
 }
 
 func (opt Options) withDefaults() Options {
@@ -186,7 +175,7 @@ func (opt Options) withDefaults() Options {
 // *InputError; a plugin that could not start another error.
 func Validate(ctx context.Context, p *Plan, opt Options) ([]string, error) {
 	opt = opt.withDefaults()
-	r := &runner{plan: p, opt: opt, log: opt.Log, sum: &Summary{}}
+	r := &runner{plan: p, opt: opt, log: opt.Log, sum: &summary.Summary{}}
 	defer r.closeAll()
 	if err := r.prepare(); err != nil {
 		return nil, err
@@ -199,7 +188,7 @@ func Validate(ctx context.Context, p *Plan, opt Options) ([]string, error) {
 	}
 	var warnings []string
 	for _, rb := range r.backends() {
-		if st, err := rb.statusErr(); st != StatusOK {
+		if st, err := rb.statusErr(); st != summary.StatusOK {
 			return warnings, fmt.Errorf("%s %s: %w", rb.Name, st, err)
 		}
 		for _, w := range rb.warnings {
@@ -214,7 +203,7 @@ type runner struct {
 	plan *Plan
 	opt  Options
 	log  *slog.Logger
-	sum  *Summary
+	sum  *summary.Summary
 
 	ref   *runBackend // nil when the reference is a kld_base file
 	base  *kldbase.Reader
@@ -227,11 +216,11 @@ type runner struct {
 	owned    map[string]bool // a shard's units, or a resumed run's units left; nil: every unit
 	unitsOut *shard.Writer   // the units file
 
-	refTput     *Throughput
+	refTput     *summary.Throughput
 	refOut      *kldbase.Writer // output.kld_base of the reference
 	problems    []string        // run-level failures for the verdict (outputs not written)
 	interrupted bool
-	timing      HostTiming
+	timing      summary.HostTiming
 	loads       []backend.LoadRequest // per backend, as backends() lists them
 	closeOnce   sync.Once
 }
@@ -240,7 +229,7 @@ type runner struct {
 type candidate struct {
 	rb      *runBackend
 	cmp     *comparison
-	tput    *Throughput
+	tput    *summary.Throughput
 	outFile *kldbase.Writer
 	diag    *diag.Report // device diagnostics (nil: the plugin has none)
 }
@@ -271,7 +260,7 @@ func (r *runner) prepare() error {
 		case b.NCtx() > p.NCtxTrain:
 			return inputErr("reference kld_base %s: n_ctx %d exceeds the model's context_length %d", path, b.NCtx(), p.NCtxTrain)
 		}
-		r.sum.Datasets = append(r.sum.Datasets, DatasetSummary{
+		r.sum.Datasets = append(r.sum.Datasets, summary.DatasetSummary{
 			Name: "kld_base", Path: path, Mode: string(spec.ModeScore),
 			Tokens: len(b.Tokens()), Chunks: b.NChunk(), NCtx: b.NCtx(), Scored: b.NChunk() * kldbase.PerChunk(b.NCtx()),
 		})
@@ -297,7 +286,7 @@ func (r *runner) startBackends(ctx context.Context) error {
 	var reqs []backend.LoadRequest
 	for _, b := range p.Spec.Backends() {
 		rb := &runBackend{Backend: b, log: r.log, timeouts: p.Spec.Timeouts, nVocab: p.Model.NVocab,
-			status: StatusOK, rows: make(chan []float32, pool)}
+			status: summary.StatusOK, rows: make(chan []float32, pool)}
 		if b.Key == "reference" {
 			r.ref = rb
 		} else {
@@ -322,7 +311,7 @@ func (r *runner) startBackends(ctx context.Context) error {
 func (r *runner) loadBackends(ctx context.Context) error {
 	for i, rb := range r.backends() {
 		if r.ref != nil && rb != r.ref && !r.ref.ok() {
-			rb.status, rb.err = StatusSkipped, errors.New("the reference backend could not run")
+			rb.status, rb.err = summary.StatusSkipped, errors.New("the reference backend could not run")
 			continue
 		}
 		if ctx.Err() != nil || !rb.ok() {
@@ -409,7 +398,7 @@ func (r *runner) finish(ctx context.Context, end time.Time) {
 	var reasons []string
 	gateFailed, gated, errorSeen := false, false, r.interrupted || len(r.problems) > 0
 	if r.base != nil {
-		s.Reference = BackendSummary{Name: r.plan.Spec.Reference.Name, Kind: "kld_base", Model: r.plan.Spec.Reference.KLDBase, Status: StatusOK, Pass: true}
+		s.Reference = summary.BackendSummary{Name: r.plan.Spec.Reference.Name, Kind: "kld_base", Model: r.plan.Spec.Reference.KLDBase, Status: summary.StatusOK, Pass: true}
 	} else {
 		s.Reference = r.backendSummary(r.ref)
 		s.Reference.Throughput = r.refTput
@@ -417,7 +406,7 @@ func (r *runner) finish(ctx context.Context, end time.Time) {
 			st := r.cache.Stats
 			s.Reference.Cache = &st
 		}
-		s.Reference.Pass = s.Reference.Status == StatusOK
+		s.Reference.Pass = s.Reference.Status == summary.StatusOK
 		if !s.Reference.Pass {
 			errorSeen = true
 			reasons = append(reasons, fmt.Sprintf("reference %s %s: %s", s.Reference.Name, s.Reference.Status, s.Reference.Error))
@@ -439,11 +428,7 @@ func (r *runner) finish(ctx context.Context, end time.Time) {
 		for _, rb := range r.backends() {
 			t.DecodeS += rb.eval.DecodeS
 		}
-		if t.ComputeS > 0 {
-			hostIPC := t.PassesS - t.ComputeS
-			share := hostIPC / t.PassesS
-			t.HostIPCS, t.HostIPCShare = &hostIPC, &share
-		}
+		t.SetHostIPC()
 		s.Host = &t
 	}
 	reasons = append(reasons, r.problems...)
@@ -456,11 +441,11 @@ func (r *runner) finish(ctx context.Context, end time.Time) {
 // judge fills a candidate's accuracy from its comparison, checks its gates
 // and completeness, and says why it does not pass; failed means it could
 // not run (an error, not a gate).
-func judge(bs *BackendSummary, cmp *comparison, gates spec.Gates, relative func(*BackendSummary, spec.Gates) []GateResult, liveRef bool) (reasons []string, failed bool) {
-	if bs.Status != StatusSkipped && (cmp.compared > 0 || bs.Status == StatusOK) {
+func judge(bs *summary.BackendSummary, cmp *comparison, gates spec.Gates, relative func(*summary.BackendSummary, spec.Gates) []summary.GateResult, liveRef bool) (reasons []string, failed bool) {
+	if bs.Status != summary.StatusSkipped && (cmp.compared > 0 || bs.Status == summary.StatusOK) {
 		bs.Accuracy = cmp.accuracy(liveRef)
 	}
-	if bs.Status != StatusOK {
+	if bs.Status != summary.StatusOK {
 		return []string{fmt.Sprintf("%s %s: %s", bs.Name, bs.Status, bs.Error)}, true
 	}
 	bs.Gates = evaluateGates(gates, bs.Accuracy, bs.Throughput)
@@ -484,23 +469,23 @@ func judge(bs *BackendSummary, cmp *comparison, gates spec.Gates, relative func(
 	return reasons, false
 }
 
-func verdictOf(errorSeen, gateFailed, gated bool, reasons []string) Verdict {
+func verdictOf(errorSeen, gateFailed, gated bool, reasons []string) summary.Verdict {
 	switch {
 	case errorSeen:
-		return Verdict{Status: VerdictError, ExitCode: backend.ExitBackend, Reasons: reasons}
+		return summary.Verdict{Status: summary.VerdictError, ExitCode: backend.ExitBackend, Reasons: reasons}
 	case gateFailed:
-		return Verdict{Status: VerdictFail, ExitCode: backend.ExitGateFailed, Reasons: reasons}
+		return summary.Verdict{Status: summary.VerdictFail, ExitCode: backend.ExitGateFailed, Reasons: reasons}
 	case !gated:
 		reasons = append(reasons, "no gates configured: every backend ran, but no limit was checked (set gates: in the spec)")
-		return Verdict{Status: VerdictNoGates, ExitCode: backend.ExitPass, Reasons: reasons}
+		return summary.Verdict{Status: summary.VerdictNoGates, ExitCode: backend.ExitPass, Reasons: reasons}
 	default:
-		return Verdict{Status: VerdictPass, ExitCode: backend.ExitPass, Reasons: reasons}
+		return summary.Verdict{Status: summary.VerdictPass, ExitCode: backend.ExitPass, Reasons: reasons}
 	}
 }
 
-func (r *runner) backendSummary(rb *runBackend) BackendSummary {
+func (r *runner) backendSummary(rb *runBackend) summary.BackendSummary {
 	b := rb.Backend
-	bs := BackendSummary{Name: b.Name, Plugin: b.Plugin, Kind: "plugin", Model: b.Model, Threads: b.Threads, Options: b.Options}
+	bs := summary.BackendSummary{Name: b.Name, Plugin: b.Plugin, Kind: "plugin", Model: b.Model, Threads: b.Threads, Options: b.Options}
 	if b.PluginPath != "" {
 		bs.Plugin = b.PluginPath
 	}
@@ -509,8 +494,8 @@ func (r *runner) backendSummary(rb *runBackend) BackendSummary {
 	if err != nil {
 		bs.Error = err.Error()
 	}
-	if st == StatusOK && rb.load == nil { // interrupted before it loaded
-		bs.Status, bs.Error = StatusSkipped, "the run was interrupted"
+	if st == summary.StatusOK && rb.load == nil { // interrupted before it loaded
+		bs.Status, bs.Error = summary.StatusSkipped, "the run was interrupted"
 	}
 	bs.Info, bs.Load, bs.PeakRSSBytes, bs.Digest = rb.info, rb.load, rb.peakRSS, rb.digest.Sum()
 	if rb.eval.Calls > 0 {

@@ -19,6 +19,7 @@ import (
 	"github.com/evalrun/evalrun/backend"
 	"github.com/evalrun/evalrun/pipeline/digest"
 	"github.com/evalrun/evalrun/pipeline/spec"
+	"github.com/evalrun/evalrun/pipeline/summary"
 )
 
 // testPlan builds a plan over the fakes without a model file: one score
@@ -42,7 +43,7 @@ func testPlan(t *testing.T, nVocab, nTok, nCtx, nGen int, cands ...spec.Backend)
 	s.Candidates = cands
 	p := &Plan{
 		Spec:      s,
-		Model:     ModelSummary{Path: "fake.gguf", Arch: "fake", NVocab: nVocab},
+		Model:     summary.ModelSummary{Path: "fake.gguf", Arch: "fake", NVocab: nVocab},
 		NCtxTrain: 1 << 20,
 		BOS:       1,
 		Datasets: []DatasetPlan{
@@ -71,17 +72,17 @@ func runFakes(t *testing.T, p *Plan, fakes map[string]*fakeBackend) (*Result, st
 	return res, errb.String()
 }
 
-func readSummary(t *testing.T, dir string) *Summary {
+func readSummary(t *testing.T, dir string) *summary.Summary {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(dir, "summary.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var s Summary
+	var s summary.Summary
 	if err := json.Unmarshal(data, &s); err != nil {
 		t.Fatalf("summary.json: %v", err)
 	}
-	if s.Schema != SchemaVersion {
+	if s.Schema != summary.SchemaVersion {
 		t.Fatalf("schema %q", s.Schema)
 	}
 	return &s
@@ -91,7 +92,7 @@ func TestRunIdenticalBackendsPass(t *testing.T) {
 	p := testPlan(t, 64, 256, 32, 5, spec.Backend{Name: "same", Plugin: "fake", Gates: spec.Gates{KLDMeanMax: ptr(0), SameTopPMin: ptr(1), MaxAbsDiffMax: ptr(0)}})
 	res, out := runFakes(t, p, map[string]*fakeBackend{"ref": newFake(64), "same": newFake(64)})
 	s := readSummary(t, res.Dir)
-	if s.Verdict.ExitCode != backend.ExitPass || s.Verdict.Status != VerdictPass {
+	if s.Verdict.ExitCode != backend.ExitPass || s.Verdict.Status != summary.VerdictPass {
 		t.Fatalf("verdict %+v\n%s", s.Verdict, out)
 	}
 	b := s.Backends[0]
@@ -164,11 +165,11 @@ func TestRunNoisyCandidateFailsGate(t *testing.T) {
 		spec.Backend{Name: "noisy", Plugin: "fake", Gates: spec.Gates{KLDMeanMax: ptr(0.001), SameTopPMin: ptr(0.5)}})
 	res, out := runFakes(t, p, map[string]*fakeBackend{"ref": newFake(64), "noisy": noisy})
 	s := res.Summary
-	if s.Verdict.ExitCode != backend.ExitGateFailed || s.Verdict.Status != VerdictFail {
+	if s.Verdict.ExitCode != backend.ExitGateFailed || s.Verdict.Status != summary.VerdictFail {
 		t.Fatalf("verdict %+v\n%s", s.Verdict, out)
 	}
 	b := s.Backends[0]
-	if b.Status != StatusOK || b.Pass {
+	if b.Status != summary.StatusOK || b.Pass {
 		t.Fatalf("status %s pass %v", b.Status, b.Pass)
 	}
 	if *b.Accuracy.KLDMean <= 0.001 {
@@ -197,21 +198,21 @@ func TestRunCrashAndHangKeepOtherResults(t *testing.T) {
 	p.Spec.Timeouts.Eval = 300 * time.Millisecond
 	res, out := runFakes(t, p, map[string]*fakeBackend{"ref": newFake(64), "crash": crash, "good": newFake(64), "hang": hang})
 	s := readSummary(t, res.Dir)
-	if s.Verdict.ExitCode != backend.ExitBackend || s.Verdict.Status != VerdictError {
+	if s.Verdict.ExitCode != backend.ExitBackend || s.Verdict.Status != summary.VerdictError {
 		t.Fatalf("verdict %+v\n%s", s.Verdict, out)
 	}
-	by := map[string]BackendSummary{}
+	by := map[string]summary.BackendSummary{}
 	for _, b := range s.Backends {
 		by[b.Name] = b
 	}
-	if by["crash"].Status != StatusCrashed || by["crash"].Accuracy == nil || by["crash"].Accuracy.Tokens != 20 || by["crash"].Accuracy.Complete {
+	if by["crash"].Status != summary.StatusCrashed || by["crash"].Accuracy == nil || by["crash"].Accuracy.Tokens != 20 || by["crash"].Accuracy.Complete {
 		t.Fatalf("crash: %+v %+v", by["crash"].Status, by["crash"].Accuracy)
 	}
-	if by["hang"].Status != StatusTimeout || !strings.Contains(by["hang"].Error, "timed out") {
+	if by["hang"].Status != summary.StatusTimeout || !strings.Contains(by["hang"].Error, "timed out") {
 		t.Fatalf("hang: %s %q", by["hang"].Status, by["hang"].Error)
 	}
 	g := by["good"]
-	if g.Status != StatusOK || !g.Pass || !g.Accuracy.Complete || g.Accuracy.Tokens != 8*15+12 || g.Throughput == nil {
+	if g.Status != summary.StatusOK || !g.Pass || !g.Accuracy.Complete || g.Accuracy.Tokens != 8*15+12 || g.Throughput == nil {
 		t.Fatalf("the healthy backend's results are incomplete: %+v %+v", g.Status, g.Accuracy)
 	}
 	if by["crash"].Throughput != nil || by["hang"].Throughput != nil {
@@ -236,10 +237,10 @@ func TestRunReferenceLoadFailureSkipsCandidates(t *testing.T) {
 	ref.failLoad = true
 	res, _ := runFakes(t, p, map[string]*fakeBackend{"ref": ref, "c": newFake(64)})
 	s := res.Summary
-	if s.Reference.Status != StatusFailed || !strings.Contains(s.Reference.Error, "no device") {
+	if s.Reference.Status != summary.StatusFailed || !strings.Contains(s.Reference.Error, "no device") {
 		t.Fatalf("reference %s %q", s.Reference.Status, s.Reference.Error)
 	}
-	if s.Backends[0].Status != StatusSkipped || s.Verdict.ExitCode != backend.ExitBackend {
+	if s.Backends[0].Status != summary.StatusSkipped || s.Verdict.ExitCode != backend.ExitBackend {
 		t.Fatalf("candidate %s, verdict %+v", s.Backends[0].Status, s.Verdict)
 	}
 }
@@ -315,7 +316,7 @@ func TestRunInterruptedKeepsResults(t *testing.T) {
 	if s.Verdict.ExitCode != backend.ExitBackend || !strings.Contains(strings.Join(s.Verdict.Reasons, ";"), "interrupted") {
 		t.Fatalf("verdict %+v", s.Verdict)
 	}
-	if b.Status != StatusOK || b.Accuracy == nil || b.Accuracy.Tokens == 0 || b.Accuracy.Complete || b.Pass {
+	if b.Status != summary.StatusOK || b.Accuracy == nil || b.Accuracy.Tokens == 0 || b.Accuracy.Complete || b.Pass {
 		t.Fatalf("backend %s, accuracy %+v", b.Status, b.Accuracy)
 	}
 }
@@ -331,7 +332,7 @@ func promptDigests(t *testing.T, dir string) map[string]map[string]digest.Prompt
 	out := map[string]map[string]digest.Prompt{}
 	dec := json.NewDecoder(f)
 	for dec.More() {
-		var p PromptResult
+		var p summary.PromptResult
 		if err := dec.Decode(&p); err != nil {
 			t.Fatal(err)
 		}
@@ -449,7 +450,7 @@ func TestRunWithoutGatesSaysSo(t *testing.T) {
 	p := testPlan(t, 64, 128, 32, 0, spec.Backend{Name: "free", Plugin: "fake"})
 	res, _ := runFakes(t, p, map[string]*fakeBackend{"ref": newFake(64), "free": newFake(64)})
 	s := readSummary(t, res.Dir)
-	if s.Verdict.Status != VerdictNoGates || s.Verdict.ExitCode != backend.ExitPass || !s.Backends[0].Pass {
+	if s.Verdict.Status != summary.VerdictNoGates || s.Verdict.ExitCode != backend.ExitPass || !s.Backends[0].Pass {
 		t.Fatalf("verdict %+v, backend pass %v", s.Verdict, s.Backends[0].Pass)
 	}
 	if !strings.Contains(strings.Join(s.Verdict.Reasons, "\n"), "no gates configured") {
@@ -458,7 +459,7 @@ func TestRunWithoutGatesSaysSo(t *testing.T) {
 	// One gate anywhere makes it a real pass.
 	p = testPlan(t, 64, 128, 32, 0, spec.Backend{Name: "free", Plugin: "fake"}, spec.Backend{Name: "gated", Plugin: "fake", Gates: spec.Gates{KLDMeanMax: ptr(0)}})
 	res, _ = runFakes(t, p, map[string]*fakeBackend{"ref": newFake(64), "free": newFake(64), "gated": newFake(64)})
-	if v := res.Summary.Verdict; v.Status != VerdictPass {
+	if v := res.Summary.Verdict; v.Status != summary.VerdictPass {
 		t.Errorf("with a gate: verdict %+v", v)
 	}
 }
@@ -498,7 +499,7 @@ func TestRunKeepsEarlierResultsAndListsRuns(t *testing.T) {
 		t.Errorf("--force kept the earlier run's report.html (%v)", err)
 	}
 	index := readLines(t, filepath.Join(filepath.Dir(res.Dir), "index.jsonl"))
-	if len(index) != 2 || index[0]["dir"] != res.Dir || index[1]["verdict"] != VerdictPass || index[1]["id"] != s.Run.ID {
+	if len(index) != 2 || index[0]["dir"] != res.Dir || index[1]["verdict"] != summary.VerdictPass || index[1]["id"] != s.Run.ID {
 		t.Fatalf("index.jsonl: %v", index)
 	}
 }

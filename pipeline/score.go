@@ -14,6 +14,7 @@ import (
 	"github.com/evalrun/evalrun/pipeline/refcache"
 	"github.com/evalrun/evalrun/pipeline/shard"
 	"github.com/evalrun/evalrun/pipeline/spec"
+	"github.com/evalrun/evalrun/pipeline/summary"
 )
 
 // scoreChunk is one n_ctx window of a score stream, as llama-perplexity
@@ -264,7 +265,7 @@ func (r *runner) scoreOne(ctx context.Context, ch scoreChunk, e *chunkEval) {
 			}
 			return
 		}
-		r.addPrompt(r.ref, PromptResult{Backend: r.ref.Name, Reference: true, Dataset: ch.dataset, ID: chunkID(ch), Mode: string(spec.ModeScore), Tokens: ch.rows()}, refDigest)
+		r.addPrompt(r.ref, summary.PromptResult{Backend: r.ref.Name, Reference: true, Dataset: ch.dataset, ID: chunkID(ch), Mode: string(spec.ModeScore), Tokens: ch.rows()}, refDigest)
 	}
 	for i, c := range cands {
 		if streams[i] == nil {

@@ -17,7 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/evalrun/evalrun/backend"
-	"github.com/evalrun/evalrun/pipeline"
+	"github.com/evalrun/evalrun/pipeline/summary"
 )
 
 // parseOptions turns repeated --option key=value flags into plugin options.
@@ -103,7 +103,7 @@ rates ± their sample standard deviation, as llama-bench computes them.
 					return backendErr(err)
 				}
 				rows = append(rows, benchRow{info: info, load: load, model: model, threads: threads,
-					name: req.String(), test: pipeline.NewBenchTest(req.NPrompt, req.NGen, res.SamplesNS)})
+					name: req.String(), test: summary.NewBenchTest(req.NPrompt, req.NGen, res.SamplesNS)})
 			}
 			return printBench(cmd.OutOrStdout(), output, rows)
 		},
@@ -129,7 +129,7 @@ type benchRow struct {
 	model   string
 	threads int
 	name    string // pp128, tg64
-	test    *pipeline.BenchTest
+	test    *summary.BenchTest
 }
 
 func humanSize(b int64) string {
@@ -177,7 +177,7 @@ func printBench(w io.Writer, format string, rows []benchRow) error {
 			// requires them), describing what the engine plugins do: F32 KV
 			// cache, no flash attention, no offload to a GPU, mmap'ed model.
 			recs = append(recs, map[string]any{
-				"build_commit": gitCommit, "build_number": 0, "cpu_info": pipeline.CPUModel(), "gpu_info": "",
+				"build_commit": gitCommit, "build_number": 0, "cpu_info": summary.CPUModel(), "gpu_info": "",
 				"cpu_mask": "0x0", "cpu_strict": false, "poll": 0, "type_k": "f32", "type_v": "f32",
 				"n_gpu_layers": 0, "n_cpu_moe": 0, "split_mode": "none", "main_gpu": 0, "no_kv_offload": false,
 				"flash_attn": 0, "devices": "none", "tensor_split": "0.00", "tensor_buft_overrides": "none",

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/evalrun/evalrun/backend"
-	"github.com/evalrun/evalrun/pipeline"
+	"github.com/evalrun/evalrun/pipeline/summary"
 )
 
 // compare-llama-bench.py refuses records that lack any of llama-bench's
@@ -28,7 +28,7 @@ func TestBenchJSONLHasLlamaBenchFields(t *testing.T) {
 	rows := []benchRow{{
 		info: backend.Info{Name: "cpu", Device: "cpu"}, model: "models/stories260K.gguf", threads: 2, name: "pp16",
 		load: backend.LoadResult{Kernels: "avx512"},
-		test: &pipeline.BenchTest{NPrompt: 16, AvgNS: 1000, AvgTS: 16000, SamplesNS: []int64{1000}},
+		test: &summary.BenchTest{NPrompt: 16, AvgNS: 1000, AvgTS: 16000, SamplesNS: []int64{1000}},
 	}}
 	var out bytes.Buffer
 	if err := printBench(&out, "jsonl", rows); err != nil {

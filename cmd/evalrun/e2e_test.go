@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/evalrun/evalrun/internal/testkit"
-	"github.com/evalrun/evalrun/pipeline"
+	"github.com/evalrun/evalrun/pipeline/summary"
 )
 
 // binDir holds evalrun and its plugins, built once for the end-to-end tests,
@@ -51,21 +51,21 @@ func evalrun(t *testing.T, env []string, args ...string) result {
 	return result{code, out.String(), errb.String()}
 }
 
-func readSummary(t *testing.T, dir string) *pipeline.Summary {
+func readSummary(t *testing.T, dir string) *summary.Summary {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(dir, "summary.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var s pipeline.Summary
+	var s summary.Summary
 	if err := json.Unmarshal(data, &s); err != nil {
 		t.Fatal(err)
 	}
 	return &s
 }
 
-func byName(s *pipeline.Summary) map[string]pipeline.BackendSummary {
-	m := map[string]pipeline.BackendSummary{}
+func byName(s *summary.Summary) map[string]summary.BackendSummary {
+	m := map[string]summary.BackendSummary{}
 	for _, b := range s.Backends {
 		m[b.Name] = b
 	}
@@ -88,7 +88,7 @@ func TestRknnSimSpec(t *testing.T) {
 	s := readSummary(t, out)
 	b := byName(s)
 	fp16, int8 := b["npu-fp16"], b["npu-int8"]
-	for _, x := range []pipeline.BackendSummary{fp16, int8} {
+	for _, x := range []summary.BackendSummary{fp16, int8} {
 		if x.Status != "ok" || !x.Pass || !x.Accuracy.Complete || x.Throughput == nil || x.Throughput.TG == nil {
 			t.Fatalf("%s: %+v", x.Name, x)
 		}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/evalrun/evalrun/pipeline"
+	"github.com/evalrun/evalrun/pipeline/summary"
 )
 
 // TestRunReportsForGitHubActions: with GITHUB_ACTIONS=true, run prints
@@ -28,7 +29,7 @@ func TestRunReportsForGitHubActions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var s pipeline.Summary
+	var s summary.Summary
 	if err := json.Unmarshal(data, &s); err != nil {
 		t.Fatal(err)
 	}

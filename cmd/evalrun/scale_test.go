@@ -10,8 +10,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/evalrun/evalrun/pipeline"
 	"github.com/evalrun/evalrun/pipeline/runcompare"
+	"github.com/evalrun/evalrun/pipeline/summary"
 )
 
 // comparableSummary is summary.json without what differs between two runs
@@ -207,7 +207,7 @@ func TestReferenceCacheWarmRun(t *testing.T) {
 	dir := t.TempDir()
 	cache := filepath.Join(dir, "cache")
 	env := []string{"EVALRUN_CACHE=" + cache, "EVALRUN_BENCH_ENABLED=false", "EVALRUN_DATASETS_0_LIMIT=2", "EVALRUN_DATASETS_1_LIMIT=2", "EVALRUN_DATASETS_1_MAX_NEW_TOKENS=4"}
-	run := func(name string) *pipeline.Summary {
+	run := func(name string) *summary.Summary {
 		if r := evalrun(t, env, "run", "configs/default.yaml", "--out", filepath.Join(dir, name)); r.code != 0 {
 			t.Fatalf("%s: exit %d\n%s", name, r.code, r.stderr)
 		}

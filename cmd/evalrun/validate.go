@@ -12,6 +12,7 @@ import (
 	"github.com/evalrun/evalrun/pipeline"
 	"github.com/evalrun/evalrun/pipeline/runcompare"
 	"github.com/evalrun/evalrun/pipeline/spec"
+	"github.com/evalrun/evalrun/pipeline/summary"
 )
 
 // loadPlan reads a spec (with its EVALRUN_ overrides) and plans it: the
@@ -32,7 +33,7 @@ func loadPlan(cmd *cobra.Command, path string) (*pipeline.Plan, error) {
 // loadBaseline reads the baseline run the relative gates compare with ("" =
 // none) and sets gates to check them (Options.RelativeGates or
 // MergeOptions.RelativeGates).
-func loadBaseline(path string, gates *func(*pipeline.BackendSummary, spec.Gates) []pipeline.GateResult) (*runcompare.Run, error) {
+func loadBaseline(path string, gates *func(*summary.BackendSummary, spec.Gates) []summary.GateResult) (*runcompare.Run, error) {
 	if path == "" {
 		return nil, nil
 	}

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/evalrun/evalrun/pipeline"
+	"github.com/evalrun/evalrun/pipeline/summary"
 )
 
 // Annotate prints GitHub Actions workflow commands for what a reviewer must
@@ -17,7 +17,7 @@ import (
 // incomplete comparison, and a ::notice with the verdict. The annotations
 // point at the spec file, relative to workspace (GITHUB_WORKSPACE) when it
 // lies inside it.
-func Annotate(w io.Writer, s *pipeline.Summary, workspace string) {
+func Annotate(w io.Writer, s *summary.Summary, workspace string) {
 	file := s.Run.Spec
 	if abs, err := filepath.Abs(file); err == nil && workspace != "" {
 		if rel, err := filepath.Rel(workspace, abs); err == nil && !strings.HasPrefix(rel, "..") {
@@ -27,11 +27,11 @@ func Annotate(w io.Writer, s *pipeline.Summary, workspace string) {
 	cmd := func(level, title, msg string) {
 		fmt.Fprintf(w, "::%s file=%s,title=%s::%s\n", level, escapeProperty(file), escapeProperty(title), escapeData(msg))
 	}
-	for _, b := range append([]pipeline.BackendSummary{s.Reference}, s.Backends...) {
+	for _, b := range append([]summary.BackendSummary{s.Reference}, s.Backends...) {
 		switch {
-		case b.Status == pipeline.StatusSkipped:
+		case b.Status == summary.StatusSkipped:
 			cmd("warning", fmt.Sprintf("evalrun %s: %s skipped", s.Run.Name, b.Name), b.Error)
-		case b.Status != pipeline.StatusOK:
+		case b.Status != summary.StatusOK:
 			cmd("error", fmt.Sprintf("evalrun %s: %s %s", s.Run.Name, b.Name, b.Status), b.Error)
 		}
 		for _, g := range b.Gates {
@@ -42,7 +42,7 @@ func Annotate(w io.Writer, s *pipeline.Summary, workspace string) {
 		for _, warn := range b.Warnings {
 			cmd("warning", fmt.Sprintf("evalrun %s: %s", s.Run.Name, b.Name), warn)
 		}
-		if a := b.Accuracy; b.Status == pipeline.StatusOK && a != nil && !a.Complete {
+		if a := b.Accuracy; b.Status == summary.StatusOK && a != nil && !a.Complete {
 			cmd("warning", fmt.Sprintf("evalrun %s: %s incomplete", s.Run.Name, b.Name), fmt.Sprintf("only %d positions were compared", a.Tokens))
 		}
 	}

@@ -9,9 +9,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/evalrun/evalrun/pipeline"
 	"github.com/evalrun/evalrun/pipeline/metrics"
 	"github.com/evalrun/evalrun/pipeline/runcompare"
+	"github.com/evalrun/evalrun/pipeline/summary"
 )
 
 // HTML writes report.html: one self-contained file (inline CSS and SVG, no
@@ -19,11 +19,11 @@ import (
 // distribution per backend, KLD and top-1 agreement over token position,
 // the per-matmul offload plans, throughput with its spread, and, given a
 // baseline, the changes against it.
-func HTML(w io.Writer, s *pipeline.Summary) error { return HTMLCompared(w, s, nil) }
+func HTML(w io.Writer, s *summary.Summary) error { return HTMLCompared(w, s, nil) }
 
 // HTMLCompared is HTML with the changes from a baseline run, as evalrun
 // compare found them (nil: none).
-func HTMLCompared(w io.Writer, s *pipeline.Summary, cmp *runcompare.Result) error {
+func HTMLCompared(w io.Writer, s *summary.Summary, cmp *runcompare.Result) error {
 	var sum strings.Builder
 	if err := stepSummary(&sum, s); err != nil {
 		return err
@@ -75,7 +75,7 @@ type htmlChart struct {
 }
 
 // summaryTable is the one-screen summary as an HTML table.
-func summaryTable(s *pipeline.Summary) template.HTML {
+func summaryTable(s *summary.Summary) template.HTML {
 	var b strings.Builder
 	b.WriteString(`<table><tr><th></th><th>backend</th><th>status</th><th>KLD mean</th><th>same top-1</th><th>PPL ratio</th><th>tg t/s (median)</th><th>gates</th></tr>`)
 	for _, r := range summaryRows(s) {
@@ -91,7 +91,7 @@ func summaryTable(s *pipeline.Summary) template.HTML {
 	return template.HTML(b.String())
 }
 
-func candidateNames(s *pipeline.Summary) []string {
+func candidateNames(s *summary.Summary) []string {
 	var out []string
 	for _, b := range s.Backends {
 		out = append(out, b.Name)
@@ -99,14 +99,14 @@ func candidateNames(s *pipeline.Summary) []string {
 	return out
 }
 
-func profile(b pipeline.BackendSummary) *pipeline.AccuracyProfile {
+func profile(b summary.BackendSummary) *summary.AccuracyProfile {
 	if b.Accuracy == nil {
 		return nil
 	}
 	return b.Accuracy.Profile
 }
 
-func zeroNotes(s *pipeline.Summary) []string {
+func zeroNotes(s *summary.Summary) []string {
 	var out []string
 	for _, b := range s.Backends {
 		note := "no data"
@@ -120,7 +120,7 @@ func zeroNotes(s *pipeline.Summary) []string {
 
 // kldDistribution draws each backend's histogram of log10 KLD as the
 // fraction of its tokens per bin, over the bins any backend fills.
-func kldDistribution(s *pipeline.Summary) string {
+func kldDistribution(s *summary.Summary) string {
 	lo, hi, maxFrac := math.MaxInt, -1, 0.0
 	for _, b := range s.Backends {
 		p := profile(b)
@@ -139,7 +139,7 @@ func kldDistribution(s *pipeline.Summary) string {
 	if hi < 0 {
 		return emptyChart("no token with a non-zero KLD: every compared distribution is bit-identical, or nothing was scored")
 	}
-	var first *pipeline.AccuracyProfile
+	var first *summary.AccuracyProfile
 	for _, b := range s.Backends {
 		if p := profile(b); p != nil && p.KLDHistogram != nil {
 			first = p
@@ -173,7 +173,7 @@ func kldDistribution(s *pipeline.Summary) string {
 
 // layerDriftChart draws the per-layer NMSE of the backends that ran in
 // shadow mode; "" when none did.
-func layerDriftChart(s *pipeline.Summary) string {
+func layerDriftChart(s *summary.Summary) string {
 	ymin, ymax, xmax := math.Inf(1), math.Inf(-1), 0.0
 	for _, b := range s.Backends {
 		if b.Diagnostics == nil || b.Diagnostics.LayerDrift == nil {
@@ -224,7 +224,7 @@ func histTotal(h *metrics.KLDHistogram) float64 {
 }
 
 // positionChart draws KLD (log scale) or top-1 agreement by position.
-func positionChart(s *pipeline.Summary, kld bool) string {
+func positionChart(s *summary.Summary, kld bool) string {
 	xmax, ymin, ymax := 0.0, math.Inf(1), math.Inf(-1)
 	value := func(pb float64Bucket) float64 {
 		if !kld {
@@ -290,7 +290,7 @@ type float64Bucket struct {
 	label                 string
 }
 
-func buckets(p *pipeline.AccuracyProfile) []float64Bucket {
+func buckets(p *summary.AccuracyProfile) []float64Bucket {
 	if p == nil || p.ByPosition == nil {
 		return nil
 	}
@@ -311,18 +311,18 @@ func buckets(p *pipeline.AccuracyProfile) []float64Bucket {
 
 // planChart draws each offloading backend's plan as a grid: a row per
 // layer, a column per matmul kind, coloured by device.
-func planChart(s *pipeline.Summary) string {
+func planChart(s *summary.Summary) string {
 	type grid struct {
 		name  string
-		cells map[[2]string]pipeline.PlanEntry
+		cells map[[2]string]summary.PlanEntry
 	}
 	var grids []grid
 	var kinds, layers []string
-	for _, b := range append([]pipeline.BackendSummary{s.Reference}, s.Backends...) {
+	for _, b := range append([]summary.BackendSummary{s.Reference}, s.Backends...) {
 		if b.Load == nil || !offloads(b.Load.Plan) {
 			continue
 		}
-		g := grid{name: b.Name + ": " + b.Load.PlanSummary, cells: map[[2]string]pipeline.PlanEntry{}}
+		g := grid{name: b.Name + ": " + b.Load.PlanSummary, cells: map[[2]string]summary.PlanEntry{}}
 		for _, e := range b.Load.Plan {
 			kind, layer := splitOp(e.Op)
 			if !slices.Contains(kinds, kind) {
@@ -389,15 +389,15 @@ func splitOp(op string) (kind, layer string) {
 
 // throughputChart draws horizontal bars of each backend's pp and tg rate
 // with the ± of its repetitions and each repetition as a dot.
-func throughputChart(s *pipeline.Summary) string {
+func throughputChart(s *summary.Summary) string {
 	type bar struct {
 		label string
-		t     *pipeline.BenchTest
+		t     *summary.BenchTest
 		sim   bool
 		color string
 	}
 	var bars []bar
-	all := append([]pipeline.BackendSummary{s.Reference}, s.Backends...)
+	all := append([]summary.BackendSummary{s.Reference}, s.Backends...)
 	for _, test := range []string{"pp", "tg"} {
 		for i, b := range all {
 			col := "#7f7f7f" // the reference; candidate k has the colour of its series elsewhere

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/evalrun/evalrun/pipeline"
 	"github.com/evalrun/evalrun/pipeline/runcompare"
+	"github.com/evalrun/evalrun/pipeline/summary"
 )
 
 // charts are the figures report.html must show, by id.
@@ -77,7 +77,7 @@ func TestHTMLSelfContained(t *testing.T) {
 
 // compared is evalrun compare's result for s against the unmodified run,
 // with npu-int8's KLD mean raised to the value its failed gate names.
-func compared(t *testing.T, s *pipeline.Summary) *runcompare.Result {
+func compared(t *testing.T, s *summary.Summary) *runcompare.Result {
 	for i := range s.Backends {
 		if b := &s.Backends[i]; b.Name == "npu-int8" {
 			a := *b.Accuracy

@@ -6,7 +6,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/evalrun/evalrun/pipeline"
+	"github.com/evalrun/evalrun/pipeline/summary"
 )
 
 // JUnit XML in the shape of the Jenkins xUnit plugin's junit-10.xsd, which
@@ -75,7 +75,7 @@ func (c junitCase) is() string {
 }
 
 // JUnit writes junit.xml.
-func JUnit(w io.Writer, s *pipeline.Summary) error {
+func JUnit(w io.Writer, s *summary.Summary) error {
 	suite := junitSuite{
 		Name: "evalrun " + s.Run.Name, Time: seconds(s.Run.DurationS), Timestamp: s.Run.Started.Format("2006-01-02T15:04:05"),
 		Hostname: s.Run.Host.Hostname, File: s.Run.Spec,
@@ -89,7 +89,7 @@ func JUnit(w io.Writer, s *pipeline.Summary) error {
 	if err := stepSummary(&out, s); err == nil {
 		suite.SystemOut = out.String()
 	}
-	if s.Reference.Status != pipeline.StatusOK {
+	if s.Reference.Status != summary.StatusOK {
 		suite.Cases = append(suite.Cases, statusCase(s, s.Reference, "reference"))
 	}
 	for _, b := range s.Backends {
@@ -124,8 +124,8 @@ func JUnit(w io.Writer, s *pipeline.Summary) error {
 }
 
 // backendCases turns one candidate into its test cases.
-func backendCases(s *pipeline.Summary, b pipeline.BackendSummary) []junitCase {
-	if b.Status != pipeline.StatusOK {
+func backendCases(s *summary.Summary, b summary.BackendSummary) []junitCase {
+	if b.Status != summary.StatusOK {
 		return []junitCase{statusCase(s, b, "run")}
 	}
 	cls := className(s, b.Name)
@@ -152,9 +152,9 @@ func backendCases(s *pipeline.Summary, b pipeline.BackendSummary) []junitCase {
 
 // statusCase is the one test case of a backend that did not finish: an
 // error (crashed, timeout, failed) or skipped.
-func statusCase(s *pipeline.Summary, b pipeline.BackendSummary, name string) junitCase {
+func statusCase(s *summary.Summary, b summary.BackendSummary, name string) junitCase {
 	element := "error"
-	if b.Status == pipeline.StatusSkipped {
+	if b.Status == summary.StatusSkipped {
 		element = "skipped"
 	}
 	return junitCase{Name: name, Classname: className(s, b.Name), Time: "0",
@@ -162,7 +162,7 @@ func statusCase(s *pipeline.Summary, b pipeline.BackendSummary, name string) jun
 }
 
 // details is a failure's body: what failed, then the backend's figures.
-func details(b pipeline.BackendSummary, what string) string {
+func details(b summary.BackendSummary, what string) string {
 	var d strings.Builder
 	fmt.Fprintf(&d, "%s\n\nbackend %s (plugin %s), status %s\n", what, b.Name, b.Plugin, b.Status)
 	if a := b.Accuracy; a != nil {
@@ -187,11 +187,11 @@ func details(b pipeline.BackendSummary, what string) string {
 
 // runProblems are the verdict's reasons that no backend's test case
 // carries (an interrupted run, a problem reading the reference file).
-func runProblems(s *pipeline.Summary) []string {
+func runProblems(s *summary.Summary) []string {
 	var out []string
 	for _, r := range s.Verdict.Reasons {
 		owned := false
-		for _, b := range append([]pipeline.BackendSummary{s.Reference}, s.Backends...) {
+		for _, b := range append([]summary.BackendSummary{s.Reference}, s.Backends...) {
 			if strings.HasPrefix(r, b.Name+": ") || strings.HasPrefix(r, b.Name+" ") || strings.HasPrefix(r, "reference "+b.Name+" ") {
 				owned = true
 				break
@@ -206,7 +206,7 @@ func runProblems(s *pipeline.Summary) []string {
 
 // className is evalrun.<run>.<backend>; Jenkins reads dots as package
 // separators, so the names' own dots become underscores.
-func className(s *pipeline.Summary, backend string) string {
+func className(s *summary.Summary, backend string) string {
 	dots := strings.NewReplacer(".", "_")
 	return "evalrun." + dots.Replace(s.Run.Name) + "." + dots.Replace(backend)
 }

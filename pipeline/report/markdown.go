@@ -6,9 +6,9 @@ import (
 	"io"
 	"strings"
 
-	"github.com/evalrun/evalrun/pipeline"
 	"github.com/evalrun/evalrun/pipeline/diag"
 	"github.com/evalrun/evalrun/pipeline/spec"
+	"github.com/evalrun/evalrun/pipeline/summary"
 )
 
 // Markdown writes report.md. Its first section is the one-screen summary
@@ -16,7 +16,7 @@ import (
 // the part a CI step summary shows; the full tables, gates, offload plans
 // and llama-perplexity statistics follow, the long ones folded in
 // <details>.
-func Markdown(w io.Writer, s *pipeline.Summary) error {
+func Markdown(w io.Writer, s *summary.Summary) error {
 	if err := stepSummary(w, s); err != nil {
 		return err
 	}
@@ -46,7 +46,7 @@ func Markdown(w io.Writer, s *pipeline.Summary) error {
 	return nil
 }
 
-func backendSection(w io.Writer, b pipeline.BackendSummary) {
+func backendSection(w io.Writer, b summary.BackendSummary) {
 	fmt.Fprintf(w, "\n## %s\n\n", b.Name)
 	fmt.Fprintf(w, "- plugin `%s`, status **%s**", b.Plugin, b.Status)
 	if b.Error != "" {
@@ -93,7 +93,7 @@ func backendSection(w io.Writer, b pipeline.BackendSummary) {
 // stepSummary writes the one-screen summary: the verdict, one table row per
 // backend (status, key accuracy figures, generation speed, gates) and the
 // verdict's reasons.
-func stepSummary(w io.Writer, s *pipeline.Summary) error {
+func stepSummary(w io.Writer, s *summary.Summary) error {
 	fmt.Fprintf(w, "# evalrun %s: %s %s\n\n", mdEscape(s.Run.Name), verdictMark(s.Verdict.Status), strings.ToUpper(s.Verdict.Status))
 	var ds []string
 	for _, d := range s.Datasets {
@@ -134,9 +134,9 @@ type summaryRow struct {
 
 // summaryRows are the one-screen summary's rows: the reference, then every
 // candidate.
-func summaryRows(s *pipeline.Summary) []summaryRow {
+func summaryRows(s *summary.Summary) []summaryRow {
 	var rows []summaryRow
-	for _, b := range append([]pipeline.BackendSummary{s.Reference}, s.Backends...) {
+	for _, b := range append([]summary.BackendSummary{s.Reference}, s.Backends...) {
 		name, gates := b.Name, gateCell(b)
 		if b.Name == s.Reference.Name {
 			name += " (ref)"
@@ -168,9 +168,9 @@ func summaryRows(s *pipeline.Summary) []summaryRow {
 }
 
 // allWarnings are the backends' warnings, each prefixed with its backend.
-func allWarnings(s *pipeline.Summary) []string {
+func allWarnings(s *summary.Summary) []string {
 	var out []string
-	for _, b := range append([]pipeline.BackendSummary{s.Reference}, s.Backends...) {
+	for _, b := range append([]summary.BackendSummary{s.Reference}, s.Backends...) {
 		for _, w := range b.Warnings {
 			out = append(out, b.Name+": "+w)
 		}
@@ -180,8 +180,8 @@ func allWarnings(s *pipeline.Summary) []string {
 
 // gateCell says how a backend fared against its gates: "2/2 pass" or the
 // failed ones.
-func gateCell(b pipeline.BackendSummary) string {
-	if b.Status != pipeline.StatusOK {
+func gateCell(b summary.BackendSummary) string {
+	if b.Status != summary.StatusOK {
 		return "not checked"
 	}
 	if len(b.Gates) == 0 {
@@ -210,21 +210,21 @@ func gateCell(b pipeline.BackendSummary) string {
 
 func verdictMark(status string) string {
 	switch status {
-	case pipeline.VerdictPass:
+	case summary.VerdictPass:
 		return "✅"
-	case pipeline.VerdictFail:
+	case summary.VerdictFail:
 		return "❌"
-	case pipeline.VerdictNoGates:
+	case summary.VerdictNoGates:
 		return "➖"
 	}
 	return "💥"
 }
 
-func backendMark(b pipeline.BackendSummary) string {
+func backendMark(b summary.BackendSummary) string {
 	switch {
-	case b.Status == pipeline.StatusSkipped:
+	case b.Status == summary.StatusSkipped:
 		return "⏭️"
-	case b.Status != pipeline.StatusOK:
+	case b.Status != summary.StatusOK:
 		return "💥"
 	case b.Pass:
 		return "✅"
@@ -234,7 +234,7 @@ func backendMark(b pipeline.BackendSummary) string {
 
 // simulated reports whether a backend's device is a simulator, whose
 // throughput says nothing about the hardware's.
-func simulated(b pipeline.BackendSummary) bool {
+func simulated(b summary.BackendSummary) bool {
 	return b.Throughput != nil && b.Throughput.Simulated
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/evalrun/evalrun/internal/atomicfile"
 	"github.com/evalrun/evalrun/pipeline"
 	"github.com/evalrun/evalrun/pipeline/runcompare"
+	"github.com/evalrun/evalrun/pipeline/summary"
 )
 
 // Files of each output format beside summary.json (written by the run) and
@@ -25,9 +26,9 @@ var files = map[string]string{"md": "report.md", "junit": "junit.xml", "html": "
 // and prompts.jsonl are the run's own; other formats are ignored. cmp, the
 // run compared with its baseline (nil: none), adds the changes to
 // report.html.
-func Write(dir string, s *pipeline.Summary, formats []string, cmp *runcompare.Result) error {
-	html := func(w io.Writer, s *pipeline.Summary) error { return HTMLCompared(w, s, cmp) }
-	render := map[string]func(io.Writer, *pipeline.Summary) error{"md": Markdown, "junit": JUnit, "html": html}
+func Write(dir string, s *summary.Summary, formats []string, cmp *runcompare.Result) error {
+	html := func(w io.Writer, s *summary.Summary) error { return HTMLCompared(w, s, cmp) }
+	render := map[string]func(io.Writer, *summary.Summary) error{"md": Markdown, "junit": JUnit, "html": html}
 	for _, f := range formats {
 		fn, ok := render[f]
 		if !ok {
@@ -61,7 +62,7 @@ func Print(w io.Writer, res *pipeline.Result) error {
 
 // AppendStepSummary appends the one-screen summary (report.md's first
 // section) to path, the file GitHub Actions names in $GITHUB_STEP_SUMMARY.
-func AppendStepSummary(path string, s *pipeline.Summary) error {
+func AppendStepSummary(path string, s *summary.Summary) error {
 	var b bytes.Buffer
 	if err := stepSummary(&b, s); err != nil {
 		return err

@@ -7,20 +7,20 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/evalrun/evalrun/pipeline"
 	"github.com/evalrun/evalrun/pipeline/diag"
+	"github.com/evalrun/evalrun/pipeline/summary"
 )
 
 // loadSummary reads testdata/summary.json, the summary of a real run of
 // configs/default.yaml (the CPU reference, the simulated NPU in fp16 and
 // int8, the CPU in ggml numerics).
-func loadSummary(t *testing.T) *pipeline.Summary {
+func loadSummary(t *testing.T) *summary.Summary {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join("testdata", "summary.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var s pipeline.Summary
+	var s summary.Summary
 	if err := json.Unmarshal(data, &s); err != nil {
 		t.Fatal(err)
 	}
@@ -32,29 +32,29 @@ func loadSummary(t *testing.T) *pipeline.Summary {
 // npu-int8 fails a gate, cpu-ggml crashed with a
 // multi-line error full of markup, and a timed-out and a skipped backend
 // were added; the run was interrupted.
-func troubled(t *testing.T) *pipeline.Summary {
+func troubled(t *testing.T) *summary.Summary {
 	t.Helper()
 	s := loadSummary(t)
-	by := map[string]*pipeline.BackendSummary{}
+	by := map[string]*summary.BackendSummary{}
 	for i := range s.Backends {
 		by[s.Backends[i].Name] = &s.Backends[i]
 	}
 	fp16 := by["npu-fp16"]
 	fp16.Diagnostics = &diag.Report{Shadow: true, LayerDrift: &diag.LayerDrift{Dataset: "stories", Chunk: 1, Layers: []diag.LayerError{
 		{Layer: 0, NMSE: 1e-9, Cosine: 1}, {Layer: 1, NMSE: 4e-9, Cosine: 1}, {Layer: 2, NMSE: 3e-8, Cosine: 0.999999}}}}
-	fp16.Gates = append(fp16.Gates, pipeline.GateResult{Name: "tg_ts_min", Limit: 1e6, Pass: true, Skipped: true, Note: pipeline.NoteSimulated})
+	fp16.Gates = append(fp16.Gates, summary.GateResult{Name: "tg_ts_min", Limit: 1e6, Pass: true, Skipped: true, Note: summary.NoteSimulated})
 	by["npu-fp16"].Warnings = []string{"kernels: the list offloads nothing\nthat the run executes"}
 	int8 := by["npu-int8"]
 	v := 0.0123
-	int8.Gates = append(int8.Gates, pipeline.GateResult{Name: "kld_mean_max", Limit: 0.001, Value: &v})
+	int8.Gates = append(int8.Gates, summary.GateResult{Name: "kld_mean_max", Limit: 0.001, Value: &v})
 	int8.Pass = false
 	ggml := by["cpu-ggml"]
-	ggml.Status, ggml.Pass, ggml.Gates, ggml.Throughput = pipeline.StatusCrashed, false, nil, nil
+	ggml.Status, ggml.Pass, ggml.Gates, ggml.Throughput = summary.StatusCrashed, false, nil, nil
 	ggml.Error = "plugin exited: status 70\n<stderr> \"npu\" & 100% 'core' ]]> ,:\x01"
 	s.Backends = append(s.Backends,
-		pipeline.BackendSummary{Name: "npu.hang", Plugin: "rknn", Status: pipeline.StatusTimeout, Error: "eval stories chunk 3: timed out after 300s"},
-		pipeline.BackendSummary{Name: "later", Plugin: "rknn", Status: pipeline.StatusSkipped, Error: "the reference could not run"})
-	s.Verdict = pipeline.Verdict{Status: pipeline.VerdictError, ExitCode: 3, Reasons: []string{
+		summary.BackendSummary{Name: "npu.hang", Plugin: "rknn", Status: summary.StatusTimeout, Error: "eval stories chunk 3: timed out after 300s"},
+		summary.BackendSummary{Name: "later", Plugin: "rknn", Status: summary.StatusSkipped, Error: "the reference could not run"})
+	s.Verdict = summary.Verdict{Status: summary.VerdictError, ExitCode: 3, Reasons: []string{
 		"npu-int8: gate kld_mean_max: 0.0123 against limit 0.001",
 		"cpu-ggml crashed: plugin exited: status 70",
 		"npu.hang timeout: eval stories chunk 3: timed out after 300s",
@@ -180,7 +180,7 @@ func TestNoGatesIsNotAPass(t *testing.T) {
 	for i := range s.Backends {
 		s.Backends[i].Gates = nil
 	}
-	s.Verdict = pipeline.Verdict{Status: pipeline.VerdictNoGates, Reasons: []string{"no gates configured: every backend ran, but no limit was checked (set gates: in the spec)"}}
+	s.Verdict = summary.Verdict{Status: summary.VerdictNoGates, Reasons: []string{"no gates configured: every backend ran, but no limit was checked (set gates: in the spec)"}}
 	var table, md strings.Builder
 	if err := accuracyTable(&table, s, false); err != nil {
 		t.Fatal(err)

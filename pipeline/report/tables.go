@@ -8,8 +8,8 @@ import (
 	"strings"
 
 	"github.com/evalrun/evalrun/internal/texttable"
-	"github.com/evalrun/evalrun/pipeline"
 	"github.com/evalrun/evalrun/pipeline/diag"
+	"github.com/evalrun/evalrun/pipeline/summary"
 )
 
 func fmtPM(v, e *float64, scale float64, prec int) string {
@@ -51,9 +51,9 @@ func fmtPct(v *float64) string {
 	return fmt.Sprintf("%.2f%%", *v*100)
 }
 
-func verdictCell(b pipeline.BackendSummary) string {
+func verdictCell(b summary.BackendSummary) string {
 	switch {
-	case b.Status != pipeline.StatusOK:
+	case b.Status != summary.StatusOK:
 		return strings.ToUpper(b.Status)
 	case b.Pass && len(b.Gates) == 0:
 		return "NO GATES"
@@ -64,7 +64,7 @@ func verdictCell(b pipeline.BackendSummary) string {
 	}
 }
 
-func accuracyTable(w io.Writer, s *pipeline.Summary, md bool) error {
+func accuracyTable(w io.Writer, s *summary.Summary, md bool) error {
 	t := texttable.New(w, md)
 	t.Header("backend", "status", "tokens", "KLD mean", "KLD p99", "same top p", "RMS Δp", "PPL ratio", "NMSE", "max |Δlogit|", "greedy", "verdict")
 	for _, b := range s.Backends {
@@ -97,7 +97,7 @@ func accuracyTable(w io.Writer, s *pipeline.Summary, md bool) error {
 
 // fmtTS shows a test's median rate with its 95 % confidence interval (or
 // the repetition count when too few for one), marked when simulated.
-func fmtTS(b *pipeline.BenchTest, simulated bool) string {
+func fmtTS(b *summary.BenchTest, simulated bool) string {
 	if b == nil || b.Stats == nil {
 		return "-"
 	}
@@ -118,10 +118,10 @@ func fmtBytes(n *int64) string {
 	return fmt.Sprintf("%.1f MiB", float64(*n)/(1<<20))
 }
 
-func throughputTable(w io.Writer, s *pipeline.Summary, md bool) error {
+func throughputTable(w io.Writer, s *summary.Summary, md bool) error {
 	t := texttable.New(w, md)
 	ppName, tgName := "pp t/s", "tg t/s" // median [95% CI]
-	all := append([]pipeline.BackendSummary{s.Reference}, s.Backends...)
+	all := append([]summary.BackendSummary{s.Reference}, s.Backends...)
 	for _, b := range all {
 		if b.Throughput != nil && b.Throughput.PP != nil {
 			ppName = fmt.Sprintf("pp%d t/s [95%% CI]", b.Throughput.PP.NPrompt)
@@ -167,7 +167,7 @@ func throughputTable(w io.Writer, s *pipeline.Summary, md bool) error {
 }
 
 // printTables prints the accuracy and throughput tables.
-func printTables(w io.Writer, s *pipeline.Summary) error {
+func printTables(w io.Writer, s *summary.Summary) error {
 	fmt.Fprintf(w, "\n%s: %s (%s, %d params) — reference %s\n\naccuracy vs reference\n", s.Run.Name, filepath.Base(s.Model.Path), s.Model.Arch, s.Model.NParams, s.Reference.Name)
 	if err := accuracyTable(w, s, false); err != nil {
 		return err
@@ -188,7 +188,7 @@ func printTables(w io.Writer, s *pipeline.Summary) error {
 
 // offloads reports whether any op of a plan runs off the CPU (an all-CPU
 // plan is summarised in one line).
-func offloads(plan []pipeline.PlanEntry) bool {
+func offloads(plan []summary.PlanEntry) bool {
 	for _, p := range plan {
 		if p.Device != "cpu" {
 			return true

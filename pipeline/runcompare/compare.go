@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/evalrun/evalrun/pipeline"
 	"github.com/evalrun/evalrun/pipeline/speedstat"
+	"github.com/evalrun/evalrun/pipeline/summary"
 )
 
 // Schema names the layout of compare.json; fields are only added.
@@ -76,37 +76,37 @@ type SpeedChange struct {
 // which direction is worse.
 type metric struct {
 	name        string
-	get         func(a *pipeline.Accuracy) (v, err *float64)
+	get         func(a *summary.Accuracy) (v, err *float64)
 	higherWorse bool
 }
 
-func val(f func(a *pipeline.Accuracy) *float64) func(a *pipeline.Accuracy) (*float64, *float64) {
-	return func(a *pipeline.Accuracy) (*float64, *float64) { return f(a), nil }
+func val(f func(a *summary.Accuracy) *float64) func(a *summary.Accuracy) (*float64, *float64) {
+	return func(a *summary.Accuracy) (*float64, *float64) { return f(a), nil }
 }
 
-func count(f func(a *pipeline.Accuracy) int64) func(a *pipeline.Accuracy) (*float64, *float64) {
-	return func(a *pipeline.Accuracy) (*float64, *float64) { v := float64(f(a)); return &v, nil }
+func count(f func(a *summary.Accuracy) int64) func(a *summary.Accuracy) (*float64, *float64) {
+	return func(a *summary.Accuracy) (*float64, *float64) { v := float64(f(a)); return &v, nil }
 }
 
 // metrics are the accuracy block's statistics, in the summary's order.
 var metrics = []metric{
-	{"kld_mean", func(a *pipeline.Accuracy) (*float64, *float64) { return a.KLDMean, a.KLDMeanErr }, true},
-	{"kld_p99", val(func(a *pipeline.Accuracy) *float64 { return a.KLDP99 }), true},
-	{"kld_max", val(func(a *pipeline.Accuracy) *float64 { return a.KLDMax }), true},
-	{"kld_median", val(func(a *pipeline.Accuracy) *float64 { return a.KLDMedian }), true},
-	{"same_top_p", func(a *pipeline.Accuracy) (*float64, *float64) { return a.SameTopP, a.SameTopPErr }, false},
-	{"rms_dp", func(a *pipeline.Accuracy) (*float64, *float64) { return a.RMSDp, a.RMSDpErr }, true},
-	{"ppl", func(a *pipeline.Accuracy) (*float64, *float64) { return a.PPL, a.PPLErr }, true},
-	{"ppl_ratio", func(a *pipeline.Accuracy) (*float64, *float64) { return a.PPLRatio, a.PPLRatioErr }, true},
-	{"delta_ppl", func(a *pipeline.Accuracy) (*float64, *float64) { return a.DeltaPPL, a.DeltaPPLErr }, true},
-	{"nmse", val(func(a *pipeline.Accuracy) *float64 { return a.NMSE }), true},
-	{"cosine_min", val(func(a *pipeline.Accuracy) *float64 { return a.CosineMin }), false},
-	{"max_abs_diff", val(func(a *pipeline.Accuracy) *float64 { return a.MaxAbsDiff }), true},
-	{"top5_overlap", val(func(a *pipeline.Accuracy) *float64 { return a.Top5Overlap }), false},
-	{"greedy_match", val(func(a *pipeline.Accuracy) *float64 { return a.GreedyMatch }), false},
-	{"first_divergence_mean", val(func(a *pipeline.Accuracy) *float64 { return a.FirstDivergenceMean }), false},
-	{"nan_count", count(func(a *pipeline.Accuracy) int64 { return a.NaNCount }), true},
-	{"inf_count", count(func(a *pipeline.Accuracy) int64 { return a.InfCount }), true},
+	{"kld_mean", func(a *summary.Accuracy) (*float64, *float64) { return a.KLDMean, a.KLDMeanErr }, true},
+	{"kld_p99", val(func(a *summary.Accuracy) *float64 { return a.KLDP99 }), true},
+	{"kld_max", val(func(a *summary.Accuracy) *float64 { return a.KLDMax }), true},
+	{"kld_median", val(func(a *summary.Accuracy) *float64 { return a.KLDMedian }), true},
+	{"same_top_p", func(a *summary.Accuracy) (*float64, *float64) { return a.SameTopP, a.SameTopPErr }, false},
+	{"rms_dp", func(a *summary.Accuracy) (*float64, *float64) { return a.RMSDp, a.RMSDpErr }, true},
+	{"ppl", func(a *summary.Accuracy) (*float64, *float64) { return a.PPL, a.PPLErr }, true},
+	{"ppl_ratio", func(a *summary.Accuracy) (*float64, *float64) { return a.PPLRatio, a.PPLRatioErr }, true},
+	{"delta_ppl", func(a *summary.Accuracy) (*float64, *float64) { return a.DeltaPPL, a.DeltaPPLErr }, true},
+	{"nmse", val(func(a *summary.Accuracy) *float64 { return a.NMSE }), true},
+	{"cosine_min", val(func(a *summary.Accuracy) *float64 { return a.CosineMin }), false},
+	{"max_abs_diff", val(func(a *summary.Accuracy) *float64 { return a.MaxAbsDiff }), true},
+	{"top5_overlap", val(func(a *summary.Accuracy) *float64 { return a.Top5Overlap }), false},
+	{"greedy_match", val(func(a *summary.Accuracy) *float64 { return a.GreedyMatch }), false},
+	{"first_divergence_mean", val(func(a *summary.Accuracy) *float64 { return a.FirstDivergenceMean }), false},
+	{"nan_count", count(func(a *summary.Accuracy) int64 { return a.NaNCount }), true},
+	{"inf_count", count(func(a *summary.Accuracy) int64 { return a.InfCount }), true},
 }
 
 // DefaultMinChange is the smallest relative throughput change called
@@ -148,7 +148,7 @@ func ref(r *Run) RunRef {
 	return RunRef{Dir: r.Dir, ID: s.ID, Started: s.Started.Format("2006-01-02 15:04:05 MST"), GitCommit: s.GitCommit}
 }
 
-func compareMetrics(base, new *pipeline.Accuracy) []MetricChange {
+func compareMetrics(base, new *summary.Accuracy) []MetricChange {
 	if base == nil || new == nil {
 		return nil
 	}
@@ -177,12 +177,12 @@ func compareMetrics(base, new *pipeline.Accuracy) []MetricChange {
 	return out
 }
 
-func compareSpeed(base, new *pipeline.Throughput, minChange float64) []SpeedChange {
+func compareSpeed(base, new *summary.Throughput, minChange float64) []SpeedChange {
 	if base == nil || new == nil {
 		return nil
 	}
 	var out []SpeedChange
-	for _, t := range []struct{ b, n *pipeline.BenchTest }{{base.PP, new.PP}, {base.TG, new.TG}} {
+	for _, t := range []struct{ b, n *summary.BenchTest }{{base.PP, new.PP}, {base.TG, new.TG}} {
 		if t.b == nil && t.n == nil {
 			continue
 		}
@@ -203,7 +203,7 @@ func compareSpeed(base, new *pipeline.Throughput, minChange float64) []SpeedChan
 	return out
 }
 
-func testName(b *pipeline.BenchTest) string {
+func testName(b *summary.BenchTest) string {
 	if b == nil {
 		return ""
 	}

@@ -3,25 +3,25 @@ package runcompare
 import (
 	"fmt"
 
-	"github.com/evalrun/evalrun/pipeline"
 	"github.com/evalrun/evalrun/pipeline/spec"
 	"github.com/evalrun/evalrun/pipeline/speedstat"
+	"github.com/evalrun/evalrun/pipeline/summary"
 )
 
 // Gates returns the pipeline's relative-gate hook for a baseline run: each
 // candidate's relative gates are checked against the baseline's backend of
 // the same name. A gate whose metric is missing on either side fails ("not
 // measured"), as absolute gates do.
-func Gates(base *Run) func(b *pipeline.BackendSummary, g spec.Gates) []pipeline.GateResult {
-	return func(b *pipeline.BackendSummary, g spec.Gates) []pipeline.GateResult {
+func Gates(base *Run) func(b *summary.BackendSummary, g spec.Gates) []summary.GateResult {
+	return func(b *summary.BackendSummary, g spec.Gates) []summary.GateResult {
 		bb, found := base.backend(b.Name)
-		var out []pipeline.GateResult
+		var out []summary.GateResult
 		for _, gate := range g.Relative() {
-			r := pipeline.GateResult{Name: gate.Name, Limit: gate.Limit}
+			r := summary.GateResult{Name: gate.Name, Limit: gate.Limit}
 			switch {
 			case !found:
 				r.Note = "not measured: no backend " + b.Name + " in the baseline " + base.Summary.Run.ID
-			case pipeline.IsSpeedMetric(gate.Metric):
+			case summary.IsSpeedMetric(gate.Metric):
 				r = slowdownGate(r, gate, bb.Throughput, b.Throughput, g)
 			default:
 				r = accuracyGate(r, gate, bb.Accuracy, b.Accuracy)
@@ -34,7 +34,7 @@ func Gates(base *Run) func(b *pipeline.BackendSummary, g spec.Gates) []pipeline.
 
 // accuracyGate: the metric may get worse than the baseline's by at most the
 // limit (kld_mean and ppl_ratio up, same_top_p down).
-func accuracyGate(r pipeline.GateResult, gate spec.Gate, base, new *pipeline.Accuracy) pipeline.GateResult {
+func accuracyGate(r summary.GateResult, gate spec.Gate, base, new *summary.Accuracy) summary.GateResult {
 	var m metric
 	for _, x := range metrics {
 		if x.name == gate.Metric {
@@ -68,12 +68,12 @@ func accuracyGate(r pipeline.GateResult, gate spec.Gate, base, new *pipeline.Acc
 // slowdownGate fails only when the slowdown beyond the limit is
 // significant: the one-sided U test of this run's rates against the
 // baseline's scaled by (1 - limit). Value is the median's slowdown.
-func slowdownGate(r pipeline.GateResult, gate spec.Gate, base, new *pipeline.Throughput, g spec.Gates) pipeline.GateResult {
-	if pipeline.SkipSpeedGate(g, new) {
-		r.Pass, r.Skipped, r.Note = true, true, pipeline.NoteSimulated
+func slowdownGate(r summary.GateResult, gate spec.Gate, base, new *summary.Throughput, g spec.Gates) summary.GateResult {
+	if summary.SkipSpeedGate(g, new) {
+		r.Pass, r.Skipped, r.Note = true, true, summary.NoteSimulated
 		return r
 	}
-	pick := func(t *pipeline.Throughput) *pipeline.BenchTest {
+	pick := func(t *summary.Throughput) *summary.BenchTest {
 		if t == nil {
 			return nil
 		}

@@ -16,14 +16,14 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/evalrun/evalrun/pipeline"
 	"github.com/evalrun/evalrun/pipeline/digest"
+	"github.com/evalrun/evalrun/pipeline/summary"
 )
 
 // Run is one run's results as read back from disk.
 type Run struct {
 	Dir     string // the run directory
-	Summary *pipeline.Summary
+	Summary *summary.Summary
 	// Prompts holds each backend's chunk and prompt digests in run order;
 	// nil when the run has no prompts.jsonl.
 	Prompts map[string][]PromptDigest
@@ -49,18 +49,11 @@ func Load(path string) (*Run, error) {
 	} else if fi.IsDir() {
 		file, dir = filepath.Join(path, "summary.json"), path
 	}
-	data, err := os.ReadFile(file)
+	s, err := summary.Read(file)
 	if err != nil {
 		return nil, fmt.Errorf("%s: not a run (%w)", path, err)
 	}
-	var s pipeline.Summary
-	if err := json.Unmarshal(data, &s); err != nil {
-		return nil, fmt.Errorf("%s: %w", file, err)
-	}
-	if s.Schema != pipeline.SchemaVersion {
-		return nil, fmt.Errorf("%s: schema %q, want %q", file, s.Schema, pipeline.SchemaVersion)
-	}
-	r := &Run{Dir: dir, Summary: &s}
+	r := &Run{Dir: dir, Summary: s}
 	if r.Prompts, err = loadPrompts(filepath.Join(dir, "prompts.jsonl")); err != nil {
 		return nil, err
 	}
@@ -80,7 +73,7 @@ func loadPrompts(path string) (map[string][]PromptDigest, error) {
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 0, 64<<10), maxLine)
 	for n := 1; sc.Scan(); n++ {
-		var p pipeline.PromptResult
+		var p summary.PromptResult
 		if err := json.Unmarshal(sc.Bytes(), &p); err != nil {
 			return nil, fmt.Errorf("%s:%d: %w", path, n, err)
 		}
@@ -96,16 +89,16 @@ func loadPrompts(path string) (map[string][]PromptDigest, error) {
 }
 
 // backends lists the run's backends, reference first.
-func (r *Run) backends() []pipeline.BackendSummary {
-	return append([]pipeline.BackendSummary{r.Summary.Reference}, r.Summary.Backends...)
+func (r *Run) backends() []summary.BackendSummary {
+	return append([]summary.BackendSummary{r.Summary.Reference}, r.Summary.Backends...)
 }
 
 // backend finds a backend by name.
-func (r *Run) backend(name string) (pipeline.BackendSummary, bool) {
+func (r *Run) backend(name string) (summary.BackendSummary, bool) {
 	for _, b := range r.backends() {
 		if b.Name == name {
 			return b, true
 		}
 	}
-	return pipeline.BackendSummary{}, false
+	return summary.BackendSummary{}, false
 }

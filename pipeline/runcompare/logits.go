@@ -1,7 +1,7 @@
 package runcompare
 
 import (
-	"github.com/evalrun/evalrun/pipeline"
+	"github.com/evalrun/evalrun/pipeline/summary"
 )
 
 // Verdicts on a backend's logits.
@@ -37,7 +37,7 @@ type Position struct {
 	Row      *int   `json:"row,omitempty"`
 }
 
-func compareLogits(base, new *Run, bb, nb pipeline.BackendSummary) LogitsChange {
+func compareLogits(base, new *Run, bb, nb summary.BackendSummary) LogitsChange {
 	bd, nd := bb.Digest, nb.Digest
 	if bd == nil || nd == nil {
 		return LogitsChange{Verdict: NotComparable, Note: "no logits digest in " + which(bd == nil, nd == nil)}

@@ -8,10 +8,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/evalrun/evalrun/pipeline"
 	"github.com/evalrun/evalrun/pipeline/digest"
 	"github.com/evalrun/evalrun/pipeline/spec"
 	"github.com/evalrun/evalrun/pipeline/speedstat"
+	"github.com/evalrun/evalrun/pipeline/summary"
 )
 
 func p(v float64) *float64 { return &v }
@@ -26,15 +26,15 @@ func hashed(from int, rows ...float32) digest.Prompt {
 }
 
 // bench makes a test whose repetitions run at rate*(1 + small spread).
-func bench(nGen int, rate float64, reps int) *pipeline.BenchTest {
+func bench(nGen int, rate float64, reps int) *summary.BenchTest {
 	ns := make([]int64, reps)
 	for i := range ns {
 		ns[i] = int64(float64(max(nGen, 1)) * 1e9 / (rate * (1 + 0.002*float64(i-reps/2))))
 	}
 	if nGen == 0 {
-		return pipeline.NewBenchTest(1, 0, ns)
+		return summary.NewBenchTest(1, 0, ns)
 	}
-	return pipeline.NewBenchTest(0, nGen, ns)
+	return summary.NewBenchTest(0, nGen, ns)
 }
 
 // writeRun writes a run directory with one candidate "b" whose chunk 2
@@ -43,20 +43,20 @@ func writeRun(t *testing.T, kld, kldErr float64, rows2 []float32, tgRate float64
 	t.Helper()
 	dir := t.TempDir()
 	var ref, cand digest.RunHasher
-	var lines []pipeline.PromptResult
+	var lines []summary.PromptResult
 	for i, rows := range [][]float32{{1, 2, 3}, rows2} {
 		id := []string{"chunk-1", "chunk-2"}[i]
 		rd, cd := hashed(64, 1, 2, 3), hashed(64, rows...)
 		ref.Add("s", id, rd)
 		cand.Add("s", id, cd)
-		lines = append(lines, pipeline.PromptResult{Backend: "ref", Reference: true, Dataset: "s", ID: id, Prompt: &rd},
-			pipeline.PromptResult{Backend: "b", Dataset: "s", ID: id, Prompt: &cd})
+		lines = append(lines, summary.PromptResult{Backend: "ref", Reference: true, Dataset: "s", ID: id, Prompt: &rd},
+			summary.PromptResult{Backend: "b", Dataset: "s", ID: id, Prompt: &cd})
 	}
-	s := pipeline.Summary{Schema: pipeline.SchemaVersion, Run: pipeline.RunInfo{ID: filepath.Base(dir)},
-		Reference: pipeline.BackendSummary{Name: "ref", Status: pipeline.StatusOK, Digest: ref.Sum()},
-		Backends: []pipeline.BackendSummary{{Name: "b", Status: pipeline.StatusOK, Digest: cand.Sum(),
-			Accuracy:   &pipeline.Accuracy{KLDMean: p(kld), KLDMeanErr: p(kldErr), SameTopP: p(0.99), SameTopPErr: p(0.001), MaxAbsDiff: p(0.5)},
-			Throughput: &pipeline.Throughput{TG: bench(16, tgRate, 30), Simulated: simulated}}}}
+	s := summary.Summary{Schema: summary.SchemaVersion, Run: summary.RunInfo{ID: filepath.Base(dir)},
+		Reference: summary.BackendSummary{Name: "ref", Status: summary.StatusOK, Digest: ref.Sum()},
+		Backends: []summary.BackendSummary{{Name: "b", Status: summary.StatusOK, Digest: cand.Sum(),
+			Accuracy:   &summary.Accuracy{KLDMean: p(kld), KLDMeanErr: p(kldErr), SameTopP: p(0.99), SameTopPErr: p(0.001), MaxAbsDiff: p(0.5)},
+			Throughput: &summary.Throughput{TG: bench(16, tgRate, 30), Simulated: simulated}}}}
 	data, _ := json.Marshal(s)
 	if err := os.WriteFile(filepath.Join(dir, "summary.json"), data, 0o644); err != nil {
 		t.Fatal(err)
@@ -167,10 +167,10 @@ func TestRelativeGates(t *testing.T) {
 	base := load(t, writeRun(t, 0.001, 0.0001, nil, 1000, false))
 	gates := spec.Gates{KLDMeanMaxIncrease: p(0.0002), SameTopPMaxDrop: p(0), TGTSMaxSlowdown: p(0.05)}
 	check := Gates(base)
-	run := func(kld, rate float64, simulated bool, g spec.Gates) map[string]pipeline.GateResult {
+	run := func(kld, rate float64, simulated bool, g spec.Gates) map[string]summary.GateResult {
 		r := load(t, writeRun(t, kld, 0.0001, nil, rate, simulated))
 		b := r.Summary.Backends[0]
-		out := map[string]pipeline.GateResult{}
+		out := map[string]summary.GateResult{}
 		for _, res := range check(&b, g) {
 			out[res.Name] = res
 		}
@@ -202,7 +202,7 @@ func TestRelativeGates(t *testing.T) {
 		t.Errorf("simulated with speed_gates_on_simulated: %+v", r)
 	}
 	// A backend the baseline does not have fails its relative gates.
-	b := pipeline.BackendSummary{Name: "new-one"}
+	b := summary.BackendSummary{Name: "new-one"}
 	for _, r := range check(&b, spec.Gates{KLDMeanMaxIncrease: p(1)}) {
 		if r.Pass || !strings.Contains(r.Note, "no backend new-one in the baseline") {
 			t.Errorf("missing backend: %+v", r)
@@ -221,7 +221,7 @@ func TestLoadErrors(t *testing.T) {
 		{"", "", "not a run"},
 		{"{", "", "summary.json: unexpected end of JSON input"},
 		{`{"schema":"other"}`, "", `schema "other"`},
-		{`{"schema":"` + pipeline.SchemaVersion + `"}`, "{}\n[", "prompts.jsonl:2:"},
+		{`{"schema":"` + summary.SchemaVersion + `"}`, "{}\n[", "prompts.jsonl:2:"},
 	} {
 		os.Remove(filepath.Join(dir, "summary.json"))
 		os.Remove(filepath.Join(dir, "prompts.jsonl"))
@@ -257,9 +257,9 @@ func TestWrite(t *testing.T) {
 // FuzzLoad: any summary.json and prompts.jsonl is read or refused, never a
 // panic, and a loaded run compares with itself.
 func FuzzLoad(f *testing.F) {
-	f.Add([]byte(`{"schema":"`+pipeline.SchemaVersion+`","reference":{"name":"r","digest":{"logits_sha256":"a"}},"backends":[{"name":"b","accuracy":{"kld_mean":1},"throughput":{"tg":{"n_gen":4,"samples_ns":[1,2,0,-5]}}}]}`),
+	f.Add([]byte(`{"schema":"`+summary.SchemaVersion+`","reference":{"name":"r","digest":{"logits_sha256":"a"}},"backends":[{"name":"b","accuracy":{"kld_mean":1},"throughput":{"tg":{"n_gen":4,"samples_ns":[1,2,0,-5]}}}]}`),
 		[]byte(`{"backend":"b","dataset":"s","id":"c","logits_sha256":"x","logits_from":-3,"row_xxh64":["a"]}`+"\n"))
-	f.Add([]byte(`{"schema":"`+pipeline.SchemaVersion+`","backends":[{"name":"b","throughput":{"pp":{"n_prompt":4,"samples_ns":[1]}}}]}`), []byte{})
+	f.Add([]byte(`{"schema":"`+summary.SchemaVersion+`","backends":[{"name":"b","throughput":{"pp":{"n_prompt":4,"samples_ns":[1]}}}]}`), []byte{})
 	f.Fuzz(func(t *testing.T, summary, prompts []byte) {
 		dir := t.TempDir()
 		os.WriteFile(filepath.Join(dir, "summary.json"), summary, 0o644)

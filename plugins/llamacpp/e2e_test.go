@@ -17,6 +17,7 @@ import (
 	"github.com/evalrun/evalrun/pipeline"
 	"github.com/evalrun/evalrun/pipeline/report"
 	"github.com/evalrun/evalrun/pipeline/spec"
+	"github.com/evalrun/evalrun/pipeline/summary"
 	"github.com/evalrun/evalrun/plugins/llamacpp/llamaplugin"
 )
 
@@ -78,20 +79,20 @@ output: {dir: ` + filepath.Join(tmp, "results") + `, formats: [json, md]}
 		t.Fatal(err)
 	}
 	t.Logf("\n%s", stdout.String())
-	if sum.Reference.Status != pipeline.StatusOK || sum.Reference.Throughput == nil {
+	if sum.Reference.Status != summary.StatusOK || sum.Reference.Throughput == nil {
 		t.Fatalf("reference: %s %s", sum.Reference.Status, sum.Reference.Error)
 	}
 	if sum.Reference.Load == nil || !strings.Contains(sum.Reference.Load.PlanSummary, "llama.cpp v0.5.0") {
 		t.Errorf("the reference's load summary does not name the library: %+v", sum.Reference.Load)
 	}
 	again, abort := sum.Backends[0], sum.Backends[1]
-	if again.Status != pipeline.StatusOK || !again.Pass {
+	if again.Status != summary.StatusOK || !again.Pass {
 		t.Errorf("same configuration: status %s pass %v error %q gates %+v", again.Status, again.Pass, again.Error, again.Gates)
 	}
 	if a := again.Accuracy; a == nil || a.Tokens == 0 || a.KLDMean == nil || *a.KLDMean != 0 || a.MaxAbsDiff == nil || *a.MaxAbsDiff != 0 {
 		t.Errorf("same configuration with 1 and 2 threads is not bit-identical: %+v", again.Accuracy)
 	}
-	if abort.Status != pipeline.StatusCrashed || !strings.Contains(abort.Error, "GGML_ASSERT") {
+	if abort.Status != summary.StatusCrashed || !strings.Contains(abort.Error, "GGML_ASSERT") {
 		t.Errorf("aborting libllama: status %s, error %q; want crashed with the library's GGML_ASSERT message", abort.Status, abort.Error)
 	}
 	if sum.Verdict.ExitCode != backend.ExitBackend {

@@ -1,14 +1,27 @@
-package pipeline
+// Package summary is the schema of a run's result files: summary.json
+// (Summary), each line of prompts.jsonl (PromptResult) and of the results
+// root's index.jsonl (IndexEntry), and how they are read and written. The
+// runner fills them; reports, comparisons and merges read them.
+package summary
 
 import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
 	"time"
 
 	"github.com/evalrun/evalrun/backend"
+	"github.com/evalrun/evalrun/internal/atomicfile"
 	"github.com/evalrun/evalrun/pipeline/diag"
 	"github.com/evalrun/evalrun/pipeline/digest"
 	"github.com/evalrun/evalrun/pipeline/metrics"
 	"github.com/evalrun/evalrun/pipeline/refcache"
 	"github.com/evalrun/evalrun/pipeline/shard"
+	"github.com/evalrun/evalrun/pipeline/spec"
 	"github.com/evalrun/evalrun/pipeline/speedstat"
 )
 
@@ -46,6 +59,35 @@ type Summary struct {
 	Backends  []BackendSummary `json:"backends"`
 	Host      *HostTiming      `json:"host,omitempty"`
 	Verdict   Verdict          `json:"verdict"`
+}
+
+// PromptResult is one line of prompts.jsonl: one backend on one prompt (a
+// generate record) or one score chunk. The reference has lines too
+// (Reference true), with its digest and no comparison.
+type PromptResult struct {
+	Backend         string   `json:"backend"`
+	Reference       bool     `json:"reference,omitempty"`
+	Dataset         string   `json:"dataset"`
+	ID              string   `json:"id"`
+	Mode            string   `json:"mode"`
+	Tokens          int      `json:"tokens"`
+	KLDMean         *float64 `json:"kld_mean"`
+	KLDMax          *float64 `json:"kld_max"`
+	SameTopP        *float64 `json:"same_top_p"`
+	PPL             *float64 `json:"ppl"`
+	PPLBase         *float64 `json:"ppl_base"`
+	NMSE            *float64 `json:"nmse,omitempty"`
+	CosineMin       *float64 `json:"cosine_min,omitempty"`
+	MaxAbsDiff      *float64 `json:"max_abs_diff,omitempty"`
+	NaNCount        int64    `json:"nan_count"`
+	InfCount        int64    `json:"inf_count"`
+	GreedyMatch     *bool    `json:"greedy_match,omitempty"`
+	FirstDivergence *int     `json:"first_divergence,omitempty"`
+	ReferenceTokens []int32  `json:"reference_tokens,omitempty"`
+	GeneratedTokens []int32  `json:"generated_tokens,omitempty"`
+	// The exact digests of the logits rows the backend returned and of the
+	// tokens it was fed (package digest).
+	*digest.Prompt
 }
 
 // HostTiming splits the wall time of the accuracy passes (score and
@@ -291,4 +333,150 @@ type Verdict struct {
 	Status   string   `json:"status"`
 	ExitCode int      `json:"exit_code"`
 	Reasons  []string `json:"reasons,omitempty"`
+}
+
+// Describe says what a gate checked and found, for reports.
+func (g GateResult) Describe() string {
+	if g.Value == nil {
+		return fmt.Sprintf("%s (limit %g): %s", g.Name, g.Limit, g.Note)
+	}
+	if g.Note != "" {
+		return fmt.Sprintf("%s: %s", g.Name, g.Note)
+	}
+	return fmt.Sprintf("%s: %.6g against limit %g", g.Name, *g.Value, g.Limit)
+}
+
+// NoteSimulated explains a speed gate not applied to a simulated device.
+const NoteSimulated = "not applied: simulated device throughput (speed_gates_on_simulated: true applies it)"
+
+// IsSpeedMetric reports whether a gated metric is a throughput.
+func IsSpeedMetric(metric string) bool { return metric == "tg_ts" || metric == "pp_ts" }
+
+// SkipSpeedGate reports whether speed gates are not applied to a backend
+// whose throughput is t: a simulated device, unless the gates say so.
+func SkipSpeedGate(gates spec.Gates, t *Throughput) bool {
+	return t != nil && t.Simulated && !gates.SpeedOnSimulated()
+}
+
+// Add sums another's eval calls into e (a merge of shards).
+func (e *EvalTiming) Add(o *EvalTiming) {
+	e.Calls += o.Calls
+	e.Rows += o.Rows
+	e.CallS += o.CallS
+	e.ComputeS += o.ComputeS
+	e.DecodeS += o.DecodeS
+}
+
+// Add sums another's timings into t (a merge of shards).
+func (t *HostTiming) Add(o *HostTiming) {
+	t.PassesS += o.PassesS
+	t.ComputeS += o.ComputeS
+	t.DecodeS += o.DecodeS
+	t.MetricsS += o.MetricsS
+	t.SetHostIPC()
+}
+
+// SetHostIPC derives HostIPCS and HostIPCShare (null without compute times).
+func (t *HostTiming) SetHostIPC() {
+	t.HostIPCS, t.HostIPCShare = nil, nil
+	if t.ComputeS > 0 && t.PassesS > 0 {
+		hostIPC := t.PassesS - t.ComputeS
+		share := hostIPC / t.PassesS
+		t.HostIPCS, t.HostIPCShare = &hostIPC, &share
+	}
+}
+
+// Read reads a summary.json and checks its schema.
+func Read(path string) (*Summary, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var s Summary
+	if err := json.Unmarshal(data, &s); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if s.Schema != SchemaVersion {
+		return nil, fmt.Errorf("%s: schema %q, want %q", path, s.Schema, SchemaVersion)
+	}
+	return &s, nil
+}
+
+// Write writes dir/summary.json atomically; the other result files are
+// rendered from it by package report.
+func Write(dir string, s *Summary) error {
+	data, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(filepath.Join(dir, "summary.json"), append(data, '\n'))
+}
+
+// ThisHost describes the machine a run (or a merge) ran on.
+func ThisHost() HostInfo {
+	name, _ := os.Hostname()
+	return HostInfo{OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: runtime.NumCPU(), CPUModel: CPUModel(), Hostname: name, GoVer: runtime.Version()}
+}
+
+// CPUModel names the host's CPU (Linux: /proc/cpuinfo's model name; the
+// architecture elsewhere), for telling runs on different machines apart.
+func CPUModel() string {
+	f, err := os.Open("/proc/cpuinfo")
+	if err != nil {
+		return runtime.GOARCH
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return runtime.GOARCH
+}
+
+// IndexEntry is one line of index.jsonl, the history of the runs whose
+// directories are beside it (the results root).
+type IndexEntry struct {
+	ID          string    `json:"id"`
+	Name        string    `json:"name"`
+	Dir         string    `json:"dir"`
+	Spec        string    `json:"spec"`
+	Started     string    `json:"started"`
+	DurationS   float64   `json:"duration_s"`
+	GitCommit   string    `json:"git_commit"`
+	ModelSHA256 string    `json:"model_sha256"`
+	Verdict     string    `json:"verdict"`
+	ExitCode    int       `json:"exit_code"`
+	Backends    []IndexBE `json:"backends"`
+}
+
+// IndexBE is a backend's outcome in an IndexEntry.
+type IndexBE struct {
+	Name   string `json:"name"`
+	Status string `json:"status"`
+	Pass   bool   `json:"pass"`
+}
+
+// AppendIndex adds the run in dir to index.jsonl beside it: one line,
+// written with a single append so runs sharing a root never interleave.
+func AppendIndex(dir string, s *Summary) error {
+	e := IndexEntry{ID: s.Run.ID, Name: s.Run.Name, Dir: dir, Spec: s.Run.Spec, Started: s.Run.Started.Format("2006-01-02T15:04:05Z07:00"),
+		DurationS: s.Run.DurationS, GitCommit: s.Run.GitCommit, ModelSHA256: s.Model.SHA256, Verdict: s.Verdict.Status, ExitCode: s.Verdict.ExitCode}
+	for _, b := range s.Backends {
+		e.Backends = append(e.Backends, IndexBE{b.Name, b.Status, b.Pass})
+	}
+	line, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(filepath.Join(filepath.Dir(dir), "index.jsonl"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o666)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(append(line, '\n')); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
