@@ -135,15 +135,9 @@ func (m *merger) summary(now time.Time, opt MergeOptions) *summary.Summary {
 	for _, f := range set.Files {
 		s.Run.Merged.Shards = append(s.Run.Merged.Shards, f.Dir)
 	}
-	liveRef := first.Reference.Kind != "kld_base"
-	var reasons []string
-	errorSeen, gateFailed, gated := false, false, false
+	v := &verdict{relative: opt.RelativeGates, liveRef: first.Reference.Kind != "kld_base"}
 	s.Reference = m.backend(first.Reference, func(x *summary.Summary) summary.BackendSummary { return x.Reference })
-	s.Reference.Pass = s.Reference.Status == summary.StatusOK
-	if !s.Reference.Pass {
-		errorSeen = true
-		reasons = append(reasons, fmt.Sprintf("reference %s %s: %s", s.Reference.Name, s.Reference.Status, s.Reference.Error))
-	}
+	v.reference(&s.Reference)
 	for bi, b := range set.Manifest.Backends {
 		bs := m.backend(first.Backends[bi], func(x *summary.Summary) summary.BackendSummary { return x.Backends[bi] })
 		cmp := &comparison{}
@@ -161,12 +155,7 @@ func (m *merger) summary(now time.Time, opt MergeOptions) *summary.Summary {
 				cmp.add(uc)
 			}
 		}
-		gated = gated || len(b.Gates.List()) > 0
-		why, failed := judge(&bs, cmp, b.Gates, opt.RelativeGates, liveRef)
-		reasons = append(reasons, why...)
-		errorSeen = errorSeen || failed
-		gateFailed = gateFailed || !bs.Pass
-		s.Backends = append(s.Backends, bs)
+		s.Backends = append(s.Backends, v.candidate(bs, cmp, b.Gates))
 	}
 	for _, f := range set.Files {
 		x := m.sums[f]
@@ -185,17 +174,17 @@ func (m *merger) summary(now time.Time, opt MergeOptions) *summary.Summary {
 		// What went wrong in a shard beyond its backends (an interruption,
 		// a file not written) makes the merge an error too.
 		if x.Verdict.Status == summary.VerdictError {
-			errorSeen = true
+			v.error()
 			for _, why := range x.Verdict.Reasons {
-				reasons = append(reasons, fmt.Sprintf("shard %s: %s", f.Manifest.Shard, why))
+				v.reasons = append(v.reasons, fmt.Sprintf("shard %s: %s", f.Manifest.Shard, why))
 			}
 		}
 	}
 	s.Run.DurationS = s.Run.Finished.Sub(s.Run.Started).Seconds()
 	if len(set.Missing) > 0 {
-		reasons = append(reasons, fmt.Sprintf("partial: %d of %d units were not run", len(set.Missing), len(set.Manifest.Units)))
+		v.reasons = append(v.reasons, fmt.Sprintf("partial: %d of %d units were not run", len(set.Missing), len(set.Manifest.Units)))
 	}
-	s.Verdict = verdictOf(errorSeen, gateFailed, gated, reasons)
+	s.Verdict = v.result()
 	return s
 }
 

@@ -98,13 +98,7 @@ func Run(ctx context.Context, p *Plan, opt Options) (*Result, error) {
 	}
 	r := &runner{plan: p, opt: opt, log: opt.Log, sum: sum}
 	defer r.closeAll()
-	if err := r.prepare(); err != nil {
-		return nil, err
-	}
-	if err := r.openCache(); err != nil {
-		return nil, err
-	}
-	if err := r.startBackends(ctx); err != nil {
+	if err := r.preflight(ctx); err != nil {
 		return nil, err
 	}
 	unlock, err := openOutDir(outDir, opt.Force)
@@ -177,13 +171,7 @@ func Validate(ctx context.Context, p *Plan, opt Options) ([]string, error) {
 	opt = opt.withDefaults()
 	r := &runner{plan: p, opt: opt, log: opt.Log, sum: &summary.Summary{}}
 	defer r.closeAll()
-	if err := r.prepare(); err != nil {
-		return nil, err
-	}
-	if err := r.openCache(); err != nil {
-		return nil, err
-	}
-	if err := r.startBackends(ctx); err != nil {
+	if err := r.preflight(ctx); err != nil {
 		return nil, err
 	}
 	var warnings []string
@@ -234,9 +222,10 @@ type candidate struct {
 	diag    *diag.Report // device diagnostics (nil: the plugin has none)
 }
 
-// prepare checks what Run and Validate check before any plugin starts and
-// opens a kld_base reference.
-func (r *runner) prepare() error {
+// preflight is what Run and Validate share: the checks made before any
+// plugin starts, a kld_base reference and the cache opened, and every
+// plugin started and asked to validate its Load.
+func (r *runner) preflight(ctx context.Context) error {
 	p, s := r.plan, r.plan.Spec
 	if r.opt.RelativeGates == nil {
 		for _, b := range s.Backends() {
@@ -265,7 +254,10 @@ func (r *runner) prepare() error {
 			Tokens: len(b.Tokens()), Chunks: b.NChunk(), NCtx: b.NCtx(), Scored: b.NChunk() * kldbase.PerChunk(b.NCtx()),
 		})
 	}
-	return nil
+	if err := r.openCache(); err != nil {
+		return err
+	}
+	return r.startBackends(ctx)
 }
 
 // startBackends launches the reference and every candidate at once and has
@@ -395,8 +387,7 @@ func (r *runner) finish(ctx context.Context, end time.Time) {
 	s.Run.Finished = end.UTC()
 	s.Run.DurationS = end.Sub(s.Run.Started).Seconds()
 	r.interrupted = ctx.Err() != nil
-	var reasons []string
-	gateFailed, gated, errorSeen := false, false, r.interrupted || len(r.problems) > 0
+	v := &verdict{relative: r.opt.RelativeGates, liveRef: r.base == nil}
 	if r.base != nil {
 		s.Reference = summary.BackendSummary{Name: r.plan.Spec.Reference.Name, Kind: "kld_base", Model: r.plan.Spec.Reference.KLDBase, Status: summary.StatusOK, Pass: true}
 	} else {
@@ -406,22 +397,13 @@ func (r *runner) finish(ctx context.Context, end time.Time) {
 			st := r.cache.Stats
 			s.Reference.Cache = &st
 		}
-		s.Reference.Pass = s.Reference.Status == summary.StatusOK
-		if !s.Reference.Pass {
-			errorSeen = true
-			reasons = append(reasons, fmt.Sprintf("reference %s %s: %s", s.Reference.Name, s.Reference.Status, s.Reference.Error))
-		}
+		v.reference(&s.Reference)
 	}
 	for _, c := range r.cands {
 		bs := r.backendSummary(c.rb)
 		bs.Throughput = c.tput
 		bs.Diagnostics = c.diag
-		gated = gated || len(c.rb.Gates.List()) > 0
-		why, failed := judge(&bs, c.cmp, c.rb.Gates, r.opt.RelativeGates, r.base == nil)
-		reasons = append(reasons, why...)
-		errorSeen = errorSeen || failed
-		gateFailed = gateFailed || !bs.Pass
-		s.Backends = append(s.Backends, bs)
+		s.Backends = append(s.Backends, v.candidate(bs, c.cmp, c.rb.Gates))
 	}
 	if r.timing.PassesS > 0 {
 		t := r.timing
@@ -431,55 +413,82 @@ func (r *runner) finish(ctx context.Context, end time.Time) {
 		t.SetHostIPC()
 		s.Host = &t
 	}
-	reasons = append(reasons, r.problems...)
-	if r.interrupted {
-		reasons = append(reasons, "the run was interrupted")
+	if len(r.problems) > 0 {
+		v.error(r.problems...)
 	}
-	s.Verdict = verdictOf(errorSeen, gateFailed, gated, reasons)
+	if r.interrupted {
+		v.error("the run was interrupted")
+	}
+	s.Verdict = v.result()
 }
 
-// judge fills a candidate's accuracy from its comparison, checks its gates
-// and completeness, and says why it does not pass; failed means it could
-// not run (an error, not a gate).
-func judge(bs *summary.BackendSummary, cmp *comparison, gates spec.Gates, relative func(*summary.BackendSummary, spec.Gates) []summary.GateResult, liveRef bool) (reasons []string, failed bool) {
+// verdict gathers what decides a run's verdict, backend by backend.
+type verdict struct {
+	relative func(*summary.BackendSummary, spec.Gates) []summary.GateResult // nil: no baseline
+	liveRef  bool                                                           // false: a kld_base reference
+
+	reasons                      []string
+	errorSeen, gateFailed, gated bool
+}
+
+// error records something that makes the run an error.
+func (v *verdict) error(reasons ...string) {
+	v.errorSeen = true
+	v.reasons = append(v.reasons, reasons...)
+}
+
+// reference passes the reference block if it ran.
+func (v *verdict) reference(ref *summary.BackendSummary) {
+	if ref.Pass = ref.Status == summary.StatusOK; !ref.Pass {
+		v.error(fmt.Sprintf("reference %s %s: %s", ref.Name, ref.Status, ref.Error))
+	}
+}
+
+// candidate fills a candidate's accuracy from its comparison, checks its
+// gates and completeness, and notes why it does not pass.
+func (v *verdict) candidate(bs summary.BackendSummary, cmp *comparison, gates spec.Gates) summary.BackendSummary {
+	v.gated = v.gated || len(gates.List()) > 0
 	if bs.Status != summary.StatusSkipped && (cmp.compared > 0 || bs.Status == summary.StatusOK) {
-		bs.Accuracy = cmp.accuracy(liveRef)
+		bs.Accuracy = cmp.accuracy(v.liveRef)
 	}
 	if bs.Status != summary.StatusOK {
-		return []string{fmt.Sprintf("%s %s: %s", bs.Name, bs.Status, bs.Error)}, true
+		v.error(fmt.Sprintf("%s %s: %s", bs.Name, bs.Status, bs.Error))
+		v.gateFailed = true
+		return bs
 	}
 	bs.Gates = evaluateGates(gates, bs.Accuracy, bs.Throughput)
 	if ro := gates.RequireOffload; ro != nil && *ro {
 		bs.Gates = append(bs.Gates, offloadGate(bs.Diagnostics))
 	}
-	if relative != nil {
-		bs.Gates = append(bs.Gates, relative(bs, gates)...)
+	if v.relative != nil {
+		bs.Gates = append(bs.Gates, v.relative(&bs, gates)...)
 	}
 	bs.Pass = true
 	for _, g := range bs.Gates {
 		if !g.Pass {
 			bs.Pass = false
-			reasons = append(reasons, fmt.Sprintf("%s: gate %s", bs.Name, g.Describe()))
+			v.reasons = append(v.reasons, fmt.Sprintf("%s: gate %s", bs.Name, g.Describe()))
 		}
 	}
 	if bs.Accuracy != nil && !bs.Accuracy.Complete {
 		bs.Pass = false
-		reasons = append(reasons, fmt.Sprintf("%s: only %d of %d positions were compared", bs.Name, bs.Accuracy.Tokens, cmp.planned))
+		v.reasons = append(v.reasons, fmt.Sprintf("%s: only %d of %d positions were compared", bs.Name, bs.Accuracy.Tokens, cmp.planned))
 	}
-	return reasons, false
+	v.gateFailed = v.gateFailed || !bs.Pass
+	return bs
 }
 
-func verdictOf(errorSeen, gateFailed, gated bool, reasons []string) summary.Verdict {
+func (v *verdict) result() summary.Verdict {
 	switch {
-	case errorSeen:
-		return summary.Verdict{Status: summary.VerdictError, ExitCode: backend.ExitBackend, Reasons: reasons}
-	case gateFailed:
-		return summary.Verdict{Status: summary.VerdictFail, ExitCode: backend.ExitGateFailed, Reasons: reasons}
-	case !gated:
-		reasons = append(reasons, "no gates configured: every backend ran, but no limit was checked (set gates: in the spec)")
+	case v.errorSeen:
+		return summary.Verdict{Status: summary.VerdictError, ExitCode: backend.ExitBackend, Reasons: v.reasons}
+	case v.gateFailed:
+		return summary.Verdict{Status: summary.VerdictFail, ExitCode: backend.ExitGateFailed, Reasons: v.reasons}
+	case !v.gated:
+		reasons := append(v.reasons, "no gates configured: every backend ran, but no limit was checked (set gates: in the spec)")
 		return summary.Verdict{Status: summary.VerdictNoGates, ExitCode: backend.ExitPass, Reasons: reasons}
 	default:
-		return summary.Verdict{Status: summary.VerdictPass, ExitCode: backend.ExitPass, Reasons: reasons}
+		return summary.Verdict{Status: summary.VerdictPass, ExitCode: backend.ExitPass, Reasons: v.reasons}
 	}
 }
 

@@ -29,16 +29,30 @@ import (
 	"github.com/evalrun/evalrun/pipeline"
 )
 
-// openModel opens a model for the engine commands; a bad file is bad input.
-func openModel(path, numerics string, threads int) (*engine.Model, error) {
-	if threads < 1 || threads > 4*runtime.NumCPU() {
-		return nil, usageErr("--threads: 1 to %d (4 × the CPUs), got %d", 4*runtime.NumCPU(), threads)
+// modelFlags are the flags of the engine commands that run a model.
+type modelFlags struct {
+	path, numerics string
+	threads        int
+}
+
+func (mf *modelFlags) add(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVarP(&mf.path, "model", "m", "", "GGUF model file")
+	f.StringVar(&mf.numerics, "numerics", "exact", "CPU numerics: exact or ggml")
+	f.IntVarP(&mf.threads, "threads", "t", runtime.NumCPU(), "threads")
+	cmd.MarkFlagRequired("model")
+}
+
+// open opens the model; a bad file is bad input.
+func (mf *modelFlags) open() (*engine.Model, error) {
+	if mf.threads < 1 || mf.threads > 4*runtime.NumCPU() {
+		return nil, usageErr("--threads: 1 to %d (4 × the CPUs), got %d", 4*runtime.NumCPU(), mf.threads)
 	}
-	n, err := engine.ParseNumerics(numerics)
+	n, err := engine.ParseNumerics(mf.numerics)
 	if err != nil {
 		return nil, usageErr("--numerics: %v", err)
 	}
-	m, err := engine.Open(path, engine.Options{Numerics: n, Threads: threads})
+	m, err := engine.Open(mf.path, engine.Options{Numerics: n, Threads: mf.threads})
 	if err != nil {
 		return nil, usageErr("%v", err)
 	}
@@ -171,11 +185,12 @@ func parseTokens(s string, nVocab int) ([]int32, error) {
 
 func newGenerateCmd() *cobra.Command {
 	var (
-		model, prompt, numerics string
-		n, threads              int
-		asJSON, stopAtEOS       bool
-		sp                      = sampling.Defaults()
-		seed                    int64
+		mf                modelFlags
+		prompt            string
+		n                 int
+		asJSON, stopAtEOS bool
+		sp                = sampling.Defaults()
+		seed              int64
 	)
 	cmd := &cobra.Command{
 		Use:   "generate --model M --prompt P -n N",
@@ -198,7 +213,7 @@ func newGenerateCmd() *cobra.Command {
 			case sp.RepeatLastN < -1:
 				return usageErr("--repeat-last-n must be ≥ -1")
 			}
-			m, err := openModel(model, numerics, threads)
+			m, err := mf.open()
 			if err != nil {
 				return err
 			}
@@ -257,12 +272,10 @@ func newGenerateCmd() *cobra.Command {
 			return nil
 		},
 	}
+	mf.add(cmd)
 	f := cmd.Flags()
-	f.StringVarP(&model, "model", "m", "", "GGUF model file")
 	f.StringVarP(&prompt, "prompt", "p", "", "prompt text (tokenized with BOS)")
 	f.IntVarP(&n, "n-predict", "n", 64, "tokens to generate")
-	f.StringVar(&numerics, "numerics", "exact", "CPU numerics: exact or ggml")
-	f.IntVarP(&threads, "threads", "t", runtime.NumCPU(), "threads")
 	f.BoolVar(&asJSON, "json", false, `print {"prompt_ids":[...],"generated_ids":[...],"text":"..."}`)
 	f.BoolVar(&stopAtEOS, "stop-at-eos", false, "stop at an end-of-generation token")
 	f.Float64Var(&sp.Temperature, "temp", 0, "temperature (0 = greedy)")
@@ -272,21 +285,18 @@ func newGenerateCmd() *cobra.Command {
 	f.Float64Var(&sp.RepeatPenalty, "repeat-penalty", 1, "repeat penalty (1 = off)")
 	f.IntVar(&sp.RepeatLastN, "repeat-last-n", sp.RepeatLastN, "tokens the repeat penalty looks back")
 	f.Int64Var(&seed, "seed", 0, "random seed for sampling")
-	cmd.MarkFlagRequired("model")
 	return cmd
 }
 
 func newLogitsCmd() *cobra.Command {
-	var (
-		model, prompt, tokens, out, numerics string
-		threads                              int
-	)
+	var mf modelFlags
+	var prompt, tokens, out string
 	cmd := &cobra.Command{
 		Use:   "logits --model M (--prompt P | --tokens 1,2,3) --out FILE",
 		Short: "Write the logits of every position: raw little-endian f32 [n_tokens][n_vocab] in FILE, facts in FILE.json",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			m, err := openModel(model, numerics, threads)
+			m, err := mf.open()
 			if err != nil {
 				return err
 			}
@@ -299,24 +309,21 @@ func newLogitsCmd() *cobra.Command {
 			} else if ids = m.Tokenizer().Encode(prompt, true); len(ids) == 0 {
 				return usageErr("the prompt has no tokens")
 			}
-			return writeLogits(cmd.Context(), m, model, ids, prompt, numerics, out)
+			return writeLogits(cmd.Context(), m, mf, ids, prompt, out)
 		},
 	}
+	mf.add(cmd)
 	f := cmd.Flags()
-	f.StringVarP(&model, "model", "m", "", "GGUF model file")
 	f.StringVarP(&prompt, "prompt", "p", "", "prompt text (tokenized with add_special=true)")
 	f.StringVar(&tokens, "tokens", "", "comma-separated token ids")
 	f.StringVarP(&out, "out", "o", "", "output file (FILE and FILE.json)")
-	f.StringVar(&numerics, "numerics", "exact", "CPU numerics: exact or ggml")
-	f.IntVarP(&threads, "threads", "t", runtime.NumCPU(), "threads")
 	cmd.MarkFlagsOneRequired("prompt", "tokens")
 	cmd.MarkFlagsMutuallyExclusive("prompt", "tokens")
-	cmd.MarkFlagRequired("model")
 	cmd.MarkFlagRequired("out")
 	return cmd
 }
 
-func writeLogits(ctx context.Context, m *engine.Model, modelPath string, ids []int32, text, numerics, out string) error {
+func writeLogits(ctx context.Context, m *engine.Model, mf modelFlags, ids []int32, text, out string) error {
 	nv := m.Config.NVocab
 	raw := make([]byte, 0, len(ids)*nv*4)
 	argmax := make([]int32, len(ids))
@@ -344,14 +351,14 @@ func writeLogits(ctx context.Context, m *engine.Model, modelPath string, ids []i
 	if err := atomicfile.WriteFile(out, raw); err != nil {
 		return usageErr("--out: %v", err)
 	}
-	modelSum, err := pipeline.FileSHA256(ctx, modelPath)
+	modelSum, err := pipeline.FileSHA256(ctx, mf.path)
 	if err != nil {
 		return backendErr(err)
 	}
 	ls := sha256.Sum256(raw)
 	meta := map[string]any{
-		"tool": "evalrun", "evalrun_version": version, "model_file": filepath.Base(modelPath), "model_path": modelPath,
-		"model_sha256": modelSum, "n_vocab": nv, "numerics": numerics, "add_special": true, "parse_special": false,
+		"tool": "evalrun", "evalrun_version": version, "model_file": filepath.Base(mf.path), "model_path": mf.path,
+		"model_sha256": modelSum, "n_vocab": nv, "numerics": mf.numerics, "add_special": true, "parse_special": false,
 		"n_tokens": len(ids), "token_ids": ids, "logits_file": filepath.Base(out),
 		"logits_format": "raw little-endian float32, row-major [n_tokens][n_vocab], row i = logits after token i (predicts token i+1)",
 		"logits_shape":  []int{len(ids), nv}, "argmax": argmax, "argmax_logit": argmaxLogit, "row_logsumexp": lse,

@@ -29,9 +29,6 @@ relative gates against a baseline run and writes compare.md and
 compare.json beside the merged results.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if outDir == "" {
-				return usageErr("merge: --out DIR is required")
-			}
 			opts := pipeline.MergeOptions{Dirs: args, OutDir: absPath(outDir), AllowPartial: allowPartial, Version: version, GitCommit: gitCommit}
 			base, err := loadBaseline(baselinePath, &opts.RelativeGates)
 			if err != nil {
@@ -55,6 +52,7 @@ compare.json beside the merged results.`,
 		},
 	}
 	cmd.Flags().StringVarP(&outDir, "out", "o", "", "results directory of the merged run")
+	cmd.MarkFlagRequired("out")
 	cmd.Flags().BoolVar(&annotations, "github-annotations", os.Getenv("GITHUB_ACTIONS") == "true",
 		"print ::error/::warning workflow commands for failed gates and backends (default: on when GITHUB_ACTIONS=true)")
 	cmd.Flags().StringVar(&baselinePath, "baseline", "", "a baseline run (directory or summary.json) for the relative gates, as run --baseline")
