@@ -2,21 +2,15 @@ package llamaplugin
 
 import (
 	"context"
-	"math/rand/v2"
-	"time"
 
 	"github.com/evalrun/evalrun/backend"
 	"github.com/evalrun/evalrun/plugins/llamacpp/llama"
 )
 
-// Bench implements backend.Backend as llama-bench runs one test: a fresh
-// context of n_prompt + n_gen cells with the Load settings, an optional
-// warm-up (the prompt, then one generated token), then Reps repetitions,
-// each on a cleared KV cache: the prompt in NBatch chunks with logits for
-// each chunk's last token only (llama_batch_get_one), then NGen single-token
-// decodes, synchronizing after each as llama-bench does. Tokens are random
-// (seeded), BOS first when the vocabulary adds one. Eval sessions are not
-// touched.
+// Bench implements backend.Backend as llama-bench runs one test
+// (backend.RunBench) in a fresh context of n_prompt + n_gen cells with the
+// Load settings. The first token is BOS when the vocabulary adds one. Eval
+// sessions are not touched.
 func (b *Backend) Bench(ctx context.Context, req backend.BenchRequest) (backend.BenchResult, error) {
 	if err := req.Validate(); err != nil {
 		return backend.BenchResult{}, err
@@ -35,78 +29,24 @@ func (b *Backend) Bench(ctx context.Context, req backend.BenchRequest) (backend.
 		return backend.BenchResult{}, err
 	}
 	defer c.Free()
-	r := &benchRun{ctx: ctx, c: c, rng: rand.New(rand.NewPCG(uint64(req.Seed), 0x65766c72756e)), nVocab: b.info.NVocab,
-		nBatch: min(nBatch, c.BatchCap()), bos: b.model.BOS()}
-
-	res := backend.BenchResult{NPrompt: req.NPrompt, NGen: req.NGen}
-	if req.Warmup {
-		start := time.Now()
-		if err := r.test(req.NPrompt, min(req.NGen, 1)); err != nil {
-			return backend.BenchResult{}, err
-		}
-		res.WarmupNS = time.Since(start).Nanoseconds()
-	}
-	for range req.Reps {
-		c.Clear()
-		start := time.Now()
-		if err := r.test(req.NPrompt, req.NGen); err != nil {
-			return backend.BenchResult{}, err
-		}
-		res.SamplesNS = append(res.SamplesNS, time.Since(start).Nanoseconds())
-	}
-	return res, nil
+	return backend.RunBench(ctx, req, &benchContext{c: c}, b.info.NVocab, min(nBatch, c.BatchCap()), b.model.BOS())
 }
 
-type benchRun struct {
-	ctx    context.Context
-	c      *llama.Context
-	rng    *rand.Rand
-	nVocab int
-	nBatch int
-	bos    int32 // -1: the vocabulary adds none
-	pos    int
+// benchContext is a llama context as a backend.BenchDecoder.
+type benchContext struct {
+	c   *llama.Context
+	pos int
 }
 
-func (r *benchRun) token(first bool) int32 {
-	if first && r.bos >= 0 {
-		return r.bos
-	}
-	return int32(r.rng.IntN(r.nVocab))
-}
+func (b *benchContext) Reset() { b.c.Clear(); b.pos = 0 }
 
-// test is llama-bench's test_prompt then test_gen, from position 0.
-func (r *benchRun) test(nPrompt, nGen int) error {
-	r.c.Clear()
-	r.pos = 0
-	tokens := make([]int32, 0, r.nBatch)
-	for done := 0; done < nPrompt; {
-		if err := r.ctx.Err(); err != nil {
-			return err
-		}
-		n := min(nPrompt-done, r.nBatch)
-		tokens = tokens[:0]
-		for i := range n {
-			tokens = append(tokens, r.token(done == 0 && i == 0))
-		}
-		last := n - 1
-		if err := r.c.Decode(0, r.pos, tokens, func(i int) bool { return i == last }); err != nil {
-			return err
-		}
-		r.pos += n
-		done += n
+func (b *benchContext) Synchronize() { b.c.Synchronize() }
+
+func (b *benchContext) Decode(tokens []int32) error {
+	last := len(tokens) - 1
+	if err := b.c.Decode(0, b.pos, tokens, func(i int) bool { return i == last }); err != nil {
+		return err
 	}
-	r.c.Synchronize()
-	tok := []int32{r.token(true)}
-	for range nGen {
-		if err := r.ctx.Err(); err != nil {
-			return err
-		}
-		if err := r.c.Decode(0, r.pos, tok, func(int) bool { return true }); err != nil {
-			return err
-		}
-		r.c.Synchronize()
-		r.pos++
-		tok[0] = r.token(false)
-	}
+	b.pos += len(tokens)
 	return nil
 }
