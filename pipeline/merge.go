@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -252,20 +251,14 @@ func (m *merger) readPrompts() {
 // writePrompts writes the lines in plan order: each unit's lines from the
 // shard that ran it, in that shard's order.
 func (m *merger) writePrompts(path string) error {
-	out, err := atomicfile.Create(path)
+	out, err := atomicfile.CreateLines(path)
 	if err != nil {
 		return err
 	}
-	w := bufio.NewWriter(out)
 	for _, unit := range m.set.Prompts {
 		for _, l := range unit {
-			w.Write(l)
-			w.WriteByte('\n')
+			out.WriteLine(l)
 		}
-	}
-	if err := w.Flush(); err != nil {
-		out.Abort()
-		return err
 	}
 	return out.Commit()
 }

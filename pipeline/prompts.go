@@ -1,11 +1,8 @@
 package pipeline
 
 import (
-	"bufio"
 	"encoding/json"
-	"path/filepath"
 
-	"github.com/evalrun/evalrun/internal/atomicfile"
 	"github.com/evalrun/evalrun/pipeline/digest"
 	"github.com/evalrun/evalrun/pipeline/spec"
 	"github.com/evalrun/evalrun/pipeline/summary"
@@ -26,54 +23,6 @@ func promptFromComparison(backendName, ds, id string, mode spec.Mode, c *compari
 	return p
 }
 
-// promptLog streams prompts.jsonl to a temporary file as results arrive (the
-// run's memory does not grow with the dataset) and moves it into place at
-// the end (package atomicfile). The units file carries the same lines, per
-// unit, for a resume or a merge.
-type promptLog struct {
-	f   *atomicfile.File
-	w   *bufio.Writer
-	err error
-}
-
-func newPromptLog(dir string) (*promptLog, error) {
-	f, err := atomicfile.Create(filepath.Join(dir, "prompts.jsonl"))
-	if err != nil {
-		return nil, err
-	}
-	return &promptLog{f: f, w: bufio.NewWriter(f)}, nil
-}
-
-// commit flushes the file and moves it into place.
-func (l *promptLog) commit() error {
-	if l == nil {
-		return nil
-	}
-	if l.err == nil {
-		l.err = l.w.Flush()
-	}
-	if l.err != nil {
-		l.f.Abort()
-		return l.err
-	}
-	return l.f.Commit()
-}
-
-// addLine writes a line.
-func (l *promptLog) addLine(line []byte) {
-	if l != nil && l.err == nil {
-		if _, l.err = l.w.Write(line); l.err == nil {
-			l.err = l.w.WriteByte('\n')
-		}
-	}
-}
-
-func (l *promptLog) abort() {
-	if l != nil {
-		l.f.Abort()
-	}
-}
-
 // addPrompt writes a prompts.jsonl line for rb, with the digest of what it
 // returned, keeps it for the unit's record and folds that digest into rb's
 // run digest.
@@ -88,6 +37,6 @@ func (r *runner) addPrompt(rb *runBackend, p summary.PromptResult, h *digest.Has
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.promptLog.addLine(line)
+	r.promptLog.WriteLine(line)
 	r.unitsOut.Prompt(line)
 }

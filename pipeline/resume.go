@@ -90,7 +90,7 @@ func (r *runner) resumeFrom(dir string) error {
 					rb.digest.Add(p.Dataset, p.ID, *p.Prompt)
 				}
 			}
-			r.promptLog.addLine(l)
+			r.promptLog.WriteLine(l)
 		}
 		r.unitsOut.Carry(rec)
 	}
@@ -140,12 +140,8 @@ func (r *runner) unitComplete(u shard.Unit, rec shard.Record) bool {
 // removeLeftovers removes the temporary files of the results a killed run
 // was writing (this run holds the directory's lock; its own are kept).
 func (r *runner) removeLeftovers(dir string) {
-	var prompts *atomicfile.File
-	if r.promptLog != nil {
-		prompts = r.promptLog.f
-	}
 	left := r.unitsOut.Leftovers(dir)
-	left = append(left, atomicfile.Leftovers(filepath.Join(dir, "prompts.jsonl"), prompts)...)
+	left = append(left, atomicfile.Leftovers(filepath.Join(dir, "prompts.jsonl"), r.promptLog.File())...)
 	left = append(left, atomicfile.Leftovers(filepath.Join(dir, "summary.json"))...)
 	for _, name := range left {
 		if os.Remove(name) == nil {

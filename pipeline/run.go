@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/evalrun/evalrun/backend"
+	"github.com/evalrun/evalrun/internal/atomicfile"
 	"github.com/evalrun/evalrun/pipeline/diag"
 	"github.com/evalrun/evalrun/pipeline/kldbase"
 	"github.com/evalrun/evalrun/pipeline/refcache"
@@ -107,23 +108,23 @@ func Run(ctx context.Context, p *Plan, opt Options) (*Result, error) {
 	}
 	defer unlock()
 	if len(s.Output.Formats) == 0 || slices.Contains(s.Output.Formats, "jsonl") {
-		if r.promptLog, err = newPromptLog(outDir); err != nil {
+		if r.promptLog, err = atomicfile.CreateLines(filepath.Join(outDir, "prompts.jsonl")); err != nil {
 			return nil, &InputError{fmt.Errorf("results directory %s: %w", outDir, err)}
 		}
 	}
 	if err := r.startShard(outDir); err != nil {
-		r.promptLog.abort()
+		r.promptLog.Abort()
 		return nil, err
 	}
 	if opt.Resume {
 		if err := r.resumeFrom(outDir); err != nil {
-			r.promptLog.abort()
+			r.promptLog.Abort()
 			r.unitsOut.Abort()
 			return nil, err
 		}
 	}
 	if err := r.loadBackends(ctx); err != nil {
-		r.promptLog.abort()
+		r.promptLog.Abort()
 		r.unitsOut.Abort()
 		return nil, err
 	}
@@ -133,7 +134,7 @@ func Run(ctx context.Context, p *Plan, opt Options) (*Result, error) {
 
 	res := &Result{Summary: r.sum, Dir: outDir}
 	err = summary.Write(outDir, r.sum)
-	if perr := r.promptLog.commit(); err == nil {
+	if perr := r.promptLog.Commit(); err == nil {
 		err = perr
 	}
 	if uerr := r.unitsOut.Commit(!r.interrupted); err == nil {
@@ -198,7 +199,7 @@ type runner struct {
 	cands []*candidate
 
 	mu        sync.Mutex
-	promptLog *promptLog // prompts.jsonl, streamed
+	promptLog *atomicfile.Lines // prompts.jsonl, streamed
 
 	cache    *refcache.Cache // reference logits kept between runs; nil: none
 	owned    map[string]bool // a shard's units, or a resumed run's units left; nil: every unit
