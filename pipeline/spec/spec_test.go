@@ -236,6 +236,16 @@ func TestErrorListHoldsEachProblem(t *testing.T) {
 	}
 }
 
+// Every problem is reported once, whichever rule finds it.
+func TestEachProblemOnce(t *testing.T) {
+	path := writeSpec(t, base+"output: {formats: [json, pdf, json]}\n")
+	_, err := Load(context.Background(), path, WithoutEnv())
+	var list ErrorList
+	if !errors.As(err, &list) || len(list) != 2 || list[0].Key != "output.formats[1]" || list[1].Key != "output.formats[2]" {
+		t.Fatalf("want 2 errors (pdf, json twice), got %v", err)
+	}
+}
+
 func TestDefaults(t *testing.T) {
 	s, msg := load(t, base+"  - name: g\n    plugin: cpu\n    threads: 3\n", nil)
 	if msg != "" {

@@ -207,20 +207,6 @@ func (k *checker) validate() {
 		k.add("bench", "n_prompt and n_gen are both 0: nothing to benchmark (set enabled: false instead)")
 	}
 
-	if len(s.Output.Formats) == 0 {
-		k.add("output.formats", "at least one of %s", strings.Join(OutputFormats, ", "))
-	}
-	seen := map[string]bool{}
-	for i, f := range s.Output.Formats {
-		p := fmt.Sprintf("output.formats[%d]", i)
-		switch {
-		case !slices.Contains(OutputFormats, f):
-			k.add(p, "%q: want one of %s", f, strings.Join(OutputFormats, ", "))
-		case seen[f]:
-			k.add(p, "%q listed twice", f)
-		}
-		seen[f] = true
-	}
 	tv := reflect.ValueOf(s.Timeouts)
 	for _, f := range fieldsOf(tv.Type()) {
 		if d := tv.FieldByIndex(f.index).Interface().(time.Duration); d <= 0 {
