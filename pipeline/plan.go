@@ -132,11 +132,7 @@ func (p *Plan) openModel(ctx context.Context) (*tokenizer.Tokenizer, error) {
 	}
 	var nParams int64
 	for _, t := range f.Tensors {
-		e := int64(1)
-		for _, d := range t.Dims {
-			e *= int64(d)
-		}
-		nParams += e
+		nParams += int64(t.NElements())
 	}
 	p.Model = summary.ModelSummary{Path: path, SHA256: sum, Arch: cfg.Arch, NParams: nParams, NVocab: n, SizeBytes: f.Size}
 	p.NCtxTrain = cfg.NCtxTrain

@@ -17,7 +17,7 @@ func newCacheCmd() *cobra.Command {
 		Short: "The reference-logits cache (spec cache: or EVALRUN_CACHE): its size, and pruning by age or size",
 	}
 	cmd.PersistentFlags().StringVar(&dir, "dir", os.Getenv("EVALRUN_CACHE"), "the cache directory (default $EVALRUN_CACHE)")
-	need := func() error {
+	cmd.PersistentPreRunE = func(*cobra.Command, []string) error {
 		if dir == "" {
 			return usageErr("cache: --dir DIR or EVALRUN_CACHE is required")
 		}
@@ -29,9 +29,6 @@ func newCacheCmd() *cobra.Command {
 	stats := &cobra.Command{
 		Use: "stats", Short: "Entries, bytes, least and most recently used", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := need(); err != nil {
-				return err
-			}
 			entries, err := refcache.List(dir)
 			if err != nil {
 				return backendErr(err)
@@ -54,9 +51,6 @@ func newCacheCmd() *cobra.Command {
 	prune := &cobra.Command{
 		Use: "prune --max-age 720h | --max-bytes N", Short: "Remove entries unused for longer than --max-age, then the least recently used beyond --max-bytes", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := need(); err != nil {
-				return err
-			}
 			if maxAge <= 0 && maxBytes <= 0 {
 				return usageErr("cache prune: give --max-age or --max-bytes")
 			}

@@ -259,4 +259,9 @@ func TestReferenceCacheWarmRun(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, fmt.Sprintf("removed %d entries", chunks)) {
 		t.Fatalf("cache prune: exit %d %q", r.code, r.stdout)
 	}
+	for _, args := range [][]string{{"stats", "--dir", entry}, {"prune", "--max-age", "1h", "--dir", ""}} {
+		if r := evalrun(t, nil, append([]string{"cache"}, args...)...); r.code != 2 || !strings.Contains(r.stderr, "cache: ") {
+			t.Errorf("cache %v: exit %d %q, want 2 naming the directory", args, r.code, r.stderr)
+		}
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"math"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -213,7 +214,7 @@ func (w *walker) mapping(n *yaml.Node, t reflect.Type, path string) {
 		k := p.key
 		i := -1
 		if stringKey(p) {
-			i = indexOf(keys, k.Value)
+			i = slices.Index(keys, k.Value)
 		}
 		switch {
 		case !stringKey(p):
@@ -244,15 +245,6 @@ func (w *walker) mapping(n *yaml.Node, t reflect.Type, path string) {
 		}
 	}
 	n.Content = kept
-}
-
-func indexOf(keys []string, k string) int {
-	for i, key := range keys {
-		if key == k {
-			return i
-		}
-	}
-	return -1
 }
 
 // value checks one node against the Go type it will be decoded into.
