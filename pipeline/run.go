@@ -107,23 +107,7 @@ func Run(ctx context.Context, p *Plan, opt Options) (*Result, error) {
 		return nil, err
 	}
 	defer unlock()
-	if len(s.Output.Formats) == 0 || slices.Contains(s.Output.Formats, "jsonl") {
-		if r.promptLog, err = atomicfile.CreateLines(filepath.Join(outDir, "prompts.jsonl")); err != nil {
-			return nil, &InputError{fmt.Errorf("results directory %s: %w", outDir, err)}
-		}
-	}
-	if err := r.startShard(outDir); err != nil {
-		r.promptLog.Abort()
-		return nil, err
-	}
-	if opt.Resume {
-		if err := r.resumeFrom(outDir); err != nil {
-			r.promptLog.Abort()
-			r.unitsOut.Abort()
-			return nil, err
-		}
-	}
-	if err := r.loadBackends(ctx); err != nil {
+	if err := r.openOutputs(ctx, outDir); err != nil {
 		r.promptLog.Abort()
 		r.unitsOut.Abort()
 		return nil, err
@@ -221,6 +205,26 @@ type candidate struct {
 	tput    *summary.Throughput
 	outFile *kldbase.Writer
 	diag    *diag.Report // device diagnostics (nil: the plugin has none)
+}
+
+// openOutputs starts the streamed result files (prompts.jsonl, the units
+// file), takes over an interrupted run's units (resume) and loads every
+// backend.
+func (r *runner) openOutputs(ctx context.Context, outDir string) (err error) {
+	if formats := r.plan.Spec.Output.Formats; len(formats) == 0 || slices.Contains(formats, "jsonl") {
+		if r.promptLog, err = atomicfile.CreateLines(filepath.Join(outDir, "prompts.jsonl")); err != nil {
+			return &InputError{fmt.Errorf("results directory %s: %w", outDir, err)}
+		}
+	}
+	if err := r.startShard(outDir); err != nil {
+		return err
+	}
+	if r.opt.Resume {
+		if err := r.resumeFrom(outDir); err != nil {
+			return err
+		}
+	}
+	return r.loadBackends(ctx)
 }
 
 // preflight is what Run and Validate share: the checks made before any
