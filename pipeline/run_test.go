@@ -492,14 +492,16 @@ func TestRunKeepsEarlierResultsAndListsRuns(t *testing.T) {
 	if !errors.As(err, &ie) || !strings.Contains(err.Error(), "holds the results of an earlier run (summary.json): choose another --out, or --force") || launched {
 		t.Fatalf("second run into %s: %v (plugins launched: %v)", res.Dir, err, launched)
 	}
-	if _, err := Run(context.Background(), p, Options{OutDir: res.Dir, Force: true, Stderr: io.Discard, Launch: fakeLauncher(fakes())}); err != nil {
+	forced, err := Run(context.Background(), p, Options{OutDir: res.Dir, Force: true, Stderr: io.Discard, Launch: fakeLauncher(fakes())})
+	if err != nil {
 		t.Fatalf("--force: %v", err)
 	}
 	if _, err := os.Stat(stale); !os.IsNotExist(err) {
 		t.Errorf("--force kept the earlier run's report.html (%v)", err)
 	}
 	index := readLines(t, filepath.Join(filepath.Dir(res.Dir), "index.jsonl"))
-	if len(index) != 2 || index[0]["dir"] != res.Dir || index[1]["verdict"] != summary.VerdictPass || index[1]["id"] != s.Run.ID {
+	if len(index) != 2 || index[0]["dir"] != res.Dir || index[1]["verdict"] != summary.VerdictPass ||
+		index[0]["id"] != s.Run.ID || index[1]["id"] != forced.Summary.Run.ID {
 		t.Fatalf("index.jsonl: %v", index)
 	}
 }
