@@ -8,6 +8,7 @@ import (
 
 	"github.com/evalrun/evalrun/backend"
 	"github.com/evalrun/evalrun/pipeline/spec"
+	"github.com/evalrun/evalrun/pipeline/summary"
 )
 
 // lyingFake is a fake whose Load reports another vocabulary, or whose
@@ -59,19 +60,19 @@ func TestRunChecksTheVocabularyAtLoadAndEveryRow(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := readSummary(t, res.Dir)
-	by := map[string]BackendSummary{}
+	by := map[string]summary.BackendSummary{}
 	for _, b := range s.Backends {
 		by[b.Name] = b
 	}
-	if b := by["vocab"]; b.Status != StatusFailed || !strings.Contains(b.Error, "the plugin reads a vocabulary of 63 tokens, the host's has 64") || b.Accuracy != nil && b.Accuracy.Tokens > 0 {
+	if b := by["vocab"]; b.Status != summary.StatusFailed || !strings.Contains(b.Error, "the plugin reads a vocabulary of 63 tokens, the host's has 64") || b.Accuracy != nil && b.Accuracy.Tokens > 0 {
 		t.Errorf("a plugin reporting another vocabulary at Load: status %s, error %q", b.Status, b.Error)
 	}
-	if b := by["short"]; b.Status != StatusFailed || !strings.Contains(b.Error, "the plugin sent a row of 63 logits, the vocabulary has 64") {
+	if b := by["short"]; b.Status != summary.StatusFailed || !strings.Contains(b.Error, "the plugin sent a row of 63 logits, the vocabulary has 64") {
 		t.Errorf("a short row: status %s, error %q", b.Status, b.Error)
 	} else if b.Accuracy == nil || b.Accuracy.Tokens != 6 || b.Accuracy.Complete {
 		t.Errorf("a short row: the 6 rows before it must be kept as an incomplete comparison: %+v", b.Accuracy)
 	}
-	if g := by["good"]; g.Status != StatusOK || !g.Accuracy.Complete {
+	if g := by["good"]; g.Status != summary.StatusOK || !g.Accuracy.Complete {
 		t.Errorf("the healthy backend: %s %+v", g.Status, g.Accuracy)
 	}
 	if s.Verdict.ExitCode != backend.ExitBackend {
