@@ -295,6 +295,12 @@ func (m *Model) KVCache() KVCache { return m.kv }
 // Threads is the number of threads matmuls and attention use.
 func (m *Model) Threads() int { return m.pool.Threads() }
 
+// Parallel runs fn over [0, n) in ranges aligned to align on the model's
+// threads (its worker pool), for a device that computes on the host: the
+// NPU simulator's runs then share the matmuls' workers instead of starting
+// goroutines of their own.
+func (m *Model) Parallel(n, align int, fn func(lo, hi int)) { m.pool.RunAligned(n, align, fn) }
+
 // CPUMatMul is the model's CPU matmul, the one a device falls back to.
 func (m *Model) CPUMatMul() MatMuler { return m.cpu }
 

@@ -221,8 +221,9 @@ func (o *options) faults() faults {
 	return f
 }
 
-// openDriver opens the NPU driver the options name.
-func (o *options) openDriver(threads int) (npu.Driver, error) {
+// openDriver opens the NPU driver the options name; a simulated one
+// computes on threads, through parallel if not nil (sim.Options).
+func (o *options) openDriver(threads int, parallel func(n, align int, fn func(lo, hi int))) (npu.Driver, error) {
 	if o.Driver == "hardware" {
 		drv, err := rknnrt.New()
 		if err != nil {
@@ -231,7 +232,7 @@ func (o *options) openDriver(threads int) (npu.Driver, error) {
 		return drv, nil
 	}
 	opts := o.simReadings
-	opts.Threads = threads
+	opts.Threads, opts.Parallel = threads, parallel
 	return sim.New(opts), nil
 }
 
@@ -270,16 +271,14 @@ func attach(m *engine.Model, o *options) (enginebackend.Device, error) {
 	cfg := o.cfg
 	cfg.Evict = m.File().Evict // the CPU keeps no copy of offloaded weights
 	// The simulator computes on the host's threads: the cores of a matmul
-	// run side by side only when the thread budget covers them, each with
-	// its share; otherwise one after another, each using all the threads.
-	threads := m.Threads()
+	// run one after another, each spread over all of the model's threads by
+	// its worker pool (three cores as three goroutines on two CPUs took 2/3
+	// of the work's time instead of 1/2, and goroutines started per run
+	// waited for wake-ups).
 	if o.Driver != "hardware" {
-		cfg.Sequential = threads < cfg.Cores
-		if !cfg.Sequential {
-			threads /= cfg.Cores
-		}
+		cfg.Sequential = true
 	}
-	drv, err := o.openDriver(threads)
+	drv, err := o.openDriver(m.Threads(), m.Parallel)
 	if err != nil {
 		return nil, err
 	}

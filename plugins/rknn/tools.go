@@ -217,7 +217,7 @@ Exit status 1 when any op fails.`,
 					return err
 				}
 			}
-			drv, err := o.openDriver(1)
+			drv, err := o.openDriver(1, nil)
 			if err != nil {
 				return &toolError{backend.ExitBackend, err}
 			}

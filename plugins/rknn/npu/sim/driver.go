@@ -38,6 +38,12 @@ type Options struct {
 	// Threads splits each run's output columns over goroutines; results are
 	// identical for any value. 0 means 1 (one NPU core per context).
 	Threads int
+	// Parallel, if set, runs a run's independent output ranges (multiples
+	// of align) on the host's threads, e.g. the engine's worker pool: no
+	// goroutines started and woken per run. Nil splits over Threads
+	// goroutines. Every output is computed by one call in a fixed order
+	// either way, so results do not change.
+	Parallel func(n, align int, fn func(lo, hi int))
 
 	// The readings of what the RKNN documents leave open (README,
 	// "Simulator and offload assumptions"); the zero values are ours.

@@ -43,7 +43,6 @@ func (c *Context) computeFast(w *workspace, b []byte, M, K, N int, aNative bool)
 	subKA := 128 / aBits
 	subNB := 256 / bBits
 	nA := aLen(M, K, aNative, subKA)
-	threads := c.drv.opts.Threads
 	nBlocks := N / subNB
 
 	if isFloat(c.info.Type) {
@@ -56,14 +55,14 @@ func (c *Context) computeFast(w *workspace, b []byte, M, K, N int, aNative bool)
 				// Decode-sized: transpose in registers, consume at once.
 				direct := [...]func(b []byte, kBlocks int, a []float32, lda int, c []float32, ldc int){
 					fp16Direct1AVX512, fp16Direct2AVX512, fp16Direct3AVX512, fp16Direct4AVX512}[M-1]
-				parallelGroups(nBlocks, threads, func(lo, hi int) {
+				c.drv.parallel(nBlocks, 1, func(lo, hi int) {
 					for nb := lo; nb < hi; nb++ {
 						direct(b[off+nb*blockBytes:off+(nb+1)*blockBytes], kBlocks, w.aF, K, w.cF[nb*16:], N)
 					}
 				})
 				return
 			}
-			parallelGroups(nBlocks, threads, func(lo, hi int) {
+			c.drv.parallel(nBlocks, 1, func(lo, hi int) {
 				bt := make([]float32, 2*kBlocks*512)
 				for nb := lo; nb < hi; nb += 2 {
 					fp16TransposeAVX512(b[off+nb*blockBytes:off+(nb+1)*blockBytes], kBlocks, bt)
@@ -113,7 +112,7 @@ func (c *Context) computeFast(w *workspace, b []byte, M, K, N int, aNative bool)
 			dst = w.cS
 		}
 		blockBytes := kBlocks * 1024
-		parallelGroups(nBlocks, threads, func(lo, hi int) {
+		c.drv.parallel(nBlocks, 1, func(lo, hi int) {
 			for nb := lo; nb < hi; nb++ {
 				kernel(w.aB[k0:], K, M, b[off+nb*blockBytes:off+(nb+1)*blockBytes], kBlocks, dst[nb*subNB:], N)
 			}

@@ -361,6 +361,26 @@ func TestResultsIndependentOfThreads(t *testing.T) {
 				}
 			}
 		}
+		// A host pool (Options.Parallel) that hands out the smallest
+		// aligned ranges, last first, computes the same bits.
+		calls := 0
+		backwards := func(n, align int, fn func(lo, hi int)) {
+			for hi := n; hi > 0; {
+				lo := (hi - 1) / align * align
+				fn(lo, hi)
+				hi = lo
+				calls++
+			}
+		}
+		c := runFloat(t, New(Options{Threads: 2, Parallel: backwards}), in, a, b)
+		if calls == 0 {
+			t.Fatalf("B=%s: Options.Parallel never called", bl)
+		}
+		for i := range c1 {
+			if !sameBits(c[i], c1[i]) {
+				t.Fatalf("B=%s Parallel backwards: C[%d] = %v, threads=1 gave %v", bl, i, c[i], c1[i])
+			}
+		}
 	}
 }
 

@@ -316,7 +316,7 @@ func (c *Context) compute() {
 			if c.drv.opts.FP16Ideal {
 				mm = matmulF64
 			}
-			parallelCols(N, threads, func(lo, hi int) { mm(w.aF, w.bF, w.cF, M, K, N, lo, hi) })
+			c.drv.parallel(N, 4, func(lo, hi int) { mm(w.aF, w.bF, w.cF, M, K, N, lo, hi) })
 		}
 		if view, ok := words32[float32](c.c.buf, nC); ok && cBits == 32 {
 			scatterC(w.cF, view, M, N, aNative, subNC)
@@ -344,7 +344,7 @@ func (c *Context) compute() {
 		w.cI = grow(w.cI, M*N)
 		gatherA(intDecoder(c.a.buf[:(nA*aBits+7)/8], aBits, q[0].zp), w.aI, M, K, aNative, subKA, &w.aNatI)
 		gatherBT(intDecoder(b[:(nB*bBits+7)/8], bBits, q[1].zp), w.bI, K, N, c.info.BLayout, subNB, threads)
-		parallelCols(N, threads, func(lo, hi int) { matmulI32(w.aI, w.bI, w.cI, M, K, N, lo, hi) })
+		c.drv.parallel(N, 4, func(lo, hi int) { matmulI32(w.aI, w.bI, w.cI, M, K, N, lo, hi) })
 	}
 	switch c.info.Type {
 	case npu.Int4MMInt4ToInt16:
@@ -428,6 +428,19 @@ func parallelCols(N, threads int, fn func(lo, hi int)) {
 		wg.Go(func() { fn(lo, hi) })
 	}
 	wg.Wait()
+}
+
+// parallel runs fn over [0, n) in ranges aligned to align (1 or 4) on
+// Options.Parallel, or on Threads goroutines.
+func (d *Driver) parallel(n, align int, fn func(lo, hi int)) {
+	switch {
+	case d.opts.Parallel != nil:
+		d.opts.Parallel(n, align, fn)
+	case align == 1:
+		parallelGroups(n, d.opts.Threads, fn)
+	default:
+		parallelCols(n, d.opts.Threads, fn)
+	}
 }
 
 // parallelGroups splits [0,n) into threads near-equal ranges (the fast
