@@ -104,25 +104,26 @@ func (r *runner) generateOne(ctx context.Context, p genPrompt) {
 		rows := make([][]float32, len(cands))
 		errs := make([]error, len(cands))
 		pending = make([]*evalStream, len(cands))
+		took := make([]time.Duration, len(cands))
 		var wg sync.WaitGroup
 		for i, c := range cands {
 			if alive[i] {
-				wg.Go(func() { rows[i], pending[i], errs[i] = evalOne(ctx, c.rb, req) })
+				wg.Go(func() {
+					rows[i], pending[i], errs[i] = evalOne(ctx, c.rb, req)
+					if errs[i] == nil { // compared at once, while the others compute
+						digests[i].Row(rows[i])
+						t := time.Now()
+						errs[i] = addLive(rows[i], &ref, next, len(p.tokens)-1+step, per[i])
+						took[i] = time.Since(t)
+						c.rb.release(rows[i])
+					}
+				})
 			}
 		}
 		wg.Wait()
 		for i, c := range cands {
-			if !alive[i] {
-				continue
-			}
-			if errs[i] == nil {
-				digests[i].Row(rows[i])
-				t := time.Now()
-				errs[i] = addLive(rows[i], &ref, next, len(p.tokens)-1+step, per[i])
-				r.timing.MetricsS += time.Since(t).Seconds()
-				c.rb.release(rows[i])
-			}
-			if errs[i] != nil {
+			r.timing.MetricsS += took[i].Seconds()
+			if alive[i] && errs[i] != nil {
 				c.rb.fail(ctx, what, errs[i])
 				alive[i] = false
 			}
