@@ -30,15 +30,8 @@ func TestResumeAfterSIGINT(t *testing.T) {
 		t.Fatalf("uninterrupted: exit %d\n%s", r.code, r.stderr)
 	}
 
-	s := start(t, env, "run", specFile, "--out", resumed)
-	for deadline := time.Now().Add(60 * time.Second); !strings.Contains(s.err.String(), "score: 1/"); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no score chunk done:\n%s", s.err)
-		}
-	}
-	s.cmd.Process.Signal(syscall.SIGINT)
-	if code := s.wait(t, 60*time.Second); code != 3 {
-		t.Fatalf("interrupted: exit %d, want 3\n%s", code, s.err)
+	if code := signalAfterFirstChunk(t, syscall.SIGINT, env, "run", specFile, "--out", resumed); code != 3 {
+		t.Fatalf("interrupted: exit %d, want 3", code)
 	}
 	if sum := readSummary(t, resumed); sum.Backends[0].Accuracy == nil || sum.Backends[0].Accuracy.Complete {
 		t.Fatalf("the run was not interrupted half-way: %+v", sum.Backends[0].Accuracy)
@@ -123,10 +116,11 @@ func dropCalls(v any) {
 	}
 }
 
-// killAfterFirstChunk starts evalrun, SIGKILLs it (the host alone, as the
-// OOM killer would) once it reports its first score chunk, and then its
-// orphaned plugins.
-func killAfterFirstChunk(t *testing.T, env []string, args ...string) {
+// signalAfterFirstChunk starts evalrun, sends sig to it (the host alone, as
+// the OOM killer would kill it) once it reports its first score chunk, and
+// returns its exit code (minus the signal's number when it killed it); then
+// it kills the plugins it may have left.
+func signalAfterFirstChunk(t *testing.T, sig syscall.Signal, env []string, args ...string) int {
 	t.Helper()
 	s := start(t, env, args...)
 	for deadline := time.Now().Add(60 * time.Second); !strings.Contains(s.err.String(), "score: 1/"); time.Sleep(5 * time.Millisecond) {
@@ -134,11 +128,18 @@ func killAfterFirstChunk(t *testing.T, env []string, args ...string) {
 			t.Fatalf("no score chunk done:\n%s", s.err)
 		}
 	}
-	s.cmd.Process.Signal(syscall.SIGKILL)
-	if code := s.wait(t, 60*time.Second); code != -int(syscall.SIGKILL) {
-		t.Fatalf("killed: exit %d, want death by SIGKILL (the run ended before the kill?)\n%s", code, s.err)
-	}
+	s.cmd.Process.Signal(sig)
+	code := s.wait(t, 60*time.Second)
 	syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+	return code
+}
+
+// killAfterFirstChunk SIGKILLs evalrun after its first score chunk.
+func killAfterFirstChunk(t *testing.T, env []string, args ...string) {
+	t.Helper()
+	if code := signalAfterFirstChunk(t, syscall.SIGKILL, env, args...); code != -int(syscall.SIGKILL) {
+		t.Fatalf("killed: exit %d, want death by SIGKILL (the run ended before the kill?)", code)
+	}
 }
 
 // TestResumeAfterSIGKILL kills a run outright after its first score chunk
