@@ -24,7 +24,8 @@ import (
 
 // resumeFrom reads the interrupted run in dir and takes over its completed
 // units. It refuses (an *InputError) a directory with nothing to resume,
-// another shard's directory and another spec's run.
+// another shard's directory, another spec's run and one another build of a
+// plugin made.
 func (r *runner) resumeFrom(dir string) error {
 	f, err := shard.Read(dir)
 	if err != nil {
@@ -47,6 +48,14 @@ func (r *runner) resumeFrom(dir string) error {
 		return inputErr("--resume: %s was run with another spec (models, datasets, backends, options or gates differ): spec digest %.12s, this spec's %.12s", dir, m.SpecDigest, r.specDigest())
 	case len(m.Units) != len(units):
 		return inputErr("--resume: %s plans %d units, this spec %d", dir, len(m.Units), len(units))
+	}
+	for _, now := range r.plugins() {
+		for _, was := range f.Manifest.Plugins {
+			if was.Backend == now.Backend && was != now {
+				return inputErr("--resume: backend %s: %s was run by plugin %s %s, this run's is %s %s: its results would mix two builds (--force runs it again)",
+					now.Backend, dir, was.Name, was.Version, now.Name, now.Version)
+			}
+		}
 	}
 	for _, b := range r.plan.Spec.Backends() {
 		if b.Output.KLDBase != "" {

@@ -83,7 +83,19 @@ func (r *runner) manifest(sh shard.Shard) shard.Manifest {
 			m.Backends = append(m.Backends, shard.Backend{Name: b.Name, Gates: b.Gates})
 		}
 	}
+	m.Plugins = r.plugins()
 	return m
+}
+
+// plugins lists what the started backends' plugins said they were.
+func (r *runner) plugins() []shard.Plugin {
+	var out []shard.Plugin
+	for _, rb := range r.backends() {
+		if rb.info != nil {
+			out = append(out, shard.Plugin{Backend: rb.Name, Name: rb.info.Name, Version: rb.info.Version})
+		}
+	}
+	return out
 }
 
 // mine reports whether a unit is this run's to compute.

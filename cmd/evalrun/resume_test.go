@@ -150,7 +150,8 @@ func killAfterFirstChunk(t *testing.T, env []string, args ...string) {
 // timings and call counters and a byte-identical prompts.jsonl. A shard
 // killed the same way is refused by evalrun merge (exit 2, saying how to
 // finish it), resumed with --shard --resume, and then merges into the
-// uninterrupted run's results.
+// uninterrupted run's results. A run made by another build of a plugin is
+// not resumed (exit 2).
 func TestResumeAfterSIGKILL(t *testing.T) {
 	env := []string{"EVALRUN_BENCH_REPS=1", "EVALRUN_BENCH_N_PROMPT=8", "EVALRUN_BENCH_N_GEN=2",
 		"EVALRUN_DATASETS_1_LIMIT=3", "EVALRUN_DATASETS_1_MAX_NEW_TOKENS=6"}
@@ -232,5 +233,20 @@ func TestResumeAfterSIGKILL(t *testing.T) {
 	}
 	if got, _ := os.ReadFile(filepath.Join(merged, "prompts.jsonl")); string(got) != string(wantPrompts) {
 		t.Fatalf("merged prompts.jsonl differs from the uninterrupted run's: %s", firstDiff(string(wantPrompts), string(got)))
+	}
+
+	// A run another build of a plugin made is not resumed.
+	path := filepath.Join(whole, shard.FileName)
+	data, _ := os.ReadFile(path)
+	head, rest, _ := strings.Cut(string(data), "\n")
+	var m shard.Manifest
+	if err := json.Unmarshal([]byte(head), &m); err != nil || len(m.Plugins) != 1+len(m.Backends) {
+		t.Fatalf("manifest plugins %+v: %v", m.Plugins, err)
+	}
+	m.Plugins[1].Version += "-other"
+	edited, _ := json.Marshal(m)
+	os.WriteFile(path, []byte(string(edited)+"\n"+rest), 0o666)
+	if r := evalrun(t, env, "run", specFile, "--out", whole, "--resume"); r.code != 2 || !strings.Contains(r.stderr, "backend "+m.Plugins[1].Backend+": ") || !strings.Contains(r.stderr, "mix two builds") {
+		t.Fatalf("resume of another build's run: exit %d\n%s", r.code, r.stderr)
 	}
 }

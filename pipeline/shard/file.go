@@ -33,6 +33,16 @@ type Manifest struct {
 	Shard      Shard     `json:"shard"`
 	Units      []Unit    `json:"units"`    // every unit of the run, in plan order
 	Backends   []Backend `json:"backends"` // the candidates, in spec order
+	// Plugins are what each backend's plugin said it was when it started
+	// (the reference first): a resume refuses a run another build made.
+	Plugins []Plugin `json:"plugins,omitempty"`
+}
+
+// Plugin is a backend's plugin as it described itself.
+type Plugin struct {
+	Backend string `json:"backend"`
+	Name    string `json:"name"`
+	Version string `json:"version"`
 }
 
 // Unit is one unit of the plan.
