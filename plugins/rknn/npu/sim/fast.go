@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"sync"
+
 	"github.com/evalrun/evalrun/plugins/rknn/npu"
 )
 
@@ -12,6 +14,9 @@ import (
 // documented ones (the generic path's): fp16 products exact, summed one
 // after the other inside each 32-element K block, blocks added in K order;
 // integer paths exact. Other layouts and types go through run.go.
+
+// transposed holds *[]float32 buffers of transposed B groups.
+var transposed = sync.Pool{New: func() any { return new([]float32) }}
 
 // fastType reports whether the fast path computes this context.
 func (c *Context) fastType() bool {
@@ -62,8 +67,15 @@ func (c *Context) computeFast(w *workspace, b []byte, M, K, N int, aNative bool)
 				})
 				return
 			}
-			c.drv.parallel(nBlocks, 1, func(lo, hi int) {
-				bt := make([]float32, 2*kBlocks*512)
+			// Ranges of whole pairs of groups, each range with a transposed
+			// pair from the pool (a host pool calls fn for many small
+			// ranges: a fresh 2·kBlocks KB each time cost more than the
+			// work).
+			c.drv.parallel(nBlocks, 2, func(lo, hi int) {
+				bp := transposed.Get().(*[]float32)
+				defer transposed.Put(bp)
+				*bp = grow(*bp, 2*kBlocks*512)
+				bt := *bp
 				for nb := lo; nb < hi; nb += 2 {
 					fp16TransposeAVX512(b[off+nb*blockBytes:off+(nb+1)*blockBytes], kBlocks, bt)
 					if nb+1 < hi {

@@ -430,7 +430,7 @@ func parallelCols(N, threads int, fn func(lo, hi int)) {
 	wg.Wait()
 }
 
-// parallel runs fn over [0, n) in ranges aligned to align (1 or 4) on
+// parallel runs fn over [0, n) in ranges aligned to align (1, 2 or 4) on
 // Options.Parallel, or on Threads goroutines.
 func (d *Driver) parallel(n, align int, fn func(lo, hi int)) {
 	switch {
