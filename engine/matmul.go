@@ -77,66 +77,117 @@ type cpuMatMul struct {
 const parallelMin = 1 << 15
 
 func (c *cpuMatMul) MatMul(op *MatMulOp, x []float32, out []float32) error {
-	w := op.Weight
-	if w == nil {
-		return fmt.Errorf("matmul %s: no weight", op.Name)
+	return c.MatMulShared([]*MatMulOp{op}, x, [][]float32{out})
+}
+
+// sharedMatMuler computes several ops that read the same activations.
+type sharedMatMuler interface {
+	MatMulShared(ops []*MatMulOp, x []float32, outs [][]float32) error
+}
+
+// MatMulShared computes ops that read the same activations x (Q, K and V;
+// gate and up), outs[i] receiving ops[i]'s, in one pool job over all their
+// rows: one hand-over to the workers instead of one per op. Every output is
+// computed as MatMul computes it.
+func (c *cpuMatMul) MatMulShared(ops []*MatMulOp, x []float32, outs [][]float32) error {
+	parts := make([]matMulPart, 0, len(ops))
+	defer func() {
+		for _, p := range parts {
+			if p.acts != nil {
+				c.acts.Put(p.acts)
+			}
+		}
+	}()
+	rows, work := 0, 0
+	for i, op := range ops {
+		p, err := c.prepare(op, x, outs[i])
+		if err != nil {
+			return err
+		}
+		p.base = rows
+		parts = append(parts, p)
+		rows += (p.n + 15) &^ 15 // each op's rows start a 16-row group
+		work += op.T * op.N * op.K
 	}
-	if w.K != op.K || w.N != op.N {
-		return fmt.Errorf("matmul %s: op shape K=%d N=%d but weight %s is K=%d N=%d", op.Name, op.K, op.N, w.Name, w.K, w.N)
+	all := func(lo, hi int) {
+		for _, p := range parts {
+			if a, b := max(lo, p.base), min(hi, p.base+p.n); a < b {
+				p.compute(a-p.base, b-p.base)
+			}
+		}
 	}
-	rb, err := ggml.RowBytes(w.Type, w.K)
-	if err != nil {
-		return fmt.Errorf("matmul %s: weight %s: %w", op.Name, w.Name, err)
-	}
-	if len(w.Data) != rb*w.N {
-		return fmt.Errorf("matmul %s: weight %s has %d bytes, want %d (%d rows of %d %s values)", op.Name, w.Name, len(w.Data), rb*w.N, w.N, w.K, w.Type)
-	}
-	if len(x) < op.T*op.K || len(out) < op.T*op.N {
-		return fmt.Errorf("matmul %s: buffers too small: x %d < %d or out %d < %d", op.Name, len(x), op.T*op.K, len(out), op.T*op.N)
-	}
-	if op.T == 0 || op.N == 0 {
+	if work < parallelMin {
+		all(0, rows)
 		return nil
 	}
 	// Ranges of whole 16-row groups: the kernels' widest row blocks.
-	run := func(n int, fn func(lo, hi int)) { c.pool.RunAligned(n, 16, fn) }
-	if op.T*op.N*op.K < parallelMin {
-		run = func(n int, fn func(lo, hi int)) { fn(0, n) }
+	c.pool.RunAligned(rows, 16, all)
+	return nil
+}
+
+// matMulPart is one op ready to run: compute writes its outputs [lo, hi).
+type matMulPart struct {
+	base, n int
+	compute func(lo, hi int)
+	acts    *ggml.GGMLActivations // returned to the pool after the job
+}
+
+// prepare checks op against its weight and buffers and returns its part
+// (n = 0: nothing to compute).
+func (c *cpuMatMul) prepare(op *MatMulOp, x, out []float32) (matMulPart, error) {
+	w := op.Weight
+	if w == nil {
+		return matMulPart{}, fmt.Errorf("matmul %s: no weight", op.Name)
+	}
+	if w.K != op.K || w.N != op.N {
+		return matMulPart{}, fmt.Errorf("matmul %s: op shape K=%d N=%d but weight %s is K=%d N=%d", op.Name, op.K, op.N, w.Name, w.K, w.N)
+	}
+	rb, err := ggml.RowBytes(w.Type, w.K)
+	if err != nil {
+		return matMulPart{}, fmt.Errorf("matmul %s: weight %s: %w", op.Name, w.Name, err)
+	}
+	if len(w.Data) != rb*w.N {
+		return matMulPart{}, fmt.Errorf("matmul %s: weight %s has %d bytes, want %d (%d rows of %d %s values)", op.Name, w.Name, len(w.Data), rb*w.N, w.N, w.K, w.Type)
+	}
+	if len(x) < op.T*op.K || len(out) < op.T*op.N {
+		return matMulPart{}, fmt.Errorf("matmul %s: buffers too small: x %d < %d or out %d < %d", op.Name, len(x), op.T*op.K, len(out), op.T*op.N)
+	}
+	if op.T == 0 || op.N == 0 {
+		return matMulPart{}, nil
 	}
 	if c.numerics == GGML {
-		return c.matMulGGML(run, op, x, out)
+		return c.prepareGGML(op, x, out)
 	}
 	if !ggml.Supported(w.Type) {
-		return fmt.Errorf("matmul %s: weight %s: unsupported tensor type %s", op.Name, w.Name, w.Type)
+		return matMulPart{}, fmt.Errorf("matmul %s: weight %s: unsupported tensor type %s", op.Name, w.Name, w.Type)
 	}
 	K, N, T := op.K, op.N, op.T
-	run(N, func(lo, hi int) {
+	return matMulPart{n: N, compute: func(lo, hi int) {
 		rows := w.Data[lo*rb : hi*rb]
 		if T == 1 {
 			c.kern.MatVec(w.Type, rows, x[:K], out[lo:hi])
 		} else {
 			c.kern.MatMul(w.Type, rows, hi-lo, x[:T*K], T, out[lo:], N)
 		}
-	})
-	return nil
+	}}, nil
 }
 
-// matMulGGML computes as ggml_compute_forward_mul_mat on an AVX-512 build:
+// prepareGGML computes as ggml_compute_forward_mul_mat on an AVX-512 build:
 // the activations are converted once to the weight's vec_dot_type, then
 // every output uses the kernel llama.cpp picks (ggml.GGMLKernelFor).
-func (c *cpuMatMul) matMulGGML(run func(int, func(lo, hi int)), op *MatMulOp, x, out []float32) error {
+func (c *cpuMatMul) prepareGGML(op *MatMulOp, x, out []float32) (matMulPart, error) {
 	w := op.Weight
 	K, N, T := op.K, op.N, op.T
 	a := c.acts.Get().(*ggml.GGMLActivations)
-	defer c.acts.Put(a)
 	if err := c.kern.PrepareGGML(w.Type, x[:T*K], T, a); err != nil {
-		return fmt.Errorf("matmul %s: activations for weight %s (%s): %w", op.Name, w.Name, w.Type, err)
+		c.acts.Put(a)
+		return matMulPart{}, fmt.Errorf("matmul %s: activations for weight %s (%s): %w", op.Name, w.Name, w.Type, err)
 	}
 	kern := ggml.GGMLKernelFor(w.Type, T, K, N)
 	rb := w.RowBytes()
-	run(N, func(lo, hi int) {
+	return matMulPart{n: N, acts: a, compute: func(lo, hi int) {
 		c.kern.MatMulGGML(kern, w.Type, w.Data[lo*rb:hi*rb], hi-lo, a, out[lo:], N)
-	})
-	return nil
+	}}, nil
 }
 
 // firstError keeps the first error reported by parallel workers.

@@ -289,6 +289,24 @@ func (f *forward) matmul(op *MatMulOp, x []float32) ([]float32, error) {
 	return out, nil
 }
 
+// matmuls runs ops that read the same x, in this order: on the CPU as one
+// job (one hand-over to the pool's workers), on a device one by one.
+func (f *forward) matmuls(x []float32, ops ...*MatMulOp) ([][]float32, error) {
+	outs := make([][]float32, len(ops))
+	for i, op := range ops {
+		outs[i] = f.s.buf.alloc(op.T * op.N)
+	}
+	if cpu, ok := f.s.m.mm.(sharedMatMuler); ok {
+		return outs, cpu.MatMulShared(ops, x, outs)
+	}
+	for i, op := range ops {
+		if err := f.s.m.mm.MatMul(op, x, outs[i]); err != nil {
+			return nil, err
+		}
+	}
+	return outs, nil
+}
+
 // layer runs transformer block il on x (f.rows rows) and returns its output.
 // In the last layer only outRows continue after attention, as llama.cpp does
 // with inp_out_ids.
@@ -303,18 +321,11 @@ func (f *forward) layer(il int, x []float32, outRows []int) ([]float32, error) {
 	for t := range T {
 		lops.RMSNorm(xn[t*E:(t+1)*E], x[t*E:(t+1)*E], l.attnNorm, c.RMSEps)
 	}
-	q, err := f.matmul(&ops[opQ], xn)
+	qvk, err := f.matmuls(xn, &ops[opQ], &ops[opV], &ops[opK])
 	if err != nil {
 		return nil, err
 	}
-	v, err := f.matmul(&ops[opV], xn)
-	if err != nil {
-		return nil, err
-	}
-	k, err := f.matmul(&ops[opK], xn)
-	if err != nil {
-		return nil, err
-	}
+	q, v, k := qvk[0], qvk[1], qvk[2]
 	addBias(q, l.bq)
 	addBias(k, l.bk)
 	addBias(v, l.bv)
@@ -349,14 +360,11 @@ func (f *forward) layer(il int, x []float32, outRows []int) ([]float32, error) {
 	for r := range rows {
 		lops.RMSNorm(xn[r*E:(r+1)*E], x[r*E:(r+1)*E], l.ffnNorm, c.RMSEps)
 	}
-	gate, err := f.matmul(&ops[opFFNGate], xn)
+	gateUp, err := f.matmuls(xn, &ops[opFFNGate], &ops[opFFNUp])
 	if err != nil {
 		return nil, err
 	}
-	up, err := f.matmul(&ops[opFFNUp], xn)
-	if err != nil {
-		return nil, err
-	}
+	gate, up := gateUp[0], gateUp[1]
 	for r := range rows {
 		lops.Swiglu(gate[r*c.NFF:(r+1)*c.NFF], gate[r*c.NFF:(r+1)*c.NFF], up[r*c.NFF:(r+1)*c.NFF])
 	}
