@@ -30,7 +30,7 @@ type Config struct {
 type Device struct {
 	cpu      engine.MatMuler
 	kern     ggml.Kernels
-	pool     *engine.Pool
+	parallel func(n, align int, fn func(lo, hi int)) // the model's threads
 	weights  map[*engine.Weight]*weight
 	sessions []*Session
 	faults   *Faults
@@ -92,7 +92,7 @@ func New(m *engine.Model, cfg Config, evict func([]byte)) (*Device, error) {
 	if cfg.Sessions < 1 || cfg.Sessions > nLayer {
 		return nil, fmt.Errorf("sessions %d: want 1..%d (one session per layer at most; the model has %d)", cfg.Sessions, nLayer, nLayer)
 	}
-	d := &Device{cpu: m.CPUMatMul(), kern: m.Kernels(), pool: engine.NewPool(m.Threads()), weights: map[*engine.Weight]*weight{}, faults: cfg.Faults}
+	d := &Device{cpu: m.CPUMatMul(), kern: m.Kernels(), parallel: m.Parallel, weights: map[*engine.Weight]*weight{}, faults: cfg.Faults}
 	d.acts.New = func() any { return new(ggml.GGMLActivations) }
 	for i := range cfg.Sessions {
 		d.sessions = append(d.sessions, &Session{Name: fmt.Sprintf("HTP%d", i)})
@@ -119,7 +119,6 @@ func New(m *engine.Model, cfg Config, evict func([]byte)) (*Device, error) {
 		}
 		hw := &weight{typ: w.Type, k: w.K, n: w.N, rowBytes: w.RowBytes(), data: make([]byte, len(w.Data)), session: sessionOf(op.Layer)}
 		if err := Repack(w.Type, w.K, w.Data, hw.data); err != nil {
-			d.pool.Close()
 			return nil, fmt.Errorf("%s: %w", w.Name, err)
 		}
 		if evict != nil {
@@ -170,7 +169,7 @@ func (d *Device) MatMul(op *engine.MatMulOp, x, out []float32) error {
 	}
 	kern := ggml.GGMLKernelFor(w.typ, T, K, chunkRows)
 	chunks := (N + chunkRows - 1) / chunkRows
-	run := d.pool.Run
+	run := func(n int, fn func(lo, hi int)) { d.parallel(n, 1, fn) }
 	if T*N*K < 1<<15 {
 		run = func(n int, fn func(lo, hi int)) { fn(0, n) }
 	}
@@ -250,11 +249,9 @@ func layerRange(layers []int) string {
 	return s
 }
 
-// Close releases the device's threads.
-func (d *Device) Close() error {
-	d.pool.Close()
-	return nil
-}
+// Close releases the device. Its threads are the model's (a second pool's
+// spinning workers would compete with the model's for the same cores).
+func (d *Device) Close() error { return nil }
 
 // setFirst writes v into element 0 (the fault layer's NaN/Inf).
 func setFirst(out []float32, v float32) { out[0] = v }
