@@ -58,6 +58,10 @@ type poolWorker struct {
 // requests.
 const poolSpin = 200 * time.Microsecond
 
+// poolWaitSpin is how long Run's caller spins for the last ranges of its
+// job before it parks (a worker the OS preempted mid-range).
+const poolWaitSpin = 50 * time.Microsecond
+
 // spinYield is how many checks of an atomic a spinning goroutine makes
 // between yields of its P (a few microseconds): often enough for the
 // scheduler's other goroutines, rarely enough not to slow the hand-over.
@@ -135,21 +139,29 @@ func (j *poolJob) help() {
 // wait returns when every range is done: spinning while the last ones are
 // computed, parking if that takes long (a worker the OS preempted).
 func (j *poolJob) wait() {
+	var start time.Time
 	for i := 0; j.done.Load() < int64(j.n); i++ {
-		if i < 1<<16 {
-			if i%spinYield == spinYield-1 {
-				runtime.Gosched()
-			}
+		if i%spinYield != spinYield-1 {
 			continue
 		}
-		j.wake = make(chan struct{})
-		j.parked.Store(true)
-		if j.done.Load() == int64(j.n) {
-			return
+		// Bounded in time, not checks: under emulation (the arm64 tests
+		// under qemu) or on a loaded machine a check costs far more.
+		if start.IsZero() {
+			start = time.Now()
+		} else if time.Since(start) > poolWaitSpin {
+			break
 		}
-		<-j.wake
+		runtime.Gosched()
+	}
+	if j.done.Load() == int64(j.n) {
 		return
 	}
+	j.wake = make(chan struct{})
+	j.parked.Store(true)
+	if j.done.Load() == int64(j.n) {
+		return
+	}
+	<-j.wake
 }
 
 // work is a worker's loop: help with the active job, spin for the next one,
