@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"os"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
@@ -46,6 +47,9 @@ Exit codes: 0 compared, 2 a run could not be read.`,
 			dir := newRun.Dir
 			if outDir != "" {
 				dir = absPath(outDir)
+				if err := os.MkdirAll(dir, 0o777); err != nil {
+					return usageErr("--out: %v", err)
+				}
 			}
 			if err := runcompare.Write(dir, res); err != nil {
 				return usageErr("writing the comparison: %v", err)

@@ -101,7 +101,9 @@ func TestCompareRuns(t *testing.T) {
 			t.Logf("%s %s: %s (Δ %+.1f%%, p %.3g)", be.Name, s.Test, s.Verdict, 100**s.Delta, *s.P)
 		}
 	}
-	// The same run against itself: the same samples, no significant change.
+	// The same run against itself: the same samples, no significant change
+	// (--out is created when it does not exist yet).
+	dir = filepath.Join(dir, "new", "dir")
 	if r := evalrun(t, nil, "compare", a, a, "--out", dir); r.code != 0 {
 		t.Fatalf("compare a a: %d %s", r.code, r.stderr)
 	}
