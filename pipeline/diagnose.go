@@ -7,8 +7,6 @@ import (
 
 	"github.com/evalrun/evalrun/backend"
 	"github.com/evalrun/evalrun/pipeline/diag"
-
-	"github.com/evalrun/evalrun/pipeline/summary"
 )
 
 // diagnose runs after the passes (so the kernel accounting covers the
@@ -99,20 +97,4 @@ func (rb *runBackend) hidden(ctx context.Context, req backend.EvalRequest) ([][]
 		}
 	}
 	return out, nil
-}
-
-// offloadGate is require_offload: every listed kernel ran on the device.
-func offloadGate(rep *diag.Report) summary.GateResult {
-	g := summary.GateResult{Name: "require_offload", Limit: 0}
-	if why := rep.OffloadProblem(); why != "" {
-		g.Note = why
-		if rep != nil && rep.Kernels != nil {
-			n := float64(len(rep.Kernels.NeverRan))
-			g.Value = &n
-		}
-		return g
-	}
-	zero := 0.0
-	g.Value, g.Pass, g.Note = &zero, true, fmt.Sprintf("%d of %d kernels ran", rep.Kernels.Ran, len(rep.Kernels.Entries))
-	return g
 }

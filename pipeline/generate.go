@@ -13,6 +13,7 @@ import (
 	"github.com/evalrun/evalrun/pipeline/shard"
 	"github.com/evalrun/evalrun/pipeline/spec"
 	"github.com/evalrun/evalrun/pipeline/summary"
+	"github.com/evalrun/evalrun/pipeline/verdict"
 )
 
 // generatePass runs every generate prompt: the reference generates greedily
@@ -33,7 +34,7 @@ func (r *runner) generatePass(ctx context.Context) {
 	}
 	for _, c := range r.liveCands() {
 		for _, p := range prompts {
-			c.cmp.planned += p.maxNew
+			c.cmp.Planned += p.maxNew
 		}
 	}
 	progress := newProgress(r.opt.Stderr, "generate", len(prompts))
@@ -72,11 +73,11 @@ func (s *evalStream) one() ([]float32, error) {
 // step k and the host compares it: one round.
 func (r *runner) generateOne(ctx context.Context, p genPrompt) {
 	cands := r.liveCands()
-	per := make([]*comparison, len(cands))
+	per := make([]*verdict.Comparison, len(cands))
 	alive := make([]bool, len(cands))
 	digests := make([]*digest.Hasher, len(cands))
 	for i := range cands {
-		per[i], alive[i], digests[i] = &comparison{}, true, digest.NewHasher(len(p.tokens)-1)
+		per[i], alive[i], digests[i] = &verdict.Comparison{}, true, digest.NewHasher(len(p.tokens)-1)
 	}
 	refDigest := digest.NewHasher(len(p.tokens) - 1)
 	defer r.unitDone(p.unit(), cands, per)
@@ -113,7 +114,7 @@ func (r *runner) generateOne(ctx context.Context, p genPrompt) {
 					if errs[i] == nil { // compared at once, while the others compute
 						digests[i].Row(rows[i])
 						t := time.Now()
-						errs[i] = addLive(rows[i], &ref, next, len(p.tokens)-1+step, per[i])
+						errs[i] = per[i].AddLive(rows[i], &ref, next, len(p.tokens)-1+step)
 						took[i] = time.Since(t)
 						c.rb.release(rows[i])
 					}
@@ -150,8 +151,8 @@ func (r *runner) generateOne(ctx context.Context, p genPrompt) {
 			c.rb.fail(ctx, fmt.Sprintf("free-running generate %s/%s", p.dataset, p.id), err)
 			continue
 		}
-		per[i].addGreedy(free, refTokens)
-		pr := promptFromComparison(c.rb.Name, p.dataset, p.id, spec.ModeGenerate, per[i], true)
+		per[i].AddGreedy(free, refTokens)
+		pr := per[i].Prompt(c.rb.Name, p.dataset, p.id, spec.ModeGenerate, true)
 		pr.ReferenceTokens, pr.GeneratedTokens = refTokens, free
 		r.addPrompt(c.rb, pr, digests[i])
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/evalrun/evalrun/pipeline/shard"
 	"github.com/evalrun/evalrun/pipeline/spec"
 	"github.com/evalrun/evalrun/pipeline/summary"
+	"github.com/evalrun/evalrun/pipeline/verdict"
 )
 
 // MergeOptions are the settings of evalrun merge.
@@ -134,27 +135,27 @@ func (m *merger) summary(now time.Time, opt MergeOptions) *summary.Summary {
 	for _, f := range set.Files {
 		s.Run.Merged.Shards = append(s.Run.Merged.Shards, f.Dir)
 	}
-	v := &verdict{relative: opt.RelativeGates, liveRef: first.Reference.Kind != "kld_base"}
+	v := &verdict.Builder{Relative: opt.RelativeGates, LiveRef: first.Reference.Kind != "kld_base"}
 	s.Reference = m.backend(first.Reference, func(x *summary.Summary) summary.BackendSummary { return x.Reference })
-	v.reference(&s.Reference)
+	v.Reference(&s.Reference)
 	for bi, b := range set.Manifest.Backends {
 		bs := m.backend(first.Backends[bi], func(x *summary.Summary) summary.BackendSummary { return x.Backends[bi] })
-		cmp := &comparison{}
+		cmp := &verdict.Comparison{}
 		for i, u := range set.Manifest.Units {
-			cmp.planned += u.Rows
+			cmp.Planned += u.Rows
 			for _, r := range set.Results[i] {
 				if r.Backend != b.Name {
 					continue
 				}
-				uc, err := unmarshalState(r.State)
+				uc, err := verdict.UnmarshalState(r.State)
 				if err != nil {
 					bs.Status, bs.Error = summary.StatusFailed, fmt.Sprintf("%s: unit %s: %v", set.Owner[i].Dir, u.ID, err)
 					continue
 				}
-				cmp.add(uc)
+				cmp.Add(uc)
 			}
 		}
-		s.Backends = append(s.Backends, v.candidate(bs, cmp, b.Gates))
+		s.Backends = append(s.Backends, v.Candidate(bs, cmp, b.Gates))
 	}
 	for _, f := range set.Files {
 		x := m.sums[f]
@@ -173,17 +174,18 @@ func (m *merger) summary(now time.Time, opt MergeOptions) *summary.Summary {
 		// What went wrong in a shard beyond its backends (an interruption,
 		// a file not written) makes the merge an error too.
 		if x.Verdict.Status == summary.VerdictError {
-			v.error()
-			for _, why := range x.Verdict.Reasons {
-				v.reasons = append(v.reasons, fmt.Sprintf("shard %s: %s", f.Manifest.Shard, why))
+			var why []string
+			for _, r := range x.Verdict.Reasons {
+				why = append(why, fmt.Sprintf("shard %s: %s", f.Manifest.Shard, r))
 			}
+			v.Error(why...)
 		}
 	}
 	s.Run.DurationS = s.Run.Finished.Sub(s.Run.Started).Seconds()
 	if len(set.Missing) > 0 {
-		v.reasons = append(v.reasons, fmt.Sprintf("partial: %d of %d units were not run", len(set.Missing), len(set.Manifest.Units)))
+		v.Note(fmt.Sprintf("partial: %d of %d units were not run", len(set.Missing), len(set.Manifest.Units)))
 	}
-	s.Verdict = v.result()
+	s.Verdict = v.Result()
 	return s
 }
 

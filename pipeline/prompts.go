@@ -4,24 +4,8 @@ import (
 	"encoding/json"
 
 	"github.com/evalrun/evalrun/pipeline/digest"
-	"github.com/evalrun/evalrun/pipeline/spec"
 	"github.com/evalrun/evalrun/pipeline/summary"
 )
-
-func promptFromComparison(backendName, ds, id string, mode spec.Mode, c *comparison, liveRef bool) summary.PromptResult {
-	a := c.accuracy(liveRef)
-	p := summary.PromptResult{
-		Backend: backendName, Dataset: ds, ID: id, Mode: string(mode), Tokens: a.Tokens,
-		KLDMean: a.KLDMean, KLDMax: a.KLDMax, SameTopP: a.SameTopP, PPL: a.PPL, PPLBase: a.PPLBase,
-		NMSE: a.NMSE, CosineMin: a.CosineMin, MaxAbsDiff: a.MaxAbsDiff, NaNCount: a.NaNCount, InfCount: a.InfCount,
-	}
-	if c.genPrompts == 1 {
-		m := c.genMatches == 1
-		d := int(c.firstDivSum)
-		p.GreedyMatch, p.FirstDivergence = &m, &d
-	}
-	return p
-}
 
 // addPrompt writes a prompts.jsonl line for rb, with the digest of what it
 // returned, keeps it for the unit's record and folds that digest into rb's

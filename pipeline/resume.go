@@ -9,6 +9,7 @@ import (
 	"github.com/evalrun/evalrun/internal/atomicfile"
 	"github.com/evalrun/evalrun/pipeline/shard"
 	"github.com/evalrun/evalrun/pipeline/summary"
+	"github.com/evalrun/evalrun/pipeline/verdict"
 )
 
 // A resumed run (Options.Resume) continues an interrupted run in the same
@@ -85,9 +86,9 @@ func (r *runner) resumeFrom(dir string) error {
 		for _, c := range r.cands {
 			for _, res := range rec.Results {
 				if res.Backend == c.rb.Name {
-					st, _ := unmarshalState(res.State) // checked by unitComplete
-					c.cmp.add(st)
-					c.cmp.planned += u.Rows
+					st, _ := verdict.UnmarshalState(res.State) // checked by unitComplete
+					c.cmp.Add(st)
+					c.cmp.Planned += u.Rows
 				}
 			}
 		}
@@ -133,8 +134,8 @@ func (r *runner) unitComplete(u shard.Unit, rec shard.Record) bool {
 			if res.Backend != c.rb.Name {
 				continue
 			}
-			st, err := unmarshalState(res.State)
-			if err != nil || st.compared != u.Rows {
+			st, err := verdict.UnmarshalState(res.State)
+			if err != nil || st.Compared() != u.Rows {
 				return false
 			}
 			found = true

@@ -5,8 +5,8 @@
 //
 // The stages have one owner each: package spec reads the file (its types
 // are the plan's), NewPlan checks it against the model and tokenizes, Run
-// drives the backends (runBackend, evalStream), compares (comparison) and
-// decides (finish), and the CLI maps the outcome to backend.Exit* codes.
+// drives the backends (runBackend, evalStream), compares (verdict.Comparison)
+// and decides (finish, verdict.Builder), and the CLI maps the outcome to backend.Exit* codes.
 package pipeline
 
 import (
@@ -30,6 +30,7 @@ import (
 	"github.com/evalrun/evalrun/pipeline/shard"
 	"github.com/evalrun/evalrun/pipeline/spec"
 	"github.com/evalrun/evalrun/pipeline/summary"
+	"github.com/evalrun/evalrun/pipeline/verdict"
 )
 
 // Options are the host-side settings of a run that are not part of the spec.
@@ -201,7 +202,7 @@ type runner struct {
 // candidate is a backend under test with its accumulated comparison.
 type candidate struct {
 	rb      *runBackend
-	cmp     *comparison
+	cmp     *verdict.Comparison
 	tput    *summary.Throughput
 	outFile *kldbase.Writer
 	diag    *diag.Report // device diagnostics (nil: the plugin has none)
@@ -287,7 +288,7 @@ func (r *runner) startBackends(ctx context.Context) error {
 		if b.Key == "reference" {
 			r.ref = rb
 		} else {
-			r.cands = append(r.cands, &candidate{rb: rb, cmp: &comparison{}})
+			r.cands = append(r.cands, &candidate{rb: rb, cmp: &verdict.Comparison{}})
 		}
 		req := backend.LoadRequest{ModelPath: b.Model, Threads: b.Threads, NCtx: nCtx, Options: b.Options,
 			VocabDigest: p.VocabDigest, BaseDir: p.Spec.Dir}
@@ -392,7 +393,7 @@ func (r *runner) finish(ctx context.Context, end time.Time) {
 	s.Run.Finished = end.UTC()
 	s.Run.DurationS = end.Sub(s.Run.Started).Seconds()
 	r.interrupted = ctx.Err() != nil
-	v := &verdict{relative: r.opt.RelativeGates, liveRef: r.base == nil}
+	v := &verdict.Builder{Relative: r.opt.RelativeGates, LiveRef: r.base == nil}
 	if r.base != nil {
 		s.Reference = summary.BackendSummary{Name: r.plan.Spec.Reference.Name, Kind: "kld_base", Model: r.plan.Spec.Reference.KLDBase, Status: summary.StatusOK, Pass: true}
 	} else {
@@ -402,13 +403,13 @@ func (r *runner) finish(ctx context.Context, end time.Time) {
 			st := r.cache.Stats
 			s.Reference.Cache = &st
 		}
-		v.reference(&s.Reference)
+		v.Reference(&s.Reference)
 	}
 	for _, c := range r.cands {
 		bs := r.backendSummary(c.rb)
 		bs.Throughput = c.tput
 		bs.Diagnostics = c.diag
-		s.Backends = append(s.Backends, v.candidate(bs, c.cmp, c.rb.Gates))
+		s.Backends = append(s.Backends, v.Candidate(bs, c.cmp, c.rb.Gates))
 	}
 	if r.timing.PassesS > 0 {
 		t := r.timing
@@ -419,82 +420,12 @@ func (r *runner) finish(ctx context.Context, end time.Time) {
 		s.Host = &t
 	}
 	if len(r.problems) > 0 {
-		v.error(r.problems...)
+		v.Error(r.problems...)
 	}
 	if r.interrupted {
-		v.error("the run was interrupted")
+		v.Error("the run was interrupted")
 	}
-	s.Verdict = v.result()
-}
-
-// verdict gathers what decides a run's verdict, backend by backend.
-type verdict struct {
-	relative func(*summary.BackendSummary, spec.Gates) []summary.GateResult // nil: no baseline
-	liveRef  bool                                                           // false: a kld_base reference
-
-	reasons                      []string
-	errorSeen, gateFailed, gated bool
-}
-
-// error records something that makes the run an error.
-func (v *verdict) error(reasons ...string) {
-	v.errorSeen = true
-	v.reasons = append(v.reasons, reasons...)
-}
-
-// reference passes the reference block if it ran.
-func (v *verdict) reference(ref *summary.BackendSummary) {
-	if ref.Pass = ref.Status == summary.StatusOK; !ref.Pass {
-		v.error(fmt.Sprintf("reference %s %s: %s", ref.Name, ref.Status, ref.Error))
-	}
-}
-
-// candidate fills a candidate's accuracy from its comparison, checks its
-// gates and completeness, and notes why it does not pass.
-func (v *verdict) candidate(bs summary.BackendSummary, cmp *comparison, gates spec.Gates) summary.BackendSummary {
-	v.gated = v.gated || len(gates.List()) > 0
-	if bs.Status != summary.StatusSkipped && (cmp.compared > 0 || bs.Status == summary.StatusOK) {
-		bs.Accuracy = cmp.accuracy(v.liveRef)
-	}
-	if bs.Status != summary.StatusOK {
-		v.error(fmt.Sprintf("%s %s: %s", bs.Name, bs.Status, bs.Error))
-		v.gateFailed = true
-		return bs
-	}
-	bs.Gates = evaluateGates(gates, bs.Accuracy, bs.Throughput)
-	if ro := gates.RequireOffload; ro != nil && *ro {
-		bs.Gates = append(bs.Gates, offloadGate(bs.Diagnostics))
-	}
-	if v.relative != nil {
-		bs.Gates = append(bs.Gates, v.relative(&bs, gates)...)
-	}
-	bs.Pass = true
-	for _, g := range bs.Gates {
-		if !g.Pass {
-			bs.Pass = false
-			v.reasons = append(v.reasons, fmt.Sprintf("%s: gate %s", bs.Name, g.Describe()))
-		}
-	}
-	if bs.Accuracy != nil && !bs.Accuracy.Complete {
-		bs.Pass = false
-		v.reasons = append(v.reasons, fmt.Sprintf("%s: only %d of %d positions were compared", bs.Name, bs.Accuracy.Tokens, cmp.planned))
-	}
-	v.gateFailed = v.gateFailed || !bs.Pass
-	return bs
-}
-
-func (v *verdict) result() summary.Verdict {
-	switch {
-	case v.errorSeen:
-		return summary.Verdict{Status: summary.VerdictError, ExitCode: backend.ExitBackend, Reasons: v.reasons}
-	case v.gateFailed:
-		return summary.Verdict{Status: summary.VerdictFail, ExitCode: backend.ExitGateFailed, Reasons: v.reasons}
-	case !v.gated:
-		reasons := append(v.reasons, "no gates configured: every backend ran, but no limit was checked (set gates: in the spec)")
-		return summary.Verdict{Status: summary.VerdictNoGates, ExitCode: backend.ExitPass, Reasons: reasons}
-	default:
-		return summary.Verdict{Status: summary.VerdictPass, ExitCode: backend.ExitPass, Reasons: v.reasons}
-	}
+	s.Verdict = v.Result()
 }
 
 func (r *runner) backendSummary(rb *runBackend) summary.BackendSummary {

@@ -15,6 +15,7 @@ import (
 	"github.com/evalrun/evalrun/pipeline/shard"
 	"github.com/evalrun/evalrun/pipeline/spec"
 	"github.com/evalrun/evalrun/pipeline/summary"
+	"github.com/evalrun/evalrun/pipeline/verdict"
 )
 
 // scoreChunk is one n_ctx window of a score stream, as llama-perplexity
@@ -58,7 +59,7 @@ func (r *runner) scorePass(ctx context.Context) {
 		total += c.rows()
 	}
 	for _, c := range r.liveCands() {
-		c.cmp.planned += total
+		c.cmp.Planned += total
 	}
 	r.openKLDOutputs(chunks)
 	defer r.closeKLDOutputs()
@@ -177,7 +178,7 @@ func (r *runner) scoreChunks() []scoreChunk {
 func (r *runner) scoreOne(ctx context.Context, ch scoreChunk, e *chunkEval) {
 	what := fmt.Sprintf("eval %s chunk %d", ch.dataset, ch.index+1)
 	refStream, cands, streams := e.ref, e.cands, e.streams
-	per := make([]*comparison, len(cands))
+	per := make([]*verdict.Comparison, len(cands))
 	input := ch.input()
 	newHasher := func() *digest.Hasher {
 		h := digest.NewHasher(ch.first())
@@ -186,7 +187,7 @@ func (r *runner) scoreOne(ctx context.Context, ch scoreChunk, e *chunkEval) {
 	}
 	refDigest, digests := newHasher(), make([]*digest.Hasher, len(cands))
 	for i, c := range cands {
-		per[i], digests[i] = &comparison{}, newHasher()
+		per[i], digests[i] = &verdict.Comparison{}, newHasher()
 		if !c.rb.ok() { // it stopped while this chunk was prefetched
 			streams[i].abandon()
 			streams[i] = nil
@@ -229,9 +230,9 @@ func (r *runner) scoreOne(ctx context.Context, ch scoreChunk, e *chunkEval) {
 					r.writeOut(&c.outFile, c.rb.Name, row)
 					t := time.Now()
 					if refRow != nil {
-						err = addLive(row, &ref, tok, ch.first()+k, per[i])
+						err = per[i].AddLive(row, &ref, tok, ch.first()+k)
 					} else {
-						err = addBase(row, baseRow, tok, ch.first()+k, per[i])
+						err = per[i].AddBase(row, baseRow, tok, ch.first()+k)
 					}
 					took[i] = time.Since(t)
 					c.rb.release(row)
@@ -274,7 +275,7 @@ func (r *runner) scoreOne(ctx context.Context, ch scoreChunk, e *chunkEval) {
 		if err := streams[i].finish(ch.rows()); err != nil {
 			c.rb.fail(ctx, what, err)
 		}
-		r.addPrompt(c.rb, promptFromComparison(c.rb.Name, ch.dataset, chunkID(ch), spec.ModeScore, per[i], r.base == nil), digests[i])
+		r.addPrompt(c.rb, per[i].Prompt(c.rb.Name, ch.dataset, chunkID(ch), spec.ModeScore, r.base == nil), digests[i])
 	}
 	r.round(append(streams, refStream)...)
 }

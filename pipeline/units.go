@@ -9,11 +9,12 @@ import (
 	"path/filepath"
 
 	"github.com/evalrun/evalrun/pipeline/shard"
+	"github.com/evalrun/evalrun/pipeline/verdict"
 )
 
 // The run's units (package shard): every score chunk, every generate prompt
 // and every backend's bench. Each candidate's comparison is accumulated
-// per unit and merged into the run's in plan order (comparison.add), so a
+// per unit and merged into the run's in plan order (verdict.Comparison.Add), so a
 // run split into shards and merged gives the same bits as one process.
 
 // planUnits lists the units in plan order, with the positions a candidate
@@ -104,11 +105,11 @@ func (r *runner) mine(unit string) bool { return r.owned == nil || r.owned[unit]
 // unitDone merges a finished (or abandoned) unit's comparisons into the
 // candidates' and records them, with the unit's prompts.jsonl lines, in the
 // units file (for a merge or a resume), durably.
-func (r *runner) unitDone(unit string, cands []*candidate, per []*comparison) {
+func (r *runner) unitDone(unit string, cands []*candidate, per []*verdict.Comparison) {
 	var results []shard.Result
 	for i, c := range cands {
-		c.cmp.add(per[i])
-		st, err := per[i].marshalState()
+		c.cmp.Add(per[i])
+		st, err := per[i].MarshalState()
 		if err != nil {
 			r.problem("%s: unit %s not recorded: %v", shard.FileName, unit, err)
 			continue

@@ -1,4 +1,8 @@
-package pipeline
+// Package verdict decides a run: each candidate's agreement with the
+// reference, accumulated unit by unit (Comparison: the same sums in the
+// same order whether a run is whole, resumed or merged from shards), its
+// gates checked, and the run's verdict (Builder).
+package verdict
 
 import (
 	"bytes"
@@ -11,11 +15,11 @@ import (
 	"github.com/evalrun/evalrun/pipeline/summary"
 )
 
-// comparison accumulates one backend's agreement with the reference over a
+// Comparison accumulates one backend's agreement with the reference over a
 // run or one prompt: llama-perplexity's KL-divergence statistics over
 // positions that have a next token, test-backend-ops style logit errors over
 // every compared row, and greedy-generation agreement.
-type comparison struct {
+type Comparison struct {
 	kld   metrics.KLD
 	logit metrics.LogitStats
 	// pos profiles a unit's KLD and top-1 agreement by position; positions
@@ -27,7 +31,7 @@ type comparison struct {
 	// (with a live reference LogitStats counts them).
 	nan, inf int64
 
-	planned  int // rows the run meant to compare
+	Planned  int // rows the run meant to compare
 	compared int // rows compared
 
 	genPrompts  int
@@ -35,15 +39,15 @@ type comparison struct {
 	firstDivSum float64
 }
 
-// addLive compares a candidate row with a prepared live reference row and
-// adds the result to a unit's comparison (the run merges units in plan
-// order: see add). tok is the token that follows this position (the scoring
+// AddLive compares a candidate row with a prepared live reference row and
+// adds the result to c, a unit's comparison (the run merges units in plan
+// order: see Add). tok is the token that follows this position (the scoring
 // target), or -1 if none; pos is the row's position in its sequence.
-func addLive(cand []float32, ref *metrics.RefRow, tok int32, pos int, unit *comparison) error {
-	if err := metrics.AddLogitRow(cand, ref, &unit.logit); err != nil {
+func (c *Comparison) AddLive(cand []float32, ref *metrics.RefRow, tok int32, pos int) error {
+	if err := metrics.AddLogitRow(cand, ref, &c.logit); err != nil {
 		return err
 	}
-	unit.compared++
+	c.compared++
 	if tok < 0 {
 		return nil
 	}
@@ -51,14 +55,14 @@ func addLive(cand []float32, ref *metrics.RefRow, tok int32, pos int, unit *comp
 	if err != nil {
 		return err
 	}
-	unit.kld.AddRow(row)
-	unit.pos.Add(pos, row)
+	c.kld.AddRow(row)
+	c.pos.Add(pos, row)
 	return nil
 }
 
-// addBase compares a candidate row with decoded base log-probabilities from
+// AddBase compares a candidate row with decoded base log-probabilities from
 // a llama-perplexity --kl-divergence-base file.
-func addBase(cand, baseLogProbs []float32, tok int32, pos int, unit *comparison) error {
+func (c *Comparison) AddBase(cand, baseLogProbs []float32, tok int32, pos int) error {
 	row, err := metrics.BaseKLDRow(cand, baseLogProbs, tok)
 	if err != nil {
 		return err
@@ -66,21 +70,21 @@ func addBase(cand, baseLogProbs []float32, tok int32, pos int, unit *comparison)
 	for _, v := range cand {
 		switch {
 		case math.IsNaN(float64(v)):
-			unit.nan++
+			c.nan++
 		case math.IsInf(float64(v), 0):
-			unit.inf++
+			c.inf++
 		}
 	}
-	unit.compared++
-	unit.kld.AddRow(row)
-	unit.pos.Add(pos, row)
+	c.compared++
+	c.kld.AddRow(row)
+	c.pos.Add(pos, row)
 	return nil
 }
 
-// add merges a unit's comparison into the run's. The run adds its units in
+// Add merges a unit's comparison into the run's. The run adds its units in
 // plan order, and so does a merge of shards: the same sums in the same
 // order, the same bits.
-func (c *comparison) add(u *comparison) {
+func (c *Comparison) Add(u *Comparison) {
 	c.kld.Merge(&u.kld)
 	c.logit.Merge(&u.logit)
 	if c.positions == nil {
@@ -108,7 +112,8 @@ type unitState struct {
 	FirstDivSum float64 `json:"first_div_sum,omitempty"`
 }
 
-func (c *comparison) marshalState() (json.RawMessage, error) {
+// MarshalState encodes the comparison of a unit for the units file.
+func (c *Comparison) MarshalState() (json.RawMessage, error) {
 	kld, err := c.kld.MarshalBinary()
 	if err != nil {
 		return nil, err
@@ -125,14 +130,15 @@ func (c *comparison) marshalState() (json.RawMessage, error) {
 		GenPrompts: c.genPrompts, GenMatches: c.genMatches, FirstDivSum: c.firstDivSum})
 }
 
-func unmarshalState(data []byte) (*comparison, error) {
+// UnmarshalState decodes what MarshalState wrote, checking its counts.
+func UnmarshalState(data []byte) (*Comparison, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var st unitState
 	if err := dec.Decode(&st); err != nil {
 		return nil, err
 	}
-	c := &comparison{nan: st.NaN, inf: st.Inf, compared: st.Compared, genPrompts: st.GenPrompts, genMatches: st.GenMatches, firstDivSum: st.FirstDivSum}
+	c := &Comparison{nan: st.NaN, inf: st.Inf, compared: st.Compared, genPrompts: st.GenPrompts, genMatches: st.GenMatches, firstDivSum: st.FirstDivSum}
 	if err := c.kld.UnmarshalBinary(st.KLD); err != nil {
 		return nil, err
 	}
@@ -148,8 +154,8 @@ func unmarshalState(data []byte) (*comparison, error) {
 	return c, nil
 }
 
-// addGreedy records one free-running greedy generation against the reference's.
-func (c *comparison) addGreedy(cand, ref []int32) {
+// AddGreedy records one free-running greedy generation against the reference's.
+func (c *Comparison) AddGreedy(cand, ref []int32) {
 	c.genPrompts++
 	div := len(ref)
 	for i := range ref {
@@ -171,9 +177,9 @@ func f64(v float64) *float64 {
 	return &v
 }
 
-// accuracy turns the accumulators into the summary's accuracy block.
-func (c *comparison) accuracy(liveRef bool) *summary.Accuracy {
-	a := &summary.Accuracy{Tokens: c.compared, Complete: c.compared == c.planned}
+// Accuracy turns the accumulators into the summary's accuracy block.
+func (c *Comparison) Accuracy(liveRef bool) *summary.Accuracy {
+	a := &summary.Accuracy{Tokens: c.compared, Complete: c.compared == c.Planned}
 	ls := c.logit.Result()
 	a.NaNCount, a.InfCount = int64(ls.CandNaN)+c.nan, int64(ls.CandInf)+c.inf
 	if liveRef && ls.ComparedRows > 0 {
@@ -214,49 +220,21 @@ func (c *comparison) accuracy(liveRef bool) *summary.Accuracy {
 	return a
 }
 
-// metricValue looks up a gated metric; nil when it was not measured.
-func metricValue(metric string, a *summary.Accuracy, t *summary.Throughput) (v *float64, known bool) {
-	switch metric {
-	case "tg_ts", "pp_ts":
-		if t == nil {
-			return nil, true
-		}
-		if b := map[string]*summary.BenchTest{"tg_ts": t.TG, "pp_ts": t.PP}[metric]; b != nil {
-			return &b.AvgTS, true
-		}
-		return nil, true
-	}
-	if a == nil {
-		a = &summary.Accuracy{}
-	}
-	p, ok := map[string]*float64{"kld_mean": a.KLDMean, "kld_p99": a.KLDP99, "same_top_p": a.SameTopP, "nmse": a.NMSE,
-		"greedy_match": a.GreedyMatch, "max_abs_diff": a.MaxAbsDiff, "ppl_ratio": a.PPLRatio}[metric]
-	return p, ok
-}
+// Compared is the number of rows compared.
+func (c *Comparison) Compared() int { return c.compared }
 
-// evaluateGates checks every gate. A gate whose statistic could not be
-// computed fails: a check that saw nothing must not pass (the test-backend-ops
-// "0/0 OK" lesson). NaN or Inf in the logits always fails.
-func evaluateGates(gates spec.Gates, a *summary.Accuracy, t *summary.Throughput) []summary.GateResult {
-	var out []summary.GateResult
-	for _, g := range gates.List() {
-		v, known := metricValue(g.Metric, a, t)
-		r := summary.GateResult{Name: g.Name, Limit: g.Limit, Value: v}
-		switch {
-		case summary.IsSpeedMetric(g.Metric) && summary.SkipSpeedGate(gates, t):
-			r.Pass, r.Skipped, r.Note = true, true, summary.NoteSimulated
-		case !known:
-			r.Note = "unknown metric " + g.Metric
-		case v == nil:
-			r.Note = "not measured"
-		default:
-			r.Pass = g.Pass(*v)
-		}
-		out = append(out, r)
+// Prompt is a prompts.jsonl line for one prompt's (or chunk's) comparison.
+func (c *Comparison) Prompt(backendName, ds, id string, mode spec.Mode, liveRef bool) summary.PromptResult {
+	a := c.Accuracy(liveRef)
+	p := summary.PromptResult{
+		Backend: backendName, Dataset: ds, ID: id, Mode: string(mode), Tokens: a.Tokens,
+		KLDMean: a.KLDMean, KLDMax: a.KLDMax, SameTopP: a.SameTopP, PPL: a.PPL, PPLBase: a.PPLBase,
+		NMSE: a.NMSE, CosineMin: a.CosineMin, MaxAbsDiff: a.MaxAbsDiff, NaNCount: a.NaNCount, InfCount: a.InfCount,
 	}
-	if a != nil && (a.NaNCount > 0 || a.InfCount > 0) {
-		n := float64(a.NaNCount + a.InfCount)
-		out = append(out, summary.GateResult{Name: "finite_logits", Limit: 0, Value: &n, Note: fmt.Sprintf("%d NaN, %d Inf logits", a.NaNCount, a.InfCount)})
+	if c.genPrompts == 1 {
+		m := c.genMatches == 1
+		d := int(c.firstDivSum)
+		p.GreedyMatch, p.FirstDivergence = &m, &d
 	}
-	return out
+	return p
 }

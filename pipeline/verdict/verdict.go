@@ -1,0 +1,147 @@
+package verdict
+
+import (
+	"fmt"
+
+	"github.com/evalrun/evalrun/backend"
+	"github.com/evalrun/evalrun/pipeline/diag"
+	"github.com/evalrun/evalrun/pipeline/spec"
+	"github.com/evalrun/evalrun/pipeline/summary"
+)
+
+// Builder gathers what decides a run's verdict, backend by backend.
+type Builder struct {
+	Relative func(*summary.BackendSummary, spec.Gates) []summary.GateResult // nil: no baseline
+	LiveRef  bool                                                           // false: a kld_base reference
+
+	reasons                      []string
+	errorSeen, gateFailed, gated bool
+}
+
+// Error records something that makes the run an error.
+func (v *Builder) Error(reasons ...string) {
+	v.errorSeen = true
+	v.reasons = append(v.reasons, reasons...)
+}
+
+// Reference passes the reference block if it ran.
+func (v *Builder) Reference(ref *summary.BackendSummary) {
+	if ref.Pass = ref.Status == summary.StatusOK; !ref.Pass {
+		v.Error(fmt.Sprintf("reference %s %s: %s", ref.Name, ref.Status, ref.Error))
+	}
+}
+
+// Candidate fills a candidate's accuracy from its comparison, checks its
+// gates and completeness, and notes why it does not pass.
+func (v *Builder) Candidate(bs summary.BackendSummary, cmp *Comparison, gates spec.Gates) summary.BackendSummary {
+	v.gated = v.gated || len(gates.List()) > 0
+	if bs.Status != summary.StatusSkipped && (cmp.compared > 0 || bs.Status == summary.StatusOK) {
+		bs.Accuracy = cmp.Accuracy(v.LiveRef)
+	}
+	if bs.Status != summary.StatusOK {
+		v.Error(fmt.Sprintf("%s %s: %s", bs.Name, bs.Status, bs.Error))
+		v.gateFailed = true
+		return bs
+	}
+	bs.Gates = Gates(gates, bs.Accuracy, bs.Throughput)
+	if ro := gates.RequireOffload; ro != nil && *ro {
+		bs.Gates = append(bs.Gates, offloadGate(bs.Diagnostics))
+	}
+	if v.Relative != nil {
+		bs.Gates = append(bs.Gates, v.Relative(&bs, gates)...)
+	}
+	bs.Pass = true
+	for _, g := range bs.Gates {
+		if !g.Pass {
+			bs.Pass = false
+			v.reasons = append(v.reasons, fmt.Sprintf("%s: gate %s", bs.Name, g.Describe()))
+		}
+	}
+	if bs.Accuracy != nil && !bs.Accuracy.Complete {
+		bs.Pass = false
+		v.reasons = append(v.reasons, fmt.Sprintf("%s: only %d of %d positions were compared", bs.Name, bs.Accuracy.Tokens, cmp.Planned))
+	}
+	v.gateFailed = v.gateFailed || !bs.Pass
+	return bs
+}
+
+// Note adds a reason that does not change the verdict.
+func (v *Builder) Note(reason string) { v.reasons = append(v.reasons, reason) }
+
+// Result is the verdict.
+func (v *Builder) Result() summary.Verdict {
+	switch {
+	case v.errorSeen:
+		return summary.Verdict{Status: summary.VerdictError, ExitCode: backend.ExitBackend, Reasons: v.reasons}
+	case v.gateFailed:
+		return summary.Verdict{Status: summary.VerdictFail, ExitCode: backend.ExitGateFailed, Reasons: v.reasons}
+	case !v.gated:
+		reasons := append(v.reasons, "no gates configured: every backend ran, but no limit was checked (set gates: in the spec)")
+		return summary.Verdict{Status: summary.VerdictNoGates, ExitCode: backend.ExitPass, Reasons: reasons}
+	default:
+		return summary.Verdict{Status: summary.VerdictPass, ExitCode: backend.ExitPass, Reasons: v.reasons}
+	}
+}
+
+// metricValue looks up a gated metric; nil when it was not measured.
+func metricValue(metric string, a *summary.Accuracy, t *summary.Throughput) (v *float64, known bool) {
+	switch metric {
+	case "tg_ts", "pp_ts":
+		if t == nil {
+			return nil, true
+		}
+		if b := map[string]*summary.BenchTest{"tg_ts": t.TG, "pp_ts": t.PP}[metric]; b != nil {
+			return &b.AvgTS, true
+		}
+		return nil, true
+	}
+	if a == nil {
+		a = &summary.Accuracy{}
+	}
+	p, ok := map[string]*float64{"kld_mean": a.KLDMean, "kld_p99": a.KLDP99, "same_top_p": a.SameTopP, "nmse": a.NMSE,
+		"greedy_match": a.GreedyMatch, "max_abs_diff": a.MaxAbsDiff, "ppl_ratio": a.PPLRatio}[metric]
+	return p, ok
+}
+
+// Gates checks every absolute gate. A gate whose statistic could not be
+// computed fails: a check that saw nothing must not pass (the test-backend-ops
+// "0/0 OK" lesson). NaN or Inf in the logits always fails.
+func Gates(gates spec.Gates, a *summary.Accuracy, t *summary.Throughput) []summary.GateResult {
+	var out []summary.GateResult
+	for _, g := range gates.List() {
+		v, known := metricValue(g.Metric, a, t)
+		r := summary.GateResult{Name: g.Name, Limit: g.Limit, Value: v}
+		switch {
+		case summary.IsSpeedMetric(g.Metric) && summary.SkipSpeedGate(gates, t):
+			r.Pass, r.Skipped, r.Note = true, true, summary.NoteSimulated
+		case !known:
+			r.Note = "unknown metric " + g.Metric
+		case v == nil:
+			r.Note = "not measured"
+		default:
+			r.Pass = g.Pass(*v)
+		}
+		out = append(out, r)
+	}
+	if a != nil && (a.NaNCount > 0 || a.InfCount > 0) {
+		n := float64(a.NaNCount + a.InfCount)
+		out = append(out, summary.GateResult{Name: "finite_logits", Limit: 0, Value: &n, Note: fmt.Sprintf("%d NaN, %d Inf logits", a.NaNCount, a.InfCount)})
+	}
+	return out
+}
+
+// offloadGate is require_offload: every listed kernel ran on the device.
+func offloadGate(rep *diag.Report) summary.GateResult {
+	g := summary.GateResult{Name: "require_offload", Limit: 0}
+	if why := rep.OffloadProblem(); why != "" {
+		g.Note = why
+		if rep != nil && rep.Kernels != nil {
+			n := float64(len(rep.Kernels.NeverRan))
+			g.Value = &n
+		}
+		return g
+	}
+	zero := 0.0
+	g.Value, g.Pass, g.Note = &zero, true, fmt.Sprintf("%d of %d kernels ran", rep.Kernels.Ran, len(rep.Kernels.Entries))
+	return g
+}
