@@ -7,48 +7,94 @@ import (
 
 	"github.com/evalrun/evalrun/backend"
 	"github.com/evalrun/evalrun/pipeline/shard"
-
 	"github.com/evalrun/evalrun/pipeline/summary"
 )
 
-// benchPass measures throughput one backend at a time, never overlapping, so
-// no backend's figures include another's load. An interruption stops it.
+// benched is one backend's throughput being measured: the samples of each
+// test (pp, tg) so far and where the result goes.
+type benched struct {
+	rb      *runBackend
+	out     **summary.Throughput
+	samples [2][]int64
+	hostS   [2]float64
+}
+
+// benchPass measures throughput in rounds: each round runs one repetition
+// of every test on every backend in turn (backends never overlap), so a
+// backend's repetitions spread over the whole pass and every backend samples
+// the machine's state alike. Run back to back, a backend's repetitions
+// shared a fraction of a second of that state, and two identical runs'
+// medians differed far beyond their confidence intervals. Each round is a
+// Bench call with its own warm-up (the plugin measures in a fresh session,
+// as llama-bench does per test). An interruption or a crash keeps the
+// repetitions measured so far (stats.n says how many); only a backend that
+// finished every round has its bench unit recorded for --resume.
 func (r *runner) benchPass(ctx context.Context) {
+	var all []*benched
 	if r.ref != nil && r.ref.ok() && r.mine(shard.BenchUnit(r.ref.Name)) {
-		r.refTput = r.benchBackend(ctx, r.ref)
-		r.benchDone(ctx, r.ref.Name)
+		all = append(all, &benched{rb: r.ref, out: &r.refTput})
 	}
 	for _, c := range r.liveCands() {
 		if r.mine(shard.BenchUnit(c.rb.Name)) {
-			c.tput = r.benchBackend(ctx, c.rb)
-			r.benchDone(ctx, c.rb.Name)
+			all = append(all, &benched{rb: c.rb, out: &c.tput})
+		}
+	}
+	b := r.plan.Spec.Bench
+	tests := [2]backend.BenchRequest{{NPrompt: b.NPrompt}, {NGen: b.NGen}}
+	if len(all) == 0 {
+		return
+	}
+	progress := newProgress(r.opt.Stderr, fmt.Sprintf("bench %s, %d backends, one repetition each per round", testList(tests), len(all)), b.Reps)
+	for round := 0; round < b.Reps && ctx.Err() == nil; round++ {
+		for _, m := range all {
+			for i, req := range tests {
+				if req.NPrompt+req.NGen == 0 || ctx.Err() != nil || !m.rb.ok() {
+					continue
+				}
+				req.Reps, req.Warmup, req.Seed = 1, b.Warmup, int64(1+round)
+				if !r.benchOnce(ctx, m, i, req) {
+					break
+				}
+			}
+		}
+		progress.step(round+1, fmt.Sprintf("round %d", round+1))
+	}
+	for _, m := range all {
+		*m.out = m.throughput(tests)
+		if m.rb.ok() {
+			r.benchDone(ctx, m.rb.Name) // not recorded when interrupted
 		}
 	}
 }
 
-func (r *runner) benchBackend(ctx context.Context, rb *runBackend) *summary.Throughput {
-	b := r.plan.Spec.Bench
-	t := &summary.Throughput{}
-	for _, req := range []backend.BenchRequest{{NPrompt: b.NPrompt}, {NGen: b.NGen}} {
-		if req.NPrompt+req.NGen == 0 || ctx.Err() != nil || !rb.ok() {
+// benchOnce runs one round of test i on m's backend; false when the backend
+// failed (it is then marked and skipped in later rounds).
+func (r *runner) benchOnce(ctx context.Context, m *benched, i int, req backend.BenchRequest) bool {
+	limit := r.plan.Spec.Timeouts.Bench
+	cctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	t0 := time.Now()
+	res, err := m.rb.be.Bench(cctx, req)
+	if err == nil && len(res.SamplesNS) != req.Reps {
+		err = fmt.Errorf("the plugin returned %d samples for %d repetitions", len(res.SamplesNS), req.Reps)
+	}
+	if err != nil {
+		m.rb.fail(ctx, "bench "+req.String(), timedOut(cctx, limit, err))
+		return false
+	}
+	m.samples[i] = append(m.samples[i], res.SamplesNS...)
+	m.hostS[i] += time.Since(t0).Seconds()
+	return true
+}
+
+func (m *benched) throughput(tests [2]backend.BenchRequest) *summary.Throughput {
+	t := &summary.Throughput{Simulated: m.rb.info != nil && m.rb.info.Simulated()}
+	for i, req := range tests {
+		if len(m.samples[i]) == 0 {
 			continue
 		}
-		req.Reps, req.Warmup, req.Seed = b.Reps, b.Warmup, 1
-		fmt.Fprintf(r.opt.Stderr, "bench %s %s (%d reps)\n", rb.Name, req, req.Reps)
-		cctx, cancel := context.WithTimeout(ctx, r.plan.Spec.Timeouts.Bench)
-		t0 := time.Now()
-		res, err := rb.be.Bench(cctx, req)
-		if err == nil && len(res.SamplesNS) != req.Reps {
-			err = fmt.Errorf("the plugin returned %d samples for %d repetitions", len(res.SamplesNS), req.Reps)
-		}
-		if err != nil {
-			rb.fail(ctx, "bench "+req.String(), timedOut(cctx, r.plan.Spec.Timeouts.Bench, err))
-			cancel()
-			continue
-		}
-		cancel()
-		bt := summary.NewBenchTest(req.NPrompt, req.NGen, res.SamplesNS)
-		bt.HostS = time.Since(t0).Seconds()
+		bt := summary.NewBenchTest(req.NPrompt, req.NGen, m.samples[i])
+		bt.HostS = m.hostS[i]
 		if req.NGen > 0 {
 			t.TG = bt
 		} else {
@@ -58,6 +104,18 @@ func (r *runner) benchBackend(ctx context.Context, rb *runBackend) *summary.Thro
 	if t.PP == nil && t.TG == nil {
 		return nil
 	}
-	t.Simulated = rb.info != nil && rb.info.Simulated()
 	return t
+}
+
+func testList(tests [2]backend.BenchRequest) string {
+	s := ""
+	for _, t := range tests {
+		if t.NPrompt+t.NGen > 0 {
+			if s != "" {
+				s += "+"
+			}
+			s += t.String()
+		}
+	}
+	return s
 }

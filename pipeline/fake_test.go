@@ -31,7 +31,12 @@ type fakeBackend struct {
 	rows     atomic.Int64
 	dead     atomic.Bool
 	evals    atomic.Int64
+	benchN   [2]int  // Bench calls so far per test (pp, tg)
+	benchAt  []int64 // benchSeq at each Bench call: the order across fakes
 }
+
+// benchSeq numbers Bench calls across every fake.
+var benchSeq atomic.Int64
 
 func newFake(nVocab int) *fakeBackend {
 	return &fakeBackend{nVocab: nVocab, sessions: map[string][]uint64{}, name: "fake"}
@@ -129,9 +134,19 @@ func (f *fakeBackend) Eval(ctx context.Context, req backend.EvalRequest, emit fu
 }
 
 func (f *fakeBackend) Bench(_ context.Context, req backend.BenchRequest) (backend.BenchResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.benchAt = append(f.benchAt, benchSeq.Add(1))
+	kind := 0
+	if req.NGen > 0 {
+		kind = 1
+	}
+	// The i-th repetition of a test, counted over all calls, takes 1 ms per
+	// token × (1 + i/10).
 	s := make([]int64, req.Reps)
 	for i := range s {
-		s[i] = int64(1000000 * (req.NPrompt + req.NGen) * (10 + i) / 10)
+		s[i] = int64(1000000 * (req.NPrompt + req.NGen) * (10 + f.benchN[kind]) / 10)
+		f.benchN[kind]++
 	}
 	return backend.BenchResult{NPrompt: req.NPrompt, NGen: req.NGen, SamplesNS: s}, nil
 }

@@ -90,7 +90,8 @@ func readSummary(t *testing.T, dir string) *summary.Summary {
 
 func TestRunIdenticalBackendsPass(t *testing.T) {
 	p := testPlan(t, 64, 256, 32, 5, spec.Backend{Name: "same", Plugin: "fake", Gates: spec.Gates{KLDMeanMax: ptr(0), SameTopPMin: ptr(1), MaxAbsDiffMax: ptr(0)}})
-	res, out := runFakes(t, p, map[string]*fakeBackend{"ref": newFake(64), "same": newFake(64)})
+	ref, same := newFake(64), newFake(64)
+	res, out := runFakes(t, p, map[string]*fakeBackend{"ref": ref, "same": same})
 	s := readSummary(t, res.Dir)
 	if s.Verdict.ExitCode != backend.ExitPass || s.Verdict.Status != summary.VerdictPass {
 		t.Fatalf("verdict %+v\n%s", s.Verdict, out)
@@ -127,6 +128,18 @@ func TestRunIdenticalBackendsPass(t *testing.T) {
 	want := (8/0.008 + 8/0.0088 + 8/0.0096) / 3
 	if d := b.Throughput.PP.AvgTS - want; d > 1e-6 || d < -1e-6 {
 		t.Fatalf("pp avg_ts %v, want %v", b.Throughput.PP.AvgTS, want)
+	}
+	// The bench runs in rounds: one repetition of pp8 and of tg4 on the
+	// reference, then on the candidate, three times, so both sample the
+	// whole pass.
+	if len(ref.benchAt) != 6 || len(same.benchAt) != 6 {
+		t.Fatalf("Bench calls: reference %d, candidate %d, want 6 each (3 rounds × pp, tg)", len(ref.benchAt), len(same.benchAt))
+	}
+	for i := range 3 {
+		r0, r1, c0, c1 := ref.benchAt[2*i], ref.benchAt[2*i+1], same.benchAt[2*i], same.benchAt[2*i+1]
+		if !(r0 < r1 && r1 < c0 && c0 < c1) || (i > 0 && same.benchAt[2*i-1] > r0) {
+			t.Fatalf("round %d is not reference pp, tg then candidate pp, tg: reference %v candidate %v", i, ref.benchAt, same.benchAt)
+		}
 	}
 	for _, f := range []string{"summary.json", "prompts.jsonl"} { // the rest is package report's
 		if _, err := os.Stat(filepath.Join(res.Dir, f)); err != nil {
