@@ -1,5 +1,7 @@
 package backend
 
+import "fmt"
+
 // Exit codes of evalrun and of the plugin commands it runs on a user's
 // behalf (evalrun kernels and ops are the rknn plugin's): one table, the
 // README's "Exit codes".
@@ -9,3 +11,15 @@ const (
 	ExitBadInput   = 2 // bad input or usage: spec, dataset, model, kernel list, flags, plugin options
 	ExitBackend    = 3 // a backend could not run (start, load, crash, timeout) or the run was interrupted
 )
+
+// InputError marks a problem with the user's input (spec, dataset, model
+// file, plugin options, results directory, shards to merge): ExitBadInput.
+type InputError struct{ Err error }
+
+func (e *InputError) Error() string { return e.Err.Error() }
+func (e *InputError) Unwrap() error { return e.Err }
+
+// BadInput is an *InputError with a formatted message.
+func BadInput(format string, args ...any) error {
+	return &InputError{fmt.Errorf(format, args...)}
+}

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/evalrun/evalrun/backend"
+	"github.com/evalrun/evalrun/pipeline/merge"
 	"github.com/evalrun/evalrun/pipeline/shard"
 	"github.com/evalrun/evalrun/pipeline/spec"
 	"github.com/evalrun/evalrun/pipeline/summary"
@@ -83,8 +85,9 @@ func runShards(t *testing.T, p *Plan, n int, dir string) []string {
 	return dirs
 }
 
-func merge(dirs []string, out string, partial bool) (*Result, error) {
-	return Merge(MergeOptions{Dirs: dirs, OutDir: out, AllowPartial: partial, Version: "test"})
+func mergeShards(dirs []string, out string, partial bool) (*Result, error) {
+	s, err := merge.Run(merge.Options{Dirs: dirs, OutDir: out, AllowPartial: partial, Version: "test"})
+	return &Result{Summary: s, Dir: out}, err
 }
 
 func readFile(t *testing.T, path string) string {
@@ -112,7 +115,7 @@ func TestShardsMergeToTheUnshardedRun(t *testing.T) {
 		dir := t.TempDir()
 		dirs := runShards(t, p, n, dir)
 		slices.Reverse(dirs)
-		res, err := merge(dirs, filepath.Join(dir, "merged"), false)
+		res, err := mergeShards(dirs, filepath.Join(dir, "merged"), false)
 		if err != nil {
 			t.Fatalf("%d shards: %v", n, err)
 		}
@@ -152,19 +155,19 @@ func TestMergeRefusesIncompleteDuplicateAndForeignShards(t *testing.T) {
 	dirs := runShards(t, p, 3, dir)
 	out := filepath.Join(dir, "out")
 
-	_, err := merge([]string{dirs[0], dirs[2]}, out, false)
+	_, err := mergeShards([]string{dirs[0], dirs[2]}, out, false)
 	if err == nil || !strings.Contains(err.Error(), "missing shard 1/3") || !strings.Contains(err.Error(), "score/score/chunk-2") {
 		t.Fatalf("missing shard: %v", err)
 	}
-	if _, ok := err.(*InputError); !ok {
-		t.Fatalf("missing shard: %T, want an InputError (exit 2)", err)
+	if _, ok := err.(*backend.InputError); !ok {
+		t.Fatalf("missing shard: %T, want an backend.InputError (exit 2)", err)
 	}
 
 	dup := filepath.Join(dir, "copy-of-2")
 	if err := os.CopyFS(dup, os.DirFS(dirs[2])); err != nil {
 		t.Fatal(err)
 	}
-	_, err = merge(append(slices.Clone(dirs), dup), out, false)
+	_, err = mergeShards(append(slices.Clone(dirs), dup), out, false)
 	if err == nil || !strings.Contains(err.Error(), "shard 2/3 given twice") || !strings.Contains(err.Error(), dup) {
 		t.Fatalf("duplicate shard: %v", err)
 	}
@@ -172,12 +175,12 @@ func TestMergeRefusesIncompleteDuplicateAndForeignShards(t *testing.T) {
 	other := shardPlan(t)
 	other.Spec.Candidates[1].Gates.KLDMeanMax = ptr(2)
 	otherDirs := runShards(t, other, 3, t.TempDir())
-	_, err = merge([]string{dirs[0], dirs[1], otherDirs[2]}, out, false)
+	_, err = mergeShards([]string{dirs[0], dirs[1], otherDirs[2]}, out, false)
 	if err == nil || !strings.Contains(err.Error(), "different specs") {
 		t.Fatalf("shards of two specs: %v", err)
 	}
 
-	res, err := merge([]string{dirs[0], dirs[2]}, out, true)
+	res, err := mergeShards([]string{dirs[0], dirs[2]}, out, true)
 	if err != nil {
 		t.Fatal(err)
 	}

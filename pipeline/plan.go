@@ -51,21 +51,10 @@ type genPrompt struct {
 	maxNew      int
 }
 
-// InputError marks a problem with the user's input (spec, dataset, model
-// file, plugin options): exit code 2.
-type InputError struct{ Err error }
-
-func (e *InputError) Error() string { return e.Err.Error() }
-func (e *InputError) Unwrap() error { return e.Err }
-
-func inputErr(format string, args ...any) error {
-	return &InputError{fmt.Errorf(format, args...)}
-}
-
 // NewPlan checks the model (sha256, hyperparameters and tensors, special
 // token ids, that every backend's model override has its vocabulary),
 // tokenizes every dataset once and checks every size against the model's
-// context. Every error is an *InputError; a cancelled ctx returns its error.
+// context. Every error is an *backend.InputError; a cancelled ctx returns its error.
 func NewPlan(ctx context.Context, s *spec.Spec) (*Plan, error) {
 	p := &Plan{Spec: s, BOS: -1}
 	tok, err := p.openModel(ctx)
@@ -85,7 +74,7 @@ func NewPlan(ctx context.Context, s *spec.Spec) (*Plan, error) {
 	}
 	for i, d := range s.Datasets {
 		if d.Mode == spec.ModeScore && d.NCtx > p.NCtxTrain {
-			return nil, &InputError{s.Err(fmt.Sprintf("datasets[%d].n_ctx", i), "%d exceeds the model's context_length %d", d.NCtx, p.NCtxTrain)}
+			return nil, &backend.InputError{Err: s.Err(fmt.Sprintf("datasets[%d].n_ctx", i), "%d exceeds the model's context_length %d", d.NCtx, p.NCtxTrain)}
 		}
 		dp := DatasetPlan{Dataset: d}
 		if err := p.tokenize(ctx, tok, &dp); err != nil {
@@ -94,7 +83,7 @@ func NewPlan(ctx context.Context, s *spec.Spec) (*Plan, error) {
 		p.Datasets = append(p.Datasets, dp)
 	}
 	if b := s.Bench; b.Enabled && b.NPrompt+b.NGen > p.NCtxTrain {
-		return nil, &InputError{s.Err("bench.n_prompt", "n_prompt %d + n_gen %d exceed the model's context_length %d", b.NPrompt, b.NGen, p.NCtxTrain)}
+		return nil, &backend.InputError{Err: s.Err("bench.n_prompt", "n_prompt %d + n_gen %d exceed the model's context_length %d", b.NPrompt, b.NGen, p.NCtxTrain)}
 	}
 	return p, p.checkOutputs()
 }
@@ -108,26 +97,26 @@ func (p *Plan) openModel(ctx context.Context) (*tokenizer.Tokenizer, error) {
 		return nil, inputOr(ctx, err, "model: %v", err)
 	}
 	if want := p.Spec.Model.SHA256; want != "" && sum != want {
-		return nil, &InputError{p.Spec.Err("model.sha256", "%s has sha256 %s", path, sum)}
+		return nil, &backend.InputError{Err: p.Spec.Err("model.sha256", "%s has sha256 %s", path, sum)}
 	}
 	f, err := gguf.Open(path)
 	if err != nil {
-		return nil, &InputError{err}
+		return nil, &backend.InputError{Err: err}
 	}
 	defer f.Close()
 	cfg, err := engine.Check(f)
 	if err != nil {
-		return nil, &InputError{fmt.Errorf("model %w", err)}
+		return nil, &backend.InputError{Err: fmt.Errorf("model %w", err)}
 	}
 	tok, err := tokenizer.FromGGUF(f)
 	if err != nil {
-		return nil, inputErr("model %s: %v", path, err)
+		return nil, backend.BadInput("model %s: %v", path, err)
 	}
 	n := tok.VocabSize()
 	for _, key := range []string{"bos_token_id", "eos_token_id"} {
 		// A uint32 that reads as the tokenizer's -1 ("none") is still out of range.
 		if id, ok := f.Uint("tokenizer.ggml." + key); ok && id >= uint64(n) {
-			return nil, inputErr("model %s: tokenizer.ggml.%s %d is outside the vocabulary of %d tokens", path, key, id, n)
+			return nil, backend.BadInput("model %s: tokenizer.ggml.%s %d is outside the vocabulary of %d tokens", path, key, id, n)
 		}
 	}
 	var nParams int64
@@ -139,12 +128,12 @@ func (p *Plan) openModel(ctx context.Context) (*tokenizer.Tokenizer, error) {
 	return tok, nil
 }
 
-// inputOr is an InputError, or ctx's error when the run was interrupted.
+// inputOr is an backend.InputError, or ctx's error when the run was interrupted.
 func inputOr(ctx context.Context, err error, format string, args ...any) error {
 	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 		return err
 	}
-	return inputErr(format, args...)
+	return backend.BadInput(format, args...)
 }
 
 // FileSHA256 hashes a file, stopping when ctx ends (a model is gigabytes).
@@ -176,11 +165,11 @@ func FileSHA256(ctx context.Context, path string) (string, error) {
 // of different vocabularies cannot be compared position by position.
 func checkSameVocab(s *spec.Spec, tok *tokenizer.Tokenizer, b spec.Backend) error {
 	bad := func(format string, args ...any) error {
-		return &InputError{s.Err(b.Key+".model", "%s: "+format, append([]any{b.Model}, args...)...)}
+		return &backend.InputError{Err: s.Err(b.Key+".model", "%s: "+format, append([]any{b.Model}, args...)...)}
 	}
 	f, err := gguf.Open(b.Model)
 	if err != nil {
-		return &InputError{s.Err(b.Key+".model", "%v", err)}
+		return &backend.InputError{Err: s.Err(b.Key+".model", "%v", err)}
 	}
 	defer f.Close()
 	if _, err := engine.Check(f); err != nil {
@@ -206,7 +195,7 @@ func (p *Plan) tokenize(ctx context.Context, tok *tokenizer.Tokenizer, d *Datase
 	}
 	r, err := dataset.Open(d.Path)
 	if err != nil {
-		return &InputError{err}
+		return &backend.InputError{Err: err}
 	}
 	defer r.Close()
 	nVocab := int32(tok.VocabSize())
@@ -219,7 +208,7 @@ func (p *Plan) tokenize(ctx context.Context, tok *tokenizer.Tokenizer, d *Datase
 			break
 		}
 		if err != nil {
-			return &InputError{err}
+			return &backend.InputError{Err: err}
 		}
 		ids := rec.Tokens
 		if ids == nil {
@@ -227,7 +216,7 @@ func (p *Plan) tokenize(ctx context.Context, tok *tokenizer.Tokenizer, d *Datase
 		}
 		for _, id := range ids {
 			if id < 0 || id >= nVocab {
-				return inputErr("%s:%d: token %d is outside the vocabulary (0..%d)", d.Path, rec.Line, id, nVocab-1)
+				return backend.BadInput("%s:%d: token %d is outside the vocabulary (0..%d)", d.Path, rec.Line, id, nVocab-1)
 			}
 		}
 		d.Records++
@@ -237,19 +226,19 @@ func (p *Plan) tokenize(ctx context.Context, tok *tokenizer.Tokenizer, d *Datase
 			d.Stream = append(d.Stream, ids...)
 		case spec.ModeGenerate:
 			if len(ids) == 0 {
-				return inputErr("%s:%d: record %q has no tokens to generate from", d.Path, rec.Line, rec.ID)
+				return backend.BadInput("%s:%d: record %q has no tokens to generate from", d.Path, rec.Line, rec.ID)
 			}
 			if len(ids)+d.MaxNewTokens > p.NCtxTrain {
-				return inputErr("%s:%d: record %q: %d prompt tokens + max_new_tokens %d exceed the model's context_length %d", d.Path, rec.Line, rec.ID, len(ids), d.MaxNewTokens, p.NCtxTrain)
+				return backend.BadInput("%s:%d: record %q: %d prompt tokens + max_new_tokens %d exceed the model's context_length %d", d.Path, rec.Line, rec.ID, len(ids), d.MaxNewTokens, p.NCtxTrain)
 			}
 			d.Prompts = append(d.Prompts, genPrompt{dataset: d.Name, id: rec.ID, tokens: ids, maxNew: d.MaxNewTokens})
 		}
 	}
 	if d.Records == 0 {
-		return inputErr("dataset %s (%s): no records", d.Name, d.Path)
+		return backend.BadInput("dataset %s (%s): no records", d.Name, d.Path)
 	}
 	if d.Mode == spec.ModeScore && len(d.Stream) < d.NCtx {
-		return inputErr("dataset %s (%s): %d tokens, fewer than n_ctx %d: nothing to score", d.Name, d.Path, len(d.Stream), d.NCtx)
+		return backend.BadInput("dataset %s (%s): %d tokens, fewer than n_ctx %d: nothing to score", d.Name, d.Path, len(d.Stream), d.NCtx)
 	}
 	return nil
 }
@@ -269,11 +258,11 @@ func (p *Plan) checkOutputs() error {
 		}
 		key := b.Key + ".output.kld_base"
 		if p.Spec.Reference.KLDBase == "" && nScore != 1 {
-			return &InputError{p.Spec.Err(key, "needs exactly one score dataset (a kld-base file holds one token stream with one n_ctx), the spec has %d", nScore)}
+			return &backend.InputError{Err: p.Spec.Err(key, "needs exactly one score dataset (a kld-base file holds one token stream with one n_ctx), the spec has %d", nScore)}
 		}
 		f, err := atomicfile.Create(b.Output.KLDBase)
 		if err != nil {
-			return &InputError{p.Spec.Err(key, "cannot write %s: %v", b.Output.KLDBase, strings.TrimPrefix(err.Error(), b.Output.KLDBase+": "))}
+			return &backend.InputError{Err: p.Spec.Err(key, "cannot write %s: %v", b.Output.KLDBase, strings.TrimPrefix(err.Error(), b.Output.KLDBase+": "))}
 		}
 		f.Abort()
 	}

@@ -23,7 +23,7 @@ func (r *runner) openCache() error {
 	}
 	c, err := refcache.Open(dir)
 	if err != nil {
-		return &InputError{err}
+		return &backend.InputError{Err: err}
 	}
 	r.cache = c
 	return nil

@@ -451,7 +451,7 @@ func TestRunRelativeGateNeedsABaseline(t *testing.T) {
 			launched = true
 			return nil, nil, errors.New("unreachable")
 		}})
-	var ie *InputError
+	var ie *backend.InputError
 	if !errors.As(err, &ie) || !strings.Contains(err.Error(), "kld_mean_max_increase compares with a baseline run") || launched {
 		t.Fatalf("err %v, launched %v", err, launched)
 	}
@@ -501,7 +501,7 @@ func TestRunKeepsEarlierResultsAndListsRuns(t *testing.T) {
 			launched = true
 			return nil, nil, errors.New("unreachable")
 		}})
-	var ie *InputError
+	var ie *backend.InputError
 	if !errors.As(err, &ie) || !strings.Contains(err.Error(), "holds the results of an earlier run (summary.json): choose another --out, or --force") || launched {
 		t.Fatalf("second run into %s: %v (plugins launched: %v)", res.Dir, err, launched)
 	}

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"path/filepath"
 
+	"github.com/evalrun/evalrun/backend"
 	"github.com/evalrun/evalrun/pipeline/shard"
 	"github.com/evalrun/evalrun/pipeline/verdict"
 )
@@ -47,14 +48,14 @@ func (r *runner) startShard(outDir string) error {
 	if sh == nil {
 		w, err := shard.Create(outDir, r.manifest(shard.Shard{Index: 0, Total: 1}))
 		if err != nil {
-			return &InputError{err}
+			return &backend.InputError{Err: err}
 		}
 		r.unitsOut = w
 		return nil
 	}
 	for _, b := range r.plan.Spec.Backends() {
 		if b.Output.KLDBase != "" {
-			return &InputError{r.plan.Spec.Err(b.Key+".output.kld_base", "a shard cannot write a kld-base file (it scores only part of the chunks)")}
+			return &backend.InputError{Err: r.plan.Spec.Err(b.Key+".output.kld_base", "a shard cannot write a kld-base file (it scores only part of the chunks)")}
 		}
 	}
 	m := r.manifest(*sh)
@@ -70,7 +71,7 @@ func (r *runner) startShard(outDir string) error {
 	r.sum.Run.Shard = marker
 	w, err := shard.Create(outDir, m)
 	if err != nil {
-		return &InputError{err}
+		return &backend.InputError{Err: err}
 	}
 	r.unitsOut = w
 	return nil

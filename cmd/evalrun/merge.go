@@ -8,6 +8,7 @@ import (
 
 	"github.com/evalrun/evalrun/backend"
 	"github.com/evalrun/evalrun/pipeline"
+	"github.com/evalrun/evalrun/pipeline/merge"
 	"github.com/evalrun/evalrun/pipeline/shard"
 )
 
@@ -29,15 +30,16 @@ relative gates against a baseline run and writes compare.md and
 compare.json beside the merged results.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts := pipeline.MergeOptions{Dirs: args, OutDir: absPath(outDir), AllowPartial: allowPartial, Version: version, GitCommit: gitCommit}
+			opts := merge.Options{Dirs: args, OutDir: absPath(outDir), AllowPartial: allowPartial, Version: version, GitCommit: gitCommit}
 			base, err := loadBaseline(baselinePath, &opts.RelativeGates)
 			if err != nil {
 				return err
 			}
-			res, err := pipeline.Merge(opts)
+			s, err := merge.Run(opts)
 			if err != nil {
 				return runErr(cmd, err)
 			}
+			res := &pipeline.Result{Summary: s, Dir: opts.OutDir}
 			cmp, err := writeComparison(base, res.Dir)
 			if err != nil {
 				return err

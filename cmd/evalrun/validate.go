@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/evalrun/evalrun/backend"
 	"github.com/evalrun/evalrun/pipeline"
 	"github.com/evalrun/evalrun/pipeline/runcompare"
 	"github.com/evalrun/evalrun/pipeline/spec"
@@ -47,7 +48,7 @@ func loadBaseline(path string, gates *func(*summary.BackendSummary, spec.Gates) 
 
 // runErr maps an error of pipeline.Run or Validate to an exit code.
 func runErr(cmd *cobra.Command, err error) error {
-	var ie *pipeline.InputError
+	var ie *backend.InputError
 	if errors.As(err, &ie) {
 		return inputOrInterrupted(cmd.Context(), err)
 	}

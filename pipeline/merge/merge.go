@@ -1,4 +1,6 @@
-package pipeline
+// Package merge combines the results directories of a run's shards (evalrun
+// merge) into the results of the whole run.
+package merge
 
 import (
 	"encoding/json"
@@ -7,6 +9,7 @@ import (
 	"reflect"
 	"time"
 
+	"github.com/evalrun/evalrun/backend"
 	"github.com/evalrun/evalrun/internal/atomicfile"
 	"github.com/evalrun/evalrun/pipeline/diag"
 	"github.com/evalrun/evalrun/pipeline/digest"
@@ -17,26 +20,26 @@ import (
 	"github.com/evalrun/evalrun/pipeline/verdict"
 )
 
-// MergeOptions are the settings of evalrun merge.
-type MergeOptions struct {
+// Options are the settings of evalrun merge.
+type Options struct {
 	Dirs         []string // the shards' results directories
 	OutDir       string
 	AllowPartial bool // merge although units are missing; the result is marked partial
 	// RelativeGates checks relative gates against a baseline, as
-	// Options.RelativeGates; nil refuses shards of a spec that has them.
+	// pipeline.Options.RelativeGates; nil refuses shards of a spec that has them.
 	RelativeGates func(b *summary.BackendSummary, g spec.Gates) []summary.GateResult
 	Version       string
 	GitCommit     string
 	Now           func() time.Time // nil = time.Now
 }
 
-// Merge combines the results directories of a run's shards into the
+// Run combines the results directories of a run's shards into the
 // results of the whole run: every statistic rebuilt from the shards' units
 // in plan order, so summary.json equals an unsharded run's except for
 // timings and run ids, and prompts.jsonl holds the same lines. Shards of
 // different specs or plugin versions, duplicate shards and (unless
-// AllowPartial) missing shards are refused with an *InputError naming them.
-func Merge(opt MergeOptions) (*Result, error) {
+// AllowPartial) missing shards are refused with an *backend.InputError naming them.
+func Run(opt Options) (*summary.Summary, error) {
 	now := opt.Now
 	if now == nil {
 		now = time.Now
@@ -45,40 +48,40 @@ func Merge(opt MergeOptions) (*Result, error) {
 	for _, dir := range opt.Dirs {
 		f, err := shard.Read(dir)
 		if err != nil {
-			return nil, &InputError{err}
+			return nil, &backend.InputError{Err: err}
 		}
 		files = append(files, f)
 	}
 	set, err := shard.Collect(files, opt.AllowPartial)
 	if err != nil {
-		return nil, &InputError{err}
+		return nil, &backend.InputError{Err: err}
 	}
 	sums := map[*shard.File]*summary.Summary{}
 	for _, f := range files {
 		s, err := summary.Read(filepath.Join(f.Dir, "summary.json"))
 		if err != nil {
-			return nil, &InputError{err}
+			return nil, &backend.InputError{Err: err}
 		}
 		if s.Run.Shard == nil || s.Run.Shard.SpecDigest != f.Manifest.SpecDigest || s.Run.Shard.Shard != f.Manifest.Shard {
-			return nil, inputErr("%s: summary.json and %s are not of the same shard", f.Dir, shard.FileName)
+			return nil, backend.BadInput("%s: summary.json and %s are not of the same shard", f.Dir, shard.FileName)
 		}
 		sums[f] = s
 	}
 	for _, b := range set.Manifest.Backends {
 		if rel := b.Gates.Relative(); len(rel) > 0 && opt.RelativeGates == nil {
-			return nil, inputErr("backend %s: gate %s compares with a baseline run: give the merge a --baseline", b.Name, rel[0].Name)
+			return nil, backend.BadInput("backend %s: gate %s compares with a baseline run: give the merge a --baseline", b.Name, rel[0].Name)
 		}
 	}
 	first := sums[set.Files[0]]
 	for _, f := range set.Files[1:] {
 		if err := samePlugins(first, sums[f], set.Files[0].Dir, f.Dir); err != nil {
-			return nil, &InputError{err}
+			return nil, &backend.InputError{Err: err}
 		}
 	}
-	if err := checkOutDir(opt.OutDir, false); err != nil {
+	if err := summary.CheckDir(opt.OutDir, false); err != nil {
 		return nil, err
 	}
-	unlock, err := openOutDir(opt.OutDir, false)
+	unlock, err := summary.OpenDir(opt.OutDir, false)
 	if err != nil {
 		return nil, err
 	}
@@ -90,14 +93,13 @@ func Merge(opt MergeOptions) (*Result, error) {
 	if err := summary.Write(opt.OutDir, s); err != nil {
 		return nil, fmt.Errorf("writing results to %s: %w", opt.OutDir, err)
 	}
-	res := &Result{Summary: s, Dir: opt.OutDir}
 	if err := m.writePrompts(filepath.Join(opt.OutDir, "prompts.jsonl")); err != nil {
-		return res, fmt.Errorf("writing results to %s: %w", opt.OutDir, err)
+		return s, fmt.Errorf("writing results to %s: %w", opt.OutDir, err)
 	}
 	if err := summary.AppendIndex(opt.OutDir, s); err != nil {
-		return res, fmt.Errorf("results index: %w", err)
+		return s, fmt.Errorf("results index: %w", err)
 	}
-	return res, nil
+	return s, nil
 }
 
 // samePlugins refuses shards whose plugins describe themselves differently
@@ -123,7 +125,7 @@ type merger struct {
 }
 
 // summary builds the merged summary.json.
-func (m *merger) summary(now time.Time, opt MergeOptions) *summary.Summary {
+func (m *merger) summary(now time.Time, opt Options) *summary.Summary {
 	set := m.set
 	first := m.sums[set.Files[0]]
 	s := &summary.Summary{Schema: summary.SchemaVersion, Model: first.Model, Datasets: first.Datasets}
