@@ -128,6 +128,15 @@ type Driver interface {
 	Stats() Stats
 }
 
+// CoreRunner is a driver that runs the contexts of one matmul's cores
+// together, as the NPU's cores run at once (the simulator hands their work
+// to the host's threads as one job instead of one per core). Each context
+// gets what its own Run would have given it; errs[i] is ctxs[i]'s. An
+// optional interface: librknnrt has no such call.
+type CoreRunner interface {
+	RunCores(ctxs []Context) (errs []error)
+}
+
 // Context is one rknn_matmul_ctx.
 type Context interface {
 	CreateMem(size int) (Mem, error)        // rknn_create_mem

@@ -34,7 +34,8 @@ type Config struct {
 	// every weight matmul at any T ("auto").
 	Kernels *kernels.List
 	// Sequential runs the cores of one matmul one after another instead of
-	// concurrently (results are identical either way).
+	// concurrently (results are identical either way). A driver that is an
+	// npu.CoreRunner runs them its own way whatever this says.
 	Sequential bool
 	// MaxMs bounds how many token counts (M) keep contexts per weight in
 	// auto mode; the least recently used is destroyed beyond it. 0 means 8.
@@ -260,6 +261,7 @@ type kernel struct {
 	aScale  []float32 // int types: per-row activation scale
 	q       []int8    // int types: quantized activations, M×K
 	cores   []coreCtx
+	ctxs    []npu.Context // the cores' contexts, for npu.CoreRunner
 }
 
 type coreCtx struct {
@@ -479,6 +481,9 @@ func (o *MatMuler) newKernel(wb *weightB, M int) (k *kernel, err error) {
 			cc.ci = make([]int32, M*(s.hi-s.lo))
 		}
 	}
+	for _, c := range k.cores {
+		k.ctxs = append(k.ctxs, c.ctx)
+	}
 	k.a = make([]byte, k.cores[0].attrs.A.Size)
 	if o.cfg.Type != FP16 {
 		k.q = make([]int8, M*wb.w.K)
@@ -497,7 +502,7 @@ func (k *kernel) destroy() {
 		}
 		c.ctx.Destroy()
 	}
-	k.cores = nil
+	k.cores, k.ctxs = nil, nil
 }
 
 // run computes out = x·Wᵀ on the NPU for one call.
@@ -516,8 +521,10 @@ func (o *MatMuler) run(k *kernel, op *engine.MatMulOp, x, out []float32) error {
 		copy(k.cores[i].aMem.Bytes(), k.a)
 	}
 	t1 := time.Now()
-	errs := make([]error, len(k.cores))
-	if o.cfg.Sequential || len(k.cores) == 1 {
+	var errs []error
+	if r, ok := o.cfg.Driver.(npu.CoreRunner); ok && len(k.cores) > 1 {
+		errs = r.RunCores(k.ctxs)
+	} else if errs = make([]error, len(k.cores)); o.cfg.Sequential || len(k.cores) == 1 {
 		for i := range k.cores {
 			errs[i] = k.cores[i].ctx.Run()
 		}

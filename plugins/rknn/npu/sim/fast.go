@@ -41,9 +41,9 @@ func segments(K, N, subN, bBits int, fn func(k0, kBlocks, off int)) {
 	}
 }
 
-// computeFast fills w.cF (float types) or w.cI (integer types) with the
-// row-major M×N result.
-func (c *Context) computeFast(w *workspace, b []byte, M, K, N int, aNative bool) {
+// planFast decodes A and returns the phases that fill w.cF (float types)
+// or w.cI (integer types) with the row-major M×N result.
+func (c *Context) planFast(w *workspace, b []byte, M, K, N int, aNative bool) (phases []phase) {
 	aBits, bBits, _ := widths(c.info.Type)
 	subKA := 128 / aBits
 	subNB := 256 / bBits
@@ -60,18 +60,18 @@ func (c *Context) computeFast(w *workspace, b []byte, M, K, N int, aNative bool)
 				// Decode-sized: transpose in registers, consume at once.
 				direct := [...]func(b []byte, kBlocks int, a []float32, lda int, c []float32, ldc int){
 					fp16Direct1AVX512, fp16Direct2AVX512, fp16Direct3AVX512, fp16Direct4AVX512}[M-1]
-				c.drv.parallel(nBlocks, 1, func(lo, hi int) {
+				phases = append(phases, phase{n: nBlocks, align: 1, fn: func(lo, hi int) {
 					for nb := lo; nb < hi; nb++ {
 						direct(b[off+nb*blockBytes:off+(nb+1)*blockBytes], kBlocks, w.aF, K, w.cF[nb*16:], N)
 					}
-				})
+				}})
 				return
 			}
 			// Ranges of whole pairs of groups, each range with a transposed
 			// pair from the pool (a host pool calls fn for many small
 			// ranges: a fresh 2·kBlocks KB each time cost more than the
 			// work).
-			c.drv.parallel(nBlocks, 2, func(lo, hi int) {
+			phases = append(phases, phase{n: nBlocks, align: 2, fn: func(lo, hi int) {
 				bp := transposed.Get().(*[]float32)
 				defer transposed.Put(bp)
 				*bp = grow(*bp, 2*kBlocks*512)
@@ -85,9 +85,9 @@ func (c *Context) computeFast(w *workspace, b []byte, M, K, N int, aNative bool)
 						fp16Accumulate1AVX512(bt, w.aF[k0:], K, M, kBlocks, w.cF[nb*16:], N, k0 == 0)
 					}
 				}
-			})
+			}})
 		})
-		return
+		return phases
 	}
 
 	// Integer types: A as int8 values, row-major; int4 rows rearranged per
@@ -116,27 +116,25 @@ func (c *Context) computeFast(w *workspace, b []byte, M, K, N int, aNative bool)
 	if aBits == 4 {
 		kernel = int4NativeAVX512
 	}
-	first := true
 	segments(K, N, subNB, bBits, func(k0, kBlocks, off int) {
 		dst := w.cI
-		if !first { // later K segments: exact partial sums added
+		p := phase{n: nBlocks, align: 1}
+		if k0 > 0 { // later K segments: exact partial sums added
 			w.cS = grow(w.cS, M*N)
 			dst = w.cS
+			p.after = func() {
+				for i, v := range w.cS {
+					w.cI[i] += v
+				}
+			}
 		}
 		blockBytes := kBlocks * 1024
-		c.drv.parallel(nBlocks, 1, func(lo, hi int) {
+		p.fn = func(lo, hi int) {
 			for nb := lo; nb < hi; nb++ {
 				kernel(w.aB[k0:], K, M, b[off+nb*blockBytes:off+(nb+1)*blockBytes], kBlocks, dst[nb*subNB:], N)
 			}
-		})
-		if !first {
-			for i, v := range w.cS {
-				w.cI[i] += v
-			}
 		}
-		first = false
+		phases = append(phases, p)
 	})
-	if c.info.Type == npu.Int4MMInt4ToInt16 {
-		c.int16Out(w.cI)
-	}
+	return phases // the int16 output is writeCI's
 }

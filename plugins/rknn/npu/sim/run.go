@@ -216,21 +216,33 @@ func intDecoder(buf []byte, bits int, zp int32) decoder[int32] {
 
 // Run computes C = A·B (rknn_matmul_run, blocking).
 func (c *Context) Run() error {
-	const fn = "rknn_matmul_run"
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err := c.alive(fn); err != nil {
+	run, err := c.begin()
+	if err != nil {
 		return err
+	}
+	c.compute()
+	c.end(run)
+	return nil
+}
+
+// begin checks a run (c.mu held) and applies the faults that strike before
+// it computes; it returns the run's number in the fault schedule.
+func (c *Context) begin() (int64, error) {
+	const fn = "rknn_matmul_run"
+	if err := c.alive(fn); err != nil {
+		return 0, err
 	}
 	for _, op := range []struct {
 		name string
 		m    *Mem
 	}{{"A", c.a}, {"B", c.b}, {"C", c.c}} {
 		if op.m == nil {
-			return rkErr(fn, npu.ErrParamInvalid, "%s memory not set (call SetIOMem with io_attr.%s)", op.name, op.name)
+			return 0, rkErr(fn, npu.ErrParamInvalid, "%s memory not set (call SetIOMem with io_attr.%s)", op.name, op.name)
 		}
 		if op.m.freed.Load() {
-			return rkErr(fn, npu.ErrParamInvalid, "%s memory was destroyed", op.name)
+			return 0, rkErr(fn, npu.ErrParamInvalid, "%s memory was destroyed", op.name)
 		}
 	}
 	d := c.drv
@@ -238,18 +250,21 @@ func (c *Context) Run() error {
 	run := d.started.Add(1)
 	if f.CrashAfterRuns > 0 && run > int64(f.CrashAfterRuns) {
 		d.opts.Exit(CrashExitCode)
-		return rkErr(fn, npu.ErrDeviceUnavailable, "simulated device crash at run %d", run)
+		return 0, rkErr(fn, npu.ErrDeviceUnavailable, "simulated device crash at run %d", run)
 	}
 	if f.HangAfterRuns > 0 && run > int64(f.HangAfterRuns) {
 		if d.opts.Hang == nil {
 			select {} // a wedged device never answers
 		}
 		<-d.opts.Hang
-		return rkErr(fn, npu.ErrTimeout, "simulated device hang at run %d", run)
+		return 0, rkErr(fn, npu.ErrTimeout, "simulated device hang at run %d", run)
 	}
+	return run, nil
+}
 
-	c.compute()
-
+// end applies the faults that corrupt a computed C and counts the run.
+func (c *Context) end(run int64) {
+	f := c.drv.opts.Faults
 	cbuf := c.c.buf
 	_, _, cBits := widths(c.info.Type)
 	if isFloat(c.info.Type) {
@@ -263,9 +278,7 @@ func (c *Context) Run() error {
 	if f.BitFlipAfterRuns > 0 && run > int64(f.BitFlipAfterRuns) {
 		cbuf[f.BitFlipBit/8] ^= 1 << (f.BitFlipBit % 8) // little-endian element 0
 	}
-
-	d.count.Count(&c.info, &c.attrs)
-	return nil
+	c.drv.count.Count(&c.info, &c.attrs)
 }
 
 func setFirstFloat(buf []byte, bits int, v float32) {
@@ -276,15 +289,38 @@ func setFirstFloat(buf []byte, bits int, v float32) {
 	binary.LittleEndian.PutUint16(buf, float16.Fromfloat32(v).Bits())
 }
 
+// phase is one parallel step of a run: fn over [0, n) in ranges whose
+// bounds are multiples of align (1, 2 or 4), each output computed by one
+// call in a fixed order; then after, if set, on one goroutine.
+type phase struct {
+	n, align int
+	fn       func(lo, hi int)
+	after    func()
+}
+
+// compute runs the context's phases on the host's threads.
 func (c *Context) compute() {
+	w := c.drv.getWork()
+	defer c.drv.putWork(w)
+	phases, finish := c.plan(w)
+	for _, p := range phases {
+		c.drv.parallel(p.n, p.align, p.fn)
+		if p.after != nil {
+			p.after()
+		}
+	}
+	finish()
+}
+
+// plan decodes what a run reads into w and returns its parallel phases and
+// finish, which writes C.
+func (c *Context) plan(w *workspace) (phases []phase, finish func()) {
 	M, K, N := int(c.info.M), int(c.info.K), int(c.info.N)
 	aBits, bBits, cBits := widths(c.info.Type)
 	aNative := c.info.ACLayout == npu.LayoutNative
 	subKA := 128 / aBits // A native: 16-byte K atoms
 	subNB := 256 / bBits // B native: fp16 16, int8 32, int4 64
 	subNC := 128 / cBits // C native: 16-byte N atoms
-	w := c.drv.getWork()
-	defer c.drv.putWork(w)
 	nA := aLen(M, K, aNative, subKA)
 	nB := bLen(K, N, c.info.BLayout, subNB)
 	nC := aLen(M, N, aNative, subNC)
@@ -301,11 +337,10 @@ func (c *Context) compute() {
 	}
 	fast := c.fastType()
 	if fast {
-		c.computeFast(w, b, M, K, N, aNative)
+		phases = c.planFast(w, b, M, K, N, aNative)
 	}
 
 	if isFloat(c.info.Type) {
-		w.flatF = grow(w.flatF, nC)
 		if !fast {
 			w.aF = grow(w.aF, M*K)
 			w.bF = grow(w.bF, N*K)
@@ -316,36 +351,47 @@ func (c *Context) compute() {
 			if c.drv.opts.FP16Ideal {
 				mm = matmulF64
 			}
-			c.drv.parallel(N, 4, func(lo, hi int) { mm(w.aF, w.bF, w.cF, M, K, N, lo, hi) })
+			phases = []phase{{n: N, align: 4, fn: func(lo, hi int) { mm(w.aF, w.bF, w.cF, M, K, N, lo, hi) }}}
 		}
-		if view, ok := words32[float32](c.c.buf, nC); ok && cBits == 32 {
-			scatterC(w.cF, view, M, N, aNative, subNC)
-			return
-		}
-		flat := w.flatF[:nC]
-		scatterC(w.cF, flat, M, N, aNative, subNC)
-		if cBits == 32 {
-			for i, v := range flat {
-				binary.LittleEndian.PutUint32(c.c.buf[4*i:], math.Float32bits(v))
-			}
-		} else {
-			for i, v := range flat {
-				binary.LittleEndian.PutUint16(c.c.buf[2*i:], float16.Fromfloat32(v).Bits()) // RNE
-			}
-		}
-		return
+		return phases, func() { c.writeCF(w, M, N, nC, aNative, subNC, cBits) }
 	}
-
-	q := c.quant
-	w.flatI = grow(w.flatI, nC)
 	if !fast {
 		w.aI = grow(w.aI, M*K)
 		w.bI = grow(w.bI, N*K)
 		w.cI = grow(w.cI, M*N)
+		q := c.quant
 		gatherA(intDecoder(c.a.buf[:(nA*aBits+7)/8], aBits, q[0].zp), w.aI, M, K, aNative, subKA, &w.aNatI)
 		gatherBT(intDecoder(b[:(nB*bBits+7)/8], bBits, q[1].zp), w.bI, K, N, c.info.BLayout, subNB, threads)
-		c.drv.parallel(N, 4, func(lo, hi int) { matmulI32(w.aI, w.bI, w.cI, M, K, N, lo, hi) })
+		phases = []phase{{n: N, align: 4, fn: func(lo, hi int) { matmulI32(w.aI, w.bI, w.cI, M, K, N, lo, hi) }}}
 	}
+	return phases, func() { c.writeCI(w, M, N, nC, aNative, subNC, cBits) }
+}
+
+// writeCF writes the row-major float result w.cF into C.
+func (c *Context) writeCF(w *workspace, M, N, nC int, aNative bool, subNC, cBits int) {
+	if view, ok := words32[float32](c.c.buf, nC); ok && cBits == 32 {
+		scatterC(w.cF, view, M, N, aNative, subNC)
+		return
+	}
+	w.flatF = grow(w.flatF, nC)
+	flat := w.flatF
+	scatterC(w.cF, flat, M, N, aNative, subNC)
+	if cBits == 32 {
+		for i, v := range flat {
+			binary.LittleEndian.PutUint32(c.c.buf[4*i:], math.Float32bits(v))
+		}
+		return
+	}
+	for i, v := range flat {
+		binary.LittleEndian.PutUint16(c.c.buf[2*i:], float16.Fromfloat32(v).Bits()) // RNE
+	}
+}
+
+// writeCI brings the exact integer sums w.cI to the output type and writes
+// them into C.
+func (c *Context) writeCI(w *workspace, M, N, nC int, aNative bool, subNC, cBits int) {
+	q := c.quant
+	w.flatI = grow(w.flatI, nC)
 	switch c.info.Type {
 	case npu.Int4MMInt4ToInt16:
 		c.int16Out(w.cI)

@@ -1,0 +1,117 @@
+package sim
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/evalrun/evalrun/plugins/rknn/npu"
+)
+
+// coreSet creates one context per N (the cores of one matmul) with random
+// A and B written into their buffers.
+func coreSet(t *testing.T, d *Driver, typ npu.MatmulType, M, K int32, Ns []int32, rng *rand.Rand) []*bound {
+	t.Helper()
+	var set []*bound
+	for _, N := range Ns {
+		bd := setup(t, d, mkInfo(typ, M, K, N, npu.LayoutNative, npu.LayoutNative))
+		for _, m := range []npu.Mem{bd.a, bd.b} {
+			buf := m.Bytes()
+			if isFloat(typ) {
+				for i := 0; i+1 < len(buf); i += 2 {
+					h := npu.F32ToF16(float32(rng.NormFloat64()))
+					buf[i], buf[i+1] = byte(h), byte(h>>8)
+				}
+				continue
+			}
+			for i := range buf {
+				buf[i] = byte(rng.Uint32())
+			}
+		}
+		set = append(set, bd)
+	}
+	return set
+}
+
+func TestRunCoresSameAsRuns(t *testing.T) {
+	backwards := func(n, align int, fn func(lo, hi int)) { // smallest aligned ranges, last first
+		for hi := n; hi > 0; {
+			lo := (hi - 1) / align * align
+			fn(lo, hi)
+			hi = lo
+		}
+	}
+	types := []npu.MatmulType{npu.Float16MMFloat16ToFloat32, npu.Float16MMFloat16ToFloat16,
+		npu.Int8MMInt8ToInt32, npu.Int8MMInt8ToInt8, npu.Int4MMInt4ToInt16}
+	for _, typ := range types {
+		for _, M := range []int32{1, 5} {
+			for _, K := range []int32{96, 8192 + 64} { // one K segment, two
+				for _, opts := range []Options{{Threads: 2}, {Threads: 2, Parallel: backwards}} {
+					name := fmt.Sprintf("%s/M=%d/K=%d/pool=%v", typ, M, K, opts.Parallel != nil)
+					rng := rand.New(rand.NewPCG(uint64(typ), uint64(M*K)))
+					d := New(opts)
+					align := int32(nAlign(typ))
+					set := coreSet(t, d, typ, M, K, []int32{align, 3 * align, 2 * align}, rng)
+					var want [][]byte
+					for _, bd := range set {
+						if err := bd.ctx.Run(); err != nil {
+							t.Fatal(err)
+						}
+						want = append(want, bytes.Clone(bd.c.Bytes()))
+						clear(bd.c.Bytes())
+					}
+					runs := d.Stats().Runs
+					ctxs := []npu.Context{set[0].ctx, set[1].ctx, set[2].ctx}
+					for i, err := range d.RunCores(ctxs) {
+						if err != nil {
+							t.Fatalf("%s: core %d: %v", name, i, err)
+						}
+					}
+					for i, bd := range set {
+						if !bytes.Equal(bd.c.Bytes(), want[i]) {
+							t.Fatalf("%s: core %d: C differs from its own Run's", name, i)
+						}
+					}
+					if got := d.Stats().Runs - runs; got != 3 {
+						t.Errorf("%s: %d runs counted, want 3", name, got)
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestRunCoresErrorsAndFaults(t *testing.T) {
+	var exits []int
+	d := New(Options{Threads: 2, Faults: Faults{CrashAfterRuns: 2}, Exit: func(code int) { exits = append(exits, code) }})
+	rng := rand.New(rand.NewPCG(3, 4))
+	set := coreSet(t, d, npu.Float16MMFloat16ToFloat32, 1, 64, []int32{16, 32, 16}, rng)
+	foreign := coreSet(t, New(Options{}), npu.Float16MMFloat16ToFloat32, 1, 64, []int32{16}, rng)[0]
+	errs := d.RunCores([]npu.Context{set[0].ctx, foreign.ctx, set[0].ctx, set[1].ctx, set[2].ctx})
+	wantCode(t, "foreign context", errs[1], npu.ErrCtxInvalid, "not created by this driver")
+	wantCode(t, "context given twice", errs[2], npu.ErrParamInvalid, "twice")
+	if errs[0] != nil || errs[3] != nil {
+		t.Fatalf("runs 1 and 2 failed: %v, %v", errs[0], errs[3])
+	}
+	// The fault schedule counts runs in the order given: the third crashes.
+	wantCode(t, "run 3", errs[4], npu.ErrDeviceUnavailable, "crash at run 3")
+	if len(exits) != 1 {
+		t.Errorf("exit calls %v, want one", exits)
+	}
+	if bytes.Count(set[1].c.Bytes(), []byte{0}) == set[1].c.Size() {
+		t.Errorf("run 2's C was not computed")
+	}
+	if d.Stats().Runs != 2 {
+		t.Errorf("runs %d, want 2", d.Stats().Runs)
+	}
+	// A destroyed context fails alone; the others still run.
+	d2 := New(Options{Threads: 2})
+	set = coreSet(t, d2, npu.Int8MMInt8ToInt32, 2, 64, []int32{32, 32}, rng)
+	set[0].ctx.Destroy()
+	errs = d2.RunCores([]npu.Context{set[0].ctx, set[1].ctx})
+	wantCode(t, "destroyed", errs[0], npu.ErrCtxInvalid, "destroyed")
+	if errs[1] != nil {
+		t.Fatal(errs[1])
+	}
+}

@@ -1,0 +1,76 @@
+package offload
+
+import (
+	"os"
+	"syscall"
+	"testing"
+
+	"github.com/evalrun/evalrun/engine"
+	"github.com/evalrun/evalrun/plugins/rknn/npu"
+	"github.com/evalrun/evalrun/plugins/rknn/npu/sim"
+)
+
+// BenchmarkDecode decodes single tokens of the model EVALRUN_BENCH_MODEL
+// (skipped without it) on 2 threads, on the CPU and through the simulated
+// NPU (fp16 and int8, 3 cores) as the rknn plugin runs it: for profiling
+// the simulator's decode against the CPU's (-cpuprofile). cpu-ms/op is the
+// process's CPU time per token, steadier than the wall clock on a shared
+// machine.
+func BenchmarkDecode(b *testing.B) {
+	path := os.Getenv("EVALRUN_BENCH_MODEL")
+	if path == "" {
+		b.Skip("EVALRUN_BENCH_MODEL not set")
+	}
+	for _, backend := range []string{"cpu", "fp16", "int8"} {
+		b.Run(backend, func(b *testing.B) {
+			var cpu engine.MatMuler
+			sw := &switchMM{}
+			m, err := engine.Open(path, engine.Options{Threads: 2, MatMul: func(c engine.MatMuler) engine.MatMuler {
+				cpu, sw.inner = c, c
+				return sw
+			}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer m.Close()
+			if backend != "cpu" {
+				typ := FP16
+				if backend == "int8" {
+					typ = Int8
+				}
+				cfg := Config{Driver: sim.New(sim.Options{Threads: m.Threads(), Parallel: m.Parallel}), Type: typ, Cores: 3,
+					ACLayout: npu.LayoutNative, Sequential: true}
+				o, _, _, err := Attach(m, cpu, cfg, "")
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer o.Close()
+				sw.inner = o
+			}
+			s := m.NewSession(4096)
+			tok := []int32{1}
+			emit := func(int, []float32) error { return nil }
+			for range 4 { // warm-up
+				if err := s.Decode(tok, nil, emit); err != nil {
+					b.Fatal(err)
+				}
+			}
+			t0 := processCPU()
+			for b.Loop() {
+				if s.Pos() >= 4000 {
+					s.Reset()
+				}
+				if err := s.Decode(tok, nil, emit); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(processCPU()-t0)/float64(b.N)/1e6, "cpu-ms/op")
+		})
+	}
+}
+
+func processCPU() int64 {
+	var ru syscall.Rusage
+	syscall.Getrusage(0, &ru)
+	return ru.Utime.Nano() + ru.Stime.Nano()
+}
