@@ -52,10 +52,9 @@ type Options struct {
 	// Force overwrites the results of an earlier run in OutDir (which is
 	// otherwise refused: a run's results are not lost by accident).
 	Force bool
-	// RelativeGates checks a finished candidate's relative gates against
-	// the baseline run (package runcompare provides it); nil when there is
-	// no baseline, and then a spec with relative gates is refused.
-	RelativeGates func(b *summary.BackendSummary, g spec.Gates) []summary.GateResult
+	// RelativeGates checks the relative gates against the baseline run;
+	// nil when there is none, and then a spec with relative gates is refused.
+	RelativeGates verdict.RelativeGates
 	// Shard runs only this shard's units (package shard); nil runs all.
 	Shard *shard.Shard
 	// Resume continues the interrupted run in OutDir: its completed units

@@ -13,7 +13,7 @@ import (
 	"github.com/evalrun/evalrun/pipeline"
 	"github.com/evalrun/evalrun/pipeline/runcompare"
 	"github.com/evalrun/evalrun/pipeline/spec"
-	"github.com/evalrun/evalrun/pipeline/summary"
+	"github.com/evalrun/evalrun/pipeline/verdict"
 )
 
 // loadPlan reads a spec (with its EVALRUN_ overrides) and plans it: the
@@ -33,8 +33,8 @@ func loadPlan(cmd *cobra.Command, path string) (*pipeline.Plan, error) {
 
 // loadBaseline reads the baseline run the relative gates compare with ("" =
 // none) and sets gates to check them (Options.RelativeGates or
-// MergeOptions.RelativeGates).
-func loadBaseline(path string, gates *func(*summary.BackendSummary, spec.Gates) []summary.GateResult) (*runcompare.Run, error) {
+// merge.Options.RelativeGates).
+func loadBaseline(path string, gates *verdict.RelativeGates) (*runcompare.Run, error) {
 	if path == "" {
 		return nil, nil
 	}

@@ -13,9 +13,7 @@ import (
 	"github.com/evalrun/evalrun/internal/atomicfile"
 	"github.com/evalrun/evalrun/pipeline/diag"
 	"github.com/evalrun/evalrun/pipeline/digest"
-	"github.com/evalrun/evalrun/pipeline/refcache"
 	"github.com/evalrun/evalrun/pipeline/shard"
-	"github.com/evalrun/evalrun/pipeline/spec"
 	"github.com/evalrun/evalrun/pipeline/summary"
 	"github.com/evalrun/evalrun/pipeline/verdict"
 )
@@ -25,9 +23,9 @@ type Options struct {
 	Dirs         []string // the shards' results directories
 	OutDir       string
 	AllowPartial bool // merge although units are missing; the result is marked partial
-	// RelativeGates checks relative gates against a baseline, as
-	// pipeline.Options.RelativeGates; nil refuses shards of a spec that has them.
-	RelativeGates func(b *summary.BackendSummary, g spec.Gates) []summary.GateResult
+	// RelativeGates checks relative gates against a baseline; nil refuses
+	// shards of a spec that has them.
+	RelativeGates verdict.RelativeGates
 	Version       string
 	GitCommit     string
 	Now           func() time.Time // nil = time.Now
@@ -211,12 +209,11 @@ func (m *merger) backend(base summary.BackendSummary, of func(*summary.Summary) 
 			}
 			out.Eval.Add(b.Eval)
 		}
-		if b.Cache != nil {
-			if out.Cache == nil {
-				out.Cache = &refcache.Stats{}
-			}
-			out.Cache.Hits, out.Cache.Misses = out.Cache.Hits+b.Cache.Hits, out.Cache.Misses+b.Cache.Misses
-			out.Cache.Corrupt, out.Cache.Written = out.Cache.Corrupt+b.Cache.Corrupt, out.Cache.Written+b.Cache.Written
+		if c := b.Cache; c != nil && out.Cache == nil {
+			first := *c
+			out.Cache = &first
+		} else if c != nil {
+			out.Cache.Add(c)
 		}
 		if h := m.digests[base.Name]; h != nil {
 			out.Digest = h.Sum()

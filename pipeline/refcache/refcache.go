@@ -57,6 +57,11 @@ type Stats struct {
 	Written int `json:"written"` // entries written
 }
 
+// Add sums another's counts into s (a merge of shards).
+func (s *Stats) Add(o *Stats) {
+	s.Hits, s.Misses, s.Corrupt, s.Written = s.Hits+o.Hits, s.Misses+o.Misses, s.Corrupt+o.Corrupt, s.Written+o.Written
+}
+
 // Cache is a cache directory.
 type Cache struct {
 	Dir   string

@@ -9,10 +9,14 @@ import (
 	"github.com/evalrun/evalrun/pipeline/summary"
 )
 
+// RelativeGates checks a finished candidate's relative gates against a
+// baseline run (runcompare.Gates).
+type RelativeGates func(b *summary.BackendSummary, g spec.Gates) []summary.GateResult
+
 // Builder gathers what decides a run's verdict, backend by backend.
 type Builder struct {
-	Relative func(*summary.BackendSummary, spec.Gates) []summary.GateResult // nil: no baseline
-	LiveRef  bool                                                           // false: a kld_base reference
+	Relative RelativeGates // nil: no baseline
+	LiveRef  bool          // false: a kld_base reference
 
 	reasons                      []string
 	errorSeen, gateFailed, gated bool
