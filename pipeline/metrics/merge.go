@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -89,10 +90,8 @@ const (
 func (k *KLD) MarshalBinary() ([]byte, error) {
 	b := make([]byte, 0, 4+8*12+8*len(k.kld))
 	b = append(b, kldTag...)
-	for _, v := range []float64{k.sumNLL, k.sumNLL2, k.sumNLLBase, k.sumNLLBase2, k.sumNLLNLLBase,
-		k.sumKLD, k.sumKLD2, k.sumPDiff, k.sumPDiff2, k.sumPDiff4} {
-		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(v))
-	}
+	b = appendF64s(b, k.sumNLL, k.sumNLL2, k.sumNLLBase, k.sumNLLBase2, k.sumNLLNLLBase,
+		k.sumKLD, k.sumKLD2, k.sumPDiff, k.sumPDiff2, k.sumPDiff4)
 	b = binary.LittleEndian.AppendUint32(b, math.Float32bits(k.maxPDiff))
 	b = binary.LittleEndian.AppendUint64(b, uint64(k.sameTop))
 	b = binary.LittleEndian.AppendUint64(b, uint64(len(k.kld)))
@@ -105,19 +104,13 @@ func (k *KLD) MarshalBinary() ([]byte, error) {
 
 // UnmarshalBinary decodes what MarshalBinary wrote, replacing k.
 func (k *KLD) UnmarshalBinary(data []byte) error {
-	d, err := newDecoder(data, kldTag, "a KLD accumulator")
-	if err != nil {
-		return err
-	}
-	var out KLD
-	for _, p := range []*float64{&out.sumNLL, &out.sumNLL2, &out.sumNLLBase, &out.sumNLLBase2, &out.sumNLLNLLBase,
-		&out.sumKLD, &out.sumKLD2, &out.sumPDiff, &out.sumPDiff2, &out.sumPDiff4} {
-		*p = d.f64()
-	}
+	d, out := newDecoder(data, kldTag, "a KLD accumulator"), KLD{}
+	d.f64s(&out.sumNLL, &out.sumNLL2, &out.sumNLLBase, &out.sumNLLBase2, &out.sumNLLNLLBase,
+		&out.sumKLD, &out.sumKLD2, &out.sumPDiff, &out.sumPDiff2, &out.sumPDiff4)
 	out.maxPDiff = math.Float32frombits(d.u32())
 	out.sameTop = int(d.u64())
 	n := d.u64()
-	if d.err != nil || n > uint64(len(d.b))/8 {
+	if d.err == nil && n > uint64(len(d.b))/8 {
 		return errors.New("metrics: KLD accumulator truncated")
 	}
 	out.kld, out.pDiff = make([]float32, n), make([]float32, n)
@@ -142,19 +135,13 @@ func (s *LogitStats) MarshalBinary() ([]byte, error) {
 	for _, v := range []int{s.rows, s.skipped, s.candNaN, s.candInf, s.refNaN, s.refInf, s.top1Same} {
 		b = binary.LittleEndian.AppendUint64(b, uint64(v))
 	}
-	for _, v := range []float64{s.sumSqDiff, s.sumSqCand, s.cosSum, s.cosMin, s.maxAbsDiff, s.top5Sum} {
-		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(v))
-	}
+	b = appendF64s(b, s.sumSqDiff, s.sumSqCand, s.cosSum, s.cosMin, s.maxAbsDiff, s.top5Sum)
 	return b, nil
 }
 
 // UnmarshalBinary decodes what MarshalBinary wrote, replacing s.
 func (s *LogitStats) UnmarshalBinary(data []byte) error {
-	d, err := newDecoder(data, logitTag, "a logit statistics accumulator")
-	if err != nil {
-		return err
-	}
-	var out LogitStats
+	d, out := newDecoder(data, logitTag, "a logit statistics accumulator"), LogitStats{}
 	for _, p := range []*int{&out.rows, &out.skipped, &out.candNaN, &out.candInf, &out.refNaN, &out.refInf, &out.top1Same} {
 		v := d.u64()
 		if v > 1<<53 {
@@ -162,9 +149,7 @@ func (s *LogitStats) UnmarshalBinary(data []byte) error {
 		}
 		*p = int(v)
 	}
-	for _, p := range []*float64{&out.sumSqDiff, &out.sumSqCand, &out.cosSum, &out.cosMin, &out.maxAbsDiff, &out.top5Sum} {
-		*p = d.f64()
-	}
+	d.f64s(&out.sumSqDiff, &out.sumSqCand, &out.cosSum, &out.cosMin, &out.maxAbsDiff, &out.top5Sum)
 	if err := d.end(); err != nil {
 		return err
 	}
@@ -190,12 +175,12 @@ func (p *Positions) MarshalBinary() ([]byte, error) {
 
 // UnmarshalBinary decodes what MarshalBinary wrote, replacing p.
 func (p *Positions) UnmarshalBinary(data []byte) error {
-	d, err := newDecoder(data, posTag, "a position profile")
-	if err != nil {
-		return err
-	}
+	d := newDecoder(data, posTag, "a position profile")
 	width, n := d.u64(), d.u64()
-	if d.err != nil || n > maxPositionBuckets || width > 1<<40 || (n > 0) != (width > 0) {
+	if d.err != nil {
+		return d.err
+	}
+	if n > maxPositionBuckets || width > 1<<40 || (n > 0) != (width > 0) {
 		return errors.New("metrics: position profile out of range")
 	}
 	out := Positions{width: int(width), buckets: make([]positionBucket, n)}
@@ -219,17 +204,18 @@ type decoder struct {
 	err error
 }
 
-// newDecoder starts reading data after its leading tag.
-func newDecoder(data []byte, tag, what string) (*decoder, error) {
+// newDecoder starts reading data after its leading tag; without the tag
+// it reads nothing, and end reports that data is not what was expected.
+func newDecoder(data []byte, tag, what string) *decoder {
 	if len(data) < len(tag) || string(data[:len(tag)]) != tag {
-		return nil, errors.New("metrics: not " + what)
+		return &decoder{err: errors.New("metrics: not " + what)}
 	}
-	return &decoder{b: data[len(tag):]}, nil
+	return &decoder{b: data[len(tag):]}
 }
 
 func (d *decoder) take(n int) []byte {
 	if len(d.b) < n {
-		d.err = errors.New("metrics: accumulator truncated")
+		d.err = cmp.Or(d.err, errors.New("metrics: accumulator truncated"))
 		d.b = nil
 		return make([]byte, n)
 	}
@@ -241,6 +227,21 @@ func (d *decoder) take(n int) []byte {
 func (d *decoder) u32() uint32  { return binary.LittleEndian.Uint32(d.take(4)) }
 func (d *decoder) u64() uint64  { return binary.LittleEndian.Uint64(d.take(8)) }
 func (d *decoder) f64() float64 { return math.Float64frombits(d.u64()) }
+
+// f64s reads a float64 into each of ps in turn.
+func (d *decoder) f64s(ps ...*float64) {
+	for _, p := range ps {
+		*p = d.f64()
+	}
+}
+
+// appendF64s appends each of vs, bit exact.
+func appendF64s(b []byte, vs ...float64) []byte {
+	for _, v := range vs {
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(v))
+	}
+	return b
+}
 
 func (d *decoder) end() error {
 	if d.err != nil {
