@@ -117,13 +117,8 @@ func Run(ctx context.Context, p *Plan, opt Options) (*Result, error) {
 	r.finish(ctx, now())
 
 	res := &Result{Summary: r.sum, Dir: outDir}
-	err = summary.Write(outDir, r.sum)
-	if perr := r.promptLog.Commit(); err == nil {
-		err = perr
-	}
-	if uerr := r.unitsOut.Commit(!r.interrupted); err == nil {
-		err = uerr
-	}
+	// Every file is committed; the first error is reported.
+	err = cmp.Or(summary.Write(outDir, r.sum), r.promptLog.Commit(), r.unitsOut.Commit(!r.interrupted))
 	if err != nil {
 		return res, fmt.Errorf("writing results to %s: %w", outDir, err)
 	}

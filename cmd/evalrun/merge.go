@@ -1,12 +1,10 @@
 package main
 
 import (
-	"fmt"
 	"os"
 
 	"github.com/spf13/cobra"
 
-	"github.com/evalrun/evalrun/backend"
 	"github.com/evalrun/evalrun/pipeline"
 	"github.com/evalrun/evalrun/pipeline/merge"
 	"github.com/evalrun/evalrun/pipeline/shard"
@@ -40,17 +38,7 @@ compare.json beside the merged results.`,
 				return runErr(cmd, err)
 			}
 			res := &pipeline.Result{Summary: s, Dir: opts.OutDir}
-			cmp, err := writeComparison(base, res.Dir)
-			if err != nil {
-				return err
-			}
-			if err := reportRun(cmd.OutOrStdout(), res, []string{"md", "junit", "html"}, cmp, annotations); err != nil {
-				return backendErr(fmt.Errorf("writing results to %s: %w", res.Dir, err))
-			}
-			if res.Summary.Verdict.ExitCode != backend.ExitPass {
-				return &exitError{res.Summary.Verdict.ExitCode, fmt.Errorf("verdict %s", res.Summary.Verdict.Status)}
-			}
-			return nil
+			return finishRun(cmd.OutOrStdout(), res, base, []string{"md", "junit", "html"}, annotations, false)
 		},
 	}
 	cmd.Flags().StringVarP(&outDir, "out", "o", "", "results directory of the merged run")

@@ -62,21 +62,7 @@ one-screen summary is appended to $GITHUB_STEP_SUMMARY when it is set.`,
 			if err != nil {
 				return runErr(cmd, err)
 			}
-			cmp, err := writeComparison(base, res.Dir)
-			if err != nil {
-				return err
-			}
-			if err := reportRun(cmd.OutOrStdout(), res, s.Output.Formats, cmp, annotations); err != nil {
-				return backendErr(fmt.Errorf("writing results to %s: %w", res.Dir, err))
-			}
-			code := res.Summary.Verdict.ExitCode
-			if sh != nil && code == backend.ExitGateFailed { // a shard's gates see part of the run: evalrun merge gates it
-				code = backend.ExitPass
-			}
-			if code != backend.ExitPass {
-				return &exitError{code, fmt.Errorf("verdict %s", res.Summary.Verdict.Status)}
-			}
-			return nil
+			return finishRun(cmd.OutOrStdout(), res, base, s.Output.Formats, annotations, sh != nil)
 		},
 	}
 	cmd.Flags().StringVarP(&outDir, "out", "o", "", "results directory (default: the spec's output.dir/<run-id>)")
@@ -89,6 +75,26 @@ one-screen summary is appended to $GITHUB_STEP_SUMMARY when it is set.`,
 	cmd.Flags().BoolVar(&annotations, "github-annotations", os.Getenv("GITHUB_ACTIONS") == "true",
 		"print ::error/::warning workflow commands for failed gates and backends (default: on when GITHUB_ACTIONS=true)")
 	return cmd
+}
+
+// finishRun compares a run (or merge) with its baseline, if any, reports it
+// (reportRun) and exits with its verdict.
+func finishRun(w io.Writer, res *pipeline.Result, base *runcompare.Run, formats []string, annotations, shard bool) error {
+	cmp, err := writeComparison(base, res.Dir)
+	if err != nil {
+		return err
+	}
+	if err := reportRun(w, res, formats, cmp, annotations); err != nil {
+		return backendErr(fmt.Errorf("writing results to %s: %w", res.Dir, err))
+	}
+	code := res.Summary.Verdict.ExitCode
+	if shard && code == backend.ExitGateFailed { // a shard's gates see part of the run: evalrun merge gates it
+		code = backend.ExitPass
+	}
+	if code != backend.ExitPass {
+		return &exitError{code, fmt.Errorf("verdict %s", res.Summary.Verdict.Status)}
+	}
+	return nil
 }
 
 // reportRun writes the report files the spec asks for (report.html with the
