@@ -59,7 +59,7 @@ func BenchmarkPrefill(b *testing.B) {
 
 // BenchmarkDecode: single-token decodes after a 64-token prefix.
 func BenchmarkDecode(b *testing.B) {
-	for _, typ := range []ggml.Type{ggml.F32, ggml.Q8_0} {
+	for _, typ := range []ggml.Type{ggml.F32, ggml.F16, ggml.Q8_0, ggml.Q4_0} {
 		path := benchModel(b, typ)
 		for _, threads := range []int{1, 2} {
 			for _, num := range []Numerics{Exact, GGML} {

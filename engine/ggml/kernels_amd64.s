@@ -684,7 +684,7 @@ done:
 	RET
 
 // func matVecExactQ8_0AVX512(w []byte, rowBytes int, x []float32, out []float32)
-// Requires: AVX, AVX2, AVX512DQ, AVX512F, AVX512VL, MMX+
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL, F16C, MMX+
 TEXT ·matVecExactQ8_0AVX512(SB), NOSPLIT, $256-80
 	MOVQ w_base+0(FP), AX
 	MOVQ rowBytes+24(FP), CX
@@ -714,66 +714,66 @@ rows4:
 	ADDQ         CX, R15
 
 block_r4:
-	CMPQ         R14, $0x00000020
-	JB           blocks_done_r4
-	PREFETCHT0   (R15)
-	PREFETCHT0   64(R15)
-	PREFETCHT0   128(R15)
-	ADDQ         $0x00000088, R15
-	VPBROADCASTW (R8)(R12*1), Y4
-	VCVTPH2PS    Y4, Z4
-	VPBROADCASTW (R9)(R12*1), Y5
-	VCVTPH2PS    Y5, Z5
-	VPBROADCASTW (R10)(R12*1), Y6
-	VCVTPH2PS    Y6, Z6
-	VPBROADCASTW (R11)(R12*1), Y7
-	VCVTPH2PS    Y7, Z7
-	VMOVUPS      (R13), Z8
-	VPMOVSXBD    2(R8)(R12*1), Z9
-	VCVTDQ2PS    Z9, Z9
-	VMULPS       Z4, Z9, Z9
-	VMULPS       Z8, Z9, Z9
-	VADDPS       Z9, Z0, Z0
-	VPMOVSXBD    2(R9)(R12*1), Z9
-	VCVTDQ2PS    Z9, Z9
-	VMULPS       Z5, Z9, Z9
-	VMULPS       Z8, Z9, Z9
-	VADDPS       Z9, Z1, Z1
-	VPMOVSXBD    2(R10)(R12*1), Z9
-	VCVTDQ2PS    Z9, Z9
-	VMULPS       Z6, Z9, Z9
-	VMULPS       Z8, Z9, Z9
-	VADDPS       Z9, Z2, Z2
-	VPMOVSXBD    2(R11)(R12*1), Z9
-	VCVTDQ2PS    Z9, Z9
-	VMULPS       Z7, Z9, Z9
-	VMULPS       Z8, Z9, Z9
-	VADDPS       Z9, Z3, Z3
-	VMOVUPS      64(R13), Z8
-	VPMOVSXBD    18(R8)(R12*1), Z9
-	VCVTDQ2PS    Z9, Z9
-	VMULPS       Z4, Z9, Z9
-	VMULPS       Z8, Z9, Z9
-	VADDPS       Z9, Z0, Z0
-	VPMOVSXBD    18(R9)(R12*1), Z4
-	VCVTDQ2PS    Z4, Z4
-	VMULPS       Z5, Z4, Z4
-	VMULPS       Z8, Z4, Z4
-	VADDPS       Z4, Z1, Z1
-	VPMOVSXBD    18(R10)(R12*1), Z4
-	VCVTDQ2PS    Z4, Z4
-	VMULPS       Z6, Z4, Z4
-	VMULPS       Z8, Z4, Z4
-	VADDPS       Z4, Z2, Z2
-	VPMOVSXBD    18(R11)(R12*1), Z4
-	VCVTDQ2PS    Z4, Z4
-	VMULPS       Z7, Z4, Z4
-	VMULPS       Z8, Z4, Z4
-	VADDPS       Z4, Z3, Z3
-	ADDQ         $0x00000022, R12
-	ADDQ         $0x00000080, R13
-	SUBQ         $0x00000020, R14
-	JMP          block_r4
+	CMPQ        R14, $0x00000020
+	JB          blocks_done_r4
+	PREFETCHT0  (R15)
+	PREFETCHT0  64(R15)
+	PREFETCHT0  128(R15)
+	ADDQ        $0x00000088, R15
+	VCVTPH2PS   (R8)(R12*1), X4
+	VMOVSS      X4, (SP)
+	VCVTPH2PS   (R9)(R12*1), X4
+	VMOVSS      X4, 64(SP)
+	VCVTPH2PS   (R10)(R12*1), X4
+	VMOVSS      X4, 128(SP)
+	VCVTPH2PS   (R11)(R12*1), X4
+	VMOVSS      X4, 192(SP)
+	VMOVUPS     (R13), Z4
+	VPMOVSXBD   2(R8)(R12*1), Z5
+	VCVTDQ2PS   Z5, Z5
+	VMULPS.BCST (SP), Z5, Z5
+	VMULPS      Z4, Z5, Z5
+	VADDPS      Z5, Z0, Z0
+	VPMOVSXBD   2(R9)(R12*1), Z5
+	VCVTDQ2PS   Z5, Z5
+	VMULPS.BCST 64(SP), Z5, Z5
+	VMULPS      Z4, Z5, Z5
+	VADDPS      Z5, Z1, Z1
+	VPMOVSXBD   2(R10)(R12*1), Z5
+	VCVTDQ2PS   Z5, Z5
+	VMULPS.BCST 128(SP), Z5, Z5
+	VMULPS      Z4, Z5, Z5
+	VADDPS      Z5, Z2, Z2
+	VPMOVSXBD   2(R11)(R12*1), Z5
+	VCVTDQ2PS   Z5, Z5
+	VMULPS.BCST 192(SP), Z5, Z5
+	VMULPS      Z4, Z5, Z5
+	VADDPS      Z5, Z3, Z3
+	VMOVUPS     64(R13), Z4
+	VPMOVSXBD   18(R8)(R12*1), Z5
+	VCVTDQ2PS   Z5, Z5
+	VMULPS.BCST (SP), Z5, Z5
+	VMULPS      Z4, Z5, Z5
+	VADDPS      Z5, Z0, Z0
+	VPMOVSXBD   18(R9)(R12*1), Z5
+	VCVTDQ2PS   Z5, Z5
+	VMULPS.BCST 64(SP), Z5, Z5
+	VMULPS      Z4, Z5, Z5
+	VADDPS      Z5, Z1, Z1
+	VPMOVSXBD   18(R10)(R12*1), Z5
+	VCVTDQ2PS   Z5, Z5
+	VMULPS.BCST 128(SP), Z5, Z5
+	VMULPS      Z4, Z5, Z5
+	VADDPS      Z5, Z2, Z2
+	VPMOVSXBD   18(R11)(R12*1), Z5
+	VCVTDQ2PS   Z5, Z5
+	VMULPS.BCST 192(SP), Z5, Z5
+	VMULPS      Z4, Z5, Z5
+	VADDPS      Z5, Z3, Z3
+	ADDQ        $0x00000022, R12
+	ADDQ        $0x00000080, R13
+	SUBQ        $0x00000020, R14
+	JMP         block_r4
 
 blocks_done_r4:
 	VEXTRACTF32X8 $0x01, Z0, Y4
@@ -835,41 +835,41 @@ rows4_done:
 	ADDQ         CX, R13
 
 block_r2:
-	CMPQ         R12, $0x00000020
-	JB           blocks_done_r2
-	PREFETCHT0   (R13)
-	PREFETCHT0   64(R13)
-	ADDQ         $0x00000044, R13
-	VPBROADCASTW (R8)(R10*1), Y2
-	VCVTPH2PS    Y2, Z2
-	VPBROADCASTW (R9)(R10*1), Y3
-	VCVTPH2PS    Y3, Z3
-	VMOVUPS      (R11), Z4
-	VPMOVSXBD    2(R8)(R10*1), Z5
-	VCVTDQ2PS    Z5, Z5
-	VMULPS       Z2, Z5, Z5
-	VMULPS       Z4, Z5, Z5
-	VADDPS       Z5, Z0, Z0
-	VPMOVSXBD    2(R9)(R10*1), Z5
-	VCVTDQ2PS    Z5, Z5
-	VMULPS       Z3, Z5, Z5
-	VMULPS       Z4, Z5, Z5
-	VADDPS       Z5, Z1, Z1
-	VMOVUPS      64(R11), Z4
-	VPMOVSXBD    18(R8)(R10*1), Z5
-	VCVTDQ2PS    Z5, Z5
-	VMULPS       Z2, Z5, Z5
-	VMULPS       Z4, Z5, Z5
-	VADDPS       Z5, Z0, Z0
-	VPMOVSXBD    18(R9)(R10*1), Z2
-	VCVTDQ2PS    Z2, Z2
-	VMULPS       Z3, Z2, Z2
-	VMULPS       Z4, Z2, Z2
-	VADDPS       Z2, Z1, Z1
-	ADDQ         $0x00000022, R10
-	ADDQ         $0x00000080, R11
-	SUBQ         $0x00000020, R12
-	JMP          block_r2
+	CMPQ        R12, $0x00000020
+	JB          blocks_done_r2
+	PREFETCHT0  (R13)
+	PREFETCHT0  64(R13)
+	ADDQ        $0x00000044, R13
+	VCVTPH2PS   (R8)(R10*1), X2
+	VMOVSS      X2, (SP)
+	VCVTPH2PS   (R9)(R10*1), X2
+	VMOVSS      X2, 64(SP)
+	VMOVUPS     (R11), Z2
+	VPMOVSXBD   2(R8)(R10*1), Z3
+	VCVTDQ2PS   Z3, Z3
+	VMULPS.BCST (SP), Z3, Z3
+	VMULPS      Z2, Z3, Z3
+	VADDPS      Z3, Z0, Z0
+	VPMOVSXBD   2(R9)(R10*1), Z3
+	VCVTDQ2PS   Z3, Z3
+	VMULPS.BCST 64(SP), Z3, Z3
+	VMULPS      Z2, Z3, Z3
+	VADDPS      Z3, Z1, Z1
+	VMOVUPS     64(R11), Z2
+	VPMOVSXBD   18(R8)(R10*1), Z3
+	VCVTDQ2PS   Z3, Z3
+	VMULPS.BCST (SP), Z3, Z3
+	VMULPS      Z2, Z3, Z3
+	VADDPS      Z3, Z0, Z0
+	VPMOVSXBD   18(R9)(R10*1), Z3
+	VCVTDQ2PS   Z3, Z3
+	VMULPS.BCST 64(SP), Z3, Z3
+	VMULPS      Z2, Z3, Z3
+	VADDPS      Z3, Z1, Z1
+	ADDQ        $0x00000022, R10
+	ADDQ        $0x00000080, R11
+	SUBQ        $0x00000020, R12
+	JMP         block_r2
 
 blocks_done_r2:
 	VEXTRACTF32X8 $0x01, Z0, Y2
@@ -906,28 +906,28 @@ rows2_done:
 	ADDQ         CX, R10
 
 block_r1:
-	CMPQ         BX, $0x00000020
-	JB           blocks_done_r1
-	PREFETCHT0   (R10)
-	ADDQ         $0x00000022, R10
-	VPBROADCASTW (R8)(R9*1), Y1
-	VCVTPH2PS    Y1, Z1
-	VMOVUPS      (DX), Z2
-	VPMOVSXBD    2(R8)(R9*1), Z3
-	VCVTDQ2PS    Z3, Z3
-	VMULPS       Z1, Z3, Z3
-	VMULPS       Z2, Z3, Z3
-	VADDPS       Z3, Z0, Z0
-	VMOVUPS      64(DX), Z2
-	VPMOVSXBD    18(R8)(R9*1), Z3
-	VCVTDQ2PS    Z3, Z3
-	VMULPS       Z1, Z3, Z3
-	VMULPS       Z2, Z3, Z3
-	VADDPS       Z3, Z0, Z0
-	ADDQ         $0x00000022, R9
-	ADDQ         $0x00000080, DX
-	SUBQ         $0x00000020, BX
-	JMP          block_r1
+	CMPQ        BX, $0x00000020
+	JB          blocks_done_r1
+	PREFETCHT0  (R10)
+	ADDQ        $0x00000022, R10
+	VCVTPH2PS   (R8)(R9*1), X1
+	VMOVSS      X1, (SP)
+	VMOVUPS     (DX), Z1
+	VPMOVSXBD   2(R8)(R9*1), Z2
+	VCVTDQ2PS   Z2, Z2
+	VMULPS.BCST (SP), Z2, Z2
+	VMULPS      Z1, Z2, Z2
+	VADDPS      Z2, Z0, Z0
+	VMOVUPS     64(DX), Z1
+	VPMOVSXBD   18(R8)(R9*1), Z2
+	VCVTDQ2PS   Z2, Z2
+	VMULPS.BCST (SP), Z2, Z2
+	VMULPS      Z1, Z2, Z2
+	VADDPS      Z2, Z0, Z0
+	ADDQ        $0x00000022, R9
+	ADDQ        $0x00000080, DX
+	SUBQ        $0x00000020, BX
+	JMP         block_r1
 
 blocks_done_r1:
 	VEXTRACTF32X8 $0x01, Z0, Y1
@@ -948,36 +948,36 @@ rows1_done:
 	RET
 
 // func dequantQ8_0AVX512(src []byte, dst []float32)
-// Requires: AVX, AVX2, AVX512F
+// Requires: AVX, AVX512F, F16C
 TEXT ·dequantQ8_0AVX512(SB), NOSPLIT, $256-48
 	MOVQ src_base+0(FP), AX
 	MOVQ dst_base+24(FP), CX
 	MOVQ dst_len+32(FP), DX
 
 block:
-	CMPQ         DX, $0x00000020
-	JB           blocks_done
-	VPBROADCASTW (AX), Y0
-	VCVTPH2PS    Y0, Z0
-	VPMOVSXBD    2(AX), Z1
-	VCVTDQ2PS    Z1, Z1
-	VMULPS       Z0, Z1, Z1
-	VMOVUPS      Z1, (CX)
-	VPMOVSXBD    18(AX), Z1
-	VCVTDQ2PS    Z1, Z1
-	VMULPS       Z0, Z1, Z1
-	VMOVUPS      Z1, 64(CX)
-	ADDQ         $0x00000022, AX
-	ADDQ         $0x00000080, CX
-	SUBQ         $0x00000020, DX
-	JMP          block
+	CMPQ        DX, $0x00000020
+	JB          blocks_done
+	VCVTPH2PS   (AX), X0
+	VMOVSS      X0, (SP)
+	VPMOVSXBD   2(AX), Z0
+	VCVTDQ2PS   Z0, Z0
+	VMULPS.BCST (SP), Z0, Z0
+	VMOVUPS     Z0, (CX)
+	VPMOVSXBD   18(AX), Z0
+	VCVTDQ2PS   Z0, Z0
+	VMULPS.BCST (SP), Z0, Z0
+	VMOVUPS     Z0, 64(CX)
+	ADDQ        $0x00000022, AX
+	ADDQ        $0x00000080, CX
+	SUBQ        $0x00000020, DX
+	JMP         block
 
 blocks_done:
 	VZEROUPPER
 	RET
 
 // func matVecExactQ4_0AVX512(w []byte, rowBytes int, x []float32, out []float32)
-// Requires: AVX, AVX2, AVX512DQ, AVX512F, AVX512VL, MMX+
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL, F16C, MMX+
 TEXT ·matVecExactQ4_0AVX512(SB), NOSPLIT, $256-80
 	MOVQ w_base+0(FP), AX
 	MOVQ rowBytes+24(FP), CX
@@ -1007,61 +1007,65 @@ rows4:
 	ADDQ         CX, R15
 
 block_r4:
-	CMPQ         R14, $0x00000020
-	JB           blocks_done_r4
-	PREFETCHT0   (R15)
-	PREFETCHT0   64(R15)
-	ADDQ         $0x00000048, R15
-	VPBROADCASTW (R8)(R12*1), Y4
-	VCVTPH2PS    Y4, Z4
-	VMULPS       iotaM8<>+0(SB), Z4, Z4
-	VPMOVZXBD    2(R8)(R12*1), Z5
-	VPBROADCASTW (R9)(R12*1), Y6
-	VCVTPH2PS    Y6, Z6
-	VMULPS       iotaM8<>+0(SB), Z6, Z6
-	VPMOVZXBD    2(R9)(R12*1), Z7
-	VPBROADCASTW (R10)(R12*1), Y8
-	VCVTPH2PS    Y8, Z8
-	VMULPS       iotaM8<>+0(SB), Z8, Z8
-	VPMOVZXBD    2(R10)(R12*1), Z9
-	VPBROADCASTW (R11)(R12*1), Y10
-	VCVTPH2PS    Y10, Z10
-	VMULPS       iotaM8<>+0(SB), Z10, Z10
-	VPMOVZXBD    2(R11)(R12*1), Z11
-	VMOVUPS      (R13), Z12
-	VPERMPS      Z4, Z5, Z13
-	VMULPS       Z12, Z13, Z13
-	VADDPS       Z13, Z0, Z0
-	VPERMPS      Z6, Z7, Z13
-	VMULPS       Z12, Z13, Z13
-	VADDPS       Z13, Z1, Z1
-	VPERMPS      Z8, Z9, Z13
-	VMULPS       Z12, Z13, Z13
-	VADDPS       Z13, Z2, Z2
-	VPERMPS      Z10, Z11, Z13
-	VMULPS       Z12, Z13, Z13
-	VADDPS       Z13, Z3, Z3
-	VMOVUPS      64(R13), Z12
-	VPSRLD       $0x04, Z5, Z5
-	VPERMPS      Z4, Z5, Z5
-	VMULPS       Z12, Z5, Z5
-	VADDPS       Z5, Z0, Z0
-	VPSRLD       $0x04, Z7, Z4
-	VPERMPS      Z6, Z4, Z4
-	VMULPS       Z12, Z4, Z4
-	VADDPS       Z4, Z1, Z1
-	VPSRLD       $0x04, Z9, Z4
-	VPERMPS      Z8, Z4, Z4
-	VMULPS       Z12, Z4, Z4
-	VADDPS       Z4, Z2, Z2
-	VPSRLD       $0x04, Z11, Z4
-	VPERMPS      Z10, Z4, Z4
-	VMULPS       Z12, Z4, Z4
-	VADDPS       Z4, Z3, Z3
-	ADDQ         $0x00000012, R12
-	ADDQ         $0x00000080, R13
-	SUBQ         $0x00000020, R14
-	JMP          block_r4
+	CMPQ        R14, $0x00000020
+	JB          blocks_done_r4
+	PREFETCHT0  (R15)
+	PREFETCHT0  64(R15)
+	ADDQ        $0x00000048, R15
+	VMOVUPS     iotaM8<>+0(SB), Z4
+	VCVTPH2PS   (R8)(R12*1), X5
+	VMOVSS      X5, (SP)
+	VMULPS.BCST (SP), Z4, Z4
+	VPMOVZXBD   2(R8)(R12*1), Z5
+	VMOVUPS     iotaM8<>+0(SB), Z6
+	VCVTPH2PS   (R9)(R12*1), X7
+	VMOVSS      X7, 64(SP)
+	VMULPS.BCST 64(SP), Z6, Z6
+	VPMOVZXBD   2(R9)(R12*1), Z7
+	VMOVUPS     iotaM8<>+0(SB), Z8
+	VCVTPH2PS   (R10)(R12*1), X9
+	VMOVSS      X9, 128(SP)
+	VMULPS.BCST 128(SP), Z8, Z8
+	VPMOVZXBD   2(R10)(R12*1), Z9
+	VMOVUPS     iotaM8<>+0(SB), Z10
+	VCVTPH2PS   (R11)(R12*1), X11
+	VMOVSS      X11, 192(SP)
+	VMULPS.BCST 192(SP), Z10, Z10
+	VPMOVZXBD   2(R11)(R12*1), Z11
+	VMOVUPS     (R13), Z12
+	VPERMPS     Z4, Z5, Z13
+	VMULPS      Z12, Z13, Z13
+	VADDPS      Z13, Z0, Z0
+	VPERMPS     Z6, Z7, Z13
+	VMULPS      Z12, Z13, Z13
+	VADDPS      Z13, Z1, Z1
+	VPERMPS     Z8, Z9, Z13
+	VMULPS      Z12, Z13, Z13
+	VADDPS      Z13, Z2, Z2
+	VPERMPS     Z10, Z11, Z13
+	VMULPS      Z12, Z13, Z13
+	VADDPS      Z13, Z3, Z3
+	VMOVUPS     64(R13), Z12
+	VPSRLD      $0x04, Z5, Z5
+	VPERMPS     Z4, Z5, Z5
+	VMULPS      Z12, Z5, Z5
+	VADDPS      Z5, Z0, Z0
+	VPSRLD      $0x04, Z7, Z4
+	VPERMPS     Z6, Z4, Z4
+	VMULPS      Z12, Z4, Z4
+	VADDPS      Z4, Z1, Z1
+	VPSRLD      $0x04, Z9, Z4
+	VPERMPS     Z8, Z4, Z4
+	VMULPS      Z12, Z4, Z4
+	VADDPS      Z4, Z2, Z2
+	VPSRLD      $0x04, Z11, Z4
+	VPERMPS     Z10, Z4, Z4
+	VMULPS      Z12, Z4, Z4
+	VADDPS      Z4, Z3, Z3
+	ADDQ        $0x00000012, R12
+	ADDQ        $0x00000080, R13
+	SUBQ        $0x00000020, R14
+	JMP         block_r4
 
 blocks_done_r4:
 	VEXTRACTF32X8 $0x01, Z0, Y4
@@ -1123,38 +1127,40 @@ rows4_done:
 	ADDQ         CX, R13
 
 block_r2:
-	CMPQ         R12, $0x00000020
-	JB           blocks_done_r2
-	PREFETCHT0   (R13)
-	ADDQ         $0x00000024, R13
-	VPBROADCASTW (R8)(R10*1), Y2
-	VCVTPH2PS    Y2, Z2
-	VMULPS       iotaM8<>+0(SB), Z2, Z2
-	VPMOVZXBD    2(R8)(R10*1), Z3
-	VPBROADCASTW (R9)(R10*1), Y4
-	VCVTPH2PS    Y4, Z4
-	VMULPS       iotaM8<>+0(SB), Z4, Z4
-	VPMOVZXBD    2(R9)(R10*1), Z5
-	VMOVUPS      (R11), Z6
-	VPERMPS      Z2, Z3, Z7
-	VMULPS       Z6, Z7, Z7
-	VADDPS       Z7, Z0, Z0
-	VPERMPS      Z4, Z5, Z7
-	VMULPS       Z6, Z7, Z7
-	VADDPS       Z7, Z1, Z1
-	VMOVUPS      64(R11), Z6
-	VPSRLD       $0x04, Z3, Z3
-	VPERMPS      Z2, Z3, Z3
-	VMULPS       Z6, Z3, Z3
-	VADDPS       Z3, Z0, Z0
-	VPSRLD       $0x04, Z5, Z2
-	VPERMPS      Z4, Z2, Z2
-	VMULPS       Z6, Z2, Z2
-	VADDPS       Z2, Z1, Z1
-	ADDQ         $0x00000012, R10
-	ADDQ         $0x00000080, R11
-	SUBQ         $0x00000020, R12
-	JMP          block_r2
+	CMPQ        R12, $0x00000020
+	JB          blocks_done_r2
+	PREFETCHT0  (R13)
+	ADDQ        $0x00000024, R13
+	VMOVUPS     iotaM8<>+0(SB), Z2
+	VCVTPH2PS   (R8)(R10*1), X3
+	VMOVSS      X3, (SP)
+	VMULPS.BCST (SP), Z2, Z2
+	VPMOVZXBD   2(R8)(R10*1), Z3
+	VMOVUPS     iotaM8<>+0(SB), Z4
+	VCVTPH2PS   (R9)(R10*1), X5
+	VMOVSS      X5, 64(SP)
+	VMULPS.BCST 64(SP), Z4, Z4
+	VPMOVZXBD   2(R9)(R10*1), Z5
+	VMOVUPS     (R11), Z6
+	VPERMPS     Z2, Z3, Z7
+	VMULPS      Z6, Z7, Z7
+	VADDPS      Z7, Z0, Z0
+	VPERMPS     Z4, Z5, Z7
+	VMULPS      Z6, Z7, Z7
+	VADDPS      Z7, Z1, Z1
+	VMOVUPS     64(R11), Z6
+	VPSRLD      $0x04, Z3, Z3
+	VPERMPS     Z2, Z3, Z3
+	VMULPS      Z6, Z3, Z3
+	VADDPS      Z3, Z0, Z0
+	VPSRLD      $0x04, Z5, Z2
+	VPERMPS     Z4, Z2, Z2
+	VMULPS      Z6, Z2, Z2
+	VADDPS      Z2, Z1, Z1
+	ADDQ        $0x00000012, R10
+	ADDQ        $0x00000080, R11
+	SUBQ        $0x00000020, R12
+	JMP         block_r2
 
 blocks_done_r2:
 	VEXTRACTF32X8 $0x01, Z0, Y2
@@ -1191,27 +1197,28 @@ rows2_done:
 	ADDQ         CX, R10
 
 block_r1:
-	CMPQ         BX, $0x00000020
-	JB           blocks_done_r1
-	PREFETCHT0   (R10)
-	ADDQ         $0x00000012, R10
-	VPBROADCASTW (R8)(R9*1), Y1
-	VCVTPH2PS    Y1, Z1
-	VMULPS       iotaM8<>+0(SB), Z1, Z1
-	VPMOVZXBD    2(R8)(R9*1), Z2
-	VMOVUPS      (DX), Z3
-	VPERMPS      Z1, Z2, Z4
-	VMULPS       Z3, Z4, Z4
-	VADDPS       Z4, Z0, Z0
-	VMOVUPS      64(DX), Z3
-	VPSRLD       $0x04, Z2, Z2
-	VPERMPS      Z1, Z2, Z2
-	VMULPS       Z3, Z2, Z2
-	VADDPS       Z2, Z0, Z0
-	ADDQ         $0x00000012, R9
-	ADDQ         $0x00000080, DX
-	SUBQ         $0x00000020, BX
-	JMP          block_r1
+	CMPQ        BX, $0x00000020
+	JB          blocks_done_r1
+	PREFETCHT0  (R10)
+	ADDQ        $0x00000012, R10
+	VMOVUPS     iotaM8<>+0(SB), Z1
+	VCVTPH2PS   (R8)(R9*1), X2
+	VMOVSS      X2, (SP)
+	VMULPS.BCST (SP), Z1, Z1
+	VPMOVZXBD   2(R8)(R9*1), Z2
+	VMOVUPS     (DX), Z3
+	VPERMPS     Z1, Z2, Z4
+	VMULPS      Z3, Z4, Z4
+	VADDPS      Z4, Z0, Z0
+	VMOVUPS     64(DX), Z3
+	VPSRLD      $0x04, Z2, Z2
+	VPERMPS     Z1, Z2, Z2
+	VMULPS      Z3, Z2, Z2
+	VADDPS      Z2, Z0, Z0
+	ADDQ        $0x00000012, R9
+	ADDQ        $0x00000080, DX
+	SUBQ        $0x00000020, BX
+	JMP         block_r1
 
 blocks_done_r1:
 	VEXTRACTF32X8 $0x01, Z0, Y1
@@ -1232,28 +1239,29 @@ rows1_done:
 	RET
 
 // func dequantQ4_0AVX512(src []byte, dst []float32)
-// Requires: AVX, AVX2, AVX512F
+// Requires: AVX, AVX512F, F16C
 TEXT ·dequantQ4_0AVX512(SB), NOSPLIT, $256-48
 	MOVQ src_base+0(FP), AX
 	MOVQ dst_base+24(FP), CX
 	MOVQ dst_len+32(FP), DX
 
 block:
-	CMPQ         DX, $0x00000020
-	JB           blocks_done
-	VPBROADCASTW (AX), Y0
-	VCVTPH2PS    Y0, Z0
-	VMULPS       iotaM8<>+0(SB), Z0, Z0
-	VPMOVZXBD    2(AX), Z1
-	VPERMPS      Z0, Z1, Z2
-	VMOVUPS      Z2, (CX)
-	VPSRLD       $0x04, Z1, Z1
-	VPERMPS      Z0, Z1, Z1
-	VMOVUPS      Z1, 64(CX)
-	ADDQ         $0x00000012, AX
-	ADDQ         $0x00000080, CX
-	SUBQ         $0x00000020, DX
-	JMP          block
+	CMPQ        DX, $0x00000020
+	JB          blocks_done
+	VMOVUPS     iotaM8<>+0(SB), Z0
+	VCVTPH2PS   (AX), X1
+	VMOVSS      X1, (SP)
+	VMULPS.BCST (SP), Z0, Z0
+	VPMOVZXBD   2(AX), Z1
+	VPERMPS     Z0, Z1, Z2
+	VMOVUPS     Z2, (CX)
+	VPSRLD      $0x04, Z1, Z1
+	VPERMPS     Z0, Z1, Z1
+	VMOVUPS     Z1, 64(CX)
+	ADDQ        $0x00000012, AX
+	ADDQ        $0x00000080, CX
+	SUBQ        $0x00000020, DX
+	JMP         block
 
 blocks_done:
 	VZEROUPPER

@@ -47,6 +47,19 @@ func f16Bcast(m Mem) VecVirtual {
 	return z
 }
 
+// f16Scalar converts the binary16 at m to a float32 at dst and returns dst,
+// for an instruction to broadcast from memory: a 128-bit VCVTPH2PS from
+// memory and a store are one ALU micro-op where VPBROADCASTW and a 512-bit
+// VCVTPH2PS (f16Bcast) are three, on the two ports that run 512-bit
+// arithmetic (the exact Q4_0 kernel is bound by them). It reads 8 bytes at
+// m.
+func f16Scalar(m, dst Mem) Mem {
+	h := XMM()
+	VCVTPH2PS(m, h)
+	VMOVSS(h, dst)
+	return dst
+}
+
 // local is a kernel's stack area for per-row scale vectors (64 bytes a row).
 var local Mem
 
@@ -127,7 +140,7 @@ func (noTail) tail(Mem, Op) VecVirtual {
 // q8_0: d, int8 qs[32]; y = float32(q) * d (exact).
 type q8_0Type struct {
 	noTail
-	d [4]VecVirtual
+	d [4]Mem // each row's scale as a float32 on the stack
 }
 
 func (*q8_0Type) name() string    { return "Q8_0" }
@@ -135,13 +148,13 @@ func (*q8_0Type) blockElems() int { return 32 }
 func (*q8_0Type) blockBytes() int { return 34 }
 func (*q8_0Type) groupRows() int  { return 4 }
 func (t *q8_0Type) begin(r int, blk Mem) {
-	t.d[r] = f16Bcast(blk)
+	t.d[r] = f16Scalar(blk, local.Offset(64*r))
 }
 func (t *q8_0Type) chunk(r int, blk Mem, c int) VecVirtual {
 	z := ZMM()
 	VPMOVSXBD(blk.Offset(2+16*c), z)
 	VCVTDQ2PS(z, z)
-	VMULPS(t.d[r], z, z)
+	VMULPS_BCST(t.d[r], z, z)
 	return z
 }
 
@@ -161,8 +174,9 @@ func (*q4_0Type) groupRows() int  { return 4 }
 
 // begin: table[q] = float32(q-8) * d; the quants' bytes zero-extended.
 func (t *q4_0Type) begin(r int, blk Mem) {
-	d := f16Bcast(blk)
-	VMULPS(iotaM8, d, d)
+	d := ZMM()
+	VMOVUPS(iotaM8, d)
+	VMULPS_BCST(f16Scalar(blk, local.Offset(64*r)), d, d)
 	t.tab[r] = d
 	t.q[r] = ZMM()
 	VPMOVZXBD(blk.Offset(2), t.q[r])
