@@ -110,16 +110,49 @@ type RefRow struct {
 func (r *RefRow) Set(ref []float32) {
 	r.Logits, r.sumSq, r.pReady = ref, 0, false
 	r.nan, r.inf = nonFinite(ref)
-	for _, v := range ref {
-		if f := float64(v); r.nan+r.inf == 0 || !math.IsNaN(f) && !math.IsInf(f, 0) {
-			r.sumSq += float64(f * f)
+	if len(ref) == 0 {
+		return
+	}
+	r.top = topK(ref, 5, r.top[:0])
+	r.imax = argmax(ref, r.top, r.nan)
+	r.p = slices.Grow(r.p[:0], len(ref))[:len(ref)] // scratch until LiveKLDRow fills it
+	e := r.p
+	m := float64(ref[r.imax])
+	expShifted(e, ref, m)
+	// Σ ref² and Σ exp in one pass: two chains of additions side by side,
+	// each in index order.
+	var s, sumSq float64
+	if r.nan+r.inf == 0 {
+		for i, v := range ref {
+			f := float64(v)
+			sumSq += float64(f * f)
+			s += e[i]
+		}
+	} else {
+		for i, v := range ref {
+			if f := float64(v); !math.IsNaN(f) && !math.IsInf(f, 0) {
+				sumSq += float64(f * f)
+			}
+			s += e[i]
 		}
 	}
-	if len(ref) > 0 {
-		r.p = slices.Grow(r.p[:0], len(ref))[:len(ref)] // scratch until LiveKLDRow fills it
-		r.imax, r.norm = logSoftmaxNorm64(ref, r.p)
-		r.top = topK(ref, 5, r.top[:0])
+	r.sumSq, r.norm = sumSq, m+math.Log(s)
+}
+
+// argmax is the first index of row's maximum: top[0] of its topK, which
+// orders ties the same way, unless the row holds a NaN (topK and a scan
+// treat NaN differently: the scan decides).
+func argmax(row []float32, top []int, nan int) int {
+	if nan == 0 {
+		return top[0]
 	}
+	imax := 0
+	for i, v := range row[1:] {
+		if v > row[imax] {
+			imax = i + 1
+		}
+	}
+	return imax
 }
 
 // LiveKLDRow scores one token against a live reference: ref is the
@@ -134,10 +167,47 @@ func LiveKLDRow(logits []float32, ref *RefRow, tok int32) (KLDRow, error) {
 	if err := checkRow(logits, ref.Logits, tok); err != nil {
 		return KLDRow{}, err
 	}
+	nan, _ := nonFinite(logits)
+	c := newCandRow(logits)
+	c.top = topK(logits, 5, c.top)
+	return c.kld(ref, tok, nan, nil), nil
+}
+
+// candRow is one candidate row on its way through the comparisons with a
+// reference row: its top 5 once for the logit statistics and the KLD.
+type candRow struct {
+	values []float32
+	top    []int
+	buf    [5]int // top's storage
+}
+
+func newCandRow(values []float32) *candRow {
+	c := &candRow{values: values}
+	c.top = c.buf[:0]
+	return c
+}
+
+// kld is LiveKLDRow after the checks (nan counts the row's NaNs). With
+// stats non-nil the pass that sums the candidate's exponentials also
+// gathers its logit statistics (statsPass: the same bits as alone).
+func (c *candRow) kld(ref *RefRow, tok int32, nan int, stats *rowStats) KLDRow {
+	logits := c.values
+	imax := argmax(logits, c.top, nan)
+	m := float64(logits[imax])
 	scratch := expScratch.Get().(*[]float64)
-	*scratch = slices.Grow((*scratch)[:0], len(logits))
-	imax, normQ := logSoftmaxNorm64(logits, *scratch)
+	e := slices.Grow((*scratch)[:0], len(logits))[:len(logits)]
+	expShifted(e, logits, m)
+	var s float64
+	if stats != nil {
+		s = stats.pass(logits, ref.Logits, e)
+	} else {
+		for _, v := range e {
+			s += v
+		}
+	}
+	*scratch = e
 	expScratch.Put(scratch)
+	normQ := m + math.Log(s)
 	ref.pMu.Lock()
 	if !ref.pReady { // once per reference row, whatever the candidates
 		ref.p = slices.Grow(ref.p[:0], len(ref.Logits))[:len(ref.Logits)]
@@ -159,7 +229,7 @@ func LiveKLDRow(logits []float32, ref *RefRow, tok int32) (KLDRow, error) {
 	return KLDRow{
 		kld: sum, pDiff: float32(math.Exp(-nll) - math.Exp(-nllBase)), sameTop: imax == ref.imax,
 		nll: nll, nll2: float64(nll * nll), nllBase: nllBase, nllBase2: float64(nllBase * nllBase), nllNLLBase: float64(nll * nllBase),
-	}, nil
+	}
 }
 
 // Add is BaseKLDRow added to k.
@@ -180,25 +250,6 @@ func (k *KLD) AddLogits(logits, ref []float32, tok int32) error {
 		k.AddRow(r)
 	}
 	return err
-}
-
-// logSoftmaxNorm64 returns the first index of the maximum and log Σ exp(l_i)
-// computed in float64 around the maximum; scratch (capacity len(l) at
-// least) receives the exponentials, which are summed in index order.
-func logSoftmaxNorm64(l []float32, scratch []float64) (imax int, norm float64) {
-	for i, v := range l[1:] {
-		if v > l[imax] {
-			imax = i + 1
-		}
-	}
-	m := float64(l[imax])
-	e := scratch[:len(l)]
-	expShifted(e, l, m)
-	var s float64
-	for _, v := range e {
-		s += v
-	}
-	return imax, m + math.Log(s)
 }
 
 // expScratch holds the candidates' exponentials between rows.

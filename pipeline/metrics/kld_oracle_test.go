@@ -1,8 +1,11 @@
 package metrics
 
 import (
+	"bytes"
 	"math"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -124,6 +127,83 @@ func TestRefRowSharedByConcurrentCandidates(t *testing.T) {
 		oracleAddLogitRow(rows[c], ref, &want)
 		if stats[c].Result() != want.Result() {
 			t.Errorf("candidate %d: %+v, want %+v", c, stats[c].Result(), want.Result())
+		}
+	}
+}
+
+// CompareLive, the host's one call per candidate row, gives the bits of
+// AddLogitRow's oracle and LiveKLDRow's oracle, with ties in the maximum,
+// NaN and infinities on either side and one or two accumulators.
+func TestCompareLiveMatchesOracles(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	for _, n := range []int{1, 2, 7, 100, 32000, llama3Vocab} {
+		var got, gotPrompt, want, wantPrompt LogitStats
+		for row := range 7 {
+			ref, cand := make([]float32, n), make([]float32, n)
+			for i := range ref {
+				ref[i] = float32(rng.NormFloat64() * 4)
+				cand[i] = ref[i] + float32(rng.NormFloat64()*0.05*float64(row))
+			}
+			switch {
+			case row == 1 && n > 4: // the maximum twice: the first index is the argmax
+				j := slices.Index(cand, slices.Max(cand))
+				cand[n-1-j/2] = cand[j]
+				ref[n-1] = slices.Max(ref)
+			case row == 2 && n > 4:
+				cand[n-2] = float32(math.NaN())
+			case row == 3 && n > 4:
+				ref[1] = float32(math.Inf(1))
+			case row == 4 && n > 4:
+				cand[1] = float32(math.NaN()) // among topK's first five: it stops the larger values below it
+			case row == 5 && n > 4:
+				cand[2] = float32(math.Inf(-1))
+			}
+			var rr RefRow
+			rr.Set(ref)
+			tok := int32(rng.IntN(n))
+			accs, oracle := []*LogitStats{&got}, []*LogitStats{&want}
+			if row%2 == 1 {
+				accs, oracle = append(accs, &gotPrompt), append(oracle, &wantPrompt)
+			}
+			kld, err := CompareLive(cand, &rr, tok, accs...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			oracleAddLogitRow(cand, ref, oracle...)
+			if wantKLD := oracleLiveKLDRow(cand, ref, tok); !sameKLDRow(kld, wantKLD) {
+				t.Fatalf("n %d row %d: %+v, want %+v", n, row, kld, wantKLD)
+			}
+		}
+		for _, p := range [][2]*LogitStats{{&got, &want}, {&gotPrompt, &wantPrompt}} {
+			a, _ := p[0].MarshalBinary()
+			b, _ := p[1].MarshalBinary()
+			if !bytes.Equal(a, b) {
+				t.Fatalf("n %d: %+v, want %+v", n, p[0].Result(), p[1].Result())
+			}
+		}
+	}
+}
+
+// A bad row or token is refused before anything is added.
+func TestCompareLiveRefusesBadInput(t *testing.T) {
+	var rr RefRow
+	rr.Set([]float32{1, 2, 3})
+	for _, c := range []struct {
+		cand []float32
+		tok  int32
+		want string
+	}{
+		{[]float32{1, 2}, 0, "candidate row has 2 logits, reference row 3"},
+		{[]float32{1, 2, 3}, 3, "token 3 outside the vocabulary of 3"},
+		{[]float32{1, 2, 3}, -1, "token -1 outside"},
+	} {
+		var s LogitStats
+		_, err := CompareLive(c.cand, &rr, c.tok, &s)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v tok %d: %v, want %q", c.cand, c.tok, err, c.want)
+		}
+		if s.Result().Rows != 0 {
+			t.Errorf("%v tok %d: a row was added", c.cand, c.tok)
 		}
 	}
 }

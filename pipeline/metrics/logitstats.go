@@ -20,7 +20,6 @@ type LogitStats struct {
 	maxAbsDiff                       float64
 	top5Sum                          float64
 	top1Same                         int
-	topCand                          []int // scratch
 }
 
 // LogitResult is the summary of LogitStats.
@@ -58,12 +57,45 @@ func (s *LogitStats) Add(cand, ref []float32) error {
 // prompt's): every accumulator sees the same additions in the same order
 // as if it were the only one.
 func AddLogitRow(cand []float32, ref *RefRow, accs ...*LogitStats) error {
+	if err := checkStatsRow(cand, ref); err != nil {
+		return err
+	}
+	newCandRow(cand).addStats(ref, accs, nil)
+	return nil
+}
+
+// CompareLive is AddLogitRow into accs followed by LiveKLDRow, in fewer
+// passes over the row (its top 5, its maximum and one pass for the
+// statistics' sums and the softmax's): the bits of the two calls. On an
+// error nothing is added.
+func CompareLive(cand []float32, ref *RefRow, tok int32, accs ...*LogitStats) (KLDRow, error) {
+	if err := checkStatsRow(cand, ref); err != nil {
+		return KLDRow{}, err
+	}
+	if err := checkRow(cand, ref.Logits, tok); err != nil {
+		return KLDRow{}, err
+	}
+	c := newCandRow(cand)
+	var row KLDRow
+	c.addStats(ref, accs, func(nan int, stats *rowStats) { row = c.kld(ref, tok, nan, stats) })
+	return row, nil
+}
+
+func checkStatsRow(cand []float32, ref *RefRow) error {
 	if len(cand) != len(ref.Logits) {
 		return fmt.Errorf("metrics: candidate row has %d logits, reference row %d", len(cand), len(ref.Logits))
 	}
 	if len(cand) == 0 {
 		return fmt.Errorf("metrics: empty logit row")
 	}
+	return nil
+}
+
+// addStats adds the row to accs. With kld non-nil it hands kld the row's
+// NaN count and, when the statistics are computed (finite rows), the first
+// accumulator's sums to gather in the softmax's pass.
+func (c *candRow) addStats(ref *RefRow, accs []*LogitStats, kld func(nan int, stats *rowStats)) {
+	cand := c.values
 	candNaN, candInf := nonFinite(cand)
 	finite := candNaN+candInf+ref.nan+ref.inf == 0
 	for _, s := range accs {
@@ -73,41 +105,40 @@ func AddLogitRow(cand []float32, ref *RefRow, accs ...*LogitStats) error {
 			s.skipped++
 		}
 	}
-	if !finite {
-		return nil
+	if finite || kld != nil {
+		c.top = topK(cand, 5, c.top[:0])
+	}
+	if !finite || len(accs) == 0 {
+		if kld != nil {
+			kld(candNaN, nil)
+		}
+		return
 	}
 	// One pass per accumulator with its sums in registers (the same
 	// additions in the same order as element by element into each); the
 	// cosine's terms on the first.
-	var dot, na float64
-	for k, s := range accs {
-		sumSqDiff, sumSqCand, maxAbsDiff := s.sumSqDiff, s.sumSqCand, s.maxAbsDiff
-		for i, a := range cand {
-			b := ref.Logits[i]
-			d := a - b
-			sumSqDiff += float64(d * d)
-			sumSqCand += float64(a * a)
-			if ad := math.Abs(float64(d)); ad > maxAbsDiff { // finite rows: max without NaN cases
-				maxAbsDiff = ad
-			}
-			if k == 0 {
-				dot += float64(float64(a) * float64(b))
-				na += float64(float64(a) * float64(a))
-			}
-		}
-		s.sumSqDiff, s.sumSqCand, s.maxAbsDiff = sumSqDiff, sumSqCand, maxAbsDiff
+	first := rowStats{sumSqDiff: accs[0].sumSqDiff, sumSqCand: accs[0].sumSqCand, maxAbsDiff: accs[0].maxAbsDiff}
+	if kld != nil {
+		kld(candNaN, &first)
+	} else {
+		first.pass(cand, ref.Logits, nil)
+	}
+	accs[0].sumSqDiff, accs[0].sumSqCand, accs[0].maxAbsDiff = first.sumSqDiff, first.sumSqCand, first.maxAbsDiff
+	for _, s := range accs[1:] {
+		st := rowStats{sumSqDiff: s.sumSqDiff, sumSqCand: s.sumSqCand, maxAbsDiff: s.maxAbsDiff}
+		st.pass(cand, ref.Logits, nil)
+		s.sumSqDiff, s.sumSqCand, s.maxAbsDiff = st.sumSqDiff, st.sumSqCand, st.maxAbsDiff
 	}
 	var cos float64
-	switch nb := ref.sumSq; {
+	switch na, nb := first.na, ref.sumSq; {
 	case na == 0 && nb == 0:
 		cos = 1
 	case na == 0 || nb == 0:
 		cos = 0
 	default:
-		cos = dot / (math.Sqrt(na) * math.Sqrt(nb))
+		cos = first.dot / (math.Sqrt(na) * math.Sqrt(nb))
 	}
-	top := topK(cand, 5, accs[0].topCand[:0])
-	accs[0].topCand = top
+	top := c.top
 	overlap := 0
 	for _, i := range top {
 		for _, j := range ref.top {
@@ -126,7 +157,50 @@ func AddLogitRow(cand []float32, ref *RefRow, accs ...*LogitStats) error {
 			s.top1Same++
 		}
 	}
-	return nil
+}
+
+// rowStats carries an accumulator's running sums through one row pair and
+// gathers the row's cosine terms.
+type rowStats struct {
+	sumSqDiff, sumSqCand, maxAbsDiff float64
+	dot, na                          float64
+}
+
+// pass runs over a finite row pair once, every sum in registers and in
+// index order. With e non-nil (the candidate's exponentials) it also
+// returns Σ e, the softmax's sum, as a chain of its own beside the others.
+func (st *rowStats) pass(cand, ref []float32, e []float64) (sumExp float64) {
+	sumSqDiff, sumSqCand, maxAbsDiff, dot, na := st.sumSqDiff, st.sumSqCand, st.maxAbsDiff, st.dot, st.na
+	ref = ref[:len(cand)]
+	if e == nil {
+		for i, a := range cand {
+			b := ref[i]
+			d := a - b
+			sumSqDiff += float64(d * d)
+			sumSqCand += float64(a * a)
+			if ad := math.Abs(float64(d)); ad > maxAbsDiff { // finite rows: max without NaN cases
+				maxAbsDiff = ad
+			}
+			dot += float64(float64(a) * float64(b))
+			na += float64(float64(a) * float64(a))
+		}
+	} else {
+		e = e[:len(cand)]
+		for i, a := range cand {
+			b := ref[i]
+			d := a - b
+			sumSqDiff += float64(d * d)
+			sumSqCand += float64(a * a)
+			if ad := math.Abs(float64(d)); ad > maxAbsDiff {
+				maxAbsDiff = ad
+			}
+			dot += float64(float64(a) * float64(b))
+			na += float64(float64(a) * float64(a))
+			sumExp += e[i]
+		}
+	}
+	st.sumSqDiff, st.sumSqCand, st.maxAbsDiff, st.dot, st.na = sumSqDiff, sumSqCand, maxAbsDiff, dot, na
+	return sumExp
 }
 
 // topK appends the indices of the k largest values, largest first, ties to

@@ -59,9 +59,25 @@ func BenchmarkAddLogitRow(b *testing.B) {
 	}
 }
 
+// BenchmarkCompareLive is one candidate's logit statistics and KLD row in
+// the host's one call.
+func BenchmarkCompareLive(b *testing.B) {
+	ref, cand := benchRows(llama3Vocab)
+	var r RefRow
+	r.Set(ref)
+	var s LogitStats
+	b.SetBytes(4 * llama3Vocab)
+	for b.Loop() {
+		if _, err := CompareLive(cand, &r, 7, &s); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkCompareRow is a whole scored position as the host computes it
 // for a run with two candidates: the reference prepared once, then each
-// candidate's logit statistics and KLD row.
+// candidate's logit statistics and KLD row (one after the other here; the
+// host compares them on a goroutine each).
 func BenchmarkCompareRow(b *testing.B) {
 	ref, cand := benchRows(llama3Vocab)
 	var r RefRow
@@ -71,10 +87,7 @@ func BenchmarkCompareRow(b *testing.B) {
 	for b.Loop() {
 		r.Set(ref)
 		for c := range 2 {
-			if err := AddLogitRow(cand, &r, &s[c]); err != nil {
-				b.Fatal(err)
-			}
-			row, err := LiveKLDRow(cand, &r, 7)
+			row, err := CompareLive(cand, &r, 7, &s[c])
 			if err != nil {
 				b.Fatal(err)
 			}

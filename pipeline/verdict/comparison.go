@@ -44,17 +44,18 @@ type Comparison struct {
 // order: see Add). tok is the token that follows this position (the scoring
 // target), or -1 if none; pos is the row's position in its sequence.
 func (c *Comparison) AddLive(cand []float32, ref *metrics.RefRow, tok int32, pos int) error {
-	if err := metrics.AddLogitRow(cand, ref, &c.logit); err != nil {
+	if tok < 0 {
+		err := metrics.AddLogitRow(cand, ref, &c.logit)
+		if err == nil {
+			c.compared++
+		}
 		return err
 	}
-	c.compared++
-	if tok < 0 {
-		return nil
-	}
-	row, err := metrics.LiveKLDRow(cand, ref, tok)
+	row, err := metrics.CompareLive(cand, ref, tok, &c.logit)
 	if err != nil {
 		return err
 	}
+	c.compared++
 	c.kld.AddRow(row)
 	c.pos.Add(pos, row)
 	return nil
