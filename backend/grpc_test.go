@@ -20,7 +20,7 @@ import (
 // serveInProcess runs b through backend.Serve in go-plugin's test mode and
 // connects a host Client to it, so both adapters and Serve's gRPC server
 // settings are exercised without building a binary.
-func serveInProcess(t *testing.T, b backend.Backend) *backend.Client {
+func serveInProcess(t testing.TB, b backend.Backend) *backend.Client {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	reattach := make(chan *plugin.ReattachConfig, 1)

@@ -16,7 +16,9 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/status"
 )
 
@@ -112,6 +114,7 @@ func Launch(ctx context.Context, cfg LaunchConfig) (*Client, error) {
 		VersionedPlugins: map[int]plugin.PluginSet{ProtocolVersion: plugins},
 		Plugins:          plugins, // reattaching skips version negotiation
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
+		GRPCDialOptions:  []grpc.DialOption{experimental.WithBufferPool(rowPool)},
 		StartTimeout:     cfg.StartTimeout,
 		Logger:           logger,
 		// Each source gets its own line splitter so interleaved writes

@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/experimental"
 )
 
 // Handshake is the go-plugin handshake shared by the host and every plugin.
@@ -113,7 +114,7 @@ func Serve(b Backend, opts ...ServeOption) {
 		HandshakeConfig:  Handshake,
 		VersionedPlugins: map[int]plugin.PluginSet{ProtocolVersion: {PluginName: &Plugin{Impl: b}}},
 		GRPCServer: func(o []grpc.ServerOption) *grpc.Server {
-			return grpc.NewServer(append(o, grpc.MaxRecvMsgSize(MaxMessageSize))...)
+			return grpc.NewServer(append(o, grpc.MaxRecvMsgSize(MaxMessageSize), grpc.ForceServerCodecV2(chunkCodec{}), experimental.BufferPool(rowPool))...)
 		},
 		Logger: cfg.logger,
 		Test:   cfg.test,

@@ -59,3 +59,35 @@ func TestRowCodecDecodesIntoTheCallersRow(t *testing.T) {
 		t.Error("a truncated chunk was accepted")
 	}
 }
+
+// FuzzRowChunk: any bytes, in any split into buffers, either fail to parse
+// or give what the generated protobuf code reads from them (the logits
+// being whole float32 values); nothing panics.
+func FuzzRowChunk(f *testing.F) {
+	wire, _ := proto.Marshal(&backendpb.EvalChunk{Index: 3, Pos: 9, Logits: encodeFloats(nil, []float32{1, -2, 3.5}), ComputeNs: 1234, Hidden: encodeFloats(nil, []float32{7})})
+	f.Add(wire, uint16(5))
+	f.Add(wire[:len(wire)-2], uint16(1))
+	f.Add([]byte{0x18, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0x1a, 0x00}, uint16(3))
+	f.Add([]byte{0x2b, 0x2c}, uint16(1)) // a group
+	f.Fuzz(func(t *testing.T, b []byte, split uint16) {
+		var data mem.BufferSlice
+		step := int(split%64) + 1
+		for rest := b; len(rest) > 0; {
+			n := min(step, len(rest))
+			data, rest = append(data, mem.SliceBuffer(rest[:n])), rest[n:]
+		}
+		chunk := rowChunk{buf: func(n int) []float32 { return make([]float32, n) }}
+		err := (rowCodec{}).Unmarshal(data, &chunk)
+		var want backendpb.EvalChunk
+		if err != nil {
+			return
+		}
+		if perr := proto.Unmarshal(b, &want); perr != nil {
+			t.Fatalf("parsed %x, which protobuf refuses: %v", b, perr)
+		}
+		if chunk.index != want.Index || chunk.pos != want.Pos || chunk.computeNS != want.ComputeNs ||
+			string(encodeFloats(nil, chunk.values)) != string(want.Logits) || string(encodeFloats(nil, chunk.hidden)) != string(want.Hidden) {
+			t.Fatalf("%x: got %d/%d/%d %v %v, protobuf reads %v", b, chunk.index, chunk.pos, chunk.computeNS, chunk.values, chunk.hidden, &want)
+		}
+	})
+}
