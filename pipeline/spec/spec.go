@@ -156,29 +156,11 @@ func (s *Spec) Backends() []Backend {
 // Effective is the spec as a run uses it (environment overrides applied,
 // defaults filled in, paths absolute), for the record in summary.json.
 func (s *Spec) Effective() map[string]any {
-	var m map[string]any
-	data, err := yaml.Marshal(s)
-	if err == nil && yaml.Unmarshal(data, &m) == nil {
-		pruneNulls(m)
+	var m map[string]any // gates not set are left out (omitempty)
+	if data, err := yaml.Marshal(s); err == nil {
+		yaml.Unmarshal(data, &m)
 	}
 	return m
-}
-
-// pruneNulls drops unset keys (gates not given) from a decoded mapping.
-func pruneNulls(v any) {
-	switch v := v.(type) {
-	case map[string]any:
-		for k, x := range v {
-			if x == nil {
-				delete(v, k)
-			}
-			pruneNulls(x)
-		}
-	case []any:
-		for _, x := range v {
-			pruneNulls(x)
-		}
-	}
 }
 
 // Err is an error about the value at a key path ("backends[0].threads",
@@ -296,31 +278,31 @@ func Parse(data []byte, path string, opts ...Option) (*Spec, error) {
 // checked; a set field is, including 0 (max_abs_diff_max: 0 demands
 // bit-identical logits).
 type Gates struct {
-	KLDMeanMax     *float64 `yaml:"kld_mean_max"`     // mean KL divergence (nats)
-	KLDP99Max      *float64 `yaml:"kld_p99_max"`      // 99th percentile KL divergence
-	SameTopPMin    *float64 `yaml:"same_top_p_min"`   // fraction of positions with the same argmax, 0..1
-	NMSEMax        *float64 `yaml:"nmse_max"`         // normalized mean squared error of the logits
-	GreedyMatchMin *float64 `yaml:"greedy_match_min"` // fraction of free-running greedy tokens equal to the reference's, 0..1
-	MaxAbsDiffMax  *float64 `yaml:"max_abs_diff_max"` // largest |logit difference|
-	PPLRatioMax    *float64 `yaml:"ppl_ratio_max"`    // candidate PPL / reference PPL
-	TGTSMin        *float64 `yaml:"tg_ts_min"`        // generation tokens/s
-	PPTSMin        *float64 `yaml:"pp_ts_min"`        // prompt processing tokens/s
+	KLDMeanMax     *float64 `yaml:"kld_mean_max,omitempty"`     // mean KL divergence (nats)
+	KLDP99Max      *float64 `yaml:"kld_p99_max,omitempty"`      // 99th percentile KL divergence
+	SameTopPMin    *float64 `yaml:"same_top_p_min,omitempty"`   // fraction of positions with the same argmax, 0..1
+	NMSEMax        *float64 `yaml:"nmse_max,omitempty"`         // normalized mean squared error of the logits
+	GreedyMatchMin *float64 `yaml:"greedy_match_min,omitempty"` // fraction of free-running greedy tokens equal to the reference's, 0..1
+	MaxAbsDiffMax  *float64 `yaml:"max_abs_diff_max,omitempty"` // largest |logit difference|
+	PPLRatioMax    *float64 `yaml:"ppl_ratio_max,omitempty"`    // candidate PPL / reference PPL
+	TGTSMin        *float64 `yaml:"tg_ts_min,omitempty"`        // generation tokens/s
+	PPTSMin        *float64 `yaml:"pp_ts_min,omitempty"`        // prompt processing tokens/s
 
 	// Relative to the baseline run's same-named backend (see Relative).
-	KLDMeanMaxIncrease  *float64 `yaml:"kld_mean_max_increase"`  // kld_mean may grow by at most this (nats)
-	SameTopPMaxDrop     *float64 `yaml:"same_top_p_max_drop"`    // same_top_p may fall by at most this (fraction)
-	PPLRatioMaxIncrease *float64 `yaml:"ppl_ratio_max_increase"` // ppl_ratio may grow by at most this
-	TGTSMaxSlowdown     *float64 `yaml:"tg_ts_max_slowdown"`     // tg t/s may fall by at most this fraction, unless not significant
-	PPTSMaxSlowdown     *float64 `yaml:"pp_ts_max_slowdown"`     // pp t/s likewise
+	KLDMeanMaxIncrease  *float64 `yaml:"kld_mean_max_increase,omitempty"`  // kld_mean may grow by at most this (nats)
+	SameTopPMaxDrop     *float64 `yaml:"same_top_p_max_drop,omitempty"`    // same_top_p may fall by at most this (fraction)
+	PPLRatioMaxIncrease *float64 `yaml:"ppl_ratio_max_increase,omitempty"` // ppl_ratio may grow by at most this
+	TGTSMaxSlowdown     *float64 `yaml:"tg_ts_max_slowdown,omitempty"`     // tg t/s may fall by at most this fraction, unless not significant
+	PPTSMaxSlowdown     *float64 `yaml:"pp_ts_max_slowdown,omitempty"`     // pp t/s likewise
 
 	// SpeedGatesOnSimulated applies the speed gates (tg_ts_min, pp_ts_min,
 	// *_max_slowdown) to simulated devices too; by default a simulator's
 	// throughput is not gated.
-	SpeedGatesOnSimulated *bool `yaml:"speed_gates_on_simulated"`
+	SpeedGatesOnSimulated *bool `yaml:"speed_gates_on_simulated,omitempty"`
 
 	// RequireOffload fails a backend whose device left a listed kernel
 	// unused, or ran nothing at all (the plugin's kernel accounting).
-	RequireOffload *bool `yaml:"require_offload"`
+	RequireOffload *bool `yaml:"require_offload,omitempty"`
 }
 
 // relativeSuffixes mark the gates that compare with a baseline run: the

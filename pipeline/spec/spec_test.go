@@ -724,3 +724,16 @@ gates: {kld_mean_max: 0.01, kld_mean_max_increase: 0.0001, tg_ts_max_slowdown: 0
 		}
 	}
 }
+
+// The effective spec in summary.json lists the gates set, a gate of 0
+// included, and leaves out those not set.
+func TestEffectiveGates(t *testing.T) {
+	s, errs := load(t, base+"gates:\n  max_abs_diff_max: 0\n  kld_mean_max: 0.5\n", nil)
+	if errs != "" {
+		t.Fatal(errs)
+	}
+	want := map[string]any{"max_abs_diff_max": 0, "kld_mean_max": 0.5}
+	if got := s.Effective()["gates"]; !reflect.DeepEqual(got, want) {
+		t.Errorf("effective gates %#v, want %#v", got, want)
+	}
+}
