@@ -36,10 +36,7 @@ func (r *runner) resumeFrom(dir string) error {
 	if f.Note != "" {
 		r.log.Warn("--resume: " + f.Note)
 	}
-	want := shard.Shard{Index: 0, Total: 1}
-	if r.opt.Shard != nil {
-		want = *r.opt.Shard
-	}
+	want := r.shard()
 	units := r.planUnits()
 	switch m := f.Manifest; {
 	case m.Shard != want && m.Shard.Total == 1:

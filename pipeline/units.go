@@ -44,37 +44,38 @@ func (r *runner) planUnits() []shard.Unit {
 // starts its units file. Without a shard every unit is the run's, and the
 // units file is kept for --resume.
 func (r *runner) startShard(outDir string) error {
-	sh := r.opt.Shard
-	if sh == nil {
-		w, err := shard.Create(outDir, r.manifest(shard.Shard{Index: 0, Total: 1}))
-		if err != nil {
-			return &backend.InputError{Err: err}
-		}
-		r.unitsOut = w
-		return nil
-	}
 	for _, b := range r.plan.Spec.Backends() {
-		if b.Output.KLDBase != "" {
+		if b.Output.KLDBase != "" && r.opt.Shard != nil {
 			return &backend.InputError{Err: r.plan.Spec.Err(b.Key+".output.kld_base", "a shard cannot write a kld-base file (it scores only part of the chunks)")}
 		}
 	}
-	m := r.manifest(*sh)
-	units := m.Units
-	marker := &shard.Marker{Shard: *sh, SpecDigest: m.SpecDigest}
-	r.owned = map[string]bool{}
-	for i, u := range units {
-		if sh.Owns(i) {
-			r.owned[u.ID] = true
-			marker.Units = append(marker.Units, u.ID)
+	sh := r.shard()
+	m := r.manifest(sh)
+	if r.opt.Shard != nil {
+		marker := &shard.Marker{Shard: sh, SpecDigest: m.SpecDigest}
+		r.owned = map[string]bool{}
+		for i, u := range m.Units {
+			if sh.Owns(i) {
+				r.owned[u.ID] = true
+				marker.Units = append(marker.Units, u.ID)
+			}
 		}
+		r.sum.Run.Shard = marker
 	}
-	r.sum.Run.Shard = marker
 	w, err := shard.Create(outDir, m)
 	if err != nil {
 		return &backend.InputError{Err: err}
 	}
 	r.unitsOut = w
 	return nil
+}
+
+// shard is the run's shard: 0/1 for a run not split into shards.
+func (r *runner) shard() shard.Shard {
+	if r.opt.Shard != nil {
+		return *r.opt.Shard
+	}
+	return shard.Shard{Index: 0, Total: 1}
 }
 
 // manifest is the units file's first line for shard sh of the run.
