@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,9 +36,10 @@ type LaunchConfig struct {
 	Path string   // the plugin binary (see FindPlugin)
 	Args []string // extra command-line arguments
 	Env  []string // extra environment ("KEY=value"), on top of the host's
-	// Logger receives the plugin's log lines (named after the binary) and
-	// go-plugin's own messages. Nil discards them.
-	Logger hclog.Logger
+	// Logger receives the plugin's log lines (named after the binary; their
+	// info lines at debug level, as they repeat what the host reports) and
+	// go-plugin's own messages (debug). Nil discards them.
+	Logger *slog.Logger
 	// StartTimeout bounds the handshake (default 1 minute).
 	StartTimeout time.Duration
 	// Stderr receives the plugin's raw stderr (its JSON log lines, panics)
@@ -95,9 +97,9 @@ func Launch(ctx context.Context, cfg LaunchConfig) (*Client, error) {
 	if cfg.Path == "" && cfg.Reattach == nil {
 		return nil, errors.New("launch plugin: no path given")
 	}
-	logger := cfg.Logger
-	if logger == nil {
-		logger = hclog.NewNullLogger()
+	logger := hclog.NewNullLogger()
+	if cfg.Logger != nil {
+		logger = slogBridge(cfg.Logger)
 	}
 	c := &Client{
 		name:    filepath.Base(cfg.Path),

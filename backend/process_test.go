@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,8 +14,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/hashicorp/go-hclog"
 
 	"github.com/evalrun/evalrun/backend"
 	"github.com/evalrun/evalrun/internal/testkit"
@@ -185,12 +184,12 @@ func TestPluginTreeEndsWhenTheHostIsKilled(t *testing.T) {
 }
 
 // A normal shutdown (Kill after the work is done) is silent; a plugin that
-// dies by itself is still go-plugin's "[ERROR] plugin process exited".
+// dies by itself is still go-plugin's "plugin process exited" at error level.
 func TestOnlyAnUnexpectedExitIsLoggedAsAnError(t *testing.T) {
 	logged := func(session string) string {
 		var log syncBuffer
 		c, err := backend.Launch(context.Background(), backend.LaunchConfig{Path: testPlugin, StartTimeout: 20 * time.Second,
-			Logger: hclog.New(&hclog.LoggerOptions{Output: &log, Level: hclog.Info})})
+			Logger: slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 		if err != nil {
 			t.Fatalf("Launch: %v", err)
 		}
@@ -201,10 +200,10 @@ func TestOnlyAnUnexpectedExitIsLoggedAsAnError(t *testing.T) {
 		c.Kill()
 		return log.String()
 	}
-	if out := logged("s"); strings.Contains(out, "[ERROR]") || !strings.Contains(out, "plugin process exited") {
-		t.Errorf("a normal Kill logged:\n%s\nwant the exit at info level, no [ERROR]", out)
+	if out := logged("s"); strings.Contains(out, "level=ERROR") || !strings.Contains(out, `level=DEBUG msg="plugin process exited"`) {
+		t.Errorf("a normal Kill logged:\n%s\nwant the exit at debug level, no error", out)
 	}
-	if out := logged("crash"); !strings.Contains(out, "[ERROR] plugin process exited") {
-		t.Errorf("a crash logged:\n%s\nwant [ERROR] plugin process exited", out)
+	if out := logged("crash"); !strings.Contains(out, `level=ERROR msg="plugin process exited"`) {
+		t.Errorf("a crash logged:\n%s\nwant plugin process exited at error level", out)
 	}
 }

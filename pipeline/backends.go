@@ -11,8 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
-
 	"github.com/evalrun/evalrun/backend"
 	"github.com/evalrun/evalrun/pipeline/digest"
 	"github.com/evalrun/evalrun/pipeline/spec"
@@ -102,7 +100,7 @@ type Process interface {
 // Launch is what a Launcher needs besides the backend.
 type Launch struct {
 	PluginDirs   []string     // where plugin names are looked up first
-	Logger       hclog.Logger // receives plugin log lines
+	Logger       *slog.Logger // receives plugin log lines
 	Stderr       io.Writer    // plugins' raw stderr
 	StartTimeout time.Duration
 }

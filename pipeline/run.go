@@ -265,7 +265,7 @@ func (r *runner) preflight(ctx context.Context) error {
 // come after, one at a time.
 func (r *runner) startBackends(ctx context.Context) error {
 	p := r.plan
-	l := Launch{PluginDirs: []string{r.opt.PluginDir, p.Spec.PluginDir}, Logger: newPluginLogger(r.log),
+	l := Launch{PluginDirs: []string{r.opt.PluginDir, p.Spec.PluginDir}, Logger: r.log,
 		Stderr: r.opt.PluginStderr, StartTimeout: p.Spec.Timeouts.Start}
 	nCtx := p.maxContext()
 	if r.base != nil {

@@ -7,13 +7,13 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/spf13/cobra"
 
 	"github.com/evalrun/evalrun/backend"
@@ -76,7 +76,7 @@ rates ± their sample standard deviation, as llama-bench computes them.
 				return usageErr("--plugin: %v", err)
 			}
 			client, err := backend.Launch(ctx, backend.LaunchConfig{Path: path, StartTimeout: 30 * time.Second,
-				Logger: hclog.New(&hclog.LoggerOptions{Name: plugin, Level: hclog.Warn, Output: os.Stderr})})
+				Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 			if err != nil {
 				return backendErr(err)
 			}

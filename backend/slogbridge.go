@@ -1,4 +1,4 @@
-package pipeline
+package backend
 
 import (
 	"context"
@@ -15,7 +15,7 @@ type slogSink struct{ l *slog.Logger }
 func (s slogSink) Accept(name string, level hclog.Level, msg string, args ...any) {
 	lv := slogLevel(level)
 	if lv == slog.LevelInfo {
-		// Plugins' info lines repeat what the host reports; keep them for --verbose.
+		// Plugins' info lines repeat what the host reports: debug level.
 		lv = slog.LevelDebug
 	}
 	s.l.Log(context.Background(), lv, msg, append([]any{"logger", name}, args...)...)
@@ -34,9 +34,9 @@ func slogLevel(l hclog.Level) slog.Level {
 	}
 }
 
-// newPluginLogger routes plugin logs into the host's slog logger. go-plugin's
-// own chatter is at debug level and shows with --verbose.
-func newPluginLogger(l *slog.Logger) hclog.Logger {
+// slogBridge routes plugin logs into the host's slog logger. go-plugin's
+// own chatter is at debug level.
+func slogBridge(l *slog.Logger) hclog.Logger {
 	il := hclog.NewInterceptLogger(&hclog.LoggerOptions{Name: "plugin", Level: hclog.Trace, Output: io.Discard})
 	il.RegisterSink(slogSink{l})
 	return il
