@@ -271,10 +271,11 @@ func attach(m *engine.Model, o *options) (enginebackend.Device, error) {
 	cfg := o.cfg
 	cfg.Evict = m.File().Evict // the CPU keeps no copy of offloaded weights
 	// The simulator computes on the host's threads: the cores of a matmul
-	// run one after another, each spread over all of the model's threads by
-	// its worker pool (three cores as three goroutines on two CPUs took 2/3
-	// of the work's time instead of 1/2, and goroutines started per run
-	// waited for wake-ups).
+	// run together as one job of the model's worker pool (sim RunCores);
+	// behind the fault layer, which has no RunCores, one after another,
+	// each spread over the pool (three cores as three goroutines on two
+	// CPUs took 2/3 of the work's time instead of 1/2, and goroutines
+	// started per run waited for wake-ups).
 	if o.Driver != "hardware" {
 		cfg.Sequential = true
 	}

@@ -1,6 +1,9 @@
+//go:build unix
+
 package offload
 
 import (
+	"fmt"
 	"os"
 	"syscall"
 	"testing"
@@ -10,12 +13,12 @@ import (
 	"github.com/evalrun/evalrun/plugins/rknn/npu/sim"
 )
 
-// BenchmarkDecode decodes single tokens of the model EVALRUN_BENCH_MODEL
-// (skipped without it) on 2 threads, on the CPU and through the simulated
-// NPU (fp16 and int8, 3 cores) as the rknn plugin runs it: for profiling
-// the simulator's decode against the CPU's (-cpuprofile). cpu-ms/op is the
-// process's CPU time per token, steadier than the wall clock on a shared
-// machine.
+// BenchmarkDecode decodes single tokens (tg) and 32-token prompts (pp32,
+// logits of the last) of the model EVALRUN_BENCH_MODEL (skipped without
+// it) on 2 threads, on the CPU and through the simulated NPU (fp16 and
+// int8, 3 cores) as the rknn plugin runs it: for profiling the simulator
+// against the CPU (-cpuprofile). cpu-ms/op is the process's CPU time per
+// call, steadier than the wall clock on a shared machine.
 func BenchmarkDecode(b *testing.B) {
 	path := os.Getenv("EVALRUN_BENCH_MODEL")
 	if path == "" {
@@ -48,23 +51,35 @@ func BenchmarkDecode(b *testing.B) {
 				sw.inner = o
 			}
 			s := m.NewSession(4096)
-			tok := []int32{1}
 			emit := func(int, []float32) error { return nil }
-			for range 4 { // warm-up
-				if err := s.Decode(tok, nil, emit); err != nil {
-					b.Fatal(err)
+			for _, T := range []int{1, 32} {
+				tokens := make([]int32, T)
+				for i := range tokens {
+					tokens[i] = int32(1 + i)
 				}
+				last := func(i int) bool { return i == T-1 }
+				name := "tg"
+				if T > 1 {
+					name = fmt.Sprintf("pp%d", T)
+				}
+				b.Run(name, func(b *testing.B) {
+					for range 2 { // warm-up
+						if err := s.Decode(tokens, last, emit); err != nil {
+							b.Fatal(err)
+						}
+					}
+					t0 := processCPU()
+					for b.Loop() {
+						if T > 1 || s.Pos() >= 4000 {
+							s.Reset()
+						}
+						if err := s.Decode(tokens, last, emit); err != nil {
+							b.Fatal(err)
+						}
+					}
+					b.ReportMetric(float64(processCPU()-t0)/float64(b.N)/1e6, "cpu-ms/op")
+				})
 			}
-			t0 := processCPU()
-			for b.Loop() {
-				if s.Pos() >= 4000 {
-					s.Reset()
-				}
-				if err := s.Decode(tok, nil, emit); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ReportMetric(float64(processCPU()-t0)/float64(b.N)/1e6, "cpu-ms/op")
 		})
 	}
 }
