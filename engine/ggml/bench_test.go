@@ -81,7 +81,7 @@ func mustRowBytes(t Type, n int) int {
 // the 768×12 synthetic model) per implementation; MB/s is weight bytes read.
 func BenchmarkMatVec(b *testing.B) {
 	const K, N = 768, 2048
-	for _, typ := range []Type{F32, F16, Q8_0, Q4_0, Q4_K, Q6_K} {
+	for _, typ := range []Type{F32, F16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q6_K} {
 		rng := rand.New(rand.NewPCG(5, uint64(typ)))
 		w := make([]byte, mustRowBytes(typ, K*N))
 		if err := Quantize(typ, randVec(rng, K*N), w); err != nil {

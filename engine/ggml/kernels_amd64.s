@@ -1012,24 +1012,24 @@ block_r4:
 	PREFETCHT0  (R15)
 	PREFETCHT0  64(R15)
 	ADDQ        $0x00000048, R15
+	VCVTPH2PS   (R8)(R12*1), X4
+	VMOVSS      X4, (SP)
 	VMOVUPS     iotaM8<>+0(SB), Z4
-	VCVTPH2PS   (R8)(R12*1), X5
-	VMOVSS      X5, (SP)
 	VMULPS.BCST (SP), Z4, Z4
 	VPMOVZXBD   2(R8)(R12*1), Z5
+	VCVTPH2PS   (R9)(R12*1), X6
+	VMOVSS      X6, 64(SP)
 	VMOVUPS     iotaM8<>+0(SB), Z6
-	VCVTPH2PS   (R9)(R12*1), X7
-	VMOVSS      X7, 64(SP)
 	VMULPS.BCST 64(SP), Z6, Z6
 	VPMOVZXBD   2(R9)(R12*1), Z7
+	VCVTPH2PS   (R10)(R12*1), X8
+	VMOVSS      X8, 128(SP)
 	VMOVUPS     iotaM8<>+0(SB), Z8
-	VCVTPH2PS   (R10)(R12*1), X9
-	VMOVSS      X9, 128(SP)
 	VMULPS.BCST 128(SP), Z8, Z8
 	VPMOVZXBD   2(R10)(R12*1), Z9
+	VCVTPH2PS   (R11)(R12*1), X10
+	VMOVSS      X10, 192(SP)
 	VMOVUPS     iotaM8<>+0(SB), Z10
-	VCVTPH2PS   (R11)(R12*1), X11
-	VMOVSS      X11, 192(SP)
 	VMULPS.BCST 192(SP), Z10, Z10
 	VPMOVZXBD   2(R11)(R12*1), Z11
 	VMOVUPS     (R13), Z12
@@ -1131,14 +1131,14 @@ block_r2:
 	JB          blocks_done_r2
 	PREFETCHT0  (R13)
 	ADDQ        $0x00000024, R13
+	VCVTPH2PS   (R8)(R10*1), X2
+	VMOVSS      X2, (SP)
 	VMOVUPS     iotaM8<>+0(SB), Z2
-	VCVTPH2PS   (R8)(R10*1), X3
-	VMOVSS      X3, (SP)
 	VMULPS.BCST (SP), Z2, Z2
 	VPMOVZXBD   2(R8)(R10*1), Z3
+	VCVTPH2PS   (R9)(R10*1), X4
+	VMOVSS      X4, 64(SP)
 	VMOVUPS     iotaM8<>+0(SB), Z4
-	VCVTPH2PS   (R9)(R10*1), X5
-	VMOVSS      X5, 64(SP)
 	VMULPS.BCST 64(SP), Z4, Z4
 	VPMOVZXBD   2(R9)(R10*1), Z5
 	VMOVUPS     (R11), Z6
@@ -1201,9 +1201,9 @@ block_r1:
 	JB          blocks_done_r1
 	PREFETCHT0  (R10)
 	ADDQ        $0x00000012, R10
+	VCVTPH2PS   (R8)(R9*1), X1
+	VMOVSS      X1, (SP)
 	VMOVUPS     iotaM8<>+0(SB), Z1
-	VCVTPH2PS   (R8)(R9*1), X2
-	VMOVSS      X2, (SP)
 	VMULPS.BCST (SP), Z1, Z1
 	VPMOVZXBD   2(R8)(R9*1), Z2
 	VMOVUPS     (DX), Z3
@@ -1248,9 +1248,9 @@ TEXT ·dequantQ4_0AVX512(SB), NOSPLIT, $256-48
 block:
 	CMPQ        DX, $0x00000020
 	JB          blocks_done
+	VCVTPH2PS   (AX), X0
+	VMOVSS      X0, (SP)
 	VMOVUPS     iotaM8<>+0(SB), Z0
-	VCVTPH2PS   (AX), X1
-	VMOVSS      X1, (SP)
 	VMULPS.BCST (SP), Z0, Z0
 	VPMOVZXBD   2(AX), Z1
 	VPERMPS     Z0, Z1, Z2
@@ -1268,7 +1268,7 @@ blocks_done:
 	RET
 
 // func matVecExactQ4_1AVX512(w []byte, rowBytes int, x []float32, out []float32)
-// Requires: AVX, AVX2, AVX512DQ, AVX512F, AVX512VL, MMX+
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL, F16C, MMX+
 TEXT ·matVecExactQ4_1AVX512(SB), NOSPLIT, $256-80
 	MOVQ w_base+0(FP), AX
 	MOVQ rowBytes+24(FP), CX
@@ -1298,73 +1298,69 @@ rows4:
 	ADDQ         CX, R15
 
 block_r4:
-	CMPQ         R14, $0x00000020
-	JB           blocks_done_r4
-	PREFETCHT0   (R15)
-	PREFETCHT0   64(R15)
-	ADDQ         $0x00000050, R15
-	VPBROADCASTW (R8)(R12*1), Y4
-	VCVTPH2PS    Y4, Z4
-	VPBROADCASTW 2(R8)(R12*1), Y5
-	VCVTPH2PS    Y5, Z5
-	VMULPS       iota0<>+0(SB), Z4, Z4
-	VADDPS       Z5, Z4, Z4
-	VPMOVZXBD    4(R8)(R12*1), Z5
-	VPBROADCASTW (R9)(R12*1), Y6
-	VCVTPH2PS    Y6, Z6
-	VPBROADCASTW 2(R9)(R12*1), Y7
-	VCVTPH2PS    Y7, Z7
-	VMULPS       iota0<>+0(SB), Z6, Z6
-	VADDPS       Z7, Z6, Z6
-	VPMOVZXBD    4(R9)(R12*1), Z7
-	VPBROADCASTW (R10)(R12*1), Y8
-	VCVTPH2PS    Y8, Z8
-	VPBROADCASTW 2(R10)(R12*1), Y9
-	VCVTPH2PS    Y9, Z9
-	VMULPS       iota0<>+0(SB), Z8, Z8
-	VADDPS       Z9, Z8, Z8
-	VPMOVZXBD    4(R10)(R12*1), Z9
-	VPBROADCASTW (R11)(R12*1), Y10
-	VCVTPH2PS    Y10, Z10
-	VPBROADCASTW 2(R11)(R12*1), Y11
-	VCVTPH2PS    Y11, Z11
-	VMULPS       iota0<>+0(SB), Z10, Z10
-	VADDPS       Z11, Z10, Z10
-	VPMOVZXBD    4(R11)(R12*1), Z11
-	VMOVUPS      (R13), Z12
-	VPERMPS      Z4, Z5, Z13
-	VMULPS       Z12, Z13, Z13
-	VADDPS       Z13, Z0, Z0
-	VPERMPS      Z6, Z7, Z13
-	VMULPS       Z12, Z13, Z13
-	VADDPS       Z13, Z1, Z1
-	VPERMPS      Z8, Z9, Z13
-	VMULPS       Z12, Z13, Z13
-	VADDPS       Z13, Z2, Z2
-	VPERMPS      Z10, Z11, Z13
-	VMULPS       Z12, Z13, Z13
-	VADDPS       Z13, Z3, Z3
-	VMOVUPS      64(R13), Z12
-	VPSRLD       $0x04, Z5, Z5
-	VPERMPS      Z4, Z5, Z5
-	VMULPS       Z12, Z5, Z5
-	VADDPS       Z5, Z0, Z0
-	VPSRLD       $0x04, Z7, Z4
-	VPERMPS      Z6, Z4, Z4
-	VMULPS       Z12, Z4, Z4
-	VADDPS       Z4, Z1, Z1
-	VPSRLD       $0x04, Z9, Z4
-	VPERMPS      Z8, Z4, Z4
-	VMULPS       Z12, Z4, Z4
-	VADDPS       Z4, Z2, Z2
-	VPSRLD       $0x04, Z11, Z4
-	VPERMPS      Z10, Z4, Z4
-	VMULPS       Z12, Z4, Z4
-	VADDPS       Z4, Z3, Z3
-	ADDQ         $0x00000014, R12
-	ADDQ         $0x00000080, R13
-	SUBQ         $0x00000020, R14
-	JMP          block_r4
+	CMPQ        R14, $0x00000020
+	JB          blocks_done_r4
+	PREFETCHT0  (R15)
+	PREFETCHT0  64(R15)
+	ADDQ        $0x00000050, R15
+	VCVTPH2PS   (R8)(R12*1), X4
+	VMOVSD      X4, (SP)
+	VMOVUPS     iota0<>+0(SB), Z4
+	VMULPS.BCST (SP), Z4, Z4
+	VADDPS.BCST 4(SP), Z4, Z4
+	VPMOVZXBD   4(R8)(R12*1), Z5
+	VCVTPH2PS   (R9)(R12*1), X6
+	VMOVSD      X6, 64(SP)
+	VMOVUPS     iota0<>+0(SB), Z6
+	VMULPS.BCST 64(SP), Z6, Z6
+	VADDPS.BCST 68(SP), Z6, Z6
+	VPMOVZXBD   4(R9)(R12*1), Z7
+	VCVTPH2PS   (R10)(R12*1), X8
+	VMOVSD      X8, 128(SP)
+	VMOVUPS     iota0<>+0(SB), Z8
+	VMULPS.BCST 128(SP), Z8, Z8
+	VADDPS.BCST 132(SP), Z8, Z8
+	VPMOVZXBD   4(R10)(R12*1), Z9
+	VCVTPH2PS   (R11)(R12*1), X10
+	VMOVSD      X10, 192(SP)
+	VMOVUPS     iota0<>+0(SB), Z10
+	VMULPS.BCST 192(SP), Z10, Z10
+	VADDPS.BCST 196(SP), Z10, Z10
+	VPMOVZXBD   4(R11)(R12*1), Z11
+	VMOVUPS     (R13), Z12
+	VPERMPS     Z4, Z5, Z13
+	VMULPS      Z12, Z13, Z13
+	VADDPS      Z13, Z0, Z0
+	VPERMPS     Z6, Z7, Z13
+	VMULPS      Z12, Z13, Z13
+	VADDPS      Z13, Z1, Z1
+	VPERMPS     Z8, Z9, Z13
+	VMULPS      Z12, Z13, Z13
+	VADDPS      Z13, Z2, Z2
+	VPERMPS     Z10, Z11, Z13
+	VMULPS      Z12, Z13, Z13
+	VADDPS      Z13, Z3, Z3
+	VMOVUPS     64(R13), Z12
+	VPSRLD      $0x04, Z5, Z5
+	VPERMPS     Z4, Z5, Z5
+	VMULPS      Z12, Z5, Z5
+	VADDPS      Z5, Z0, Z0
+	VPSRLD      $0x04, Z7, Z4
+	VPERMPS     Z6, Z4, Z4
+	VMULPS      Z12, Z4, Z4
+	VADDPS      Z4, Z1, Z1
+	VPSRLD      $0x04, Z9, Z4
+	VPERMPS     Z8, Z4, Z4
+	VMULPS      Z12, Z4, Z4
+	VADDPS      Z4, Z2, Z2
+	VPSRLD      $0x04, Z11, Z4
+	VPERMPS     Z10, Z4, Z4
+	VMULPS      Z12, Z4, Z4
+	VADDPS      Z4, Z3, Z3
+	ADDQ        $0x00000014, R12
+	ADDQ        $0x00000080, R13
+	SUBQ        $0x00000020, R14
+	JMP         block_r4
 
 blocks_done_r4:
 	VEXTRACTF32X8 $0x01, Z0, Y4
@@ -1426,44 +1422,42 @@ rows4_done:
 	ADDQ         CX, R13
 
 block_r2:
-	CMPQ         R12, $0x00000020
-	JB           blocks_done_r2
-	PREFETCHT0   (R13)
-	ADDQ         $0x00000028, R13
-	VPBROADCASTW (R8)(R10*1), Y2
-	VCVTPH2PS    Y2, Z2
-	VPBROADCASTW 2(R8)(R10*1), Y3
-	VCVTPH2PS    Y3, Z3
-	VMULPS       iota0<>+0(SB), Z2, Z2
-	VADDPS       Z3, Z2, Z2
-	VPMOVZXBD    4(R8)(R10*1), Z3
-	VPBROADCASTW (R9)(R10*1), Y4
-	VCVTPH2PS    Y4, Z4
-	VPBROADCASTW 2(R9)(R10*1), Y5
-	VCVTPH2PS    Y5, Z5
-	VMULPS       iota0<>+0(SB), Z4, Z4
-	VADDPS       Z5, Z4, Z4
-	VPMOVZXBD    4(R9)(R10*1), Z5
-	VMOVUPS      (R11), Z6
-	VPERMPS      Z2, Z3, Z7
-	VMULPS       Z6, Z7, Z7
-	VADDPS       Z7, Z0, Z0
-	VPERMPS      Z4, Z5, Z7
-	VMULPS       Z6, Z7, Z7
-	VADDPS       Z7, Z1, Z1
-	VMOVUPS      64(R11), Z6
-	VPSRLD       $0x04, Z3, Z3
-	VPERMPS      Z2, Z3, Z3
-	VMULPS       Z6, Z3, Z3
-	VADDPS       Z3, Z0, Z0
-	VPSRLD       $0x04, Z5, Z2
-	VPERMPS      Z4, Z2, Z2
-	VMULPS       Z6, Z2, Z2
-	VADDPS       Z2, Z1, Z1
-	ADDQ         $0x00000014, R10
-	ADDQ         $0x00000080, R11
-	SUBQ         $0x00000020, R12
-	JMP          block_r2
+	CMPQ        R12, $0x00000020
+	JB          blocks_done_r2
+	PREFETCHT0  (R13)
+	ADDQ        $0x00000028, R13
+	VCVTPH2PS   (R8)(R10*1), X2
+	VMOVSD      X2, (SP)
+	VMOVUPS     iota0<>+0(SB), Z2
+	VMULPS.BCST (SP), Z2, Z2
+	VADDPS.BCST 4(SP), Z2, Z2
+	VPMOVZXBD   4(R8)(R10*1), Z3
+	VCVTPH2PS   (R9)(R10*1), X4
+	VMOVSD      X4, 64(SP)
+	VMOVUPS     iota0<>+0(SB), Z4
+	VMULPS.BCST 64(SP), Z4, Z4
+	VADDPS.BCST 68(SP), Z4, Z4
+	VPMOVZXBD   4(R9)(R10*1), Z5
+	VMOVUPS     (R11), Z6
+	VPERMPS     Z2, Z3, Z7
+	VMULPS      Z6, Z7, Z7
+	VADDPS      Z7, Z0, Z0
+	VPERMPS     Z4, Z5, Z7
+	VMULPS      Z6, Z7, Z7
+	VADDPS      Z7, Z1, Z1
+	VMOVUPS     64(R11), Z6
+	VPSRLD      $0x04, Z3, Z3
+	VPERMPS     Z2, Z3, Z3
+	VMULPS      Z6, Z3, Z3
+	VADDPS      Z3, Z0, Z0
+	VPSRLD      $0x04, Z5, Z2
+	VPERMPS     Z4, Z2, Z2
+	VMULPS      Z6, Z2, Z2
+	VADDPS      Z2, Z1, Z1
+	ADDQ        $0x00000014, R10
+	ADDQ        $0x00000080, R11
+	SUBQ        $0x00000020, R12
+	JMP         block_r2
 
 blocks_done_r2:
 	VEXTRACTF32X8 $0x01, Z0, Y2
@@ -1500,30 +1494,29 @@ rows2_done:
 	ADDQ         CX, R10
 
 block_r1:
-	CMPQ         BX, $0x00000020
-	JB           blocks_done_r1
-	PREFETCHT0   (R10)
-	ADDQ         $0x00000014, R10
-	VPBROADCASTW (R8)(R9*1), Y1
-	VCVTPH2PS    Y1, Z1
-	VPBROADCASTW 2(R8)(R9*1), Y2
-	VCVTPH2PS    Y2, Z2
-	VMULPS       iota0<>+0(SB), Z1, Z1
-	VADDPS       Z2, Z1, Z1
-	VPMOVZXBD    4(R8)(R9*1), Z2
-	VMOVUPS      (DX), Z3
-	VPERMPS      Z1, Z2, Z4
-	VMULPS       Z3, Z4, Z4
-	VADDPS       Z4, Z0, Z0
-	VMOVUPS      64(DX), Z3
-	VPSRLD       $0x04, Z2, Z2
-	VPERMPS      Z1, Z2, Z2
-	VMULPS       Z3, Z2, Z2
-	VADDPS       Z2, Z0, Z0
-	ADDQ         $0x00000014, R9
-	ADDQ         $0x00000080, DX
-	SUBQ         $0x00000020, BX
-	JMP          block_r1
+	CMPQ        BX, $0x00000020
+	JB          blocks_done_r1
+	PREFETCHT0  (R10)
+	ADDQ        $0x00000014, R10
+	VCVTPH2PS   (R8)(R9*1), X1
+	VMOVSD      X1, (SP)
+	VMOVUPS     iota0<>+0(SB), Z1
+	VMULPS.BCST (SP), Z1, Z1
+	VADDPS.BCST 4(SP), Z1, Z1
+	VPMOVZXBD   4(R8)(R9*1), Z2
+	VMOVUPS     (DX), Z3
+	VPERMPS     Z1, Z2, Z4
+	VMULPS      Z3, Z4, Z4
+	VADDPS      Z4, Z0, Z0
+	VMOVUPS     64(DX), Z3
+	VPSRLD      $0x04, Z2, Z2
+	VPERMPS     Z1, Z2, Z2
+	VMULPS      Z3, Z2, Z2
+	VADDPS      Z2, Z0, Z0
+	ADDQ        $0x00000014, R9
+	ADDQ        $0x00000080, DX
+	SUBQ        $0x00000020, BX
+	JMP         block_r1
 
 blocks_done_r1:
 	VEXTRACTF32X8 $0x01, Z0, Y1
@@ -1544,38 +1537,37 @@ rows1_done:
 	RET
 
 // func dequantQ4_1AVX512(src []byte, dst []float32)
-// Requires: AVX, AVX2, AVX512F
+// Requires: AVX, AVX512F, F16C
 TEXT ·dequantQ4_1AVX512(SB), NOSPLIT, $256-48
 	MOVQ src_base+0(FP), AX
 	MOVQ dst_base+24(FP), CX
 	MOVQ dst_len+32(FP), DX
 
 block:
-	CMPQ         DX, $0x00000020
-	JB           blocks_done
-	VPBROADCASTW (AX), Y0
-	VCVTPH2PS    Y0, Z0
-	VPBROADCASTW 2(AX), Y1
-	VCVTPH2PS    Y1, Z1
-	VMULPS       iota0<>+0(SB), Z0, Z0
-	VADDPS       Z1, Z0, Z0
-	VPMOVZXBD    4(AX), Z1
-	VPERMPS      Z0, Z1, Z2
-	VMOVUPS      Z2, (CX)
-	VPSRLD       $0x04, Z1, Z1
-	VPERMPS      Z0, Z1, Z1
-	VMOVUPS      Z1, 64(CX)
-	ADDQ         $0x00000014, AX
-	ADDQ         $0x00000080, CX
-	SUBQ         $0x00000020, DX
-	JMP          block
+	CMPQ        DX, $0x00000020
+	JB          blocks_done
+	VCVTPH2PS   (AX), X0
+	VMOVSD      X0, (SP)
+	VMOVUPS     iota0<>+0(SB), Z0
+	VMULPS.BCST (SP), Z0, Z0
+	VADDPS.BCST 4(SP), Z0, Z0
+	VPMOVZXBD   4(AX), Z1
+	VPERMPS     Z0, Z1, Z2
+	VMOVUPS     Z2, (CX)
+	VPSRLD      $0x04, Z1, Z1
+	VPERMPS     Z0, Z1, Z1
+	VMOVUPS     Z1, 64(CX)
+	ADDQ        $0x00000014, AX
+	ADDQ        $0x00000080, CX
+	SUBQ        $0x00000020, DX
+	JMP         block
 
 blocks_done:
 	VZEROUPPER
 	RET
 
 // func matVecExactQ5_0AVX512(w []byte, rowBytes int, x []float32, out []float32)
-// Requires: AVX, AVX2, AVX512BW, AVX512DQ, AVX512F, AVX512VL, MMX+
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VL, F16C, MMX+
 TEXT ·matVecExactQ5_0AVX512(SB), NOSPLIT, $256-80
 	MOVQ w_base+0(FP), AX
 	MOVQ rowBytes+24(FP), CX
@@ -1599,50 +1591,54 @@ rows2:
 	ADDQ         CX, R13
 
 block_r2:
-	CMPQ         R12, $0x00000020
-	JB           blocks_done_r2
-	PREFETCHT0   (R13)
-	ADDQ         $0x0000002c, R13
-	VPBROADCASTW (R8)(R10*1), Y2
-	VCVTPH2PS    Y2, Z2
-	VMULPS       iotaM16<>+0(SB), Z2, Z3
-	VMULPS       iota0<>+0(SB), Z2, Z2
-	VPMOVZXBD    6(R8)(R10*1), Z4
-	KMOVD        2(R8)(R10*1), K1
-	VPBROADCASTW (R9)(R10*1), Y5
-	VCVTPH2PS    Y5, Z5
-	VMULPS       iotaM16<>+0(SB), Z5, Z6
-	VMULPS       iota0<>+0(SB), Z5, Z5
-	VPMOVZXBD    6(R9)(R10*1), Z7
-	KMOVD        2(R9)(R10*1), K2
-	VMOVUPS      (R11), Z8
-	VPANDD.BCST  dword15<>+0(SB), Z4, Z9
-	VPORD.BCST   dword16<>+0(SB), Z9, K1, Z9
-	VPERMI2PS    Z2, Z3, Z9
-	VMULPS       Z8, Z9, Z9
-	VADDPS       Z9, Z0, Z0
-	VPANDD.BCST  dword15<>+0(SB), Z7, Z9
-	VPORD.BCST   dword16<>+0(SB), Z9, K2, Z9
-	VPERMI2PS    Z5, Z6, Z9
-	VMULPS       Z8, Z9, Z9
-	VADDPS       Z9, Z1, Z1
-	VMOVUPS      64(R11), Z8
-	VPSRLD       $0x04, Z4, Z4
-	KSHIFTRD     $0x10, K1, K1
-	VPORD.BCST   dword16<>+0(SB), Z4, K1, Z4
-	VPERMI2PS    Z2, Z3, Z4
-	VMULPS       Z8, Z4, Z4
-	VADDPS       Z4, Z0, Z0
-	VPSRLD       $0x04, Z7, Z2
-	KSHIFTRD     $0x10, K2, K2
-	VPORD.BCST   dword16<>+0(SB), Z2, K2, Z2
-	VPERMI2PS    Z5, Z6, Z2
-	VMULPS       Z8, Z2, Z2
-	VADDPS       Z2, Z1, Z1
-	ADDQ         $0x00000016, R10
-	ADDQ         $0x00000080, R11
-	SUBQ         $0x00000020, R12
-	JMP          block_r2
+	CMPQ        R12, $0x00000020
+	JB          blocks_done_r2
+	PREFETCHT0  (R13)
+	ADDQ        $0x0000002c, R13
+	VCVTPH2PS   (R8)(R10*1), X2
+	VMOVSS      X2, (SP)
+	VMOVUPS     iotaM16<>+0(SB), Z2
+	VMULPS.BCST (SP), Z2, Z2
+	VMOVUPS     iota0<>+0(SB), Z3
+	VMULPS.BCST (SP), Z3, Z3
+	VPMOVZXBD   6(R8)(R10*1), Z4
+	KMOVD       2(R8)(R10*1), K1
+	VCVTPH2PS   (R9)(R10*1), X5
+	VMOVSS      X5, 64(SP)
+	VMOVUPS     iotaM16<>+0(SB), Z5
+	VMULPS.BCST 64(SP), Z5, Z5
+	VMOVUPS     iota0<>+0(SB), Z6
+	VMULPS.BCST 64(SP), Z6, Z6
+	VPMOVZXBD   6(R9)(R10*1), Z7
+	KMOVD       2(R9)(R10*1), K2
+	VMOVUPS     (R11), Z8
+	VPANDD.BCST dword15<>+0(SB), Z4, Z9
+	VPORD.BCST  dword16<>+0(SB), Z9, K1, Z9
+	VPERMI2PS   Z3, Z2, Z9
+	VMULPS      Z8, Z9, Z9
+	VADDPS      Z9, Z0, Z0
+	VPANDD.BCST dword15<>+0(SB), Z7, Z9
+	VPORD.BCST  dword16<>+0(SB), Z9, K2, Z9
+	VPERMI2PS   Z6, Z5, Z9
+	VMULPS      Z8, Z9, Z9
+	VADDPS      Z9, Z1, Z1
+	VMOVUPS     64(R11), Z8
+	VPSRLD      $0x04, Z4, Z4
+	KSHIFTRD    $0x10, K1, K1
+	VPORD.BCST  dword16<>+0(SB), Z4, K1, Z4
+	VPERMI2PS   Z3, Z2, Z4
+	VMULPS      Z8, Z4, Z4
+	VADDPS      Z4, Z0, Z0
+	VPSRLD      $0x04, Z7, Z2
+	KSHIFTRD    $0x10, K2, K2
+	VPORD.BCST  dword16<>+0(SB), Z2, K2, Z2
+	VPERMI2PS   Z6, Z5, Z2
+	VMULPS      Z8, Z2, Z2
+	VADDPS      Z2, Z1, Z1
+	ADDQ        $0x00000016, R10
+	ADDQ        $0x00000080, R11
+	SUBQ        $0x00000020, R12
+	JMP         block_r2
 
 blocks_done_r2:
 	VEXTRACTF32X8 $0x01, Z0, Y2
@@ -1680,33 +1676,35 @@ rows2_done:
 	ADDQ         CX, R10
 
 block_r1:
-	CMPQ         BX, $0x00000020
-	JB           blocks_done_r1
-	PREFETCHT0   (R10)
-	ADDQ         $0x00000016, R10
-	VPBROADCASTW (R8)(R9*1), Y1
-	VCVTPH2PS    Y1, Z1
-	VMULPS       iotaM16<>+0(SB), Z1, Z2
-	VMULPS       iota0<>+0(SB), Z1, Z1
-	VPMOVZXBD    6(R8)(R9*1), Z3
-	KMOVD        2(R8)(R9*1), K1
-	VMOVUPS      (DX), Z4
-	VPANDD.BCST  dword15<>+0(SB), Z3, Z5
-	VPORD.BCST   dword16<>+0(SB), Z5, K1, Z5
-	VPERMI2PS    Z1, Z2, Z5
-	VMULPS       Z4, Z5, Z5
-	VADDPS       Z5, Z0, Z0
-	VMOVUPS      64(DX), Z4
-	VPSRLD       $0x04, Z3, Z3
-	KSHIFTRD     $0x10, K1, K1
-	VPORD.BCST   dword16<>+0(SB), Z3, K1, Z3
-	VPERMI2PS    Z1, Z2, Z3
-	VMULPS       Z4, Z3, Z3
-	VADDPS       Z3, Z0, Z0
-	ADDQ         $0x00000016, R9
-	ADDQ         $0x00000080, DX
-	SUBQ         $0x00000020, BX
-	JMP          block_r1
+	CMPQ        BX, $0x00000020
+	JB          blocks_done_r1
+	PREFETCHT0  (R10)
+	ADDQ        $0x00000016, R10
+	VCVTPH2PS   (R8)(R9*1), X1
+	VMOVSS      X1, (SP)
+	VMOVUPS     iotaM16<>+0(SB), Z1
+	VMULPS.BCST (SP), Z1, Z1
+	VMOVUPS     iota0<>+0(SB), Z2
+	VMULPS.BCST (SP), Z2, Z2
+	VPMOVZXBD   6(R8)(R9*1), Z3
+	KMOVD       2(R8)(R9*1), K1
+	VMOVUPS     (DX), Z4
+	VPANDD.BCST dword15<>+0(SB), Z3, Z5
+	VPORD.BCST  dword16<>+0(SB), Z5, K1, Z5
+	VPERMI2PS   Z2, Z1, Z5
+	VMULPS      Z4, Z5, Z5
+	VADDPS      Z5, Z0, Z0
+	VMOVUPS     64(DX), Z4
+	VPSRLD      $0x04, Z3, Z3
+	KSHIFTRD    $0x10, K1, K1
+	VPORD.BCST  dword16<>+0(SB), Z3, K1, Z3
+	VPERMI2PS   Z2, Z1, Z3
+	VMULPS      Z4, Z3, Z3
+	VADDPS      Z3, Z0, Z0
+	ADDQ        $0x00000016, R9
+	ADDQ        $0x00000080, DX
+	SUBQ        $0x00000020, BX
+	JMP         block_r1
 
 blocks_done_r1:
 	VEXTRACTF32X8 $0x01, Z0, Y1
@@ -1727,41 +1725,43 @@ rows1_done:
 	RET
 
 // func dequantQ5_0AVX512(src []byte, dst []float32)
-// Requires: AVX, AVX2, AVX512BW, AVX512F
+// Requires: AVX, AVX512BW, AVX512F, F16C
 TEXT ·dequantQ5_0AVX512(SB), NOSPLIT, $256-48
 	MOVQ src_base+0(FP), AX
 	MOVQ dst_base+24(FP), CX
 	MOVQ dst_len+32(FP), DX
 
 block:
-	CMPQ         DX, $0x00000020
-	JB           blocks_done
-	VPBROADCASTW (AX), Y0
-	VCVTPH2PS    Y0, Z0
-	VMULPS       iotaM16<>+0(SB), Z0, Z1
-	VMULPS       iota0<>+0(SB), Z0, Z0
-	VPMOVZXBD    6(AX), Z2
-	KMOVD        2(AX), K1
-	VPANDD.BCST  dword15<>+0(SB), Z2, Z3
-	VPORD.BCST   dword16<>+0(SB), Z3, K1, Z3
-	VPERMI2PS    Z0, Z1, Z3
-	VMOVUPS      Z3, (CX)
-	VPSRLD       $0x04, Z2, Z2
-	KSHIFTRD     $0x10, K1, K1
-	VPORD.BCST   dword16<>+0(SB), Z2, K1, Z2
-	VPERMI2PS    Z0, Z1, Z2
-	VMOVUPS      Z2, 64(CX)
-	ADDQ         $0x00000016, AX
-	ADDQ         $0x00000080, CX
-	SUBQ         $0x00000020, DX
-	JMP          block
+	CMPQ        DX, $0x00000020
+	JB          blocks_done
+	VCVTPH2PS   (AX), X0
+	VMOVSS      X0, (SP)
+	VMOVUPS     iotaM16<>+0(SB), Z0
+	VMULPS.BCST (SP), Z0, Z0
+	VMOVUPS     iota0<>+0(SB), Z1
+	VMULPS.BCST (SP), Z1, Z1
+	VPMOVZXBD   6(AX), Z2
+	KMOVD       2(AX), K1
+	VPANDD.BCST dword15<>+0(SB), Z2, Z3
+	VPORD.BCST  dword16<>+0(SB), Z3, K1, Z3
+	VPERMI2PS   Z1, Z0, Z3
+	VMOVUPS     Z3, (CX)
+	VPSRLD      $0x04, Z2, Z2
+	KSHIFTRD    $0x10, K1, K1
+	VPORD.BCST  dword16<>+0(SB), Z2, K1, Z2
+	VPERMI2PS   Z1, Z0, Z2
+	VMOVUPS     Z2, 64(CX)
+	ADDQ        $0x00000016, AX
+	ADDQ        $0x00000080, CX
+	SUBQ        $0x00000020, DX
+	JMP         block
 
 blocks_done:
 	VZEROUPPER
 	RET
 
 // func matVecExactQ5_1AVX512(w []byte, rowBytes int, x []float32, out []float32)
-// Requires: AVX, AVX2, AVX512BW, AVX512DQ, AVX512F, AVX512VL, MMX+
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VL, F16C, MMX+
 TEXT ·matVecExactQ5_1AVX512(SB), NOSPLIT, $256-80
 	MOVQ w_base+0(FP), AX
 	MOVQ rowBytes+24(FP), CX
@@ -1785,58 +1785,58 @@ rows2:
 	ADDQ         CX, R13
 
 block_r2:
-	CMPQ         R12, $0x00000020
-	JB           blocks_done_r2
-	PREFETCHT0   (R13)
-	ADDQ         $0x00000030, R13
-	VPBROADCASTW (R8)(R10*1), Y2
-	VCVTPH2PS    Y2, Z2
-	VPBROADCASTW 2(R8)(R10*1), Y3
-	VCVTPH2PS    Y3, Z4
-	VMULPS       iota0<>+0(SB), Z2, Z3
-	VADDPS       Z4, Z3, Z3
-	VMULPS       iota16<>+0(SB), Z2, Z2
-	VADDPS       Z4, Z2, Z2
-	VPMOVZXBD    8(R8)(R10*1), Z4
-	KMOVD        4(R8)(R10*1), K1
-	VPBROADCASTW (R9)(R10*1), Y5
-	VCVTPH2PS    Y5, Z5
-	VPBROADCASTW 2(R9)(R10*1), Y6
-	VCVTPH2PS    Y6, Z7
-	VMULPS       iota0<>+0(SB), Z5, Z6
-	VADDPS       Z7, Z6, Z6
-	VMULPS       iota16<>+0(SB), Z5, Z5
-	VADDPS       Z7, Z5, Z5
-	VPMOVZXBD    8(R9)(R10*1), Z7
-	KMOVD        4(R9)(R10*1), K2
-	VMOVUPS      (R11), Z8
-	VPANDD.BCST  dword15<>+0(SB), Z4, Z9
-	VPORD.BCST   dword16<>+0(SB), Z9, K1, Z9
-	VPERMI2PS    Z2, Z3, Z9
-	VMULPS       Z8, Z9, Z9
-	VADDPS       Z9, Z0, Z0
-	VPANDD.BCST  dword15<>+0(SB), Z7, Z9
-	VPORD.BCST   dword16<>+0(SB), Z9, K2, Z9
-	VPERMI2PS    Z5, Z6, Z9
-	VMULPS       Z8, Z9, Z9
-	VADDPS       Z9, Z1, Z1
-	VMOVUPS      64(R11), Z8
-	VPSRLD       $0x04, Z4, Z4
-	KSHIFTRD     $0x10, K1, K1
-	VPORD.BCST   dword16<>+0(SB), Z4, K1, Z4
-	VPERMI2PS    Z2, Z3, Z4
-	VMULPS       Z8, Z4, Z4
-	VADDPS       Z4, Z0, Z0
-	VPSRLD       $0x04, Z7, Z2
-	KSHIFTRD     $0x10, K2, K2
-	VPORD.BCST   dword16<>+0(SB), Z2, K2, Z2
-	VPERMI2PS    Z5, Z6, Z2
-	VMULPS       Z8, Z2, Z2
-	VADDPS       Z2, Z1, Z1
-	ADDQ         $0x00000018, R10
-	ADDQ         $0x00000080, R11
-	SUBQ         $0x00000020, R12
-	JMP          block_r2
+	CMPQ        R12, $0x00000020
+	JB          blocks_done_r2
+	PREFETCHT0  (R13)
+	ADDQ        $0x00000030, R13
+	VCVTPH2PS   (R8)(R10*1), X2
+	VMOVSD      X2, (SP)
+	VMOVUPS     iota0<>+0(SB), Z2
+	VMULPS.BCST (SP), Z2, Z2
+	VMOVUPS     iota16<>+0(SB), Z3
+	VMULPS.BCST (SP), Z3, Z3
+	VADDPS.BCST 4(SP), Z2, Z2
+	VADDPS.BCST 4(SP), Z3, Z3
+	VPMOVZXBD   8(R8)(R10*1), Z4
+	KMOVD       4(R8)(R10*1), K1
+	VCVTPH2PS   (R9)(R10*1), X5
+	VMOVSD      X5, 64(SP)
+	VMOVUPS     iota0<>+0(SB), Z5
+	VMULPS.BCST 64(SP), Z5, Z5
+	VMOVUPS     iota16<>+0(SB), Z6
+	VMULPS.BCST 64(SP), Z6, Z6
+	VADDPS.BCST 68(SP), Z5, Z5
+	VADDPS.BCST 68(SP), Z6, Z6
+	VPMOVZXBD   8(R9)(R10*1), Z7
+	KMOVD       4(R9)(R10*1), K2
+	VMOVUPS     (R11), Z8
+	VPANDD.BCST dword15<>+0(SB), Z4, Z9
+	VPORD.BCST  dword16<>+0(SB), Z9, K1, Z9
+	VPERMI2PS   Z3, Z2, Z9
+	VMULPS      Z8, Z9, Z9
+	VADDPS      Z9, Z0, Z0
+	VPANDD.BCST dword15<>+0(SB), Z7, Z9
+	VPORD.BCST  dword16<>+0(SB), Z9, K2, Z9
+	VPERMI2PS   Z6, Z5, Z9
+	VMULPS      Z8, Z9, Z9
+	VADDPS      Z9, Z1, Z1
+	VMOVUPS     64(R11), Z8
+	VPSRLD      $0x04, Z4, Z4
+	KSHIFTRD    $0x10, K1, K1
+	VPORD.BCST  dword16<>+0(SB), Z4, K1, Z4
+	VPERMI2PS   Z3, Z2, Z4
+	VMULPS      Z8, Z4, Z4
+	VADDPS      Z4, Z0, Z0
+	VPSRLD      $0x04, Z7, Z2
+	KSHIFTRD    $0x10, K2, K2
+	VPORD.BCST  dword16<>+0(SB), Z2, K2, Z2
+	VPERMI2PS   Z6, Z5, Z2
+	VMULPS      Z8, Z2, Z2
+	VADDPS      Z2, Z1, Z1
+	ADDQ        $0x00000018, R10
+	ADDQ        $0x00000080, R11
+	SUBQ        $0x00000020, R12
+	JMP         block_r2
 
 blocks_done_r2:
 	VEXTRACTF32X8 $0x01, Z0, Y2
@@ -1874,37 +1874,37 @@ rows2_done:
 	ADDQ         CX, R10
 
 block_r1:
-	CMPQ         BX, $0x00000020
-	JB           blocks_done_r1
-	PREFETCHT0   (R10)
-	ADDQ         $0x00000018, R10
-	VPBROADCASTW (R8)(R9*1), Y1
-	VCVTPH2PS    Y1, Z1
-	VPBROADCASTW 2(R8)(R9*1), Y2
-	VCVTPH2PS    Y2, Z3
-	VMULPS       iota0<>+0(SB), Z1, Z2
-	VADDPS       Z3, Z2, Z2
-	VMULPS       iota16<>+0(SB), Z1, Z1
-	VADDPS       Z3, Z1, Z1
-	VPMOVZXBD    8(R8)(R9*1), Z3
-	KMOVD        4(R8)(R9*1), K1
-	VMOVUPS      (DX), Z4
-	VPANDD.BCST  dword15<>+0(SB), Z3, Z5
-	VPORD.BCST   dword16<>+0(SB), Z5, K1, Z5
-	VPERMI2PS    Z1, Z2, Z5
-	VMULPS       Z4, Z5, Z5
-	VADDPS       Z5, Z0, Z0
-	VMOVUPS      64(DX), Z4
-	VPSRLD       $0x04, Z3, Z3
-	KSHIFTRD     $0x10, K1, K1
-	VPORD.BCST   dword16<>+0(SB), Z3, K1, Z3
-	VPERMI2PS    Z1, Z2, Z3
-	VMULPS       Z4, Z3, Z3
-	VADDPS       Z3, Z0, Z0
-	ADDQ         $0x00000018, R9
-	ADDQ         $0x00000080, DX
-	SUBQ         $0x00000020, BX
-	JMP          block_r1
+	CMPQ        BX, $0x00000020
+	JB          blocks_done_r1
+	PREFETCHT0  (R10)
+	ADDQ        $0x00000018, R10
+	VCVTPH2PS   (R8)(R9*1), X1
+	VMOVSD      X1, (SP)
+	VMOVUPS     iota0<>+0(SB), Z1
+	VMULPS.BCST (SP), Z1, Z1
+	VMOVUPS     iota16<>+0(SB), Z2
+	VMULPS.BCST (SP), Z2, Z2
+	VADDPS.BCST 4(SP), Z1, Z1
+	VADDPS.BCST 4(SP), Z2, Z2
+	VPMOVZXBD   8(R8)(R9*1), Z3
+	KMOVD       4(R8)(R9*1), K1
+	VMOVUPS     (DX), Z4
+	VPANDD.BCST dword15<>+0(SB), Z3, Z5
+	VPORD.BCST  dword16<>+0(SB), Z5, K1, Z5
+	VPERMI2PS   Z2, Z1, Z5
+	VMULPS      Z4, Z5, Z5
+	VADDPS      Z5, Z0, Z0
+	VMOVUPS     64(DX), Z4
+	VPSRLD      $0x04, Z3, Z3
+	KSHIFTRD    $0x10, K1, K1
+	VPORD.BCST  dword16<>+0(SB), Z3, K1, Z3
+	VPERMI2PS   Z2, Z1, Z3
+	VMULPS      Z4, Z3, Z3
+	VADDPS      Z3, Z0, Z0
+	ADDQ        $0x00000018, R9
+	ADDQ        $0x00000080, DX
+	SUBQ        $0x00000020, BX
+	JMP         block_r1
 
 blocks_done_r1:
 	VEXTRACTF32X8 $0x01, Z0, Y1
@@ -1925,38 +1925,38 @@ rows1_done:
 	RET
 
 // func dequantQ5_1AVX512(src []byte, dst []float32)
-// Requires: AVX, AVX2, AVX512BW, AVX512F
+// Requires: AVX, AVX512BW, AVX512F, F16C
 TEXT ·dequantQ5_1AVX512(SB), NOSPLIT, $256-48
 	MOVQ src_base+0(FP), AX
 	MOVQ dst_base+24(FP), CX
 	MOVQ dst_len+32(FP), DX
 
 block:
-	CMPQ         DX, $0x00000020
-	JB           blocks_done
-	VPBROADCASTW (AX), Y0
-	VCVTPH2PS    Y0, Z0
-	VPBROADCASTW 2(AX), Y1
-	VCVTPH2PS    Y1, Z2
-	VMULPS       iota0<>+0(SB), Z0, Z1
-	VADDPS       Z2, Z1, Z1
-	VMULPS       iota16<>+0(SB), Z0, Z0
-	VADDPS       Z2, Z0, Z0
-	VPMOVZXBD    8(AX), Z2
-	KMOVD        4(AX), K1
-	VPANDD.BCST  dword15<>+0(SB), Z2, Z3
-	VPORD.BCST   dword16<>+0(SB), Z3, K1, Z3
-	VPERMI2PS    Z0, Z1, Z3
-	VMOVUPS      Z3, (CX)
-	VPSRLD       $0x04, Z2, Z2
-	KSHIFTRD     $0x10, K1, K1
-	VPORD.BCST   dword16<>+0(SB), Z2, K1, Z2
-	VPERMI2PS    Z0, Z1, Z2
-	VMOVUPS      Z2, 64(CX)
-	ADDQ         $0x00000018, AX
-	ADDQ         $0x00000080, CX
-	SUBQ         $0x00000020, DX
-	JMP          block
+	CMPQ        DX, $0x00000020
+	JB          blocks_done
+	VCVTPH2PS   (AX), X0
+	VMOVSD      X0, (SP)
+	VMOVUPS     iota0<>+0(SB), Z0
+	VMULPS.BCST (SP), Z0, Z0
+	VMOVUPS     iota16<>+0(SB), Z1
+	VMULPS.BCST (SP), Z1, Z1
+	VADDPS.BCST 4(SP), Z0, Z0
+	VADDPS.BCST 4(SP), Z1, Z1
+	VPMOVZXBD   8(AX), Z2
+	KMOVD       4(AX), K1
+	VPANDD.BCST dword15<>+0(SB), Z2, Z3
+	VPORD.BCST  dword16<>+0(SB), Z3, K1, Z3
+	VPERMI2PS   Z1, Z0, Z3
+	VMOVUPS     Z3, (CX)
+	VPSRLD      $0x04, Z2, Z2
+	KSHIFTRD    $0x10, K1, K1
+	VPORD.BCST  dword16<>+0(SB), Z2, K1, Z2
+	VPERMI2PS   Z1, Z0, Z2
+	VMOVUPS     Z2, 64(CX)
+	ADDQ        $0x00000018, AX
+	ADDQ        $0x00000080, CX
+	SUBQ        $0x00000020, DX
+	JMP         block
 
 blocks_done:
 	VZEROUPPER

@@ -51,13 +51,30 @@ func f16Bcast(m Mem) VecVirtual {
 // for an instruction to broadcast from memory: a 128-bit VCVTPH2PS from
 // memory and a store are one ALU micro-op where VPBROADCASTW and a 512-bit
 // VCVTPH2PS (f16Bcast) are three, on the two ports that run 512-bit
-// arithmetic (the exact Q4_0 kernel is bound by them). It reads 8 bytes at
-// m.
+// arithmetic (the exact legacy-quant kernels are bound by them). It reads 8
+// bytes at m.
 func f16Scalar(m, dst Mem) Mem {
 	h := XMM()
 	VCVTPH2PS(m, h)
 	VMOVSS(h, dst)
 	return dst
+}
+
+// f16Pair is f16Scalar for the two binary16 at m (a block's d and m): their
+// float32 values at dst and dst+4.
+func f16Pair(m, dst Mem) (Mem, Mem) {
+	h := XMM()
+	VCVTPH2PS(m, h)
+	VMOVSD(h, dst)
+	return dst, dst.Offset(4)
+}
+
+// bcastMul returns tab·s, s broadcast from memory (f16Scalar).
+func bcastMul(tab, s Mem) VecVirtual {
+	z := ZMM()
+	VMOVUPS(tab, z)
+	VMULPS_BCST(s, z, z)
+	return z
 }
 
 // local is a kernel's stack area for per-row scale vectors (64 bytes a row).
@@ -174,10 +191,7 @@ func (*q4_0Type) groupRows() int  { return 4 }
 
 // begin: table[q] = float32(q-8) * d; the quants' bytes zero-extended.
 func (t *q4_0Type) begin(r int, blk Mem) {
-	d := ZMM()
-	VMOVUPS(iotaM8, d)
-	VMULPS_BCST(f16Scalar(blk, local.Offset(64*r)), d, d)
-	t.tab[r] = d
+	t.tab[r] = bcastMul(iotaM8, f16Scalar(blk, local.Offset(64*r)))
 	t.q[r] = ZMM()
 	VPMOVZXBD(blk.Offset(2), t.q[r])
 }
@@ -210,11 +224,10 @@ func (*q4_1Type) blockElems() int { return 32 }
 func (*q4_1Type) blockBytes() int { return 20 }
 func (*q4_1Type) groupRows() int  { return 4 }
 func (t *q4_1Type) begin(r int, blk Mem) {
-	d := f16Bcast(blk)
-	m := f16Bcast(blk.Offset(2))
-	VMULPS(iota0, d, d)
-	VADDPS(m, d, d)
-	t.tab[r] = d
+	d, m := f16Pair(blk, local.Offset(64*r))
+	tab := bcastMul(iota0, d)
+	VADDPS_BCST(m, tab, tab)
+	t.tab[r] = tab
 	t.q[r] = ZMM()
 	VPMOVZXBD(blk.Offset(4), t.q[r])
 }
@@ -238,17 +251,15 @@ func (t *q5Type) blockBytes() int { return t.sz }
 // Two rows a group: two 32-entry tables a row.
 func (t *q5Type) groupRows() int { return 2 }
 func (t *q5Type) begin(r int, blk Mem) {
-	d := f16Bcast(blk)
-	lo, hi := ZMM(), ZMM()
+	var lo, hi VecVirtual
 	if t.legacy {
-		VMULPS(iotaM16, d, lo)
-		VMULPS(iota0, d, hi)
+		d := f16Scalar(blk, local.Offset(64*r))
+		lo, hi = bcastMul(iotaM16, d), bcastMul(iota0, d)
 	} else {
-		m := f16Bcast(blk.Offset(2))
-		VMULPS(iota0, d, lo)
-		VADDPS(m, lo, lo)
-		VMULPS(iota16, d, hi)
-		VADDPS(m, hi, hi)
+		d, m := f16Pair(blk, local.Offset(64*r))
+		lo, hi = bcastMul(iota0, d), bcastMul(iota16, d)
+		VADDPS_BCST(m, lo, lo)
+		VADDPS_BCST(m, hi, hi)
 	}
 	t.lo[r], t.hi[r] = lo, hi
 	t.q[r] = ZMM()
