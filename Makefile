@@ -6,7 +6,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X main.version=$(VERSION) -X main.gitCommit=$(COMMIT)
 
-.PHONY: bench-vs-llamacpp oracle all build run test test-go test-rknpu test-arm64 test-llamacpp-note vet bench fuzz proto llamacpp clean
+.PHONY: fma-peak bench-vs-llamacpp oracle all build run test test-go test-rknpu test-arm64 test-llamacpp-note vet bench fuzz proto llamacpp clean
 
 all: build
 
@@ -68,6 +68,10 @@ bench: build
 ## libllama; MODELS, THREADS, ROUNDS, OUT optional)
 bench-vs-llamacpp: build
 	LLAMA_BENCH=$(LLAMA_BENCH) tools/bench-vs-llamacpp.sh
+
+## fma-peak: one core's float32 peak with and without fused multiply-add (what exact numerics may use)
+fma-peak:
+	$(CC) -O3 -mavx512f -ffp-contract=off -o bin/fmapeak tools/fmapeak/fmapeak.c && bin/fmapeak
 
 ## fuzz: a short run of every fuzz target
 fuzz:
