@@ -21,14 +21,7 @@ import (
 // logits are comparable at every step; then each candidate runs free on its
 // own greedy tokens to find where it first diverges.
 func (r *runner) generatePass(ctx context.Context) {
-	var prompts []genPrompt
-	for _, d := range r.plan.Datasets {
-		for _, p := range d.Prompts {
-			if r.mine(p.unit()) {
-				prompts = append(prompts, p)
-			}
-		}
-	}
+	prompts := r.genPrompts()
 	if len(prompts) == 0 {
 		return
 	}
@@ -45,6 +38,33 @@ func (r *runner) generatePass(ctx context.Context) {
 		r.generateOne(ctx, p)
 		progress.step(i+1, p.dataset+" "+p.id)
 	}
+}
+
+// genPrompts lists the run's generate prompts.
+func (r *runner) genPrompts() []genPrompt {
+	var prompts []genPrompt
+	for _, d := range r.plan.Datasets {
+		for _, p := range d.Prompts {
+			if r.mine(p.unit()) {
+				prompts = append(prompts, p)
+			}
+		}
+	}
+	return prompts
+}
+
+// startGenerate starts the first generate prompt's reference call, if
+// there is one, while the host still compares the score pass's last chunk;
+// generateOne takes it up.
+func (r *runner) startGenerate(ctx context.Context) {
+	if ps := r.genPrompts(); len(ps) > 0 && r.ref != nil && r.ref.ok() {
+		r.genFirst = r.ref.startEval(ctx, ps[0].refRequest(), 1)
+	}
+}
+
+// refRequest is the reference's first call of a prompt: all of it, one row.
+func (p genPrompt) refRequest() backend.EvalRequest {
+	return backend.EvalRequest{Session: "generate", Pos: 0, Tokens: p.tokens, LogitsFrom: len(p.tokens) - 1}
 }
 
 // evalOne runs one Eval call that must return exactly one row.
@@ -83,8 +103,11 @@ func (r *runner) generateOne(ctx context.Context, p genPrompt) {
 	defer r.unitDone(p.unit(), cands, per)
 	var ref metrics.RefRow
 	refTokens := make([]int32, 0, p.maxNew)
-	req := backend.EvalRequest{Session: "generate", Pos: 0, Tokens: p.tokens, LogitsFrom: len(p.tokens) - 1}
-	refCall := r.ref.startEval(ctx, req, 1)
+	req := p.refRequest()
+	refCall := r.genFirst // started during the score pass (the first prompt)
+	if r.genFirst = nil; refCall == nil {
+		refCall = r.ref.startEval(ctx, req, 1)
+	}
 	var pending []*evalStream // the candidates' calls booked with the reference's next one
 	for step := range p.maxNew {
 		what := fmt.Sprintf("generate %s/%s step %d", p.dataset, p.id, step)

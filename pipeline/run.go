@@ -189,6 +189,7 @@ type runner struct {
 	problems    []string        // run-level failures for the verdict (outputs not written)
 	interrupted bool
 	timing      summary.HostTiming
+	genFirst    *evalStream           // the first generate call, started by the score pass
 	loads       []backend.LoadRequest // per backend, as backends() lists them
 	closeOnce   sync.Once
 }
@@ -338,6 +339,9 @@ func (r *runner) passes(ctx context.Context) {
 	r.scorePass(ctx)
 	if r.ref != nil && r.ref.ok() && ctx.Err() == nil {
 		r.generatePass(ctx)
+	}
+	if r.genFirst != nil { // started for a generate pass that did not run
+		r.genFirst.abandon()
 	}
 	r.timing.PassesS = time.Since(start).Seconds()
 	if r.plan.Spec.Bench.Enabled && ctx.Err() == nil {

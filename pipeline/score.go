@@ -82,6 +82,8 @@ func (r *runner) scorePass(ctx context.Context) {
 		}
 		if prefetch && i+1 < len(chunks) && cur.received() {
 			next = r.startChunk(ctx, chunks[i+1], prefetch)
+		} else if prefetch && i+1 == len(chunks) && cur.received() {
+			r.startGenerate(ctx) // the reference computes while the host compares
 		}
 		r.scoreOne(ctx, ch, cur)
 		progress.step(i+1, fmt.Sprintf("%s chunk %d", ch.dataset, ch.index+1))
