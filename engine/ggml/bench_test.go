@@ -151,3 +151,31 @@ func BenchmarkGGMLMatVec(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkGGMLMatMul: a 128-token prefill through the same matrix in ggml
+// numerics, activations converted once.
+func BenchmarkGGMLMatMul(b *testing.B) {
+	const K, N, T = 768, 2048, 128
+	for _, typ := range []Type{F32, F16, Q8_0, Q4_0} {
+		rng := rand.New(rand.NewPCG(8, uint64(typ)))
+		w := make([]byte, mustRowBytes(typ, K*N))
+		if err := Quantize(typ, randVec(rng, K*N), w); err != nil {
+			b.Fatal(err)
+		}
+		x := randVec(rng, T*K)
+		out := make([]float32, T*N)
+		for _, k := range Available() {
+			b.Run(fmt.Sprintf("%s/%s", typ, k.Name()), func(b *testing.B) {
+				var a GGMLActivations
+				if err := k.PrepareGGML(typ, x, T, &a); err != nil {
+					b.Fatal(err)
+				}
+				kind := GGMLKernelFor(typ, T, K, N)
+				for b.Loop() {
+					k.MatMulGGML(kind, typ, w, N, &a, out, N)
+				}
+				b.ReportMetric(float64(K*N*T)*float64(b.N)/b.Elapsed().Seconds()/1e9, "Gmacs/s")
+			})
+		}
+	}
+}

@@ -56,6 +56,12 @@ type GGMLActivations struct {
 	Q       []byte // Rows rows of QStride bytes
 	QStride int
 	F       []float32 // Rows rows of K values
+
+	// For the multi-row kernels, per Q8_0 block of Q: side holds dy as
+	// float32 bits and -8·Σy, corr -128·Σ of each dword's four y. Empty
+	// when the preparation did not write them.
+	side []uint32
+	corr []int32
 }
 
 // FloatActivations reports whether weights of type t read float activations.
@@ -75,6 +81,7 @@ func prepareGGML(t Type, x []float32, rows int, a *GGMLActivations) error {
 	}
 	k := len(x) / rows
 	a.Weight, a.K, a.Rows = t, k, rows
+	a.side, a.corr = a.side[:0], a.corr[:0]
 	switch t {
 	case F32:
 		a.F = x

@@ -223,8 +223,10 @@ func (avx512Kernels) PrepareGGML(t Type, x []float32, rows int, a *GGMLActivatio
 		a.Weight, a.K, a.Rows = t, k, rows
 		a.QStride = k / 32 * 34
 		a.Q = grow(a.Q, rows*a.QStride)
+		a.side = grow(a.side, rows*k/32*2)
+		a.corr = grow(a.corr, rows*k/32*8)
 		if len(x) > 0 {
-			quantizeQ8_0AVX512(x, a.Q)
+			quantizeQ8_0AVX512(x, a.Q, a.side, a.corr)
 		}
 		return nil
 	}
@@ -260,6 +262,15 @@ func (avx512Kernels) MatMulGGML(kern GGMLKernel, t Type, w []byte, n int, a *GGM
 	}
 	switch {
 	case !hasVNNI && (t == Q8_0 || t == Q4_0):
+	case kern == GGMLQ8_0AVX && t == Q8_0 && a.Rows > 1 && len(a.side) > 0:
+		full := n &^ 15
+		panelTiles(q8PanelAVX512, w[:full*rb], rb, full, a, out, ldo)
+		if full < n {
+			rowsKernel(full, n, func(w []byte, _ int, i int, o []float32) {
+				vecDotQ8_0RowsAVX512(w, rb, a.Q[i*a.QStride:(i+1)*a.QStride], o)
+			})
+		}
+		return
 	case kern == GGMLQ8_0AVX && t == Q8_0:
 		rowsKernel(0, n, func(w []byte, _ int, i int, o []float32) {
 			vecDotQ8_0RowsAVX512(w, rb, a.Q[i*a.QStride:(i+1)*a.QStride], o)
@@ -267,7 +278,9 @@ func (avx512Kernels) MatMulGGML(kern GGMLKernel, t Type, w []byte, n int, a *GGM
 		return
 	case kern == GGMLQ4_0x8 && t == Q4_0:
 		full := n &^ 15
-		if full > 0 {
+		if full > 0 && a.Rows > 1 && len(a.side) > 0 {
+			panelTiles(q4PanelAVX512, w[:full*rb], rb, full, a, out, ldo)
+		} else if full > 0 {
 			rowsKernel(0, full, func(w []byte, _ int, i int, o []float32) {
 				vecDotQ4_0x8RowsAVX512(w, rb, a.Q[i*a.QStride:(i+1)*a.QStride], o)
 			})
@@ -311,3 +324,53 @@ var (
 	tinyBLASF16 = [4]func(w []byte, rowBytes int, x []float32, k int, out []float32, ldo int){
 		tinyBLASF16x1AVX512, tinyBLASF16x2AVX512, tinyBLASF16x3AVX512, tinyBLASF16x4AVX512}
 )
+
+// Prefill (more than one activation row) in ggml numerics: each weight
+// block is read and unpacked once for a tile of activation rows; every
+// output is computed exactly as the single-row kernels compute it (see
+// tools/asmgen/ggmlprefill.go).
+
+var (
+	q8Tile = [...]func(panel []byte, nblk int, y []byte, side []uint32, corr []int32, out []float32, ldo int){
+		q8Tile1AVX512, q8Tile2AVX512, q8Tile3AVX512}
+	q4Tile = [...]func(panel []byte, nblk int, y []byte, side []uint32, out []float32, ldo int){
+		q4Tile1AVX512, q4Tile2AVX512, q4Tile3AVX512, q4Tile4AVX512,
+		q4Tile5AVX512, q4Tile6AVX512, q4Tile7AVX512, q4Tile8AVX512}
+)
+
+const q4PanelBlock = 8*64 + 64 // tools/asmgen/ggmlprefill.go
+
+var panelPool sync.Pool // *[]byte
+
+// panelTiles: n (a multiple of 16) Q8_0 or Q4_0 weight rows, 16 at a time
+// turned into a panel (q8PanelAVX512, q4PanelAVX512) that every
+// activation row reads, in tiles of len(q8Tile) or len(q4Tile) rows.
+func panelTiles(panelOf func(w []byte, rowBytes int, panel []byte), w []byte, rb, n int, a *GGMLActivations, out []float32, ldo int) {
+	nblk := a.K / 32
+	size := nblk * q4PanelBlock
+	p, _ := panelPool.Get().(*[]byte)
+	if p == nil || cap(*p) < size {
+		b := make([]byte, size)
+		p = &b
+	}
+	defer panelPool.Put(p)
+	panel := (*p)[:size]
+	qs := a.QStride
+	q8 := a.Weight == Q8_0
+	tile := len(q4Tile)
+	if q8 {
+		tile = len(q8Tile)
+	}
+	for j := 0; j < n; j += 16 {
+		panelOf(w[j*rb:(j+16)*rb], rb, panel)
+		for i := 0; i < a.Rows; i += tile {
+			r := min(tile, a.Rows-i)
+			y, side, o := a.Q[i*qs:(i+r)*qs], a.side[i*nblk*2:(i+r)*nblk*2], out[i*ldo+j:]
+			if q8 {
+				q8Tile[r-1](panel, nblk, y, side, a.corr[i*nblk*8:(i+r)*nblk*8], o, ldo)
+			} else {
+				q4Tile[r-1](panel, nblk, y, side, o, ldo)
+			}
+		}
+	}
+}

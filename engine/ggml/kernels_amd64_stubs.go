@@ -101,7 +101,7 @@ func softmaxAVX512(p []float32, scale float32)
 func swigluAVX512(dst []float32, gate []float32, up []float32)
 
 //go:noescape
-func quantizeQ8_0AVX512(x []float32, dst []byte)
+func quantizeQ8_0AVX512(x []float32, dst []byte, side []uint32, corr []int32)
 
 //go:noescape
 func roundF16AVX512(x []float32, dst []float32)
@@ -111,6 +111,45 @@ func vecDotQ8_0RowsAVX512(w []byte, rowBytes int, y []byte, out []float32)
 
 //go:noescape
 func vecDotQ4_0x8RowsAVX512(w []byte, rowBytes int, y []byte, out []float32)
+
+//go:noescape
+func q4PanelAVX512(w []byte, rowBytes int, panel []byte)
+
+//go:noescape
+func q8PanelAVX512(w []byte, rowBytes int, panel []byte)
+
+//go:noescape
+func q4Tile1AVX512(panel []byte, nblk int, y []byte, side []uint32, out []float32, ldo int)
+
+//go:noescape
+func q4Tile2AVX512(panel []byte, nblk int, y []byte, side []uint32, out []float32, ldo int)
+
+//go:noescape
+func q4Tile3AVX512(panel []byte, nblk int, y []byte, side []uint32, out []float32, ldo int)
+
+//go:noescape
+func q4Tile4AVX512(panel []byte, nblk int, y []byte, side []uint32, out []float32, ldo int)
+
+//go:noescape
+func q4Tile5AVX512(panel []byte, nblk int, y []byte, side []uint32, out []float32, ldo int)
+
+//go:noescape
+func q4Tile6AVX512(panel []byte, nblk int, y []byte, side []uint32, out []float32, ldo int)
+
+//go:noescape
+func q4Tile7AVX512(panel []byte, nblk int, y []byte, side []uint32, out []float32, ldo int)
+
+//go:noescape
+func q4Tile8AVX512(panel []byte, nblk int, y []byte, side []uint32, out []float32, ldo int)
+
+//go:noescape
+func q8Tile1AVX512(panel []byte, nblk int, y []byte, side []uint32, corr []int32, out []float32, ldo int)
+
+//go:noescape
+func q8Tile2AVX512(panel []byte, nblk int, y []byte, side []uint32, corr []int32, out []float32, ldo int)
+
+//go:noescape
+func q8Tile3AVX512(panel []byte, nblk int, y []byte, side []uint32, corr []int32, out []float32, ldo int)
 
 //go:noescape
 func vecDotF32RowsAVX512(w []byte, rowBytes int, x []float32, out []float32)

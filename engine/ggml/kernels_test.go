@@ -285,3 +285,59 @@ func TestKernelsGGMLBitIdentical(t *testing.T) {
 		}
 	})
 }
+
+// TestKernelsGGMLPrefillRows: the multi-row Q8_0 and Q4_0 kernels (a weight
+// block shared by a tile of activation rows) give every output the bits
+// the single-row kernel gives it, for every count of activation rows modulo
+// the tiles (2 and 8 rows) and weight rows beyond the 16-row panels.
+func TestKernelsGGMLPrefillRows(t *testing.T) {
+	eachSIMD(t, func(t *testing.T, k Kernels) {
+		rng := rand.New(rand.NewPCG(41, 42))
+		for _, typ := range []Type{Q8_0, Q4_0} {
+			for _, K := range []int{32, 96, 768} {
+				for _, N := range []int{16, 20, 35, 48} {
+					w := matrix(t, rng, typ, K, N)
+					for T := 2; T <= 19; T++ {
+						x := ggmlActivations(rng, T, K)
+						if T == 3 {
+							x[K+5] = 3e38 // a block quantized from a huge value
+						}
+						kind := GGMLKernelFor(typ, T, K, N)
+						var a GGMLActivations
+						if err := k.PrepareGGML(typ, x, T, &a); err != nil {
+							t.Fatal(err)
+						}
+						ldo := N + 3
+						got := make([]float32, T*ldo)
+						k.MatMulGGML(kind, typ, w, N, &a, got, ldo)
+						for i := range T {
+							var one GGMLActivations
+							if err := k.PrepareGGML(typ, x[i*K:(i+1)*K], 1, &one); err != nil {
+								t.Fatal(err)
+							}
+							want := make([]float32, N)
+							k.MatMulGGML(kind, typ, w, N, &one, want, N)
+							if j, ok := sameBits(want, got[i*ldo:i*ldo+N]); !ok {
+								t.Fatalf("%s K=%d N=%d T=%d: out[%d][%d] = %v, single row %v", typ, K, N, T, i, j, got[i*ldo+j], want[j])
+							}
+						}
+						// The same activations prepared by the generic code (no
+						// multi-row tables) into a holding another batch's: those
+						// must not be read.
+						if err := k.PrepareGGML(typ, ggmlActivations(rng, T, K), T, &a); err != nil {
+							t.Fatal(err)
+						}
+						if err := Generic.PrepareGGML(typ, x, T, &a); err != nil {
+							t.Fatal(err)
+						}
+						again := make([]float32, T*ldo)
+						k.MatMulGGML(kind, typ, w, N, &a, again, ldo)
+						if i, ok := sameBits(got, again); !ok {
+							t.Fatalf("%s K=%d N=%d T=%d: generic-prepared out[%d] = %v, %v", typ, K, N, T, i, again[i], got[i])
+						}
+					}
+				}
+			}
+		}
+	})
+}

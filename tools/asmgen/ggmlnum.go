@@ -13,7 +13,7 @@ import (
 // instruction for instruction where the order of floating-point operations
 // matters (engine/ggml/ggmlmm.go and cpuops.go hold the generic versions).
 
-var c127, absMask, nib0F, nib08, xor80, dword18, f64Sign, f64Half Mem
+var c127, absMask, nib0F, nib08, xor80, bytes01, dword18, f64Sign, f64Half Mem
 
 func genGGMLNumerics() {
 	c127 = f32s("c127", []float32{127})
@@ -21,6 +21,7 @@ func genGGMLNumerics() {
 	nib0F = u32s("nib0F", []uint32{0x0f0f0f0f})
 	nib08 = u32s("nib08", []uint32{0x08080808})
 	xor80 = u32s("xor80", []uint32{0x80808080})
+	bytes01 = u32s("bytes01", []uint32{0x01010101})
 	dword18 = u32s("dword18", []uint32{18})
 	f64Sign = u64s("f64Sign", 1<<63)
 	f64Half = u64s("f64Half", math.Float64bits(0.5))
@@ -28,6 +29,7 @@ func genGGMLNumerics() {
 	genRoundF16()
 	genVecDotQ8_0Rows()
 	genVecDotQ4_0x8Rows()
+	genGGMLPrefill()
 	genVecDotFloatRows(false)
 	genVecDotFloatRows(true)
 	for rows := 1; rows <= 4; rows++ {
@@ -66,11 +68,13 @@ func hmax16(a VecVirtual) Register {
 // stored as binary16 (round to nearest even), id = 127/amax (0 when amax is
 // 0), q = int8(round-half-even(x*id)).
 func genQuantizeQ8_0() {
-	TEXT("quantizeQ8_0AVX512", NOSPLIT, "func(x []float32, dst []byte)")
+	TEXT("quantizeQ8_0AVX512", NOSPLIT, "func(x []float32, dst []byte, side []uint32, corr []int32)")
 	Pragma("noescape")
 	xp := Load(Param("x").Base(), GP64())
 	n := Load(Param("x").Len(), GP64())
 	dp := Load(Param("dst").Base(), GP64())
+	sp := Load(Param("side").Base(), GP64())
+	cp := Load(Param("corr").Base(), GP64())
 	Label("block")
 	CMPQ(n, U32(32))
 	JB(LabelRef("done"))
@@ -94,16 +98,51 @@ func genQuantizeQ8_0() {
 	VMOVSS(zero, zero, k, id)       // then id = 0
 	iv := ZMM()
 	VBROADCASTSS(id, iv)
+	qb := make([]VecVirtual, 2)
 	for i, v := range []VecVirtual{v0, v1} {
 		VMULPS(iv, v, v)
 		VCVTPS2DQ(v, v) // MXCSR rounding: to nearest even
-		VPMOVSDB(v, Mem{Base: dp, Disp: 2 + 16*i})
+		qb[i] = XMM()
+		VPMOVSDB(v, qb[i])
+		VMOVDQU(qb[i], Mem{Base: dp, Disp: 2 + 16*i})
 	}
 	h := XMM()
 	VCVTPS2PH(U8(0), d, h) // round to nearest even
 	r := GP32()
 	VMOVD(h, r)
 	MOVW(r.As16(), Mem{Base: dp})
+	// The block's side entry (see sideEntry): dy as float32, then -8·Σq
+	// from the stored bytes: Σ(q+128) by VPSADBW, minus 32·128.
+	VCVTPH2PS(h, h)
+	VMOVSS(h, Mem{Base: sp})
+	qy := YMM()
+	VINSERTI128(U8(1), qb[1], qb[0].AsY(), qy)
+	// corr: -128·Σ of each dword's four q (the Q8_0 prefill's lane offsets).
+	ones := ZMM()
+	VPBROADCASTD(bytes01, ones)
+	c := zeroZMM().AsY()
+	VPDPBUSD(qy, ones.AsY(), c) // q signed, ones unsigned
+	VPSLLD(U8(7), c, c)
+	cz := zeroZMM().AsY()
+	VPSUBD(c, cz, c)
+	VMOVDQU32(c, Mem{Base: cp})
+	ADDQ(U32(32), cp)
+	VPXORD_BCST(xor80, qy, qy)
+	zy := zeroZMM().AsY()
+	VPSADBW(zy, qy, qy)
+	qh := XMM()
+	VEXTRACTI128(U8(1), qy, qh)
+	VPADDQ(qy.AsX(), qh, qh)
+	qt := XMM()
+	VPSHUFD(U8(0x4E), qh, qt)
+	VPADDQ(qt, qh, qh)
+	sum := GP32()
+	VMOVD(qh, sum)
+	SHLL(U8(3), sum)
+	NEGL(sum)
+	ADDL(U32(8*32*128), sum)
+	MOVL(sum, Mem{Base: sp, Disp: 4})
+	ADDQ(U32(8), sp)
 	ADDQ(U32(128), xp)
 	ADDQ(U32(34), dp)
 	SUBQ(U32(32), n)
