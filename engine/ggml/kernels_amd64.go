@@ -338,7 +338,7 @@ var (
 		q4Tile5AVX512, q4Tile6AVX512, q4Tile7AVX512, q4Tile8AVX512}
 )
 
-const q4PanelBlock = 8*64 + 64 // tools/asmgen/ggmlprefill.go
+const panelBlock = 8*64 + 64 // tools/asmgen/ggmlprefill.go
 
 var panelPool sync.Pool // *[]byte
 
@@ -347,7 +347,7 @@ var panelPool sync.Pool // *[]byte
 // activation row reads, in tiles of len(q8Tile) or len(q4Tile) rows.
 func panelTiles(panelOf func(w []byte, rowBytes int, panel []byte), w []byte, rb, n int, a *GGMLActivations, out []float32, ldo int) {
 	nblk := a.K / 32
-	size := nblk * q4PanelBlock
+	size := nblk * panelBlock
 	p, _ := panelPool.Get().(*[]byte)
 	if p == nil || cap(*p) < size {
 		b := make([]byte, size)

@@ -15,13 +15,14 @@ import (
 // and fused adds in block order, the same final reduction; only the loads
 // and unpacking of a weight block are shared by the activation rows.
 //
-// The activations' side table (quantizeQ8_0AVX512 writes it) holds per
-// block two dwords: dy as float32 and -8·Σy (the Q4_0 nibble offset).
+// The activations' tables (quantizeQ8_0AVX512 writes them) hold per block:
+// side, dy as float32 and -8·Σy (the Q4_0 nibble offset); corr, -128·Σ of
+// each dword's four y (the Q8_0 byte offset, per lane).
 
 const (
-	q4PanelBlock = 8*64 + 64 // one block of a 16-row Q4_0 panel: 8 dword slices, 16 scales
-	q4TileRows   = 8         // activation rows per Q4_0 tile
-	q8TileRows   = 3         // activation rows per Q8_0 tile
+	panelBlock = 8*64 + 64 // one block of a 16-row panel: 8 dword slices, 16 scales
+	q4TileRows = 8         // activation rows per Q4_0 tile
+	q8TileRows = 3         // activation rows per Q8_0 tile
 )
 
 func genGGMLPrefill() {
@@ -57,7 +58,7 @@ func genPanel(q8 bool, iota Mem) {
 	VPBROADCASTD(stride.(GPVirtual).As32(), sv)
 	VPMULLD(sv, idx, idx) // row r's byte offset
 	Label("block")
-	CMPQ(n, U32(q4PanelBlock))
+	CMPQ(n, U32(panelBlock))
 	JB(LabelRef("done"))
 	for t := 0; t < 4 || q8 && t < 8; t++ {
 		g := gather(w, idx, 2+4*t)
@@ -80,8 +81,8 @@ func genPanel(q8 bool, iota Mem) {
 	VCVTPH2PS(dh, dw)
 	VMOVUPS(dw, Mem{Base: dst, Disp: 512})
 	ADDQ(U32(bsize), w)
-	ADDQ(U32(q4PanelBlock), dst)
-	SUBQ(U32(q4PanelBlock), n)
+	ADDQ(U32(panelBlock), dst)
+	SUBQ(U32(panelBlock), n)
 	JMP(LabelRef("block"))
 	Label("done")
 	VZEROUPPER()
@@ -155,7 +156,7 @@ func genQ4Tile(rows int) {
 		VMULPS_BCST(srow(r), dw, m)  // dx*dy
 		VFMADD231PS(m, s[r], acc[r]) // acc = fma(float(sum), dx*dy, acc)
 	}
-	ADDQ(U32(q4PanelBlock), pp)
+	ADDQ(U32(panelBlock), pp)
 	for _, b := range ybases {
 		ADDQ(U32(34), b)
 	}
@@ -224,7 +225,7 @@ func genQ8Tile(rows int) {
 			VFMADD231PS(m[r], s, acc[r][l]) // acc = fma(dx*dy, sum, acc)
 		}
 	}
-	ADDQ(U32(q4PanelBlock), pp)
+	ADDQ(U32(panelBlock), pp)
 	for _, b := range ybases {
 		ADDQ(U32(34), b)
 	}
