@@ -125,39 +125,17 @@ func BenchmarkMatMul(b *testing.B) {
 
 // BenchmarkGGMLMatVec: a decode-sized matmul in ggml numerics (llama.cpp's
 // kernels), activations converted once.
-func BenchmarkGGMLMatVec(b *testing.B) {
+func BenchmarkGGMLMatVec(b *testing.B) { benchGGML(b, 1, 7) }
+
+// BenchmarkGGMLMatMul: a 128-token prefill through the same matrix.
+func BenchmarkGGMLMatMul(b *testing.B) { benchGGML(b, 128, 8) }
+
+// benchGGML: T activation rows through 2048 weight rows of 768 in ggml
+// numerics; Gmacs/s counts weights times rows (Gweights/s at T = 1).
+func benchGGML(b *testing.B, T int, seed uint64) {
 	const K, N = 768, 2048
 	for _, typ := range []Type{F32, F16, Q8_0, Q4_0} {
-		rng := rand.New(rand.NewPCG(7, uint64(typ)))
-		w := make([]byte, mustRowBytes(typ, K*N))
-		if err := Quantize(typ, randVec(rng, K*N), w); err != nil {
-			b.Fatal(err)
-		}
-		x := randVec(rng, K)
-		out := make([]float32, N)
-		for _, k := range Available() {
-			b.Run(fmt.Sprintf("%s/%s", typ, k.Name()), func(b *testing.B) {
-				var a GGMLActivations
-				if err := k.PrepareGGML(typ, x, 1, &a); err != nil {
-					b.Fatal(err)
-				}
-				kind := GGMLKernelFor(typ, 1, K, N)
-				b.SetBytes(int64(len(w)))
-				for b.Loop() {
-					k.MatMulGGML(kind, typ, w, N, &a, out, N)
-				}
-				b.ReportMetric(float64(K*N)*float64(b.N)/b.Elapsed().Seconds()/1e9, "Gweights/s")
-			})
-		}
-	}
-}
-
-// BenchmarkGGMLMatMul: a 128-token prefill through the same matrix in ggml
-// numerics, activations converted once.
-func BenchmarkGGMLMatMul(b *testing.B) {
-	const K, N, T = 768, 2048, 128
-	for _, typ := range []Type{F32, F16, Q8_0, Q4_0} {
-		rng := rand.New(rand.NewPCG(8, uint64(typ)))
+		rng := rand.New(rand.NewPCG(seed, uint64(typ)))
 		w := make([]byte, mustRowBytes(typ, K*N))
 		if err := Quantize(typ, randVec(rng, K*N), w); err != nil {
 			b.Fatal(err)
@@ -171,6 +149,7 @@ func BenchmarkGGMLMatMul(b *testing.B) {
 					b.Fatal(err)
 				}
 				kind := GGMLKernelFor(typ, T, K, N)
+				b.SetBytes(int64(len(w)))
 				for b.Loop() {
 					k.MatMulGGML(kind, typ, w, N, &a, out, N)
 				}

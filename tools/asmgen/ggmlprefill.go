@@ -100,16 +100,47 @@ func gather(w Register, idx VecVirtual, disp int) VecVirtual {
 	return g
 }
 
-// sideRows addresses the side entries of activation rows 0..rows-1 (nblk
-// blocks of 8 bytes a row) and returns their base registers.
-func sideRows(nblk Register, rows int) ([]Register, func(r int) Mem) {
-	sp := Load(Param("side").Base(), GP64())
-	ss := GP64()
-	MOVQ(nblk, ss)
-	SHLQ(U8(3), ss)
-	ss3 := GP64()
-	LEAQ(Mem{Base: ss, Index: ss, Scale: 2}, ss3)
-	return rowAddresses(sp, ss, ss3, rows)
+// tileStreams are a tile kernel's per-block inputs: the panel, and the
+// activation rows' data in the parameters named (y, 34 bytes a block; side,
+// 8; corr, 32), each row from its own address.
+type tileStreams struct {
+	panel, nblk Register
+	bases       [][]Register
+	step        []int
+	rows        []func(r int) Mem
+}
+
+func newTileStreams(rows int, params ...string) *tileStreams {
+	t := &tileStreams{panel: Load(Param("panel").Base(), GP64()), nblk: Load(Param("nblk"), GP64())}
+	for _, p := range params {
+		step := map[string]int{"y": 34, "side": 8, "corr": 32}[p]
+		stride := GP64()
+		IMUL3Q(U32(step), t.nblk, stride)
+		stride3 := GP64()
+		LEAQ(Mem{Base: stride, Index: stride, Scale: 2}, stride3)
+		b, row := rowAddresses(Load(Param(p).Base(), GP64()), stride, stride3, rows)
+		t.bases, t.step, t.rows = append(t.bases, b), append(t.step, step), append(t.rows, row)
+	}
+	return t
+}
+
+// loop opens the block loop; it ends at label exit.
+func (t *tileStreams) loop(exit string) {
+	Label("block")
+	TESTQ(t.nblk, t.nblk)
+	JZ(LabelRef(exit))
+}
+
+// next moves every stream on by a block and closes the loop.
+func (t *tileStreams) next() {
+	ADDQ(U32(panelBlock), t.panel)
+	for i, bases := range t.bases {
+		for _, b := range bases {
+			ADDQ(U32(t.step[i]), b)
+		}
+	}
+	DECQ(t.nblk)
+	JMP(LabelRef("block"))
 }
 
 // genQ4Tile: rows activation rows times one 16-row Q4_0 panel (nblk
@@ -120,22 +151,13 @@ func sideRows(nblk Register, rows int) ([]Register, func(r int) Mem) {
 func genQ4Tile(rows int) {
 	TEXT(fmt.Sprintf("q4Tile%dAVX512", rows), NOSPLIT, "func(panel []byte, nblk int, y []byte, side []uint32, out []float32, ldo int)")
 	Pragma("noescape")
-	pp := Load(Param("panel").Base(), GP64())
-	nblk := Load(Param("nblk"), GP64())
-	yp := Load(Param("y").Base(), GP64())
-	ys := GP64()
-	IMUL3Q(U32(34), nblk, ys)
-	ys3 := GP64()
-	LEAQ(Mem{Base: ys, Index: ys, Scale: 2}, ys3)
-	ybases, yrow := rowAddresses(yp, ys, ys3, rows)
-	sbases, srow := sideRows(nblk, rows)
+	ts := newTileStreams(rows, "y", "side")
+	pp, yrow, srow := ts.panel, ts.rows[0], ts.rows[1]
 	acc := make([]VecVirtual, rows)
 	for r := range acc {
 		acc[r] = zeroZMM()
 	}
-	Label("block")
-	TESTQ(nblk, nblk)
-	JZ(LabelRef("store"))
+	ts.loop("store")
 	s := make([]VecVirtual, rows)
 	for r := range s {
 		s[r] = ZMM()
@@ -156,15 +178,7 @@ func genQ4Tile(rows int) {
 		VMULPS_BCST(srow(r), dw, m)  // dx*dy
 		VFMADD231PS(m, s[r], acc[r]) // acc = fma(float(sum), dx*dy, acc)
 	}
-	ADDQ(U32(panelBlock), pp)
-	for _, b := range ybases {
-		ADDQ(U32(34), b)
-	}
-	for _, b := range sbases {
-		ADDQ(U32(8), b)
-	}
-	DECQ(nblk)
-	JMP(LabelRef("block"))
+	ts.next()
 	Label("store")
 	outRows("out", "ldo", rows, func(r int, o Register) {
 		VMOVUPS(acc[r], Mem{Base: o})
@@ -183,20 +197,8 @@ func genQ4Tile(rows int) {
 func genQ8Tile(rows int) {
 	TEXT(fmt.Sprintf("q8Tile%dAVX512", rows), NOSPLIT, "func(panel []byte, nblk int, y []byte, side []uint32, corr []int32, out []float32, ldo int)")
 	Pragma("noescape")
-	pp := Load(Param("panel").Base(), GP64())
-	nblk := Load(Param("nblk"), GP64())
-	ys := GP64()
-	IMUL3Q(U32(34), nblk, ys)
-	ys3 := GP64()
-	LEAQ(Mem{Base: ys, Index: ys, Scale: 2}, ys3)
-	ybases, yrow := rowAddresses(Load(Param("y").Base(), GP64()), ys, ys3, rows)
-	sbases, srow := sideRows(nblk, rows)
-	cs := GP64()
-	MOVQ(nblk, cs)
-	SHLQ(U8(5), cs)
-	cs3 := GP64()
-	LEAQ(Mem{Base: cs, Index: cs, Scale: 2}, cs3)
-	cbases, crow := rowAddresses(Load(Param("corr").Base(), GP64()), cs, cs3, rows)
+	ts := newTileStreams(rows, "y", "side", "corr")
+	pp, yrow, srow, crow := ts.panel, ts.rows[0], ts.rows[1], ts.rows[2]
 	acc := make([][]VecVirtual, rows)
 	for r := range acc {
 		acc[r] = make([]VecVirtual, 8)
@@ -204,9 +206,7 @@ func genQ8Tile(rows int) {
 			acc[r][l] = zeroZMM()
 		}
 	}
-	Label("block")
-	TESTQ(nblk, nblk)
-	JZ(LabelRef("reduce"))
+	ts.loop("reduce")
 	dw := ZMM()
 	VMOVUPS(Mem{Base: pp, Disp: 512}, dw)
 	m := make([]VecVirtual, rows)
@@ -225,18 +225,7 @@ func genQ8Tile(rows int) {
 			VFMADD231PS(m[r], s, acc[r][l]) // acc = fma(dx*dy, sum, acc)
 		}
 	}
-	ADDQ(U32(panelBlock), pp)
-	for _, b := range ybases {
-		ADDQ(U32(34), b)
-	}
-	for _, b := range sbases {
-		ADDQ(U32(8), b)
-	}
-	for _, b := range cbases {
-		ADDQ(U32(32), b)
-	}
-	DECQ(nblk)
-	JMP(LabelRef("block"))
+	ts.next()
 	Label("reduce")
 	outRows("out", "ldo", rows, func(r int, o Register) {
 		a := acc[r]
