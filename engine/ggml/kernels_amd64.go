@@ -223,8 +223,11 @@ func (avx512Kernels) PrepareGGML(t Type, x []float32, rows int, a *GGMLActivatio
 		a.Weight, a.K, a.Rows = t, k, rows
 		a.QStride = k / 32 * 34
 		a.Q = grow(a.Q, rows*a.QStride)
-		a.side = grow(a.side, rows*k/32*2)
-		a.corr = grow(a.corr, rows*k/32*8)
+		a.side, a.corr = a.side[:0], a.corr[:0]
+		if rows > 1 { // the multi-row kernels' tables
+			a.side = grow(a.side, rows*k/32*2)
+			a.corr = grow(a.corr, rows*k/32*8)
+		}
 		if len(x) > 0 {
 			quantizeQ8_0AVX512(x, a.Q, a.side, a.corr)
 		}

@@ -7482,6 +7482,9 @@ block:
 	VCVTPS2PH     $0x00, X3, X1
 	VMOVD         X1, DI
 	MOVW          DI, (DX)
+	MOVQ          side_len+56(FP), DI
+	CMPQ          DI, $0x00
+	JE            next
 	VCVTPH2PS     X1, X1
 	VMOVSS        X1, (BX)
 	VINSERTI128   $0x01, X0, Y4, Y0
@@ -7506,10 +7509,12 @@ block:
 	ADDL          $0x00008000, DI
 	MOVL          DI, 4(BX)
 	ADDQ          $0x00000008, BX
-	ADDQ          $0x00000080, AX
-	ADDQ          $0x00000022, DX
-	SUBQ          $0x00000020, CX
-	JMP           block
+
+next:
+	ADDQ $0x00000080, AX
+	ADDQ $0x00000022, DX
+	SUBQ $0x00000020, CX
+	JMP  block
 
 done:
 	VZEROUPPER

@@ -111,7 +111,10 @@ func genQuantizeQ8_0() {
 	r := GP32()
 	VMOVD(h, r)
 	MOVW(r.As16(), Mem{Base: dp})
-	// The block's side entry (see sideEntry): dy as float32, then -8·Σq
+	CMPQ(Load(Param("side").Len(), GP64()), U8(0))
+	JE(LabelRef("next"))
+	// The multi-row kernels' tables (ggmlprefill.go), when side is not
+	// empty (a single row has no use for them): dy as float32, then -8·Σq
 	// from the stored bytes: Σ(q+128) by VPSADBW, minus 32·128.
 	VCVTPH2PS(h, h)
 	VMOVSS(h, Mem{Base: sp})
@@ -143,6 +146,7 @@ func genQuantizeQ8_0() {
 	ADDL(U32(8*32*128), sum)
 	MOVL(sum, Mem{Base: sp, Disp: 4})
 	ADDQ(U32(8), sp)
+	Label("next")
 	ADDQ(U32(128), xp)
 	ADDQ(U32(34), dp)
 	SUBQ(U32(32), n)
