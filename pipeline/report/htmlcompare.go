@@ -100,7 +100,7 @@ func compareChart(r *runcompare.Result) string {
 			kld = append(kld, compareRow{name: c.Name, base: errPoint(m.Base, m.BaseErr), new: errPoint(m.New, m.NewErr), bad: m.Beyond && m.Worse})
 		}
 		for _, sp := range c.Speed {
-			if !strings.HasPrefix(sp.Test, "tg") {
+			if sp.Relative || !strings.HasPrefix(sp.Test, "tg") {
 				continue
 			}
 			name := c.Name + " " + sp.Test

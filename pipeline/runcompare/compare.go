@@ -67,8 +67,13 @@ type MetricChange struct {
 
 // SpeedChange is one throughput test in both runs.
 type SpeedChange struct {
-	Test      string `json:"test"` // pp64, tg16
+	Test      string `json:"test"` // pp64, tg16, "tg16 vs reference"
 	Simulated bool   `json:"simulated,omitempty"`
+	// Relative: the samples are the candidate's speed relative to the
+	// reference's in the same bench round (reference time / candidate
+	// time), not tokens/s. Both were measured within milliseconds of each
+	// other, so a change of the machine's speed between the runs cancels.
+	Relative bool `json:"relative,omitempty"`
 	speedstat.Comparison
 }
 
@@ -128,6 +133,10 @@ func Compare(base, new *Run, minChange float64) *Result {
 			c.Presence, c.BaseStatus = "both", bb.Status
 			c.Metrics = compareMetrics(bb.Accuracy, nb.Accuracy)
 			c.Speed = compareSpeed(bb.Throughput, nb.Throughput, minChange)
+			if !c.Reference {
+				c.Speed = append(c.Speed, compareRelative(base.Summary.Reference.Throughput, bb.Throughput,
+					new.Summary.Reference.Throughput, nb.Throughput, minChange)...)
+			}
 			c.Logits = compareLogits(base, new, bb, nb)
 		} else {
 			c.Logits = LogitsChange{Verdict: NotComparable, Note: "not in the baseline"}
@@ -194,11 +203,54 @@ func compareSpeed(base, new *summary.Throughput, minChange float64) []SpeedChang
 		if t.b != nil && t.n != nil && testName(t.b) != testName(t.n) {
 			c.Verdict, c.Note = speedstat.NotComparable, fmt.Sprintf("the baseline ran %s", testName(t.b))
 		}
-		if (c.Verdict == speedstat.Faster || c.Verdict == speedstat.Slower) && math.Abs(*c.Delta) < minChange {
-			c.Verdict = speedstat.NoChange
-			c.Note = fmt.Sprintf("significant (p=%.3g) but below the %.0f%% minimum change", *c.P, 100*minChange)
+		out = append(out, c.applyMinChange(minChange))
+	}
+	return out
+}
+
+// applyMinChange calls a significant change smaller than minChange none.
+func (c SpeedChange) applyMinChange(minChange float64) SpeedChange {
+	if (c.Verdict == speedstat.Faster || c.Verdict == speedstat.Slower) && math.Abs(*c.Delta) < minChange {
+		c.Verdict = speedstat.NoChange
+		c.Note = fmt.Sprintf("significant (p=%.3g) but below the %.0f%% minimum change", *c.P, 100*minChange)
+	}
+	return c
+}
+
+// compareRelative compares a candidate's speed relative to the reference,
+// round by round: the bench runs one repetition of every backend per round,
+// so repetition i of the candidate and of the reference saw the same
+// machine. A test is compared when both runs have it for both backends with
+// one sample per round.
+func compareRelative(baseRef, base, newRef, new *summary.Throughput, minChange float64) []SpeedChange {
+	if baseRef == nil || base == nil || newRef == nil || new == nil {
+		return nil
+	}
+	var out []SpeedChange
+	for _, t := range []struct{ br, b, nr, n *summary.BenchTest }{{baseRef.PP, base.PP, newRef.PP, new.PP}, {baseRef.TG, base.TG, newRef.TG, new.TG}} {
+		rb, rn := relative(t.br, t.b), relative(t.nr, t.n)
+		if rb == nil || rn == nil || testName(t.b) != testName(t.n) {
+			continue
 		}
-		out = append(out, c)
+		c := SpeedChange{Test: testName(t.n) + " vs reference", Relative: true, Simulated: new.Simulated || base.Simulated,
+			Comparison: speedstat.Compare(rb, rn)}
+		out = append(out, c.applyMinChange(minChange))
+	}
+	return out
+}
+
+// relative is the candidate's per-round speed relative to the reference's
+// (reference time / candidate time); nil unless both ran the same test
+// the same number of times.
+func relative(ref, cand *summary.BenchTest) []float64 {
+	if ref == nil || cand == nil || testName(ref) != testName(cand) || len(ref.SamplesNS) != len(cand.SamplesNS) || len(cand.SamplesNS) == 0 {
+		return nil
+	}
+	out := make([]float64, 0, len(cand.SamplesNS))
+	for i, ns := range cand.SamplesNS {
+		if ns > 0 && ref.SamplesNS[i] > 0 {
+			out = append(out, float64(ref.SamplesNS[i])/float64(ns))
+		}
 	}
 	return out
 }

@@ -20,7 +20,7 @@ func Print(w io.Writer, r *Result) error {
 	if err := summaryTable(w, r, false); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\nthroughput vs the baseline (median t/s [95%% CI]; significant: Mann-Whitney U p < %.2g and |Δ| >= %.0f%%)\n", speedstat.Alpha, 100*r.MinChange)
+	fmt.Fprintf(w, "\nthroughput vs the baseline (median t/s [95%% CI]; rows \"vs reference\": the candidate's speed relative to the reference in the same bench round; significant: Mann-Whitney U p < %.2g and |Δ| >= %.0f%%)\n", speedstat.Alpha, 100*r.MinChange)
 	return speedTable(w, r, false)
 }
 
@@ -32,7 +32,7 @@ func Markdown(w io.Writer, r *Result) error {
 	if err := summaryTable(w, r, true); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\n## Throughput\n\nMedian tokens/s with its 95 %% confidence interval; a change is significant when the Mann-Whitney U test gives p < %.2g and the medians differ by at least %.0f %%.\n\n", speedstat.Alpha, 100*r.MinChange)
+	fmt.Fprintf(w, "\n## Throughput\n\nMedian tokens/s with its 95 %% confidence interval; rows \"vs reference\": the candidate's speed relative to the reference's in the same bench round (reference time / candidate time), which a change of the machine's speed between the runs does not move. A change is significant when the Mann-Whitney U test gives p < %.2g and the medians differ by at least %.0f %%.\n\n", speedstat.Alpha, 100*r.MinChange)
 	if err := speedTable(w, r, true); err != nil {
 		return err
 	}
@@ -130,7 +130,11 @@ func speedTable(w io.Writer, r *Result, md bool) error {
 			if s.P != nil {
 				p = fmt.Sprintf("%.3g", *s.P)
 			}
-			if err := t.Append([]string{b.Name, s.Test, rate(s.Base), rate(s.New), d, p, verdict}); err != nil {
+			show := rate
+			if s.Relative {
+				show = ratio
+			}
+			if err := t.Append([]string{b.Name, s.Test, show(s.Base), show(s.New), d, p, verdict}); err != nil {
 				return err
 			}
 		}
@@ -185,6 +189,17 @@ func rate(s *speedstat.Summary) string {
 		return fmt.Sprintf("%.0f (n=%d)", s.Median, s.N)
 	}
 	return fmt.Sprintf("%.0f [%.0f–%.0f] n=%d", s.Median, *s.Lo, *s.Hi, s.N)
+}
+
+// ratio formats a relative speed (a candidate against the reference).
+func ratio(s *speedstat.Summary) string {
+	switch {
+	case s == nil:
+		return "-"
+	case s.Lo == nil:
+		return fmt.Sprintf("%.3fx (n=%d)", s.Median, s.N)
+	}
+	return fmt.Sprintf("%.3fx [%.3f–%.3f] n=%d", s.Median, *s.Lo, *s.Hi, s.N)
 }
 
 func yes(b bool) string {

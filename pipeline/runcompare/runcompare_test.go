@@ -3,6 +3,7 @@ package runcompare
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -278,4 +279,42 @@ func FuzzLoad(f *testing.F) {
 			check(&b, spec.Gates{KLDMeanMaxIncrease: p(0), TGTSMaxSlowdown: p(0.1)})
 		}
 	})
+}
+
+// A candidate's speed relative to the reference, round by round, does not
+// move when the whole machine got slower between the runs, and does when
+// the candidate alone did.
+func TestCompareSpeedRelativeToTheReference(t *testing.T) {
+	withRef := func(refRate, candRate float64) *Run {
+		r := load(t, writeRun(t, 0.001, 0.0001, nil, candRate, false))
+		r.Summary.Reference.Throughput = &summary.Throughput{TG: bench(16, refRate, 30)}
+		return r
+	}
+	base := withRef(2000, 1000)
+	find := func(s []SpeedChange, test string) SpeedChange {
+		for _, c := range s {
+			if c.Test == test {
+				return c
+			}
+		}
+		t.Fatalf("no %q in %+v", test, s)
+		return SpeedChange{}
+	}
+	machine := Compare(base, withRef(1400, 700), DefaultMinChange) // everything 30 % slower
+	if a, r := find(machine.Backends[1].Speed, "tg16"), find(machine.Backends[1].Speed, "tg16 vs reference"); a.Verdict != speedstat.Slower || r.Verdict != speedstat.NoChange || !r.Relative || math.Abs(r.New.Median-0.5) > 1e-6 {
+		t.Errorf("machine 30%% slower: absolute %s, relative %s (%+v)", a.Verdict, r.Verdict, r.New)
+	}
+	for _, c := range machine.Backends[0].Speed {
+		if c.Relative {
+			t.Errorf("the reference relative to itself: %+v", c)
+		}
+	}
+	alone := Compare(base, withRef(2000, 800), DefaultMinChange) // the candidate 20 % slower
+	if r := find(alone.Backends[1].Speed, "tg16 vs reference"); r.Verdict != speedstat.Slower || math.Abs(*r.Delta+0.2) > 1e-6 {
+		t.Errorf("candidate 20%% slower: relative %s Δ %v", r.Verdict, r.Delta)
+	}
+	var out bytes.Buffer
+	if err := Print(&out, alone); err != nil || !strings.Contains(out.String(), "0.400x") {
+		t.Errorf("printed relative speed: %v\n%s", err, out.String())
+	}
 }
