@@ -71,7 +71,7 @@ bench-vs-llamacpp: build
 
 ## fma-peak: one core's float32 peak with and without fused multiply-add (what exact numerics may use)
 fma-peak:
-	$(CC) -O3 -mavx512f -ffp-contract=off -o bin/fmapeak tools/fmapeak/fmapeak.c && bin/fmapeak
+	mkdir -p bin && $(CC) -O3 -mavx512f -ffp-contract=off -o bin/fmapeak tools/fmapeak/fmapeak.c && bin/fmapeak
 
 ## fuzz: a short run of every fuzz target
 fuzz:

@@ -44,7 +44,7 @@ func (r *runner) benchPass(ctx context.Context) {
 	if len(all) == 0 {
 		return
 	}
-	progress := newProgress(r.opt.Stderr, fmt.Sprintf("bench %s, %d backends, one repetition each per round", testList(tests), len(all)), b.Reps)
+	progress := newProgress(r.opt.Stderr, fmt.Sprintf("bench %s, %d backends, one repetition each per round", backend.BenchRequest{NPrompt: b.NPrompt, NGen: b.NGen}, len(all)), b.Reps)
 	for round := 0; round < b.Reps && ctx.Err() == nil; round++ {
 		for _, m := range all {
 			for i, req := range tests {
@@ -105,17 +105,4 @@ func (m *benched) throughput(tests [2]backend.BenchRequest) *summary.Throughput 
 		return nil
 	}
 	return t
-}
-
-func testList(tests [2]backend.BenchRequest) string {
-	s := ""
-	for _, t := range tests {
-		if t.NPrompt+t.NGen > 0 {
-			if s != "" {
-				s += "+"
-			}
-			s += t.String()
-		}
-	}
-	return s
 }

@@ -31,47 +31,43 @@ func BenchmarkRefRowSet(b *testing.B) {
 	}
 }
 
-// BenchmarkLiveKLDRow is one candidate's KLD row against a prepared
-// reference.
-func BenchmarkLiveKLDRow(b *testing.B) {
+// benchCandidate times compare, one candidate row against the prepared
+// reference row.
+func benchCandidate(b *testing.B, compare func(cand []float32, r *RefRow) error) {
 	ref, cand := benchRows(llama3Vocab)
 	var r RefRow
 	r.Set(ref)
 	b.SetBytes(4 * llama3Vocab)
 	for b.Loop() {
-		if _, err := LiveKLDRow(cand, &r, 7); err != nil {
+		if err := compare(cand, &r); err != nil {
 			b.Fatal(err)
 		}
 	}
 }
 
+// BenchmarkLiveKLDRow is one candidate's KLD row against a prepared
+// reference.
+func BenchmarkLiveKLDRow(b *testing.B) {
+	benchCandidate(b, func(cand []float32, r *RefRow) error {
+		_, err := LiveKLDRow(cand, r, 7)
+		return err
+	})
+}
+
 // BenchmarkAddLogitRow is one candidate's logit statistics.
 func BenchmarkAddLogitRow(b *testing.B) {
-	ref, cand := benchRows(llama3Vocab)
-	var r RefRow
-	r.Set(ref)
 	var s LogitStats
-	b.SetBytes(4 * llama3Vocab)
-	for b.Loop() {
-		if err := AddLogitRow(cand, &r, &s); err != nil {
-			b.Fatal(err)
-		}
-	}
+	benchCandidate(b, func(cand []float32, r *RefRow) error { return AddLogitRow(cand, r, &s) })
 }
 
 // BenchmarkCompareLive is one candidate's logit statistics and KLD row in
 // the host's one call.
 func BenchmarkCompareLive(b *testing.B) {
-	ref, cand := benchRows(llama3Vocab)
-	var r RefRow
-	r.Set(ref)
 	var s LogitStats
-	b.SetBytes(4 * llama3Vocab)
-	for b.Loop() {
-		if _, err := CompareLive(cand, &r, 7, &s); err != nil {
-			b.Fatal(err)
-		}
-	}
+	benchCandidate(b, func(cand []float32, r *RefRow) error {
+		_, err := CompareLive(cand, r, 7, &s)
+		return err
+	})
 }
 
 // BenchmarkCompareRow is a whole scored position as the host computes it

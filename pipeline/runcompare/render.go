@@ -130,11 +130,7 @@ func speedTable(w io.Writer, r *Result, md bool) error {
 			if s.P != nil {
 				p = fmt.Sprintf("%.3g", *s.P)
 			}
-			show := rate
-			if s.Relative {
-				show = ratio
-			}
-			if err := t.Append([]string{b.Name, s.Test, show(s.Base), show(s.New), d, p, verdict}); err != nil {
+			if err := t.Append([]string{b.Name, s.Test, rate(s.Base, s.Relative), rate(s.New, s.Relative), d, p, verdict}); err != nil {
 				return err
 			}
 		}
@@ -181,25 +177,20 @@ func num(v, e *float64) string {
 	return fmt.Sprintf("%.4g ± %.2g", *v, *e)
 }
 
-func rate(s *speedstat.Summary) string {
-	switch {
-	case s == nil:
+// rate formats a test's median with its confidence interval: tokens/s, or
+// for a relative row the speed against the reference ("0.412x").
+func rate(s *speedstat.Summary, relative bool) string {
+	if s == nil {
 		return "-"
-	case s.Lo == nil:
-		return fmt.Sprintf("%.0f (n=%d)", s.Median, s.N)
 	}
-	return fmt.Sprintf("%.0f [%.0f–%.0f] n=%d", s.Median, *s.Lo, *s.Hi, s.N)
-}
-
-// ratio formats a relative speed (a candidate against the reference).
-func ratio(s *speedstat.Summary) string {
-	switch {
-	case s == nil:
-		return "-"
-	case s.Lo == nil:
-		return fmt.Sprintf("%.3fx (n=%d)", s.Median, s.N)
+	f, x := "%.0f", ""
+	if relative {
+		f, x = "%.3f", "x"
 	}
-	return fmt.Sprintf("%.3fx [%.3f–%.3f] n=%d", s.Median, *s.Lo, *s.Hi, s.N)
+	if s.Lo == nil {
+		return fmt.Sprintf(f+x+" (n=%d)", s.Median, s.N)
+	}
+	return fmt.Sprintf(f+x+" ["+f+"–"+f+"] n=%d", s.Median, *s.Lo, *s.Hi, s.N)
 }
 
 func yes(b bool) string {
