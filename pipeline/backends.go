@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -26,6 +27,7 @@ type runBackend struct {
 	timeouts spec.Timeouts
 	nVocab   int
 	nLayer   int // the loaded model's, for hidden states
+	req      backend.LoadRequest
 	proc     Process
 	be       backend.Backend
 	rows     chan []float32 // recycled logits rows (see evalStream)
@@ -113,11 +115,7 @@ type Launcher func(ctx context.Context, b spec.Backend, l Launch) (backend.Backe
 // LaunchPlugin is the default Launcher: plugin_path as given, or the plugin
 // name found by backend.FindPlugin.
 func LaunchPlugin(ctx context.Context, b spec.Backend, l Launch) (backend.Backend, Process, error) {
-	ref := b.PluginPath
-	if ref == "" {
-		ref = b.Plugin
-	}
-	path, err := backend.FindPlugin(ref, l.PluginDirs...)
+	path, err := backend.FindPlugin(cmp.Or(b.PluginPath, b.Plugin), l.PluginDirs...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -137,7 +135,7 @@ var optionRE = regexp.MustCompile(`option "([^"]+)"`)
 // any plugin computes. A plugin that is not found or refuses its options is
 // the user's to fix: an *backend.InputError at the spec's line. A plugin that cannot
 // run is a result (recorded on rb).
-func (rb *runBackend) start(ctx context.Context, s *spec.Spec, launcher Launcher, l Launch, req backend.LoadRequest) error {
+func (rb *runBackend) start(ctx context.Context, s *spec.Spec, launcher Launcher, l Launch) error {
 	startCtx, cancel := context.WithTimeout(ctx, rb.timeouts.Start)
 	defer cancel()
 	be, proc, err := launcher(startCtx, rb.Backend, l)
@@ -158,7 +156,7 @@ func (rb *runBackend) start(ctx context.Context, s *spec.Spec, launcher Launcher
 	if !ok {
 		return nil
 	}
-	warnings, err := v.Validate(startCtx, req)
+	warnings, err := v.Validate(startCtx, rb.req)
 	switch {
 	case errors.Is(err, backend.ErrUnsupported):
 	case refused(ctx, err):
@@ -190,11 +188,11 @@ func (rb *runBackend) refusal(s *spec.Spec, what string, err error) error {
 }
 
 // loadModel loads the model in a started plugin and checks what Load reports.
-func (rb *runBackend) loadModel(ctx context.Context, s *spec.Spec, req backend.LoadRequest) error {
+func (rb *runBackend) loadModel(ctx context.Context, s *spec.Spec) error {
 	loadCtx, cancel := context.WithTimeout(ctx, rb.timeouts.Load)
 	defer cancel()
 	t0 := time.Now()
-	res, err := rb.be.Load(loadCtx, req)
+	res, err := rb.be.Load(loadCtx, rb.req)
 	switch {
 	case refused(ctx, err):
 		return rb.refusal(s, "refused to load", err)

@@ -189,8 +189,7 @@ type runner struct {
 	problems    []string        // run-level failures for the verdict (outputs not written)
 	interrupted bool
 	timing      summary.HostTiming
-	genFirst    *evalStream           // the first generate call, started by the score pass
-	loads       []backend.LoadRequest // per backend, as backends() lists them
+	genFirst    *evalStream // the first generate call, started by the score pass
 	closeOnce   sync.Once
 }
 
@@ -276,24 +275,22 @@ func (r *runner) startBackends(ctx context.Context) error {
 	if ok, rows := r.prefetch(); ok {
 		pool = max(pool, rows+2)
 	}
-	var reqs []backend.LoadRequest
 	for _, b := range p.Spec.Backends() {
 		rb := &runBackend{Backend: b, log: r.log, timeouts: p.Spec.Timeouts, nVocab: p.Model.NVocab,
-			status: summary.StatusOK, rows: make(chan []float32, pool)}
+			status: summary.StatusOK, rows: make(chan []float32, pool),
+			req: backend.LoadRequest{ModelPath: b.Model, Threads: b.Threads, NCtx: nCtx, Options: b.Options,
+				VocabDigest: p.VocabDigest, BaseDir: p.Spec.Dir}}
 		if b.Key == "reference" {
 			r.ref = rb
 		} else {
 			r.cands = append(r.cands, &candidate{rb: rb, cmp: &verdict.Comparison{}})
 		}
-		req := backend.LoadRequest{ModelPath: b.Model, Threads: b.Threads, NCtx: nCtx, Options: b.Options,
-			VocabDigest: p.VocabDigest, BaseDir: p.Spec.Dir}
-		reqs = append(reqs, req)
 	}
-	r.loads = reqs
-	errs := make([]error, len(reqs))
+	backends := r.backends()
+	errs := make([]error, len(backends))
 	var wg sync.WaitGroup
-	for i, rb := range r.backends() {
-		wg.Go(func() { errs[i] = rb.start(ctx, p.Spec, r.opt.Launch, l, reqs[i]) })
+	for i, rb := range backends {
+		wg.Go(func() { errs[i] = rb.start(ctx, p.Spec, r.opt.Launch, l) })
 	}
 	wg.Wait()
 	return errors.Join(errs...)
@@ -302,7 +299,7 @@ func (r *runner) startBackends(ctx context.Context) error {
 // loadBackends loads the model in every started plugin, the reference
 // first; without a reference the candidates are skipped.
 func (r *runner) loadBackends(ctx context.Context) error {
-	for i, rb := range r.backends() {
+	for _, rb := range r.backends() {
 		if r.ref != nil && rb != r.ref && !r.ref.ok() {
 			rb.status, rb.err = summary.StatusSkipped, errors.New("the reference backend could not run")
 			continue
@@ -310,7 +307,7 @@ func (r *runner) loadBackends(ctx context.Context) error {
 		if ctx.Err() != nil || !rb.ok() {
 			continue
 		}
-		if err := rb.loadModel(ctx, r.plan.Spec, r.loads[i]); err != nil {
+		if err := rb.loadModel(ctx, r.plan.Spec); err != nil {
 			return err
 		}
 	}
@@ -428,10 +425,7 @@ func (r *runner) finish(ctx context.Context, end time.Time) {
 
 func (r *runner) backendSummary(rb *runBackend) summary.BackendSummary {
 	b := rb.Backend
-	bs := summary.BackendSummary{Name: b.Name, Plugin: b.Plugin, Kind: "plugin", Model: b.Model, Threads: b.Threads, Options: b.Options}
-	if b.PluginPath != "" {
-		bs.Plugin = b.PluginPath
-	}
+	bs := summary.BackendSummary{Name: b.Name, Plugin: cmp.Or(b.PluginPath, b.Plugin), Kind: "plugin", Model: b.Model, Threads: b.Threads, Options: b.Options}
 	st, err := rb.statusErr()
 	bs.Status = st
 	if err != nil {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -230,45 +229,34 @@ func newGenerateCmd() *cobra.Command {
 			}
 			s := m.NewSession(len(ids) + n)
 			out := cmd.OutOrStdout()
-			bw := bufio.NewWriter(out)
-			defer bw.Flush()
 			if !asJSON {
-				bw.WriteString(prompt)
-				bw.Flush()
+				io.WriteString(out, prompt)
 			}
-			var gen []int32
+			gen := []int32{}
 			var text []byte
-			batch := ids
-			want := func(i int) bool { return i == len(batch)-1 }
-			for len(gen) < n {
+			for batch := ids; len(gen) < n; batch = gen[len(gen)-1:] {
 				var next int32
-				err := s.Decode(batch, want, func(_ int, logits []float32) error {
+				last := func(i int) bool { return i == len(batch)-1 }
+				if err := s.Decode(batch, last, func(_ int, logits []float32) error {
 					next = smp.Sample(logits)
 					return nil
-				})
-				if err != nil {
+				}); err != nil {
 					return backendErr(err)
 				}
 				smp.Accept(next)
 				gen = append(gen, next)
 				piece := tok.Piece(next)
-				text = append(text, piece...)
-				if !asJSON {
-					bw.Write(piece)
-					bw.Flush()
+				if text = append(text, piece...); !asJSON {
+					out.Write(piece)
 				}
 				if stopAtEOS && tok.IsEOG(next) {
 					break
 				}
-				batch = []int32{next}
 			}
 			if asJSON {
-				if gen == nil {
-					gen = []int32{}
-				}
-				return json.NewEncoder(bw).Encode(map[string]any{"prompt_ids": ids, "generated_ids": gen, "text": string(text)})
+				return json.NewEncoder(out).Encode(map[string]any{"prompt_ids": ids, "generated_ids": gen, "text": string(text)})
 			}
-			bw.WriteString("\n")
+			fmt.Fprintln(out)
 			return nil
 		},
 	}
@@ -332,17 +320,13 @@ func writeLogits(ctx context.Context, m *engine.Model, mf modelFlags, ids []int3
 	s := m.NewSession(len(ids))
 	err := s.Decode(ids, nil, func(i int, row []float32) error {
 		argmax[i] = sampling.Greedy(row)
-		argmaxLogit[i] = float64(row[argmax[i]])
-		mx := math.Inf(-1)
-		for _, v := range row {
-			mx = math.Max(mx, float64(v))
-		}
+		mx := float64(row[argmax[i]]) // a NaN in the row makes the sum NaN, as it should
 		sum := 0.0
 		for _, v := range row {
 			sum += math.Exp(float64(v) - mx)
 			raw = binary.LittleEndian.AppendUint32(raw, math.Float32bits(v))
 		}
-		lse[i] = mx + math.Log(sum)
+		argmaxLogit[i], lse[i] = mx, mx+math.Log(sum)
 		return nil
 	})
 	if err != nil {

@@ -22,11 +22,11 @@ func (e *Error) Error() string {
 	}
 	switch {
 	case e.Key != "" && e.Env != "":
-		return fmt.Sprintf("%s: %s (from $%s): %s", where, e.Key, e.Env, e.Msg)
+		where += ": " + e.Key + " (from $" + e.Env + ")"
 	case e.Key != "":
-		return fmt.Sprintf("%s: %s: %s", where, e.Key, e.Msg)
+		where += ": " + e.Key
 	case e.Env != "":
-		return fmt.Sprintf("%s: $%s: %s", where, e.Env, e.Msg)
+		where += ": $" + e.Env
 	}
 	return where + ": " + e.Msg
 }

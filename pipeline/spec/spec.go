@@ -175,46 +175,38 @@ func (s *Spec) Err(key, format string, args ...any) error {
 	return ErrorList{e}
 }
 
-// Option changes how Load reads a spec.
-type Option func(*options)
-
-type options struct {
-	env        bool
-	checkFiles bool
-	numCPU     int
-}
-
-// WithoutEnv ignores EVALRUN_* environment overrides.
-func WithoutEnv() Option { return func(o *options) { o.env = false } }
-
-// WithoutFileChecks skips checking that input files (model, datasets, KLD
-// base, plugin paths, plugin_dir) exist, for validating a spec elsewhere.
-func WithoutFileChecks() Option { return func(o *options) { o.checkFiles = false } }
-
 // MaxSize bounds a spec file: a spec is a page of YAML, and /dev/zero is not.
 const MaxSize = 1 << 20
 
 // Load reads, checks and resolves the spec at path (any readable file,
-// a FIFO included, up to MaxSize bytes). ctx cancels the read. All problems
-// found are returned together as an ErrorList of *Error, each naming the
-// file, line and key.
-func Load(ctx context.Context, path string, opts ...Option) (*Spec, error) {
-	type read struct {
+// a FIFO included, up to MaxSize bytes) with its EVALRUN_ overrides. ctx
+// cancels the read. All problems found are returned together as an
+// ErrorList of *Error, each naming the file, line and key.
+func Load(ctx context.Context, path string) (*Spec, error) {
+	return readSpec(ctx, path, options{env: true, checkFiles: true})
+}
+
+// options are what tests leave out: the environment's overrides, the
+// checks that input files exist.
+type options struct{ env, checkFiles bool }
+
+func readSpec(ctx context.Context, path string, o options) (*Spec, error) {
+	type contents struct {
 		data []byte
 		err  error
 	}
-	done := make(chan read, 1)
+	done := make(chan contents, 1)
 	go func() { // a FIFO with no writer blocks in open and read
 		f, err := os.Open(path)
 		if err != nil {
-			done <- read{err: err}
+			done <- contents{err: err}
 			return
 		}
 		defer f.Close()
 		data, err := io.ReadAll(io.LimitReader(f, MaxSize+1))
-		done <- read{data, err}
+		done <- contents{data, err}
 	}()
-	var r read
+	var r contents
 	select {
 	case r = <-done:
 	case <-ctx.Done():
@@ -226,16 +218,12 @@ func Load(ctx context.Context, path string, opts ...Option) (*Spec, error) {
 	if len(r.data) > MaxSize {
 		return nil, ErrorList{{File: path, Msg: fmt.Sprintf("larger than %d KiB: not a spec", MaxSize>>10)}}
 	}
-	return Parse(r.data, path, opts...)
+	return parse(r.data, path, o)
 }
 
-// Parse is Load on bytes already read; path names the file in errors and
+// parse is readSpec on bytes already read; path names the file in errors and
 // anchors relative paths.
-func Parse(data []byte, path string, opts ...Option) (*Spec, error) {
-	o := options{env: true, checkFiles: true, numCPU: runtime.NumCPU()}
-	for _, opt := range opts {
-		opt(&o)
-	}
+func parse(data []byte, path string, o options) (*Spec, error) {
 	c := &collector{file: path}
 	root := parseYAML(data, c)
 	if root == nil {
@@ -261,7 +249,7 @@ func Parse(data []byte, path string, opts ...Option) (*Spec, error) {
 		return nil, fmt.Errorf("spec: %s: %w", path, err)
 	}
 	s.Dir = dir
-	check := &checker{c: c, w: w, s: s, numCPU: o.numCPU}
+	check := &checker{c: c, w: w, s: s, numCPU: runtime.NumCPU()}
 	check.defaults()
 	check.validate()
 	if err := c.err(); err != nil {
@@ -305,9 +293,10 @@ type Gates struct {
 	RequireOffload *bool `yaml:"require_offload,omitempty"`
 }
 
-// relativeSuffixes mark the gates that compare with a baseline run: the
-// metric may change for the worse by at most the limit.
-var relativeSuffixes = []string{"_max_increase", "_max_drop", "_max_slowdown"}
+// gateSuffixes end the gates' keys: _max and _min bound the metric the key
+// names before them; the others mark the gates that compare with a baseline
+// run (the metric may change for the worse by at most the limit).
+var gateSuffixes = []string{"_max_increase", "_max_drop", "_max_slowdown", "_max", "_min"}
 
 // Gate is one set threshold.
 type Gate struct {
@@ -349,27 +338,14 @@ func (g Gates) list(relative bool) []Gate {
 		if !ok || p == nil {
 			continue
 		}
-		metric, isRel := f.key, false
-		for _, suf := range relativeSuffixes {
-			if m, cut := strings.CutSuffix(f.key, suf); cut {
-				metric, isRel = m, true
+		for _, suf := range gateSuffixes {
+			if metric, cut := strings.CutSuffix(f.key, suf); cut {
+				if isRelative := suf != "_max" && suf != "_min"; isRelative == relative {
+					out = append(out, Gate{Name: f.key, Metric: metric, Max: suf == "_max", Limit: *p})
+				}
+				break
 			}
 		}
-		if isRel != relative {
-			continue
-		}
-		gate := Gate{Name: f.key, Limit: *p}
-		if relative {
-			gate.Metric = metric
-			out = append(out, gate)
-			continue
-		}
-		if m, ok := strings.CutSuffix(f.key, "_max"); ok {
-			gate.Metric, gate.Max = m, true
-		} else {
-			gate.Metric = strings.TrimSuffix(f.key, "_min")
-		}
-		out = append(out, gate)
 	}
 	return out
 }

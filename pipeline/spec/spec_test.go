@@ -222,7 +222,7 @@ func TestBadSpecs(t *testing.T) {
 
 func TestErrorListHoldsEachProblem(t *testing.T) {
 	path := writeSpec(t, base+"    thread: 2\nextra: 1\n")
-	_, err := Load(context.Background(), path, WithoutEnv())
+	_, err := readSpec(context.Background(), path, options{checkFiles: true})
 	var list ErrorList
 	if !errors.As(err, &list) || len(list) != 2 {
 		t.Fatalf("want an ErrorList of 2, got %T %v", err, err)
@@ -239,7 +239,7 @@ func TestErrorListHoldsEachProblem(t *testing.T) {
 // Every problem is reported once, whichever rule finds it.
 func TestEachProblemOnce(t *testing.T) {
 	path := writeSpec(t, base+"output: {formats: [json, pdf, json]}\n")
-	_, err := Load(context.Background(), path, WithoutEnv())
+	_, err := readSpec(context.Background(), path, options{checkFiles: true})
 	var list ErrorList
 	if !errors.As(err, &list) || len(list) != 2 || list[0].Key != "output.formats[1]" || list[1].Key != "output.formats[2]" {
 		t.Fatalf("want 2 errors (pdf, json twice), got %v", err)
@@ -309,7 +309,7 @@ timeouts: {start: 1s, load: 2m, eval: 1h30m, bench: 500ms}
 	if err := os.Mkdir(filepath.Join(filepath.Dir(path), "plugins"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	s, err := Load(context.Background(), path, WithoutEnv())
+	s, err := readSpec(context.Background(), path, options{checkFiles: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -398,9 +398,9 @@ func TestEnvOverrides(t *testing.T) {
 	if err := s.Err("bench.reps", "too few"); !strings.Contains(err.Error(), "bench.reps (from $EVALRUN_BENCH_REPS): too few") {
 		t.Errorf("Err: %v", err)
 	}
-	s, err := Load(context.Background(), writeSpec(t, base), WithoutEnv())
+	s, err := readSpec(context.Background(), writeSpec(t, base), options{checkFiles: true})
 	if err != nil || s.Bench.NGen != 16 || s.Bench.Reps != 10 {
-		t.Errorf("WithoutEnv: %+v, %v", s.Bench, err)
+		t.Errorf("without the environment: %+v, %v", s.Bench, err)
 	}
 }
 
@@ -439,7 +439,7 @@ backends: [{name: b, plugin_path: ./bin/my-plugin}]
 	if err := os.WriteFile(filepath.Join(dir, "bin", "my-plugin"), nil, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	s, err := Load(context.Background(), path, WithoutEnv())
+	s, err := readSpec(context.Background(), path, options{checkFiles: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -521,11 +521,8 @@ func TestShippedConfigs(t *testing.T) {
 	}
 	specs := map[string]*Spec{}
 	for _, p := range paths {
-		opts := []Option{WithoutEnv()}
-		if filepath.Base(p) == "bench-1b.yaml" { // its model is made by evalrun synth, not shipped
-			opts = append(opts, WithoutFileChecks())
-		}
-		s, err := Load(context.Background(), p, opts...)
+		// bench-1b's model is made by evalrun synth, not shipped
+		s, err := readSpec(context.Background(), p, options{checkFiles: filepath.Base(p) != "bench-1b.yaml"})
 		if err != nil {
 			t.Errorf("%s: %v", p, err)
 			continue
@@ -663,7 +660,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("name: [\n"))
 	f.Add([]byte("reference: {kld_base: k, options: {<<: {a: 1}}}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		s, err := Parse(data, "fuzz.yaml", WithoutEnv(), WithoutFileChecks())
+		s, err := parse(data, "fuzz.yaml", options{})
 		if err == nil {
 			if s.Name == "" || s.Model.Path == "" || len(s.Candidates) == 0 || s.Bench.Reps < 1 {
 				t.Fatalf("accepted an invalid spec: %+v", s)
