@@ -400,6 +400,10 @@ func (r *runner) finish(ctx context.Context, end time.Time) {
 		}
 		v.Reference(&s.Reference)
 	}
+	v.Speeds = map[string]*summary.Throughput{s.Reference.Name: s.Reference.Throughput}
+	for _, c := range r.cands {
+		v.Speeds[c.rb.Name] = c.tput
+	}
 	for _, c := range r.cands {
 		bs := r.backendSummary(c.rb)
 		bs.Throughput = c.tput

@@ -138,8 +138,14 @@ func (m *merger) summary(now time.Time, opt Options) *summary.Summary {
 	v := &verdict.Builder{Relative: opt.RelativeGates, LiveRef: first.Reference.Kind != "kld_base"}
 	s.Reference = m.backend(first.Reference, func(x *summary.Summary) summary.BackendSummary { return x.Reference })
 	v.Reference(&s.Reference)
+	v.Speeds = map[string]*summary.Throughput{s.Reference.Name: s.Reference.Throughput}
+	merged := make([]summary.BackendSummary, len(set.Manifest.Backends))
+	for bi := range merged {
+		merged[bi] = m.backend(first.Backends[bi], func(x *summary.Summary) summary.BackendSummary { return x.Backends[bi] })
+		v.Speeds[merged[bi].Name] = merged[bi].Throughput
+	}
 	for bi, b := range set.Manifest.Backends {
-		bs := m.backend(first.Backends[bi], func(x *summary.Summary) summary.BackendSummary { return x.Backends[bi] })
+		bs := merged[bi]
 		cmp := &verdict.Comparison{}
 		for i, u := range set.Manifest.Units {
 			cmp.Planned += u.Rows

@@ -34,7 +34,7 @@ func compareTable(r *runcompare.Result) string {
 			}
 		}
 		for _, sp := range c.Speed {
-			if sp.Delta != nil && sp.P != nil && *sp.P < sp.Alpha {
+			if sp.Significant() {
 				beyond = append(beyond, fmt.Sprintf("%s %+.1f%% (%s)", sp.Test, 100**sp.Delta, sp.Verdict))
 			}
 		}
@@ -45,6 +45,7 @@ func compareTable(r *runcompare.Result) string {
 		fmt.Fprintf(&b, `<tr class="%s"><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>`, class, esc(c.Name), esc(status), esc(logits), esc(dash(strings.Join(beyond, ", "))))
 	}
 	b.WriteString(`</table>`)
+	fmt.Fprintf(&b, `<p>%s</p>`, esc(r.MachineLine()))
 	return b.String()
 }
 
@@ -64,7 +65,7 @@ func worse(c runcompare.BackendChange) bool {
 		}
 	}
 	for _, sp := range c.Speed {
-		if sp.Delta != nil && *sp.Delta < 0 && sp.P != nil && *sp.P < sp.Alpha {
+		if sp.Verdict == speedstat.Slower {
 			return true
 		}
 	}
@@ -107,7 +108,7 @@ func compareChart(r *runcompare.Result) string {
 			if sp.Simulated {
 				name += " (simulated)"
 			}
-			bad := sp.Delta != nil && *sp.Delta < 0 && sp.P != nil && *sp.P < sp.Alpha
+			bad := sp.Verdict == speedstat.Slower
 			tg = append(tg, compareRow{name: name, base: ratePoint(sp.Base), new: ratePoint(sp.New), bad: bad})
 		}
 	}

@@ -3,6 +3,7 @@ package runcompare
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/evalrun/evalrun/pipeline/speedstat"
 	"github.com/evalrun/evalrun/pipeline/summary"
@@ -20,7 +21,30 @@ type Result struct {
 	// MinChange is the smallest relative throughput change reported as
 	// significant (besides the U test's p < alpha).
 	MinChange float64 `json:"min_change"`
+	// Machine is how much every backend's speed moved together between
+	// the runs; nil when fewer than MinShiftBackends were measured in both.
+	Machine *MachineShift `json:"machine_shift,omitempty"`
 }
+
+// MachineShift is the move of every backend's speed between two runs. A
+// shared machine's speed changes between runs far beyond sampling noise
+// (measured here: 14-18 % between back-to-back runs of the same binaries,
+// up to 70 % within minutes) and moves every backend alike, since the bench
+// interleaves them round by round. The shift is the median over every
+// backend and test measured in both runs of new median / base median:
+// robust to a minority of backends changing for their own reasons. It
+// cannot tell the machine from a change common to every backend (a new
+// evalrun making every backend faster), so it has no verdict of its own.
+type MachineShift struct {
+	Factor   float64 `json:"factor"`   // new speed / base speed common to all backends
+	Tests    int     `json:"tests"`    // backend × test pairs it is the median of
+	Backends int     `json:"backends"` // backends they come from
+}
+
+// MinShiftBackends is the fewest backends measured in both runs from which
+// the machine shift is estimated: with two, one backend's own change would
+// move the median halfway.
+const MinShiftBackends = 3
 
 // RunRef names a compared run.
 type RunRef struct {
@@ -75,6 +99,18 @@ type SpeedChange struct {
 	// other, so a change of the machine's speed between the runs cancels.
 	Relative bool `json:"relative,omitempty"`
 	speedstat.Comparison
+	// DeltaRaw is the change of the medians as measured; Delta, P and the
+	// verdict are on the new run's rates divided by the machine shift.
+	// Null when no shift was removed (relative rows, too few backends).
+	DeltaRaw *float64 `json:"delta_raw,omitempty"`
+	// PAdjusted is P adjusted for all the comparison's speed tests at
+	// once (speedstat.Holm); the verdict is on it.
+	PAdjusted *float64 `json:"p_adjusted,omitempty"`
+	// RepsForMinChange estimates the repetitions per run the U test needs
+	// to find a change of MinChange with this spread (speedstat.RepsToDetect).
+	RepsForMinChange int `json:"reps_for_min_change,omitempty"`
+
+	baseRates, newRates []float64 // what P was computed on
 }
 
 // metric describes one accuracy statistic: how to read it (and its ±) and
@@ -124,7 +160,8 @@ const DefaultMinChange = 0.05
 // name: the reference first, then the new run's candidates, then those only
 // the baseline has.
 func Compare(base, new *Run, minChange float64) *Result {
-	res := &Result{Schema: Schema, Base: ref(base), New: ref(new), MinChange: minChange}
+	res := &Result{Schema: Schema, Base: ref(base), New: ref(new), MinChange: minChange,
+		Machine: machineShift(base.speeds(), new.speeds())}
 	seen := map[string]bool{}
 	for _, nb := range new.backends() {
 		seen[nb.Name] = true
@@ -132,10 +169,10 @@ func Compare(base, new *Run, minChange float64) *Result {
 		if bb, ok := base.backend(nb.Name); ok {
 			c.Presence, c.BaseStatus = "both", bb.Status
 			c.Metrics = compareMetrics(bb.Accuracy, nb.Accuracy)
-			c.Speed = compareSpeed(bb.Throughput, nb.Throughput, minChange)
+			c.Speed = compareSpeed(bb.Throughput, nb.Throughput, res.Machine)
 			if !c.Reference {
 				c.Speed = append(c.Speed, compareRelative(base.Summary.Reference.Throughput, bb.Throughput,
-					new.Summary.Reference.Throughput, nb.Throughput, minChange)...)
+					new.Summary.Reference.Throughput, nb.Throughput)...)
 			}
 			c.Logits = compareLogits(base, new, bb, nb)
 		} else {
@@ -149,6 +186,7 @@ func Compare(base, new *Run, minChange float64) *Result {
 				Logits: LogitsChange{Verdict: NotComparable, Note: "not in the new run"}})
 		}
 	}
+	res.judgeSpeed()
 	return res
 }
 
@@ -186,7 +224,7 @@ func compareMetrics(base, new *summary.Accuracy) []MetricChange {
 	return out
 }
 
-func compareSpeed(base, new *summary.Throughput, minChange float64) []SpeedChange {
+func compareSpeed(base, new *summary.Throughput, shift *MachineShift) []SpeedChange {
 	if base == nil || new == nil {
 		return nil
 	}
@@ -195,7 +233,19 @@ func compareSpeed(base, new *summary.Throughput, minChange float64) []SpeedChang
 		if t.b == nil && t.n == nil {
 			continue
 		}
-		c := SpeedChange{Simulated: new.Simulated || base.Simulated, Comparison: speedstat.Compare(t.b.Rates(), t.n.Rates())}
+		rates := t.n.Rates()
+		if shift != nil {
+			for i := range rates {
+				rates[i] /= shift.Factor
+			}
+		}
+		c := SpeedChange{Simulated: new.Simulated || base.Simulated, Comparison: speedstat.Compare(t.b.Rates(), rates),
+			baseRates: t.b.Rates(), newRates: rates}
+		if shift != nil && c.Delta != nil {
+			c.New = t.n.Stats
+			raw := t.n.Stats.Median/t.b.Stats.Median - 1
+			c.DeltaRaw = &raw
+		}
 		c.Test = testName(t.n)
 		if c.Test == "" {
 			c.Test = testName(t.b)
@@ -203,18 +253,86 @@ func compareSpeed(base, new *summary.Throughput, minChange float64) []SpeedChang
 		if t.b != nil && t.n != nil && testName(t.b) != testName(t.n) {
 			c.Verdict, c.Note = speedstat.NotComparable, fmt.Sprintf("the baseline ran %s", testName(t.b))
 		}
-		out = append(out, c.applyMinChange(minChange))
+		out = append(out, c)
 	}
 	return out
 }
 
-// applyMinChange calls a significant change smaller than minChange none.
-func (c SpeedChange) applyMinChange(minChange float64) SpeedChange {
-	if (c.Verdict == speedstat.Faster || c.Verdict == speedstat.Slower) && math.Abs(*c.Delta) < minChange {
-		c.Verdict = speedstat.NoChange
-		c.Note = fmt.Sprintf("significant (p=%.3g) but below the %.0f%% minimum change", *c.P, 100*minChange)
+// Significant reports whether the verdict is a change (faster or slower).
+func (s SpeedChange) Significant() bool {
+	return s.Verdict == speedstat.Faster || s.Verdict == speedstat.Slower
+}
+
+// MachineLine says how much every backend's speed moved together.
+func (r *Result) MachineLine() string {
+	if r.Machine == nil {
+		return fmt.Sprintf("machine: not estimated (fewer than %d backends benched in both runs); Δ judged = Δ", MinShiftBackends)
 	}
-	return c
+	return fmt.Sprintf("machine: every backend %+.1f%% (median over %d tests of %d backends): the machine's speed, or a change common to every backend",
+		100*(r.Machine.Factor-1), r.Machine.Tests, r.Machine.Backends)
+}
+
+// machineShift estimates the common move of every backend's speed from
+// the tests both runs measured; nil with fewer than MinShiftBackends.
+func machineShift(base, new map[string]*summary.Throughput) *MachineShift {
+	var logs []float64
+	backends := 0
+	for name, nt := range new {
+		bt := base[name]
+		if bt == nil || nt == nil {
+			continue
+		}
+		n := len(logs)
+		for _, t := range []struct{ b, n *summary.BenchTest }{{bt.PP, nt.PP}, {bt.TG, nt.TG}} {
+			if t.b != nil && t.n != nil && t.b.Stats != nil && t.n.Stats != nil && testName(t.b) == testName(t.n) && t.b.Stats.Median > 0 {
+				logs = append(logs, math.Log(t.n.Stats.Median/t.b.Stats.Median))
+			}
+		}
+		if len(logs) > n {
+			backends++
+		}
+	}
+	if backends < MinShiftBackends {
+		return nil
+	}
+	slices.Sort(logs)
+	m := len(logs) / 2
+	med := logs[m]
+	if len(logs)%2 == 0 {
+		med = (logs[m-1] + logs[m]) / 2
+	}
+	return &MachineShift{Factor: math.Exp(med), Tests: len(logs), Backends: backends}
+}
+
+// judgeSpeed gives every speed row its verdict: significant when the
+// Holm-adjusted p is below Alpha and the change is at least MinChange.
+func (res *Result) judgeSpeed() {
+	var rows []*SpeedChange
+	var ps []float64
+	for i := range res.Backends {
+		for j := range res.Backends[i].Speed {
+			if s := &res.Backends[i].Speed[j]; s.P != nil && s.Verdict != speedstat.NotComparable {
+				rows, ps = append(rows, s), append(ps, *s.P)
+			}
+		}
+	}
+	alpha := speedstat.Alpha / float64(max(len(rows), 1)) // Holm's strictest step
+	for i, adj := range speedstat.Holm(ps) {
+		s := rows[i]
+		s.PAdjusted = &adj
+		s.RepsForMinChange = speedstat.RepsToDetect(s.baseRates, s.newRates, res.MinChange, alpha)
+		switch {
+		case adj >= speedstat.Alpha:
+			s.Verdict = speedstat.NoChange
+		case math.Abs(*s.Delta) < res.MinChange:
+			s.Verdict = speedstat.NoChange
+			s.Note = fmt.Sprintf("significant (adjusted p=%.3g) but below the %.0f%% minimum change", adj, 100*res.MinChange)
+		case *s.Delta < 0:
+			s.Verdict = speedstat.Slower
+		default:
+			s.Verdict = speedstat.Faster
+		}
+	}
 }
 
 // compareRelative compares a candidate's speed relative to the reference,
@@ -222,7 +340,7 @@ func (c SpeedChange) applyMinChange(minChange float64) SpeedChange {
 // so repetition i of the candidate and of the reference saw the same
 // machine. A test is compared when both runs have it for both backends with
 // one sample per round.
-func compareRelative(baseRef, base, newRef, new *summary.Throughput, minChange float64) []SpeedChange {
+func compareRelative(baseRef, base, newRef, new *summary.Throughput) []SpeedChange {
 	if baseRef == nil || base == nil || newRef == nil || new == nil {
 		return nil
 	}
@@ -232,9 +350,8 @@ func compareRelative(baseRef, base, newRef, new *summary.Throughput, minChange f
 		if rb == nil || rn == nil || testName(t.b) != testName(t.n) {
 			continue
 		}
-		c := SpeedChange{Test: testName(t.n) + " vs reference", Relative: true, Simulated: new.Simulated || base.Simulated,
-			Comparison: speedstat.Compare(rb, rn)}
-		out = append(out, c.applyMinChange(minChange))
+		out = append(out, SpeedChange{Test: testName(t.n) + " vs reference", Relative: true, Simulated: new.Simulated || base.Simulated,
+			Comparison: speedstat.Compare(rb, rn), baseRates: rb, newRates: rn})
 	}
 	return out
 }

@@ -11,9 +11,11 @@ import (
 // Gates returns the pipeline's relative-gate hook for a baseline run: each
 // candidate's relative gates are checked against the baseline's backend of
 // the same name. A gate whose metric is missing on either side fails ("not
-// measured"), as absolute gates do.
-func Gates(base *Run) func(b *summary.BackendSummary, g spec.Gates) []summary.GateResult {
-	return func(b *summary.BackendSummary, g spec.Gates) []summary.GateResult {
+// measured"), as absolute gates do. A speed gate judges the candidate's
+// rates divided by the machine shift between the runs (see MachineShift)
+// when this run and the baseline share enough backends.
+func Gates(base *Run) func(b *summary.BackendSummary, g spec.Gates, speeds map[string]*summary.Throughput) []summary.GateResult {
+	return func(b *summary.BackendSummary, g spec.Gates, speeds map[string]*summary.Throughput) []summary.GateResult {
 		bb, found := base.backend(b.Name)
 		var out []summary.GateResult
 		for _, gate := range g.Relative() {
@@ -22,7 +24,7 @@ func Gates(base *Run) func(b *summary.BackendSummary, g spec.Gates) []summary.Ga
 			case !found:
 				r.Note = "not measured: no backend " + b.Name + " in the baseline " + base.Summary.Run.ID
 			case summary.IsSpeedMetric(gate.Metric):
-				r = slowdownGate(r, gate, bb.Throughput, b.Throughput, g)
+				r = slowdownGate(r, gate, bb.Throughput, b.Throughput, g, machineShift(base.speeds(), speeds))
 			default:
 				r = accuracyGate(r, gate, bb.Accuracy, b.Accuracy)
 			}
@@ -68,7 +70,7 @@ func accuracyGate(r summary.GateResult, gate spec.Gate, base, new *summary.Accur
 // slowdownGate fails only when the slowdown beyond the limit is
 // significant: the one-sided U test of this run's rates against the
 // baseline's scaled by (1 - limit). Value is the median's slowdown.
-func slowdownGate(r summary.GateResult, gate spec.Gate, base, new *summary.Throughput, g spec.Gates) summary.GateResult {
+func slowdownGate(r summary.GateResult, gate spec.Gate, base, new *summary.Throughput, g spec.Gates, shift *MachineShift) summary.GateResult {
 	if summary.SkipSpeedGate(g, new) {
 		r.Pass, r.Skipped, r.Note = true, true, summary.NoteSimulated
 		return r
@@ -87,15 +89,24 @@ func slowdownGate(r summary.GateResult, gate spec.Gate, base, new *summary.Throu
 		r.Note = "not measured"
 		return r
 	}
-	slow := 1 - nt.Stats.Median/bt.Stats.Median
+	factor, machine := 1.0, ""
+	if shift != nil {
+		factor = shift.Factor
+		machine = fmt.Sprintf(" after the machine's %+.1f%% (every backend's median speed, median of %d tests)", 100*(factor-1), shift.Tests)
+	}
+	rates := nt.Rates()
+	for i := range rates {
+		rates[i] /= factor
+	}
+	slow := 1 - nt.Stats.Median/factor/bt.Stats.Median
 	r.Value = &slow
-	exceeds, p, _ := speedstat.SlowdownExceeds(bt.Rates(), nt.Rates(), gate.Limit)
+	exceeds, p, _ := speedstat.SlowdownExceeds(bt.Rates(), rates, gate.Limit)
 	r.Pass = !exceeds
 	verdict := "not significant"
 	if exceeds {
 		verdict = "significant"
 	}
-	r.Note = fmt.Sprintf("median %.4g -> %.4g t/s, slowdown %.1f%% beyond %.1f%%: %s (one-sided U test p=%.3g, %d+%d repetitions)",
-		bt.Stats.Median, nt.Stats.Median, 100*slow, 100*gate.Limit, verdict, p, bt.Stats.N, nt.Stats.N)
+	r.Note = fmt.Sprintf("median %.4g -> %.4g t/s, slowdown %.1f%%%s beyond %.1f%%: %s (one-sided U test p=%.3g, %d+%d repetitions)",
+		bt.Stats.Median, nt.Stats.Median, 100*slow, machine, 100*gate.Limit, verdict, p, bt.Stats.N, nt.Stats.N)
 	return r
 }

@@ -88,6 +88,15 @@ func loadPrompts(path string) (map[string][]PromptDigest, error) {
 	return out, nil
 }
 
+// speeds is every backend's throughput by name, the reference's included.
+func (r *Run) speeds() map[string]*summary.Throughput {
+	out := map[string]*summary.Throughput{}
+	for _, b := range r.backends() {
+		out[b.Name] = b.Throughput
+	}
+	return out
+}
+
 // backends lists the run's backends, reference first.
 func (r *Run) backends() []summary.BackendSummary {
 	return append([]summary.BackendSummary{r.Summary.Reference}, r.Summary.Backends...)

@@ -20,7 +20,7 @@ func Print(w io.Writer, r *Result) error {
 	if err := summaryTable(w, r, false); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\nthroughput vs the baseline (median t/s [95%% CI]; rows \"vs reference\": the candidate's speed relative to the reference in the same bench round; significant: Mann-Whitney U p < %.2g and |Δ| >= %.0f%%)\n", speedstat.Alpha, 100*r.MinChange)
+	fmt.Fprintf(w, "\nthroughput vs the baseline (median t/s [95%% CI]; rows \"vs reference\": the candidate's speed relative to the reference in the same bench round; Δ judged: after the machine's change; significant: Mann-Whitney U p < %.2g adjusted for all the tests (Holm) and |Δ judged| >= %.0f%%)\n%s", speedstat.Alpha, 100*r.MinChange, r.MachineLine()+"\n")
 	return speedTable(w, r, false)
 }
 
@@ -32,7 +32,7 @@ func Markdown(w io.Writer, r *Result) error {
 	if err := summaryTable(w, r, true); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\n## Throughput\n\nMedian tokens/s with its 95 %% confidence interval; rows \"vs reference\": the candidate's speed relative to the reference's in the same bench round (reference time / candidate time), which a change of the machine's speed between the runs does not move. A change is significant when the Mann-Whitney U test gives p < %.2g and the medians differ by at least %.0f %%.\n\n", speedstat.Alpha, 100*r.MinChange)
+	fmt.Fprintf(w, "\n## Throughput\n\nMedian tokens/s with its 95 %% confidence interval; rows \"vs reference\": the candidate's speed relative to the reference's in the same bench round (reference time / candidate time), which a change of the machine's speed between the runs does not move. Δ judged is the change after removing the machine's (below). A change is significant when the Mann-Whitney U test's p, adjusted for all the tests of this table at once (Holm), is below %.2g and Δ judged is at least %.0f %%; \"reps for %.0f%%\" estimates the repetitions per run that would find a change of that size with this spread.\n\n%s\n", speedstat.Alpha, 100*r.MinChange, 100*r.MinChange, r.MachineLine()+"\n")
 	if err := speedTable(w, r, true); err != nil {
 		return err
 	}
@@ -113,7 +113,7 @@ func summaryTable(w io.Writer, r *Result, md bool) error {
 
 func speedTable(w io.Writer, r *Result, md bool) error {
 	t := texttable.New(w, md)
-	t.Header("backend", "test", "baseline t/s", "new t/s", "Δ", "p", "verdict")
+	t.Header("backend", "test", "baseline t/s", "new t/s", "Δ", "Δ judged", "p adj", fmt.Sprintf("reps for %.0f%%", 100*r.MinChange), "verdict")
 	for _, b := range r.Backends {
 		for _, s := range b.Speed {
 			verdict := s.Verdict
@@ -123,14 +123,21 @@ func speedTable(w io.Writer, r *Result, md bool) error {
 			if s.Note != "" {
 				verdict += ": " + s.Note
 			}
-			d, p := "-", "-"
+			raw, judged, p, reps := "-", "-", "-", "-"
 			if s.Delta != nil {
-				d = fmt.Sprintf("%+.1f%%", 100**s.Delta)
+				judged = fmt.Sprintf("%+.1f%%", 100**s.Delta)
+				raw = judged
 			}
-			if s.P != nil {
-				p = fmt.Sprintf("%.3g", *s.P)
+			if s.DeltaRaw != nil {
+				raw = fmt.Sprintf("%+.1f%%", 100**s.DeltaRaw)
 			}
-			if err := t.Append([]string{b.Name, s.Test, rate(s.Base, s.Relative), rate(s.New, s.Relative), d, p, verdict}); err != nil {
+			if s.PAdjusted != nil {
+				p = fmt.Sprintf("%.3g", *s.PAdjusted)
+			}
+			if s.RepsForMinChange > 0 {
+				reps = fmt.Sprint(s.RepsForMinChange)
+			}
+			if err := t.Append([]string{b.Name, s.Test, rate(s.Base, s.Relative), rate(s.New, s.Relative), raw, judged, p, reps, verdict}); err != nil {
 				return err
 			}
 		}

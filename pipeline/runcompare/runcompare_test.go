@@ -172,7 +172,7 @@ func TestRelativeGates(t *testing.T) {
 		r := load(t, writeRun(t, kld, 0.0001, nil, rate, simulated))
 		b := r.Summary.Backends[0]
 		out := map[string]summary.GateResult{}
-		for _, res := range check(&b, g) {
+		for _, res := range check(&b, g, nil) {
 			out[res.Name] = res
 		}
 		return out
@@ -204,7 +204,7 @@ func TestRelativeGates(t *testing.T) {
 	}
 	// A backend the baseline does not have fails its relative gates.
 	b := summary.BackendSummary{Name: "new-one"}
-	for _, r := range check(&b, spec.Gates{KLDMeanMaxIncrease: p(1)}) {
+	for _, r := range check(&b, spec.Gates{KLDMeanMaxIncrease: p(1)}, nil) {
 		if r.Pass || !strings.Contains(r.Note, "no backend new-one in the baseline") {
 			t.Errorf("missing backend: %+v", r)
 		}
@@ -276,7 +276,7 @@ func FuzzLoad(f *testing.F) {
 		}
 		check := Gates(r)
 		for _, b := range r.Summary.Backends {
-			check(&b, spec.Gates{KLDMeanMaxIncrease: p(0), TGTSMaxSlowdown: p(0.1)})
+			check(&b, spec.Gates{KLDMeanMaxIncrease: p(0), TGTSMaxSlowdown: p(0.1)}, r.speeds())
 		}
 	})
 }
@@ -316,5 +316,84 @@ func TestCompareSpeedRelativeToTheReference(t *testing.T) {
 	var out bytes.Buffer
 	if err := Print(&out, alone); err != nil || !strings.Contains(out.String(), "0.400x") {
 		t.Errorf("printed relative speed: %v\n%s", err, out.String())
+	}
+}
+
+// fleet is a run of a reference and three candidates benched at the given
+// pp and tg rates (reference first).
+func fleet(t *testing.T, rates ...float64) *Run {
+	r := load(t, writeRun(t, 0.001, 0.0001, nil, rates[1], false))
+	tput := func(rate float64) *summary.Throughput {
+		return &summary.Throughput{PP: bench(0, 4*rate, 30), TG: bench(16, rate, 30)}
+	}
+	r.Summary.Reference.Throughput = tput(rates[0])
+	r.Summary.Backends[0].Throughput = tput(rates[1])
+	for i, name := range []string{"c", "d"} {
+		r.Summary.Backends = append(r.Summary.Backends, summary.BackendSummary{Name: name, Status: summary.StatusOK, Throughput: tput(rates[2+i])})
+	}
+	return r
+}
+
+// Two runs on a shared machine: every backend 30 % slower is the machine
+// (printed, no backend slower); one candidate 20 % slower besides is that
+// candidate, and its tg_ts_max_slowdown gate fails while the others pass.
+func TestCompareRemovesTheMachineShift(t *testing.T) {
+	base := fleet(t, 2000, 1000, 1500, 800)
+	verdicts := func(res *Result) map[string]string {
+		out := map[string]string{}
+		for _, b := range res.Backends {
+			for _, s := range b.Speed {
+				out[b.Name+" "+s.Test] = s.Verdict
+			}
+		}
+		return out
+	}
+	machine := Compare(base, fleet(t, 1400, 700, 1050, 560), DefaultMinChange)
+	if machine.Machine == nil || math.Abs(machine.Machine.Factor-0.7) > 1e-3 || machine.Machine.Backends != 4 || machine.Machine.Tests != 8 {
+		t.Fatalf("machine shift %+v", machine.Machine)
+	}
+	for k, v := range verdicts(machine) {
+		if v != speedstat.NoChange {
+			t.Errorf("machine 30%% slower: %s %s", k, v)
+		}
+	}
+	tg := machine.Backends[0].Speed[1]
+	if tg.Test != "tg16" || math.Abs(*tg.DeltaRaw+0.3) > 1e-3 || math.Abs(*tg.Delta) > 1e-3 || math.Abs(tg.New.Median-1400) > 5 {
+		t.Errorf("reference tg: raw Δ %v, judged Δ %v, new median %v", *tg.DeltaRaw, *tg.Delta, tg.New.Median)
+	}
+	alone := Compare(base, fleet(t, 1400, 560, 1050, 560), DefaultMinChange)
+	if math.Abs(alone.Machine.Factor-0.7) > 1e-3 {
+		t.Fatalf("one backend's change moved the machine shift: %+v", alone.Machine)
+	}
+	for k, v := range verdicts(alone) {
+		want := speedstat.NoChange
+		if strings.HasPrefix(k, "b ") {
+			want = speedstat.Slower
+		}
+		if v != want {
+			t.Errorf("candidate b 20%% slower: %s %s, want %s", k, v, want)
+		}
+	}
+	var out bytes.Buffer
+	if err := Print(&out, alone); err != nil || !strings.Contains(out.String(), "machine: every backend -30.0% (median over 8 tests of 4 backends)") {
+		t.Errorf("printed machine shift: %v\n%s", err, out.String())
+	}
+
+	g := spec.Gates{TGTSMaxSlowdown: p(0.1)}
+	gates := Gates(base)
+	for _, c := range []struct {
+		run  *Run
+		name string
+		pass bool
+	}{
+		{fleet(t, 1400, 700, 1050, 560), "b", true},
+		{fleet(t, 1400, 560, 1050, 560), "b", false},
+		{fleet(t, 1400, 560, 1050, 560), "c", true},
+	} {
+		bs, _ := c.run.backend(c.name)
+		res := gates(&bs, g, c.run.speeds())
+		if len(res) != 1 || res[0].Pass != c.pass {
+			t.Errorf("%s tg_ts_max_slowdown: %+v, want pass %v", c.name, res, c.pass)
+		}
 	}
 }

@@ -172,3 +172,81 @@ func SlowdownExceeds(base, new []float64, limit float64) (exceeds bool, p float6
 	}
 	return res.P < Alpha, res.P, true
 }
+
+// Holm adjusts p-values for testing them together (Holm's step-down
+// method): a comparison of two runs tests every backend's pp and tg at
+// once, and at Alpha each, two identical runs would show some significant
+// change more often than not once there are a dozen tests. Adjusted p <
+// Alpha keeps the chance of any false "significant" among them below Alpha.
+func Holm(ps []float64) []float64 {
+	order := make([]int, len(ps))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmpFloat(ps[a], ps[b]) })
+	adj := make([]float64, len(ps))
+	running := 0.0
+	for rank, i := range order {
+		running = math.Max(running, math.Min(1, float64(len(ps)-rank)*ps[i]))
+		adj[i] = running
+	}
+	return adj
+}
+
+func cmpFloat(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// RepsToDetect estimates how many repetitions per run the U test needs to
+// find a change of the rates by the fraction change (0.05: 5 %) at level
+// alpha with 80 % power, given the spread the two samples show: the
+// normal-theory size for the log rates' robust standard deviation (MAD ×
+// 1.4826, pooled), divided by the U test's efficiency against the t test
+// (3/π for normal data; on the heavy-tailed timings of a shared machine the
+// U test does better, so this errs high). 0 when a sample is empty.
+func RepsToDetect(base, new []float64, change, alpha float64) int {
+	if len(base) == 0 || len(new) == 0 || change <= 0 {
+		return 0
+	}
+	sd := math.Sqrt((sq(logMADSD(base)) + sq(logMADSD(new))) / 2)
+	norm := stats.NormalDist{Mu: 0, Sigma: 1}
+	z := norm.InvCDF(1-alpha/2) + norm.InvCDF(0.8)
+	n := 2 * sq(z*sd/math.Log1p(change)) / (3 / math.Pi)
+	return max(int(math.Ceil(n)), MinRepsCompare())
+}
+
+func sq(x float64) float64 { return x * x }
+
+// logMADSD is the robust standard deviation of the logs of xs.
+func logMADSD(xs []float64) float64 {
+	logs := make([]float64, 0, len(xs))
+	for _, x := range xs {
+		if x > 0 {
+			logs = append(logs, math.Log(x))
+		}
+	}
+	if len(logs) == 0 {
+		return 0
+	}
+	med := median(logs)
+	dev := make([]float64, len(logs))
+	for i, l := range logs {
+		dev[i] = math.Abs(l - med)
+	}
+	return 1.4826 * median(dev)
+}
+
+func median(xs []float64) float64 {
+	s := slices.Sorted(slices.Values(xs))
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}

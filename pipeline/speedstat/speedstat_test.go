@@ -2,6 +2,7 @@ package speedstat
 
 import (
 	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 )
@@ -89,5 +90,65 @@ func TestSlowdownExceeds(t *testing.T) {
 	}
 	if _, _, ok := SlowdownExceeds(nil, base, 0.05); ok {
 		t.Fatal("no baseline samples: ok")
+	}
+}
+
+// Holm's step-down adjustment, against R's p.adjust(p, "holm").
+func TestHolm(t *testing.T) {
+	got := Holm([]float64{0.01, 0.04, 0.03, 0.005})
+	want := []float64{0.03, 0.06, 0.06, 0.02}
+	for i := range want {
+		if math.Abs(got[i]-want[i]) > 1e-12 {
+			t.Fatalf("Holm %v, want %v", got, want)
+		}
+	}
+	if got := Holm([]float64{0.3, 0.9}); got[0] != 0.6 || got[1] != 0.9 {
+		t.Fatalf("Holm capped and monotone: %v", got)
+	}
+	if len(Holm(nil)) != 0 {
+		t.Fatal("no p-values")
+	}
+}
+
+// lognormal draws n rates around center with log-sd sigma, deterministic.
+func lognormal(r *rand.Rand, center, sigma float64, n int) []float64 {
+	out := make([]float64, n)
+	for i := range out {
+		out[i] = center * math.Exp(sigma*r.NormFloat64())
+	}
+	return out
+}
+
+// RepsToDetect's estimate is what a user relies on to size a bench: at
+// the repetitions it names, a change of that size is found most of the
+// time (80 % power by design); at a quarter of them, rarely.
+func TestRepsToDetectFindsTheChange(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	const sigma, change = 0.1, 0.05
+	n := RepsToDetect(lognormal(r, 1000, sigma, 200), lognormal(r, 1000, sigma, 200), change, Alpha)
+	// Normal theory: 2 (1.96 + 0.84)^2 sigma^2 / log(1.05)^2 / (3/π) ≈ 69.
+	if n < 55 || n > 85 {
+		t.Fatalf("reps for 5%% at sigma 0.1: %d", n)
+	}
+	found := func(reps int) int {
+		hits := 0
+		for range 200 {
+			if c := Compare(lognormal(r, 1000, sigma, reps), lognormal(r, 1000*(1-change), sigma, reps)); c.Verdict == Slower {
+				hits++
+			}
+		}
+		return hits
+	}
+	if hits := found(n); hits < 150 {
+		t.Errorf("at %d reps a 5%% slowdown was found %d times of 200, want >= 150", n, hits)
+	}
+	if hits := found(n / 4); hits > 100 {
+		t.Errorf("at %d reps a 5%% slowdown was found %d times of 200, want few", n/4, hits)
+	}
+	if wide := RepsToDetect(lognormal(r, 1000, 2*sigma, 200), lognormal(r, 1000, 2*sigma, 200), change, Alpha); wide < 3*n {
+		t.Errorf("twice the spread: %d reps, want about 4x %d", wide, n)
+	}
+	if RepsToDetect(nil, []float64{1}, change, Alpha) != 0 {
+		t.Error("no samples: 0")
 	}
 }

@@ -10,13 +10,16 @@ import (
 )
 
 // RelativeGates checks a finished candidate's relative gates against a
-// baseline run (runcompare.Gates).
-type RelativeGates func(b *summary.BackendSummary, g spec.Gates) []summary.GateResult
+// baseline run (runcompare.Gates); speeds is every backend's throughput in
+// this run by name, from which a speed gate tells the machine's change
+// from the candidate's.
+type RelativeGates func(b *summary.BackendSummary, g spec.Gates, speeds map[string]*summary.Throughput) []summary.GateResult
 
 // Builder gathers what decides a run's verdict, backend by backend.
 type Builder struct {
-	Relative RelativeGates // nil: no baseline
-	LiveRef  bool          // false: a kld_base reference
+	Relative RelativeGates                  // nil: no baseline
+	Speeds   map[string]*summary.Throughput // every backend's, for Relative
+	LiveRef  bool                           // false: a kld_base reference
 
 	reasons                      []string
 	errorSeen, gateFailed, gated bool
@@ -52,7 +55,7 @@ func (v *Builder) Candidate(bs summary.BackendSummary, cmp *Comparison, gates sp
 		bs.Gates = append(bs.Gates, offloadGate(bs.Diagnostics))
 	}
 	if v.Relative != nil {
-		bs.Gates = append(bs.Gates, v.Relative(&bs, gates)...)
+		bs.Gates = append(bs.Gates, v.Relative(&bs, gates, v.Speeds)...)
 	}
 	bs.Pass = true
 	for _, g := range bs.Gates {
