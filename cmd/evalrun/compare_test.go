@@ -95,12 +95,12 @@ func TestCompareRuns(t *testing.T) {
 		// here), so the verdict is checked for consistency with its own
 		// statistics, not for a value.
 		for _, s := range be.Speed {
-			significant := *s.P < speedstat.Alpha && (*s.Delta >= res.MinChange || *s.Delta <= -res.MinChange)
+			significant := *s.PAdjusted < speedstat.Alpha && (*s.Delta >= res.MinChange || *s.Delta <= -res.MinChange)
 			if significant == (s.Verdict == speedstat.NoChange) || s.Base.N != 30 || s.New.N != 30 || s.Simulated != strings.HasPrefix(be.Name, "npu") ||
 				s.Relative != strings.HasSuffix(s.Test, " vs reference") {
 				t.Errorf("%s %s: %+v (p %v, delta %v)", be.Name, s.Test, s.Comparison, *s.P, *s.Delta)
 			}
-			t.Logf("%s %s: %s (Δ %+.1f%%, p %.3g)", be.Name, s.Test, s.Verdict, 100**s.Delta, *s.P)
+			t.Logf("%s %s: %s (Δ %+.1f%%, adjusted p %.3g)", be.Name, s.Test, s.Verdict, 100**s.Delta, *s.PAdjusted)
 		}
 	}
 	// The same run against itself: the same samples, no significant change
@@ -111,7 +111,7 @@ func TestCompareRuns(t *testing.T) {
 	}
 	for _, be := range readCompare(t, dir).Backends {
 		for _, s := range be.Speed {
-			if s.Verdict != speedstat.NoChange || *s.P != 1 {
+			if s.Verdict != speedstat.NoChange || *s.P != 1 || *s.PAdjusted != 1 {
 				t.Errorf("a vs a: %s %s: %+v", be.Name, s.Test, s.Comparison)
 			}
 		}
