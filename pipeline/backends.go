@@ -14,6 +14,7 @@ import (
 
 	"github.com/evalrun/evalrun/backend"
 	"github.com/evalrun/evalrun/pipeline/digest"
+	"github.com/evalrun/evalrun/pipeline/kldbase"
 	"github.com/evalrun/evalrun/pipeline/spec"
 	"github.com/evalrun/evalrun/pipeline/summary"
 )
@@ -42,6 +43,7 @@ type runBackend struct {
 	eval     summary.EvalTiming
 	peakRSS  *int64
 	digest   digest.RunHasher // of every chunk and prompt completed
+	kldOut   *kldbase.Writer  // output.kld_base, written by the score pass
 }
 
 func (rb *runBackend) ok() bool {

@@ -56,11 +56,6 @@ func (r *runner) resumeFrom(dir string) error {
 			}
 		}
 	}
-	for _, b := range r.plan.Spec.Backends() {
-		if b.Output.KLDBase != "" {
-			return &backend.InputError{Err: r.plan.Spec.Err(b.Key+".output.kld_base", "a resumed run cannot write a kld-base file (it scores only the chunks that were not done)")}
-		}
-	}
 	records := map[string]shard.Record{}
 	for _, rec := range f.Units {
 		records[rec.Unit] = rec

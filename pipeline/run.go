@@ -185,8 +185,7 @@ type runner struct {
 	unitsOut *shard.Writer   // the units file
 
 	refTput     *summary.Throughput
-	refOut      *kldbase.Writer // output.kld_base of the reference
-	problems    []string        // run-level failures for the verdict (outputs not written)
+	problems    []string // run-level failures for the verdict (outputs not written)
 	interrupted bool
 	timing      summary.HostTiming
 	genFirst    *evalStream // the first generate call, started by the score pass
@@ -195,11 +194,10 @@ type runner struct {
 
 // candidate is a backend under test with its accumulated comparison.
 type candidate struct {
-	rb      *runBackend
-	cmp     *verdict.Comparison
-	tput    *summary.Throughput
-	outFile *kldbase.Writer
-	diag    *diag.Report // device diagnostics (nil: the plugin has none)
+	rb   *runBackend
+	cmp  *verdict.Comparison
+	tput *summary.Throughput
+	diag *diag.Report // device diagnostics (nil: the plugin has none)
 }
 
 // openOutputs starts the streamed result files (prompts.jsonl, the units

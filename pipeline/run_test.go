@@ -18,6 +18,7 @@ import (
 
 	"github.com/evalrun/evalrun/backend"
 	"github.com/evalrun/evalrun/pipeline/digest"
+	"github.com/evalrun/evalrun/pipeline/shard"
 	"github.com/evalrun/evalrun/pipeline/spec"
 	"github.com/evalrun/evalrun/pipeline/summary"
 )
@@ -516,5 +517,25 @@ func TestRunKeepsEarlierResultsAndListsRuns(t *testing.T) {
 	if len(index) != 2 || index[0]["dir"] != res.Dir || index[1]["verdict"] != summary.VerdictPass ||
 		index[0]["id"] != s.Run.ID || index[1]["id"] != forced.Summary.Run.ID {
 		t.Fatalf("index.jsonl: %v", index)
+	}
+}
+
+// A shard or a resumed run scores only part of the chunks: a kld-base file
+// it wrote would be incomplete, so output.kld_base is refused at its key
+// (exit 2), nothing overwritten.
+func TestRunPartOfTheChunksWritesNoKLDBase(t *testing.T) {
+	for _, opt := range []Options{{Shard: &shard.Shard{Index: 0, Total: 2}}, {Resume: true}} {
+		p := testPlan(t, 32, 64, 32, 0, spec.Backend{Name: "b", Plugin: "fake"})
+		out := filepath.Join(t.TempDir(), "b.kld")
+		p.Spec.Candidates[0].Output.KLDBase = out
+		opt.OutDir, opt.Stderr, opt.Launch = t.TempDir(), io.Discard, fakeLauncher(map[string]*fakeBackend{"ref": newFake(32), "b": newFake(32)})
+		_, err := Run(context.Background(), p, opt)
+		var ie *backend.InputError
+		if !errors.As(err, &ie) || !strings.Contains(err.Error(), "backends[0].output.kld_base: a shard or a resumed run cannot write a kld-base file") {
+			t.Errorf("shard %v resume %v: err %v", opt.Shard, opt.Resume, err)
+		}
+		if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("shard %v resume %v: %s written (%v)", opt.Shard, opt.Resume, out, err)
+		}
 	}
 }

@@ -76,7 +76,7 @@ func (r *runner) scorePass(ctx context.Context) {
 			cur = r.startChunk(ctx, ch, prefetch)
 		}
 		next = nil
-		if ctx.Err() != nil || !r.refOK() || len(cur.cands) == 0 && r.refOut == nil {
+		if ctx.Err() != nil || !r.refOK() || len(cur.cands) == 0 && (r.ref == nil || r.ref.kldOut == nil) {
 			cur.abandon()
 			return
 		}
@@ -215,7 +215,7 @@ func (r *runner) scoreOne(ctx context.Context, ch scoreChunk, e *chunkEval) {
 			e.fill.add(row)
 			refDigest.Row(row)
 			ref.Set(row)
-			r.writeOut(&r.refOut, r.ref.Name, row)
+			r.writeOut(r.ref, row)
 		} else if err := r.base.Record(ch.index, k, baseRow); err != nil {
 			r.problem("reading the kld_base reference: %v", err)
 			break
@@ -229,7 +229,7 @@ func (r *runner) scoreOne(ctx context.Context, ch scoreChunk, e *chunkEval) {
 				row, err := streams[i].next()
 				if err == nil {
 					digests[i].Row(row)
-					r.writeOut(&c.outFile, c.rb.Name, row)
+					r.writeOut(c.rb, row)
 					t := time.Now()
 					if refRow != nil {
 						err = per[i].AddLive(row, &ref, tok, ch.first()+k)
@@ -294,34 +294,26 @@ func (r *runner) openKLDOutputs(chunks []scoreChunk) {
 	for _, c := range chunks {
 		toks = append(toks, c.tokens...)
 	}
-	create := func(path, name string) *kldbase.Writer {
-		if path == "" {
-			return nil
+	for _, rb := range r.backends() {
+		if path := rb.Output.KLDBase; path != "" && rb.ok() {
+			var err error
+			if rb.kldOut, err = kldbase.Create(path, len(chunks[0].tokens), r.plan.Model.NVocab, toks); err != nil {
+				r.problem("%s: output.kld_base not written: %v", rb.Name, err)
+			}
 		}
-		w, err := kldbase.Create(path, len(chunks[0].tokens), r.plan.Model.NVocab, toks)
-		if err != nil {
-			r.problem("%s: output.kld_base not written: %v", name, err)
-		}
-		return w
-	}
-	if r.ref != nil {
-		r.refOut = create(r.ref.Output.KLDBase, r.ref.Name)
-	}
-	for _, c := range r.liveCands() {
-		c.outFile = create(c.rb.Output.KLDBase, c.rb.Name)
 	}
 }
 
 // writeOut appends a row to a backend's kld_base output; a write error
 // drops the file and is reported in the verdict.
-func (r *runner) writeOut(w **kldbase.Writer, name string, row []float32) {
-	if *w == nil {
+func (r *runner) writeOut(rb *runBackend, row []float32) {
+	if rb.kldOut == nil {
 		return
 	}
-	if err := (*w).WriteRecord(row); err != nil {
-		r.problem("%s: output.kld_base not written: %v", name, err)
-		(*w).Abort()
-		*w = nil
+	if err := rb.kldOut.WriteRecord(row); err != nil {
+		r.problem("%s: output.kld_base not written: %v", rb.Name, err)
+		rb.kldOut.Abort()
+		rb.kldOut = nil
 	}
 }
 
@@ -337,22 +329,17 @@ func (r *runner) problem(format string, args ...any) {
 // closeKLDOutputs commits complete files; an incomplete one (its backend
 // stopped part way) is not a valid base file and is discarded with a note.
 func (r *runner) closeKLDOutputs() {
-	finish := func(rb *runBackend, w **kldbase.Writer) {
-		if *w == nil {
-			return
-		}
-		if !rb.ok() {
-			(*w).Abort()
+	for _, rb := range r.backends() {
+		switch {
+		case rb.kldOut == nil:
+		case !rb.ok():
+			rb.kldOut.Abort()
 			r.log.Warn("kld_base output discarded: the backend did not score every chunk", "backend", rb.Name)
-		} else if err := (*w).Close(); err != nil {
-			r.problem("%s: output.kld_base not written: %v", rb.Name, err)
+		default:
+			if err := rb.kldOut.Close(); err != nil {
+				r.problem("%s: output.kld_base not written: %v", rb.Name, err)
+			}
 		}
-		*w = nil
-	}
-	if r.ref != nil {
-		finish(r.ref, &r.refOut)
-	}
-	for _, c := range r.cands {
-		finish(c.rb, &c.outFile)
+		rb.kldOut = nil
 	}
 }

@@ -45,8 +45,8 @@ func (r *runner) planUnits() []shard.Unit {
 // units file is kept for --resume.
 func (r *runner) startShard(outDir string) error {
 	for _, b := range r.plan.Spec.Backends() {
-		if b.Output.KLDBase != "" && r.opt.Shard != nil {
-			return &backend.InputError{Err: r.plan.Spec.Err(b.Key+".output.kld_base", "a shard cannot write a kld-base file (it scores only part of the chunks)")}
+		if b.Output.KLDBase != "" && (r.opt.Shard != nil || r.opt.Resume) {
+			return &backend.InputError{Err: r.plan.Spec.Err(b.Key+".output.kld_base", "a shard or a resumed run cannot write a kld-base file (it scores only part of the chunks)")}
 		}
 	}
 	sh := r.shard()

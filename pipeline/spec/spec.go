@@ -125,10 +125,10 @@ type Output struct {
 
 // Timeouts bound each plugin call. In YAML they are strings such as "30s".
 type Timeouts struct {
-	Start time.Duration `yaml:"start"` // plugin start, default 30s
-	Load  time.Duration `yaml:"load"`  // default 120s
-	Eval  time.Duration `yaml:"eval"`  // wait for each logits row, default 300s
-	Bench time.Duration `yaml:"bench"` // default 600s
+	Start time.Duration `yaml:"start" check:"positive"` // plugin start, default 30s
+	Load  time.Duration `yaml:"load" check:"positive"`  // default 120s
+	Eval  time.Duration `yaml:"eval" check:"positive"`  // wait for each logits row, default 300s
+	Bench time.Duration `yaml:"bench" check:"positive"` // default 600s
 }
 
 // Backends returns every backend that runs a plugin, ready to launch: the

@@ -96,6 +96,8 @@ func TestBadSpecs(t *testing.T) {
 			[]string{`DIR/t.yaml:13: timeouts.eval: want a duration such as "30s" (a number has no unit), got integer 300`}},
 		{"bad duration", base + "timeouts: {load: 2 minutes}\n", nil,
 			[]string{`DIR/t.yaml:12: timeouts.load: want a duration such as "30s", "2m" or "1h30m", got string "2 minutes"`}},
+		{"zero duration", base + "timeouts: {bench: 0s}\n", nil,
+			[]string{`DIR/t.yaml:12: timeouts.bench: must be a positive duration, got 0s`}},
 		{"string gate", base + "gates: {kld_mean_max: low}\n", nil,
 			[]string{`DIR/t.yaml:12: gates.kld_mean_max: want a number, got string "low"`}},
 		{"mapping for list", strings.Replace(base, "  - name: b\n    plugin: cpu\n", "  name: b\n", 1), nil,

@@ -17,7 +17,7 @@ import (
 // checker fills defaults, validates and resolves one decoded spec. The
 // per-key rules are the struct tags of the spec's types: check:"name" (a
 // required name), check:"LO..HI" (an integer range, for values the file or
-// environment set), check:"modes|formats" (one of enums), path:"file|dir|out|run" (resolved
+// environment set), check:"positive" (a duration), check:"modes|formats" (one of enums), path:"file|dir|out|run" (resolved
 // against the spec's directory; file and dir must exist, run is a run
 // directory or its summary.json).
 type checker struct {
@@ -110,6 +110,8 @@ func (k *checker) tagged(path string, f field, v reflect.Value) {
 		k.add(path, "required")
 	case rule == "name" && !nameRE.MatchString(v.String()):
 		k.add(path, "%q: %s", v.String(), nameRule)
+	case rule == "positive" && v.Int() <= 0:
+		k.add(path, "must be a positive duration, got %v", time.Duration(v.Int()))
 	case isRange && k.w.has(path):
 		l, _ := strconv.Atoi(lo)
 		h, err := strconv.Atoi(hi)
@@ -205,13 +207,6 @@ func (k *checker) validate() {
 	k.gates("gates", s.Gates)
 	if b := s.Bench; b.Enabled && b.NPrompt == 0 && b.NGen == 0 {
 		k.add("bench", "n_prompt and n_gen are both 0: nothing to benchmark (set enabled: false instead)")
-	}
-
-	tv := reflect.ValueOf(s.Timeouts)
-	for _, f := range fieldsOf(tv.Type()) {
-		if d := tv.FieldByIndex(f.index).Interface().(time.Duration); d <= 0 {
-			k.add("timeouts."+f.key, "must be a positive duration, got %v", d)
-		}
 	}
 }
 
