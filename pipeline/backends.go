@@ -327,8 +327,11 @@ func (rb *runBackend) startEval(ctx context.Context, req backend.EvalRequest, bu
 }
 
 // received waits, up to the eval timeout, until the call has ended and its
-// rows are all buffered.
+// rows are all buffered. No call (nil) has nothing to wait for.
 func (s *evalStream) received() bool {
+	if s == nil {
+		return true
+	}
 	select {
 	case <-s.done:
 		return true
@@ -421,8 +424,11 @@ func (s *evalStream) finish(rows int) error {
 }
 
 // abandon stops a stream whose rows are no longer wanted, without waiting
-// for a hung plugin.
+// for a hung plugin; nil is no stream.
 func (s *evalStream) abandon() {
+	if s == nil {
+		return
+	}
 	s.cancel()
 	go func() {
 		for r := range s.ch {

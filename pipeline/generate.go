@@ -128,7 +128,6 @@ func (r *runner) generateOne(ctx context.Context, p genPrompt) {
 		rows := make([][]float32, len(cands))
 		errs := make([]error, len(cands))
 		pending = make([]*evalStream, len(cands))
-		took := make([]time.Duration, len(cands))
 		var wg sync.WaitGroup
 		for i, c := range cands {
 			if alive[i] {
@@ -138,7 +137,7 @@ func (r *runner) generateOne(ctx context.Context, p genPrompt) {
 						digests[i].Row(rows[i])
 						t := time.Now()
 						errs[i] = per[i].AddLive(rows[i], &ref, next, len(p.tokens)-1+step)
-						took[i] = time.Since(t)
+						r.compared(t)
 						c.rb.release(rows[i])
 					}
 				})
@@ -146,7 +145,6 @@ func (r *runner) generateOne(ctx context.Context, p genPrompt) {
 		}
 		wg.Wait()
 		for i, c := range cands {
-			r.timing.MetricsS += took[i].Seconds()
 			if alive[i] && errs[i] != nil {
 				c.rb.fail(ctx, what, errs[i])
 				alive[i] = false

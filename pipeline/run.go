@@ -335,9 +335,7 @@ func (r *runner) passes(ctx context.Context) {
 	if r.ref != nil && r.ref.ok() && ctx.Err() == nil {
 		r.generatePass(ctx)
 	}
-	if r.genFirst != nil { // started for a generate pass that did not run
-		r.genFirst.abandon()
-	}
+	r.genFirst.abandon() // started for a generate pass that did not run
 	r.timing.PassesS = time.Since(start).Seconds()
 	if r.plan.Spec.Bench.Enabled && ctx.Err() == nil {
 		r.benchPass(ctx)
@@ -355,6 +353,13 @@ func (r *runner) round(streams ...*evalStream) {
 		}
 	}
 	r.timing.ComputeS += float64(slowest) / 1e9
+}
+
+// compared books the time since t0, spent comparing a candidate's row.
+func (r *runner) compared(t0 time.Time) {
+	r.mu.Lock()
+	r.timing.MetricsS += time.Since(t0).Seconds()
+	r.mu.Unlock()
 }
 
 func (r *runner) closeAll() {

@@ -137,7 +137,7 @@ func (r *runner) startChunk(ctx context.Context, ch scoreChunk, whole bool) *chu
 // the eval timeout; false if one has not.
 func (e *chunkEval) received() bool {
 	for _, s := range append(e.streams, e.ref) {
-		if s != nil && !s.received() {
+		if !s.received() {
 			return false
 		}
 	}
@@ -149,9 +149,7 @@ func (e *chunkEval) abandon() {
 		return
 	}
 	for _, s := range append(e.streams, e.ref) {
-		if s != nil {
-			s.abandon()
-		}
+		s.abandon()
 	}
 }
 
@@ -198,7 +196,6 @@ func (r *runner) scoreOne(ctx context.Context, ch scoreChunk, e *chunkEval) {
 	defer r.unitDone(ch.unit(), cands, per)
 	var ref metrics.RefRow
 	var baseRow []float32
-	took := make([]time.Duration, len(cands)) // comparing, per candidate
 	if r.base != nil {
 		baseRow = make([]float32, r.base.NVocab())
 	}
@@ -236,7 +233,7 @@ func (r *runner) scoreOne(ctx context.Context, ch scoreChunk, e *chunkEval) {
 					} else {
 						err = per[i].AddBase(row, baseRow, tok, ch.first()+k)
 					}
-					took[i] = time.Since(t)
+					r.compared(t)
 					c.rb.release(row)
 				}
 				if err != nil {
@@ -247,10 +244,6 @@ func (r *runner) scoreOne(ctx context.Context, ch scoreChunk, e *chunkEval) {
 			})
 		}
 		wg.Wait()
-		for i := range took {
-			r.timing.MetricsS += took[i].Seconds()
-			took[i] = 0
-		}
 		if refRow != nil {
 			r.ref.release(refRow)
 		}
@@ -262,9 +255,7 @@ func (r *runner) scoreOne(ctx context.Context, ch scoreChunk, e *chunkEval) {
 		r.store(e.fill, ch.rows())
 		if !r.ref.ok() {
 			for _, s := range streams {
-				if s != nil {
-					s.abandon()
-				}
+				s.abandon()
 			}
 			return
 		}
