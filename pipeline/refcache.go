@@ -1,6 +1,8 @@
 package pipeline
 
 import (
+	"context"
+
 	"github.com/evalrun/evalrun/backend"
 	"github.com/evalrun/evalrun/pipeline/refcache"
 )
@@ -29,31 +31,23 @@ func (r *runner) openCache() error {
 	return nil
 }
 
-// cacheKey is the key of a score request on the reference.
-func (r *runner) cacheKey(req backend.EvalRequest) *refcache.Key {
-	if r.cache == nil || r.ref == nil || r.ref.info == nil {
-		return nil
-	}
-	return &refcache.Key{ModelSHA256: r.plan.Model.SHA256, Plugin: r.ref.info.Name, PluginVersion: r.ref.info.Version,
-		Device: r.ref.info.Device, Options: r.ref.Options, Tokens: req.Tokens, LogitsFrom: req.LogitsFrom, NVocab: r.plan.Model.NVocab}
-}
-
 // startRef starts a score chunk on the reference, or replays it from the
-// cache. fill is the key to write the computed rows under (nil: no cache,
-// or a hit).
-func (r *runner) startRef(req backend.EvalRequest, rows, buffer int, start func() *evalStream) (s *evalStream, fill *refcache.Key) {
-	key := r.cacheKey(req)
-	if key == nil {
-		return start(), nil
+// cache; fill keeps the rows the reference computes, for the cache (nil:
+// a hit).
+func (r *runner) startRef(ctx context.Context, req backend.EvalRequest, rows, buffer int) (s *evalStream, fill *cacheRows) {
+	var key *refcache.Key
+	if info := r.ref.info; r.cache != nil && info != nil {
+		key = &refcache.Key{ModelSHA256: r.plan.Model.SHA256, Plugin: info.Name, PluginVersion: info.Version,
+			Device: info.Device, Options: r.ref.Options, Tokens: req.Tokens, LogitsFrom: req.LogitsFrom, NVocab: r.plan.Model.NVocab}
+		data, ok, err := r.cache.Get(*key, rows)
+		if err != nil {
+			r.log.Warn(err.Error())
+		}
+		if ok {
+			return r.ref.replay(data, rows), nil
+		}
 	}
-	data, ok, err := r.cache.Get(*key, rows)
-	if err != nil {
-		r.log.Warn(err.Error())
-	}
-	if !ok {
-		return start(), key
-	}
-	return r.ref.replay(data, rows), nil
+	return r.ref.startEval(ctx, req, buffer), &cacheRows{key: key}
 }
 
 // replay is a finished stream of rows read from the cache: no plugin call.

@@ -11,7 +11,6 @@ import (
 	"github.com/evalrun/evalrun/pipeline/digest"
 	"github.com/evalrun/evalrun/pipeline/kldbase"
 	"github.com/evalrun/evalrun/pipeline/metrics"
-	"github.com/evalrun/evalrun/pipeline/refcache"
 	"github.com/evalrun/evalrun/pipeline/shard"
 	"github.com/evalrun/evalrun/pipeline/spec"
 	"github.com/evalrun/evalrun/pipeline/summary"
@@ -123,9 +122,7 @@ func (r *runner) startChunk(ctx context.Context, ch scoreChunk, whole bool) *chu
 	}
 	e := &chunkEval{cands: r.liveCands()}
 	if r.ref != nil {
-		var key *refcache.Key
-		e.ref, key = r.startRef(req, ch.rows(), buffer, func() *evalStream { return r.ref.startEval(ctx, req, buffer) })
-		e.fill = &cacheRows{key: key}
+		e.ref, e.fill = r.startRef(ctx, req, ch.rows(), buffer)
 	}
 	for _, c := range e.cands {
 		e.streams = append(e.streams, c.rb.startEval(ctx, req, buffer))

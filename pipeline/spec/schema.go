@@ -218,11 +218,7 @@ func (w *walker) mapping(n *yaml.Node, t reflect.Type, path string) {
 		}
 		switch {
 		case !stringKey(p):
-			where := path
-			if where == "" {
-				where = "the top level"
-			}
-			w.c.add(k.Line, "", "", fmt.Sprintf("unknown key %s in %s (keys are lower-case names)", describe(k), where))
+			w.c.add(k.Line, "", "", fmt.Sprintf("unknown key %s in %s (keys are lower-case names)", describe(k), cmp.Or(path, "the top level")))
 		case i < 0:
 			msg := fmt.Sprintf("unknown key %q", join(path, k.Value))
 			if s := suggest(k.Value, keys, 1+min(len(k.Value)/5, 1)); s != "" {
