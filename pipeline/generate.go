@@ -125,31 +125,28 @@ func (r *runner) generateOne(ctx context.Context, p genPrompt) {
 		if step+1 < p.maxNew {
 			refCall = r.ref.startEval(ctx, nextReq, 1)
 		}
-		rows := make([][]float32, len(cands))
-		errs := make([]error, len(cands))
 		pending = make([]*evalStream, len(cands))
 		var wg sync.WaitGroup
 		for i, c := range cands {
-			if alive[i] {
-				wg.Go(func() {
-					rows[i], pending[i], errs[i] = evalOne(ctx, c.rb, req)
-					if errs[i] == nil { // compared at once, while the others compute
-						digests[i].Row(rows[i])
-						t := time.Now()
-						errs[i] = per[i].AddLive(rows[i], &ref, next, len(p.tokens)-1+step)
-						r.compared(t)
-						c.rb.release(rows[i])
-					}
-				})
+			if !alive[i] {
+				continue
 			}
+			wg.Go(func() {
+				row, s, err := evalOne(ctx, c.rb, req)
+				if pending[i] = s; err == nil { // compared at once, while the others compute
+					digests[i].Row(row)
+					t := time.Now()
+					err = per[i].AddLive(row, &ref, next, len(p.tokens)-1+step)
+					r.compared(t)
+					c.rb.release(row)
+				}
+				if err != nil {
+					c.rb.fail(ctx, what, err)
+					alive[i] = false
+				}
+			})
 		}
 		wg.Wait()
-		for i, c := range cands {
-			if alive[i] && errs[i] != nil {
-				c.rb.fail(ctx, what, errs[i])
-				alive[i] = false
-			}
-		}
 		r.ref.release(refRow)
 		req = nextReq
 	}
