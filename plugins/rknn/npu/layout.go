@@ -154,7 +154,11 @@ func (o Operand) Contiguous(r, c int, alongRows bool) int {
 			return o.Cols - c
 		}
 	case o.Name == "A" || o.Name == "C":
-		if !alongRows {
+		switch {
+		case alongRows:
+		case o.Rows == 1: // one row: its atoms follow each other
+			return o.Cols - c
+		default:
 			return min(o.Sub-c%o.Sub, o.Cols-c)
 		}
 	default: // B native: K atoms of 32 within a segment

@@ -245,7 +245,7 @@ func TestContiguousRunsAreConsecutive(t *testing.T) {
 	for _, in := range []*MatmulInfo{
 		info(1, 3, 40, 24, 1, 1), info(2, 5, 96, 40, 1, 1), info(10, 3, 96, 72, 1, 1),
 		info(1, 2, 10240, 16, 1, 1), info(4, 3, 64, 16, 2, 1), info(1, 3, 64, 48, 0, 0),
-		info(10, 2, 8224, 32, 1, 0),
+		info(10, 2, 8224, 32, 1, 0), info(1, 1, 40, 24, 1, 1), info(3, 1, 96, 40, 1, 1),
 	} {
 		for _, name := range []string{"A", "B", "C"} {
 			o := mustOperand(t, in, name)
@@ -273,16 +273,21 @@ func TestContiguousRunsAreConsecutive(t *testing.T) {
 }
 
 // TestUnpackCPartial: the gather of a top-left part of a native 32-bit C
-// (the copy fast path) reads exactly the elements Offset names.
+// (the copy fast paths, M = 1 a decode step's) reads exactly the elements
+// Offset names.
 func TestUnpackCPartial(t *testing.T) {
-	for _, typ := range []MatmulType{Float16MMFloat16ToFloat32, Int8MMInt8ToInt32} {
-		in := info(typ, 5, 64, 48, LayoutNative, LayoutNative)
+	for i, typ := range []MatmulType{Float16MMFloat16ToFloat32, Int8MMInt8ToInt32, Float16MMFloat16ToFloat32, Int8MMInt8ToInt32} {
+		M, rows := int32(5), 3
+		if i >= 2 {
+			M, rows = 1, 1
+		}
+		in := info(typ, M, 64, 48, LayoutNative, LayoutNative)
 		o := mustOperand(t, in, "C")
 		buf := make([]byte, o.Size())
 		for i := 0; i < len(buf); i += 4 {
 			binary.LittleEndian.PutUint32(buf[i:], uint32(i/4*7+1))
 		}
-		rows, cols := 3, 37
+		cols := 37
 		want := make([]uint32, rows*cols)
 		for r := range rows {
 			for c := range cols {
@@ -308,7 +313,7 @@ func TestUnpackCPartial(t *testing.T) {
 			}
 		}
 		if !slices.Equal(got, want) {
-			t.Errorf("%s: partial C gather differs from the element offsets", typ)
+			t.Errorf("%s M=%d: partial C gather differs from the element offsets", typ, M)
 		}
 		// Strided into a wider matrix: the same values, the gaps untouched.
 		const ld = 50

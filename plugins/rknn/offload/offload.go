@@ -173,36 +173,117 @@ func (o *MatMuler) decide(op *engine.MatMulOp) (bool, string) {
 
 // MatMul implements engine.MatMuler.
 func (o *MatMuler) MatMul(op *engine.MatMulOp, x, out []float32) error {
+	return o.MatMulShared([]*engine.MatMulOp{op}, x, [][]float32{out})
+}
+
+// MatMulShared computes ops that read the same activations x (Q, K and V;
+// gate and up), outs[i] receiving ops[i]'s, as MatMul computes each: the
+// offloaded ones have their activations converted once and their cores
+// run as one device call (one RunCores: on the simulator one hand-over to
+// the host's threads instead of one per op); the others go to the CPU.
+// The kernels are locked in the order of ops: concurrent callers sharing
+// weights must give them in one order (the engine does).
+func (o *MatMuler) MatMulShared(ops []*engine.MatMulOp, x []float32, outs [][]float32) error {
+	var cpu, group, alone []int // indexes into ops
+	var ks, aloneKs []*kernel
+	for i, op := range ops {
+		k, err := o.prepareOp(op, x, outs[i])
+		switch {
+		case err != nil:
+			return err
+		case k == nil && op.T > 0: // not offloaded, or not convertible
+			cpu = append(cpu, i)
+		case k == nil:
+		case len(ks) > 0 && (op.T != ops[group[0]].T || op.K != ops[group[0]].K) || slices.Contains(ks, k):
+			// Not in one device call with the others (a tied weight,
+			// another input shape): on its own.
+			alone, aloneKs = append(alone, i), append(aloneKs, k)
+		default:
+			group, ks = append(group, i), append(ks, k)
+		}
+	}
+	if len(ks) > 0 {
+		if err := o.run(ks, ops, group, x, outs); err != nil {
+			return err
+		}
+	}
+	for j, i := range alone {
+		if err := o.run(aloneKs[j:j+1], ops, []int{i}, x, outs); err != nil {
+			return err
+		}
+	}
+	// Counted and compared in the model's order, as one op at a time.
+	npuOps := append(group, alone...)
+	slices.Sort(npuOps)
+	for _, i := range npuOps {
+		o.countKernel(ops[i])
+		if o.cfg.Shadow {
+			if err := o.shadow(ops[i], x, outs[i]); err != nil {
+				return err
+			}
+		}
+	}
+	return o.cpuMatMuls(ops, cpu, x, outs)
+}
+
+// sharedMatMuler is the engine CPU matmul's MatMulShared.
+type sharedMatMuler interface {
+	MatMulShared(ops []*engine.MatMulOp, x []float32, outs [][]float32) error
+}
+
+// cpuMatMuls computes ops[i] for i in idx on the CPU, together if the CPU
+// matmul shares activations.
+func (o *MatMuler) cpuMatMuls(ops []*engine.MatMulOp, idx []int, x []float32, outs [][]float32) error {
+	if len(idx) == 0 {
+		return nil
+	}
+	o.count(func(s *Stats) { s.CPUCalls += int64(len(idx)) })
+	sub, subOuts := pick(ops, outs, idx)
+	if c, ok := o.cpu.(sharedMatMuler); ok {
+		return c.MatMulShared(sub, x, subOuts)
+	}
+	for j, op := range sub {
+		if err := o.cpu.MatMul(op, x, subOuts[j]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pick returns the ops and outputs of indexes idx.
+func pick(ops []*engine.MatMulOp, outs [][]float32, idx []int) ([]*engine.MatMulOp, [][]float32) {
+	subOps, subOuts := make([]*engine.MatMulOp, len(idx)), make([][]float32, len(idx))
+	for j, i := range idx {
+		subOps[j], subOuts[j] = ops[i], outs[i]
+	}
+	return subOps, subOuts
+}
+
+// prepareOp checks op and returns its kernel; nil if op is not offloaded
+// (or its weight cannot be converted) or has no rows.
+func (o *MatMuler) prepareOp(op *engine.MatMulOp, x, out []float32) (*kernel, error) {
 	if ok, _ := o.decide(op); !ok {
-		o.count(func(s *Stats) { s.CPUCalls++ })
-		return o.cpu.MatMul(op, x, out)
+		return nil, nil
 	}
 	w := op.Weight
 	if w.K != op.K || w.N != op.N {
-		return fmt.Errorf("npu matmul %s: op shape K=%d N=%d but weight %s is K=%d N=%d", op.Name, op.K, op.N, w.Name, w.K, w.N)
+		return nil, fmt.Errorf("npu matmul %s: op shape K=%d N=%d but weight %s is K=%d N=%d", op.Name, op.K, op.N, w.Name, w.K, w.N)
 	}
 	if len(x) < op.T*op.K || len(out) < op.T*op.N {
-		return fmt.Errorf("npu matmul %s: buffers too small: x %d < %d or out %d < %d", op.Name, len(x), op.T*op.K, len(out), op.T*op.N)
+		return nil, fmt.Errorf("npu matmul %s: buffers too small: x %d < %d or out %d < %d", op.Name, len(x), op.T*op.K, len(out), op.T*op.N)
 	}
 	if op.T == 0 {
-		return nil
+		return nil, nil
 	}
 	k, err := o.kernel(op)
 	if err != nil {
 		var conv *convertError
 		if errors.As(err, &conv) { // the weight stays on the CPU from now on
-			return o.cpu.MatMul(op, x, out)
+			return nil, nil
 		}
-		return fmt.Errorf("npu matmul %s (%d×%d×%d): %w", op.Name, op.T, op.K, op.N, err)
+		return nil, fmt.Errorf("npu matmul %s (%d×%d×%d): %w", op.Name, op.T, op.K, op.N, err)
 	}
-	if err := o.run(k, op, x, out); err != nil {
-		return fmt.Errorf("npu matmul %s (%d×%d×%d): %w", op.Name, op.T, op.K, op.N, err)
-	}
-	o.countKernel(op)
-	if o.cfg.Shadow {
-		return o.shadow(op, x, out)
-	}
-	return nil
+	return k, nil
 }
 
 func (o *MatMuler) count(f func(*Stats)) {
@@ -505,54 +586,82 @@ func (k *kernel) destroy() {
 	k.cores, k.ctxs = nil, nil
 }
 
-// run computes out = x·Wᵀ on the NPU for one call.
-func (o *MatMuler) run(k *kernel, op *engine.MatMulOp, x, out []float32) error {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.cores == nil {
-		return errors.New("kernel was destroyed")
+// run computes outs[i] = x·Wᵢᵀ on the NPU for the ops[i] of idx, all of one
+// T and K, on their kernels ks: the activations converted once, every
+// kernel's cores run together (one device call).
+func (o *MatMuler) run(ks []*kernel, allOps []*engine.MatMulOp, idx []int, x []float32, allOuts [][]float32) error {
+	ops, outs := pick(allOps, allOuts, idx)
+	for _, k := range ks {
+		k.mu.Lock()
+		defer k.mu.Unlock()
 	}
-	M, K, N := op.T, op.K, op.N
+	fail := func(i int, err error) error {
+		op := ops[i]
+		return fmt.Errorf("npu matmul %s (%d×%d×%d): %w", op.Name, op.T, op.K, op.N, err)
+	}
+	for i, k := range ks {
+		if k.cores == nil {
+			return fail(i, errors.New("kernel was destroyed"))
+		}
+	}
+	M, K := ops[0].T, ops[0].K
 	t0 := time.Now()
-	if err := o.convertA(k, x[:M*K], M, K); err != nil {
-		return err
+	first := ks[0]
+	if err := o.convertA(first, x[:M*K], M, K); err != nil {
+		return fail(0, err)
 	}
-	for i := range k.cores {
-		copy(k.cores[i].aMem.Bytes(), k.a)
+	var ctxs []npu.Context
+	var where [][2]int // kernel and core of ctxs[j]
+	for i, k := range ks {
+		if len(k.a) != len(first.a) {
+			return fail(i, fmt.Errorf("A is %d bytes, %d for %s", len(k.a), len(first.a), ops[0].Name))
+		}
+		if k != first {
+			copy(k.a, first.a)
+			copy(k.aScale, first.aScale)
+		}
+		for c := range k.cores {
+			copy(k.cores[c].aMem.Bytes(), first.a)
+			where = append(where, [2]int{i, c})
+		}
+		ctxs = append(ctxs, k.ctxs...)
 	}
 	t1 := time.Now()
 	var errs []error
-	if r, ok := o.cfg.Driver.(npu.CoreRunner); ok && len(k.cores) > 1 {
-		errs = r.RunCores(k.ctxs)
-	} else if errs = make([]error, len(k.cores)); o.cfg.Sequential || len(k.cores) == 1 {
-		for i := range k.cores {
-			errs[i] = k.cores[i].ctx.Run()
+	if r, ok := o.cfg.Driver.(npu.CoreRunner); ok && len(ctxs) > 1 {
+		errs = r.RunCores(ctxs)
+	} else if errs = make([]error, len(ctxs)); o.cfg.Sequential || len(ctxs) == 1 {
+		for j, c := range ctxs {
+			errs[j] = c.Run()
 		}
 	} else {
 		var wg sync.WaitGroup
-		for i := range k.cores {
-			wg.Go(func() { errs[i] = k.cores[i].ctx.Run() })
+		for j, c := range ctxs {
+			wg.Go(func() { errs[j] = c.Run() })
 		}
 		wg.Wait()
 	}
 	t2 := time.Now()
-	for i, err := range errs {
+	for j, err := range errs {
 		if err != nil {
-			return fmt.Errorf("core %d: %w", k.cores[i].s.core, err)
+			i, c := where[j][0], where[j][1]
+			return fail(i, fmt.Errorf("core %d: %w", ks[i].cores[c].s.core, err))
 		}
 	}
 	var saturated int64
-	for i := range k.cores {
-		n, err := o.gather(&k.cores[i], k.aScale, M, N, out)
-		if err != nil {
-			return err
+	for i, k := range ks {
+		for c := range k.cores {
+			n, err := o.gather(&k.cores[c], k.aScale, M, ops[i].N, outs[i])
+			if err != nil {
+				return fail(i, err)
+			}
+			saturated += n
 		}
-		saturated += n
 	}
 	t3 := time.Now()
 	o.count(func(s *Stats) {
-		s.NPUCalls++
-		s.NPURuns += int64(len(k.cores))
+		s.NPUCalls += int64(len(ks))
+		s.NPURuns += int64(len(ctxs))
 		s.ConvertNS += t1.Sub(t0).Nanoseconds()
 		s.RunNS += t2.Sub(t1).Nanoseconds()
 		s.GatherNS += t3.Sub(t2).Nanoseconds()

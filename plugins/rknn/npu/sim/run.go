@@ -87,7 +87,7 @@ type decoder[E float32 | int32] func(dst []E, idx int)
 // gatherA decodes A from its layout into row-major M×K. A native A is
 // decoded in one pass into *flat (scratch) and its atoms moved into place.
 func gatherA[E float32 | int32](dec decoder[E], dst []E, M, K int, native bool, subK int, flat *[]E) {
-	if !native {
+	if !native || M == 1 { // one row: native atoms follow each other
 		dec(dst[:M*K], 0)
 		return
 	}
@@ -153,8 +153,8 @@ func gatherBT[E float32 | int32](dec decoder[E], dst []E, K, N int, layout npu.L
 
 // scatterC copies row-major M×N into layout order, padding slots zero.
 func scatterC[E float32 | int32](src, flat []E, M, N int, native bool, subN int) {
-	if !native {
-		copy(flat, src[:M*N])
+	if !native || M == 1 { // one row: native atoms follow each other
+		clear(flat[copy(flat, src[:M*N]):])
 		return
 	}
 	idx := 0
