@@ -268,17 +268,7 @@ func shapeIs(dims []uint64, want []int) bool {
 }
 
 // NParams is the number of weights in the file (every tensor's elements).
-func (m *Model) NParams() int64 {
-	var n int64
-	for _, ti := range m.file.Tensors {
-		e := int64(1)
-		for _, d := range ti.Dims {
-			e *= int64(d)
-		}
-		n += e
-	}
-	return n
-}
+func (m *Model) NParams() int64 { return int64(m.file.NParams()) }
 
 // Tokenizer returns the vocabulary of the model file.
 func (m *Model) Tokenizer() *tokenizer.Tokenizer { return m.tok }

@@ -119,11 +119,7 @@ func (p *Plan) openModel(ctx context.Context) (*tokenizer.Tokenizer, error) {
 			return nil, backend.BadInput("model %s: tokenizer.ggml.%s %d is outside the vocabulary of %d tokens", path, key, id, n)
 		}
 	}
-	var nParams int64
-	for _, t := range f.Tensors {
-		nParams += int64(t.NElements())
-	}
-	p.Model = summary.ModelSummary{Path: path, SHA256: sum, Arch: cfg.Arch, NParams: nParams, NVocab: n, SizeBytes: f.Size}
+	p.Model = summary.ModelSummary{Path: path, SHA256: sum, Arch: cfg.Arch, NParams: int64(f.NParams()), NVocab: n, SizeBytes: f.Size}
 	p.NCtxTrain = cfg.NCtxTrain
 	return tok, nil
 }

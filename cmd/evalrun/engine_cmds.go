@@ -85,10 +85,8 @@ func printInspect(w io.Writer, f *gguf.File, asJSON bool) error {
 		Bytes uint64   `json:"bytes"`
 	}
 	var tensors []tensorOut
-	var nParams uint64
-	byType := map[string]int{}
+	nParams, byType := f.NParams(), map[string]int{}
 	for _, t := range f.Tensors {
-		nParams += t.NElements()
 		byType[t.Type.String()]++
 		tensors = append(tensors, tensorOut{t.Name, t.Type.String(), t.Dims, t.Size})
 	}

@@ -117,6 +117,15 @@ func (ti *TensorInfo) NElements() uint64 {
 	return n
 }
 
+// NParams is the number of weights in the file (every tensor's elements).
+func (f *File) NParams() uint64 {
+	var n uint64
+	for i := range f.Tensors {
+		n += f.Tensors[i].NElements()
+	}
+	return n
+}
+
 // File is a parsed GGUF file. Tensor data is read through TensorData, a view
 // of the underlying bytes (a read-only mapping for Open).
 type File struct {

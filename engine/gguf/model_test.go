@@ -110,6 +110,11 @@ func TestBundledModelTensors(t *testing.T) {
 	if !ok || emb.Size != 512*64*4 || emb.NElements() != 512*64 || emb.Type != ggml.F32 || !reflect.DeepEqual(emb.Dims, []uint64{64, 512}) {
 		t.Fatalf("token_embd.weight = %+v, %v", emb, ok)
 	}
+	// token_embd and output 512×64, output_norm 64, and per layer of 5: two
+	// norms 64, q and o 64×64, k and v 64×32 (4 KV heads), gate, up, down 64×172.
+	if n := f32.NParams(); n != 2*512*64+64+5*(2*64+2*64*64+2*64*32+3*64*172) {
+		t.Errorf("NParams = %d, want 292800", n)
+	}
 	raw, err := os.ReadFile(modelPath("stories260K.gguf"))
 	if err != nil {
 		t.Fatal(err)
