@@ -6,7 +6,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X main.version=$(VERSION) -X main.gitCommit=$(COMMIT)
 
-.PHONY: fma-peak bench-vs-llamacpp oracle all build run test test-go test-rknpu test-arm64 test-llamacpp-note vet bench fuzz proto llamacpp clean
+.PHONY: fma-peak bench-vs-llamacpp oracle all build run test test-go test-avx2 test-rknpu test-arm64 test-llamacpp-note vet bench fuzz proto llamacpp clean
 
 all: build
 
@@ -26,7 +26,7 @@ run: build
 
 ## test: vet, unit and end-to-end tests, the cgo NPU driver against the fake librknnrt,
 ## and the arm64 tests under qemu-user-static (skipped, with a note, where it is missing)
-test: vet test-go test-manifests test-rknpu test-arm64 test-llamacpp-note
+test: vet test-go test-avx2 test-manifests test-rknpu test-arm64 test-llamacpp-note
 
 vet:
 	$(GO) vet ./...
@@ -37,6 +37,14 @@ test-go:
 ## test-manifests: docs/examples' Kubernetes manifests (official API types, strict) and Actions workflow (actionlint)
 test-manifests:
 	cd tools/manifests && $(GO) vet ./... && $(GO) test -count=1 ./...
+
+## test-avx2: the engine's goldens with the AVX2 kernels forced (on a CPU with AVX-512 the tests pick that set)
+test-avx2:
+	@if grep -qw avx2 /proc/cpuinfo 2>/dev/null && grep -qw f16c /proc/cpuinfo; then \
+		EVALRUN_KERNELS=avx2 $(GO) test -count=1 ./engine/; \
+	else \
+		echo "avx2: SKIPPED the engine tests with EVALRUN_KERNELS=avx2: this CPU has no AVX2/F16C"; \
+	fi
 
 test-rknpu:
 	plugins/rknn/npu/rknnrt/testdata/run-fake-test.sh
@@ -87,6 +95,7 @@ oracle: build
 ## asm: regenerate the amd64 kernels with avo (pinned in tools/asmgen/go.mod)
 asm:
 	cd tools/asmgen && $(GO) run . -set ggml -out ../../engine/ggml/kernels_amd64.s -stubs ../../engine/ggml/kernels_amd64_stubs.go -pkg ggml
+	cd tools/asmgen && $(GO) run . -set avx2 -out ../../engine/ggml/kernels_avx2_amd64.s -stubs ../../engine/ggml/kernels_avx2_amd64_stubs.go -pkg ggml
 	cd tools/asmgen && $(GO) run . -set npusim -out ../../plugins/rknn/npu/sim/kernels_amd64.s -stubs ../../plugins/rknn/npu/sim/kernels_amd64_stubs.go -pkg sim
 
 ## proto: regenerate backend/internal/backendpb with pinned generators

@@ -96,8 +96,11 @@ func LoadGGUF(f *gguf.File, opts Options) (*Model, error) {
 	if m.vc, err = newKVCodec(m.kv.Value, heads, d); err != nil {
 		return nil, fmt.Errorf("%s: %w value: %w", f.Path, ErrKVCache, err)
 	}
+	// Every implementation gives the same bits; EVALRUN_KERNELS may force one.
+	if m.kern, err = ggml.FromEnv(); err != nil {
+		return nil, err
+	}
 	m.pool = NewPool(opts.Threads)
-	m.kern = ggml.Best() // every implementation gives the same bits
 	m.cpu = NewCPUMatMul(opts.Numerics, m.pool, m.kern)
 	m.mm = m.cpu
 	if opts.MatMul != nil {

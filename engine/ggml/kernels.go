@@ -2,6 +2,9 @@ package ggml
 
 import (
 	"fmt"
+	"os"
+	"slices"
+	"strings"
 )
 
 // Kernels is one implementation of the loops that dominate inference time:
@@ -16,7 +19,8 @@ import (
 // Lengths are the caller's contract (weights are validated when a model is
 // loaded); a mismatch panics.
 type Kernels interface {
-	// Name identifies the implementation in reports: "avx512", "generic".
+	// Name identifies the implementation in reports: "avx512", "avx2",
+	// "generic" (KernelSets).
 	Name() string
 	// MatVec sets out[n] = DotRow(t, row n of w, x) for n < len(out); the
 	// rows hold len(x) elements each, back to back.
@@ -158,6 +162,35 @@ func Available() []Kernels { return append(simdKernels(), Generic) }
 
 // Best is the fastest implementation this machine runs.
 func Best() Kernels { return Available()[0] }
+
+// KernelsEnv names the variable that forces a kernel set (engine.Load reads
+// it): to compare the sets' speed, or to test one that is not the best.
+const KernelsEnv = "EVALRUN_KERNELS"
+
+// KernelSets names every set in some build, best first.
+var KernelSets = []string{"avx512", "avx2", "generic"}
+
+// Select returns the set called name, or Best() for "". A set this build
+// or CPU cannot run is an error naming the sets it can.
+func Select(name string) (Kernels, error) {
+	if name == "" {
+		return Best(), nil
+	}
+	var names []string
+	for _, k := range Available() {
+		if k.Name() == name {
+			return k, nil
+		}
+		names = append(names, k.Name())
+	}
+	if !slices.Contains(KernelSets, name) {
+		return nil, fmt.Errorf("%s=%s: no such kernel set (%s)", KernelsEnv, name, strings.Join(KernelSets, ", "))
+	}
+	return nil, fmt.Errorf("%s=%s: this machine cannot run the %s kernels (it runs %s)", KernelsEnv, name, name, strings.Join(names, ", "))
+}
+
+// FromEnv is Select of $EVALRUN_KERNELS.
+func FromEnv() (Kernels, error) { return Select(os.Getenv(KernelsEnv)) }
 
 // DotF32 is Σ a[j]*b[j] in the fixed exact-mode order (see dot.go).
 func DotF32(a, b []float32) float32 { return dotF32(a, b) }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -21,7 +23,7 @@ func matrix(t *testing.T, rng *rand.Rand, typ Type, k, n int) []byte {
 // types (tails of every size), whole blocks otherwise.
 func rowLengths(typ Type) []int {
 	if typ.BlockSize() == 1 {
-		return []int{1, 7, 8, 9, 15, 16, 17, 31, 33, 64, 100, 172, 257, 768}
+		return []int{1, 7, 8, 9, 15, 16, 17, 31, 33, 64, 80, 100, 112, 172, 257, 768}
 	}
 	bs := typ.BlockSize()
 	return []int{bs, 2 * bs, 3 * bs, 768 / bs * bs, 2048 / bs * bs}
@@ -76,7 +78,11 @@ func TestKernelsMatMulBitIdentical(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/%s", k.Name(), typ), func(t *testing.T) {
 				rng := rand.New(rand.NewPCG(uint64(typ), 8))
 				lengths := rowLengths(typ)
-				for _, K := range []int{lengths[0], lengths[len(lengths)/2], lengths[len(lengths)-1]} {
+				Ks := []int{lengths[0], lengths[len(lengths)/2], lengths[len(lengths)-1]}
+				if typ.BlockSize() == 1 {
+					Ks = append(Ks, 80) // a 64-element block and a 16-element chunk
+				}
+				for _, K := range Ks {
 					for _, N := range []int{1, 4, 6, 9} {
 						for _, T := range []int{2, 7, 8, 9, 17, 70} {
 							w := matrix(t, rng, typ, K, N)
@@ -109,27 +115,36 @@ func TestKernelsSpecialValues(t *testing.T) {
 			continue
 		}
 		for _, typ := range []Type{F32, F16, BF16} {
-			const K, N = 37, 6
-			wf := make([]float32, K*N)
-			x := make([]float32, K)
-			for i := range wf {
-				wf[i] = special[rng.IntN(len(special))]
+			for _, K := range []int{37, 48} { // with a tail, and the avx2 set's multiples of 16
+				specialValuesRows(t, k, typ, K, special, rng)
 			}
-			for i := range x {
-				x[i] = special[rng.IntN(len(special)-2)] // no Inf: Inf*0 is NaN, whose payload may differ
-			}
-			w := make([]byte, mustRowBytes(typ, K*N))
-			if err := Quantize(typ, wf, w); err != nil {
-				t.Fatal(err)
-			}
-			want, got := make([]float32, N), make([]float32, N)
-			Generic.MatVec(typ, w, x, want)
-			k.MatVec(typ, w, x, got)
-			for i := range want {
-				if math.Float32bits(want[i]) != math.Float32bits(got[i]) && !(want[i] != want[i] && got[i] != got[i]) {
-					t.Errorf("%s %s row %d: %v, generic %v", k.Name(), typ, i, got[i], want[i])
-				}
-			}
+		}
+	}
+}
+
+// specialValuesRows compares k's MatVec of 6 rows of K special values with
+// the generic one.
+func specialValuesRows(t *testing.T, k Kernels, typ Type, K int, special []float32, rng *rand.Rand) {
+	t.Helper()
+	const N = 6
+	wf := make([]float32, K*N)
+	x := make([]float32, K)
+	for i := range wf {
+		wf[i] = special[rng.IntN(len(special))]
+	}
+	for i := range x {
+		x[i] = special[rng.IntN(len(special)-2)] // no Inf: Inf*0 is NaN, whose payload may differ
+	}
+	w := make([]byte, mustRowBytes(typ, K*N))
+	if err := Quantize(typ, wf, w); err != nil {
+		t.Fatal(err)
+	}
+	want, got := make([]float32, N), make([]float32, N)
+	Generic.MatVec(typ, w, x, want)
+	k.MatVec(typ, w, x, got)
+	for i := range want {
+		if math.Float32bits(want[i]) != math.Float32bits(got[i]) && !(want[i] != want[i] && got[i] != got[i]) {
+			t.Errorf("%s %s K=%d row %d: %v, generic %v", k.Name(), typ, K, i, got[i], want[i])
 		}
 	}
 }
@@ -340,4 +355,28 @@ func TestKernelsGGMLPrefillRows(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestSelectKernels: EVALRUN_KERNELS names a set this machine runs, or is
+// refused with the sets it can run.
+func TestSelectKernels(t *testing.T) {
+	if k, err := Select(""); err != nil || k != Best() {
+		t.Fatalf(`Select("") = %v, %v; want Best()`, k, err)
+	}
+	for _, want := range Available() {
+		if k, err := Select(want.Name()); err != nil || k != want {
+			t.Errorf("Select(%q) = %v, %v", want.Name(), k, err)
+		}
+	}
+	if _, err := Select("avx1024"); err == nil || !strings.Contains(err.Error(), "EVALRUN_KERNELS=avx1024: no such kernel set") {
+		t.Errorf("unknown set: %v", err)
+	}
+	for _, name := range KernelSets {
+		if !slices.ContainsFunc(Available(), func(k Kernels) bool { return k.Name() == name }) {
+			_, err := Select(name) // e.g. avx512 on arm64 (make test-arm64)
+			if err == nil || !strings.Contains(err.Error(), "cannot run the "+name+" kernels (it runs ") {
+				t.Errorf("Select(%q) on a machine without it: %v", name, err)
+			}
+		}
+	}
 }

@@ -1,7 +1,8 @@
-// Command asmgen generates evalrun's amd64 kernels with avo, one package's
-// set at a time (`make asm` runs both):
+// Command asmgen generates evalrun's amd64 kernels with avo, one set at a
+// time (`make asm` runs them all):
 //
 //	go run . -set ggml -out ../../engine/ggml/kernels_amd64.s -stubs ../../engine/ggml/kernels_amd64_stubs.go -pkg ggml
+//	go run . -set avx2 -out ../../engine/ggml/kernels_avx2_amd64.s -stubs ../../engine/ggml/kernels_avx2_amd64_stubs.go -pkg ggml
 //	go run . -set npusim -out ../../plugins/rknn/npu/sim/kernels_amd64.s -stubs ../../plugins/rknn/npu/sim/kernels_amd64_stubs.go -pkg sim
 //
 // The generated files are committed; building evalrun never runs this
@@ -20,7 +21,7 @@ import (
 	. "github.com/mmcloughlin/avo/build"
 )
 
-var set = flag.String("set", "ggml", "kernel set: ggml or npusim")
+var set = flag.String("set", "ggml", "kernel set: ggml, avx2 or npusim")
 
 func main() {
 	flag.Parse()
@@ -33,8 +34,10 @@ func main() {
 		genGGML()
 	case "npusim":
 		genNPUSim()
+	case "avx2":
+		genAVX2()
 	default:
-		log.Fatalf("unknown -set %q (ggml or npusim)", *set)
+		log.Fatalf("unknown -set %q (ggml, avx2 or npusim)", *set)
 	}
 	Generate()
 }

@@ -1,0 +1,449 @@
+package main
+
+import (
+	"fmt"
+
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+// The AVX2 set (-set avx2): the exact-numerics matvec, dequantization and
+// prefill tile for CPUs with AVX2 and F16C but not AVX-512 (AMD Zen 1-3,
+// Intel client cores). The 16 lanes of exact numerics' accumulator (dot.go)
+// are two YMM registers: lanes 0..7 and 8..15, each lane receiving the same
+// products in the same order as the AVX-512 kernels' one ZMM register, and
+// reduced as Reduce16 does. No fused multiply-add, no opmasks: the Go side
+// sends plain rows whose length is not a multiple of 16 to the generic code.
+// Only VEX instructions on Y0..Y15 (engine/ggml's tests check the file).
+
+// avx2Type decodes one ggml type 8 elements (a half chunk) at a time with
+// exactly the operations of the generic decoder (dequant.go, dot.go).
+type avx2Type interface {
+	name() string
+	plain() bool
+	blockElems() int
+	blockBytes() int
+	groupRows() int
+	// begin stores row r's block scales as broadcast vectors on the stack.
+	begin(r int, blk Mem)
+	// half decodes elements 8h..8h+7 of row r's block.
+	half(r int, blk Mem, h int) VecVirtual
+}
+
+func avx2Types() []avx2Type {
+	return []avx2Type{
+		avx2F32{}, avx2F16{}, avx2BF16{},
+		avx2Q8_0{}, avx2Q4_0{}, avx2Q4_1{},
+		avx2Q5{legacy: true, qhOff: 2, qsOff: 6, sz: 22}, avx2Q5{qhOff: 4, qsOff: 8, sz: 24},
+	}
+}
+
+// The AVX2 set's read-only vectors (32 bytes each unless said).
+var (
+	y2Zero, y2Nibble, y2Eight, y2Sixteen, y2One Mem
+	y2Shift                                     Mem // uint32 0..31: Q5 element j's bit of qh (4 vectors)
+)
+
+func genAVX2Constants() {
+	fill := func(name string, v uint32) Mem {
+		return u32s(name, []uint32{v, v, v, v, v, v, v, v})
+	}
+	y2Zero = fill("y2Zero", 0)
+	y2Nibble = fill("y2Nibble", 15)
+	y2Eight = fill("y2Eight", 8)
+	y2Sixteen = fill("y2Sixteen", 16)
+	y2One = fill("y2One", 1)
+	shifts := make([]uint32, 32)
+	for i := range shifts {
+		shifts[i] = uint32(i)
+	}
+	y2Shift = u32s("y2Shift", shifts)
+}
+
+func genAVX2() {
+	genAVX2Constants()
+	for _, t := range avx2Types() {
+		genMatVecAVX2(t)
+		genDequantAVX2(t)
+	}
+	for rows := 1; rows <= 3; rows++ {
+		genGemmAVX2(rows)
+	}
+}
+
+// zeroYMM sets a register to 0 without reading it (see zeroZMM).
+func zeroYMM() VecVirtual {
+	y := YMM()
+	VMOVUPS(y2Zero, y)
+	return y
+}
+
+// reduce16Y is reduce16 of the 16 lanes lo (0..7) and hi (8..15).
+func reduce16Y(lo, hi VecVirtual) Register {
+	h := YMM()
+	VADDPS(lo, hi, h) // h[i] = a[i+8] + a[i]
+	q := XMM()
+	VEXTRACTF128(U8(1), h, q)
+	VADDPS(h.AsX(), q, q)
+	t := XMM()
+	VSHUFPS(U8(0x0E), q, q, t)
+	VADDPS(t, q, q)
+	VSHUFPS(U8(0x01), q, q, t)
+	VADDPS(t, q, q)
+	return q
+}
+
+// genMatVecAVX2 is genMatVecExact with two YMM accumulators a row. The Go
+// caller checks the geometry and, for plain types, that len(x)%16 == 0.
+func genMatVecAVX2(t avx2Type) {
+	TEXT("matVecExact"+t.name()+"AVX2", NOSPLIT, "func(w []byte, rowBytes int, x []float32, out []float32)")
+	Pragma("noescape")
+	local = AllocLocal(64 * 4)
+	w := Load(Param("w").Base(), GP64())
+	stride := Load(Param("rowBytes"), GP64())
+	x0 := Load(Param("x").Base(), GP64())
+	k := Load(Param("x").Len(), GP64())
+	out := Load(Param("out").Base(), GP64())
+	n := Load(Param("out").Len(), GP64())
+	G := t.groupRows()
+	sizes := []int{G}
+	for r := G / 2; r >= 1; r /= 2 {
+		sizes = append(sizes, r)
+	}
+	for _, R := range sizes {
+		loop, done := fmt.Sprintf("rows%d", R), fmt.Sprintf("rows%d_done", R)
+		Label(loop)
+		CMPQ(n, U32(R))
+		JB(LabelRef(done))
+		matVecGroupAVX2(t, R, w, stride, x0, k, out)
+		for i := 0; i < R; i++ {
+			ADDQ(stride, w)
+		}
+		ADDQ(U32(4*R), out)
+		SUBQ(U32(R), n)
+		if R == G {
+			JMP(LabelRef(loop))
+		}
+		Label(done)
+	}
+	VZEROUPPER()
+	RET()
+}
+
+func matVecGroupAVX2(t avx2Type, R int, w, stride, x0, k, out Register) {
+	tag := fmt.Sprintf("_r%d", R)
+	rows := pointers(w, stride, 1, R)
+	acc := make([][2]VecVirtual, R)
+	for r := range acc {
+		acc[r] = [2]VecVirtual{zeroYMM(), zeroYMM()}
+	}
+	off := GP64()
+	XORQ(off, off)
+	xp := GP64()
+	MOVQ(x0, xp)
+	kk := GP64()
+	MOVQ(k, kk)
+	blk := func(r int) Mem { return Mem{Base: rows[r], Index: off, Scale: 1} }
+	// Software prefetch of a later group, as matVecGroup does.
+	pf := GP64()
+	LEAQ(Mem{Base: rows[R-1], Index: stride, Scale: 1}, pf)
+	for g := 1; g < pfGroups; g++ {
+		for i := 0; i < R; i++ {
+			ADDQ(stride, pf)
+		}
+	}
+	// halves adds the products of halves [0, nh) of every row's block.
+	halves := func(nh int) {
+		for h := 0; h < nh; h++ {
+			for r := range acc {
+				p := t.half(r, blk(r), h)
+				VMULPS(Mem{Base: xp, Disp: 32 * h}, p, p)
+				VADDPS(p, acc[r][h%2], acc[r][h%2])
+			}
+		}
+	}
+	E, B := t.blockElems(), t.blockBytes()
+	Label("block" + tag)
+	CMPQ(kk, U32(E))
+	JB(LabelRef("blocks_done" + tag))
+	for b := 0; b < R*B; b += 64 {
+		PREFETCHT0(Mem{Base: pf, Disp: b})
+	}
+	ADDQ(U32(R*B), pf)
+	for r := range rows {
+		t.begin(r, blk(r))
+	}
+	halves(E / 8)
+	ADDQ(U32(B), off)
+	ADDQ(U32(4*E), xp)
+	SUBQ(U32(E), kk)
+	JMP(LabelRef("block" + tag))
+	Label("blocks_done" + tag)
+	if t.plain() { // chunks of 16 (len(x)%16 == 0)
+		Label("chunk" + tag)
+		CMPQ(kk, U32(16))
+		JB(LabelRef("reduce" + tag))
+		halves(2)
+		ADDQ(U32(B/4), off)
+		ADDQ(U32(64), xp)
+		SUBQ(U32(16), kk)
+		JMP(LabelRef("chunk" + tag))
+	}
+	Label("reduce" + tag)
+	for r := range acc {
+		VMOVSS(reduce16Y(acc[r][0], acc[r][1]), Mem{Base: out, Disp: 4 * r})
+	}
+}
+
+// genDequantAVX2: dst = Dequantize(t, src); len(dst) a multiple of 16 for
+// plain types (the caller checks).
+func genDequantAVX2(t avx2Type) {
+	TEXT("dequant"+t.name()+"AVX2", NOSPLIT, "func(src []byte, dst []float32)")
+	Pragma("noescape")
+	local = AllocLocal(64 * 4)
+	src := Load(Param("src").Base(), GP64())
+	dst := Load(Param("dst").Base(), GP64())
+	n := Load(Param("dst").Len(), GP64())
+	blk := Mem{Base: src}
+	E, B := t.blockElems(), t.blockBytes()
+	Label("block")
+	CMPQ(n, U32(E))
+	JB(LabelRef("blocks_done"))
+	t.begin(0, blk)
+	for h := 0; h < E/8; h++ {
+		VMOVUPS(t.half(0, blk, h), Mem{Base: dst, Disp: 32 * h})
+	}
+	ADDQ(U32(B), src)
+	ADDQ(U32(4*E), dst)
+	SUBQ(U32(E), n)
+	JMP(LabelRef("block"))
+	Label("blocks_done")
+	if t.plain() {
+		Label("chunk")
+		CMPQ(n, U32(16))
+		JB(LabelRef("done"))
+		for h := 0; h < 2; h++ {
+			VMOVUPS(t.half(0, blk, h), Mem{Base: dst, Disp: 32 * h})
+		}
+		ADDQ(U32(B/4), src)
+		ADDQ(U32(64), dst)
+		SUBQ(U32(16), n)
+		JMP(LabelRef("chunk"))
+	}
+	Label("done")
+	VZEROUPPER()
+	RET()
+}
+
+// genGemmAVX2 is the AVX2 prefill tile: 2 weight rows of a float32 panel
+// (ldw floats apart, k a multiple of 16) times `rows` activation rows,
+// every output two YMM accumulators in the exact order: 6 outputs take 12 of
+// the 16 registers.
+func genGemmAVX2(rows int) {
+	TEXT(fmt.Sprintf("gemmExact2x%dAVX2", rows), NOSPLIT, "func(w []float32, ldw int, x []float32, k int, out []float32, ldo int)")
+	Pragma("noescape")
+	w := Load(Param("w").Base(), GP64())
+	ldw := Load(Param("ldw"), GP64())
+	xp := Load(Param("x").Base(), GP64())
+	k := Load(Param("k"), GP64())
+	SHLQ(U8(2), ldw)
+	wr := pointers(w, ldw, 1, 2)
+	xs := GP64()
+	MOVQ(k, xs)
+	SHLQ(U8(2), xs)
+	xr := pointers(xp, xs, 1, rows)
+	acc := make([][2][2]VecVirtual, rows) // [act row][weight row][half]
+	for i := range acc {
+		for j := range acc[i] {
+			acc[i][j] = [2]VecVirtual{zeroYMM(), zeroYMM()}
+		}
+	}
+	l := GP64()
+	XORQ(l, l)
+	Label("k")
+	CMPQ(l, k)
+	JAE(LabelRef("reduce"))
+	for h := 0; h < 2; h++ {
+		var wv [2]VecVirtual
+		for j := range wv {
+			wv[j] = YMM()
+			VMOVUPS(Mem{Base: wr[j], Index: l, Scale: 4, Disp: 32 * h}, wv[j])
+		}
+		for i := range acc {
+			xv := Mem{Base: xr[i], Index: l, Scale: 4, Disp: 32 * h}
+			for j := range wv {
+				p := YMM()
+				VMULPS(xv, wv[j], p)
+				VADDPS(p, acc[i][j][h], acc[i][j][h])
+			}
+		}
+	}
+	ADDQ(U32(16), l)
+	JMP(LabelRef("k"))
+	Label("reduce")
+	outRows("out", "ldo", rows, func(i int, o Register) {
+		for j := range acc[i] {
+			VMOVSS(reduce16Y(acc[i][j][0], acc[i][j][1]), Mem{Base: o, Disp: 4 * j})
+		}
+	})
+	VZEROUPPER()
+	RET()
+}
+
+// ---- types ----
+
+type avx2Plain struct{}
+
+func (avx2Plain) plain() bool     { return true }
+func (avx2Plain) blockElems() int { return 64 }
+func (avx2Plain) groupRows() int  { return 1 }
+func (avx2Plain) begin(int, Mem)  {}
+
+type avx2F32 struct{ avx2Plain }
+
+func (avx2F32) name() string    { return "F32" }
+func (avx2F32) blockBytes() int { return 256 }
+func (avx2F32) half(_ int, blk Mem, h int) VecVirtual {
+	y := YMM()
+	VMOVUPS(blk.Offset(32*h), y)
+	return y
+}
+
+type avx2F16 struct{ avx2Plain }
+
+func (avx2F16) name() string    { return "F16" }
+func (avx2F16) blockBytes() int { return 128 }
+func (avx2F16) half(_ int, blk Mem, h int) VecVirtual {
+	y := YMM()
+	VCVTPH2PS(blk.Offset(16*h), y)
+	return y
+}
+
+type avx2BF16 struct{ avx2Plain }
+
+func (avx2BF16) name() string    { return "BF16" }
+func (avx2BF16) blockBytes() int { return 128 }
+func (avx2BF16) half(_ int, blk Mem, h int) VecVirtual {
+	y := YMM()
+	VPMOVZXWD(blk.Offset(16*h), y)
+	VPSLLD(U8(16), y, y)
+	return y
+}
+
+// avx2Scales stores a block's binary16 d (and m, at +2) as float32 vectors
+// at local+64r (and +32).
+func avx2Scales(r int, blk Mem, withMin bool) {
+	h := XMM()
+	VCVTPH2PS(blk, h) // reads 8 bytes
+	d := YMM()
+	VBROADCASTSS(h, d)
+	VMOVUPS(d, local.Offset(64*r))
+	if withMin {
+		m := YMM()
+		VPSRLQ(U8(32), h, h)
+		VBROADCASTSS(h, m)
+		VMOVUPS(m, local.Offset(64*r+32))
+	}
+}
+
+func scaleD(r int) Mem { return local.Offset(64 * r) }
+func scaleM(r int) Mem { return local.Offset(64*r + 32) }
+
+type avx2Quant struct{}
+
+func (avx2Quant) plain() bool     { return false }
+func (avx2Quant) blockElems() int { return 32 }
+func (avx2Quant) groupRows() int  { return 4 }
+
+// q8_0: y = float32(q) * d.
+type avx2Q8_0 struct{ avx2Quant }
+
+func (avx2Q8_0) name() string         { return "Q8_0" }
+func (avx2Q8_0) blockBytes() int      { return 34 }
+func (avx2Q8_0) begin(r int, blk Mem) { avx2Scales(r, blk, false) }
+func (avx2Q8_0) half(r int, blk Mem, h int) VecVirtual {
+	y := YMM()
+	VPMOVSXBD(blk.Offset(2+8*h), y)
+	VCVTDQ2PS(y, y)
+	VMULPS(scaleD(r), y, y)
+	return y
+}
+
+// nibbles returns the 8 nibbles of half h of a block whose 16 quant bytes
+// are at qs: halves 0, 1 the low nibbles of bytes 0..7, 8..15; halves 2, 3
+// the high ones.
+func nibbles(qs Mem, h int) VecVirtual {
+	y := YMM()
+	VPMOVZXBD(qs.Offset(8*(h%2)), y)
+	if h >= 2 {
+		VPSRLD(U8(4), y, y)
+	} else {
+		VPAND(y2Nibble, y, y)
+	}
+	return y
+}
+
+// q4_0: y = float32(q-8) * d.
+type avx2Q4_0 struct{ avx2Quant }
+
+func (avx2Q4_0) name() string         { return "Q4_0" }
+func (avx2Q4_0) blockBytes() int      { return 18 }
+func (avx2Q4_0) begin(r int, blk Mem) { avx2Scales(r, blk, false) }
+func (avx2Q4_0) half(r int, blk Mem, h int) VecVirtual {
+	y := nibbles(blk.Offset(2), h)
+	VPSUBD(y2Eight, y, y)
+	VCVTDQ2PS(y, y)
+	VMULPS(scaleD(r), y, y)
+	return y
+}
+
+// q4_1: y = float32(q*d) + m.
+type avx2Q4_1 struct{ avx2Quant }
+
+func (avx2Q4_1) name() string         { return "Q4_1" }
+func (avx2Q4_1) blockBytes() int      { return 20 }
+func (avx2Q4_1) begin(r int, blk Mem) { avx2Scales(r, blk, true) }
+func (avx2Q4_1) half(r int, blk Mem, h int) VecVirtual {
+	y := nibbles(blk.Offset(4), h)
+	VCVTDQ2PS(y, y)
+	VMULPS(scaleD(r), y, y)
+	VADDPS(scaleM(r), y, y)
+	return y
+}
+
+// Five-bit quants: the fifth bit of element j is bit j of the 32-bit qh.
+type avx2Q5 struct {
+	avx2Quant
+	legacy           bool // Q5_0 float32(q-16)*d, else Q5_1 float32(q*d)+m
+	qhOff, qsOff, sz int
+}
+
+func (t avx2Q5) name() string {
+	if t.legacy {
+		return "Q5_0"
+	}
+	return "Q5_1"
+}
+func (t avx2Q5) blockBytes() int      { return t.sz }
+func (t avx2Q5) groupRows() int       { return 2 }
+func (t avx2Q5) begin(r int, blk Mem) { avx2Scales(r, blk, !t.legacy) }
+func (t avx2Q5) half(r int, blk Mem, h int) VecVirtual {
+	y := nibbles(blk.Offset(t.qsOff), h)
+	b := YMM()
+	VPBROADCASTD(blk.Offset(t.qhOff), b)
+	VPSRLVD(y2Shift.Offset(32*h), b, b) // elements 8h..8h+7
+	VPAND(y2One, b, b)
+	VPSLLD(U8(4), b, b)
+	VPOR(b, y, y)
+	if t.legacy {
+		VPSUBD(y2Sixteen, y, y)
+		VCVTDQ2PS(y, y)
+		VMULPS(scaleD(r), y, y)
+	} else {
+		VCVTDQ2PS(y, y)
+		VMULPS(scaleD(r), y, y)
+		VADDPS(scaleM(r), y, y)
+	}
+	return y
+}
