@@ -18,15 +18,10 @@ import (
 // Only VEX instructions on Y0..Y15 (engine/ggml's tests check the file).
 
 // avx2Type decodes one ggml type 8 elements (a half chunk) at a time with
-// exactly the operations of the generic decoder (dequant.go, dot.go).
+// exactly the operations of the generic decoder (dequant.go, dot.go); its
+// begin stores row r's block scales as broadcast vectors on the stack.
 type avx2Type interface {
-	name() string
-	plain() bool
-	blockElems() int
-	blockBytes() int
-	groupRows() int
-	// begin stores row r's block scales as broadcast vectors on the stack.
-	begin(r int, blk Mem)
+	blockType
 	// half decodes elements 8h..8h+7 of row r's block.
 	half(r int, blk Mem, h int) VecVirtual
 }
@@ -86,49 +81,14 @@ func reduce16Y(lo, hi VecVirtual) Register {
 	q := XMM()
 	VEXTRACTF128(U8(1), h, q)
 	VADDPS(h.AsX(), q, q)
-	t := XMM()
-	VSHUFPS(U8(0x0E), q, q, t)
-	VADDPS(t, q, q)
-	VSHUFPS(U8(0x01), q, q, t)
-	VADDPS(t, q, q)
-	return q
+	return reduce4(q)
 }
 
 // genMatVecAVX2 is genMatVecExact with two YMM accumulators a row. The Go
 // caller checks the geometry and, for plain types, that len(x)%16 == 0.
 func genMatVecAVX2(t avx2Type) {
-	TEXT("matVecExact"+t.name()+"AVX2", NOSPLIT, "func(w []byte, rowBytes int, x []float32, out []float32)")
-	Pragma("noescape")
-	local = AllocLocal(64 * 4)
-	w := Load(Param("w").Base(), GP64())
-	stride := Load(Param("rowBytes"), GP64())
-	x0 := Load(Param("x").Base(), GP64())
-	k := Load(Param("x").Len(), GP64())
-	out := Load(Param("out").Base(), GP64())
-	n := Load(Param("out").Len(), GP64())
-	G := t.groupRows()
-	sizes := []int{G}
-	for r := G / 2; r >= 1; r /= 2 {
-		sizes = append(sizes, r)
-	}
-	for _, R := range sizes {
-		loop, done := fmt.Sprintf("rows%d", R), fmt.Sprintf("rows%d_done", R)
-		Label(loop)
-		CMPQ(n, U32(R))
-		JB(LabelRef(done))
-		matVecGroupAVX2(t, R, w, stride, x0, k, out)
-		for i := 0; i < R; i++ {
-			ADDQ(stride, w)
-		}
-		ADDQ(U32(4*R), out)
-		SUBQ(U32(R), n)
-		if R == G {
-			JMP(LabelRef(loop))
-		}
-		Label(done)
-	}
-	VZEROUPPER()
-	RET()
+	w, stride, x0, k, out, n := matVecParams("matVecExact" + t.name() + "AVX2")
+	rowGroups(t.groupRows(), w, stride, out, n, func(R int) { matVecGroupAVX2(t, R, w, stride, x0, k, out) })
 }
 
 func matVecGroupAVX2(t avx2Type, R int, w, stride, x0, k, out Register) {
@@ -199,38 +159,10 @@ func matVecGroupAVX2(t avx2Type, R int, w, stride, x0, k, out Register) {
 // genDequantAVX2: dst = Dequantize(t, src); len(dst) a multiple of 16 for
 // plain types (the caller checks).
 func genDequantAVX2(t avx2Type) {
-	TEXT("dequant"+t.name()+"AVX2", NOSPLIT, "func(src []byte, dst []float32)")
-	Pragma("noescape")
-	local = AllocLocal(64 * 4)
-	src := Load(Param("src").Base(), GP64())
-	dst := Load(Param("dst").Base(), GP64())
-	n := Load(Param("dst").Len(), GP64())
-	blk := Mem{Base: src}
-	E, B := t.blockElems(), t.blockBytes()
-	Label("block")
-	CMPQ(n, U32(E))
-	JB(LabelRef("blocks_done"))
-	t.begin(0, blk)
-	for h := 0; h < E/8; h++ {
-		VMOVUPS(t.half(0, blk, h), Mem{Base: dst, Disp: 32 * h})
-	}
-	ADDQ(U32(B), src)
-	ADDQ(U32(4*E), dst)
-	SUBQ(U32(E), n)
-	JMP(LabelRef("block"))
-	Label("blocks_done")
-	if t.plain() {
-		Label("chunk")
-		CMPQ(n, U32(16))
-		JB(LabelRef("done"))
-		for h := 0; h < 2; h++ {
-			VMOVUPS(t.half(0, blk, h), Mem{Base: dst, Disp: 32 * h})
-		}
-		ADDQ(U32(B/4), src)
-		ADDQ(U32(64), dst)
-		SUBQ(U32(16), n)
-		JMP(LabelRef("chunk"))
-	}
+	dequantBlocks("dequant"+t.name()+"AVX2", t, func(blk Mem, c int, dst Mem) {
+		VMOVUPS(t.half(0, blk, 2*c), dst)
+		VMOVUPS(t.half(0, blk, 2*c+1), dst.Offset(32))
+	}, "done")
 	Label("done")
 	VZEROUPPER()
 	RET()
@@ -241,18 +173,7 @@ func genDequantAVX2(t avx2Type) {
 // every output two YMM accumulators in the exact order: 6 outputs take 12 of
 // the 16 registers.
 func genGemmAVX2(rows int) {
-	TEXT(fmt.Sprintf("gemmExact2x%dAVX2", rows), NOSPLIT, "func(w []float32, ldw int, x []float32, k int, out []float32, ldo int)")
-	Pragma("noescape")
-	w := Load(Param("w").Base(), GP64())
-	ldw := Load(Param("ldw"), GP64())
-	xp := Load(Param("x").Base(), GP64())
-	k := Load(Param("k"), GP64())
-	SHLQ(U8(2), ldw)
-	wr := pointers(w, ldw, 1, 2)
-	xs := GP64()
-	MOVQ(k, xs)
-	SHLQ(U8(2), xs)
-	xr := pointers(xp, xs, 1, rows)
+	wr, xr, k := gemmParams(fmt.Sprintf("gemmExact2x%dAVX2", rows), 2, rows)
 	acc := make([][2][2]VecVirtual, rows) // [act row][weight row][half]
 	for i := range acc {
 		for j := range acc[i] {

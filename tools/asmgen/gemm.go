@@ -14,18 +14,7 @@ import (
 // 16-lane accumulator in the exact order (dot.go), reduced by reduce16.
 // out[i*ldo + j] for activation row i and weight row j.
 func genGemmExact(rows int) {
-	TEXT(fmt.Sprintf("gemmExact4x%dAVX512", rows), NOSPLIT, "func(w []float32, ldw int, x []float32, k int, out []float32, ldo int)")
-	Pragma("noescape")
-	w := Load(Param("w").Base(), GP64())
-	ldw := Load(Param("ldw"), GP64())
-	xp := Load(Param("x").Base(), GP64())
-	k := Load(Param("k"), GP64())
-	SHLQ(U8(2), ldw)
-	wr := pointers(w, ldw, 1, 4)
-	xs := GP64()
-	MOVQ(k, xs)
-	SHLQ(U8(2), xs)
-	xr := pointers(xp, xs, 1, rows)
+	wr, xr, k := gemmParams(fmt.Sprintf("gemmExact4x%dAVX512", rows), 4, rows)
 	acc := zeroAcc(rows, 4)
 	full := GP64()
 	MOVQ(k, full)
@@ -84,4 +73,23 @@ func genGemmExact(rows int) {
 	}
 	VZEROUPPER()
 	RET()
+}
+
+// gemmParams starts a prefill tile kernel: func(w []float32, ldw int, x
+// []float32, k int, out []float32, ldo int); it returns the pointers to the
+// tile's wRows weight rows and xRows activation rows, and k.
+func gemmParams(name string, wRows, xRows int) (wr, xr []Register, k Register) {
+	TEXT(name, NOSPLIT, "func(w []float32, ldw int, x []float32, k int, out []float32, ldo int)")
+	Pragma("noescape")
+	w := Load(Param("w").Base(), GP64())
+	ldw := Load(Param("ldw"), GP64())
+	xp := Load(Param("x").Base(), GP64())
+	k = Load(Param("k"), GP64())
+	SHLQ(U8(2), ldw)
+	wr = pointers(w, ldw, 1, wRows)
+	xs := GP64()
+	MOVQ(k, xs)
+	SHLQ(U8(2), xs)
+	xr = pointers(xp, xs, 1, xRows)
+	return wr, xr, k
 }

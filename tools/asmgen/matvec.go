@@ -19,17 +19,15 @@ var pfGroups = 2
 // genMatVecExact: out[n] = DotRow(t, row n, x) for n < len(out); the Go
 // caller checks that rowBytes = RowBytes(t, len(x)) and len(w) covers the rows.
 func genMatVecExact(t qtype) {
-	TEXT("matVecExact"+t.name()+"AVX512", NOSPLIT, "func(w []byte, rowBytes int, x []float32, out []float32)")
-	Pragma("noescape")
-	local = AllocLocal(64 * 4)
-	w := Load(Param("w").Base(), GP64())
-	stride := Load(Param("rowBytes"), GP64())
-	x0 := Load(Param("x").Base(), GP64())
-	k := Load(Param("x").Len(), GP64())
-	out := Load(Param("out").Base(), GP64())
-	n := Load(Param("out").Len(), GP64())
+	w, stride, x0, k, out, n := matVecParams("matVecExact" + t.name() + "AVX512")
 
-	G := t.groupRows()
+	rowGroups(t.groupRows(), w, stride, out, n, func(R int) { matVecGroup(t, R, w, stride, x0, k, out) })
+}
+
+// rowGroups runs group(R) over the n rows at w (stride bytes apart) in
+// groups of G rows, then of G/2, ..., 1 for the rest, each group's R sums to
+// out; then it returns from the kernel.
+func rowGroups(G int, w, stride, out, n Register, group func(R int)) {
 	sizes := []int{G}
 	for r := G / 2; r >= 1; r /= 2 {
 		sizes = append(sizes, r)
@@ -39,7 +37,7 @@ func genMatVecExact(t qtype) {
 		Label(loop)
 		CMPQ(n, U32(R))
 		JB(LabelRef(done))
-		matVecGroup(t, R, w, stride, x0, k, out)
+		group(R)
 		for i := 0; i < R; i++ {
 			ADDQ(stride, w)
 		}
@@ -52,6 +50,21 @@ func genMatVecExact(t qtype) {
 	}
 	VZEROUPPER()
 	RET()
+}
+
+// matVecParams starts a matvec kernel: func(w []byte, rowBytes int, x
+// []float32, out []float32), 64 bytes of stack a row of a group at local.
+func matVecParams(name string) (w, stride, x0, k, out, n Register) {
+	TEXT(name, NOSPLIT, "func(w []byte, rowBytes int, x []float32, out []float32)")
+	Pragma("noescape")
+	local = AllocLocal(64 * 4)
+	w = Load(Param("w").Base(), GP64())
+	stride = Load(Param("rowBytes"), GP64())
+	x0 = Load(Param("x").Base(), GP64())
+	k = Load(Param("x").Len(), GP64())
+	out = Load(Param("out").Base(), GP64())
+	n = Load(Param("out").Len(), GP64())
+	return
 }
 
 // matVecGroup computes R (4, 2 or 1) consecutive rows starting at w.
@@ -157,35 +170,10 @@ func matVecGroup(t qtype, R int, w, stride, x0, k, out Register) {
 // genDequant: dst = Dequantize(t, src) for len(dst) elements (the caller
 // checks len(src) = RowBytes(t, len(dst))).
 func genDequant(t qtype) {
-	TEXT("dequant"+t.name()+"AVX512", NOSPLIT, "func(src []byte, dst []float32)")
-	Pragma("noescape")
-	local = AllocLocal(64 * 4)
-	src := Load(Param("src").Base(), GP64())
-	dst := Load(Param("dst").Base(), GP64())
-	n := Load(Param("dst").Len(), GP64())
-	blk := Mem{Base: src}
-	E, B := t.blockElems(), t.blockBytes()
-	Label("block")
-	CMPQ(n, U32(E))
-	JB(LabelRef("blocks_done"))
-	t.begin(0, blk)
-	for c := 0; c < E/16; c++ {
-		VMOVUPS(t.chunk(0, blk, c), Mem{Base: dst, Disp: 64 * c})
-	}
-	ADDQ(U32(B), src)
-	ADDQ(U32(4*E), dst)
-	SUBQ(U32(E), n)
-	JMP(LabelRef("block"))
-	Label("blocks_done")
+	blk, dst, n := dequantBlocks("dequant"+t.name()+"AVX512", t, func(blk Mem, c int, dst Mem) {
+		VMOVUPS(t.chunk(0, blk, c), dst)
+	}, "chunks_done")
 	if t.plain() {
-		Label("chunk")
-		CMPQ(n, U32(16))
-		JB(LabelRef("chunks_done"))
-		VMOVUPS(t.chunk(0, blk, 0), Mem{Base: dst})
-		ADDQ(U32(B/4), src)
-		ADDQ(U32(64), dst)
-		SUBQ(U32(16), n)
-		JMP(LabelRef("chunk"))
 		Label("chunks_done")
 		TESTQ(n, n)
 		JZ(LabelRef("done"))
@@ -195,4 +183,42 @@ func genDequant(t qtype) {
 	Label("done")
 	VZEROUPPER()
 	RET()
+}
+
+// dequantBlocks starts a dequantization kernel, func(src []byte, dst
+// []float32): whole blocks, then for plain types chunks of 16 while at
+// least 16 elements are left (then on to label chunksDone). store writes
+// the 16 elements of chunk c of the block at blk to dst.
+func dequantBlocks(name string, t blockType, store func(blk Mem, c int, dst Mem), chunksDone string) (blk Mem, dst, n Register) {
+	TEXT(name, NOSPLIT, "func(src []byte, dst []float32)")
+	Pragma("noescape")
+	local = AllocLocal(64 * 4)
+	src := Load(Param("src").Base(), GP64())
+	dst = Load(Param("dst").Base(), GP64())
+	n = Load(Param("dst").Len(), GP64())
+	blk = Mem{Base: src}
+	E, B := t.blockElems(), t.blockBytes()
+	Label("block")
+	CMPQ(n, U32(E))
+	JB(LabelRef("blocks_done"))
+	t.begin(0, blk)
+	for c := 0; c < E/16; c++ {
+		store(blk, c, Mem{Base: dst, Disp: 64 * c})
+	}
+	ADDQ(U32(B), src)
+	ADDQ(U32(4*E), dst)
+	SUBQ(U32(E), n)
+	JMP(LabelRef("block"))
+	Label("blocks_done")
+	if t.plain() {
+		Label("chunk")
+		CMPQ(n, U32(16))
+		JB(LabelRef(chunksDone))
+		store(blk, 0, Mem{Base: dst})
+		ADDQ(U32(B/4), src)
+		ADDQ(U32(64), dst)
+		SUBQ(U32(16), n)
+		JMP(LabelRef("chunk"))
+	}
+	return blk, dst, n
 }

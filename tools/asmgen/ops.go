@@ -186,6 +186,11 @@ func reduce16(a VecVirtual) Register {
 	q := XMM()
 	VEXTRACTF32X4(U8(1), h, q)
 	VADDPS(h.AsX(), q, q) // q0..3
+	return reduce4(q)
+}
+
+// reduce4 is (q0+q2)+(q1+q3) of q's four lanes, in lane 0 of q.
+func reduce4(q VecVirtual) Register {
 	t := XMM()
 	VSHUFPS(U8(0x0E), q, q, t) // [q2, q3, ..]
 	VADDPS(t, q, q)            // [q0+q2, q1+q3, ..]

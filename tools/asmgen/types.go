@@ -10,6 +10,16 @@ import (
 // at a time, into float32 values computed with exactly the operations of the
 // generic decoder in dequant.go (dot.go for the plain types).
 type qtype interface {
+	blockType
+	// chunk decodes chunk c (elements 16c..16c+15) of row r's block.
+	chunk(r int, blk Mem, c int) VecVirtual
+	// tail decodes the first elements of a plain type's chunk selected by
+	// the load mask k (the others are 0), without touching memory beyond them.
+	tail(blk Mem, k Op) VecVirtual
+}
+
+// blockType is a type's geometry, as both SIMD sets' kernels walk it.
+type blockType interface {
 	name() string
 	// plain types (F32, F16, BF16) take any row length: blocks of 64
 	// elements, then single chunks, then a masked tail. Quantized rows are a
@@ -23,11 +33,6 @@ type qtype interface {
 	groupRows() int
 	// begin prepares row r's block at blk (scales, tables) for its chunks.
 	begin(r int, blk Mem)
-	// chunk decodes chunk c (elements 16c..16c+15) of row r's block.
-	chunk(r int, blk Mem, c int) VecVirtual
-	// tail decodes the first elements of a plain type's chunk selected by
-	// the load mask k (the others are 0), without touching memory beyond them.
-	tail(blk Mem, k Op) VecVirtual
 }
 
 func exactTypes() []qtype {
