@@ -102,34 +102,36 @@ func Attrs(info *MatmulInfo) (IOAttr, error) {
 
 // Dims are the attr dims of the operand in its layout.
 func (o Operand) Dims() []uint32 {
-	u := func(v ...int) []uint32 {
-		d := make([]uint32, len(v))
-		for i, x := range v {
-			d[i] = uint32(x)
-		}
-		return d
+	d, n := o.dims()
+	u := make([]uint32, n)
+	for i := range u {
+		u[i] = uint32(d[i])
 	}
+	return u
+}
+
+// dims are Dims without an allocation (Size runs on every pack and gather).
+func (o Operand) dims() (d [4]int, n int) {
 	switch {
 	case o.Name == "B" && o.Layout == LayoutTPNorm:
-		return u(o.Cols, o.Rows)
+		return [4]int{o.Cols, o.Rows}, 2
 	case o.Layout == LayoutNorm:
-		return u(o.Rows, o.Cols)
+		return [4]int{o.Rows, o.Cols}, 2
 	case o.Name == "B":
-		return u(cdiv(o.Cols, o.Sub), cdiv(o.Rows, SubK), o.Sub, SubK)
-	case o.Name == "A":
-		return u(cdiv(o.Cols, o.Sub), o.Rows, o.Sub)
-	default: // C native
-		return u(cdiv(o.Cols, o.Sub), o.Rows, o.Sub)
+		return [4]int{cdiv(o.Cols, o.Sub), cdiv(o.Rows, SubK), o.Sub, SubK}, 4
+	default: // A or C native
+		return [4]int{cdiv(o.Cols, o.Sub), o.Rows, o.Sub}, 3
 	}
 }
 
 // Elems is the number of element slots (padding included).
 func (o Operand) Elems() int {
-	n := 1
-	for _, d := range o.Dims() {
-		n *= int(d)
+	d, n := o.dims()
+	e := 1
+	for _, v := range d[:n] {
+		e *= v
 	}
-	return n
+	return e
 }
 
 // Size is the buffer size in bytes.

@@ -147,10 +147,6 @@ func unpack[T Elem](fn string, info *MatmulInfo, name string, src []byte, dst []
 	if rows > 0 && len(dst) < (rows-1)*ld+cols {
 		return paramErr(fn, "%s: matrix slice has %d elements, %d rows of %d with stride %d need %d", o.Name, len(dst), rows, cols, ld, (rows-1)*ld+cols)
 	}
-	get, err := getter(fn, o, src, dst)
-	if err != nil {
-		return err
-	}
 	if d32, ok := words(o, dst); ok && o.Layout == LayoutNative && o.Name != "B" && littleEndian {
 		// The gather after every run: 32-bit C in atoms of o.Sub (4)
 		// columns, copied without a call per atom.
@@ -179,6 +175,10 @@ func unpack[T Elem](fn string, info *MatmulInfo, name string, src []byte, dst []
 			}
 		}
 		return nil
+	}
+	get, err := getter(fn, o, src, dst)
+	if err != nil {
+		return err
 	}
 	for r := 0; r < rows; r++ {
 		for c := 0; c < cols; {

@@ -610,8 +610,12 @@ func (o *MatMuler) run(ks []*kernel, allOps []*engine.MatMulOp, idx []int, x []f
 	if err := o.convertA(first, x[:M*K], M, K); err != nil {
 		return fail(0, err)
 	}
-	var ctxs []npu.Context
-	var where [][2]int // kernel and core of ctxs[j]
+	n := 0
+	for _, k := range ks {
+		n += len(k.ctxs)
+	}
+	ctxs := make([]npu.Context, 0, n)
+	where := make([][2]int, 0, n) // kernel and core of ctxs[j]
 	for i, k := range ks {
 		if len(k.a) != len(first.a) {
 			return fail(i, fmt.Errorf("A is %d bytes, %d for %s", len(k.a), len(first.a), ops[0].Name))

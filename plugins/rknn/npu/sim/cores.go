@@ -26,7 +26,7 @@ func (d *Driver) RunCores(ctxs []npu.Context) []error {
 		phases []phase
 		finish func()
 	}
-	var runs []started
+	runs := make([]started, 0, len(ctxs))
 	defer func() {
 		for _, r := range runs {
 			d.putWork(r.w)
@@ -54,8 +54,9 @@ func (d *Driver) RunCores(ctxs []npu.Context) []error {
 		phases, finish := c.plan(w)
 		runs = append(runs, started{c, run, w, phases, finish})
 	}
+	step := make([]phase, 0, len(runs))
 	for j := 0; ; j++ {
-		var step []phase
+		step = step[:0]
 		for _, r := range runs {
 			if j < len(r.phases) {
 				step = append(step, r.phases[j])

@@ -49,6 +49,7 @@ func (c *Context) planFast(w *workspace, b []byte, M, K, N int, aNative bool) (p
 	subNB := 256 / bBits
 	nA := aLen(M, K, aNative, subKA)
 	nBlocks := N / subNB
+	phases = make([]phase, 0, ceilDiv(K, bSegmentK))
 
 	if isFloat(c.info.Type) {
 		w.aF = grow(w.aF, M*K)
