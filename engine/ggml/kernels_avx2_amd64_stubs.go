@@ -53,6 +53,24 @@ func matVecExactQ5_1AVX2(w []byte, rowBytes int, x []float32, out []float32)
 func dequantQ5_1AVX2(src []byte, dst []float32)
 
 //go:noescape
+func matVecExactQ4_KAVX2(w []byte, rowBytes int, x []float32, out []float32)
+
+//go:noescape
+func dequantQ4_KAVX2(src []byte, dst []float32)
+
+//go:noescape
+func matVecExactQ5_KAVX2(w []byte, rowBytes int, x []float32, out []float32)
+
+//go:noescape
+func dequantQ5_KAVX2(src []byte, dst []float32)
+
+//go:noescape
+func matVecExactQ6_KAVX2(w []byte, rowBytes int, x []float32, out []float32)
+
+//go:noescape
+func dequantQ6_KAVX2(src []byte, dst []float32)
+
+//go:noescape
 func gemmExact2x1AVX2(w []float32, ldw int, x []float32, k int, out []float32, ldo int)
 
 //go:noescape

@@ -31,6 +31,7 @@ func avx2Types() []avx2Type {
 		avx2F32{}, avx2F16{}, avx2BF16{},
 		avx2Q8_0{}, avx2Q4_0{}, avx2Q4_1{},
 		avx2Q5{legacy: true, qhOff: 2, qsOff: 6, sz: 22}, avx2Q5{qhOff: 4, qsOff: 8, sz: 24},
+		avx2QK{}, avx2QK{fiveBit: true}, avx2Q6K{},
 	}
 }
 
@@ -38,6 +39,9 @@ func avx2Types() []avx2Type {
 var (
 	y2Zero, y2Nibble, y2Eight, y2Sixteen, y2One Mem
 	y2Shift                                     Mem // uint32 0..31: Q5 element j's bit of qh (4 vectors)
+	y2Three, y2ThirtyTwo                        Mem
+	// Q4_K/Q5_K scale unpacking (see kScalesAVX2).
+	y2Idx0123, y2K63x15, y2KHigh, y2KShift Mem
 )
 
 func genAVX2Constants() {
@@ -54,6 +58,12 @@ func genAVX2Constants() {
 		shifts[i] = uint32(i)
 	}
 	y2Shift = u32s("y2Shift", shifts)
+	y2Three = fill("y2Three", 3)
+	y2ThirtyTwo = fill("y2ThirtyTwo", 32)
+	y2Idx0123 = u32s("y2Idx0123", []uint32{0, 1, 2, 3, 0, 1, 2, 3})
+	y2K63x15 = u32s("y2K63x15", []uint32{63, 63, 63, 63, 15, 15, 15, 15})
+	y2KHigh = u32s("y2KHigh", []uint32{0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff})
+	y2KShift = u32s("y2KShift", []uint32{0, 0, 0, 0, 4, 4, 4, 4})
 }
 
 func genAVX2() {
@@ -366,5 +376,142 @@ func (t avx2Q5) half(r int, blk Mem, h int) VecVirtual {
 		VMULPS(scaleD(r), y, y)
 		VADDPS(scaleM(r), y, y)
 	}
+	return y
+}
+
+// ---- K-quants (256-element super-blocks: 32 halves) ----
+
+// kScalesAVX2 is kScales with two YMM registers: float32(d*sc_s) for
+// s = 0..7 at dst and float32(dmin*m_s) at dst+32. With A the scale bytes
+// s0..s7 and B s4..s11 as dwords (scaleMinK4):
+//
+//	sc: lanes 0-3 A[j]&63, lanes 4-7 B[j]&15 | A[j-4]>>6<<4
+//	m:  lanes 0-3 B[j]&63, lanes 4-7 B[j]>>4 | A[j]>>6<<4
+func kScalesAVX2(blk Mem, dst Mem) {
+	a, b := YMM(), YMM()
+	VPMOVZXBD(blk.Offset(4), a)
+	VPMOVZXBD(blk.Offset(8), b)
+	// hi6 is A[j']>>6<<4 in lanes 4-7 (0 elsewhere) for A' = A permuted by idx.
+	hi6 := func(src VecVirtual) VecVirtual {
+		t := YMM()
+		VPSRLD(U8(6), src, t)
+		VPSLLD(U8(4), t, t)
+		VPAND(y2KHigh, t, t)
+		return t
+	}
+	a4 := YMM() // A[j%4]
+	VMOVDQU(y2Idx0123, a4)
+	VPERMD(a, a4, a4)
+	sc := YMM()
+	VPBLENDD(U8(0xF0), b, a4, sc)
+	VPAND(y2K63x15, sc, sc)
+	VPOR(hi6(a4), sc, sc)
+	m := YMM()
+	VPSRLVD(y2KShift, b, m)
+	VPAND(y2K63x15, m, m)
+	VPOR(hi6(a), m, m)
+	h := XMM()
+	VCVTPH2PS(blk, h) // d, dmin (reads 8 bytes)
+	d := YMM()
+	VBROADCASTSS(h, d)
+	VCVTDQ2PS(sc, sc)
+	VMULPS(d, sc, sc)
+	VMOVUPS(sc, dst)
+	VPSRLQ(U8(32), h, h)
+	VBROADCASTSS(h, d)
+	VCVTDQ2PS(m, m)
+	VMULPS(d, m, m)
+	VMOVUPS(m, dst.Offset(32))
+}
+
+// avx2QK is Q4_K (and Q5_K): half hh holds elements 8hh.. of chunk
+// c = hh/8: the low nibbles of q[32c+8p ..] (p = hh%8 < 4, sub-block 2c) or
+// the high ones (p >= 4, sub-block 2c+1); y = float32(d_s*q) - m_s. Q5_K's
+// fifth bit is bit 2c (low) or 2c+1 (high) of qh[8(p%4) ..].
+type avx2QK struct {
+	avx2Quant
+	fiveBit bool
+}
+
+func (t avx2QK) name() string {
+	if t.fiveBit {
+		return "Q5_K"
+	}
+	return "Q4_K"
+}
+func (avx2QK) blockElems() int { return 256 }
+func (t avx2QK) blockBytes() int {
+	if t.fiveBit {
+		return 176
+	}
+	return 144
+}
+func (avx2QK) begin(r int, blk Mem) { kScalesAVX2(blk, local.Offset(64*r)) }
+func (t avx2QK) half(r int, blk Mem, hh int) VecVirtual {
+	c, p := hh/8, hh%8
+	qs := 16
+	if t.fiveBit {
+		qs = 48
+	}
+	y := nibbles(blk.Offset(qs+32*c+8*(p%4)), 2*(p/4)) // halves 0 / 2: low / high nibbles
+	s := 2*c + p/4
+	if t.fiveBit {
+		b := YMM()
+		VPMOVZXBD(blk.Offset(16+8*(p%4)), b)
+		VPSRLD(U8(s), b, b)
+		VPAND(y2One, b, b)
+		VPSLLD(U8(4), b, b)
+		VPOR(b, y, y)
+	}
+	VCVTDQ2PS(y, y)
+	d := YMM()
+	VBROADCASTSS(local.Offset(64*r+4*s), d)
+	VMULPS(d, y, y)
+	VBROADCASTSS(local.Offset(64*r+32+4*s), d)
+	VSUBPS(d, y, y)
+	return y
+}
+
+// avx2Q6K: half hh holds elements 8hh.. = 128h + 32g + l (l = 8i, i < 4):
+// ql[64h+32(g&1)+l ..] low (g < 2) or high nibbles, bits 2g..2g+1 of
+// qh[32h+l ..] above them, minus 32, times float32(d*sc[8h+2g+l/16]).
+type avx2Q6K struct{ avx2Quant }
+
+func (avx2Q6K) name() string    { return "Q6_K" }
+func (avx2Q6K) blockElems() int { return 256 }
+func (avx2Q6K) blockBytes() int { return 210 }
+func (avx2Q6K) begin(r int, blk Mem) {
+	h := XMM()
+	VPBROADCASTW(blk.Offset(208), h)
+	d := YMM()
+	VCVTPH2PS(h, d)
+	for i := range 2 {
+		s := YMM()
+		VPMOVSXBD(blk.Offset(192+8*i), s)
+		VCVTDQ2PS(s, s)
+		VMULPS(d, s, s)
+		VMOVUPS(s, local.Offset(64*r+32*i))
+	}
+}
+func (avx2Q6K) half(r int, blk Mem, hh int) VecVirtual {
+	h, g, l := hh/16, hh%16/4, 8*(hh%4)
+	y := YMM()
+	VPMOVZXBD(blk.Offset(64*h+32*(g&1)+l), y)
+	if g < 2 {
+		VPAND(y2Nibble, y, y)
+	} else {
+		VPSRLD(U8(4), y, y)
+	}
+	b := YMM()
+	VPMOVZXBD(blk.Offset(128+32*h+l), b)
+	VPSRLD(U8(2*g), b, b)
+	VPAND(y2Three, b, b)
+	VPSLLD(U8(4), b, b)
+	VPOR(b, y, y)
+	VPSUBD(y2ThirtyTwo, y, y)
+	VCVTDQ2PS(y, y)
+	s := YMM()
+	VBROADCASTSS(local.Offset(64*r+4*(8*h+2*g+l/16)), s)
+	VMULPS(s, y, y)
 	return y
 }
