@@ -567,11 +567,18 @@ func transposeWords16(blk Mem) [8][2]VecVirtual {
 // genFP16Direct is the few-row (decode) form of transpose + accumulate for
 // one group of 16 output channels, with the numerics of fp16Accumulate
 // (init = true): B is read once and never stored as float32. Two blocks at
-// a time are transposed in 16-bit units (transposeWords16) into a stack
-// buffer, converted from there in K order, and their sums are two
-// independent chains (one chain of 32 dependent additions per block left
-// the one-row kernel waiting on the adder's latency). One loop body: an
-// odd last block is computed twice and counted once.
+// a time are transposed in 16-bit units into a stack buffer (three rounds
+// of in-lane unpacks: each 128-bit lane of the result is 8 channels at one
+// k), converted from there in K order, and their sums are four independent
+// chains (2 blocks × 2 halves of the channels: one chain of 32 dependent
+// additions left the kernel waiting on the adder's latency). One loop body:
+// an odd last block is computed twice and counted once.
+//
+// Everything is 256 bits wide: with no 512-bit operation in flight port 1
+// runs vector operations too, and the unpacks (port 1 or 5) and the
+// conversions and FMAs (port 0 or 1) share three ports. At 512 bits a
+// fourth round of lane permutes and the conversions' lane-crossing half
+// all queued for port 5, the kernel's bound.
 func genFP16Direct(rows int) {
 	// Not NOSPLIT: the 2 KB staging frame needs the stack check.
 	TEXT(fmt.Sprintf("fp16Direct%dAVX512", rows), 0, "func(b []byte, kBlocks int, a []float32, lda int, c []float32, ldc int)")
@@ -586,7 +593,15 @@ func genFP16Direct(rows int) {
 	buf := GP64()
 	LEAQ(stage.Offset(63), buf)
 	ANDQ(I32(-64), buf)
-	acc := zeroAcc(1, rows)[0]
+	// acc[s][i]: row i's channels 8s..8s+7.
+	acc := make([][]VecVirtual, 2)
+	for h := range acc {
+		acc[h] = make([]VecVirtual, rows)
+		for i := range acc[h] {
+			acc[h][i] = YMM()
+			VPBROADCASTD(dword0, acc[h][i])
+		}
+	}
 	// The second block of a pair is bstep bytes of B and astep of A after
 	// the first, and its sums are added under mask second. An odd last
 	// block is paired with itself (steps 0) and its copy's sums dropped.
@@ -598,7 +613,7 @@ func genFP16Direct(rows int) {
 	MOVQ(U32(1024), bstep)
 	MOVQ(U32(128), astep)
 	ones := GP32()
-	MOVL(U32(0xffff), ones)
+	MOVL(U32(0xff), ones)
 	CMPQ(n, U32(2))
 	JAE(LabelRef("steps_set"))
 	XORQ(bstep, bstep)
@@ -609,17 +624,20 @@ func genFP16Direct(rows int) {
 	for off := 0; off < 2048; off += 64 {
 		PREFETCHT0(Mem{Base: bp, Disp: fp16PrefetchBlocks*1024 + off})
 	}
+	// Staged block j: channels 8s..8s+7 at k in the 16 bytes at
+	// kVec(j, s, k).
+	kVec := func(j, s, k int) Mem {
+		return Mem{Base: buf, Disp: 1024*j + 512*s + 256*(k/16) + 32*(k%8) + 16*(k/8%2)}
+	}
 	for j, blk := range []Mem{{Base: bp}, {Base: bp, Index: bstep, Scale: 1}} {
-		y := transposeWords16(blk)
-		for i := range y {
-			for h := range y[i] {
-				VMOVDQU64(y[i][h], Mem{Base: buf, Disp: 1024*j + 512*h + 64*i})
+		for s := range 2 {
+			for h := range 2 {
+				x := transposeWords8(blk.Offset(512*s + 32*h))
+				for i := range x {
+					VMOVDQU64(x[i], Mem{Base: buf, Disp: 1024*j + 512*s + 256*h + 32*i})
+				}
 			}
 		}
-	}
-	// Staged block j holds k's 16 halves at kVec(j, k).
-	kVec := func(j, k int) Mem {
-		return Mem{Base: buf, Disp: 1024*j + 512*(k/16) + 64*(k%8) + 32*(k/8%2)}
 	}
 	aVec := func(j, i, k int) Mem {
 		if j == 0 {
@@ -627,26 +645,86 @@ func genFP16Direct(rows int) {
 		}
 		return Mem{Base: arow[i], Index: astep, Scale: 1, Disp: 4 * k}
 	}
-	s := zeroAcc(2, rows)
-	for k := range 32 {
-		for j := range 2 {
-			v := ZMM()
-			VCVTPH2PS(kVec(j, k), v)
+	sums := make([][][]VecVirtual, 2) // [block][s][row]
+	for j := range sums {
+		sums[j] = make([][]VecVirtual, 2)
+		for s := range sums[j] {
+			sums[j][s] = make([]VecVirtual, rows)
 			for i := range rows {
-				VFMADD231PS_BCST(aVec(j, i, k), v, s[j][i])
+				sums[j][s][i] = YMM()
+				VPBROADCASTD(dword0, sums[j][s][i])
 			}
 		}
 	}
+	for k := range 32 {
+		for j := range 2 {
+			var v [2]VecVirtual
+			for s := range 2 {
+				v[s] = YMM()
+				VCVTPH2PS(kVec(j, s, k), v[s])
+			}
+			for i := range rows {
+				x := YMM()
+				VBROADCASTSS(aVec(j, i, k), x)
+				for s := range 2 {
+					VFMADD231PS(x, v[s], sums[j][s][i])
+				}
+			}
+		}
+	}
+	for s := range 2 {
+		for i := range rows {
+			VADDPS(sums[0][s][i], acc[s][i], acc[s][i])
+			VADDPS(sums[1][s][i], acc[s][i], second, acc[s][i])
+		}
+	}
 	for i := range rows {
-		VADDPS(s[0][i], acc[i], acc[i])
-		VADDPS(s[1][i], acc[i], second, acc[i])
 		ADDQ(U32(256), arow[i])
 	}
 	ADDQ(U32(2048), bp)
 	SUBQ(U32(2), n)
 	JMP(LabelRef("pair"))
 	Label("pairs_done")
-	outRows("c", "ldc", rows, func(i int, cp Register) { VMOVUPS(acc[i], Mem{Base: cp}) })
+	outRows("c", "ldc", rows, func(i int, cp Register) {
+		VMOVUPS(acc[0][i], Mem{Base: cp})
+		VMOVUPS(acc[1][i], Mem{Base: cp, Disp: 32})
+	})
 	VZEROUPPER()
 	RET()
+}
+
+// transposeWords8 transposes the 8 channel rows × 16 K values (fp16) at
+// blk, blk+64, ... blk+448 (one half of 8 rows of a native block) in
+// 16-bit units within 128-bit lanes: lane l of x[i] holds the 8 channels
+// at k 8l+i. Three rounds of 8 unpacks.
+func transposeWords8(blk Mem) [8]VecVirtual {
+	// Rows 2p and 2p+1: dword t of lane l = both rows at k 8l+4h+t.
+	var a [2][4]VecVirtual
+	for p := range 4 {
+		r := YMM()
+		VMOVDQU64(blk.Offset(128*p), r)
+		a[0][p], a[1][p] = YMM(), YMM()
+		VPUNPCKLWD(blk.Offset(128*p+64), r, a[0][p])
+		VPUNPCKHWD(blk.Offset(128*p+64), r, a[1][p])
+	}
+	// Rows 4r..4r+3: qword u of lane l at k 8l+4h+2e+u.
+	var b [2][2][2]VecVirtual
+	for r := range 2 {
+		for h := range 2 {
+			b[r][h][0], b[r][h][1] = YMM(), YMM()
+			VPUNPCKLDQ(a[h][2*r+1], a[h][2*r], b[r][h][0])
+			VPUNPCKHDQ(a[h][2*r+1], a[h][2*r], b[r][h][1])
+		}
+	}
+	// Rows 0..7: lane l of x[i] at k 8l+i.
+	var x [8]VecVirtual
+	for h := range 2 {
+		for e := range 2 {
+			i := 4*h + 2*e
+			x[i], x[i+1] = YMM(), YMM()
+			VPUNPCKLQDQ(b[1][h][e], b[0][h][e], x[i])
+			VPUNPCKHQDQ(b[1][h][e], b[0][h][e], x[i+1])
+		}
+	}
+	return x
 }
