@@ -32,14 +32,8 @@ func genNPUSim() {
 
 var byte80, byte0F, byte08 Mem
 
-// qwordsLo, qwordsHi: VPERMI2Q/VPERMT2Q indices pairing the 128-bit lanes
-// of two registers (x, y): lo = x.0 y.0 x.1 y.1, hi = x.2 y.2 x.3 y.3.
-var qwordsLo, qwordsHi Mem
-
 func genNPUConstants() {
 	dword0 = genDword0()
-	qwordsLo = u32s("qwordsLo", []uint32{0, 0, 1, 0, 8, 0, 9, 0, 2, 0, 3, 0, 10, 0, 11, 0})
-	qwordsHi = u32s("qwordsHi", []uint32{4, 0, 5, 0, 12, 0, 13, 0, 6, 0, 7, 0, 14, 0, 15, 0})
 	byte80 = u32s("byte80", []uint32{0x80808080})
 	byte0F = u32s("byte0F", []uint32{0x0f0f0f0f})
 	byte08 = u32s("byte08", []uint32{0x08080808})
@@ -513,55 +507,6 @@ func blockLoop(name string, bp, kBlocks Register, body func(b Register)) {
 	DECQ(n)
 	JMP(LabelRef(name))
 	Label(name + "_done")
-}
-
-// transposeWords16 transposes one native block of 16 output channels × 32
-// K values (fp16, 1024 bytes at blk) in 16-bit units: it returns y with
-// y[i][0] = k i (low 256 bits) and k 8+i (high), y[i][1] = k 16+i and
-// 24+i, each 256-bit half the 16 channels in order. Four rounds of 16
-// two-register shuffles for 512 elements, half the shuffles of transposing
-// the converted float32 values.
-func transposeWords16(blk Mem) [8][2]VecVirtual {
-	// Rows 2p and 2p+1: dword t of lane q = both rows at k 8q+4h+t.
-	var a [2][8]VecVirtual
-	for p := range 8 {
-		r := ZMM()
-		VMOVDQU64(blk.Offset(128*p), r)
-		a[0][p], a[1][p] = ZMM(), ZMM()
-		VPUNPCKLWD(blk.Offset(128*p+64), r, a[0][p])
-		VPUNPCKHWD(blk.Offset(128*p+64), r, a[1][p])
-	}
-	// Rows 4r..4r+3: qword u of lane q at k 8q+4h+2e+u.
-	var b [4][2][2]VecVirtual
-	for r := range 4 {
-		for h := range 2 {
-			b[r][h][0], b[r][h][1] = ZMM(), ZMM()
-			VPUNPCKLDQ(a[h][2*r+1], a[h][2*r], b[r][h][0])
-			VPUNPCKHDQ(a[h][2*r+1], a[h][2*r], b[r][h][1])
-		}
-	}
-	// Rows 8s..8s+7: lane q of x[s][i] at k 8q+i.
-	var x [2][8]VecVirtual
-	for s := range 2 {
-		for h := range 2 {
-			for e := range 2 {
-				i := 4*h + 2*e
-				x[s][i], x[s][i+1] = ZMM(), ZMM()
-				VPUNPCKLQDQ(b[2*s+1][h][e], b[2*s][h][e], x[s][i])
-				VPUNPCKHQDQ(b[2*s+1][h][e], b[2*s][h][e], x[s][i+1])
-			}
-		}
-	}
-	var y [8][2]VecVirtual
-	for i := range 8 {
-		y[i][1] = ZMM()
-		VMOVDQU64(qwordsHi, y[i][1])
-		VPERMI2Q(x[1][i], x[0][i], y[i][1])
-		y[i][0] = ZMM()
-		VMOVDQU64(qwordsLo, y[i][0])
-		VPERMI2Q(x[1][i], x[0][i], y[i][0])
-	}
-	return y
 }
 
 // genFP16Direct is the few-row (decode) form of transpose + accumulate for

@@ -7,42 +7,6 @@
 DATA dword0<>+0(SB)/4, $0x00000000
 GLOBL dword0<>(SB), RODATA|NOPTR, $4
 
-DATA qwordsLo<>+0(SB)/4, $0x00000000
-DATA qwordsLo<>+4(SB)/4, $0x00000000
-DATA qwordsLo<>+8(SB)/4, $0x00000001
-DATA qwordsLo<>+12(SB)/4, $0x00000000
-DATA qwordsLo<>+16(SB)/4, $0x00000008
-DATA qwordsLo<>+20(SB)/4, $0x00000000
-DATA qwordsLo<>+24(SB)/4, $0x00000009
-DATA qwordsLo<>+28(SB)/4, $0x00000000
-DATA qwordsLo<>+32(SB)/4, $0x00000002
-DATA qwordsLo<>+36(SB)/4, $0x00000000
-DATA qwordsLo<>+40(SB)/4, $0x00000003
-DATA qwordsLo<>+44(SB)/4, $0x00000000
-DATA qwordsLo<>+48(SB)/4, $0x0000000a
-DATA qwordsLo<>+52(SB)/4, $0x00000000
-DATA qwordsLo<>+56(SB)/4, $0x0000000b
-DATA qwordsLo<>+60(SB)/4, $0x00000000
-GLOBL qwordsLo<>(SB), RODATA|NOPTR, $64
-
-DATA qwordsHi<>+0(SB)/4, $0x00000004
-DATA qwordsHi<>+4(SB)/4, $0x00000000
-DATA qwordsHi<>+8(SB)/4, $0x00000005
-DATA qwordsHi<>+12(SB)/4, $0x00000000
-DATA qwordsHi<>+16(SB)/4, $0x0000000c
-DATA qwordsHi<>+20(SB)/4, $0x00000000
-DATA qwordsHi<>+24(SB)/4, $0x0000000d
-DATA qwordsHi<>+28(SB)/4, $0x00000000
-DATA qwordsHi<>+32(SB)/4, $0x00000006
-DATA qwordsHi<>+36(SB)/4, $0x00000000
-DATA qwordsHi<>+40(SB)/4, $0x00000007
-DATA qwordsHi<>+44(SB)/4, $0x00000000
-DATA qwordsHi<>+48(SB)/4, $0x0000000e
-DATA qwordsHi<>+52(SB)/4, $0x00000000
-DATA qwordsHi<>+56(SB)/4, $0x0000000f
-DATA qwordsHi<>+60(SB)/4, $0x00000000
-GLOBL qwordsHi<>(SB), RODATA|NOPTR, $64
-
 DATA byte80<>+0(SB)/4, $0x80808080
 GLOBL byte80<>(SB), RODATA|NOPTR, $4
 
