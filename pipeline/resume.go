@@ -66,78 +66,70 @@ func (r *runner) resumeFrom(dir string) error {
 			todo = append(todo, u)
 		}
 	}
-	done := 0
-	for done < len(todo) && r.unitComplete(todo[done], records[todo[done].ID]) {
-		done++
+	done := 0 // the completed units before the first that is not: taken over
+	for ; done < len(todo); done++ {
+		rec := records[todo[done].ID]
+		cmps, prompts, ok := r.unitComplete(todo[done], rec)
+		if !ok {
+			break
+		}
+		for _, c := range r.cands {
+			c.cmp.Add(cmps[c.rb.Name])
+			c.cmp.Planned += todo[done].Rows
+		}
+		for i, p := range prompts {
+			for _, rb := range r.backends() {
+				if rb.Name == p.Backend {
+					rb.digest.Add(p.Dataset, p.ID, *p.Prompt)
+				}
+			}
+			r.promptLog.WriteLine(rec.Prompts[i])
+		}
+		r.unitsOut.Carry(rec)
 	}
 	r.owned = map[string]bool{}
 	for _, u := range todo[done:] {
 		r.owned[u.ID] = true
-	}
-	for _, u := range todo[:done] {
-		rec := records[u.ID]
-		for _, c := range r.cands {
-			for _, res := range rec.Results {
-				if res.Backend == c.rb.Name {
-					st, _ := verdict.UnmarshalState(res.State) // checked by unitComplete
-					c.cmp.Add(st)
-					c.cmp.Planned += u.Rows
-				}
-			}
-		}
-		for _, l := range rec.Prompts {
-			var p summary.PromptResult
-			json.Unmarshal(l, &p) // checked by unitComplete
-			for _, rb := range r.backends() {
-				if rb.Name == p.Backend && p.Prompt != nil {
-					rb.digest.Add(p.Dataset, p.ID, *p.Prompt)
-				}
-			}
-			r.promptLog.WriteLine(l)
-		}
-		r.unitsOut.Carry(rec)
 	}
 	r.removeLeftovers(dir)
 	r.log.Info("resuming", "dir", dir, "units_done", done, "units_left", len(todo)-done)
 	return nil
 }
 
-// unitComplete reports whether the interrupted run finished a unit: every
-// candidate compared all its positions and every backend has its
-// prompts.jsonl line. A bench unit is always run again (it is last in the
-// plan and its figures are timings).
-func (r *runner) unitComplete(u shard.Unit, rec shard.Record) bool {
+// unitComplete reads the interrupted run's record of a unit, if it
+// finished the unit: each candidate's comparison of all its positions (by
+// backend) and every backend's prompts.jsonl line. A bench unit is always
+// run again (it is last in the plan and its figures are timings).
+func (r *runner) unitComplete(u shard.Unit, rec shard.Record) (cmps map[string]*verdict.Comparison, prompts []summary.PromptResult, ok bool) {
 	if strings.HasPrefix(u.ID, shard.BenchUnit("")) || rec.Unit != u.ID {
-		return false
+		return nil, nil, false
 	}
 	backends := map[string]bool{}
 	for _, l := range rec.Prompts {
 		var p summary.PromptResult
 		if json.Unmarshal(l, &p) != nil || p.Prompt == nil || shard.PromptUnit(p.Mode, p.Dataset, p.ID) != u.ID {
-			return false
+			return nil, nil, false
 		}
 		backends[p.Backend] = true
+		prompts = append(prompts, p)
+	}
+	cmps = map[string]*verdict.Comparison{}
+	for _, res := range rec.Results {
+		st, err := verdict.UnmarshalState(res.State)
+		if err != nil || st.Compared() != u.Rows {
+			return nil, nil, false
+		}
+		cmps[res.Backend] = st
 	}
 	if r.ref != nil && !backends[r.ref.Name] {
-		return false
+		return nil, nil, false
 	}
 	for _, c := range r.cands {
-		found := false
-		for _, res := range rec.Results {
-			if res.Backend != c.rb.Name {
-				continue
-			}
-			st, err := verdict.UnmarshalState(res.State)
-			if err != nil || st.Compared() != u.Rows {
-				return false
-			}
-			found = true
-		}
-		if !found || !backends[c.rb.Name] {
-			return false
+		if cmps[c.rb.Name] == nil || !backends[c.rb.Name] {
+			return nil, nil, false
 		}
 	}
-	return true
+	return cmps, prompts, true
 }
 
 // removeLeftovers removes the temporary files of the results a killed run
