@@ -3,7 +3,6 @@ package runcompare
 import (
 	"fmt"
 	"math"
-	"slices"
 
 	"github.com/evalrun/evalrun/pipeline/speedstat"
 	"github.com/evalrun/evalrun/pipeline/summary"
@@ -233,12 +232,7 @@ func compareSpeed(base, new *summary.Throughput, shift *MachineShift) []SpeedCha
 		if t.b == nil && t.n == nil {
 			continue
 		}
-		rates := t.n.Rates()
-		if shift != nil {
-			for i := range rates {
-				rates[i] /= shift.Factor
-			}
-		}
+		rates := shift.remove(t.n.Rates())
 		c := SpeedChange{Simulated: new.Simulated || base.Simulated, Comparison: speedstat.Compare(t.b.Rates(), rates),
 			baseRates: t.b.Rates(), newRates: rates}
 		if shift != nil && c.Delta != nil {
@@ -295,13 +289,18 @@ func machineShift(base, new map[string]*summary.Throughput) *MachineShift {
 	if backends < MinShiftBackends {
 		return nil
 	}
-	slices.Sort(logs)
-	m := len(logs) / 2
-	med := logs[m]
-	if len(logs)%2 == 0 {
-		med = (logs[m-1] + logs[m]) / 2
+	return &MachineShift{Factor: math.Exp(speedstat.Median(logs)), Tests: len(logs), Backends: backends}
+}
+
+// remove divides rates (in place) by the shift's factor; a nil shift
+// leaves them as they are.
+func (s *MachineShift) remove(rates []float64) []float64 {
+	if s != nil {
+		for i := range rates {
+			rates[i] /= s.Factor
+		}
 	}
-	return &MachineShift{Factor: math.Exp(med), Tests: len(logs), Backends: backends}
+	return rates
 }
 
 // judgeSpeed gives every speed row its verdict: significant when the

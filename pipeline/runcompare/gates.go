@@ -94,10 +94,7 @@ func slowdownGate(r summary.GateResult, gate spec.Gate, base, new *summary.Throu
 		factor = shift.Factor
 		machine = fmt.Sprintf(" after the machine's %+.1f%% (every backend's median speed, median of %d tests)", 100*(factor-1), shift.Tests)
 	}
-	rates := nt.Rates()
-	for i := range rates {
-		rates[i] /= factor
-	}
+	rates := shift.remove(nt.Rates())
 	slow := 1 - nt.Stats.Median/factor/bt.Stats.Median
 	r.Value = &slow
 	exceeds, p, _ := speedstat.SlowdownExceeds(bt.Rates(), rates, gate.Limit)

@@ -20,7 +20,7 @@ func Print(w io.Writer, r *Result) error {
 	if err := summaryTable(w, r, false); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\nthroughput vs the baseline (median t/s [95%% CI]; rows \"vs reference\": the candidate's speed relative to the reference in the same bench round; Δ judged: after the machine's change; significant: Mann-Whitney U p < %.2g adjusted for all the tests (Holm) and |Δ judged| >= %.0f%%)\n%s", speedstat.Alpha, 100*r.MinChange, r.MachineLine()+"\n")
+	fmt.Fprintf(w, "\nthroughput vs the baseline (median t/s [95%% CI]; rows \"vs reference\": the candidate's speed relative to the reference in the same bench round; Δ judged: after the machine's change; significant: Mann-Whitney U p < %.2g adjusted for all the tests (Holm) and |Δ judged| >= %.0f%%)\n%s\n", speedstat.Alpha, 100*r.MinChange, r.MachineLine())
 	return speedTable(w, r, false)
 }
 
@@ -32,7 +32,7 @@ func Markdown(w io.Writer, r *Result) error {
 	if err := summaryTable(w, r, true); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\n## Throughput\n\nMedian tokens/s with its 95 %% confidence interval; rows \"vs reference\": the candidate's speed relative to the reference's in the same bench round (reference time / candidate time), which a change of the machine's speed between the runs does not move. Δ judged is the change after removing the machine's (below). A change is significant when the Mann-Whitney U test's p, adjusted for all the tests of this table at once (Holm), is below %.2g and Δ judged is at least %.0f %%; \"reps for %.0f%%\" estimates the repetitions per run that would find a change of that size with this spread.\n\n%s\n", speedstat.Alpha, 100*r.MinChange, 100*r.MinChange, r.MachineLine()+"\n")
+	fmt.Fprintf(w, "\n## Throughput\n\nMedian tokens/s with its 95 %% confidence interval; rows \"vs reference\": the candidate's speed relative to the reference's in the same bench round (reference time / candidate time), which a change of the machine's speed between the runs does not move. Δ judged is the change after removing the machine's (below). A change is significant when the Mann-Whitney U test's p, adjusted for all the tests of this table at once (Holm), is below %.2g and Δ judged is at least %.0f %%; \"reps for %.0f%%\" estimates the repetitions per run that would find a change of that size with this spread.\n\n%s\n\n", speedstat.Alpha, 100*r.MinChange, 100*r.MinChange, r.MachineLine())
 	if err := speedTable(w, r, true); err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@
 package speedstat
 
 import (
+	"cmp"
 	"math"
 	"slices"
 	"strconv"
@@ -183,7 +184,7 @@ func Holm(ps []float64) []float64 {
 	for i := range order {
 		order[i] = i
 	}
-	slices.SortStableFunc(order, func(a, b int) int { return cmpFloat(ps[a], ps[b]) })
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(ps[a], ps[b]) })
 	adj := make([]float64, len(ps))
 	running := 0.0
 	for rank, i := range order {
@@ -191,16 +192,6 @@ func Holm(ps []float64) []float64 {
 		adj[i] = running
 	}
 	return adj
-}
-
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // RepsToDetect estimates how many repetitions per run the U test needs to
@@ -234,15 +225,17 @@ func logMADSD(xs []float64) float64 {
 	if len(logs) == 0 {
 		return 0
 	}
-	med := median(logs)
+	med := Median(logs)
 	dev := make([]float64, len(logs))
 	for i, l := range logs {
 		dev[i] = math.Abs(l - med)
 	}
-	return 1.4826 * median(dev)
+	return 1.4826 * Median(dev)
 }
 
-func median(xs []float64) float64 {
+// Median is the middle value of xs (the mean of the middle two for an even
+// count); xs is not modified and must not be empty.
+func Median(xs []float64) float64 {
 	s := slices.Sorted(slices.Values(xs))
 	n := len(s)
 	if n%2 == 1 {
