@@ -524,6 +524,11 @@ func TestPackErrors(t *testing.T) {
 	if err := UnpackC(info(2, 1, 32, 32, 0, 0), make([]byte, 128), make([]int8, 32), 1, 32); err == nil {
 		t.Error("int32 C unpacked into int8")
 	}
+	// No rows of a one-row native C: nothing read or written.
+	none := []float32{7, 7, 7}
+	if err := UnpackC(info(1, 1, 32, 16, 0, 1), make([]byte, 64), none, 0, 16); err != nil || none[0] != 7 {
+		t.Errorf("zero rows: %v, %v", err, none)
+	}
 }
 
 func TestHalfRounding(t *testing.T) {

@@ -154,8 +154,8 @@ func unpack[T Elem](fn string, info *MatmulInfo, name string, src []byte, dst []
 		// (it is often fresh memory, and wide), and each source cache line
 		// (four rows' atoms) is read once.
 		s32 := unsafe.Slice((*uint32)(unsafe.Pointer(&src[0])), o.Size()/4)
-		if o.Rows == 1 { // a decode step's C: one row, atoms in order
-			copy(d32[:cols], s32[:cols])
+		if o.Rows == 1 { // a decode step's C: one row (or none), atoms in order
+			copy(d32[:rows*cols], s32[:rows*cols])
 			return nil
 		}
 		for r0 := 0; r0 < rows; r0 += 4 {

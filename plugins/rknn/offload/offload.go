@@ -203,12 +203,13 @@ func (o *MatMuler) MatMulShared(ops []*engine.MatMulOp, x []float32, outs [][]fl
 		}
 	}
 	if len(ks) > 0 {
-		if err := o.run(ks, ops, group, x, outs); err != nil {
+		groupOps, groupOuts := pick(ops, outs, group)
+		if err := o.run(ks, groupOps, x, groupOuts); err != nil {
 			return err
 		}
 	}
 	for j, i := range alone {
-		if err := o.run(aloneKs[j:j+1], ops, []int{i}, x, outs); err != nil {
+		if err := o.run(aloneKs[j:j+1], ops[i:i+1], x, outs[i:i+1]); err != nil {
 			return err
 		}
 	}
@@ -342,7 +343,6 @@ type kernel struct {
 	aScale  []float32 // int types: per-row activation scale
 	q       []int8    // int types: quantized activations, M×K
 	cores   []coreCtx
-	ctxs    []npu.Context // the cores' contexts, for npu.CoreRunner
 }
 
 type coreCtx struct {
@@ -562,9 +562,6 @@ func (o *MatMuler) newKernel(wb *weightB, M int) (k *kernel, err error) {
 			cc.ci = make([]int32, M*(s.hi-s.lo))
 		}
 	}
-	for _, c := range k.cores {
-		k.ctxs = append(k.ctxs, c.ctx)
-	}
 	k.a = make([]byte, k.cores[0].attrs.A.Size)
 	if o.cfg.Type != FP16 {
 		k.q = make([]int8, M*wb.w.K)
@@ -583,14 +580,13 @@ func (k *kernel) destroy() {
 		}
 		c.ctx.Destroy()
 	}
-	k.cores, k.ctxs = nil, nil
+	k.cores = nil
 }
 
-// run computes outs[i] = x·Wᵢᵀ on the NPU for the ops[i] of idx, all of one
-// T and K, on their kernels ks: the activations converted once, every
-// kernel's cores run together (one device call).
-func (o *MatMuler) run(ks []*kernel, allOps []*engine.MatMulOp, idx []int, x []float32, allOuts [][]float32) error {
-	ops, outs := pick(allOps, allOuts, idx)
+// run computes outs[i] = x·Wᵢᵀ on the NPU for ops[i], all of one T and K,
+// on their kernels ks: the activations converted once, every kernel's cores
+// run together (one device call).
+func (o *MatMuler) run(ks []*kernel, ops []*engine.MatMulOp, x []float32, outs [][]float32) error {
 	for _, k := range ks {
 		k.mu.Lock()
 		defer k.mu.Unlock()
@@ -612,23 +608,20 @@ func (o *MatMuler) run(ks []*kernel, allOps []*engine.MatMulOp, idx []int, x []f
 	}
 	n := 0
 	for _, k := range ks {
-		n += len(k.ctxs)
+		n += len(k.cores)
 	}
 	ctxs := make([]npu.Context, 0, n)
-	where := make([][2]int, 0, n) // kernel and core of ctxs[j]
 	for i, k := range ks {
 		if len(k.a) != len(first.a) {
 			return fail(i, fmt.Errorf("A is %d bytes, %d for %s", len(k.a), len(first.a), ops[0].Name))
 		}
 		if k != first {
-			copy(k.a, first.a)
-			copy(k.aScale, first.aScale)
+			copy(k.aScale, first.aScale) // gathered with, and reported by Buffers
 		}
 		for c := range k.cores {
 			copy(k.cores[c].aMem.Bytes(), first.a)
-			where = append(where, [2]int{i, c})
+			ctxs = append(ctxs, k.cores[c].ctx)
 		}
-		ctxs = append(ctxs, k.ctxs...)
 	}
 	t1 := time.Now()
 	var errs []error
@@ -646,10 +639,13 @@ func (o *MatMuler) run(ks []*kernel, allOps []*engine.MatMulOp, idx []int, x []f
 		wg.Wait()
 	}
 	t2 := time.Now()
-	for j, err := range errs {
-		if err != nil {
-			i, c := where[j][0], where[j][1]
-			return fail(i, fmt.Errorf("core %d: %w", ks[i].cores[c].s.core, err))
+	j := 0 // errs follow ctxs: kernel by kernel, core by core
+	for i, k := range ks {
+		for c := range k.cores {
+			if err := errs[j]; err != nil {
+				return fail(i, fmt.Errorf("core %d: %w", k.cores[c].s.core, err))
+			}
+			j++
 		}
 	}
 	var saturated int64
