@@ -239,7 +239,9 @@ func (avx512Kernels) PrepareGGML(t Type, x []float32, rows int, a *GGMLActivatio
 		a.QStride = k / 32 * 34
 		a.Q = grow(a.Q, rows*a.QStride)
 		a.side, a.corr = a.side[:0], a.corr[:0]
-		if rows > 1 { // the multi-row kernels' tables
+		// The multi-row kernels' tables: only the VNNI panels of Q8_0 and
+		// Q4_0 weights read them, and the quantizer fills them with VNNI.
+		if rows > 1 && hasVNNI && (t == Q8_0 || t == Q4_0) {
 			a.side = grow(a.side, rows*k/32*2)
 			a.corr = grow(a.corr, rows*k/32*8)
 		}
@@ -280,23 +282,21 @@ func (avx512Kernels) MatMulGGML(kern GGMLKernel, t Type, w []byte, n int, a *GGM
 	}
 	switch {
 	case !hasVNNI && (t == Q8_0 || t == Q4_0):
-	case kern == GGMLQ8_0AVX && t == Q8_0 && a.Rows > 1 && len(a.side) > 0:
-		full := n &^ 15
-		panelTiles(q8PanelAVX512, w[:full*rb], rb, full, a, out, ldo)
+	case kern == GGMLQ8_0AVX && t == Q8_0:
+		full := 0 // weight rows done in 16-row panels (side tables: several activation rows)
+		if len(a.side) > 0 {
+			full = n &^ 15
+			panelTiles(q8PanelAVX512, w[:full*rb], rb, full, a, out, ldo)
+		}
 		if full < n {
 			rowsKernel(full, n, func(w []byte, _ int, i int, o []float32) {
 				vecDotQ8_0RowsAVX512(w, rb, a.Q[i*a.QStride:(i+1)*a.QStride], o)
 			})
 		}
 		return
-	case kern == GGMLQ8_0AVX && t == Q8_0:
-		rowsKernel(0, n, func(w []byte, _ int, i int, o []float32) {
-			vecDotQ8_0RowsAVX512(w, rb, a.Q[i*a.QStride:(i+1)*a.QStride], o)
-		})
-		return
 	case kern == GGMLQ4_0x8 && t == Q4_0:
 		full := n &^ 15
-		if full > 0 && a.Rows > 1 && len(a.side) > 0 {
+		if full > 0 && len(a.side) > 0 {
 			panelTiles(q4PanelAVX512, w[:full*rb], rb, full, a, out, ldo)
 		} else if full > 0 {
 			rowsKernel(0, full, func(w []byte, _ int, i int, o []float32) {
