@@ -2,7 +2,10 @@ package runcompare
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"slices"
+	"strings"
 
 	"github.com/evalrun/evalrun/pipeline/speedstat"
 	"github.com/evalrun/evalrun/pipeline/summary"
@@ -29,15 +32,21 @@ type Result struct {
 // shared machine's speed changes between runs far beyond sampling noise
 // (measured here: 14-18 % between back-to-back runs of the same binaries,
 // up to 70 % within minutes) and moves every backend alike, since the bench
-// interleaves them round by round. The shift is the median over every
-// backend and test measured in both runs of new median / base median:
-// robust to a minority of backends changing for their own reasons. It
-// cannot tell the machine from a change common to every backend (a new
-// evalrun making every backend faster), so it has no verdict of its own.
+// interleaves them round by round; but not every test alike: a prompt batch
+// and single-token decodes load the machine differently (two identical runs
+// here: pp64 +37 %, tg16 +5 %, on every backend). So each test has its own
+// shift, the median over the backends that ran it in both runs of new
+// median / base median: robust to a minority of backends changing for
+// their own reasons. It cannot tell the machine from a change common to
+// every backend (a new evalrun making every backend faster), so it has no
+// verdict of its own.
 type MachineShift struct {
-	Factor   float64 `json:"factor"`   // new speed / base speed common to all backends
-	Tests    int     `json:"tests"`    // backend × test pairs it is the median of
+	Factor   float64 `json:"factor"`   // the median over every test: the headline
+	Tests    int     `json:"tests"`    // backend × test pairs measured in both runs
 	Backends int     `json:"backends"` // backends they come from
+	// ByTest is each test's shift (pp64, tg16), the factor its rows are
+	// divided by; a test fewer than MinShiftBackends ran uses Factor.
+	ByTest map[string]float64 `json:"by_test,omitempty"`
 }
 
 // MinShiftBackends is the fewest backends measured in both runs from which
@@ -232,7 +241,7 @@ func compareSpeed(base, new *summary.Throughput, shift *MachineShift) []SpeedCha
 		if t.b == nil && t.n == nil {
 			continue
 		}
-		rates := shift.remove(t.n.Rates())
+		rates := shift.remove(testName(t.n), t.n.Rates())
 		c := SpeedChange{Simulated: new.Simulated || base.Simulated, Comparison: speedstat.Compare(t.b.Rates(), rates),
 			baseRates: t.b.Rates(), newRates: rates}
 		if shift != nil && c.Delta != nil {
@@ -259,46 +268,74 @@ func (s SpeedChange) Significant() bool {
 
 // MachineLine says how much every backend's speed moved together.
 func (r *Result) MachineLine() string {
-	if r.Machine == nil {
+	m := r.Machine
+	if m == nil {
 		return fmt.Sprintf("machine: not estimated (fewer than %d backends benched in both runs); Δ judged = Δ", MinShiftBackends)
 	}
-	return fmt.Sprintf("machine: every backend %+.1f%% (median over %d tests of %d backends): the machine's speed, or a change common to every backend",
-		100*(r.Machine.Factor-1), r.Machine.Tests, r.Machine.Backends)
+	var by []string
+	for _, test := range slices.Sorted(maps.Keys(m.ByTest)) {
+		by = append(by, fmt.Sprintf("%s %+.1f%%", test, 100*(m.ByTest[test]-1)))
+	}
+	each := ""
+	if len(by) > 0 {
+		each = ": " + strings.Join(by, ", ")
+	}
+	return fmt.Sprintf("machine: every backend %+.1f%% (median over %d tests of %d backends)%s: the machine's speed, or a change common to every backend",
+		100*(m.Factor-1), m.Tests, m.Backends, each)
 }
 
 // machineShift estimates the common move of every backend's speed from
 // the tests both runs measured; nil with fewer than MinShiftBackends.
 func machineShift(base, new map[string]*summary.Throughput) *MachineShift {
-	var logs []float64
+	var all []float64
+	byTest := map[string][]float64{}
 	backends := 0
 	for name, nt := range new {
 		bt := base[name]
 		if bt == nil || nt == nil {
 			continue
 		}
-		n := len(logs)
+		n := len(all)
 		for _, t := range []struct{ b, n *summary.BenchTest }{{bt.PP, nt.PP}, {bt.TG, nt.TG}} {
 			if t.b != nil && t.n != nil && t.b.Stats != nil && t.n.Stats != nil && testName(t.b) == testName(t.n) && t.b.Stats.Median > 0 {
-				logs = append(logs, math.Log(t.n.Stats.Median/t.b.Stats.Median))
+				l := math.Log(t.n.Stats.Median / t.b.Stats.Median)
+				all = append(all, l)
+				byTest[testName(t.n)] = append(byTest[testName(t.n)], l)
 			}
 		}
-		if len(logs) > n {
+		if len(all) > n {
 			backends++
 		}
 	}
 	if backends < MinShiftBackends {
 		return nil
 	}
-	return &MachineShift{Factor: math.Exp(speedstat.Median(logs)), Tests: len(logs), Backends: backends}
+	s := &MachineShift{Factor: math.Exp(speedstat.Median(all)), Tests: len(all), Backends: backends, ByTest: map[string]float64{}}
+	for test, logs := range byTest {
+		if len(logs) >= MinShiftBackends {
+			s.ByTest[test] = math.Exp(speedstat.Median(logs))
+		}
+	}
+	return s
 }
 
-// remove divides rates (in place) by the shift's factor; a nil shift
-// leaves them as they are.
-func (s *MachineShift) remove(rates []float64) []float64 {
-	if s != nil {
-		for i := range rates {
-			rates[i] /= s.Factor
-		}
+// factor is the shift of test; 1 for a nil shift.
+func (s *MachineShift) factor(test string) float64 {
+	if s == nil {
+		return 1
+	}
+	if f, ok := s.ByTest[test]; ok {
+		return f
+	}
+	return s.Factor
+}
+
+// remove divides the rates of test (in place) by the shift's factor; a nil
+// shift leaves them as they are.
+func (s *MachineShift) remove(test string, rates []float64) []float64 {
+	f := s.factor(test)
+	for i := range rates {
+		rates[i] /= f
 	}
 	return rates
 }

@@ -89,12 +89,12 @@ func slowdownGate(r summary.GateResult, gate spec.Gate, base, new *summary.Throu
 		r.Note = "not measured"
 		return r
 	}
-	factor, machine := 1.0, ""
+	test, machine := testName(nt), ""
+	factor := shift.factor(test)
 	if shift != nil {
-		factor = shift.Factor
-		machine = fmt.Sprintf(" after the machine's %+.1f%% (every backend's median speed, median of %d tests)", 100*(factor-1), shift.Tests)
+		machine = fmt.Sprintf(" after the machine's %+.1f%% (every backend's median %s speed)", 100*(factor-1), test)
 	}
-	rates := shift.remove(nt.Rates())
+	rates := shift.remove(test, nt.Rates())
 	slow := 1 - nt.Stats.Median/factor/bt.Stats.Median
 	r.Value = &slow
 	exceeds, p, _ := speedstat.SlowdownExceeds(bt.Rates(), rates, gate.Limit)

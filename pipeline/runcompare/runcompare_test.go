@@ -320,11 +320,14 @@ func TestCompareSpeedRelativeToTheReference(t *testing.T) {
 }
 
 // fleet is a run of a reference and three candidates benched at the given
-// pp and tg rates (reference first).
-func fleet(t *testing.T, rates ...float64) *Run {
+// tg rates (reference first), pp at 4 × those.
+func fleet(t *testing.T, rates ...float64) *Run { return fleetPP(t, 4, rates...) }
+
+// fleetPP is fleet with pp at ppTimes × the tg rates.
+func fleetPP(t *testing.T, ppTimes float64, rates ...float64) *Run {
 	r := load(t, writeRun(t, 0.001, 0.0001, nil, rates[1], false))
 	tput := func(rate float64) *summary.Throughput {
-		return &summary.Throughput{PP: bench(0, 4*rate, 30), TG: bench(16, rate, 30)}
+		return &summary.Throughput{PP: bench(0, ppTimes*rate, 30), TG: bench(16, rate, 30)}
 	}
 	r.Summary.Reference.Throughput = tput(rates[0])
 	r.Summary.Backends[0].Throughput = tput(rates[1])
@@ -375,8 +378,21 @@ func TestCompareRemovesTheMachineShift(t *testing.T) {
 		}
 	}
 	var out bytes.Buffer
-	if err := Print(&out, alone); err != nil || !strings.Contains(out.String(), "machine: every backend -30.0% (median over 8 tests of 4 backends)") {
+	if err := Print(&out, alone); err != nil || !strings.Contains(out.String(), "machine: every backend -30.0% (median over 8 tests of 4 backends): pp1 -30.0%, tg16 -30.0%") {
 		t.Errorf("printed machine shift: %v\n%s", err, out.String())
+	}
+
+	// Two identical runs measured here: pp +37 %, tg +5 % on every
+	// backend. One shift for both tests (+21 %) made every backend's pp
+	// "faster" and tg "slower"; each test's own shift explains both.
+	split := Compare(base, fleetPP(t, 4*1.37/1.05, 2100, 1050, 1575, 840), DefaultMinChange)
+	for k, v := range verdicts(split) {
+		if v != speedstat.NoChange {
+			t.Errorf("pp +37%%, tg +5%% on every backend: %s %s", k, v)
+		}
+	}
+	if f := split.Machine.ByTest; math.Abs(f["pp1"]-1.37) > 1e-3 || math.Abs(f["tg16"]-1.05) > 1e-3 {
+		t.Errorf("shift by test %v, want pp1 1.37, tg16 1.05", f)
 	}
 
 	g := spec.Gates{TGTSMaxSlowdown: p(0.1)}
