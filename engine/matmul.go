@@ -72,9 +72,18 @@ type cpuMatMul struct {
 	acts     sync.Pool // *ggml.GGMLActivations, reused across calls
 }
 
-// parallelMin is the number of multiply-adds below which a matmul runs on the
-// calling goroutine: waking workers costs more than it saves.
-const parallelMin = 1 << 15
+// parallelMin is the number of multiply-adds (about 50 µs of one thread's
+// work) below which a matmul or an attention runs on the calling goroutine.
+// Below it the pool costs more than it saves, and makes the time erratic: on
+// a shared machine a worker preempted in the middle of its range holds the
+// whole job up. Measured on stories260K (every op below 1M), 2 threads
+// against 1: at 32K, 2 threads were 25-40 % slower than 1 and 40-70 % of
+// the tg16 repetitions fell into a slow mode at 1.5-2x; at 1M, as fast as
+// 1 thread, no more slow repetitions than 1 thread has. Of a GPT-2-sized
+// model's decode step only the attention output (768 × 768, about 12 µs)
+// runs whole. A variable so that the thread-count test can put every op on
+// the pool.
+var parallelMin = 1 << 20
 
 func (c *cpuMatMul) MatMul(op *MatMulOp, x []float32, out []float32) error {
 	return c.MatMulShared([]*MatMulOp{op}, x, [][]float32{out})
