@@ -52,10 +52,7 @@ type walker struct {
 	c     *collector
 	lines map[string]int    // key path -> line of the key (or list item)
 	env   map[string]string // key path -> environment variable that set it
-	nodes int               // nodes visited: aliases nested in aliases ("billion laughs") expand exponentially
 }
-
-const maxNodes = 100_000
 
 func newWalker(c *collector) *walker {
 	return &walker{c: c, lines: map[string]int{}, env: map[string]string{}}
@@ -245,13 +242,7 @@ func (w *walker) mapping(n *yaml.Node, t reflect.Type, path string) {
 
 // value checks one node against the Go type it will be decoded into.
 func (w *walker) value(n *yaml.Node, t reflect.Type, path string) {
-	n = resolve(n)
-	if w.nodes++; w.nodes >= maxNodes {
-		if w.nodes == maxNodes {
-			w.c.add(n.Line, "", "", fmt.Sprintf("too many values (over %d, counting aliases expanded)", maxNodes))
-		}
-		return
-	}
+	n = resolve(n) // aliasBeyond bounded the tree with its aliases expanded
 	bad := func(want string) {
 		w.c.add(n.Line, path, w.env[path], fmt.Sprintf("want %s, got %s", want, describe(n)))
 	}

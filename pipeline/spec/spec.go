@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -146,9 +147,7 @@ func (s *Spec) Backends() []Backend {
 		out = append(out, b)
 	}
 	for i := range out {
-		if out[i].Model == "" {
-			out[i].Model = s.Model.Path
-		}
+		out[i].Model = cmp.Or(out[i].Model, s.Model.Path)
 	}
 	return out
 }
@@ -191,34 +190,29 @@ func Load(ctx context.Context, path string) (*Spec, error) {
 type options struct{ env, checkFiles bool }
 
 func readSpec(ctx context.Context, path string, o options) (*Spec, error) {
-	type contents struct {
-		data []byte
-		err  error
-	}
-	done := make(chan contents, 1)
+	var data []byte
+	var err error
+	done := make(chan struct{})
 	go func() { // a FIFO with no writer blocks in open and read
-		f, err := os.Open(path)
-		if err != nil {
-			done <- contents{err: err}
-			return
+		defer close(done)
+		var f *os.File
+		if f, err = os.Open(path); err == nil {
+			data, err = io.ReadAll(io.LimitReader(f, MaxSize+1))
+			f.Close()
 		}
-		defer f.Close()
-		data, err := io.ReadAll(io.LimitReader(f, MaxSize+1))
-		done <- contents{data, err}
 	}()
-	var r contents
 	select {
-	case r = <-done:
+	case <-done:
 	case <-ctx.Done():
 		return nil, fmt.Errorf("spec %s: %w", path, ctx.Err())
 	}
-	if r.err != nil {
-		return nil, fmt.Errorf("spec: %w", r.err)
+	if err != nil {
+		return nil, fmt.Errorf("spec: %w", err)
 	}
-	if len(r.data) > MaxSize {
+	if len(data) > MaxSize {
 		return nil, ErrorList{{File: path, Msg: fmt.Sprintf("larger than %d KiB: not a spec", MaxSize>>10)}}
 	}
-	return parse(r.data, path, o)
+	return parse(data, path, o)
 }
 
 // parse is readSpec on bytes already read; path names the file in errors and

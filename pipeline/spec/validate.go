@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -50,9 +51,7 @@ func (k *checker) defaults() {
 	}
 	for i := range s.Candidates {
 		s.Candidates[i].Key = fmt.Sprintf("backends[%d]", i)
-		if s.Candidates[i].Threads == 0 {
-			s.Candidates[i].Threads = k.numCPU
-		}
+		s.Candidates[i].Threads = cmp.Or(s.Candidates[i].Threads, k.numCPU)
 	}
 	for i := range s.Datasets {
 		d, p := &s.Datasets[i], fmt.Sprintf("datasets[%d].", i)
