@@ -47,9 +47,8 @@ type runBackend struct {
 }
 
 func (rb *runBackend) ok() bool {
-	rb.mu.Lock()
-	defer rb.mu.Unlock()
-	return rb.status == summary.StatusOK
+	st, _ := rb.statusErr()
+	return st == summary.StatusOK
 }
 
 func (rb *runBackend) statusErr() (string, error) {
@@ -272,7 +271,7 @@ type evalStream struct {
 	start   time.Time
 	compute int64         // the last row's compute_ns: the call's compute so far
 	decode  time.Duration // written by the producer, read after ch is closed
-	cached  bool          // replayed from the reference cache: no plugin call to book
+	cached  bool          // replayed from the reference cache
 }
 
 type streamRow struct {
@@ -385,40 +384,33 @@ func (s *evalStream) next() ([]float32, error) {
 // finish waits for the call to end, reports an error if it failed or sent
 // more rows than expected, and books its timing.
 func (s *evalStream) finish(rows int) error {
-	extra := 0
-	timer := time.NewTimer(s.rb.timeouts.Eval)
-	defer timer.Stop()
 	defer s.cancel()
-	for {
-		select {
-		case r, ok := <-s.ch:
-			if ok {
-				extra++
-				s.rb.release(r.values)
-				continue
-			}
-			if s.cached {
-				return nil
-			}
-			s.rb.mu.Lock()
-			e := &s.rb.eval
-			e.Calls++
-			e.Rows += rows
-			e.CallS += time.Since(s.start).Seconds()
-			e.ComputeS += float64(s.compute) / 1e9
-			e.DecodeS += s.decode.Seconds()
-			s.rb.mu.Unlock()
-			if s.err != nil {
-				return s.err
-			}
-			if extra > 0 {
-				return fmt.Errorf("the plugin sent %d more logits rows than requested", extra)
-			}
-			return nil
-		case <-timer.C:
-			return fmt.Errorf("%w after %s waiting for the end of the call", errCallTimeout, s.rb.timeouts.Eval)
-		}
+	extra := 0
+	row, err := s.next()
+	for ; err == nil; row, err = s.next() {
+		extra++
+		s.rb.release(row)
 	}
+	if errors.Is(err, errCallTimeout) {
+		return err
+	} else if s.cached { // replayed from the cache: no plugin call to book
+		return nil
+	}
+	s.rb.mu.Lock()
+	e := &s.rb.eval
+	e.Calls++
+	e.Rows += rows
+	e.CallS += time.Since(s.start).Seconds()
+	e.ComputeS += float64(s.compute) / 1e9
+	e.DecodeS += s.decode.Seconds()
+	s.rb.mu.Unlock()
+	if s.err != nil {
+		return s.err
+	}
+	if extra > 0 {
+		return fmt.Errorf("the plugin sent %d more logits rows than requested", extra)
+	}
+	return nil
 }
 
 // abandon stops a stream whose rows are no longer wanted, without waiting
