@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"cmp"
 	"slices"
 
 	"github.com/evalrun/evalrun/backend"
@@ -74,11 +75,6 @@ func (p *Plan) Batches(evalBatch int) ([]Batch, error) {
 			add(Batch{1, 1})
 		}
 	}
-	slices.SortFunc(out, func(a, b Batch) int {
-		if a.Tokens != b.Tokens {
-			return a.Tokens - b.Tokens
-		}
-		return a.Outputs - b.Outputs
-	})
+	slices.SortFunc(out, func(a, b Batch) int { return cmp.Or(a.Tokens-b.Tokens, a.Outputs-b.Outputs) })
 	return out, nil
 }

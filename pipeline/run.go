@@ -313,13 +313,7 @@ func (r *runner) loadBackends(ctx context.Context) error {
 }
 
 func (r *runner) liveCands() []*candidate {
-	var out []*candidate
-	for _, c := range r.cands {
-		if c.rb.ok() {
-			out = append(out, c)
-		}
-	}
-	return out
+	return slices.DeleteFunc(slices.Clone(r.cands), func(c *candidate) bool { return !c.rb.ok() })
 }
 
 func (r *runner) refOK() bool { return r.base != nil || r.ref.ok() }
