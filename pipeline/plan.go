@@ -140,17 +140,13 @@ func FileSHA256(ctx context.Context, path string) (string, error) {
 	}
 	defer f.Close()
 	h := sha256.New()
-	buf := make([]byte, 4<<20)
 	for {
 		if err := ctx.Err(); err != nil {
 			return "", err
 		}
-		n, err := f.Read(buf)
-		h.Write(buf[:n])
-		if errors.Is(err, io.EOF) {
+		if _, err := io.CopyN(h, f, 4<<20); errors.Is(err, io.EOF) {
 			return hex.EncodeToString(h.Sum(nil)), nil
-		}
-		if err != nil {
+		} else if err != nil {
 			return "", err
 		}
 	}

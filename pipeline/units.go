@@ -163,10 +163,8 @@ func (r *runner) specDigest() string {
 	h.Write(data)
 	unit := func(id string, tokens []int32, n int) {
 		h.Write([]byte("\x00" + id + "\x00"))
-		for _, t := range tokens {
-			h.Write(binary.LittleEndian.AppendUint32(nil, uint32(t)))
-		}
-		h.Write(binary.LittleEndian.AppendUint64(nil, uint64(n)))
+		binary.Write(h, binary.LittleEndian, tokens)
+		binary.Write(h, binary.LittleEndian, uint64(n))
 	}
 	for _, ch := range r.scoreChunks() {
 		unit(ch.unit(), ch.tokens, len(ch.tokens))
