@@ -47,7 +47,7 @@ func BenchmarkDecode(b *testing.B) {
 			}
 			s := m.NewSession(4096)
 			emit := func(int, []float32) error { return nil }
-			for _, T := range []int{1, 32} {
+			for _, T := range []int{1, 32, 128} {
 				tokens := make([]int32, T)
 				for i := range tokens {
 					tokens[i] = int32(1 + i)

@@ -27,6 +27,7 @@ func (d *Driver) RunCores(ctxs []npu.Context) []error {
 		finish func()
 	}
 	runs := make([]started, 0, len(ctxs))
+	var shared decodedAs // the runs' workspaces stay theirs until all have finished
 	defer func() {
 		for _, r := range runs {
 			d.putWork(r.w)
@@ -51,7 +52,7 @@ func (d *Driver) RunCores(ctxs []npu.Context) []error {
 			continue
 		}
 		w := d.getWork()
-		phases, finish := c.plan(w)
+		phases, finish := c.plan(w, &shared)
 		runs = append(runs, started{c, run, w, phases, finish})
 	}
 	step := make([]phase, 0, len(runs))

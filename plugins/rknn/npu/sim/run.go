@@ -302,7 +302,7 @@ type phase struct {
 func (c *Context) compute() {
 	w := c.drv.getWork()
 	defer c.drv.putWork(w)
-	phases, finish := c.plan(w)
+	phases, finish := c.plan(w, nil)
 	for _, p := range phases {
 		c.drv.parallel(p.n, p.align, p.fn)
 		if p.after != nil {
@@ -312,9 +312,9 @@ func (c *Context) compute() {
 	finish()
 }
 
-// plan decodes what a run reads into w and returns its parallel phases and
-// finish, which writes C.
-func (c *Context) plan(w *workspace) (phases []phase, finish func()) {
+// plan decodes what a run reads into w (the fast path's A possibly taken
+// from shared) and returns its parallel phases and finish, which writes C.
+func (c *Context) plan(w *workspace, shared *decodedAs) (phases []phase, finish func()) {
 	M, K, N := int(c.info.M), int(c.info.K), int(c.info.N)
 	aBits, bBits, cBits := widths(c.info.Type)
 	aNative := c.info.ACLayout == npu.LayoutNative
@@ -337,7 +337,7 @@ func (c *Context) plan(w *workspace) (phases []phase, finish func()) {
 	}
 	fast := c.fastType()
 	if fast {
-		phases = c.planFast(w, b, M, K, N, aNative)
+		phases = c.planFast(w, b, M, K, N, aNative, shared)
 	}
 
 	if isFloat(c.info.Type) {
