@@ -61,6 +61,9 @@ func PlanOps(m *engine.Model, list *kernels.List) []engine.MatMulOp {
 // of PlanOps and returns the offloading matmul with its plan and summary,
 // e.g. "36 of 36 matmuls on the NPU (fp16, 3 cores)".
 func Attach(m *engine.Model, cpu engine.MatMuler, cfg Config, listName string) (*MatMuler, []backend.PlanEntry, string, error) {
+	if cfg.Parallel == nil {
+		cfg.Parallel = m.Parallel
+	}
 	o, err := New(cfg, cpu)
 	if err != nil {
 		return nil, nil, "", err

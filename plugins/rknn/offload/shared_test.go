@@ -19,7 +19,7 @@ import (
 // counted per op, and shadow mode compares every op.
 func TestMatMulSharedAsMatMul(t *testing.T) {
 	rng := rand.New(rand.NewPCG(31, 32))
-	const T = 3
+	const T = 9 // parallelGatherRows or more: the gather goes to Config.Parallel
 	q, v, k := randWeight(rng, "blk.0.attn_q.weight", 96, 300), randWeight(rng, "blk.0.attn_v.weight", 96, 64), randWeight(rng, "blk.0.attn_k.weight", 96, 172)
 	g := randWeight(rng, "blk.0.ffn_gate.weight", 96, 40)
 	short := randWeight(rng, "blk.0.ffn_down.weight", 64, 48)
@@ -39,6 +39,15 @@ func TestMatMulSharedAsMatMul(t *testing.T) {
 		want := make([][]float32, len(ops))
 		for i, op := range ops {
 			want[i] = run(t, one, op, x)
+		}
+		// The shared call gathers its cores' C on a pool handing out the
+		// smallest ranges, last first.
+		cfg.Parallel = func(n, align int, fn func(lo, hi int)) {
+			for hi := n; hi > 0; {
+				lo := (hi - 1) / align * align
+				fn(lo, hi)
+				hi = lo
+			}
 		}
 		shared := newOffload(t, cfg)
 		outs := make([][]float32, len(ops))

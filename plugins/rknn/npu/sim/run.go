@@ -157,8 +157,14 @@ func scatterC[E float32 | int32](src, flat []E, M, N int, native bool, subN int)
 		clear(flat[copy(flat, src[:M*N]):])
 		return
 	}
-	idx := 0
-	for n0 := 0; n0 < N; n0 += subN { // [N/subN][M][subN]
+	scatterCAtoms(src, flat, M, N, subN, 0, ceilDiv(N, subN))
+}
+
+// scatterCAtoms is scatterC of a native C with M > 1 for the groups of subN
+// columns [lo, hi): each group is one contiguous run of C ([N/subN][M][subN]).
+func scatterCAtoms[E float32 | int32](src, flat []E, M, N, subN, lo, hi int) {
+	for g := lo; g < hi; g++ {
+		n0, idx := g*subN, g*M*subN
 		w := min(subN, N-n0)
 		for m := 0; m < M; m++ {
 			copy(flat[idx:idx+w], src[m*N+n0:m*N+n0+w])
@@ -353,6 +359,9 @@ func (c *Context) plan(w *workspace, shared *decodedAs) (phases []phase, finish 
 			}
 			phases = []phase{{n: N, align: 4, fn: func(lo, hi int) { mm(w.aF, w.bF, w.cF, M, K, N, lo, hi) }}}
 		}
+		if view, ok := words32[float32](c.c.buf, nC); ok && cBits == 32 && aNative && M > 1 {
+			return append(phases, scatterPhase(w.cF, view, M, N, subNC)), func() {}
+		}
 		return phases, func() { c.writeCF(w, M, N, nC, aNative, subNC, cBits) }
 	}
 	if !fast {
@@ -364,7 +373,17 @@ func (c *Context) plan(w *workspace, shared *decodedAs) (phases []phase, finish 
 		gatherBT(intDecoder(b[:(nB*bBits+7)/8], bBits, q[1].zp), w.bI, K, N, c.info.BLayout, subNB, threads)
 		phases = []phase{{n: N, align: 4, fn: func(lo, hi int) { matmulI32(w.aI, w.bI, w.cI, M, K, N, lo, hi) }}}
 	}
+	if view, ok := words32[int32](c.c.buf, nC); ok && c.info.Type == npu.Int8MMInt8ToInt32 && aNative && M > 1 {
+		return append(phases, scatterPhase(w.cI, view, M, N, subNC)), func() {} // exact sums, as they are
+	}
 	return phases, func() { c.writeCI(w, M, N, nC, aNative, subNC, cBits) }
+}
+
+// scatterPhase writes a row-major result straight into a 32-bit native C
+// with M > 1, its column groups spread over the threads (on one thread, a
+// prefill's C took a fifth of the device call).
+func scatterPhase[E float32 | int32](src, view []E, M, N, subNC int) phase {
+	return phase{n: ceilDiv(N, subNC), align: 1, fn: func(lo, hi int) { scatterCAtoms(src, view, M, N, subNC, lo, hi) }}
 }
 
 // writeCF writes the row-major float result w.cF into C.
