@@ -558,3 +558,60 @@ func TestHalfRounding(t *testing.T) {
 		t.Error("bf16 NaN lost")
 	}
 }
+
+// TestPackAActivations: a prefill's A (several rows, native) packed from
+// float32 into fp16 and from int8 into int8 puts every element where
+// Operand.Offset says, rounded as F32ToF16 rounds it (ties, subnormals,
+// NaN, Inf), with the padding cleared, for K ending inside an atom or on
+// its edge.
+func TestPackAActivations(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	specials := []float32{float32(math.NaN()), float32(math.Inf(-1)), 65520, 1 + 1.0/2048, 3e-8, -0}
+	for _, K := range []int{172, 160, 8} {
+		for _, Mreal := range []int{2, 5} {
+			const M = 6
+			in16 := info(Float16MMFloat16ToFloat32, M, int32(K+31)/32*32, 32, LayoutNative, LayoutNative)
+			in8 := info(Int8MMInt8ToInt32, M, int32(K+31)/32*32, 32, LayoutNative, LayoutNative)
+			f := make([]float32, Mreal*K)
+			q := make([]int8, Mreal*K)
+			for i := range f {
+				f[i] = float32(rng.NormFloat64() * 100)
+				q[i] = int8(rng.Uint32())
+			}
+			copy(f, specials)
+			for _, c := range []struct {
+				in   *MatmulInfo
+				pack func(buf []byte) error
+				want func(m, k int) uint16
+				size int // bytes an element
+			}{
+				{in16, func(buf []byte) error { return PackA(in16, f, Mreal, K, buf) }, func(m, k int) uint16 { return F32ToF16(f[m*K+k]) }, 2},
+				{in8, func(buf []byte) error { return PackA(in8, q, Mreal, K, buf) }, func(m, k int) uint16 { return uint16(uint8(q[m*K+k])) }, 1},
+			} {
+				o := mustOperand(t, c.in, "A")
+				buf := make([]byte, o.Size())
+				for i := range buf {
+					buf[i] = 0xa5
+				}
+				if err := c.pack(buf); err != nil {
+					t.Fatal(err)
+				}
+				for m := 0; m < M; m++ {
+					for k := 0; k < o.Cols; k++ {
+						var want uint16
+						if m < Mreal && k < K {
+							want = c.want(m, k)
+						}
+						got := uint16(buf[o.Offset(m, k)])
+						if c.size == 2 {
+							got = binary.LittleEndian.Uint16(buf[2*o.Offset(m, k):])
+						}
+						if got != want {
+							t.Fatalf("%v K=%d rows=%d: A(%d,%d) = %#x, want %#x", c.in.Type, K, Mreal, m, k, got, want)
+						}
+					}
+				}
+			}
+		}
+	}
+}

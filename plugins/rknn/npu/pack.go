@@ -112,6 +112,9 @@ func pack[T Elem](fn string, info *MatmulInfo, name string, src []T, r0, rows, c
 	if clearAll {
 		clear(dst[:o.Size()])
 	}
+	if packAtoms(o, src, r0, rows, cols, transposed, dst) {
+		return nil
+	}
 	for r := 0; r < rows; r++ {
 		for c := 0; c < cols; {
 			lr, lc := r0+r, c
@@ -188,6 +191,54 @@ func unpack[T Elem](fn string, info *MatmulInfo, name string, src []byte, dst []
 		}
 	}
 	return nil
+}
+
+// packAtoms is pack's path for the activations of every prefill call: a
+// native A (or C) of several rows from float32 into fp16, or from int8 into
+// int8, written a row at a time (one bulk conversion, then 16-byte atoms
+// to their places [cols/Sub][Rows][Sub]) instead of one conversion call per
+// 8-element atom (3.6 ns an element). It reports whether it packed.
+func packAtoms[T Elem](o Operand, src []T, r0, rows, cols int, transposed bool, dst []byte) bool {
+	if o.Layout != LayoutNative || o.Name == "B" || transposed || o.Rows < 2 || !littleEndian || o.Sub != 8 && o.Sub != 16 {
+		return false
+	}
+	var atoms func(r int, row []byte)
+	var row []byte
+	switch s := any(src).(type) {
+	case []float32:
+		if o.Type != TensorFloat16 || o.Sub != 8 {
+			return false
+		}
+		h := make([]uint16, cols)
+		row = unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(h))), 2*cols)
+		atoms = func(r int, _ []byte) { F32sToF16(h, s[r*cols:(r+1)*cols]) }
+	case []int8:
+		if o.Type != TensorInt8 || o.Sub != 16 {
+			return false
+		}
+		atoms = func(r int, row []byte) {
+			for i, v := range s[r*cols : (r+1)*cols] {
+				row[i] = byte(v)
+			}
+		}
+		row = make([]byte, cols)
+	default:
+		return false
+	}
+	const atom = 16 // bytes
+	for r := range rows {
+		atoms(r, row)
+		at := (r0 + r) * atom
+		c := 0
+		for ; c+atom <= len(row); c += atom {
+			*(*[atom]byte)(dst[at:]) = *(*[atom]byte)(row[c:])
+			at += o.Rows * atom
+		}
+		if c < len(row) { // a last partial atom: its padding stays zero
+			copy(dst[at:at+atom], row[c:])
+		}
+	}
+	return true
 }
 
 type rangeError struct {

@@ -26,6 +26,7 @@ func BenchmarkDecode(b *testing.B) {
 	}
 	for _, backend := range []string{"cpu", "fp16", "int8"} {
 		b.Run(backend, func(b *testing.B) {
+			var stats func() Stats // the offload's, where the NPU computes
 			m, err := engine.Open(path, engine.Options{Threads: 2})
 			if err != nil {
 				b.Fatal(err)
@@ -44,6 +45,7 @@ func BenchmarkDecode(b *testing.B) {
 				}
 				defer o.Close()
 				m.UseMatMul(o) // as the plugin attaches it (shared activations included)
+				stats = o.Stats
 			}
 			s := m.NewSession(4096)
 			emit := func(int, []float32) error { return nil }
@@ -64,6 +66,10 @@ func BenchmarkDecode(b *testing.B) {
 						}
 					}
 					t0 := processCPU()
+					var s0 Stats
+					if stats != nil {
+						s0 = stats()
+					}
 					for b.Loop() {
 						if T > 1 || s.Pos() >= 4000 {
 							s.Reset()
@@ -73,6 +79,13 @@ func BenchmarkDecode(b *testing.B) {
 						}
 					}
 					b.ReportMetric(float64(processCPU()-t0)/float64(b.N)/1e6, "cpu-ms/op")
+					if stats != nil { // wall clock of the device calls' steps
+						s := stats()
+						perOp := func(ns int64) float64 { return float64(ns) / float64(b.N) / 1e6 }
+						b.ReportMetric(perOp(s.ConvertNS-s0.ConvertNS), "convert-ms/op")
+						b.ReportMetric(perOp(s.RunNS-s0.RunNS), "run-ms/op")
+						b.ReportMetric(perOp(s.GatherNS-s0.GatherNS), "gather-ms/op")
+					}
 				})
 			}
 		})
