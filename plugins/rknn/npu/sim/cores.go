@@ -58,13 +58,20 @@ func (d *Driver) RunCores(ctxs []npu.Context) []error {
 	step := make([]phase, 0, len(runs))
 	for j := 0; ; j++ {
 		step = step[:0]
+		more := false
 		for _, r := range runs {
 			if j < len(r.phases) {
-				step = append(step, r.phases[j])
+				more = true
+				if r.phases[j].n > 0 || r.phases[j].after != nil {
+					step = append(step, r.phases[j])
+				}
 			}
 		}
-		if len(step) == 0 {
+		if !more {
 			break
+		}
+		if len(step) == 0 {
+			continue
 		}
 		d.parallelPhases(step)
 		for _, p := range step {

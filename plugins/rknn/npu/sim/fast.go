@@ -56,6 +56,10 @@ type decodedA struct {
 	nA   int       // bytes of A read
 	f32  []float32 // fp16: A as float32, row-major
 	int8 []byte    // int8, int4: A as int8 values, row-major (int4 rearranged)
+	// phase: A is decoded by the first phase of the run that decoded it;
+	// a run taking it starts with an empty phase, so that its own begin
+	// after that one (RunCores runs the runs' phases in step).
+	phase bool
 }
 
 // find returns the decoding of an earlier run that read the same A as c.
@@ -95,11 +99,25 @@ func (c *Context) planFast(w *workspace, b []byte, M, K, N int, aNative bool, sh
 		var a []float32
 		if d := shared.find(c, 2*nA); d != nil {
 			a = d.f32
+			if d.phase {
+				phases = append(phases, phase{}) // computes once the first has decoded A
+			}
 		} else {
 			w.aF = grow(w.aF, M*K)
 			a = w.aF
-			gatherA(f16Decoder(c.a.buf[:2*nA]), a, M, K, aNative, subKA, &w.aNatF)
-			shared.add(decodedA{c: c, nA: 2 * nA, f32: a})
+			dec := f16Decoder(c.a.buf[:2*nA])
+			d := decodedA{c: c, nA: 2 * nA, f32: a}
+			if d.phase = aNative && M > 1; d.phase {
+				// A prefill's A decoded by all threads, K atoms split among
+				// them, as the run's first phase.
+				nk := ceilDiv(K, subKA)
+				w.aNatF = grow(w.aNatF, nk*M*subKA)
+				flat := w.aNatF
+				phases = append(phases, phase{n: nk, align: 1, fn: func(lo, hi int) { gatherAAtoms(dec, a, flat, M, K, subKA, lo, hi) }})
+			} else {
+				gatherA(dec, a, M, K, aNative, subKA, &w.aNatF)
+			}
+			shared.add(d)
 		}
 		segments(K, N, subNB, bBits, func(k0, kBlocks, off int) {
 			blockBytes := kBlocks * 1024 // one group of 16 channels, all blocks

@@ -93,20 +93,25 @@ func gatherA[E float32 | int32](dec decoder[E], dst []E, M, K int, native bool, 
 	}
 	nk := ceilDiv(K, subK)
 	*flat = grow(*flat, nk*M*subK)
-	f := *flat
-	dec(f, 0)
-	idx := 0
-	for kb := range nk { // [K/subK][M][subK]
+	gatherAAtoms(dec, dst, *flat, M, K, subK, 0, nk)
+}
+
+// gatherAAtoms is gatherA of a native A with M > 1 for the K atoms [lo, hi)
+// only, through flat (nk·M·subK elements; the range's part is written).
+func gatherAAtoms[E float32 | int32](dec decoder[E], dst, flat []E, M, K, subK, lo, hi int) {
+	idx := lo * M * subK
+	dec(flat[idx:hi*M*subK], idx)
+	for kb := lo; kb < hi; kb++ { // [K/subK][M][subK]
 		k0 := kb * subK
 		if subK == 8 && k0+8 <= K {
 			for m := 0; m < M; m++ {
-				*(*[8]E)(dst[m*K+k0:]) = *(*[8]E)(f[idx:])
+				*(*[8]E)(dst[m*K+k0:]) = *(*[8]E)(flat[idx:])
 				idx += 8
 			}
 			continue
 		}
 		for m := 0; m < M; m++ {
-			copy(dst[m*K+k0:m*K+min(k0+subK, K)], f[idx:]) // slots past K are padding
+			copy(dst[m*K+k0:m*K+min(k0+subK, K)], flat[idx:]) // slots past K are padding
 			idx += subK
 		}
 	}
@@ -310,7 +315,9 @@ func (c *Context) compute() {
 	defer c.drv.putWork(w)
 	phases, finish := c.plan(w, nil)
 	for _, p := range phases {
-		c.drv.parallel(p.n, p.align, p.fn)
+		if p.n > 0 {
+			c.drv.parallel(p.n, p.align, p.fn)
+		}
 		if p.after != nil {
 			p.after()
 		}
