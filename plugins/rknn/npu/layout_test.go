@@ -563,7 +563,7 @@ func TestHalfRounding(t *testing.T) {
 // float32 into fp16 and from int8 into int8 puts every element where
 // Operand.Offset says, rounded as F32ToF16 rounds it (ties, subnormals,
 // NaN, Inf), with the padding cleared, for K ending inside an atom or on
-// its edge.
+// its edge; PackARows of the rows in two pieces writes the same bytes.
 func TestPackAActivations(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	specials := []float32{float32(math.NaN()), float32(math.Inf(-1)), 65520, 1 + 1.0/2048, 3e-8, -0}
@@ -595,6 +595,23 @@ func TestPackAActivations(t *testing.T) {
 				}
 				if err := c.pack(buf); err != nil {
 					t.Fatal(err)
+				}
+				// The same rows packed in two pieces by PackARows.
+				rows := make([]byte, len(buf))
+				half := Mreal / 2
+				for _, r := range [][2]int{{half, Mreal}, {0, half}} {
+					var err error
+					if c.size == 2 {
+						err = PackARows(c.in, f[r[0]*K:r[1]*K], r[0], r[1]-r[0], K, rows)
+					} else {
+						err = PackARows(c.in, q[r[0]*K:r[1]*K], r[0], r[1]-r[0], K, rows)
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
+				}
+				if !slices.Equal(rows, buf) {
+					t.Fatalf("%v K=%d rows=%d: PackARows in two pieces differs from PackA", c.in.Type, K, Mreal)
 				}
 				for m := 0; m < M; m++ {
 					for k := 0; k < o.Cols; k++ {

@@ -25,6 +25,13 @@ func PackA[T Elem](info *MatmulInfo, src []T, rows, cols int, dst []byte) error 
 	return pack("npu.PackA", info, "A", src, 0, rows, cols, false, true, dst)
 }
 
+// PackARows is PackA for the rows [r0, r0+rows) only (src holds just
+// them), leaving the rest of dst as it is: the caller clears dst once, and
+// several threads can pack a prefill's rows side by side.
+func PackARows[T Elem](info *MatmulInfo, src []T, r0, rows, cols int, dst []byte) error {
+	return pack("npu.PackARows", info, "A", src, r0, rows, cols, false, false, dst)
+}
+
 // PackB writes the k×n row-major matrix src (k ≤ K, n ≤ N) into dst in B's
 // layout (norm, tp_norm or native with K>8192 segmentation) and type.
 func PackB[T Elem](info *MatmulInfo, src []T, k, n int, dst []byte) error {

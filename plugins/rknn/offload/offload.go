@@ -7,6 +7,7 @@
 package offload
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -624,10 +625,10 @@ func (o *MatMuler) run(ks []*kernel, ops []*engine.MatMulOp, x []float32, outs [
 			copy(k.aScale, first.aScale) // gathered with, and reported by Buffers
 		}
 		for c := range k.cores {
-			copy(k.cores[c].aMem.Bytes(), first.a)
 			ctxs = append(ctxs, k.cores[c].ctx)
 		}
 	}
+	o.eachCore(ks, M, func(_ int, k *kernel, c int) { copy(k.cores[c].aMem.Bytes(), first.a) })
 	t1 := time.Now()
 	var errs []error
 	if r, ok := o.cfg.Driver.(npu.CoreRunner); ok && len(ctxs) > 1 {
@@ -673,11 +674,27 @@ func (o *MatMuler) run(ks []*kernel, ops []*engine.MatMulOp, x []float32, outs [
 // rounded to nearest even, or int8/int4 with a per-row scale.
 func (o *MatMuler) convertA(k *kernel, x []float32, M, K int) error {
 	info := &k.cores[0].info
+	clear(k.a) // the rows' ranges write only their own atoms
+	var mu sync.Mutex
+	var err error
+	o.parallelRows(M, M, func(lo, hi int) {
+		e := o.convertRows(k, info, x, lo, hi, K)
+		if e != nil {
+			mu.Lock()
+			err = cmp.Or(err, e)
+			mu.Unlock()
+		}
+	})
+	return err
+}
+
+// convertRows converts the rows [lo, hi) of the activations into k.a.
+func (o *MatMuler) convertRows(k *kernel, info *npu.MatmulInfo, x []float32, lo, hi, K int) error {
 	if o.cfg.Type == FP16 {
-		return npu.PackA(info, x, M, K, k.a)
+		return npu.PackARows(info, x[lo*K:hi*K], lo, hi-lo, K, k.a)
 	}
 	qmax := o.cfg.Type.qmax()
-	for m := range M {
+	for m := lo; m < hi; m++ {
 		q := k.q[m*K : (m+1)*K]
 		sc, ok := ggml.QuantizeSymmetric(x[m*K:(m+1)*K], qmax, q)
 		if !ok {
@@ -685,47 +702,58 @@ func (o *MatMuler) convertA(k *kernel, x []float32, M, K int) error {
 		}
 		k.aScale[m] = sc
 	}
-	return npu.PackA(info, k.q, M, K, k.a)
+	return npu.PackARows(info, k.q[lo*K:hi*K], lo, hi-lo, K, k.a)
 }
 
 // gatherAll gathers every core's C of a device call into its op's output
-// (each core writes its own columns), the cores spread over Config.Parallel
-// when there is one and more than a few rows: on one thread a prefill's
-// gather took a tenth of the call. It returns the saturated results, or the
-// first error with the index of its op.
+// (each core writes its own columns): on one thread a prefill's gather took
+// a tenth of the call. It returns the saturated results, or the first error
+// with the index of its op.
 func (o *MatMuler) gatherAll(ks []*kernel, ops []*engine.MatMulOp, M int, outs [][]float32) (saturated int64, op int, err error) {
-	type core struct{ k, c int }
-	cores := make([]core, 0, len(ks)*len(ks[0].cores))
+	var mu sync.Mutex
+	o.eachCore(ks, M, func(i int, k *kernel, c int) {
+		n, e := o.gather(&k.cores[c], k.aScale, M, ops[i].N, outs[i])
+		mu.Lock()
+		defer mu.Unlock()
+		saturated += n
+		if e != nil && (err == nil || i < op) {
+			op, err = i, e
+		}
+	})
+	return saturated, op, err
+}
+
+// eachCore calls fn for every core c of every kernel ks[i], spread over
+// Config.Parallel when there is one and M has rows enough.
+func (o *MatMuler) eachCore(ks []*kernel, M int, fn func(i int, k *kernel, c int)) {
+	type core struct{ i, c int }
+	var cores []core
 	for i, k := range ks {
 		for c := range k.cores {
 			cores = append(cores, core{i, c})
 		}
 	}
-	sat := make([]int64, len(cores))
-	errs := make([]error, len(cores))
-	each := func(lo, hi int) {
-		for j := lo; j < hi; j++ {
-			k := ks[cores[j].k]
-			sat[j], errs[j] = o.gather(&k.cores[cores[j].c], k.aScale, M, ops[cores[j].k].N, outs[cores[j].k])
+	o.parallelRows(M, len(cores), func(lo, hi int) {
+		for _, x := range cores[lo:hi] {
+			fn(x.i, ks[x.i], x.c)
 		}
-	}
-	if o.cfg.Parallel != nil && M >= parallelGatherRows && len(cores) > 1 {
-		o.cfg.Parallel(len(cores), 1, each)
-	} else {
-		each(0, len(cores))
-	}
-	for j, e := range errs {
-		if e != nil {
-			return 0, cores[j].k, e
-		}
-		saturated += sat[j]
-	}
-	return saturated, 0, nil
+	})
 }
 
-// parallelGatherRows is the fewest rows whose gather is handed to
-// Config.Parallel: a decode step's one-row C copies in microseconds, less
-// than a hand-over to other threads.
+// parallelRows runs fn over [0, n) on Config.Parallel from
+// parallelGatherRows rows of activations up, else on the caller's thread.
+func (o *MatMuler) parallelRows(M, n int, fn func(lo, hi int)) {
+	if o.cfg.Parallel != nil && M >= parallelGatherRows && n > 1 {
+		o.cfg.Parallel(n, 1, fn)
+		return
+	}
+	fn(0, n)
+}
+
+// parallelGatherRows is the fewest rows of a call whose host work (A
+// converted and copied to the cores, C gathered back) is handed to
+// Config.Parallel: a decode step's one row takes microseconds, less than a
+// hand-over to other threads.
 const parallelGatherRows = 8
 
 // gather reads one core's C, drops the N padding and writes its columns of
