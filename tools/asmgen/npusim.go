@@ -119,8 +119,11 @@ func genFP16Transpose() {
 //
 // with acc = 0 (init) or the value c holds (a later K segment); the
 // products are exact (fp16 inputs), so each one-rounding FMA is s + p.
+// Row m of c starts m·ldc elements in; its 4-channel atoms are atom
+// elements apart: row-major c has atom 4, the device's native C
+// ([N/4][M][4]) ldc 4 and atom 4·M, so the run writes C in place.
 func genFP16Accumulate(nb int) {
-	TEXT(fmt.Sprintf("fp16Accumulate%dAVX512", nb), NOSPLIT, "func(bt []float32, a []float32, lda int, rows int, kBlocks int, c []float32, ldc int, init bool)")
+	TEXT(fmt.Sprintf("fp16Accumulate%dAVX512", nb), NOSPLIT, "func(bt []float32, a []float32, lda int, rows int, kBlocks int, c []float32, ldc int, atom int, init bool)")
 	Pragma("noescape")
 	// Few general registers stay live across groups; the rest is reloaded
 	// from the arguments where needed.
@@ -161,8 +164,9 @@ func fp16Group(G, nb int, ap, cp Register) {
 			acc[i][j] = ZMM()
 		}
 	}
-	// c rows: cp + i*ldc
-	crow := func(i int, f func(m Mem)) {
+	// c rows: cp + i*ldc; f gets the row's atoms one after the other (4
+	// per vector of 16 channels).
+	crow := func(i int, f func(atom int, m Mem)) {
 		ldc := Load(Param("ldc"), GP64())
 		SHLQ(U8(2), ldc)
 		r := GP64()
@@ -170,7 +174,14 @@ func fp16Group(G, nb int, ap, cp Register) {
 		for range i {
 			ADDQ(ldc, r)
 		}
-		f(Mem{Base: r})
+		step := Load(Param("atom"), GP64())
+		SHLQ(U8(2), step)
+		for t := 0; t < 4*nb; t++ {
+			if t > 0 {
+				ADDQ(step, r)
+			}
+			f(t, Mem{Base: r})
+		}
 	}
 	initp := Load(Param("init"), GP8())
 	TESTB(initp, initp)
@@ -183,11 +194,10 @@ func fp16Group(G, nb int, ap, cp Register) {
 	JMP(LabelRef("loaded" + tag))
 	Label("load" + tag)
 	for i := range acc {
-		crow(i, func(m Mem) {
-			for j := range acc[i] {
-				VMOVUPS(m.Offset(64*j), acc[i][j])
-			}
-		})
+		for _, v := range acc[i] {
+			VXORPS(v, v, v)
+		}
+		crow(i, func(t int, m Mem) { VINSERTF32X4(U8(t%4), m, acc[i][t/4], acc[i][t/4]) })
 	}
 	Label("loaded" + tag)
 	lda := Load(Param("lda"), GP64())
@@ -241,11 +251,7 @@ func fp16Group(G, nb int, ap, cp Register) {
 	JMP(LabelRef("kb" + tag))
 	Label("kb_done" + tag)
 	for i := range acc {
-		crow(i, func(m Mem) {
-			for j := range acc[i] {
-				VMOVUPS(acc[i][j], m.Offset(64*j))
-			}
-		})
+		crow(i, func(t int, m Mem) { VEXTRACTF32X4(U8(t%4), acc[i][t/4], m) })
 	}
 }
 

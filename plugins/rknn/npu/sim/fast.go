@@ -86,7 +86,11 @@ func (ds *decodedAs) add(d decodedA) {
 // planFast decodes A (or takes an earlier run's decoding of the same bytes
 // from shared, which may be nil) and returns the phases that fill w.cF
 // (float types) or w.cI (integer types) with the row-major M×N result.
-func (c *Context) planFast(w *workspace, b []byte, M, K, N int, aNative bool, shared *decodedAs) (phases []phase) {
+//
+// cNative, if not nil, is a native 32-bit C (M > 1) the prefill kernels
+// write in place; wroteC reports whether they did (decode-sized runs and
+// integer types fill w.cF or w.cI).
+func (c *Context) planFast(w *workspace, b []byte, M, K, N int, aNative bool, shared *decodedAs, cNative []float32) (phases []phase, wroteC bool) {
 	aBits, bBits, _ := widths(c.info.Type)
 	subKA := 128 / aBits
 	subNB := 256 / bBits
@@ -95,7 +99,14 @@ func (c *Context) planFast(w *workspace, b []byte, M, K, N int, aNative bool, sh
 	phases = make([]phase, 0, ceilDiv(K, bSegmentK))
 
 	if isFloat(c.info.Type) {
-		w.cF = grow(w.cF, M*N)
+		// Where the prefill kernels write: row-major w.cF, or C's atoms of
+		// 4 channels, M·4 elements apart, group g at 16·g·M ([N/4][M][4]).
+		decodeSized := M <= 4 && K <= bSegmentK
+		cOut, ldc, atom, groupAt := cNative, 4, 4*M, 16*M
+		if wroteC = cNative != nil && !decodeSized; !wroteC {
+			w.cF = grow(w.cF, M*N)
+			cOut, ldc, atom, groupAt = w.cF, N, 4, 16
+		}
 		var a []float32
 		if d := shared.find(c, 2*nA); d != nil {
 			a = d.f32
@@ -121,7 +132,7 @@ func (c *Context) planFast(w *workspace, b []byte, M, K, N int, aNative bool, sh
 		}
 		segments(K, N, subNB, bBits, func(k0, kBlocks, off int) {
 			blockBytes := kBlocks * 1024 // one group of 16 channels, all blocks
-			if M <= 4 && k0 == 0 && K <= bSegmentK {
+			if decodeSized {
 				// Decode-sized: transpose in registers, consume at once.
 				direct := [...]func(b []byte, kBlocks int, a []float32, lda int, c []float32, ldc int){
 					fp16Direct1AVX512, fp16Direct2AVX512, fp16Direct3AVX512, fp16Direct4AVX512}[M-1]
@@ -145,14 +156,14 @@ func (c *Context) planFast(w *workspace, b []byte, M, K, N int, aNative bool, sh
 					fp16TransposeAVX512(b[off+nb*blockBytes:off+(nb+1)*blockBytes], kBlocks, bt)
 					if nb+1 < hi {
 						fp16TransposeAVX512(b[off+(nb+1)*blockBytes:off+(nb+2)*blockBytes], kBlocks, bt[kBlocks*512:])
-						fp16Accumulate2AVX512(bt, a[k0:], K, M, kBlocks, w.cF[nb*16:], N, k0 == 0)
+						fp16Accumulate2AVX512(bt, a[k0:], K, M, kBlocks, cOut[nb*groupAt:], ldc, atom, k0 == 0)
 					} else {
-						fp16Accumulate1AVX512(bt, a[k0:], K, M, kBlocks, w.cF[nb*16:], N, k0 == 0)
+						fp16Accumulate1AVX512(bt, a[k0:], K, M, kBlocks, cOut[nb*groupAt:], ldc, atom, k0 == 0)
 					}
 				}
 			}})
 		})
-		return phases
+		return phases, wroteC
 	}
 
 	// Integer types: A as int8 values, row-major; int4 rows rearranged per
@@ -209,5 +220,5 @@ func (c *Context) planFast(w *workspace, b []byte, M, K, N int, aNative bool, sh
 		}
 		phases = append(phases, p)
 	})
-	return phases // the int16 output is writeCI's
+	return phases, false // the int16 output is writeCI's
 }

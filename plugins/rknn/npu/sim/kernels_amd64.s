@@ -4241,9 +4241,9 @@ pairs_done:
 	VZEROUPPER
 	RET
 
-// func fp16Accumulate1AVX512(bt []float32, a []float32, lda int, rows int, kBlocks int, c []float32, ldc int, init bool)
-// Requires: AVX, AVX512F
-TEXT ·fp16Accumulate1AVX512(SB), NOSPLIT, $0-105
+// func fp16Accumulate1AVX512(bt []float32, a []float32, lda int, rows int, kBlocks int, c []float32, ldc int, atom int, init bool)
+// Requires: AVX, AVX512DQ, AVX512F
+TEXT ·fp16Accumulate1AVX512(SB), NOSPLIT, $0-113
 	MOVQ a_base+24(FP), AX
 	MOVQ rows+56(FP), CX
 	MOVQ c_base+72(FP), DX
@@ -4251,7 +4251,7 @@ TEXT ·fp16Accumulate1AVX512(SB), NOSPLIT, $0-105
 m6:
 	CMPQ         CX, $0x00000006
 	JB           m6_done
-	MOVB         init+104(FP), BL
+	MOVB         init+112(FP), BL
 	TESTB        BL, BL
 	JZ           load_6
 	VPBROADCASTD dword0<>+0(SB), Z0
@@ -4263,45 +4263,99 @@ m6:
 	JMP          loaded_6
 
 load_6:
-	MOVQ    ldc+96(FP), BX
-	SHLQ    $0x02, BX
-	MOVQ    DX, BX
-	VMOVUPS (BX), Z0
-	MOVQ    ldc+96(FP), BX
-	SHLQ    $0x02, BX
-	MOVQ    DX, SI
-	ADDQ    BX, SI
-	VMOVUPS (SI), Z1
-	MOVQ    ldc+96(FP), BX
-	SHLQ    $0x02, BX
-	MOVQ    DX, SI
-	ADDQ    BX, SI
-	ADDQ    BX, SI
-	VMOVUPS (SI), Z2
-	MOVQ    ldc+96(FP), BX
-	SHLQ    $0x02, BX
-	MOVQ    DX, SI
-	ADDQ    BX, SI
-	ADDQ    BX, SI
-	ADDQ    BX, SI
-	VMOVUPS (SI), Z3
-	MOVQ    ldc+96(FP), BX
-	SHLQ    $0x02, BX
-	MOVQ    DX, SI
-	ADDQ    BX, SI
-	ADDQ    BX, SI
-	ADDQ    BX, SI
-	ADDQ    BX, SI
-	VMOVUPS (SI), Z4
-	MOVQ    ldc+96(FP), BX
-	SHLQ    $0x02, BX
-	MOVQ    DX, SI
-	ADDQ    BX, SI
-	ADDQ    BX, SI
-	ADDQ    BX, SI
-	ADDQ    BX, SI
-	ADDQ    BX, SI
-	VMOVUPS (SI), Z5
+	VXORPS       Z0, Z0, Z0
+	MOVQ         ldc+96(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         DX, BX
+	MOVQ         atom+104(FP), SI
+	SHLQ         $0x02, SI
+	VINSERTF32X4 $0x00, (BX), Z0, Z0
+	ADDQ         SI, BX
+	VINSERTF32X4 $0x01, (BX), Z0, Z0
+	ADDQ         SI, BX
+	VINSERTF32X4 $0x02, (BX), Z0, Z0
+	ADDQ         SI, BX
+	VINSERTF32X4 $0x03, (BX), Z0, Z0
+	VXORPS       Z1, Z1, Z1
+	MOVQ         ldc+96(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         DX, SI
+	ADDQ         BX, SI
+	MOVQ         atom+104(FP), BX
+	SHLQ         $0x02, BX
+	VINSERTF32X4 $0x00, (SI), Z1, Z1
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x01, (SI), Z1, Z1
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x02, (SI), Z1, Z1
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x03, (SI), Z1, Z1
+	VXORPS       Z2, Z2, Z2
+	MOVQ         ldc+96(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         DX, SI
+	ADDQ         BX, SI
+	ADDQ         BX, SI
+	MOVQ         atom+104(FP), BX
+	SHLQ         $0x02, BX
+	VINSERTF32X4 $0x00, (SI), Z2, Z2
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x01, (SI), Z2, Z2
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x02, (SI), Z2, Z2
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x03, (SI), Z2, Z2
+	VXORPS       Z3, Z3, Z3
+	MOVQ         ldc+96(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         DX, SI
+	ADDQ         BX, SI
+	ADDQ         BX, SI
+	ADDQ         BX, SI
+	MOVQ         atom+104(FP), BX
+	SHLQ         $0x02, BX
+	VINSERTF32X4 $0x00, (SI), Z3, Z3
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x01, (SI), Z3, Z3
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x02, (SI), Z3, Z3
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x03, (SI), Z3, Z3
+	VXORPS       Z4, Z4, Z4
+	MOVQ         ldc+96(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         DX, SI
+	ADDQ         BX, SI
+	ADDQ         BX, SI
+	ADDQ         BX, SI
+	ADDQ         BX, SI
+	MOVQ         atom+104(FP), BX
+	SHLQ         $0x02, BX
+	VINSERTF32X4 $0x00, (SI), Z4, Z4
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x01, (SI), Z4, Z4
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x02, (SI), Z4, Z4
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x03, (SI), Z4, Z4
+	VXORPS       Z5, Z5, Z5
+	MOVQ         ldc+96(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         DX, SI
+	ADDQ         BX, SI
+	ADDQ         BX, SI
+	ADDQ         BX, SI
+	ADDQ         BX, SI
+	ADDQ         BX, SI
+	MOVQ         atom+104(FP), BX
+	SHLQ         $0x02, BX
+	VINSERTF32X4 $0x00, (SI), Z5, Z5
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x01, (SI), Z5, Z5
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x02, (SI), Z5, Z5
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x03, (SI), Z5, Z5
 
 loaded_6:
 	MOVQ lda+48(FP), BX
@@ -4757,68 +4811,116 @@ kb_6:
 	JMP          kb_6
 
 kb_done_6:
-	MOVQ    ldc+96(FP), BX
-	SHLQ    $0x02, BX
-	MOVQ    DX, BX
-	VMOVUPS Z0, (BX)
-	MOVQ    ldc+96(FP), BX
-	SHLQ    $0x02, BX
-	MOVQ    DX, SI
-	ADDQ    BX, SI
-	VMOVUPS Z1, (SI)
-	MOVQ    ldc+96(FP), BX
-	SHLQ    $0x02, BX
-	MOVQ    DX, SI
-	ADDQ    BX, SI
-	ADDQ    BX, SI
-	VMOVUPS Z2, (SI)
-	MOVQ    ldc+96(FP), BX
-	SHLQ    $0x02, BX
-	MOVQ    DX, SI
-	ADDQ    BX, SI
-	ADDQ    BX, SI
-	ADDQ    BX, SI
-	VMOVUPS Z3, (SI)
-	MOVQ    ldc+96(FP), BX
-	SHLQ    $0x02, BX
-	MOVQ    DX, SI
-	ADDQ    BX, SI
-	ADDQ    BX, SI
-	ADDQ    BX, SI
-	ADDQ    BX, SI
-	VMOVUPS Z4, (SI)
-	MOVQ    ldc+96(FP), BX
-	SHLQ    $0x02, BX
-	MOVQ    DX, SI
-	ADDQ    BX, SI
-	ADDQ    BX, SI
-	ADDQ    BX, SI
-	ADDQ    BX, SI
-	ADDQ    BX, SI
-	VMOVUPS Z5, (SI)
-	MOVQ    lda+48(FP), BX
-	MOVQ    ldc+96(FP), SI
-	SHLQ    $0x02, BX
-	SHLQ    $0x02, SI
-	ADDQ    BX, AX
-	ADDQ    SI, DX
-	ADDQ    BX, AX
-	ADDQ    SI, DX
-	ADDQ    BX, AX
-	ADDQ    SI, DX
-	ADDQ    BX, AX
-	ADDQ    SI, DX
-	ADDQ    BX, AX
-	ADDQ    SI, DX
-	ADDQ    BX, AX
-	ADDQ    SI, DX
-	SUBQ    $0x00000006, CX
-	JMP     m6
+	MOVQ          ldc+96(FP), BX
+	SHLQ          $0x02, BX
+	MOVQ          DX, BX
+	MOVQ          atom+104(FP), SI
+	SHLQ          $0x02, SI
+	VEXTRACTF32X4 $0x00, Z0, (BX)
+	ADDQ          SI, BX
+	VEXTRACTF32X4 $0x01, Z0, (BX)
+	ADDQ          SI, BX
+	VEXTRACTF32X4 $0x02, Z0, (BX)
+	ADDQ          SI, BX
+	VEXTRACTF32X4 $0x03, Z0, (BX)
+	MOVQ          ldc+96(FP), BX
+	SHLQ          $0x02, BX
+	MOVQ          DX, SI
+	ADDQ          BX, SI
+	MOVQ          atom+104(FP), BX
+	SHLQ          $0x02, BX
+	VEXTRACTF32X4 $0x00, Z1, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x01, Z1, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x02, Z1, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x03, Z1, (SI)
+	MOVQ          ldc+96(FP), BX
+	SHLQ          $0x02, BX
+	MOVQ          DX, SI
+	ADDQ          BX, SI
+	ADDQ          BX, SI
+	MOVQ          atom+104(FP), BX
+	SHLQ          $0x02, BX
+	VEXTRACTF32X4 $0x00, Z2, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x01, Z2, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x02, Z2, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x03, Z2, (SI)
+	MOVQ          ldc+96(FP), BX
+	SHLQ          $0x02, BX
+	MOVQ          DX, SI
+	ADDQ          BX, SI
+	ADDQ          BX, SI
+	ADDQ          BX, SI
+	MOVQ          atom+104(FP), BX
+	SHLQ          $0x02, BX
+	VEXTRACTF32X4 $0x00, Z3, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x01, Z3, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x02, Z3, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x03, Z3, (SI)
+	MOVQ          ldc+96(FP), BX
+	SHLQ          $0x02, BX
+	MOVQ          DX, SI
+	ADDQ          BX, SI
+	ADDQ          BX, SI
+	ADDQ          BX, SI
+	ADDQ          BX, SI
+	MOVQ          atom+104(FP), BX
+	SHLQ          $0x02, BX
+	VEXTRACTF32X4 $0x00, Z4, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x01, Z4, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x02, Z4, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x03, Z4, (SI)
+	MOVQ          ldc+96(FP), BX
+	SHLQ          $0x02, BX
+	MOVQ          DX, SI
+	ADDQ          BX, SI
+	ADDQ          BX, SI
+	ADDQ          BX, SI
+	ADDQ          BX, SI
+	ADDQ          BX, SI
+	MOVQ          atom+104(FP), BX
+	SHLQ          $0x02, BX
+	VEXTRACTF32X4 $0x00, Z5, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x01, Z5, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x02, Z5, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x03, Z5, (SI)
+	MOVQ          lda+48(FP), BX
+	MOVQ          ldc+96(FP), SI
+	SHLQ          $0x02, BX
+	SHLQ          $0x02, SI
+	ADDQ          BX, AX
+	ADDQ          SI, DX
+	ADDQ          BX, AX
+	ADDQ          SI, DX
+	ADDQ          BX, AX
+	ADDQ          SI, DX
+	ADDQ          BX, AX
+	ADDQ          SI, DX
+	ADDQ          BX, AX
+	ADDQ          SI, DX
+	ADDQ          BX, AX
+	ADDQ          SI, DX
+	SUBQ          $0x00000006, CX
+	JMP           m6
 
 m6_done:
 	CMPQ         CX, $0x00000004
 	JB           m4_done
-	MOVB         init+104(FP), BL
+	MOVB         init+112(FP), BL
 	TESTB        BL, BL
 	JZ           load_4
 	VPBROADCASTD dword0<>+0(SB), Z0
@@ -4828,28 +4930,64 @@ m6_done:
 	JMP          loaded_4
 
 load_4:
-	MOVQ    ldc+96(FP), BX
-	SHLQ    $0x02, BX
-	MOVQ    DX, BX
-	VMOVUPS (BX), Z0
-	MOVQ    ldc+96(FP), BX
-	SHLQ    $0x02, BX
-	MOVQ    DX, SI
-	ADDQ    BX, SI
-	VMOVUPS (SI), Z1
-	MOVQ    ldc+96(FP), BX
-	SHLQ    $0x02, BX
-	MOVQ    DX, SI
-	ADDQ    BX, SI
-	ADDQ    BX, SI
-	VMOVUPS (SI), Z2
-	MOVQ    ldc+96(FP), BX
-	SHLQ    $0x02, BX
-	MOVQ    DX, SI
-	ADDQ    BX, SI
-	ADDQ    BX, SI
-	ADDQ    BX, SI
-	VMOVUPS (SI), Z3
+	VXORPS       Z0, Z0, Z0
+	MOVQ         ldc+96(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         DX, BX
+	MOVQ         atom+104(FP), SI
+	SHLQ         $0x02, SI
+	VINSERTF32X4 $0x00, (BX), Z0, Z0
+	ADDQ         SI, BX
+	VINSERTF32X4 $0x01, (BX), Z0, Z0
+	ADDQ         SI, BX
+	VINSERTF32X4 $0x02, (BX), Z0, Z0
+	ADDQ         SI, BX
+	VINSERTF32X4 $0x03, (BX), Z0, Z0
+	VXORPS       Z1, Z1, Z1
+	MOVQ         ldc+96(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         DX, SI
+	ADDQ         BX, SI
+	MOVQ         atom+104(FP), BX
+	SHLQ         $0x02, BX
+	VINSERTF32X4 $0x00, (SI), Z1, Z1
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x01, (SI), Z1, Z1
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x02, (SI), Z1, Z1
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x03, (SI), Z1, Z1
+	VXORPS       Z2, Z2, Z2
+	MOVQ         ldc+96(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         DX, SI
+	ADDQ         BX, SI
+	ADDQ         BX, SI
+	MOVQ         atom+104(FP), BX
+	SHLQ         $0x02, BX
+	VINSERTF32X4 $0x00, (SI), Z2, Z2
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x01, (SI), Z2, Z2
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x02, (SI), Z2, Z2
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x03, (SI), Z2, Z2
+	VXORPS       Z3, Z3, Z3
+	MOVQ         ldc+96(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         DX, SI
+	ADDQ         BX, SI
+	ADDQ         BX, SI
+	ADDQ         BX, SI
+	MOVQ         atom+104(FP), BX
+	SHLQ         $0x02, BX
+	VINSERTF32X4 $0x00, (SI), Z3, Z3
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x01, (SI), Z3, Z3
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x02, (SI), Z3, Z3
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x03, (SI), Z3, Z3
 
 loaded_4:
 	MOVQ lda+48(FP), BX
@@ -5169,46 +5307,78 @@ kb_4:
 	JMP          kb_4
 
 kb_done_4:
-	MOVQ    ldc+96(FP), BX
-	SHLQ    $0x02, BX
-	MOVQ    DX, BX
-	VMOVUPS Z0, (BX)
-	MOVQ    ldc+96(FP), BX
-	SHLQ    $0x02, BX
-	MOVQ    DX, SI
-	ADDQ    BX, SI
-	VMOVUPS Z1, (SI)
-	MOVQ    ldc+96(FP), BX
-	SHLQ    $0x02, BX
-	MOVQ    DX, SI
-	ADDQ    BX, SI
-	ADDQ    BX, SI
-	VMOVUPS Z2, (SI)
-	MOVQ    ldc+96(FP), BX
-	SHLQ    $0x02, BX
-	MOVQ    DX, SI
-	ADDQ    BX, SI
-	ADDQ    BX, SI
-	ADDQ    BX, SI
-	VMOVUPS Z3, (SI)
-	MOVQ    lda+48(FP), BX
-	MOVQ    ldc+96(FP), SI
-	SHLQ    $0x02, BX
-	SHLQ    $0x02, SI
-	ADDQ    BX, AX
-	ADDQ    SI, DX
-	ADDQ    BX, AX
-	ADDQ    SI, DX
-	ADDQ    BX, AX
-	ADDQ    SI, DX
-	ADDQ    BX, AX
-	ADDQ    SI, DX
-	SUBQ    $0x00000004, CX
+	MOVQ          ldc+96(FP), BX
+	SHLQ          $0x02, BX
+	MOVQ          DX, BX
+	MOVQ          atom+104(FP), SI
+	SHLQ          $0x02, SI
+	VEXTRACTF32X4 $0x00, Z0, (BX)
+	ADDQ          SI, BX
+	VEXTRACTF32X4 $0x01, Z0, (BX)
+	ADDQ          SI, BX
+	VEXTRACTF32X4 $0x02, Z0, (BX)
+	ADDQ          SI, BX
+	VEXTRACTF32X4 $0x03, Z0, (BX)
+	MOVQ          ldc+96(FP), BX
+	SHLQ          $0x02, BX
+	MOVQ          DX, SI
+	ADDQ          BX, SI
+	MOVQ          atom+104(FP), BX
+	SHLQ          $0x02, BX
+	VEXTRACTF32X4 $0x00, Z1, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x01, Z1, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x02, Z1, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x03, Z1, (SI)
+	MOVQ          ldc+96(FP), BX
+	SHLQ          $0x02, BX
+	MOVQ          DX, SI
+	ADDQ          BX, SI
+	ADDQ          BX, SI
+	MOVQ          atom+104(FP), BX
+	SHLQ          $0x02, BX
+	VEXTRACTF32X4 $0x00, Z2, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x01, Z2, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x02, Z2, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x03, Z2, (SI)
+	MOVQ          ldc+96(FP), BX
+	SHLQ          $0x02, BX
+	MOVQ          DX, SI
+	ADDQ          BX, SI
+	ADDQ          BX, SI
+	ADDQ          BX, SI
+	MOVQ          atom+104(FP), BX
+	SHLQ          $0x02, BX
+	VEXTRACTF32X4 $0x00, Z3, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x01, Z3, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x02, Z3, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x03, Z3, (SI)
+	MOVQ          lda+48(FP), BX
+	MOVQ          ldc+96(FP), SI
+	SHLQ          $0x02, BX
+	SHLQ          $0x02, SI
+	ADDQ          BX, AX
+	ADDQ          SI, DX
+	ADDQ          BX, AX
+	ADDQ          SI, DX
+	ADDQ          BX, AX
+	ADDQ          SI, DX
+	ADDQ          BX, AX
+	ADDQ          SI, DX
+	SUBQ          $0x00000004, CX
 
 m4_done:
 	CMPQ         CX, $0x00000002
 	JB           m2_done
-	MOVB         init+104(FP), BL
+	MOVB         init+112(FP), BL
 	TESTB        BL, BL
 	JZ           load_2
 	VPBROADCASTD dword0<>+0(SB), Z0
@@ -5216,15 +5386,33 @@ m4_done:
 	JMP          loaded_2
 
 load_2:
-	MOVQ    ldc+96(FP), BX
-	SHLQ    $0x02, BX
-	MOVQ    DX, BX
-	VMOVUPS (BX), Z0
-	MOVQ    ldc+96(FP), BX
-	SHLQ    $0x02, BX
-	MOVQ    DX, SI
-	ADDQ    BX, SI
-	VMOVUPS (SI), Z1
+	VXORPS       Z0, Z0, Z0
+	MOVQ         ldc+96(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         DX, BX
+	MOVQ         atom+104(FP), SI
+	SHLQ         $0x02, SI
+	VINSERTF32X4 $0x00, (BX), Z0, Z0
+	ADDQ         SI, BX
+	VINSERTF32X4 $0x01, (BX), Z0, Z0
+	ADDQ         SI, BX
+	VINSERTF32X4 $0x02, (BX), Z0, Z0
+	ADDQ         SI, BX
+	VINSERTF32X4 $0x03, (BX), Z0, Z0
+	VXORPS       Z1, Z1, Z1
+	MOVQ         ldc+96(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         DX, SI
+	ADDQ         BX, SI
+	MOVQ         atom+104(FP), BX
+	SHLQ         $0x02, BX
+	VINSERTF32X4 $0x00, (SI), Z1, Z1
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x01, (SI), Z1, Z1
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x02, (SI), Z1, Z1
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x03, (SI), Z1, Z1
 
 loaded_2:
 	MOVQ lda+48(FP), BX
@@ -5408,39 +5596,64 @@ kb_2:
 	JMP          kb_2
 
 kb_done_2:
-	MOVQ    ldc+96(FP), BX
-	SHLQ    $0x02, BX
-	MOVQ    DX, BX
-	VMOVUPS Z0, (BX)
-	MOVQ    ldc+96(FP), BX
-	SHLQ    $0x02, BX
-	MOVQ    DX, SI
-	ADDQ    BX, SI
-	VMOVUPS Z1, (SI)
-	MOVQ    lda+48(FP), BX
-	MOVQ    ldc+96(FP), SI
-	SHLQ    $0x02, BX
-	SHLQ    $0x02, SI
-	ADDQ    BX, AX
-	ADDQ    SI, DX
-	ADDQ    BX, AX
-	ADDQ    SI, DX
-	SUBQ    $0x00000002, CX
+	MOVQ          ldc+96(FP), BX
+	SHLQ          $0x02, BX
+	MOVQ          DX, BX
+	MOVQ          atom+104(FP), SI
+	SHLQ          $0x02, SI
+	VEXTRACTF32X4 $0x00, Z0, (BX)
+	ADDQ          SI, BX
+	VEXTRACTF32X4 $0x01, Z0, (BX)
+	ADDQ          SI, BX
+	VEXTRACTF32X4 $0x02, Z0, (BX)
+	ADDQ          SI, BX
+	VEXTRACTF32X4 $0x03, Z0, (BX)
+	MOVQ          ldc+96(FP), BX
+	SHLQ          $0x02, BX
+	MOVQ          DX, SI
+	ADDQ          BX, SI
+	MOVQ          atom+104(FP), BX
+	SHLQ          $0x02, BX
+	VEXTRACTF32X4 $0x00, Z1, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x01, Z1, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x02, Z1, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x03, Z1, (SI)
+	MOVQ          lda+48(FP), BX
+	MOVQ          ldc+96(FP), SI
+	SHLQ          $0x02, BX
+	SHLQ          $0x02, SI
+	ADDQ          BX, AX
+	ADDQ          SI, DX
+	ADDQ          BX, AX
+	ADDQ          SI, DX
+	SUBQ          $0x00000002, CX
 
 m2_done:
 	CMPQ         CX, $0x00000001
 	JB           m1_done
-	MOVB         init+104(FP), BL
+	MOVB         init+112(FP), BL
 	TESTB        BL, BL
 	JZ           load_1
 	VPBROADCASTD dword0<>+0(SB), Z0
 	JMP          loaded_1
 
 load_1:
-	MOVQ    ldc+96(FP), BX
-	SHLQ    $0x02, BX
-	MOVQ    DX, BX
-	VMOVUPS (BX), Z0
+	VXORPS       Z0, Z0, Z0
+	MOVQ         ldc+96(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         DX, BX
+	MOVQ         atom+104(FP), SI
+	SHLQ         $0x02, SI
+	VINSERTF32X4 $0x00, (BX), Z0, Z0
+	ADDQ         SI, BX
+	VINSERTF32X4 $0x01, (BX), Z0, Z0
+	ADDQ         SI, BX
+	VINSERTF32X4 $0x02, (BX), Z0, Z0
+	ADDQ         SI, BX
+	VINSERTF32X4 $0x03, (BX), Z0, Z0
 
 loaded_1:
 	MOVQ lda+48(FP), BX
@@ -5556,25 +5769,33 @@ kb_1:
 	JMP          kb_1
 
 kb_done_1:
-	MOVQ    ldc+96(FP), BX
-	SHLQ    $0x02, BX
-	MOVQ    DX, BX
-	VMOVUPS Z0, (BX)
-	MOVQ    lda+48(FP), BX
-	MOVQ    ldc+96(FP), SI
-	SHLQ    $0x02, BX
-	SHLQ    $0x02, SI
-	ADDQ    BX, AX
-	ADDQ    SI, DX
-	SUBQ    $0x00000001, CX
+	MOVQ          ldc+96(FP), BX
+	SHLQ          $0x02, BX
+	MOVQ          DX, BX
+	MOVQ          atom+104(FP), SI
+	SHLQ          $0x02, SI
+	VEXTRACTF32X4 $0x00, Z0, (BX)
+	ADDQ          SI, BX
+	VEXTRACTF32X4 $0x01, Z0, (BX)
+	ADDQ          SI, BX
+	VEXTRACTF32X4 $0x02, Z0, (BX)
+	ADDQ          SI, BX
+	VEXTRACTF32X4 $0x03, Z0, (BX)
+	MOVQ          lda+48(FP), BX
+	MOVQ          ldc+96(FP), SI
+	SHLQ          $0x02, BX
+	SHLQ          $0x02, SI
+	ADDQ          BX, AX
+	ADDQ          SI, DX
+	SUBQ          $0x00000001, CX
 
 m1_done:
 	VZEROUPPER
 	RET
 
-// func fp16Accumulate2AVX512(bt []float32, a []float32, lda int, rows int, kBlocks int, c []float32, ldc int, init bool)
-// Requires: AVX, AVX512F
-TEXT ·fp16Accumulate2AVX512(SB), NOSPLIT, $0-105
+// func fp16Accumulate2AVX512(bt []float32, a []float32, lda int, rows int, kBlocks int, c []float32, ldc int, atom int, init bool)
+// Requires: AVX, AVX512DQ, AVX512F
+TEXT ·fp16Accumulate2AVX512(SB), NOSPLIT, $0-113
 	MOVQ a_base+24(FP), AX
 	MOVQ rows+56(FP), CX
 	MOVQ c_base+72(FP), DX
@@ -5582,7 +5803,7 @@ TEXT ·fp16Accumulate2AVX512(SB), NOSPLIT, $0-105
 m6:
 	CMPQ         CX, $0x00000006
 	JB           m6_done
-	MOVB         init+104(FP), BL
+	MOVB         init+112(FP), BL
 	TESTB        BL, BL
 	JZ           load_6
 	VPBROADCASTD dword0<>+0(SB), Z0
@@ -5600,51 +5821,153 @@ m6:
 	JMP          loaded_6
 
 load_6:
-	MOVQ    ldc+96(FP), BX
-	SHLQ    $0x02, BX
-	MOVQ    DX, BX
-	VMOVUPS (BX), Z0
-	VMOVUPS 64(BX), Z1
-	MOVQ    ldc+96(FP), BX
-	SHLQ    $0x02, BX
-	MOVQ    DX, SI
-	ADDQ    BX, SI
-	VMOVUPS (SI), Z2
-	VMOVUPS 64(SI), Z3
-	MOVQ    ldc+96(FP), BX
-	SHLQ    $0x02, BX
-	MOVQ    DX, SI
-	ADDQ    BX, SI
-	ADDQ    BX, SI
-	VMOVUPS (SI), Z4
-	VMOVUPS 64(SI), Z5
-	MOVQ    ldc+96(FP), BX
-	SHLQ    $0x02, BX
-	MOVQ    DX, SI
-	ADDQ    BX, SI
-	ADDQ    BX, SI
-	ADDQ    BX, SI
-	VMOVUPS (SI), Z6
-	VMOVUPS 64(SI), Z7
-	MOVQ    ldc+96(FP), BX
-	SHLQ    $0x02, BX
-	MOVQ    DX, SI
-	ADDQ    BX, SI
-	ADDQ    BX, SI
-	ADDQ    BX, SI
-	ADDQ    BX, SI
-	VMOVUPS (SI), Z8
-	VMOVUPS 64(SI), Z9
-	MOVQ    ldc+96(FP), BX
-	SHLQ    $0x02, BX
-	MOVQ    DX, SI
-	ADDQ    BX, SI
-	ADDQ    BX, SI
-	ADDQ    BX, SI
-	ADDQ    BX, SI
-	ADDQ    BX, SI
-	VMOVUPS (SI), Z10
-	VMOVUPS 64(SI), Z11
+	VXORPS       Z0, Z0, Z0
+	VXORPS       Z1, Z1, Z1
+	MOVQ         ldc+96(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         DX, BX
+	MOVQ         atom+104(FP), SI
+	SHLQ         $0x02, SI
+	VINSERTF32X4 $0x00, (BX), Z0, Z0
+	ADDQ         SI, BX
+	VINSERTF32X4 $0x01, (BX), Z0, Z0
+	ADDQ         SI, BX
+	VINSERTF32X4 $0x02, (BX), Z0, Z0
+	ADDQ         SI, BX
+	VINSERTF32X4 $0x03, (BX), Z0, Z0
+	ADDQ         SI, BX
+	VINSERTF32X4 $0x00, (BX), Z1, Z1
+	ADDQ         SI, BX
+	VINSERTF32X4 $0x01, (BX), Z1, Z1
+	ADDQ         SI, BX
+	VINSERTF32X4 $0x02, (BX), Z1, Z1
+	ADDQ         SI, BX
+	VINSERTF32X4 $0x03, (BX), Z1, Z1
+	VXORPS       Z2, Z2, Z2
+	VXORPS       Z3, Z3, Z3
+	MOVQ         ldc+96(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         DX, SI
+	ADDQ         BX, SI
+	MOVQ         atom+104(FP), BX
+	SHLQ         $0x02, BX
+	VINSERTF32X4 $0x00, (SI), Z2, Z2
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x01, (SI), Z2, Z2
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x02, (SI), Z2, Z2
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x03, (SI), Z2, Z2
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x00, (SI), Z3, Z3
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x01, (SI), Z3, Z3
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x02, (SI), Z3, Z3
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x03, (SI), Z3, Z3
+	VXORPS       Z4, Z4, Z4
+	VXORPS       Z5, Z5, Z5
+	MOVQ         ldc+96(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         DX, SI
+	ADDQ         BX, SI
+	ADDQ         BX, SI
+	MOVQ         atom+104(FP), BX
+	SHLQ         $0x02, BX
+	VINSERTF32X4 $0x00, (SI), Z4, Z4
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x01, (SI), Z4, Z4
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x02, (SI), Z4, Z4
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x03, (SI), Z4, Z4
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x00, (SI), Z5, Z5
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x01, (SI), Z5, Z5
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x02, (SI), Z5, Z5
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x03, (SI), Z5, Z5
+	VXORPS       Z6, Z6, Z6
+	VXORPS       Z7, Z7, Z7
+	MOVQ         ldc+96(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         DX, SI
+	ADDQ         BX, SI
+	ADDQ         BX, SI
+	ADDQ         BX, SI
+	MOVQ         atom+104(FP), BX
+	SHLQ         $0x02, BX
+	VINSERTF32X4 $0x00, (SI), Z6, Z6
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x01, (SI), Z6, Z6
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x02, (SI), Z6, Z6
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x03, (SI), Z6, Z6
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x00, (SI), Z7, Z7
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x01, (SI), Z7, Z7
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x02, (SI), Z7, Z7
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x03, (SI), Z7, Z7
+	VXORPS       Z8, Z8, Z8
+	VXORPS       Z9, Z9, Z9
+	MOVQ         ldc+96(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         DX, SI
+	ADDQ         BX, SI
+	ADDQ         BX, SI
+	ADDQ         BX, SI
+	ADDQ         BX, SI
+	MOVQ         atom+104(FP), BX
+	SHLQ         $0x02, BX
+	VINSERTF32X4 $0x00, (SI), Z8, Z8
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x01, (SI), Z8, Z8
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x02, (SI), Z8, Z8
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x03, (SI), Z8, Z8
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x00, (SI), Z9, Z9
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x01, (SI), Z9, Z9
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x02, (SI), Z9, Z9
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x03, (SI), Z9, Z9
+	VXORPS       Z10, Z10, Z10
+	VXORPS       Z11, Z11, Z11
+	MOVQ         ldc+96(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         DX, SI
+	ADDQ         BX, SI
+	ADDQ         BX, SI
+	ADDQ         BX, SI
+	ADDQ         BX, SI
+	ADDQ         BX, SI
+	MOVQ         atom+104(FP), BX
+	SHLQ         $0x02, BX
+	VINSERTF32X4 $0x00, (SI), Z10, Z10
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x01, (SI), Z10, Z10
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x02, (SI), Z10, Z10
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x03, (SI), Z10, Z10
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x00, (SI), Z11, Z11
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x01, (SI), Z11, Z11
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x02, (SI), Z11, Z11
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x03, (SI), Z11, Z11
 
 loaded_6:
 	MOVQ lda+48(FP), BX
@@ -6340,74 +6663,164 @@ kb_6:
 	JMP          kb_6
 
 kb_done_6:
-	MOVQ    ldc+96(FP), BX
-	SHLQ    $0x02, BX
-	MOVQ    DX, BX
-	VMOVUPS Z0, (BX)
-	VMOVUPS Z1, 64(BX)
-	MOVQ    ldc+96(FP), BX
-	SHLQ    $0x02, BX
-	MOVQ    DX, SI
-	ADDQ    BX, SI
-	VMOVUPS Z2, (SI)
-	VMOVUPS Z3, 64(SI)
-	MOVQ    ldc+96(FP), BX
-	SHLQ    $0x02, BX
-	MOVQ    DX, SI
-	ADDQ    BX, SI
-	ADDQ    BX, SI
-	VMOVUPS Z4, (SI)
-	VMOVUPS Z5, 64(SI)
-	MOVQ    ldc+96(FP), BX
-	SHLQ    $0x02, BX
-	MOVQ    DX, SI
-	ADDQ    BX, SI
-	ADDQ    BX, SI
-	ADDQ    BX, SI
-	VMOVUPS Z6, (SI)
-	VMOVUPS Z7, 64(SI)
-	MOVQ    ldc+96(FP), BX
-	SHLQ    $0x02, BX
-	MOVQ    DX, SI
-	ADDQ    BX, SI
-	ADDQ    BX, SI
-	ADDQ    BX, SI
-	ADDQ    BX, SI
-	VMOVUPS Z8, (SI)
-	VMOVUPS Z9, 64(SI)
-	MOVQ    ldc+96(FP), BX
-	SHLQ    $0x02, BX
-	MOVQ    DX, SI
-	ADDQ    BX, SI
-	ADDQ    BX, SI
-	ADDQ    BX, SI
-	ADDQ    BX, SI
-	ADDQ    BX, SI
-	VMOVUPS Z10, (SI)
-	VMOVUPS Z11, 64(SI)
-	MOVQ    lda+48(FP), BX
-	MOVQ    ldc+96(FP), SI
-	SHLQ    $0x02, BX
-	SHLQ    $0x02, SI
-	ADDQ    BX, AX
-	ADDQ    SI, DX
-	ADDQ    BX, AX
-	ADDQ    SI, DX
-	ADDQ    BX, AX
-	ADDQ    SI, DX
-	ADDQ    BX, AX
-	ADDQ    SI, DX
-	ADDQ    BX, AX
-	ADDQ    SI, DX
-	ADDQ    BX, AX
-	ADDQ    SI, DX
-	SUBQ    $0x00000006, CX
-	JMP     m6
+	MOVQ          ldc+96(FP), BX
+	SHLQ          $0x02, BX
+	MOVQ          DX, BX
+	MOVQ          atom+104(FP), SI
+	SHLQ          $0x02, SI
+	VEXTRACTF32X4 $0x00, Z0, (BX)
+	ADDQ          SI, BX
+	VEXTRACTF32X4 $0x01, Z0, (BX)
+	ADDQ          SI, BX
+	VEXTRACTF32X4 $0x02, Z0, (BX)
+	ADDQ          SI, BX
+	VEXTRACTF32X4 $0x03, Z0, (BX)
+	ADDQ          SI, BX
+	VEXTRACTF32X4 $0x00, Z1, (BX)
+	ADDQ          SI, BX
+	VEXTRACTF32X4 $0x01, Z1, (BX)
+	ADDQ          SI, BX
+	VEXTRACTF32X4 $0x02, Z1, (BX)
+	ADDQ          SI, BX
+	VEXTRACTF32X4 $0x03, Z1, (BX)
+	MOVQ          ldc+96(FP), BX
+	SHLQ          $0x02, BX
+	MOVQ          DX, SI
+	ADDQ          BX, SI
+	MOVQ          atom+104(FP), BX
+	SHLQ          $0x02, BX
+	VEXTRACTF32X4 $0x00, Z2, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x01, Z2, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x02, Z2, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x03, Z2, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x00, Z3, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x01, Z3, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x02, Z3, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x03, Z3, (SI)
+	MOVQ          ldc+96(FP), BX
+	SHLQ          $0x02, BX
+	MOVQ          DX, SI
+	ADDQ          BX, SI
+	ADDQ          BX, SI
+	MOVQ          atom+104(FP), BX
+	SHLQ          $0x02, BX
+	VEXTRACTF32X4 $0x00, Z4, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x01, Z4, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x02, Z4, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x03, Z4, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x00, Z5, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x01, Z5, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x02, Z5, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x03, Z5, (SI)
+	MOVQ          ldc+96(FP), BX
+	SHLQ          $0x02, BX
+	MOVQ          DX, SI
+	ADDQ          BX, SI
+	ADDQ          BX, SI
+	ADDQ          BX, SI
+	MOVQ          atom+104(FP), BX
+	SHLQ          $0x02, BX
+	VEXTRACTF32X4 $0x00, Z6, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x01, Z6, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x02, Z6, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x03, Z6, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x00, Z7, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x01, Z7, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x02, Z7, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x03, Z7, (SI)
+	MOVQ          ldc+96(FP), BX
+	SHLQ          $0x02, BX
+	MOVQ          DX, SI
+	ADDQ          BX, SI
+	ADDQ          BX, SI
+	ADDQ          BX, SI
+	ADDQ          BX, SI
+	MOVQ          atom+104(FP), BX
+	SHLQ          $0x02, BX
+	VEXTRACTF32X4 $0x00, Z8, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x01, Z8, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x02, Z8, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x03, Z8, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x00, Z9, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x01, Z9, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x02, Z9, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x03, Z9, (SI)
+	MOVQ          ldc+96(FP), BX
+	SHLQ          $0x02, BX
+	MOVQ          DX, SI
+	ADDQ          BX, SI
+	ADDQ          BX, SI
+	ADDQ          BX, SI
+	ADDQ          BX, SI
+	ADDQ          BX, SI
+	MOVQ          atom+104(FP), BX
+	SHLQ          $0x02, BX
+	VEXTRACTF32X4 $0x00, Z10, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x01, Z10, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x02, Z10, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x03, Z10, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x00, Z11, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x01, Z11, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x02, Z11, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x03, Z11, (SI)
+	MOVQ          lda+48(FP), BX
+	MOVQ          ldc+96(FP), SI
+	SHLQ          $0x02, BX
+	SHLQ          $0x02, SI
+	ADDQ          BX, AX
+	ADDQ          SI, DX
+	ADDQ          BX, AX
+	ADDQ          SI, DX
+	ADDQ          BX, AX
+	ADDQ          SI, DX
+	ADDQ          BX, AX
+	ADDQ          SI, DX
+	ADDQ          BX, AX
+	ADDQ          SI, DX
+	ADDQ          BX, AX
+	ADDQ          SI, DX
+	SUBQ          $0x00000006, CX
+	JMP           m6
 
 m6_done:
 	CMPQ         CX, $0x00000004
 	JB           m4_done
-	MOVB         init+104(FP), BL
+	MOVB         init+112(FP), BL
 	TESTB        BL, BL
 	JZ           load_4
 	VPBROADCASTD dword0<>+0(SB), Z0
@@ -6421,32 +6834,100 @@ m6_done:
 	JMP          loaded_4
 
 load_4:
-	MOVQ    ldc+96(FP), BX
-	SHLQ    $0x02, BX
-	MOVQ    DX, BX
-	VMOVUPS (BX), Z0
-	VMOVUPS 64(BX), Z1
-	MOVQ    ldc+96(FP), BX
-	SHLQ    $0x02, BX
-	MOVQ    DX, SI
-	ADDQ    BX, SI
-	VMOVUPS (SI), Z2
-	VMOVUPS 64(SI), Z3
-	MOVQ    ldc+96(FP), BX
-	SHLQ    $0x02, BX
-	MOVQ    DX, SI
-	ADDQ    BX, SI
-	ADDQ    BX, SI
-	VMOVUPS (SI), Z4
-	VMOVUPS 64(SI), Z5
-	MOVQ    ldc+96(FP), BX
-	SHLQ    $0x02, BX
-	MOVQ    DX, SI
-	ADDQ    BX, SI
-	ADDQ    BX, SI
-	ADDQ    BX, SI
-	VMOVUPS (SI), Z6
-	VMOVUPS 64(SI), Z7
+	VXORPS       Z0, Z0, Z0
+	VXORPS       Z1, Z1, Z1
+	MOVQ         ldc+96(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         DX, BX
+	MOVQ         atom+104(FP), SI
+	SHLQ         $0x02, SI
+	VINSERTF32X4 $0x00, (BX), Z0, Z0
+	ADDQ         SI, BX
+	VINSERTF32X4 $0x01, (BX), Z0, Z0
+	ADDQ         SI, BX
+	VINSERTF32X4 $0x02, (BX), Z0, Z0
+	ADDQ         SI, BX
+	VINSERTF32X4 $0x03, (BX), Z0, Z0
+	ADDQ         SI, BX
+	VINSERTF32X4 $0x00, (BX), Z1, Z1
+	ADDQ         SI, BX
+	VINSERTF32X4 $0x01, (BX), Z1, Z1
+	ADDQ         SI, BX
+	VINSERTF32X4 $0x02, (BX), Z1, Z1
+	ADDQ         SI, BX
+	VINSERTF32X4 $0x03, (BX), Z1, Z1
+	VXORPS       Z2, Z2, Z2
+	VXORPS       Z3, Z3, Z3
+	MOVQ         ldc+96(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         DX, SI
+	ADDQ         BX, SI
+	MOVQ         atom+104(FP), BX
+	SHLQ         $0x02, BX
+	VINSERTF32X4 $0x00, (SI), Z2, Z2
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x01, (SI), Z2, Z2
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x02, (SI), Z2, Z2
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x03, (SI), Z2, Z2
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x00, (SI), Z3, Z3
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x01, (SI), Z3, Z3
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x02, (SI), Z3, Z3
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x03, (SI), Z3, Z3
+	VXORPS       Z4, Z4, Z4
+	VXORPS       Z5, Z5, Z5
+	MOVQ         ldc+96(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         DX, SI
+	ADDQ         BX, SI
+	ADDQ         BX, SI
+	MOVQ         atom+104(FP), BX
+	SHLQ         $0x02, BX
+	VINSERTF32X4 $0x00, (SI), Z4, Z4
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x01, (SI), Z4, Z4
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x02, (SI), Z4, Z4
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x03, (SI), Z4, Z4
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x00, (SI), Z5, Z5
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x01, (SI), Z5, Z5
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x02, (SI), Z5, Z5
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x03, (SI), Z5, Z5
+	VXORPS       Z6, Z6, Z6
+	VXORPS       Z7, Z7, Z7
+	MOVQ         ldc+96(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         DX, SI
+	ADDQ         BX, SI
+	ADDQ         BX, SI
+	ADDQ         BX, SI
+	MOVQ         atom+104(FP), BX
+	SHLQ         $0x02, BX
+	VINSERTF32X4 $0x00, (SI), Z6, Z6
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x01, (SI), Z6, Z6
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x02, (SI), Z6, Z6
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x03, (SI), Z6, Z6
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x00, (SI), Z7, Z7
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x01, (SI), Z7, Z7
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x02, (SI), Z7, Z7
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x03, (SI), Z7, Z7
 
 loaded_4:
 	MOVQ lda+48(FP), BX
@@ -6938,50 +7419,110 @@ kb_4:
 	JMP          kb_4
 
 kb_done_4:
-	MOVQ    ldc+96(FP), BX
-	SHLQ    $0x02, BX
-	MOVQ    DX, BX
-	VMOVUPS Z0, (BX)
-	VMOVUPS Z1, 64(BX)
-	MOVQ    ldc+96(FP), BX
-	SHLQ    $0x02, BX
-	MOVQ    DX, SI
-	ADDQ    BX, SI
-	VMOVUPS Z2, (SI)
-	VMOVUPS Z3, 64(SI)
-	MOVQ    ldc+96(FP), BX
-	SHLQ    $0x02, BX
-	MOVQ    DX, SI
-	ADDQ    BX, SI
-	ADDQ    BX, SI
-	VMOVUPS Z4, (SI)
-	VMOVUPS Z5, 64(SI)
-	MOVQ    ldc+96(FP), BX
-	SHLQ    $0x02, BX
-	MOVQ    DX, SI
-	ADDQ    BX, SI
-	ADDQ    BX, SI
-	ADDQ    BX, SI
-	VMOVUPS Z6, (SI)
-	VMOVUPS Z7, 64(SI)
-	MOVQ    lda+48(FP), BX
-	MOVQ    ldc+96(FP), SI
-	SHLQ    $0x02, BX
-	SHLQ    $0x02, SI
-	ADDQ    BX, AX
-	ADDQ    SI, DX
-	ADDQ    BX, AX
-	ADDQ    SI, DX
-	ADDQ    BX, AX
-	ADDQ    SI, DX
-	ADDQ    BX, AX
-	ADDQ    SI, DX
-	SUBQ    $0x00000004, CX
+	MOVQ          ldc+96(FP), BX
+	SHLQ          $0x02, BX
+	MOVQ          DX, BX
+	MOVQ          atom+104(FP), SI
+	SHLQ          $0x02, SI
+	VEXTRACTF32X4 $0x00, Z0, (BX)
+	ADDQ          SI, BX
+	VEXTRACTF32X4 $0x01, Z0, (BX)
+	ADDQ          SI, BX
+	VEXTRACTF32X4 $0x02, Z0, (BX)
+	ADDQ          SI, BX
+	VEXTRACTF32X4 $0x03, Z0, (BX)
+	ADDQ          SI, BX
+	VEXTRACTF32X4 $0x00, Z1, (BX)
+	ADDQ          SI, BX
+	VEXTRACTF32X4 $0x01, Z1, (BX)
+	ADDQ          SI, BX
+	VEXTRACTF32X4 $0x02, Z1, (BX)
+	ADDQ          SI, BX
+	VEXTRACTF32X4 $0x03, Z1, (BX)
+	MOVQ          ldc+96(FP), BX
+	SHLQ          $0x02, BX
+	MOVQ          DX, SI
+	ADDQ          BX, SI
+	MOVQ          atom+104(FP), BX
+	SHLQ          $0x02, BX
+	VEXTRACTF32X4 $0x00, Z2, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x01, Z2, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x02, Z2, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x03, Z2, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x00, Z3, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x01, Z3, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x02, Z3, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x03, Z3, (SI)
+	MOVQ          ldc+96(FP), BX
+	SHLQ          $0x02, BX
+	MOVQ          DX, SI
+	ADDQ          BX, SI
+	ADDQ          BX, SI
+	MOVQ          atom+104(FP), BX
+	SHLQ          $0x02, BX
+	VEXTRACTF32X4 $0x00, Z4, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x01, Z4, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x02, Z4, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x03, Z4, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x00, Z5, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x01, Z5, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x02, Z5, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x03, Z5, (SI)
+	MOVQ          ldc+96(FP), BX
+	SHLQ          $0x02, BX
+	MOVQ          DX, SI
+	ADDQ          BX, SI
+	ADDQ          BX, SI
+	ADDQ          BX, SI
+	MOVQ          atom+104(FP), BX
+	SHLQ          $0x02, BX
+	VEXTRACTF32X4 $0x00, Z6, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x01, Z6, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x02, Z6, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x03, Z6, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x00, Z7, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x01, Z7, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x02, Z7, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x03, Z7, (SI)
+	MOVQ          lda+48(FP), BX
+	MOVQ          ldc+96(FP), SI
+	SHLQ          $0x02, BX
+	SHLQ          $0x02, SI
+	ADDQ          BX, AX
+	ADDQ          SI, DX
+	ADDQ          BX, AX
+	ADDQ          SI, DX
+	ADDQ          BX, AX
+	ADDQ          SI, DX
+	ADDQ          BX, AX
+	ADDQ          SI, DX
+	SUBQ          $0x00000004, CX
 
 m4_done:
 	CMPQ         CX, $0x00000002
 	JB           m2_done
-	MOVB         init+104(FP), BL
+	MOVB         init+112(FP), BL
 	TESTB        BL, BL
 	JZ           load_2
 	VPBROADCASTD dword0<>+0(SB), Z0
@@ -6991,17 +7532,51 @@ m4_done:
 	JMP          loaded_2
 
 load_2:
-	MOVQ    ldc+96(FP), BX
-	SHLQ    $0x02, BX
-	MOVQ    DX, BX
-	VMOVUPS (BX), Z0
-	VMOVUPS 64(BX), Z1
-	MOVQ    ldc+96(FP), BX
-	SHLQ    $0x02, BX
-	MOVQ    DX, SI
-	ADDQ    BX, SI
-	VMOVUPS (SI), Z2
-	VMOVUPS 64(SI), Z3
+	VXORPS       Z0, Z0, Z0
+	VXORPS       Z1, Z1, Z1
+	MOVQ         ldc+96(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         DX, BX
+	MOVQ         atom+104(FP), SI
+	SHLQ         $0x02, SI
+	VINSERTF32X4 $0x00, (BX), Z0, Z0
+	ADDQ         SI, BX
+	VINSERTF32X4 $0x01, (BX), Z0, Z0
+	ADDQ         SI, BX
+	VINSERTF32X4 $0x02, (BX), Z0, Z0
+	ADDQ         SI, BX
+	VINSERTF32X4 $0x03, (BX), Z0, Z0
+	ADDQ         SI, BX
+	VINSERTF32X4 $0x00, (BX), Z1, Z1
+	ADDQ         SI, BX
+	VINSERTF32X4 $0x01, (BX), Z1, Z1
+	ADDQ         SI, BX
+	VINSERTF32X4 $0x02, (BX), Z1, Z1
+	ADDQ         SI, BX
+	VINSERTF32X4 $0x03, (BX), Z1, Z1
+	VXORPS       Z2, Z2, Z2
+	VXORPS       Z3, Z3, Z3
+	MOVQ         ldc+96(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         DX, SI
+	ADDQ         BX, SI
+	MOVQ         atom+104(FP), BX
+	SHLQ         $0x02, BX
+	VINSERTF32X4 $0x00, (SI), Z2, Z2
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x01, (SI), Z2, Z2
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x02, (SI), Z2, Z2
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x03, (SI), Z2, Z2
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x00, (SI), Z3, Z3
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x01, (SI), Z3, Z3
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x02, (SI), Z3, Z3
+	ADDQ         BX, SI
+	VINSERTF32X4 $0x03, (SI), Z3, Z3
 
 loaded_2:
 	MOVQ lda+48(FP), BX
@@ -7289,31 +7864,61 @@ kb_2:
 	JMP          kb_2
 
 kb_done_2:
-	MOVQ    ldc+96(FP), BX
-	SHLQ    $0x02, BX
-	MOVQ    DX, BX
-	VMOVUPS Z0, (BX)
-	VMOVUPS Z1, 64(BX)
-	MOVQ    ldc+96(FP), BX
-	SHLQ    $0x02, BX
-	MOVQ    DX, SI
-	ADDQ    BX, SI
-	VMOVUPS Z2, (SI)
-	VMOVUPS Z3, 64(SI)
-	MOVQ    lda+48(FP), BX
-	MOVQ    ldc+96(FP), SI
-	SHLQ    $0x02, BX
-	SHLQ    $0x02, SI
-	ADDQ    BX, AX
-	ADDQ    SI, DX
-	ADDQ    BX, AX
-	ADDQ    SI, DX
-	SUBQ    $0x00000002, CX
+	MOVQ          ldc+96(FP), BX
+	SHLQ          $0x02, BX
+	MOVQ          DX, BX
+	MOVQ          atom+104(FP), SI
+	SHLQ          $0x02, SI
+	VEXTRACTF32X4 $0x00, Z0, (BX)
+	ADDQ          SI, BX
+	VEXTRACTF32X4 $0x01, Z0, (BX)
+	ADDQ          SI, BX
+	VEXTRACTF32X4 $0x02, Z0, (BX)
+	ADDQ          SI, BX
+	VEXTRACTF32X4 $0x03, Z0, (BX)
+	ADDQ          SI, BX
+	VEXTRACTF32X4 $0x00, Z1, (BX)
+	ADDQ          SI, BX
+	VEXTRACTF32X4 $0x01, Z1, (BX)
+	ADDQ          SI, BX
+	VEXTRACTF32X4 $0x02, Z1, (BX)
+	ADDQ          SI, BX
+	VEXTRACTF32X4 $0x03, Z1, (BX)
+	MOVQ          ldc+96(FP), BX
+	SHLQ          $0x02, BX
+	MOVQ          DX, SI
+	ADDQ          BX, SI
+	MOVQ          atom+104(FP), BX
+	SHLQ          $0x02, BX
+	VEXTRACTF32X4 $0x00, Z2, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x01, Z2, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x02, Z2, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x03, Z2, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x00, Z3, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x01, Z3, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x02, Z3, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF32X4 $0x03, Z3, (SI)
+	MOVQ          lda+48(FP), BX
+	MOVQ          ldc+96(FP), SI
+	SHLQ          $0x02, BX
+	SHLQ          $0x02, SI
+	ADDQ          BX, AX
+	ADDQ          SI, DX
+	ADDQ          BX, AX
+	ADDQ          SI, DX
+	SUBQ          $0x00000002, CX
 
 m2_done:
 	CMPQ         CX, $0x00000001
 	JB           m1_done
-	MOVB         init+104(FP), BL
+	MOVB         init+112(FP), BL
 	TESTB        BL, BL
 	JZ           load_1
 	VPBROADCASTD dword0<>+0(SB), Z0
@@ -7321,11 +7926,28 @@ m2_done:
 	JMP          loaded_1
 
 load_1:
-	MOVQ    ldc+96(FP), BX
-	SHLQ    $0x02, BX
-	MOVQ    DX, BX
-	VMOVUPS (BX), Z0
-	VMOVUPS 64(BX), Z1
+	VXORPS       Z0, Z0, Z0
+	VXORPS       Z1, Z1, Z1
+	MOVQ         ldc+96(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         DX, BX
+	MOVQ         atom+104(FP), SI
+	SHLQ         $0x02, SI
+	VINSERTF32X4 $0x00, (BX), Z0, Z0
+	ADDQ         SI, BX
+	VINSERTF32X4 $0x01, (BX), Z0, Z0
+	ADDQ         SI, BX
+	VINSERTF32X4 $0x02, (BX), Z0, Z0
+	ADDQ         SI, BX
+	VINSERTF32X4 $0x03, (BX), Z0, Z0
+	ADDQ         SI, BX
+	VINSERTF32X4 $0x00, (BX), Z1, Z1
+	ADDQ         SI, BX
+	VINSERTF32X4 $0x01, (BX), Z1, Z1
+	ADDQ         SI, BX
+	VINSERTF32X4 $0x02, (BX), Z1, Z1
+	ADDQ         SI, BX
+	VINSERTF32X4 $0x03, (BX), Z1, Z1
 
 loaded_1:
 	MOVQ lda+48(FP), BX
@@ -7511,18 +8133,33 @@ kb_1:
 	JMP          kb_1
 
 kb_done_1:
-	MOVQ    ldc+96(FP), BX
-	SHLQ    $0x02, BX
-	MOVQ    DX, BX
-	VMOVUPS Z0, (BX)
-	VMOVUPS Z1, 64(BX)
-	MOVQ    lda+48(FP), BX
-	MOVQ    ldc+96(FP), SI
-	SHLQ    $0x02, BX
-	SHLQ    $0x02, SI
-	ADDQ    BX, AX
-	ADDQ    SI, DX
-	SUBQ    $0x00000001, CX
+	MOVQ          ldc+96(FP), BX
+	SHLQ          $0x02, BX
+	MOVQ          DX, BX
+	MOVQ          atom+104(FP), SI
+	SHLQ          $0x02, SI
+	VEXTRACTF32X4 $0x00, Z0, (BX)
+	ADDQ          SI, BX
+	VEXTRACTF32X4 $0x01, Z0, (BX)
+	ADDQ          SI, BX
+	VEXTRACTF32X4 $0x02, Z0, (BX)
+	ADDQ          SI, BX
+	VEXTRACTF32X4 $0x03, Z0, (BX)
+	ADDQ          SI, BX
+	VEXTRACTF32X4 $0x00, Z1, (BX)
+	ADDQ          SI, BX
+	VEXTRACTF32X4 $0x01, Z1, (BX)
+	ADDQ          SI, BX
+	VEXTRACTF32X4 $0x02, Z1, (BX)
+	ADDQ          SI, BX
+	VEXTRACTF32X4 $0x03, Z1, (BX)
+	MOVQ          lda+48(FP), BX
+	MOVQ          ldc+96(FP), SI
+	SHLQ          $0x02, BX
+	SHLQ          $0x02, SI
+	ADDQ          BX, AX
+	ADDQ          SI, DX
+	SUBQ          $0x00000001, CX
 
 m1_done:
 	VZEROUPPER

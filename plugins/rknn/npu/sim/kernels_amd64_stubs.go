@@ -20,10 +20,10 @@ func fp16Direct3AVX512(b []byte, kBlocks int, a []float32, lda int, c []float32,
 func fp16Direct4AVX512(b []byte, kBlocks int, a []float32, lda int, c []float32, ldc int)
 
 //go:noescape
-func fp16Accumulate1AVX512(bt []float32, a []float32, lda int, rows int, kBlocks int, c []float32, ldc int, init bool)
+func fp16Accumulate1AVX512(bt []float32, a []float32, lda int, rows int, kBlocks int, c []float32, ldc int, atom int, init bool)
 
 //go:noescape
-func fp16Accumulate2AVX512(bt []float32, a []float32, lda int, rows int, kBlocks int, c []float32, ldc int, init bool)
+func fp16Accumulate2AVX512(bt []float32, a []float32, lda int, rows int, kBlocks int, c []float32, ldc int, atom int, init bool)
 
 //go:noescape
 func int8NativeAVX512(a []byte, lda int, rows int, b []byte, kBlocks int, c []int32, ldc int)

@@ -5,10 +5,10 @@ package sim
 const haveKernels = false
 
 func fp16TransposeAVX512(b []byte, kBlocks int, bt []float32) { panic("no kernels") }
-func fp16Accumulate1AVX512(bt []float32, a []float32, lda int, rows int, kBlocks int, c []float32, ldc int, init bool) {
+func fp16Accumulate1AVX512(bt []float32, a []float32, lda int, rows int, kBlocks int, c []float32, ldc int, atom int, init bool) {
 	panic("no kernels")
 }
-func fp16Accumulate2AVX512(bt []float32, a []float32, lda int, rows int, kBlocks int, c []float32, ldc int, init bool) {
+func fp16Accumulate2AVX512(bt []float32, a []float32, lda int, rows int, kBlocks int, c []float32, ldc int, atom int, init bool) {
 	panic("no kernels")
 }
 func int8NativeAVX512(a []byte, lda int, rows int, b []byte, kBlocks int, c []int32, ldc int) {

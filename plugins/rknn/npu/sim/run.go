@@ -350,7 +350,14 @@ func (c *Context) plan(w *workspace, shared *decodedAs) (phases []phase, finish 
 	}
 	fast := c.fastType()
 	if fast {
-		phases = c.planFast(w, b, M, K, N, aNative, shared)
+		var cNative []float32
+		if view, ok := words32[float32](c.c.buf, nC); ok && cBits == 32 && aNative && M > 1 {
+			cNative = view
+		}
+		var wroteC bool
+		if phases, wroteC = c.planFast(w, b, M, K, N, aNative, shared, cNative); wroteC {
+			return phases, func() {}
+		}
 	}
 
 	if isFloat(c.info.Type) {
