@@ -72,7 +72,7 @@ type cpuMatMul struct {
 	acts     sync.Pool // *ggml.GGMLActivations, reused across calls
 }
 
-// parallelMin is the number of multiply-adds (about 50 µs of one thread's
+// ParallelMin is the number of multiply-adds (about 50 µs of one thread's
 // work) below which a matmul or an attention runs on the calling goroutine.
 // Below it the pool costs more than it saves, and makes the time erratic: on
 // a shared machine a worker preempted in the middle of its range holds the
@@ -81,9 +81,12 @@ type cpuMatMul struct {
 // the tg16 repetitions fell into a slow mode at 1.5-2x; at 1M, as fast as
 // 1 thread, no more slow repetitions than 1 thread has. Of a GPT-2-sized
 // model's decode step only the attention output (768 × 768, about 12 µs)
-// runs whole. A variable so that the thread-count test can put every op on
-// the pool.
-var parallelMin = 1 << 20
+// runs whole. The NPU simulator uses it too (sim.Options.InlineBelow).
+const ParallelMin = 1 << 20
+
+// parallelMin is ParallelMin, a variable so that the thread-count test can
+// put every op on the pool.
+var parallelMin = ParallelMin
 
 func (c *cpuMatMul) MatMul(op *MatMulOp, x []float32, out []float32) error {
 	return c.MatMulShared([]*MatMulOp{op}, x, [][]float32{out})

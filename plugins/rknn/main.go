@@ -232,7 +232,7 @@ func (o *options) openDriver(threads int, parallel func(n, align int, fn func(lo
 		return drv, nil
 	}
 	opts := o.simReadings
-	opts.Threads, opts.Parallel = threads, parallel
+	opts.Threads, opts.Parallel, opts.InlineBelow = threads, parallel, engine.ParallelMin
 	return sim.New(opts), nil
 }
 

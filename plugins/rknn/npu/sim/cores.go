@@ -55,6 +55,11 @@ func (d *Driver) RunCores(ctxs []npu.Context) []error {
 		phases, finish := c.plan(w, &shared)
 		runs = append(runs, started{c, run, w, phases, finish})
 	}
+	work := 0
+	for _, r := range runs {
+		work += r.c.work()
+	}
+	inline := d.inline(work)
 	step := make([]phase, 0, len(runs))
 	for j := 0; ; j++ {
 		step = step[:0]
@@ -73,7 +78,7 @@ func (d *Driver) RunCores(ctxs []npu.Context) []error {
 		if len(step) == 0 {
 			continue
 		}
-		d.parallelPhases(step)
+		d.parallelPhases(step, inline)
 		for _, p := range step {
 			if p.after != nil {
 				p.after()
@@ -90,10 +95,21 @@ func (d *Driver) RunCores(ctxs []npu.Context) []error {
 // parallelPhases runs the phases' ranges as one parallel job: phase i takes
 // [off_i, off_i+n_i) of one index space, every off_i a multiple of 4, so
 // each range handed out (bounds multiples of 4) meets each phase on bounds
-// its own align (1, 2 or 4) divides.
-func (d *Driver) parallelPhases(ps []phase) {
+// its own align (1, 2 or 4) divides. Inline, each phase is one call on
+// this goroutine.
+func (d *Driver) parallelPhases(ps []phase, inline bool) {
+	if inline {
+		for _, p := range ps {
+			if p.n > 0 {
+				p.fn(0, p.n)
+			}
+		}
+		return
+	}
 	if len(ps) == 1 {
-		d.parallel(ps[0].n, ps[0].align, ps[0].fn)
+		if ps[0].n > 0 {
+			d.parallel(ps[0].n, ps[0].align, ps[0].fn)
+		}
 		return
 	}
 	const align = 4

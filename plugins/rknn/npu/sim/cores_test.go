@@ -127,3 +127,61 @@ func TestRunCoresErrorsAndFaults(t *testing.T) {
 		t.Fatal(errs[1])
 	}
 }
+
+// A run below Options.InlineBelow multiply-adds (a RunCores call: all its
+// runs together) never reaches Parallel and computes the same bits; at the
+// threshold it is handed over.
+func TestInlineBelowKeepsSmallRunsOffThePool(t *testing.T) {
+	const M, K = 5, 96
+	for _, typ := range []npu.MatmulType{npu.Float16MMFloat16ToFloat32, npu.Int8MMInt8ToInt32} {
+		align := int32(nAlign(typ))
+		Ns := []int32{align, 3 * align, 2 * align}
+		work := 0
+		for _, N := range Ns {
+			work += M * K * int(N)
+		}
+		var want [][]byte
+		for _, c := range []struct {
+			inlineBelow int
+			cores       bool
+			handed      bool
+		}{{0, false, true}, {M*K*int(Ns[1]) + 1, false, false}, {M * K * int(Ns[0]), false, true},
+			{work + 1, true, false}, {work, true, true}} {
+			handed := 0
+			d := New(Options{Threads: 2, InlineBelow: c.inlineBelow, Parallel: func(n, align int, fn func(lo, hi int)) {
+				handed++
+				fn(0, n)
+			}})
+			set := coreSet(t, d, typ, M, K, Ns, rand.New(rand.NewPCG(1, 2)))
+			if c.cores {
+				ctxs := []npu.Context{set[0].ctx, set[1].ctx, set[2].ctx}
+				for _, err := range d.RunCores(ctxs) {
+					if err != nil {
+						t.Fatal(err)
+					}
+				}
+			} else {
+				for _, bd := range set {
+					if err := bd.ctx.Run(); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if (handed > 0) != c.handed {
+				t.Errorf("%s: InlineBelow %d, RunCores %v: %d jobs handed to Parallel, want handed %v", typ, c.inlineBelow, c.cores, handed, c.handed)
+			}
+			var got [][]byte
+			for _, bd := range set {
+				got = append(got, bytes.Clone(bd.c.Bytes()))
+			}
+			if want == nil {
+				want = got
+			}
+			for i := range got {
+				if !bytes.Equal(got[i], want[i]) {
+					t.Errorf("%s: InlineBelow %d, RunCores %v: core %d's C differs", typ, c.inlineBelow, c.cores, i)
+				}
+			}
+		}
+	}
+}

@@ -44,6 +44,12 @@ type Options struct {
 	// goroutines. Every output is computed by one call in a fixed order
 	// either way, so results do not change.
 	Parallel func(n, align int, fn func(lo, hi int))
+	// InlineBelow: a run (or one RunCores call's runs together) of fewer
+	// multiply-adds, M·K·N, computes on the calling goroutine; 0 hands
+	// every run to Parallel/Threads. A few microseconds of work cost more to
+	// hand over than they save, and on a shared machine a worker preempted
+	// mid-range holds the whole call up (see engine's parallelMin).
+	InlineBelow int
 
 	// The readings of what the RKNN documents leave open (README,
 	// "Simulator and offload assumptions"); the zero values are ours.

@@ -314,16 +314,22 @@ func (c *Context) compute() {
 	w := c.drv.getWork()
 	defer c.drv.putWork(w)
 	phases, finish := c.plan(w, nil)
+	inline := c.drv.inline(c.work())
 	for _, p := range phases {
-		if p.n > 0 {
-			c.drv.parallel(p.n, p.align, p.fn)
-		}
+		c.drv.parallelPhases([]phase{p}, inline)
 		if p.after != nil {
 			p.after()
 		}
 	}
 	finish()
 }
+
+// work is the run's multiply-adds.
+func (c *Context) work() int { return int(c.info.M) * int(c.info.K) * int(c.info.N) }
+
+// inline reports whether runs of work multiply-adds compute on the calling
+// goroutine (Options.InlineBelow).
+func (d *Driver) inline(work int) bool { return work < d.opts.InlineBelow }
 
 // plan decodes what a run reads into w (the fast path's A possibly taken
 // from shared) and returns its parallel phases and finish, which writes C.
