@@ -72,21 +72,24 @@ type cpuMatMul struct {
 	acts     sync.Pool // *ggml.GGMLActivations, reused across calls
 }
 
-// ParallelMin is the number of multiply-adds (about 50 µs of one thread's
-// work) below which a matmul or an attention runs on the calling goroutine.
-// Below it the pool costs more than it saves, and makes the time erratic: on
-// a shared machine a worker preempted in the middle of its range holds the
-// whole job up. Measured on stories260K (every op below 1M), 2 threads
-// against 1: at 32K, 2 threads were 25-40 % slower than 1 and 40-70 % of
-// the tg16 repetitions fell into a slow mode at 1.5-2x; at 1M, as fast as
-// 1 thread, no more slow repetitions than 1 thread has. Of a GPT-2-sized
-// model's decode step only the attention output (768 × 768, about 12 µs)
-// runs whole. The NPU simulator uses it too (sim.Options.InlineBelow).
-const ParallelMin = 1 << 20
+// Small reports whether an op of macs multiply-adds that reads bytes of
+// weights (or KV cache) runs on the calling goroutine rather than the pool:
+// below about 1M multiply-adds of cached data the pool costs more than it
+// saves and makes the time erratic (on a shared machine a worker preempted
+// in the middle of its range holds the whole job up), while an op reading
+// more than 256 KB is bound by memory, which one thread cannot saturate.
+// Measured on stories260K (all its weights 1 MB), 2 threads against 1: with
+// every op above 32K multiply-adds on the pool, 2 threads were 25-40 %
+// slower than 1 and 40-70 % of the tg16 repetitions fell into a slow mode
+// at 1.5-2x; with none under 1M, as fast as 1 thread and as steady. On a
+// GPT-2-sized model (768 × 768 attention output, 2.4 MB in F32) the 1M rule
+// alone cost 20 % of the F32 decode speed. The NPU simulator uses it too
+// (sim.Options.Small).
+func Small(macs, bytes int) bool { return macs < parallelMin && bytes < parallelMinBytes }
 
-// parallelMin is ParallelMin, a variable so that the thread-count test can
-// put every op on the pool.
-var parallelMin = ParallelMin
+// parallelMin and parallelMinBytes are Small's thresholds, variables so
+// that the thread-count test can put every op on the pool.
+var parallelMin, parallelMinBytes = 1 << 20, 256 << 10
 
 func (c *cpuMatMul) MatMul(op *MatMulOp, x []float32, out []float32) error {
 	return c.MatMulShared([]*MatMulOp{op}, x, [][]float32{out})
@@ -110,7 +113,7 @@ func (c *cpuMatMul) MatMulShared(ops []*MatMulOp, x []float32, outs [][]float32)
 			}
 		}
 	}()
-	rows, work := 0, 0
+	rows, work, bytes := 0, 0, 0
 	for i, op := range ops {
 		p, err := c.prepare(op, x, outs[i])
 		if err != nil {
@@ -120,6 +123,7 @@ func (c *cpuMatMul) MatMulShared(ops []*MatMulOp, x []float32, outs [][]float32)
 		parts = append(parts, p)
 		rows += (p.n + 15) &^ 15 // each op's rows start a 16-row group
 		work += op.T * op.N * op.K
+		bytes += len(op.Weight.Data)
 	}
 	all := func(lo, hi int) {
 		for _, p := range parts {
@@ -128,7 +132,7 @@ func (c *cpuMatMul) MatMulShared(ops []*MatMulOp, x []float32, outs [][]float32)
 			}
 		}
 	}
-	if work < parallelMin {
+	if Small(work, bytes) {
 		all(0, rows)
 		return nil
 	}

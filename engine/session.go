@@ -411,7 +411,7 @@ func (f *forward) attention(il int, q []float32, lops LayerOps) []float32 {
 			}
 		}
 	}
-	if c.NHead*T*(f.pos0+T)*D < parallelMin {
+	if Small(2*c.NHead*T*(f.pos0+T)*D, len(K)*4+len(V)*4) {
 		work(0, c.NHead)
 	} else {
 		f.s.m.pool.Run(c.NHead, work)

@@ -14,8 +14,8 @@ func p3Tokens(t *testing.T) []int32 {
 // TestThreadCountDoesNotChangeLogits: logits are bit-identical for any
 // number of threads, in both numerics.
 func TestThreadCountDoesNotChangeLogits(t *testing.T) {
-	defer func(min int) { parallelMin = min }(parallelMin)
-	parallelMin = 0 // every op on the pool, however small the model
+	defer func(macs, bytes int) { parallelMin, parallelMinBytes = macs, bytes }(parallelMin, parallelMinBytes)
+	parallelMin, parallelMinBytes = 0, 0 // every op on the pool, however small the model
 	ids := p3Tokens(t)
 	for _, c := range []struct {
 		variant  string

@@ -232,7 +232,7 @@ func (o *options) openDriver(threads int, parallel func(n, align int, fn func(lo
 		return drv, nil
 	}
 	opts := o.simReadings
-	opts.Threads, opts.Parallel, opts.InlineBelow = threads, parallel, engine.ParallelMin
+	opts.Threads, opts.Parallel, opts.Small = threads, parallel, engine.Small
 	return sim.New(opts), nil
 }
 

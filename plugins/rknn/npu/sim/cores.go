@@ -55,11 +55,12 @@ func (d *Driver) RunCores(ctxs []npu.Context) []error {
 		phases, finish := c.plan(w, &shared)
 		runs = append(runs, started{c, run, w, phases, finish})
 	}
-	work := 0
+	macs, bBytes := 0, 0
 	for _, r := range runs {
-		work += r.c.work()
+		m, b := r.c.work()
+		macs, bBytes = macs+m, bBytes+b
 	}
-	inline := d.inline(work)
+	inline := d.small(macs, bBytes)
 	step := make([]phase, 0, len(runs))
 	for j := 0; ; j++ {
 		step = step[:0]

@@ -128,34 +128,45 @@ func TestRunCoresErrorsAndFaults(t *testing.T) {
 	}
 }
 
-// A run below Options.InlineBelow multiply-adds (a RunCores call: all its
-// runs together) never reaches Parallel and computes the same bits; at the
-// threshold it is handed over.
-func TestInlineBelowKeepsSmallRunsOffThePool(t *testing.T) {
+// A run that Options.Small calls small (a RunCores call: all its runs
+// together, by multiply-adds and B bytes) never reaches Parallel and
+// computes the same bits; one it does not is handed over.
+func TestSmallRunsStayOffThePool(t *testing.T) {
 	const M, K = 5, 96
 	for _, typ := range []npu.MatmulType{npu.Float16MMFloat16ToFloat32, npu.Int8MMInt8ToInt32} {
 		align := int32(nAlign(typ))
 		Ns := []int32{align, 3 * align, 2 * align}
-		work := 0
+		macs, bBytes := 0, 0
 		for _, N := range Ns {
-			work += M * K * int(N)
+			macs += M * K * int(N)
+			b, _ := npu.OperandOf(mkInfo(typ, M, K, N, npu.LayoutNative, npu.LayoutNative), "B")
+			bBytes += b.Size()
+		}
+		below := func(m, b int) func(int, int) bool {
+			return func(macs, bBytes int) bool { return macs < m && bBytes < b }
 		}
 		var want [][]byte
 		for _, c := range []struct {
-			inlineBelow int
-			cores       bool
-			handed      bool
-		}{{0, false, true}, {M*K*int(Ns[1]) + 1, false, false}, {M * K * int(Ns[0]), false, true},
-			{work + 1, true, false}, {work, true, true}} {
+			name   string
+			small  func(macs, bBytes int) bool
+			cores  bool
+			handed bool
+		}{
+			{"no rule", nil, false, true},
+			{"every run below", below(M*K*int(Ns[1])+1, 1<<30), false, false},
+			{"the first run at the threshold", below(M*K*int(Ns[0]), 1<<30), false, true},
+			{"the call below", below(macs+1, bBytes+1), true, false},
+			{"the call at the multiply-adds threshold", below(macs, bBytes+1), true, true},
+			{"the call at the bytes threshold", below(macs+1, bBytes), true, true},
+		} {
 			handed := 0
-			d := New(Options{Threads: 2, InlineBelow: c.inlineBelow, Parallel: func(n, align int, fn func(lo, hi int)) {
+			d := New(Options{Threads: 2, Small: c.small, Parallel: func(n, align int, fn func(lo, hi int)) {
 				handed++
 				fn(0, n)
 			}})
 			set := coreSet(t, d, typ, M, K, Ns, rand.New(rand.NewPCG(1, 2)))
 			if c.cores {
-				ctxs := []npu.Context{set[0].ctx, set[1].ctx, set[2].ctx}
-				for _, err := range d.RunCores(ctxs) {
+				for _, err := range d.RunCores([]npu.Context{set[0].ctx, set[1].ctx, set[2].ctx}) {
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -168,7 +179,7 @@ func TestInlineBelowKeepsSmallRunsOffThePool(t *testing.T) {
 				}
 			}
 			if (handed > 0) != c.handed {
-				t.Errorf("%s: InlineBelow %d, RunCores %v: %d jobs handed to Parallel, want handed %v", typ, c.inlineBelow, c.cores, handed, c.handed)
+				t.Errorf("%s: %s: %d jobs handed to Parallel, want handed %v", typ, c.name, handed, c.handed)
 			}
 			var got [][]byte
 			for _, bd := range set {
@@ -179,7 +190,7 @@ func TestInlineBelowKeepsSmallRunsOffThePool(t *testing.T) {
 			}
 			for i := range got {
 				if !bytes.Equal(got[i], want[i]) {
-					t.Errorf("%s: InlineBelow %d, RunCores %v: core %d's C differs", typ, c.inlineBelow, c.cores, i)
+					t.Errorf("%s: %s: core %d's C differs", typ, c.name, i)
 				}
 			}
 		}

@@ -44,12 +44,13 @@ type Options struct {
 	// goroutines. Every output is computed by one call in a fixed order
 	// either way, so results do not change.
 	Parallel func(n, align int, fn func(lo, hi int))
-	// InlineBelow: a run (or one RunCores call's runs together) of fewer
-	// multiply-adds, M·K·N, computes on the calling goroutine; 0 hands
-	// every run to Parallel/Threads. A few microseconds of work cost more to
-	// hand over than they save, and on a shared machine a worker preempted
-	// mid-range holds the whole call up (see engine's parallelMin).
-	InlineBelow int
+	// Small, if set, says which runs (or one RunCores call's runs
+	// together) compute on the calling goroutine, given their
+	// multiply-adds (M·K·N) and B bytes; nil hands every run to
+	// Parallel/Threads. A few microseconds of work cost more to hand over
+	// than they save, and on a shared machine a worker preempted mid-range
+	// holds the whole call up (engine.Small, which the rknn plugin sets).
+	Small func(macs, bBytes int) bool
 
 	// The readings of what the RKNN documents leave open (README,
 	// "Simulator and offload assumptions"); the zero values are ours.

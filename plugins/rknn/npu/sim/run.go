@@ -314,7 +314,7 @@ func (c *Context) compute() {
 	w := c.drv.getWork()
 	defer c.drv.putWork(w)
 	phases, finish := c.plan(w, nil)
-	inline := c.drv.inline(c.work())
+	inline := c.drv.small(c.work())
 	for _, p := range phases {
 		c.drv.parallelPhases([]phase{p}, inline)
 		if p.after != nil {
@@ -324,12 +324,14 @@ func (c *Context) compute() {
 	finish()
 }
 
-// work is the run's multiply-adds.
-func (c *Context) work() int { return int(c.info.M) * int(c.info.K) * int(c.info.N) }
+// work is the run's multiply-adds and the bytes of its B.
+func (c *Context) work() (macs, bBytes int) {
+	return int(c.info.M) * int(c.info.K) * int(c.info.N), int(c.attrs.B.Size)
+}
 
-// inline reports whether runs of work multiply-adds compute on the calling
-// goroutine (Options.InlineBelow).
-func (d *Driver) inline(work int) bool { return work < d.opts.InlineBelow }
+// small reports whether runs of this much work compute on the calling
+// goroutine (Options.Small).
+func (d *Driver) small(macs, bBytes int) bool { return d.opts.Small != nil && d.opts.Small(macs, bBytes) }
 
 // plan decodes what a run reads into w (the fast path's A possibly taken
 // from shared) and returns its parallel phases and finish, which writes C.
