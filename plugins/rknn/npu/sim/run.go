@@ -331,7 +331,9 @@ func (c *Context) work() (macs, bBytes int) {
 
 // small reports whether runs of this much work compute on the calling
 // goroutine (Options.Small).
-func (d *Driver) small(macs, bBytes int) bool { return d.opts.Small != nil && d.opts.Small(macs, bBytes) }
+func (d *Driver) small(macs, bBytes int) bool {
+	return d.opts.Small != nil && d.opts.Small(macs, bBytes)
+}
 
 // plan decodes what a run reads into w (the fast path's A possibly taken
 // from shared) and returns its parallel phases and finish, which writes C.
