@@ -411,7 +411,9 @@ func (f *forward) attention(il int, q []float32, lops LayerOps) []float32 {
 			}
 		}
 	}
-	if Small(2*c.NHead*T*(f.pos0+T)*D, len(K)*4+len(V)*4) {
+	// Reads K and V at n0 positions of every KV head (float32), both
+	// products over n0 positions of every head.
+	if Small(2*c.NHead*T*n0*D, 2*c.NHeadKV*n0*D*4) {
 		work(0, c.NHead)
 	} else {
 		f.s.m.pool.Run(c.NHead, work)

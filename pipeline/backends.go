@@ -388,6 +388,9 @@ func (s *evalStream) finish(rows int) error {
 	extra := 0
 	row, err := s.next()
 	for ; err == nil; row, err = s.next() {
+		if extra == 0 {
+			s.cancel() // a plugin streaming rows forever must not hold the host
+		}
 		extra++
 		s.rb.release(row)
 	}
@@ -404,13 +407,10 @@ func (s *evalStream) finish(rows int) error {
 	e.ComputeS += float64(s.compute) / 1e9
 	e.DecodeS += s.decode.Seconds()
 	s.rb.mu.Unlock()
-	if s.err != nil {
-		return s.err
-	}
 	if extra > 0 {
 		return fmt.Errorf("the plugin sent %d more logits rows than requested", extra)
 	}
-	return nil
+	return s.err
 }
 
 // abandon stops a stream whose rows are no longer wanted, without waiting

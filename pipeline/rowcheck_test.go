@@ -20,6 +20,7 @@ type lyingFake struct {
 	loadVocab int   // >0: the n_vocab Load reports
 	shortRow  int64 // >0: the row with this number arrives one logit short
 	extraRow  bool  // every call sends a row more than asked for
+	floodRows bool  // every call sends rows past the last until cancelled
 	dropRow   bool  // every call leaves its last row out
 }
 
@@ -44,6 +45,9 @@ func (l *lyingFake) Eval(ctx context.Context, req backend.EvalRequest, emit func
 	if err == nil && l.extraRow {
 		err = emit(backend.Logits{Index: len(req.Tokens), Values: make([]float32, l.nVocab)})
 	}
+	for err == nil && l.floodRows && ctx.Err() == nil {
+		err = emit(backend.Logits{Index: len(req.Tokens), Values: make([]float32, l.nVocab)})
+	}
 	return err
 }
 
@@ -55,6 +59,7 @@ func TestRunChecksTheVocabularyAtLoadAndEveryRow(t *testing.T) {
 		"short": {fakeBackend: newFake(64), shortRow: 7},
 		"extra": {fakeBackend: newFake(64), extraRow: true},
 		"drop":  {fakeBackend: newFake(64), dropRow: true},
+		"flood": {fakeBackend: newFake(64), floodRows: true},
 	}
 	launch := func(_ context.Context, b spec.Backend, _ Launch) (backend.Backend, Process, error) {
 		l, ok := liars[b.Name]
@@ -68,7 +73,8 @@ func TestRunChecksTheVocabularyAtLoadAndEveryRow(t *testing.T) {
 		spec.Backend{Name: "good", Plugin: "fake"},
 		spec.Backend{Name: "short", Plugin: "fake"},
 		spec.Backend{Name: "extra", Plugin: "fake"},
-		spec.Backend{Name: "drop", Plugin: "fake"})
+		spec.Backend{Name: "drop", Plugin: "fake"},
+		spec.Backend{Name: "flood", Plugin: "fake"})
 	res, err := Run(context.Background(), p, Options{OutDir: t.TempDir(), Stderr: &strings.Builder{}, Launch: launch, Version: "test"})
 	if err != nil {
 		t.Fatal(err)
@@ -86,7 +92,8 @@ func TestRunChecksTheVocabularyAtLoadAndEveryRow(t *testing.T) {
 	} else if b.Accuracy == nil || b.Accuracy.Tokens != 6 || b.Accuracy.Complete {
 		t.Errorf("a short row: the 6 rows before it must be kept as an incomplete comparison: %+v", b.Accuracy)
 	}
-	for name, want := range map[string]string{"extra": "the plugin sent 1 more logits rows than requested", "drop": "the plugin sent fewer logits rows than requested"} {
+	for name, want := range map[string]string{"extra": "the plugin sent 1 more logits rows than requested", "drop": "the plugin sent fewer logits rows than requested",
+		"flood": "more logits rows than requested"} {
 		if b := by[name]; b.Status != summary.StatusFailed || !strings.Contains(b.Error, want) {
 			t.Errorf("a call with a row %s: status %s, error %q, want %q", name, b.Status, b.Error, want)
 		}

@@ -89,10 +89,17 @@ func slowdownGate(r summary.GateResult, gate spec.Gate, base, new *summary.Throu
 		r.Note = "not measured"
 		return r
 	}
+	if testName(bt) != testName(nt) {
+		r.Note = fmt.Sprintf("not comparable: the baseline ran %s, this run %s", testName(bt), testName(nt))
+		return r
+	}
 	test, machine := testName(nt), ""
 	factor := shift.factor(test)
 	if shift != nil {
 		machine = fmt.Sprintf(" after the machine's %+.1f%% (every backend's median %s speed)", 100*(factor-1), test)
+		if _, ok := shift.ByTest[test]; !ok {
+			machine = fmt.Sprintf(" after the machine's %+.1f%% (every backend's median speed, over all tests)", 100*(factor-1))
+		}
 	}
 	rates := shift.remove(test, nt.Rates())
 	slow := 1 - nt.Stats.Median/factor/bt.Stats.Median

@@ -413,3 +413,16 @@ func TestCompareRemovesTheMachineShift(t *testing.T) {
 		}
 	}
 }
+
+// A slowdown gate between runs that benched different tests (tg16, then
+// tg32) is not judged on the other test's rates: it fails as not comparable.
+func TestSlowdownGateNeedsTheSameTest(t *testing.T) {
+	base := fleet(t, 2000, 1000, 1500, 800)
+	run := fleet(t, 2000, 1000, 1500, 800)
+	run.Summary.Backends[0].Throughput.TG = bench(32, 1000, 30)
+	bs, _ := run.backend("b")
+	res := Gates(base)(&bs, spec.Gates{TGTSMaxSlowdown: p(0.1)}, run.speeds())
+	if len(res) != 1 || res[0].Pass || !strings.Contains(res[0].Note, "not comparable: the baseline ran tg16, this run tg32") {
+		t.Errorf("tg16 against tg32: %+v", res)
+	}
+}

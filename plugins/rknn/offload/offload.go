@@ -7,7 +7,6 @@
 package offload
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -677,11 +676,13 @@ func (o *MatMuler) convertA(k *kernel, x []float32, M, K int) error {
 	clear(k.a) // the rows' ranges write only their own atoms
 	var mu sync.Mutex
 	var err error
+	errRow := M
 	o.parallelRows(M, M, func(lo, hi int) {
-		e := o.convertRows(k, info, x, lo, hi, K)
-		if e != nil {
+		if e := o.convertRows(k, info, x, lo, hi, K); e != nil {
 			mu.Lock()
-			err = cmp.Or(err, e)
+			if lo < errRow { // the first range's error, whichever thread failed first
+				err, errRow = e, lo
+			}
 			mu.Unlock()
 		}
 	})
@@ -711,13 +712,14 @@ func (o *MatMuler) convertRows(k *kernel, info *npu.MatmulInfo, x []float32, lo,
 // with the index of its op.
 func (o *MatMuler) gatherAll(ks []*kernel, ops []*engine.MatMulOp, M int, outs [][]float32) (saturated int64, op int, err error) {
 	var mu sync.Mutex
+	errCore := 0
 	o.eachCore(ks, M, func(i int, k *kernel, c int) {
 		n, e := o.gather(&k.cores[c], k.aScale, M, ops[i].N, outs[i])
 		mu.Lock()
 		defer mu.Unlock()
 		saturated += n
-		if e != nil && (err == nil || i < op) {
-			op, err = i, e
+		if e != nil && (err == nil || i < op || i == op && c < errCore) { // the first core's, whatever the order
+			op, errCore, err = i, c, e
 		}
 	})
 	return saturated, op, err
