@@ -226,9 +226,16 @@ func TestEvalSplitsLongRequests(t *testing.T) {
 }
 
 func TestThreadsAndNumerics(t *testing.T) {
+	// 64 tokens: the bundled model's prefill matmuls of that many rows are
+	// large enough for the engine to split them over threads (engine.Small).
+	tokens := slices.Repeat(onceUponATime, 13)[:64]
 	last := func(path string, threads int, numerics string) []float32 {
 		b, _ := load(t, Config{}, backend.LoadRequest{ModelPath: abs(t, path), Threads: threads, Options: map[string]any{"numerics": numerics}})
-		return rows(t, b, backend.EvalRequest{Pos: 0, Tokens: onceUponATime, LogitsFrom: 4})[4].Values
+		v := rows(t, b, backend.EvalRequest{Pos: 0, Tokens: tokens, LogitsFrom: 63})[63].Values
+		if len(v) == 0 {
+			t.Fatalf("no logits for the last of %d tokens", len(tokens))
+		}
+		return v
 	}
 	one, two := last(modelQ8, 1, "exact"), last(modelQ8, 2, "exact")
 	if !reflect.DeepEqual(one, two) {
