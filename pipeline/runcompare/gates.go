@@ -96,10 +96,11 @@ func slowdownGate(r summary.GateResult, gate spec.Gate, base, new *summary.Throu
 	test, machine := testName(nt), ""
 	factor := shift.factor(test)
 	if shift != nil {
-		machine = fmt.Sprintf(" after the machine's %+.1f%% (every backend's median %s speed)", 100*(factor-1), test)
+		over := test
 		if _, ok := shift.ByTest[test]; !ok {
-			machine = fmt.Sprintf(" after the machine's %+.1f%% (every backend's median speed, over all tests)", 100*(factor-1))
+			over = "over all tests"
 		}
+		machine = fmt.Sprintf(" after the machine's %+.1f%% (every backend's median speed, %s)", 100*(factor-1), over)
 	}
 	rates := shift.remove(test, nt.Rates())
 	slow := 1 - nt.Stats.Median/factor/bt.Stats.Median

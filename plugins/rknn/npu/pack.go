@@ -209,7 +209,7 @@ func packAtoms[T Elem](o Operand, src []T, r0, rows, cols int, transposed bool, 
 	if o.Layout != LayoutNative || o.Name == "B" || transposed || o.Rows < 2 || !littleEndian || o.Sub != 8 && o.Sub != 16 {
 		return false
 	}
-	var atoms func(r int, row []byte)
+	var fillRow func(r int) // src's row r into row, in the operand's type
 	var row []byte
 	switch s := any(src).(type) {
 	case []float32:
@@ -218,23 +218,23 @@ func packAtoms[T Elem](o Operand, src []T, r0, rows, cols int, transposed bool, 
 		}
 		h := make([]uint16, cols)
 		row = unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(h))), 2*cols)
-		atoms = func(r int, _ []byte) { F32sToF16(h, s[r*cols:(r+1)*cols]) }
+		fillRow = func(r int) { F32sToF16(h, s[r*cols:(r+1)*cols]) }
 	case []int8:
 		if o.Type != TensorInt8 || o.Sub != 16 {
 			return false
 		}
-		atoms = func(r int, row []byte) {
+		row = make([]byte, cols)
+		fillRow = func(r int) {
 			for i, v := range s[r*cols : (r+1)*cols] {
 				row[i] = byte(v)
 			}
 		}
-		row = make([]byte, cols)
 	default:
 		return false
 	}
 	const atom = 16 // bytes
 	for r := range rows {
-		atoms(r, row)
+		fillRow(r)
 		at := (r0 + r) * atom
 		c := 0
 		for ; c+atom <= len(row); c += atom {

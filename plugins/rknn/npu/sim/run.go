@@ -358,14 +358,16 @@ func (c *Context) plan(w *workspace, shared *decodedAs) (phases []phase, finish 
 		}
 		b = w.bSwap
 	}
+	// A native float32 C of several rows: results go straight into it
+	// rather than through a row-major copy written after the run.
+	var cF32 []float32
+	if view, ok := words32[float32](c.c.buf, nC); ok && cBits == 32 && aNative && M > 1 {
+		cF32 = view
+	}
 	fast := c.fastType()
 	if fast {
-		var cNative []float32
-		if view, ok := words32[float32](c.c.buf, nC); ok && cBits == 32 && aNative && M > 1 {
-			cNative = view
-		}
 		var wroteC bool
-		if phases, wroteC = c.planFast(w, b, M, K, N, aNative, shared, cNative); wroteC {
+		if phases, wroteC = c.planFast(w, b, M, K, N, aNative, shared, cF32); wroteC {
 			return phases, func() {}
 		}
 	}
@@ -383,8 +385,8 @@ func (c *Context) plan(w *workspace, shared *decodedAs) (phases []phase, finish 
 			}
 			phases = []phase{{n: N, align: 4, fn: func(lo, hi int) { mm(w.aF, w.bF, w.cF, M, K, N, lo, hi) }}}
 		}
-		if view, ok := words32[float32](c.c.buf, nC); ok && cBits == 32 && aNative && M > 1 {
-			return append(phases, scatterPhase(w.cF, view, M, N, subNC)), func() {}
+		if cF32 != nil {
+			return append(phases, scatterPhase(w.cF, cF32, M, N, subNC)), func() {}
 		}
 		return phases, func() { c.writeCF(w, M, N, nC, aNative, subNC, cBits) }
 	}
