@@ -976,96 +976,91 @@ blocks_done:
 	VZEROUPPER
 	RET
 
-// func matVecExactQ4_0AVX512(w []byte, rowBytes int, x []float32, out []float32)
-// Requires: AVX, AVX512DQ, AVX512F, AVX512VL, F16C, MMX+
-TEXT ·matVecExactQ4_0AVX512(SB), NOSPLIT, $256-80
+// func matVecExactQ4_0LUTAVX512(w []byte, rowBytes int, x []float32, out []float32, lut *[1048576]float32)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL, MMX+
+TEXT ·matVecExactQ4_0LUTAVX512(SB), NOSPLIT, $0-88
 	MOVQ w_base+0(FP), AX
 	MOVQ rowBytes+24(FP), CX
-	MOVQ x_base+32(FP), DX
-	MOVQ x_len+40(FP), BX
-	MOVQ out_base+56(FP), SI
-	MOVQ out_len+64(FP), DI
+	MOVQ out_base+56(FP), DX
+	MOVQ out_len+64(FP), BX
+	MOVQ lut+80(FP), SI
 
 rows4:
-	CMPQ         DI, $0x00000004
+	CMPQ         BX, $0x00000004
 	JB           rows4_done
-	MOVQ         AX, R8
+	MOVQ         AX, DI
+	LEAQ         (DI)(CX*1), R8
 	LEAQ         (R8)(CX*1), R9
 	LEAQ         (R9)(CX*1), R10
-	LEAQ         (R10)(CX*1), R11
 	VPBROADCASTD dword0<>+0(SB), Z0
 	VPBROADCASTD dword0<>+0(SB), Z1
 	VPBROADCASTD dword0<>+0(SB), Z2
 	VPBROADCASTD dword0<>+0(SB), Z3
-	XORQ         R12, R12
-	MOVQ         DX, R13
-	MOVQ         BX, R14
-	LEAQ         (R11)(CX*1), R15
-	ADDQ         CX, R15
-	ADDQ         CX, R15
-	ADDQ         CX, R15
-	ADDQ         CX, R15
+	XORQ         R11, R11
+	MOVQ         x_base+32(FP), R12
+	MOVQ         x_len+40(FP), R13
+	LEAQ         (R10)(CX*1), R14
+	ADDQ         CX, R14
+	ADDQ         CX, R14
+	ADDQ         CX, R14
+	ADDQ         CX, R14
 
 block_r4:
-	CMPQ        R14, $0x00000020
-	JB          blocks_done_r4
-	PREFETCHT0  (R15)
-	PREFETCHT0  64(R15)
-	ADDQ        $0x00000048, R15
-	VCVTPH2PS   (R8)(R12*1), X4
-	VMOVSS      X4, (SP)
-	VMOVUPS     iotaM8<>+0(SB), Z4
-	VMULPS.BCST (SP), Z4, Z4
-	VPMOVZXBD   2(R8)(R12*1), Z5
-	VCVTPH2PS   (R9)(R12*1), X6
-	VMOVSS      X6, 64(SP)
-	VMOVUPS     iotaM8<>+0(SB), Z6
-	VMULPS.BCST 64(SP), Z6, Z6
-	VPMOVZXBD   2(R9)(R12*1), Z7
-	VCVTPH2PS   (R10)(R12*1), X8
-	VMOVSS      X8, 128(SP)
-	VMOVUPS     iotaM8<>+0(SB), Z8
-	VMULPS.BCST 128(SP), Z8, Z8
-	VPMOVZXBD   2(R10)(R12*1), Z9
-	VCVTPH2PS   (R11)(R12*1), X10
-	VMOVSS      X10, 192(SP)
-	VMOVUPS     iotaM8<>+0(SB), Z10
-	VMULPS.BCST 192(SP), Z10, Z10
-	VPMOVZXBD   2(R11)(R12*1), Z11
-	VMOVUPS     (R13), Z12
-	VPERMPS     Z4, Z5, Z13
-	VMULPS      Z12, Z13, Z13
-	VADDPS      Z13, Z0, Z0
-	VPERMPS     Z6, Z7, Z13
-	VMULPS      Z12, Z13, Z13
-	VADDPS      Z13, Z1, Z1
-	VPERMPS     Z8, Z9, Z13
-	VMULPS      Z12, Z13, Z13
-	VADDPS      Z13, Z2, Z2
-	VPERMPS     Z10, Z11, Z13
-	VMULPS      Z12, Z13, Z13
-	VADDPS      Z13, Z3, Z3
-	VMOVUPS     64(R13), Z12
-	VPSRLD      $0x04, Z5, Z5
-	VPERMPS     Z4, Z5, Z5
-	VMULPS      Z12, Z5, Z5
-	VADDPS      Z5, Z0, Z0
-	VPSRLD      $0x04, Z7, Z4
-	VPERMPS     Z6, Z4, Z4
-	VMULPS      Z12, Z4, Z4
-	VADDPS      Z4, Z1, Z1
-	VPSRLD      $0x04, Z9, Z4
-	VPERMPS     Z8, Z4, Z4
-	VMULPS      Z12, Z4, Z4
-	VADDPS      Z4, Z2, Z2
-	VPSRLD      $0x04, Z11, Z4
-	VPERMPS     Z10, Z4, Z4
-	VMULPS      Z12, Z4, Z4
-	VADDPS      Z4, Z3, Z3
-	ADDQ        $0x00000012, R12
-	ADDQ        $0x00000080, R13
-	SUBQ        $0x00000020, R14
-	JMP         block_r4
+	CMPQ       R13, $0x00000020
+	JB         blocks_done_r4
+	PREFETCHT0 (R14)
+	PREFETCHT0 64(R14)
+	ADDQ       $0x00000048, R14
+	MOVWQZX    (DI)(R11*1), R15
+	SHLQ       $0x06, R15
+	VMOVUPS    (SI)(R15*1), Z4
+	VPMOVZXBD  2(DI)(R11*1), Z5
+	MOVWQZX    (R8)(R11*1), R15
+	SHLQ       $0x06, R15
+	VMOVUPS    (SI)(R15*1), Z6
+	VPMOVZXBD  2(R8)(R11*1), Z7
+	MOVWQZX    (R9)(R11*1), R15
+	SHLQ       $0x06, R15
+	VMOVUPS    (SI)(R15*1), Z8
+	VPMOVZXBD  2(R9)(R11*1), Z9
+	MOVWQZX    (R10)(R11*1), R15
+	SHLQ       $0x06, R15
+	VMOVUPS    (SI)(R15*1), Z10
+	VPMOVZXBD  2(R10)(R11*1), Z11
+	VMOVUPS    (R12), Z12
+	VPERMPS    Z4, Z5, Z13
+	VMULPS     Z12, Z13, Z13
+	VADDPS     Z13, Z0, Z0
+	VPERMPS    Z6, Z7, Z13
+	VMULPS     Z12, Z13, Z13
+	VADDPS     Z13, Z1, Z1
+	VPERMPS    Z8, Z9, Z13
+	VMULPS     Z12, Z13, Z13
+	VADDPS     Z13, Z2, Z2
+	VPERMPS    Z10, Z11, Z13
+	VMULPS     Z12, Z13, Z13
+	VADDPS     Z13, Z3, Z3
+	VMOVUPS    64(R12), Z12
+	VPSRLD     $0x04, Z5, Z5
+	VPERMPS    Z4, Z5, Z5
+	VMULPS     Z12, Z5, Z5
+	VADDPS     Z5, Z0, Z0
+	VPSRLD     $0x04, Z7, Z4
+	VPERMPS    Z6, Z4, Z4
+	VMULPS     Z12, Z4, Z4
+	VADDPS     Z4, Z1, Z1
+	VPSRLD     $0x04, Z9, Z4
+	VPERMPS    Z8, Z4, Z4
+	VMULPS     Z12, Z4, Z4
+	VADDPS     Z4, Z2, Z2
+	VPSRLD     $0x04, Z11, Z4
+	VPERMPS    Z10, Z4, Z4
+	VMULPS     Z12, Z4, Z4
+	VADDPS     Z4, Z3, Z3
+	ADDQ       $0x00000012, R11
+	ADDQ       $0x00000080, R12
+	SUBQ       $0x00000020, R13
+	JMP        block_r4
 
 blocks_done_r4:
 	VEXTRACTF32X8 $0x01, Z0, Y4
@@ -1076,7 +1071,7 @@ blocks_done_r4:
 	VADDPS        X4, X0, X0
 	VSHUFPS       $0x01, X0, X0, X4
 	VADDPS        X4, X0, X0
-	VMOVSS        X0, (SI)
+	VMOVSS        X0, (DX)
 	VEXTRACTF32X8 $0x01, Z1, Y0
 	VADDPS        Y1, Y0, Y0
 	VEXTRACTF32X4 $0x01, Y0, X1
@@ -1085,7 +1080,7 @@ blocks_done_r4:
 	VADDPS        X0, X1, X1
 	VSHUFPS       $0x01, X1, X1, X0
 	VADDPS        X0, X1, X1
-	VMOVSS        X1, 4(SI)
+	VMOVSS        X1, 4(DX)
 	VEXTRACTF32X8 $0x01, Z2, Y0
 	VADDPS        Y2, Y0, Y0
 	VEXTRACTF32X4 $0x01, Y0, X1
@@ -1094,7 +1089,7 @@ blocks_done_r4:
 	VADDPS        X0, X1, X1
 	VSHUFPS       $0x01, X1, X1, X0
 	VADDPS        X0, X1, X1
-	VMOVSS        X1, 8(SI)
+	VMOVSS        X1, 8(DX)
 	VEXTRACTF32X8 $0x01, Z3, Y0
 	VADDPS        Y3, Y0, Y0
 	VEXTRACTF32X4 $0x01, Y0, X1
@@ -1103,64 +1098,62 @@ blocks_done_r4:
 	VADDPS        X0, X1, X1
 	VSHUFPS       $0x01, X1, X1, X0
 	VADDPS        X0, X1, X1
-	VMOVSS        X1, 12(SI)
+	VMOVSS        X1, 12(DX)
 	ADDQ          CX, AX
 	ADDQ          CX, AX
 	ADDQ          CX, AX
 	ADDQ          CX, AX
-	ADDQ          $0x00000010, SI
-	SUBQ          $0x00000004, DI
+	ADDQ          $0x00000010, DX
+	SUBQ          $0x00000004, BX
 	JMP           rows4
 
 rows4_done:
-	CMPQ         DI, $0x00000002
+	CMPQ         BX, $0x00000002
 	JB           rows2_done
-	MOVQ         AX, R8
-	LEAQ         (R8)(CX*1), R9
+	MOVQ         AX, DI
+	LEAQ         (DI)(CX*1), R8
 	VPBROADCASTD dword0<>+0(SB), Z0
 	VPBROADCASTD dword0<>+0(SB), Z1
-	XORQ         R10, R10
-	MOVQ         DX, R11
-	MOVQ         BX, R12
-	LEAQ         (R9)(CX*1), R13
-	ADDQ         CX, R13
-	ADDQ         CX, R13
+	XORQ         R9, R9
+	MOVQ         x_base+32(FP), R10
+	MOVQ         x_len+40(FP), R11
+	LEAQ         (R8)(CX*1), R12
+	ADDQ         CX, R12
+	ADDQ         CX, R12
 
 block_r2:
-	CMPQ        R12, $0x00000020
-	JB          blocks_done_r2
-	PREFETCHT0  (R13)
-	ADDQ        $0x00000024, R13
-	VCVTPH2PS   (R8)(R10*1), X2
-	VMOVSS      X2, (SP)
-	VMOVUPS     iotaM8<>+0(SB), Z2
-	VMULPS.BCST (SP), Z2, Z2
-	VPMOVZXBD   2(R8)(R10*1), Z3
-	VCVTPH2PS   (R9)(R10*1), X4
-	VMOVSS      X4, 64(SP)
-	VMOVUPS     iotaM8<>+0(SB), Z4
-	VMULPS.BCST 64(SP), Z4, Z4
-	VPMOVZXBD   2(R9)(R10*1), Z5
-	VMOVUPS     (R11), Z6
-	VPERMPS     Z2, Z3, Z7
-	VMULPS      Z6, Z7, Z7
-	VADDPS      Z7, Z0, Z0
-	VPERMPS     Z4, Z5, Z7
-	VMULPS      Z6, Z7, Z7
-	VADDPS      Z7, Z1, Z1
-	VMOVUPS     64(R11), Z6
-	VPSRLD      $0x04, Z3, Z3
-	VPERMPS     Z2, Z3, Z3
-	VMULPS      Z6, Z3, Z3
-	VADDPS      Z3, Z0, Z0
-	VPSRLD      $0x04, Z5, Z2
-	VPERMPS     Z4, Z2, Z2
-	VMULPS      Z6, Z2, Z2
-	VADDPS      Z2, Z1, Z1
-	ADDQ        $0x00000012, R10
-	ADDQ        $0x00000080, R11
-	SUBQ        $0x00000020, R12
-	JMP         block_r2
+	CMPQ       R11, $0x00000020
+	JB         blocks_done_r2
+	PREFETCHT0 (R12)
+	ADDQ       $0x00000024, R12
+	MOVWQZX    (DI)(R9*1), R13
+	SHLQ       $0x06, R13
+	VMOVUPS    (SI)(R13*1), Z2
+	VPMOVZXBD  2(DI)(R9*1), Z3
+	MOVWQZX    (R8)(R9*1), R13
+	SHLQ       $0x06, R13
+	VMOVUPS    (SI)(R13*1), Z4
+	VPMOVZXBD  2(R8)(R9*1), Z5
+	VMOVUPS    (R10), Z6
+	VPERMPS    Z2, Z3, Z7
+	VMULPS     Z6, Z7, Z7
+	VADDPS     Z7, Z0, Z0
+	VPERMPS    Z4, Z5, Z7
+	VMULPS     Z6, Z7, Z7
+	VADDPS     Z7, Z1, Z1
+	VMOVUPS    64(R10), Z6
+	VPSRLD     $0x04, Z3, Z3
+	VPERMPS    Z2, Z3, Z3
+	VMULPS     Z6, Z3, Z3
+	VADDPS     Z3, Z0, Z0
+	VPSRLD     $0x04, Z5, Z2
+	VPERMPS    Z4, Z2, Z2
+	VMULPS     Z6, Z2, Z2
+	VADDPS     Z2, Z1, Z1
+	ADDQ       $0x00000012, R9
+	ADDQ       $0x00000080, R10
+	SUBQ       $0x00000020, R11
+	JMP        block_r2
 
 blocks_done_r2:
 	VEXTRACTF32X8 $0x01, Z0, Y2
@@ -1171,7 +1164,7 @@ blocks_done_r2:
 	VADDPS        X2, X0, X0
 	VSHUFPS       $0x01, X0, X0, X2
 	VADDPS        X2, X0, X0
-	VMOVSS        X0, (SI)
+	VMOVSS        X0, (DX)
 	VEXTRACTF32X8 $0x01, Z1, Y0
 	VADDPS        Y1, Y0, Y0
 	VEXTRACTF32X4 $0x01, Y0, X1
@@ -1180,45 +1173,45 @@ blocks_done_r2:
 	VADDPS        X0, X1, X1
 	VSHUFPS       $0x01, X1, X1, X0
 	VADDPS        X0, X1, X1
-	VMOVSS        X1, 4(SI)
+	VMOVSS        X1, 4(DX)
 	ADDQ          CX, AX
 	ADDQ          CX, AX
-	ADDQ          $0x00000008, SI
-	SUBQ          $0x00000002, DI
+	ADDQ          $0x00000008, DX
+	SUBQ          $0x00000002, BX
 
 rows2_done:
-	CMPQ         DI, $0x00000001
+	CMPQ         BX, $0x00000001
 	JB           rows1_done
-	MOVQ         AX, R8
+	MOVQ         AX, DI
 	VPBROADCASTD dword0<>+0(SB), Z0
-	XORQ         R9, R9
-	MOVQ         BX, BX
-	LEAQ         (R8)(CX*1), R10
-	ADDQ         CX, R10
+	XORQ         R8, R8
+	MOVQ         x_base+32(FP), R9
+	MOVQ         x_len+40(FP), R10
+	LEAQ         (DI)(CX*1), R11
+	ADDQ         CX, R11
 
 block_r1:
-	CMPQ        BX, $0x00000020
-	JB          blocks_done_r1
-	PREFETCHT0  (R10)
-	ADDQ        $0x00000012, R10
-	VCVTPH2PS   (R8)(R9*1), X1
-	VMOVSS      X1, (SP)
-	VMOVUPS     iotaM8<>+0(SB), Z1
-	VMULPS.BCST (SP), Z1, Z1
-	VPMOVZXBD   2(R8)(R9*1), Z2
-	VMOVUPS     (DX), Z3
-	VPERMPS     Z1, Z2, Z4
-	VMULPS      Z3, Z4, Z4
-	VADDPS      Z4, Z0, Z0
-	VMOVUPS     64(DX), Z3
-	VPSRLD      $0x04, Z2, Z2
-	VPERMPS     Z1, Z2, Z2
-	VMULPS      Z3, Z2, Z2
-	VADDPS      Z2, Z0, Z0
-	ADDQ        $0x00000012, R9
-	ADDQ        $0x00000080, DX
-	SUBQ        $0x00000020, BX
-	JMP         block_r1
+	CMPQ       R10, $0x00000020
+	JB         blocks_done_r1
+	PREFETCHT0 (R11)
+	ADDQ       $0x00000012, R11
+	MOVWQZX    (DI)(R8*1), R12
+	SHLQ       $0x06, R12
+	VMOVUPS    (SI)(R12*1), Z1
+	VPMOVZXBD  2(DI)(R8*1), Z2
+	VMOVUPS    (R9), Z3
+	VPERMPS    Z1, Z2, Z4
+	VMULPS     Z3, Z4, Z4
+	VADDPS     Z4, Z0, Z0
+	VMOVUPS    64(R9), Z3
+	VPSRLD     $0x04, Z2, Z2
+	VPERMPS    Z1, Z2, Z2
+	VMULPS     Z3, Z2, Z2
+	VADDPS     Z2, Z0, Z0
+	ADDQ       $0x00000012, R8
+	ADDQ       $0x00000080, R9
+	SUBQ       $0x00000020, R10
+	JMP        block_r1
 
 blocks_done_r1:
 	VEXTRACTF32X8 $0x01, Z0, Y1
@@ -1229,10 +1222,10 @@ blocks_done_r1:
 	VADDPS        X1, X0, X0
 	VSHUFPS       $0x01, X0, X0, X1
 	VADDPS        X1, X0, X0
-	VMOVSS        X0, (SI)
+	VMOVSS        X0, (DX)
 	ADDQ          CX, AX
-	ADDQ          $0x00000004, SI
-	SUBQ          $0x00000001, DI
+	ADDQ          $0x00000004, DX
+	SUBQ          $0x00000001, BX
 
 rows1_done:
 	VZEROUPPER

@@ -29,7 +29,7 @@ func matVecExactQ8_0AVX512(w []byte, rowBytes int, x []float32, out []float32)
 func dequantQ8_0AVX512(src []byte, dst []float32)
 
 //go:noescape
-func matVecExactQ4_0AVX512(w []byte, rowBytes int, x []float32, out []float32)
+func matVecExactQ4_0LUTAVX512(w []byte, rowBytes int, x []float32, out []float32, lut *[1048576]float32)
 
 //go:noescape
 func dequantQ4_0AVX512(src []byte, dst []float32)

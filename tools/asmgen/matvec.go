@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 
+	"github.com/mmcloughlin/avo/gotypes"
+
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
 	. "github.com/mmcloughlin/avo/reg"
@@ -19,9 +21,38 @@ var pfGroups = 2
 // genMatVecExact: out[n] = DotRow(t, row n, x) for n < len(out); the Go
 // caller checks that rowBytes = RowBytes(t, len(x)) and len(w) covers the rows.
 func genMatVecExact(t qtype) {
+	if q, ok := t.(*q4_0Type); ok {
+		genMatVecExactQ4_0LUT(q)
+		return
+	}
 	w, stride, x0, k, out, n := matVecParams("matVecExact" + t.name() + "AVX512")
 
 	rowGroups(t.groupRows(), w, stride, out, n, func(R int) { matVecGroup(t, R, w, stride, x0, k, out) })
+}
+
+// genMatVecExactQ4_0LUT is the Q4_0 matvec reading each block's table from
+// lut (q4_0Type.lut). The table's base takes a register, so x and its length
+// are read from the arguments once per row group instead of held in two.
+func genMatVecExactQ4_0LUT(t *q4_0Type) {
+	TEXT("matVecExactQ4_0LUTAVX512", NOSPLIT, "func(w []byte, rowBytes int, x []float32, out []float32, lut *[1 << 20]float32)")
+	Pragma("noescape")
+	w := Load(Param("w").Base(), GP64())
+	stride := Load(Param("rowBytes"), GP64())
+	out := Load(Param("out").Base(), GP64())
+	n := Load(Param("out").Len(), GP64())
+	t.lut = Load(Param("lut"), GP64())
+	x0, k := paramMem(Param("x").Base()), paramMem(Param("x").Len())
+	rowGroups(t.groupRows(), w, stride, out, n, func(R int) { matVecGroup(t, R, w, stride, x0, k, out) })
+	t.lut = nil
+}
+
+// paramMem is the stack slot of an argument.
+func paramMem(c gotypes.Component) Mem {
+	b, err := c.Resolve()
+	if err != nil {
+		panic(err)
+	}
+	return b.Addr
 }
 
 // rowGroups runs group(R) over the n rows at w (stride bytes apart) in
@@ -68,7 +99,7 @@ func matVecParams(name string) (w, stride, x0, k, out, n Register) {
 }
 
 // matVecGroup computes R (4, 2 or 1) consecutive rows starting at w.
-func matVecGroup(t qtype, R int, w, stride, x0, k, out Register) {
+func matVecGroup(t qtype, R int, w, stride Register, x0, k Op, out Register) {
 	tag := fmt.Sprintf("_r%d", R)
 	rows := pointers(w, stride, 1, R)
 	acc := make([]VecVirtual, R)
