@@ -1005,6 +1005,75 @@ rows4:
 	ADDQ         CX, R14
 	ADDQ         CX, R14
 
+block_ahead_r4:
+	CMPQ       R13, $0x00000080
+	JB         block_r4
+	PREFETCHT0 (R14)
+	PREFETCHT0 64(R14)
+	ADDQ       $0x00000048, R14
+	MOVWQZX    54(DI)(R11*1), R15
+	SHLQ       $0x06, R15
+	PREFETCHT0 (SI)(R15*1)
+	MOVWQZX    (DI)(R11*1), R15
+	SHLQ       $0x06, R15
+	VMOVUPS    (SI)(R15*1), Z4
+	VPMOVZXBD  2(DI)(R11*1), Z5
+	MOVWQZX    54(R8)(R11*1), R15
+	SHLQ       $0x06, R15
+	PREFETCHT0 (SI)(R15*1)
+	MOVWQZX    (R8)(R11*1), R15
+	SHLQ       $0x06, R15
+	VMOVUPS    (SI)(R15*1), Z6
+	VPMOVZXBD  2(R8)(R11*1), Z7
+	MOVWQZX    54(R9)(R11*1), R15
+	SHLQ       $0x06, R15
+	PREFETCHT0 (SI)(R15*1)
+	MOVWQZX    (R9)(R11*1), R15
+	SHLQ       $0x06, R15
+	VMOVUPS    (SI)(R15*1), Z8
+	VPMOVZXBD  2(R9)(R11*1), Z9
+	MOVWQZX    54(R10)(R11*1), R15
+	SHLQ       $0x06, R15
+	PREFETCHT0 (SI)(R15*1)
+	MOVWQZX    (R10)(R11*1), R15
+	SHLQ       $0x06, R15
+	VMOVUPS    (SI)(R15*1), Z10
+	VPMOVZXBD  2(R10)(R11*1), Z11
+	VMOVUPS    (R12), Z12
+	VPERMPS    Z4, Z5, Z13
+	VMULPS     Z12, Z13, Z13
+	VADDPS     Z13, Z0, Z0
+	VPERMPS    Z6, Z7, Z13
+	VMULPS     Z12, Z13, Z13
+	VADDPS     Z13, Z1, Z1
+	VPERMPS    Z8, Z9, Z13
+	VMULPS     Z12, Z13, Z13
+	VADDPS     Z13, Z2, Z2
+	VPERMPS    Z10, Z11, Z13
+	VMULPS     Z12, Z13, Z13
+	VADDPS     Z13, Z3, Z3
+	VMOVUPS    64(R12), Z12
+	VPSRLD     $0x04, Z5, Z5
+	VPERMPS    Z4, Z5, Z5
+	VMULPS     Z12, Z5, Z5
+	VADDPS     Z5, Z0, Z0
+	VPSRLD     $0x04, Z7, Z4
+	VPERMPS    Z6, Z4, Z4
+	VMULPS     Z12, Z4, Z4
+	VADDPS     Z4, Z1, Z1
+	VPSRLD     $0x04, Z9, Z4
+	VPERMPS    Z8, Z4, Z4
+	VMULPS     Z12, Z4, Z4
+	VADDPS     Z4, Z2, Z2
+	VPSRLD     $0x04, Z11, Z4
+	VPERMPS    Z10, Z4, Z4
+	VMULPS     Z12, Z4, Z4
+	VADDPS     Z4, Z3, Z3
+	ADDQ       $0x00000012, R11
+	ADDQ       $0x00000080, R12
+	SUBQ       $0x00000020, R13
+	JMP        block_ahead_r4
+
 block_r4:
 	CMPQ       R13, $0x00000020
 	JB         blocks_done_r4
@@ -1121,6 +1190,46 @@ rows4_done:
 	ADDQ         CX, R12
 	ADDQ         CX, R12
 
+block_ahead_r2:
+	CMPQ       R11, $0x00000080
+	JB         block_r2
+	PREFETCHT0 (R12)
+	ADDQ       $0x00000024, R12
+	MOVWQZX    54(DI)(R9*1), R13
+	SHLQ       $0x06, R13
+	PREFETCHT0 (SI)(R13*1)
+	MOVWQZX    (DI)(R9*1), R13
+	SHLQ       $0x06, R13
+	VMOVUPS    (SI)(R13*1), Z2
+	VPMOVZXBD  2(DI)(R9*1), Z3
+	MOVWQZX    54(R8)(R9*1), R13
+	SHLQ       $0x06, R13
+	PREFETCHT0 (SI)(R13*1)
+	MOVWQZX    (R8)(R9*1), R13
+	SHLQ       $0x06, R13
+	VMOVUPS    (SI)(R13*1), Z4
+	VPMOVZXBD  2(R8)(R9*1), Z5
+	VMOVUPS    (R10), Z6
+	VPERMPS    Z2, Z3, Z7
+	VMULPS     Z6, Z7, Z7
+	VADDPS     Z7, Z0, Z0
+	VPERMPS    Z4, Z5, Z7
+	VMULPS     Z6, Z7, Z7
+	VADDPS     Z7, Z1, Z1
+	VMOVUPS    64(R10), Z6
+	VPSRLD     $0x04, Z3, Z3
+	VPERMPS    Z2, Z3, Z3
+	VMULPS     Z6, Z3, Z3
+	VADDPS     Z3, Z0, Z0
+	VPSRLD     $0x04, Z5, Z2
+	VPERMPS    Z4, Z2, Z2
+	VMULPS     Z6, Z2, Z2
+	VADDPS     Z2, Z1, Z1
+	ADDQ       $0x00000012, R9
+	ADDQ       $0x00000080, R10
+	SUBQ       $0x00000020, R11
+	JMP        block_ahead_r2
+
 block_r2:
 	CMPQ       R11, $0x00000020
 	JB         blocks_done_r2
@@ -1189,6 +1298,32 @@ rows2_done:
 	MOVQ         x_len+40(FP), R10
 	LEAQ         (DI)(CX*1), R11
 	ADDQ         CX, R11
+
+block_ahead_r1:
+	CMPQ       R10, $0x00000080
+	JB         block_r1
+	PREFETCHT0 (R11)
+	ADDQ       $0x00000012, R11
+	MOVWQZX    54(DI)(R8*1), R12
+	SHLQ       $0x06, R12
+	PREFETCHT0 (SI)(R12*1)
+	MOVWQZX    (DI)(R8*1), R12
+	SHLQ       $0x06, R12
+	VMOVUPS    (SI)(R12*1), Z1
+	VPMOVZXBD  2(DI)(R8*1), Z2
+	VMOVUPS    (R9), Z3
+	VPERMPS    Z1, Z2, Z4
+	VMULPS     Z3, Z4, Z4
+	VADDPS     Z4, Z0, Z0
+	VMOVUPS    64(R9), Z3
+	VPSRLD     $0x04, Z2, Z2
+	VPERMPS    Z1, Z2, Z2
+	VMULPS     Z3, Z2, Z2
+	VADDPS     Z2, Z0, Z0
+	ADDQ       $0x00000012, R8
+	ADDQ       $0x00000080, R9
+	SUBQ       $0x00000020, R10
+	JMP        block_ahead_r1
 
 block_r1:
 	CMPQ       R10, $0x00000020

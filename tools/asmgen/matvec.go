@@ -147,27 +147,43 @@ func matVecGroup(t qtype, R int, w, stride Register, x0, k Op, out Register) {
 	}
 
 	E, B := t.blockElems(), t.blockBytes()
+	body := func(loop string, ahead func(r int)) {
+		if pf != nil {
+			for b := 0; b < R*B; b += 64 {
+				PREFETCHT0(Mem{Base: pf, Disp: b})
+			}
+			ADDQ(U32(R*B), pf)
+		}
+		for r := range rows {
+			if ahead != nil {
+				ahead(r)
+			}
+			t.begin(r, blk(r))
+		}
+		for c := 0; c < E/16; c++ {
+			xv := ZMM()
+			VMOVUPS(Mem{Base: xp, Disp: 64 * c}, xv)
+			step(func(r int) VecVirtual { return t.chunk(r, blk(r), c) }, xv, nil)
+		}
+		ADDQ(U32(B), off)
+		ADDQ(U32(4*E), xp)
+		SUBQ(U32(E), kk)
+		JMP(LabelRef(loop))
+	}
+	// A type that reads a per-block table prefetches the table of the block
+	// lookAhead blocks on while that block is in the row; the last
+	// lookAhead blocks go without.
+	if la, ok := t.(lookAheader); ok && la.lookAhead() > 0 {
+		n := la.lookAhead()
+		Label("block_ahead" + tag)
+		CMPQ(kk, U32(E*(n+1)))
+		JB(LabelRef("block" + tag))
+		body("block_ahead"+tag, func(r int) { la.prefetchTable(blk(r).Offset(n * B)) })
+	}
 	Label("block" + tag)
 	CMPQ(kk, U32(E))
 	JB(LabelRef("blocks_done" + tag))
-	if pf != nil {
-		for b := 0; b < R*B; b += 64 {
-			PREFETCHT0(Mem{Base: pf, Disp: b})
-		}
-		ADDQ(U32(R*B), pf)
-	}
-	for r := range rows {
-		t.begin(r, blk(r))
-	}
-	for c := 0; c < E/16; c++ {
-		xv := ZMM()
-		VMOVUPS(Mem{Base: xp, Disp: 64 * c}, xv)
-		step(func(r int) VecVirtual { return t.chunk(r, blk(r), c) }, xv, nil)
-	}
-	ADDQ(U32(B), off)
-	ADDQ(U32(4*E), xp)
-	SUBQ(U32(E), kk)
-	JMP(LabelRef("block" + tag))
+	body("block"+tag, nil)
 	Label("blocks_done" + tag)
 
 	if t.plain() {

@@ -214,6 +214,27 @@ func (t *q4_0Type) begin(r int, blk Mem) {
 	VPMOVZXBD(blk.Offset(2), t.q[r])
 }
 
+// lookAheader is a type whose blocks read a table the kernel can prefetch.
+type lookAheader interface {
+	lookAhead() int // how many blocks ahead, 0 for none
+	prefetchTable(blk Mem)
+}
+
+// Q4_0's tables: a tensor's few thousand scales spread over L2, not L1.
+func (t *q4_0Type) lookAhead() int {
+	if t.lut == nil {
+		return 0
+	}
+	return 3
+}
+
+func (t *q4_0Type) prefetchTable(blk Mem) {
+	d := GP64()
+	MOVWQZX(blk, d)
+	SHLQ(U8(6), d)
+	PREFETCHT0(Mem{Base: t.lut, Index: d, Scale: 1})
+}
+
 // chunk 0 holds the low nibbles (elements 0..15), chunk 1 the high ones.
 func (t *q4_0Type) chunk(r int, _ Mem, c int) VecVirtual {
 	return permute16(t.tab[r], t.q[r], c == 1)
