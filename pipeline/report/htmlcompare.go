@@ -87,7 +87,7 @@ type compareRow struct {
 }
 
 // compareChart draws two panels: KLD mean (log scale) and the generation
-// test's median rate, baseline and this run side by side.
+// test's p90 rate, baseline and this run side by side.
 func compareChart(r *runcompare.Result) string {
 	var kld, tg []compareRow
 	for _, c := range r.Backends {
@@ -101,7 +101,7 @@ func compareChart(r *runcompare.Result) string {
 			kld = append(kld, compareRow{name: c.Name, base: errPoint(m.Base, m.BaseErr), new: errPoint(m.New, m.NewErr), bad: m.Beyond && m.Worse})
 		}
 		for _, sp := range c.Speed {
-			if sp.Relative || !strings.HasPrefix(sp.Test, "tg") {
+			if !strings.HasPrefix(sp.Test, "tg") {
 				continue
 			}
 			name := c.Name + " " + sp.Test
@@ -112,7 +112,7 @@ func compareChart(r *runcompare.Result) string {
 			tg = append(tg, compareRow{name: name, base: ratePoint(sp.Base), new: ratePoint(sp.New), bad: bad})
 		}
 	}
-	return `<div class="pair">` + comparePanel("KLD mean (log scale)", kld, true) + comparePanel("tg tokens/s: median and 95% CI", tg, false) + `</div>`
+	return `<div class="pair">` + comparePanel("KLD mean (log scale)", kld, true) + comparePanel("tg tokens/s: p90 and 95% CI", tg, false) + `</div>`
 }
 
 func errPoint(v, e *float64) comparePoint {
@@ -130,9 +130,9 @@ func ratePoint(s *speedstat.Summary) comparePoint {
 	if s == nil {
 		return comparePoint{}
 	}
-	p := comparePoint{v: s.Median, lo: s.Median, hi: s.Median, ok: true}
-	if s.Lo != nil && s.Hi != nil {
-		p.lo, p.hi = *s.Lo, *s.Hi
+	p := comparePoint{v: s.Fast, lo: s.Fast, hi: s.Fast, ok: true}
+	if s.FastLo != nil && s.FastHi != nil {
+		p.lo, p.hi = *s.FastLo, *s.FastHi
 	}
 	return p
 }

@@ -21,8 +21,11 @@ type Result struct {
 	New      RunRef          `json:"new"`
 	Backends []BackendChange `json:"backends"`
 	// MinChange is the smallest relative throughput change reported as
-	// significant (besides the U test's p < alpha).
+	// significant (besides the p90 test's p < alpha).
 	MinChange float64 `json:"min_change"`
+	// DetectChange is the change the repetitions estimate of every speed
+	// row (reps_to_detect) is for: DetectChange.
+	DetectChange float64 `json:"detect_change"`
 	// Machine is how much every backend's speed moved together between
 	// the runs; nil when fewer than MinShiftBackends were measured in both.
 	Machine *MachineShift `json:"machine_shift,omitempty"`
@@ -30,23 +33,28 @@ type Result struct {
 
 // MachineShift is the move of every backend's speed between two runs. A
 // shared machine's speed changes between runs far beyond sampling noise
-// (measured here: 14-18 % between back-to-back runs of the same binaries,
-// up to 70 % within minutes) and moves every backend alike, since the bench
-// interleaves them round by round; but not every test alike: a prompt batch
-// and single-token decodes load the machine differently (two identical runs
-// here: pp64 +37 %, tg16 +5 %, on every backend). So each test has its own
-// shift, the median over the backends that ran it in both runs of new
-// median / base median: robust to a minority of backends changing for
-// their own reasons. It cannot tell the machine from a change common to
-// every backend (a new evalrun making every backend faster), so it has no
-// verdict of its own.
+// (measured here: 5-15 % in p90 between back-to-back runs of the same
+// binaries, up to 70 % within minutes) and moves every backend alike, since
+// the bench interleaves them round by round; but not every test alike: a
+// prompt batch and single-token decodes load the machine differently (two
+// identical runs here: pp64 +37 %, tg16 +5 %, on every backend). So each
+// test has its own shift: the median, over the backends that ran it in
+// both runs, of new p90 / base p90. A backend's row is judged against the
+// shift of the other backends (leave one out), so its own change does not
+// move the yardstick; the median keeps a minority of backends changing for
+// their own reasons from moving it. It cannot tell the machine from a
+// change common to every backend (a new evalrun making every backend
+// faster), so it has no verdict of its own.
 type MachineShift struct {
 	Factor   float64 `json:"factor"`   // the median over every test: the headline
 	Tests    int     `json:"tests"`    // backend × test pairs measured in both runs
 	Backends int     `json:"backends"` // backends they come from
-	// ByTest is each test's shift (pp64, tg16), the factor its rows are
-	// divided by; a test fewer than MinShiftBackends ran uses Factor.
+	// ByTest is each test's shift over every backend (pp64, tg16); a row
+	// is divided by the same median without its own backend. A test fewer
+	// than MinShiftBackends ran uses Factor.
 	ByTest map[string]float64 `json:"by_test,omitempty"`
+
+	logs map[string]map[string]float64 // test -> backend -> log(new p90 / base p90)
 }
 
 // MinShiftBackends is the fewest backends measured in both runs from which
@@ -99,24 +107,20 @@ type MetricChange struct {
 
 // SpeedChange is one throughput test in both runs.
 type SpeedChange struct {
-	Test      string `json:"test"` // pp64, tg16, "tg16 vs reference"
+	Test      string `json:"test"` // pp64, tg16
 	Simulated bool   `json:"simulated,omitempty"`
-	// Relative: the samples are the candidate's speed relative to the
-	// reference's in the same bench round (reference time / candidate
-	// time), not tokens/s. Both were measured within milliseconds of each
-	// other, so a change of the machine's speed between the runs cancels.
-	Relative bool `json:"relative,omitempty"`
 	speedstat.Comparison
-	// DeltaRaw is the change of the medians as measured; Delta, P and the
+	// DeltaRaw is the change of the p90s as measured; Delta, P and the
 	// verdict are on the new run's rates divided by the machine shift.
-	// Null when no shift was removed (relative rows, too few backends).
+	// Null when no shift was removed (too few backends).
 	DeltaRaw *float64 `json:"delta_raw,omitempty"`
 	// PAdjusted is P adjusted for all the comparison's speed tests at
 	// once (speedstat.Holm); the verdict is on it.
 	PAdjusted *float64 `json:"p_adjusted,omitempty"`
-	// RepsForMinChange estimates the repetitions per run the U test needs
-	// to find a change of MinChange with this spread (speedstat.RepsToDetect).
-	RepsForMinChange int `json:"reps_for_min_change,omitempty"`
+	// RepsToDetect estimates the repetitions per run the p90 test needs to
+	// find a change of DetectChange with this spread, at the strictest
+	// Holm level (speedstat.RepsToDetect).
+	RepsToDetect int `json:"reps_to_detect,omitempty"`
 
 	baseRates, newRates []float64 // what P was computed on
 }
@@ -161,14 +165,19 @@ var metrics = []metric{
 // DefaultMinChange is the smallest relative throughput change called
 // significant: runs made at different times on a shared machine drift by
 // more than sampling noise (another job's load), which no test on the
-// samples can tell from a change in the code.
-const DefaultMinChange = 0.05
+// samples can tell from a change in the code. Below DetectChange, so that
+// a change of that size is called more often than not.
+const DefaultMinChange = 0.03
+
+// DetectChange is the change the bundled spec's repetitions are sized to
+// find, and what every speed row's reps_to_detect estimates.
+const DetectChange = 0.05
 
 // Compare compares the new run with the baseline. Backends are matched by
 // name: the reference first, then the new run's candidates, then those only
 // the baseline has.
 func Compare(base, new *Run, minChange float64) *Result {
-	res := &Result{Schema: Schema, Base: ref(base), New: ref(new), MinChange: minChange,
+	res := &Result{Schema: Schema, Base: ref(base), New: ref(new), MinChange: minChange, DetectChange: DetectChange,
 		Machine: machineShift(base.speeds(), new.speeds())}
 	seen := map[string]bool{}
 	for _, nb := range new.backends() {
@@ -177,11 +186,7 @@ func Compare(base, new *Run, minChange float64) *Result {
 		if bb, ok := base.backend(nb.Name); ok {
 			c.Presence, c.BaseStatus = "both", bb.Status
 			c.Metrics = compareMetrics(bb.Accuracy, nb.Accuracy)
-			c.Speed = compareSpeed(bb.Throughput, nb.Throughput, res.Machine)
-			if !c.Reference {
-				c.Speed = append(c.Speed, compareRelative(base.Summary.Reference.Throughput, bb.Throughput,
-					new.Summary.Reference.Throughput, nb.Throughput)...)
-			}
+			c.Speed = compareSpeed(bb.Throughput, nb.Throughput, res.Machine, nb.Name)
 			c.Logits = compareLogits(base, new, bb, nb)
 		} else {
 			c.Logits = LogitsChange{Verdict: NotComparable, Note: "not in the baseline"}
@@ -232,7 +237,7 @@ func compareMetrics(base, new *summary.Accuracy) []MetricChange {
 	return out
 }
 
-func compareSpeed(base, new *summary.Throughput, shift *MachineShift) []SpeedChange {
+func compareSpeed(base, new *summary.Throughput, shift *MachineShift, backend string) []SpeedChange {
 	if base == nil || new == nil {
 		return nil
 	}
@@ -241,12 +246,12 @@ func compareSpeed(base, new *summary.Throughput, shift *MachineShift) []SpeedCha
 		if t.b == nil && t.n == nil {
 			continue
 		}
-		rates := shift.remove(testName(t.n), t.n.Rates())
+		rates := shift.remove(testName(t.n), backend, t.n.Rates())
 		c := SpeedChange{Simulated: new.Simulated || base.Simulated, Comparison: speedstat.Compare(t.b.Rates(), rates),
 			baseRates: t.b.Rates(), newRates: rates}
 		if shift != nil && c.Delta != nil {
-			c.New = t.n.Stats
-			raw := t.n.Stats.Median/t.b.Stats.Median - 1
+			c.New = speedstat.Summarize(t.n.Rates()) // as measured
+			raw := c.New.Fast/c.Base.Fast - 1
 			c.DeltaRaw = &raw
 		}
 		c.Test = testName(t.n)
@@ -288,7 +293,7 @@ func (r *Result) MachineLine() string {
 // the tests both runs measured; nil with fewer than MinShiftBackends.
 func machineShift(base, new map[string]*summary.Throughput) *MachineShift {
 	var all []float64
-	byTest := map[string][]float64{}
+	logs := map[string]map[string]float64{}
 	backends := 0
 	for name, nt := range new {
 		bt := base[name]
@@ -297,10 +302,19 @@ func machineShift(base, new map[string]*summary.Throughput) *MachineShift {
 		}
 		n := len(all)
 		for _, t := range []struct{ b, n *summary.BenchTest }{{bt.PP, nt.PP}, {bt.TG, nt.TG}} {
-			if t.b != nil && t.n != nil && t.b.Stats != nil && t.n.Stats != nil && testName(t.b) == testName(t.n) && t.b.Stats.Median > 0 {
-				l := math.Log(t.n.Stats.Median / t.b.Stats.Median)
+			if t.b == nil || t.n == nil || testName(t.b) != testName(t.n) {
+				continue
+			}
+			// From the samples: a baseline written before p90 was recorded
+			// has none in its stats.
+			if b, n := speedstat.Summarize(t.b.Rates()), speedstat.Summarize(t.n.Rates()); b != nil && n != nil && b.Fast > 0 {
+				l := math.Log(n.Fast / b.Fast)
 				all = append(all, l)
-				byTest[testName(t.n)] = append(byTest[testName(t.n)], l)
+				test := testName(t.n)
+				if logs[test] == nil {
+					logs[test] = map[string]float64{}
+				}
+				logs[test][name] = l
 			}
 		}
 		if len(all) > n {
@@ -310,30 +324,38 @@ func machineShift(base, new map[string]*summary.Throughput) *MachineShift {
 	if backends < MinShiftBackends {
 		return nil
 	}
-	s := &MachineShift{Factor: math.Exp(speedstat.Median(all)), Tests: len(all), Backends: backends, ByTest: map[string]float64{}}
-	for test, logs := range byTest {
-		if len(logs) >= MinShiftBackends {
-			s.ByTest[test] = math.Exp(speedstat.Median(logs))
+	s := &MachineShift{Factor: math.Exp(speedstat.Median(all)), Tests: len(all), Backends: backends, ByTest: map[string]float64{}, logs: logs}
+	for test, by := range logs {
+		if len(by) >= MinShiftBackends {
+			s.ByTest[test] = math.Exp(speedstat.Median(slices.Collect(maps.Values(by))))
 		}
 	}
 	return s
 }
 
-// factor is the shift of test; 1 for a nil shift.
-func (s *MachineShift) factor(test string) float64 {
+// factor is the shift a row of backend's test is divided by: the median
+// over the other backends that ran the test (Factor when fewer than
+// MinShiftBackends ran it); 1 for a nil shift.
+func (s *MachineShift) factor(test, backend string) float64 {
 	if s == nil {
 		return 1
 	}
-	if f, ok := s.ByTest[test]; ok {
-		return f
+	if _, ok := s.ByTest[test]; !ok {
+		return s.Factor
 	}
-	return s.Factor
+	var others []float64
+	for name, l := range s.logs[test] {
+		if name != backend {
+			others = append(others, l)
+		}
+	}
+	return math.Exp(speedstat.Median(others))
 }
 
-// remove divides the rates of test (in place) by the shift's factor; a nil
-// shift leaves them as they are.
-func (s *MachineShift) remove(test string, rates []float64) []float64 {
-	f := s.factor(test)
+// remove divides the rates of backend's test (in place) by the shift's
+// factor; a nil shift leaves them as they are.
+func (s *MachineShift) remove(test, backend string, rates []float64) []float64 {
+	f := s.factor(test, backend)
 	for i := range rates {
 		rates[i] /= f
 	}
@@ -356,7 +378,7 @@ func (res *Result) judgeSpeed() {
 	for i, adj := range speedstat.Holm(ps) {
 		s := rows[i]
 		s.PAdjusted = &adj
-		s.RepsForMinChange = speedstat.RepsToDetect(s.baseRates, s.newRates, res.MinChange, alpha)
+		s.RepsToDetect = speedstat.RepsToDetect(s.baseRates, s.newRates, res.DetectChange, alpha)
 		switch {
 		case adj >= speedstat.Alpha:
 			s.Verdict = speedstat.NoChange
@@ -369,43 +391,6 @@ func (res *Result) judgeSpeed() {
 			s.Verdict = speedstat.Faster
 		}
 	}
-}
-
-// compareRelative compares a candidate's speed relative to the reference,
-// round by round: the bench runs one repetition of every backend per round,
-// so repetition i of the candidate and of the reference saw the same
-// machine. A test is compared when both runs have it for both backends with
-// one sample per round.
-func compareRelative(baseRef, base, newRef, new *summary.Throughput) []SpeedChange {
-	if baseRef == nil || base == nil || newRef == nil || new == nil {
-		return nil
-	}
-	var out []SpeedChange
-	for _, t := range []struct{ br, b, nr, n *summary.BenchTest }{{baseRef.PP, base.PP, newRef.PP, new.PP}, {baseRef.TG, base.TG, newRef.TG, new.TG}} {
-		rb, rn := relative(t.br, t.b), relative(t.nr, t.n)
-		if rb == nil || rn == nil || testName(t.b) != testName(t.n) {
-			continue
-		}
-		out = append(out, SpeedChange{Test: testName(t.n) + " vs reference", Relative: true, Simulated: new.Simulated || base.Simulated,
-			Comparison: speedstat.Compare(rb, rn), baseRates: rb, newRates: rn})
-	}
-	return out
-}
-
-// relative is the candidate's per-round speed relative to the reference's
-// (reference time / candidate time); nil unless both ran the same test
-// the same number of times.
-func relative(ref, cand *summary.BenchTest) []float64 {
-	if ref == nil || cand == nil || testName(ref) != testName(cand) || len(ref.SamplesNS) != len(cand.SamplesNS) || len(cand.SamplesNS) == 0 {
-		return nil
-	}
-	out := make([]float64, 0, len(cand.SamplesNS))
-	for i, ns := range cand.SamplesNS {
-		if ns > 0 && ref.SamplesNS[i] > 0 {
-			out = append(out, float64(ref.SamplesNS[i])/float64(ns))
-		}
-	}
-	return out
 }
 
 func testName(b *summary.BenchTest) string {

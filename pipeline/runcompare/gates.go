@@ -24,7 +24,7 @@ func Gates(base *Run) func(b *summary.BackendSummary, g spec.Gates, speeds map[s
 			case !found:
 				r.Note = "not measured: no backend " + b.Name + " in the baseline " + base.Summary.Run.ID
 			case summary.IsSpeedMetric(gate.Metric):
-				r = slowdownGate(r, gate, bb.Throughput, b.Throughput, g, machineShift(base.speeds(), speeds))
+				r = slowdownGate(r, gate, bb.Throughput, b.Throughput, g, machineShift(base.speeds(), speeds), b.Name)
 			default:
 				r = accuracyGate(r, gate, bb.Accuracy, b.Accuracy)
 			}
@@ -68,9 +68,9 @@ func accuracyGate(r summary.GateResult, gate spec.Gate, base, new *summary.Accur
 }
 
 // slowdownGate fails only when the slowdown beyond the limit is
-// significant: the one-sided U test of this run's rates against the
-// baseline's scaled by (1 - limit). Value is the median's slowdown.
-func slowdownGate(r summary.GateResult, gate spec.Gate, base, new *summary.Throughput, g spec.Gates, shift *MachineShift) summary.GateResult {
+// significant: the one-sided p90 test of this run's rates against the
+// baseline's scaled by (1 - limit). Value is the p90's slowdown.
+func slowdownGate(r summary.GateResult, gate spec.Gate, base, new *summary.Throughput, g spec.Gates, shift *MachineShift, backend string) summary.GateResult {
 	if summary.SkipSpeedGate(g, new) {
 		r.Pass, r.Skipped, r.Note = true, true, summary.NoteSimulated
 		return r
@@ -85,7 +85,8 @@ func slowdownGate(r summary.GateResult, gate spec.Gate, base, new *summary.Throu
 		return t.PP
 	}
 	bt, nt := pick(base), pick(new)
-	if bt == nil || nt == nil || bt.Stats == nil || nt.Stats == nil {
+	bs, ns := summaryOf(bt), summaryOf(nt)
+	if bs == nil || ns == nil {
 		r.Note = "not measured"
 		return r
 	}
@@ -94,16 +95,16 @@ func slowdownGate(r summary.GateResult, gate spec.Gate, base, new *summary.Throu
 		return r
 	}
 	test, machine := testName(nt), ""
-	factor := shift.factor(test)
+	factor := shift.factor(test, backend)
 	if shift != nil {
-		over := test
+		over := "the other backends' p90 speed"
 		if _, ok := shift.ByTest[test]; !ok {
-			over = "over all tests"
+			over = "every backend's p90 speed over all tests"
 		}
-		machine = fmt.Sprintf(" after the machine's %+.1f%% (every backend's median speed, %s)", 100*(factor-1), over)
+		machine = fmt.Sprintf(" after the machine's %+.1f%% (%s)", 100*(factor-1), over)
 	}
-	rates := shift.remove(test, nt.Rates())
-	slow := 1 - nt.Stats.Median/factor/bt.Stats.Median
+	rates := shift.remove(test, backend, nt.Rates())
+	slow := 1 - ns.Fast/factor/bs.Fast
 	r.Value = &slow
 	exceeds, p, _ := speedstat.SlowdownExceeds(bt.Rates(), rates, gate.Limit)
 	r.Pass = !exceeds
@@ -111,7 +112,15 @@ func slowdownGate(r summary.GateResult, gate spec.Gate, base, new *summary.Throu
 	if exceeds {
 		verdict = "significant"
 	}
-	r.Note = fmt.Sprintf("median %.4g -> %.4g t/s, slowdown %.1f%%%s beyond %.1f%%: %s (one-sided U test p=%.3g, %d+%d repetitions)",
-		bt.Stats.Median, nt.Stats.Median, 100*slow, machine, 100*gate.Limit, verdict, p, bt.Stats.N, nt.Stats.N)
+	r.Note = fmt.Sprintf("p90 %.4g -> %.4g t/s, slowdown %.1f%%%s beyond %.1f%%: %s (one-sided p90 test p=%.3g, %d+%d repetitions)",
+		bs.Fast, ns.Fast, 100*slow, machine, 100*gate.Limit, verdict, p, bs.N, ns.N)
 	return r
+}
+
+// summaryOf summarizes a test's samples; nil when it did not run.
+func summaryOf(t *summary.BenchTest) *speedstat.Summary {
+	if t == nil {
+		return nil
+	}
+	return speedstat.Summarize(t.Rates())
 }

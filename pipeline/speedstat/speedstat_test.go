@@ -20,21 +20,56 @@ func TestRatesAndSummary(t *testing.T) {
 	if s.N != 10 || math.Abs(s.Median-(64/0.048+64/0.04)/2) > 1e-9 || s.Lo == nil || s.Hi == nil || *s.Lo > 64/0.048 || *s.Hi < 1600 || s.Confidence < Confidence {
 		t.Fatalf("summary %+v lo %v hi %v", s, s.Lo, s.Hi)
 	}
+	// p90 of 10: between the two fastest (64/0.016 = 4000, 64/0.008 = 8000),
+	// with no 95 % interval yet.
+	if s.Fast <= 4000 || s.Fast >= 8000 || s.FastLo != nil || s.FastHi != nil {
+		t.Fatalf("p90 of 10: %v, interval %v..%v", s.Fast, s.FastLo, s.FastHi)
+	}
 	if small := Summarize(r[:5]); small.Lo != nil || small.Hi != nil {
 		t.Fatalf("5 samples have no 95%% interval of the median, got %v..%v", *small.Lo, *small.Hi)
 	}
 	if Summarize(nil) != nil {
 		t.Fatal("no samples, a summary")
 	}
+	big := Summarize(spread(1000, 100))
+	if big.FastLo == nil || !(*big.FastLo <= big.Fast && big.Fast <= *big.FastHi) || math.Abs(big.Fast/1000-1.008) > 0.001 {
+		t.Fatalf("p90 of 100 rates spread ±1 %% around 1000: %v [%v, %v]", big.Fast, big.FastLo, big.FastHi)
+	}
 }
 
 func TestMinReps(t *testing.T) {
-	if MinRepsCI() != 6 || MinRepsCompare() != 4 {
-		t.Fatalf("min reps: CI %d, compare %d; want 6 and 4 at 95%%", MinRepsCI(), MinRepsCompare())
+	if MinRepsCI() != 6 || MinRepsCompare() != 30 {
+		t.Fatalf("min reps: CI %d, compare %d; want 6 and 30 at 95%%", MinRepsCI(), MinRepsCompare())
 	}
-	if p := uTestMinP(4); math.Abs(p-2.0/70) > 1e-15 {
-		t.Fatalf("min p for 4+4: %v", p)
+}
+
+// The p90 test against Fisher's exact test by hand: 40 + 40 values, the
+// pooled p90 cut leaves 8 above it; all 8 in one sample has probability
+// C(40,8)/C(80,8) on either side.
+func TestQuantileTest(t *testing.T) {
+	base, new := spread(1000, 40), spread(1000, 40)
+	for i := range new {
+		new[i] *= 1.5
 	}
+	two, lower := quantileTest(base, new, FastQuantile)
+	one := math.Exp(lchoose(40, 8) - lchoose(80, 8))
+	if math.Abs(two-2*one) > 1e-12 || math.Abs(lower-1) > 1e-12 {
+		t.Fatalf("separated: two-sided %v want %v, lower %v want 1", two, 2*one, lower)
+	}
+	if _, lower := quantileTest(new, base, FastQuantile); math.Abs(lower-one) > 1e-12 {
+		t.Fatalf("new below: one-sided %v want %v", lower, one)
+	}
+	// Interleaved: the 8 split 4/4, the likeliest table: p = 1.
+	if two, _ := quantileTest(spread(1000, 40), spread(1000.1, 40), FastQuantile); two < 0.99 {
+		t.Fatalf("interleaved: %v", two)
+	}
+}
+
+func lchoose(n, k float64) float64 {
+	a, _ := math.Lgamma(n + 1)
+	b, _ := math.Lgamma(k + 1)
+	c, _ := math.Lgamma(n - k + 1)
+	return a - b - c
 }
 
 func spread(center float64, n int) []float64 {
@@ -46,22 +81,30 @@ func spread(center float64, n int) []float64 {
 }
 
 func TestCompare(t *testing.T) {
-	base := spread(1000, 10)
-	slower := spread(900, 10)
-	if c := Compare(base, slower); c.Verdict != Slower || *c.P >= Alpha || math.Abs(*c.Delta+0.1) > 1e-9 {
+	base := spread(1000, 40)
+	if c := Compare(base, spread(900, 40)); c.Verdict != Slower || *c.P >= Alpha || math.Abs(*c.Delta+0.1) > 1e-9 {
 		t.Fatalf("10%% slower: %+v", c)
 	}
-	if c := Compare(base, spread(1100, 10)); c.Verdict != Faster || *c.Delta <= 0 {
+	if c := Compare(base, spread(1100, 40)); c.Verdict != Faster || *c.Delta <= 0 {
 		t.Fatalf("10%% faster: %+v", c)
 	}
 	// Interleaved values: no change.
-	if c := Compare(base, spread(1000.5, 10)); c.Verdict != NoChange || *c.P < Alpha || c.Note != "" {
+	if c := Compare(base, spread(1000.5, 40)); c.Verdict != NoChange || *c.P < Alpha || c.Note != "" {
 		t.Fatalf("same: %+v", c)
 	}
-	// Three repetitions can never be significant, however far apart: say so.
-	c := Compare(spread(1000, 3), spread(500, 3))
-	if c.Verdict != NoChange || !strings.Contains(c.Note, ">= 4") {
-		t.Fatalf("3 reps: %+v", c)
+	// The slow repetitions' share is the machine's: more of them, the same
+	// fast mode, no change (the median moves by a third).
+	busy := spread(1000, 40)
+	for i := range 20 {
+		busy[i] *= 0.6
+	}
+	if c := Compare(base, busy); c.Verdict != NoChange {
+		t.Fatalf("half the repetitions slowed by another process: %+v", c)
+	}
+	// Twenty repetitions can never be significant, however far apart: say so.
+	c := Compare(spread(1000, 20), spread(500, 20))
+	if c.Verdict != NoChange || !strings.Contains(c.Note, ">= 30") {
+		t.Fatalf("20 reps: %+v", c)
 	}
 	if c := Compare(nil, base); c.Verdict != NotComparable || c.P != nil {
 		t.Fatalf("no base samples: %+v", c)
@@ -69,23 +112,22 @@ func TestCompare(t *testing.T) {
 }
 
 func TestSlowdownExceeds(t *testing.T) {
-	base := spread(1000, 10)
+	base := spread(1000, 40)
 	for _, tc := range []struct {
 		new   []float64
 		limit float64
 		want  bool
 	}{
-		{spread(900, 10), 0.05, true},   // 10 % slower, limit 5 %
-		{spread(970, 10), 0.05, false},  // 3 % slower: within the limit
-		{spread(900, 10), 0.15, false},  // within a 15 % limit
-		{spread(1000, 10), 0.00, false}, // the same
-		{spread(900, 3), 0.05, true},    // a one-sided test reaches 0.05 with 3+10
-		{spread(900, 2), 0.05, true},    // 2+10: p = 1/66
-		{spread(900, 1), 0.05, false},   // one repetition cannot establish it: p = 1/11
+		{spread(900, 40), 0.05, true},   // 10 % slower, limit 5 %
+		{spread(970, 40), 0.05, false},  // 3 % slower: within the limit
+		{spread(900, 40), 0.15, false},  // within a 15 % limit
+		{spread(1000, 40), 0.00, false}, // the same
+		{spread(1100, 40), 0.05, false}, // faster
+		{spread(900, 10), 0.05, false},  // 10+40 cannot establish it
 	} {
 		got, p, ok := SlowdownExceeds(base, tc.new, tc.limit)
 		if !ok || got != tc.want {
-			t.Errorf("median %v n %d limit %v: exceeds %v (p %.3g), want %v", tc.new[len(tc.new)/2], len(tc.new), tc.limit, got, p, tc.want)
+			t.Errorf("center %v n %d limit %v: exceeds %v (p %.3g), want %v", tc.new[len(tc.new)/2], len(tc.new), tc.limit, got, p, tc.want)
 		}
 	}
 	if _, _, ok := SlowdownExceeds(nil, base, 0.05); ok {
@@ -125,9 +167,10 @@ func lognormal(r *rand.Rand, center, sigma float64, n int) []float64 {
 func TestRepsToDetectFindsTheChange(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	const sigma, change = 0.1, 0.05
-	n := RepsToDetect(lognormal(r, 1000, sigma, 200), lognormal(r, 1000, sigma, 200), change, Alpha)
-	// Normal theory: 2 (1.96 + 0.84)^2 sigma^2 / log(1.05)^2 / (3/π) ≈ 69.
-	if n < 55 || n > 85 {
+	n := RepsToDetect(lognormal(r, 1000, sigma, 1000), lognormal(r, 1000, sigma, 1000), change, Alpha)
+	// Normal theory: the sd of log p90 is sqrt(0.9·0.1)/φ(1.2816) sigma =
+	// 1.71 sigma, so 2 (1.96 + 0.84)^2 (1.71 sigma)^2 / log(1.05)^2 ≈ 192.
+	if n < 150 || n > 280 {
 		t.Fatalf("reps for 5%% at sigma 0.1: %d", n)
 	}
 	found := func(reps int) int {
@@ -145,7 +188,7 @@ func TestRepsToDetectFindsTheChange(t *testing.T) {
 	if hits := found(n / 4); hits > 100 {
 		t.Errorf("at %d reps a 5%% slowdown was found %d times of 200, want few", n/4, hits)
 	}
-	if wide := RepsToDetect(lognormal(r, 1000, 2*sigma, 200), lognormal(r, 1000, 2*sigma, 200), change, Alpha); wide < 3*n {
+	if wide := RepsToDetect(lognormal(r, 1000, 2*sigma, 1000), lognormal(r, 1000, 2*sigma, 1000), change, Alpha); wide < 5*n/2 {
 		t.Errorf("twice the spread: %d reps, want about 4x %d", wide, n)
 	}
 	if RepsToDetect(nil, []float64{1}, change, Alpha) != 0 {
