@@ -87,7 +87,7 @@ type compareRow struct {
 }
 
 // compareChart draws two panels: KLD mean (log scale) and the generation
-// test's p90 rate, baseline and this run side by side.
+// test's p95 rate, baseline and this run side by side.
 func compareChart(r *runcompare.Result) string {
 	var kld, tg []compareRow
 	for _, c := range r.Backends {
@@ -112,7 +112,7 @@ func compareChart(r *runcompare.Result) string {
 			tg = append(tg, compareRow{name: name, base: ratePoint(sp.Base), new: ratePoint(sp.New), bad: bad})
 		}
 	}
-	return `<div class="pair">` + comparePanel("KLD mean (log scale)", kld, true) + comparePanel("tg tokens/s: p90 and 95% CI", tg, false) + `</div>`
+	return `<div class="pair">` + comparePanel("KLD mean (log scale)", kld, true) + comparePanel("tg tokens/s: p95 and 95% CI", tg, false) + `</div>`
 }
 
 func errPoint(v, e *float64) comparePoint {

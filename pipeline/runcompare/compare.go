@@ -21,7 +21,7 @@ type Result struct {
 	New      RunRef          `json:"new"`
 	Backends []BackendChange `json:"backends"`
 	// MinChange is the smallest relative throughput change reported as
-	// significant (besides the p90 test's p < alpha).
+	// significant (besides the p95 test's p < alpha).
 	MinChange float64 `json:"min_change"`
 	// DetectChange is the change the repetitions estimate of every speed
 	// row (reps_to_detect) is for: DetectChange.
@@ -33,13 +33,13 @@ type Result struct {
 
 // MachineShift is the move of every backend's speed between two runs. A
 // shared machine's speed changes between runs far beyond sampling noise
-// (measured here: 5-15 % in p90 between back-to-back runs of the same
+// (measured here: 5-15 % in p95 between back-to-back runs of the same
 // binaries, up to 70 % within minutes) and moves every backend alike, since
 // the bench interleaves them round by round; but not every test alike: a
 // prompt batch and single-token decodes load the machine differently (two
 // identical runs here: pp64 +37 %, tg16 +5 %, on every backend). So each
 // test has its own shift: the median, over the backends that ran it in
-// both runs, of new p90 / base p90. A backend's row is judged against the
+// both runs, of new p95 / base p95. A backend's row is judged against the
 // shift of the other backends (leave one out), so its own change does not
 // move the yardstick; the median keeps a minority of backends changing for
 // their own reasons from moving it. It cannot tell the machine from a
@@ -54,7 +54,7 @@ type MachineShift struct {
 	// than MinShiftBackends ran uses Factor.
 	ByTest map[string]float64 `json:"by_test,omitempty"`
 
-	logs map[string]map[string]float64 // test -> backend -> log(new p90 / base p90)
+	logs map[string]map[string]float64 // test -> backend -> log(new p95 / base p95)
 }
 
 // MinShiftBackends is the fewest backends measured in both runs from which
@@ -110,14 +110,14 @@ type SpeedChange struct {
 	Test      string `json:"test"` // pp64, tg16
 	Simulated bool   `json:"simulated,omitempty"`
 	speedstat.Comparison
-	// DeltaRaw is the change of the p90s as measured; Delta, P and the
+	// DeltaRaw is the change of the p95s as measured; Delta, P and the
 	// verdict are on the new run's rates divided by the machine shift.
 	// Null when no shift was removed (too few backends).
 	DeltaRaw *float64 `json:"delta_raw,omitempty"`
 	// PAdjusted is P adjusted for all the comparison's speed tests at
 	// once (speedstat.Holm); the verdict is on it.
 	PAdjusted *float64 `json:"p_adjusted,omitempty"`
-	// RepsToDetect estimates the repetitions per run the p90 test needs to
+	// RepsToDetect estimates the repetitions per run the p95 test needs to
 	// find a change of DetectChange with this spread, at the strictest
 	// Holm level (speedstat.RepsToDetect).
 	RepsToDetect int `json:"reps_to_detect,omitempty"`
@@ -305,7 +305,7 @@ func machineShift(base, new map[string]*summary.Throughput) *MachineShift {
 			if t.b == nil || t.n == nil || testName(t.b) != testName(t.n) {
 				continue
 			}
-			// From the samples: a baseline written before p90 was recorded
+			// From the samples: a baseline written before p95 was recorded
 			// has none in its stats.
 			if b, n := speedstat.Summarize(t.b.Rates()), speedstat.Summarize(t.n.Rates()); b != nil && n != nil && b.Fast > 0 {
 				l := math.Log(n.Fast / b.Fast)

@@ -68,8 +68,8 @@ func accuracyGate(r summary.GateResult, gate spec.Gate, base, new *summary.Accur
 }
 
 // slowdownGate fails only when the slowdown beyond the limit is
-// significant: the one-sided p90 test of this run's rates against the
-// baseline's scaled by (1 - limit). Value is the p90's slowdown.
+// significant: the one-sided p95 test of this run's rates against the
+// baseline's scaled by (1 - limit). Value is the p95's slowdown.
 func slowdownGate(r summary.GateResult, gate spec.Gate, base, new *summary.Throughput, g spec.Gates, shift *MachineShift, backend string) summary.GateResult {
 	if summary.SkipSpeedGate(g, new) {
 		r.Pass, r.Skipped, r.Note = true, true, summary.NoteSimulated
@@ -97,9 +97,9 @@ func slowdownGate(r summary.GateResult, gate spec.Gate, base, new *summary.Throu
 	test, machine := testName(nt), ""
 	factor := shift.factor(test, backend)
 	if shift != nil {
-		over := "the other backends' p90 speed"
+		over := "the other backends' p95 speed"
 		if _, ok := shift.ByTest[test]; !ok {
-			over = "every backend's p90 speed over all tests"
+			over = "every backend's p95 speed over all tests"
 		}
 		machine = fmt.Sprintf(" after the machine's %+.1f%% (%s)", 100*(factor-1), over)
 	}
@@ -112,7 +112,7 @@ func slowdownGate(r summary.GateResult, gate spec.Gate, base, new *summary.Throu
 	if exceeds {
 		verdict = "significant"
 	}
-	r.Note = fmt.Sprintf("p90 %.4g -> %.4g t/s, slowdown %.1f%%%s beyond %.1f%%: %s (one-sided p90 test p=%.3g, %d+%d repetitions)",
+	r.Note = fmt.Sprintf("p95 %.4g -> %.4g t/s, slowdown %.1f%%%s beyond %.1f%%: %s (one-sided p95 test p=%.3g, %d+%d repetitions)",
 		bs.Fast, ns.Fast, 100*slow, machine, 100*gate.Limit, verdict, p, bs.N, ns.N)
 	return r
 }

@@ -20,7 +20,7 @@ func Print(w io.Writer, r *Result) error {
 	if err := summaryTable(w, r, false); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\nthroughput vs the baseline (p90 t/s [95%% CI]: the speed the fastest 10%% of repetitions reach; Δ judged: after the machine's change; significant: p90 test p < %.2g adjusted for all the tests (Holm) and |Δ judged| >= %.0f%%)\n%s\n", speedstat.Alpha, 100*r.MinChange, r.MachineLine())
+	fmt.Fprintf(w, "\nthroughput vs the baseline (p95 t/s [95%% CI]: the speed the fastest 5%% of repetitions reach; Δ judged: after the machine's change; significant: p95 test p < %.2g adjusted for all the tests (Holm) and |Δ judged| >= %.0f%%)\n%s\n", speedstat.Alpha, 100*r.MinChange, r.MachineLine())
 	return speedTable(w, r, false)
 }
 
@@ -32,7 +32,7 @@ func Markdown(w io.Writer, r *Result) error {
 	if err := summaryTable(w, r, true); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\n## Throughput\n\np90 tokens/s with its 95 %% confidence interval: the speed the fastest 10 %% of the repetitions reach (the median moves with how many repetitions another job slowed, p90 with the code). Δ judged is the change after removing the machine's (below; each backend against the others' shift). A change is significant when the p90 test's p (Fisher's exact test on the repetitions above the pooled p90), adjusted for all the tests of this table at once (Holm), is below %.2g and Δ judged is at least %.0f %%; \"reps for %.0f%%\" estimates the repetitions per run that would find a change of that size with this spread.\n\n%s\n\n", speedstat.Alpha, 100*r.MinChange, 100*r.DetectChange, r.MachineLine())
+	fmt.Fprintf(w, "\n## Throughput\n\np95 tokens/s with its 95 %% confidence interval: the speed the fastest 5 %% of the repetitions reach (the median moves with how many repetitions another job slowed, p95 with the code). Δ judged is the change after removing the machine's (below; each backend against the others' shift). A change is significant when the p95 test's p (Fisher's exact test on the repetitions above the pooled p95), adjusted for all the tests of this table at once (Holm), is below %.2g and Δ judged is at least %.0f %%; \"reps for %.0f%%\" estimates the repetitions per run that would find a change of that size with this spread.\n\n%s\n\n", speedstat.Alpha, 100*r.MinChange, 100*r.DetectChange, r.MachineLine())
 	if err := speedTable(w, r, true); err != nil {
 		return err
 	}
@@ -113,7 +113,7 @@ func summaryTable(w io.Writer, r *Result, md bool) error {
 
 func speedTable(w io.Writer, r *Result, md bool) error {
 	t := texttable.New(w, md)
-	t.Header("backend", "test", "baseline p90 t/s", "new p90 t/s", "Δ", "Δ judged", "p adj", fmt.Sprintf("reps for %.0f%%", 100*r.DetectChange), "verdict")
+	t.Header("backend", "test", "baseline p95 t/s", "new p95 t/s", "Δ", "Δ judged", "p adj", fmt.Sprintf("reps for %.0f%%", 100*r.DetectChange), "verdict")
 	for _, b := range r.Backends {
 		for _, s := range b.Speed {
 			verdict := s.Verdict
@@ -184,7 +184,7 @@ func num(v, e *float64) string {
 	return fmt.Sprintf("%.4g ± %.2g", *v, *e)
 }
 
-// rate formats a test's p90 tokens/s with its confidence interval.
+// rate formats a test's p95 tokens/s with its confidence interval.
 func rate(s *speedstat.Summary) string {
 	if s == nil {
 		return "-"

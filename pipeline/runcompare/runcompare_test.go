@@ -57,7 +57,7 @@ func writeRun(t *testing.T, kld, kldErr float64, rows2 []float32, tgRate float64
 		Reference: summary.BackendSummary{Name: "ref", Status: summary.StatusOK, Digest: ref.Sum()},
 		Backends: []summary.BackendSummary{{Name: "b", Status: summary.StatusOK, Digest: cand.Sum(),
 			Accuracy:   &summary.Accuracy{KLDMean: p(kld), KLDMeanErr: p(kldErr), SameTopP: p(0.99), SameTopPErr: p(0.001), MaxAbsDiff: p(0.5)},
-			Throughput: &summary.Throughput{TG: bench(16, tgRate, 60), Simulated: simulated}}}}
+			Throughput: &summary.Throughput{TG: bench(16, tgRate, 120), Simulated: simulated}}}}
 	data, _ := json.Marshal(s)
 	if err := os.WriteFile(filepath.Join(dir, "summary.json"), data, 0o644); err != nil {
 		t.Fatal(err)
@@ -292,7 +292,7 @@ func fleet(t *testing.T, rates ...float64) *Run { return fleetPP(t, 4, rates...)
 func fleetPP(t *testing.T, ppTimes float64, rates ...float64) *Run {
 	r := load(t, writeRun(t, 0.001, 0.0001, nil, rates[1], false))
 	tput := func(rate float64) *summary.Throughput {
-		return &summary.Throughput{PP: bench(0, ppTimes*rate, 60), TG: bench(16, rate, 60)}
+		return &summary.Throughput{PP: bench(0, ppTimes*rate, 120), TG: bench(16, rate, 120)}
 	}
 	r.Summary.Reference.Throughput = tput(rates[0])
 	r.Summary.Backends[0].Throughput = tput(rates[1])
@@ -394,7 +394,7 @@ func TestCompareRemovesTheMachineShift(t *testing.T) {
 func TestSlowdownGateNeedsTheSameTest(t *testing.T) {
 	base := fleet(t, 2000, 1000, 1500, 800)
 	run := fleet(t, 2000, 1000, 1500, 800)
-	run.Summary.Backends[0].Throughput.TG = bench(32, 1000, 60)
+	run.Summary.Backends[0].Throughput.TG = bench(32, 1000, 120)
 	bs, _ := run.backend("b")
 	res := Gates(base)(&bs, spec.Gates{TGTSMaxSlowdown: p(0.1)}, run.speeds())
 	if len(res) != 1 || res[0].Pass || !strings.Contains(res[0].Note, "not comparable: the baseline ran tg16, this run tg32") {

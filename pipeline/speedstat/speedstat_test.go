@@ -20,10 +20,9 @@ func TestRatesAndSummary(t *testing.T) {
 	if s.N != 10 || math.Abs(s.Median-(64/0.048+64/0.04)/2) > 1e-9 || s.Lo == nil || s.Hi == nil || *s.Lo > 64/0.048 || *s.Hi < 1600 || s.Confidence < Confidence {
 		t.Fatalf("summary %+v lo %v hi %v", s, s.Lo, s.Hi)
 	}
-	// p90 of 10: between the two fastest (64/0.016 = 4000, 64/0.008 = 8000),
-	// with no 95 % interval yet.
-	if s.Fast <= 4000 || s.Fast >= 8000 || s.FastLo != nil || s.FastHi != nil {
-		t.Fatalf("p90 of 10: %v, interval %v..%v", s.Fast, s.FastLo, s.FastHi)
+	// p95 of 10: the fastest (64/0.008 = 8000), with no 95 % interval.
+	if s.Fast != 8000 || s.FastLo != nil || s.FastHi != nil {
+		t.Fatalf("p95 of 10: %v, interval %v..%v", s.Fast, s.FastLo, s.FastHi)
 	}
 	if small := Summarize(r[:5]); small.Lo != nil || small.Hi != nil {
 		t.Fatalf("5 samples have no 95%% interval of the median, got %v..%v", *small.Lo, *small.Hi)
@@ -32,27 +31,27 @@ func TestRatesAndSummary(t *testing.T) {
 		t.Fatal("no samples, a summary")
 	}
 	big := Summarize(spread(1000, 100))
-	if big.FastLo == nil || !(*big.FastLo <= big.Fast && big.Fast <= *big.FastHi) || math.Abs(big.Fast/1000-1.008) > 0.001 {
-		t.Fatalf("p90 of 100 rates spread ±1 %% around 1000: %v [%v, %v]", big.Fast, big.FastLo, big.FastHi)
+	if big.FastLo == nil || !(*big.FastLo <= big.Fast && big.Fast <= *big.FastHi) || math.Abs(big.Fast/1000-1.009) > 0.001 {
+		t.Fatalf("p95 of 100 rates spread ±1 %% around 1000: %v [%v, %v]", big.Fast, big.FastLo, big.FastHi)
 	}
 }
 
 func TestMinReps(t *testing.T) {
-	if MinRepsCI() != 6 || MinRepsCompare() != 30 {
-		t.Fatalf("min reps: CI %d, compare %d; want 6 and 30 at 95%%", MinRepsCI(), MinRepsCompare())
+	if MinRepsCI() != 6 || MinRepsCompare() != 60 {
+		t.Fatalf("min reps: CI %d, compare %d; want 6 and 60 at 95%%", MinRepsCI(), MinRepsCompare())
 	}
 }
 
-// The p90 test against Fisher's exact test by hand: 40 + 40 values, the
-// pooled p90 cut leaves 8 above it; all 8 in one sample has probability
-// C(40,8)/C(80,8) on either side.
+// The p95 test against Fisher's exact test by hand: 80 + 80 values, the
+// pooled p95 cut leaves 8 above it; all 8 in one sample has probability
+// C(80,8)/C(160,8) on either side.
 func TestQuantileTest(t *testing.T) {
-	base, new := spread(1000, 40), spread(1000, 40)
+	base, new := spread(1000, 80), spread(1000, 80)
 	for i := range new {
 		new[i] *= 1.5
 	}
 	two, lower := quantileTest(base, new, FastQuantile)
-	one := math.Exp(lchoose(40, 8) - lchoose(80, 8))
+	one := math.Exp(lchoose(80, 8) - lchoose(160, 8))
 	if math.Abs(two-2*one) > 1e-12 || math.Abs(lower-1) > 1e-12 {
 		t.Fatalf("separated: two-sided %v want %v, lower %v want 1", two, 2*one, lower)
 	}
@@ -60,7 +59,7 @@ func TestQuantileTest(t *testing.T) {
 		t.Fatalf("new below: one-sided %v want %v", lower, one)
 	}
 	// Interleaved: the 8 split 4/4, the likeliest table: p = 1.
-	if two, _ := quantileTest(spread(1000, 40), spread(1000.1, 40), FastQuantile); two < 0.99 {
+	if two, _ := quantileTest(spread(1000, 80), spread(1000.1, 80), FastQuantile); two < 0.99 {
 		t.Fatalf("interleaved: %v", two)
 	}
 }
@@ -81,30 +80,30 @@ func spread(center float64, n int) []float64 {
 }
 
 func TestCompare(t *testing.T) {
-	base := spread(1000, 40)
-	if c := Compare(base, spread(900, 40)); c.Verdict != Slower || *c.P >= Alpha || math.Abs(*c.Delta+0.1) > 1e-9 {
+	base := spread(1000, 80)
+	if c := Compare(base, spread(900, 80)); c.Verdict != Slower || *c.P >= Alpha || math.Abs(*c.Delta+0.1) > 1e-9 {
 		t.Fatalf("10%% slower: %+v", c)
 	}
-	if c := Compare(base, spread(1100, 40)); c.Verdict != Faster || *c.Delta <= 0 {
+	if c := Compare(base, spread(1100, 80)); c.Verdict != Faster || *c.Delta <= 0 {
 		t.Fatalf("10%% faster: %+v", c)
 	}
 	// Interleaved values: no change.
-	if c := Compare(base, spread(1000.5, 40)); c.Verdict != NoChange || *c.P < Alpha || c.Note != "" {
+	if c := Compare(base, spread(1000.5, 80)); c.Verdict != NoChange || *c.P < Alpha || c.Note != "" {
 		t.Fatalf("same: %+v", c)
 	}
 	// The slow repetitions' share is the machine's: more of them, the same
 	// fast mode, no change (the median moves by a third).
-	busy := spread(1000, 40)
-	for i := range 20 {
+	busy := spread(1000, 80)
+	for i := range 40 {
 		busy[i] *= 0.6
 	}
 	if c := Compare(base, busy); c.Verdict != NoChange {
 		t.Fatalf("half the repetitions slowed by another process: %+v", c)
 	}
-	// Twenty repetitions can never be significant, however far apart: say so.
-	c := Compare(spread(1000, 20), spread(500, 20))
-	if c.Verdict != NoChange || !strings.Contains(c.Note, ">= 30") {
-		t.Fatalf("20 reps: %+v", c)
+	// Fifty repetitions can never be significant, however far apart: say so.
+	c := Compare(spread(1000, 50), spread(500, 50))
+	if c.Verdict != NoChange || !strings.Contains(c.Note, ">= 60") {
+		t.Fatalf("50 reps: %+v", c)
 	}
 	if c := Compare(nil, base); c.Verdict != NotComparable || c.P != nil {
 		t.Fatalf("no base samples: %+v", c)
@@ -112,18 +111,18 @@ func TestCompare(t *testing.T) {
 }
 
 func TestSlowdownExceeds(t *testing.T) {
-	base := spread(1000, 40)
+	base := spread(1000, 80)
 	for _, tc := range []struct {
 		new   []float64
 		limit float64
 		want  bool
 	}{
-		{spread(900, 40), 0.05, true},   // 10 % slower, limit 5 %
-		{spread(970, 40), 0.05, false},  // 3 % slower: within the limit
-		{spread(900, 40), 0.15, false},  // within a 15 % limit
-		{spread(1000, 40), 0.00, false}, // the same
-		{spread(1100, 40), 0.05, false}, // faster
-		{spread(900, 10), 0.05, false},  // 10+40 cannot establish it
+		{spread(900, 80), 0.05, true},   // 10 % slower, limit 5 %
+		{spread(970, 80), 0.05, false},  // 3 % slower: within the limit
+		{spread(900, 80), 0.15, false},  // within a 15 % limit
+		{spread(1000, 80), 0.00, false}, // the same
+		{spread(1100, 80), 0.05, false}, // faster
+		{spread(900, 20), 0.05, false},  // 20+80 cannot establish it
 	} {
 		got, p, ok := SlowdownExceeds(base, tc.new, tc.limit)
 		if !ok || got != tc.want {
@@ -168,9 +167,9 @@ func TestRepsToDetectFindsTheChange(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	const sigma, change = 0.1, 0.05
 	n := RepsToDetect(lognormal(r, 1000, sigma, 1000), lognormal(r, 1000, sigma, 1000), change, Alpha)
-	// Normal theory: the sd of log p90 is sqrt(0.9·0.1)/φ(1.2816) sigma =
-	// 1.71 sigma, so 2 (1.96 + 0.84)^2 (1.71 sigma)^2 / log(1.05)^2 ≈ 192.
-	if n < 150 || n > 280 {
+	// Normal theory: the sd of log p95 is sqrt(0.95·0.05)/φ(1.645) sigma =
+	// 2.11 sigma, so 2 (1.96 + 0.84)^2 (2.11 sigma)^2 / log(1.05)^2 ≈ 293.
+	if n < 200 || n > 400 {
 		t.Fatalf("reps for 5%% at sigma 0.1: %d", n)
 	}
 	found := func(reps int) int {
@@ -182,8 +181,8 @@ func TestRepsToDetectFindsTheChange(t *testing.T) {
 		}
 		return hits
 	}
-	if hits := found(n); hits < 150 {
-		t.Errorf("at %d reps a 5%% slowdown was found %d times of 200, want >= 150", n, hits)
+	if hits := found(n); hits < 140 {
+		t.Errorf("at %d reps a 5%% slowdown was found %d times of 200, want >= 140", n, hits)
 	}
 	if hits := found(n / 4); hits > 100 {
 		t.Errorf("at %d reps a 5%% slowdown was found %d times of 200, want few", n/4, hits)
