@@ -24,8 +24,9 @@ beside them gives the per-chunk digests) and prints, per backend: whether its
 logits are bit-identical to the baseline's or the first chunk/prompt and
 position where they changed, every accuracy statistic's delta and whether it
 is beyond the statistics' own ± (the two runs' standard errors in
-quadrature), throughput medians with a Mann-Whitney U verdict from the
-per-repetition samples, and status changes. It writes compare.md,
+quadrature), throughput p95s with a significance verdict from the per-repetition
+samples (Fisher's exact test at the 95th percentile, the machine's shift
+removed), and status changes. It writes compare.md,
 compare.json and compare.html (NEW's report.html with the changes drawn)
 into --out (default: NEW's run directory).
 

@@ -64,9 +64,9 @@ func ggmlReferenceSpec(t *testing.T) string {
 func TestCompareRuns(t *testing.T) {
 	dir := t.TempDir()
 	a, b, c := filepath.Join(dir, "a"), filepath.Join(dir, "b"), filepath.Join(dir, "c")
-	// 60 repetitions, the fewest compare's p95 test can call significant
-	// (the shipped 300 take 20 s a run).
-	reps := []string{"EVALRUN_BENCH_REPS=60"}
+	// 90 repetitions, the fewest with which compare can call one of the 8
+	// tests significant (the shipped 300 take 20 s a run).
+	reps := []string{"EVALRUN_BENCH_REPS=90"}
 	for _, out := range []string{a, b} {
 		if r := evalrun(t, reps, "run", "configs/default.yaml", "--out", out); r.code != 0 {
 			t.Fatalf("run %s: exit %d\n%s\n%s", out, r.code, r.stdout, r.stderr)
@@ -98,7 +98,7 @@ func TestCompareRuns(t *testing.T) {
 		// statistics, not for a value.
 		for _, s := range be.Speed {
 			significant := *s.PAdjusted < speedstat.Alpha && (*s.Delta >= res.MinChange || *s.Delta <= -res.MinChange)
-			if significant == (s.Verdict == speedstat.NoChange) || s.Base.N != 60 || s.New.N != 60 || s.Simulated != strings.HasPrefix(be.Name, "npu") {
+			if significant == (s.Verdict == speedstat.NoChange) || s.Base.N != 90 || s.New.N != 90 || s.Simulated != strings.HasPrefix(be.Name, "npu") {
 				t.Errorf("%s %s: %+v (p %v, delta %v)", be.Name, s.Test, s.Comparison, *s.P, *s.Delta)
 			}
 			t.Logf("%s %s: %s (Δ %+.1f%%, adjusted p %.3g)", be.Name, s.Test, s.Verdict, 100**s.Delta, *s.PAdjusted)

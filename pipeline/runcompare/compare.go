@@ -40,9 +40,11 @@ type Result struct {
 // identical runs here: pp64 +37 %, tg16 +5 %, on every backend). So each
 // test has its own shift: the median, over the backends that ran it in
 // both runs, of new p95 / base p95. A backend's row is judged against the
-// shift of the other backends (leave one out), so its own change does not
-// move the yardstick; the median keeps a minority of backends changing for
-// their own reasons from moving it. It cannot tell the machine from a
+// shift of the other backends when they are at least MinShiftBackends
+// (leave one out), so its own change does not move the yardstick; the
+// median keeps a minority of backends changing for their own reasons from
+// moving it (with exactly MinShiftBackends in all, the median over all of
+// them: the other two's median would be their mean). It cannot tell the machine from a
 // change common to every backend (a new evalrun making every backend
 // faster), so it has no verdict of its own.
 type MachineShift struct {
@@ -334,13 +336,16 @@ func machineShift(base, new map[string]*summary.Throughput) *MachineShift {
 }
 
 // factor is the shift a row of backend's test is divided by: the median
-// over the other backends that ran the test (Factor when fewer than
-// MinShiftBackends ran it); 1 for a nil shift.
+// over the other backends that ran the test when they are at least
+// MinShiftBackends (with fewer, one of them changing would carry it: the
+// test's median over all, ByTest), Factor when fewer than
+// MinShiftBackends ran it; 1 for a nil shift.
 func (s *MachineShift) factor(test, backend string) float64 {
 	if s == nil {
 		return 1
 	}
-	if _, ok := s.ByTest[test]; !ok {
+	all, ok := s.ByTest[test]
+	if !ok {
 		return s.Factor
 	}
 	var others []float64
@@ -348,6 +353,9 @@ func (s *MachineShift) factor(test, backend string) float64 {
 		if name != backend {
 			others = append(others, l)
 		}
+	}
+	if len(others) < MinShiftBackends {
+		return all
 	}
 	return math.Exp(speedstat.Median(others))
 }
@@ -375,6 +383,7 @@ func (res *Result) judgeSpeed() {
 		}
 	}
 	alpha := speedstat.Alpha / float64(max(len(rows), 1)) // Holm's strictest step
+	need := speedstat.MinRepsCompare(alpha)
 	for i, adj := range speedstat.Holm(ps) {
 		s := rows[i]
 		s.PAdjusted = &adj
@@ -382,6 +391,9 @@ func (res *Result) judgeSpeed() {
 		switch {
 		case adj >= speedstat.Alpha:
 			s.Verdict = speedstat.NoChange
+			if len(s.baseRates) < need && len(s.newRates) < need {
+				s.Note = fmt.Sprintf("too few repetitions to ever be significant among %d tests: need >= %d per run", len(rows), need)
+			}
 		case math.Abs(*s.Delta) < res.MinChange:
 			s.Verdict = speedstat.NoChange
 			s.Note = fmt.Sprintf("significant (adjusted p=%.3g) but below the %.0f%% minimum change", adj, 100*res.MinChange)

@@ -290,16 +290,51 @@ func fleet(t *testing.T, rates ...float64) *Run { return fleetPP(t, 4, rates...)
 
 // fleetPP is fleet with pp at ppTimes × the tg rates.
 func fleetPP(t *testing.T, ppTimes float64, rates ...float64) *Run {
+	return fleetN(t, 120, ppTimes, rates...)
+}
+
+// fleetN is fleetPP with reps repetitions per test and a reference plus
+// len(rates)-1 candidates (b, c, d).
+func fleetN(t *testing.T, reps int, ppTimes float64, rates ...float64) *Run {
 	r := load(t, writeRun(t, 0.001, 0.0001, nil, rates[1], false))
 	tput := func(rate float64) *summary.Throughput {
-		return &summary.Throughput{PP: bench(0, ppTimes*rate, 120), TG: bench(16, rate, 120)}
+		return &summary.Throughput{PP: bench(0, ppTimes*rate, reps), TG: bench(16, rate, reps)}
 	}
 	r.Summary.Reference.Throughput = tput(rates[0])
 	r.Summary.Backends[0].Throughput = tput(rates[1])
-	for i, name := range []string{"c", "d"} {
+	for i, name := range []string{"c", "d"}[:len(rates)-2] {
 		r.Summary.Backends = append(r.Summary.Backends, summary.BackendSummary{Name: name, Status: summary.StatusOK, Throughput: tput(rates[2+i])})
 	}
 	return r
+}
+
+// With three backends, the other two's shift would be their mean, which
+// one changed backend carries halfway: each row is then judged against
+// the median over all three, which ignores it.
+func TestMachineShiftOfThreeBackends(t *testing.T) {
+	res := Compare(fleetN(t, 120, 4, 2000, 1000, 1500), fleetN(t, 120, 4, 2000, 800, 1500), DefaultMinChange)
+	for _, b := range res.Backends {
+		want := speedstat.NoChange
+		if b.Name == "b" {
+			want = speedstat.Slower
+		}
+		for _, s := range b.Speed {
+			if s.Verdict != want {
+				t.Errorf("b 20%% slower: %s %s %s (Δ judged %+.3f), want %s", b.Name, s.Test, s.Verdict, *s.Delta, want)
+			}
+		}
+	}
+}
+
+// Eight tests adjusted together need 90 repetitions per run before any can
+// be significant: at 60, a run twice as fast is "no significant change",
+// and the note says why.
+func TestTooFewRepetitionsForTheTable(t *testing.T) {
+	res := Compare(fleetN(t, 60, 4, 2000, 1000, 1500, 800), fleetN(t, 60, 4, 2000, 2000, 1500, 800), DefaultMinChange)
+	s := res.Backends[1].Speed[1]
+	if s.Verdict != speedstat.NoChange || !strings.Contains(s.Note, "among 8 tests: need >= 90") {
+		t.Fatalf("b twice as fast at 60 repetitions: %s %q", s.Verdict, s.Note)
+	}
 }
 
 // Two runs on a shared machine: every backend 30 % slower is the machine

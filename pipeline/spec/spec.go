@@ -109,7 +109,7 @@ type Bench struct {
 	Enabled bool `yaml:"enabled"`                      // default true
 	NPrompt int  `yaml:"n_prompt" check:"0..16777216"` // default 64; 0 = no pp test
 	NGen    int  `yaml:"n_gen" check:"0..16777216"`    // default 16; 0 = no tg test
-	Reps    int  `yaml:"reps" check:"1..1000"`         // default 60 (a median's 95% CI needs 6, evalrun compare 60)
+	Reps    int  `yaml:"reps" check:"1..1000"`         // default 100 (a median's 95% CI needs 6, compare 90 for 8 tests)
 	Warmup  bool `yaml:"warmup"`                       // default true
 }
 

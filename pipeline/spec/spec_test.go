@@ -259,7 +259,7 @@ func TestDefaults(t *testing.T) {
 		Datasets:   []Dataset{{Name: "d", Path: filepath.Join(s.Dir, "d.jsonl"), Mode: ModeScore, NCtx: 128}},
 		Reference:  Reference{Backend: Backend{Name: "reference", Plugin: "cpu", Threads: runtime.NumCPU(), Key: "reference"}},
 		Candidates: []Backend{{Name: "b", Plugin: "cpu", Threads: runtime.NumCPU(), Key: "backends[0]"}, {Name: "g", Plugin: "cpu", Threads: 3, Key: "backends[1]"}},
-		Bench:      Bench{Enabled: true, NPrompt: 64, NGen: 16, Reps: 60, Warmup: true},
+		Bench:      Bench{Enabled: true, NPrompt: 64, NGen: 16, Reps: 100, Warmup: true},
 		Output:     Output{Dir: mustAbs(t, "results"), Formats: []string{"json", "jsonl", "md", "junit", "html"}},
 		Timeouts:   Timeouts{Start: 30 * time.Second, Load: 120 * time.Second, Eval: 300 * time.Second, Bench: 600 * time.Second},
 		Path:       s.Path,
@@ -401,7 +401,7 @@ func TestEnvOverrides(t *testing.T) {
 		t.Errorf("Err: %v", err)
 	}
 	s, err := readSpec(context.Background(), writeSpec(t, base), options{checkFiles: true})
-	if err != nil || s.Bench.NGen != 16 || s.Bench.Reps != 60 {
+	if err != nil || s.Bench.NGen != 16 || s.Bench.Reps != 100 {
 		t.Errorf("without the environment: %+v, %v", s.Bench, err)
 	}
 }

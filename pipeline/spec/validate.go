@@ -36,7 +36,7 @@ const maxThreads = 4
 func defaultSpec() *Spec {
 	return &Spec{
 		Reference: Reference{Backend: Backend{Name: "reference"}},
-		Bench:     Bench{Enabled: true, NPrompt: 64, NGen: 16, Reps: 60, Warmup: true},
+		Bench:     Bench{Enabled: true, NPrompt: 64, NGen: 16, Reps: 100, Warmup: true},
 		Output:    Output{Formats: slices.Clone(OutputFormats)},
 		Timeouts:  Timeouts{Start: 30 * time.Second, Load: 120 * time.Second, Eval: 300 * time.Second, Bench: 600 * time.Second},
 	}

@@ -7,10 +7,10 @@
 // Why p95: on a shared VM the repetitions of one test fall into a fast mode
 // (nothing else on the core) and slower ones, and the share of slow ones
 // changes with the neighbours' load from minute to minute. The median moves
-// with that share; the fast mode's speed is the code's. Three sets of six
+// with that share; the fast mode's speed is the code's. Four sets of six
 // identical runs of the bundled spec (300 repetitions), compared pairwise:
-// the U test on the medians called 12-122 of 240 rows significant, the p95
-// test 0-8, and p90 2-16 with less power.
+// the p95 test called 0-4 of 120 rows significant per set; the U test on
+// the medians, over the same samples, up to 53 (README, "evalrun compare").
 package speedstat
 
 import (
@@ -43,15 +43,19 @@ type Summary struct {
 	Confidence float64  `json:"ci_level"` // the interval's actual level (>= Confidence)
 	// Fast is the FastQuantile of the rates: the speed the fastest 5 % of
 	// the repetitions reach; FastLo and FastHi bound its Confidence
-	// interval (null below about 30 repetitions).
+	// interval (null below about 80 repetitions).
 	Fast   float64  `json:"p95_ts"`
 	FastLo *float64 `json:"p95_ci_lo_ts"`
 	FastHi *float64 `json:"p95_ci_hi_ts"`
 }
 
 // Rates converts per-repetition durations of a test of n tokens into
-// tokens/s, ascending. Non-positive durations are dropped.
+// tokens/s, ascending. Non-positive durations are dropped; no tokens, no
+// rates.
 func Rates(samplesNS []int64, tokens int) []float64 {
+	if tokens <= 0 {
+		return nil // no test (a corrupt summary): no rate
+	}
 	out := make([]float64, 0, len(samplesNS))
 	for _, ns := range samplesNS {
 		if ns > 0 {
@@ -104,19 +108,21 @@ func MinRepsCI() int {
 }
 
 // MinRepsCompare is the fewest repetitions per run with which the p95 test
-// can reach significance at Alpha even when the two runs do not overlap at
-// all: with fewer, no comparison can ever be significant.
-func MinRepsCompare() int {
-	for n := 1; n <= 200; n++ {
+// can reach significance at level alpha even when the two runs do not
+// overlap at all: with fewer, no comparison can ever be significant. 60 at
+// Alpha; a table of m tests adjusted together (Holm) needs it at Alpha/m:
+// 90 for the bundled spec's 8.
+func MinRepsCompare(alpha float64) int {
+	for n := 1; n <= 1000; n++ {
 		base, new := make([]float64, n), make([]float64, n)
 		for i := range n {
 			base[i], new[i] = float64(i+1), float64(n+i+1)
 		}
-		if p, _ := quantileTest(base, new, FastQuantile); p < Alpha {
+		if p, _ := quantileTest(base, new, FastQuantile); p < alpha {
 			return n
 		}
 	}
-	return 201
+	return 1001
 }
 
 // quantileTest tests whether two samples share their q-quantile, the
@@ -130,11 +136,25 @@ func quantileTest(base, new []float64, q float64) (two, lower float64) {
 	pooled := slices.Concat(base, new)
 	slices.Sort(pooled)
 	n := len(pooled)
-	cut := pooled[min(n-1, max(0, int(math.Ceil(q*float64(n)))-1))]
+	at := min(n-1, max(0, int(math.Ceil(q*float64(n)))-1))
+	cut := pooled[at]
+	// Values tied at the cut (coarse timers) go above it when none is
+	// strictly above (which would leave no test) or when that brings the
+	// count nearer the n-1-at the quantile puts there.
+	strict, tied := 0, 0
+	for _, x := range pooled {
+		if x > cut {
+			strict++
+		} else if x == cut {
+			tied++
+		}
+	}
+	want := n - 1 - at
+	orEqual := strict == 0 || abs(strict+tied-want) < abs(strict-want)
 	above := func(xs []float64) int {
 		k := 0
 		for _, x := range xs {
-			if x > cut {
+			if x > cut || orEqual && x == cut {
 				k++
 			}
 		}
@@ -198,7 +218,7 @@ func Compare(base, new []float64) Comparison {
 	switch {
 	case p >= Alpha:
 		c.Verdict = NoChange
-		if need := MinRepsCompare(); len(base) < need && len(new) < need {
+		if need := MinRepsCompare(Alpha); len(base) < need && len(new) < need {
 			c.Note = "too few repetitions to ever be significant: need >= " + strconv.Itoa(need) + " per run"
 		}
 	case d < 0:
@@ -261,10 +281,12 @@ func RepsToDetect(base, new []float64, change, alpha float64) int {
 	norm := stats.NormalDist{Mu: 0, Sigma: 1}
 	z := norm.InvCDF(1-alpha/2) + norm.InvCDF(0.8)
 	n := 2 * sq(z*sd/math.Log1p(change))
-	return max(int(math.Ceil(n)), MinRepsCompare())
+	return max(int(math.Ceil(n)), MinRepsCompare(alpha))
 }
 
 func sq(x float64) float64 { return x * x }
+
+func abs(x int) int { return max(x, -x) }
 
 // logFastSD is the standard deviation of log p95 for one repetition,
 // sqrt(q(1-q)) / f(p95) with the density f of the log rates at p95 from

@@ -3,6 +3,7 @@ package speedstat
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -37,8 +38,8 @@ func TestRatesAndSummary(t *testing.T) {
 }
 
 func TestMinReps(t *testing.T) {
-	if MinRepsCI() != 6 || MinRepsCompare() != 60 {
-		t.Fatalf("min reps: CI %d, compare %d; want 6 and 60 at 95%%", MinRepsCI(), MinRepsCompare())
+	if MinRepsCI() != 6 || MinRepsCompare(Alpha) != 60 || MinRepsCompare(Alpha/8) != 90 {
+		t.Fatalf("min reps: CI %d, compare %d and %d for 8 tests; want 6, 60 and 90", MinRepsCI(), MinRepsCompare(Alpha), MinRepsCompare(Alpha/8))
 	}
 }
 
@@ -57,6 +58,18 @@ func TestQuantileTest(t *testing.T) {
 	}
 	if _, lower := quantileTest(new, base, FastQuantile); math.Abs(lower-one) > 1e-12 {
 		t.Fatalf("new below: one-sided %v want %v", lower, one)
+	}
+	// A coarse timer: every repetition of a run the same. Nothing is
+	// strictly above the pooled p95, so the ties count as above it.
+	same := func(v float64) []float64 { return slices.Repeat([]float64{v}, 80) }
+	if two, _ := quantileTest(same(1000), same(2000), FastQuantile); two > 1e-6 {
+		t.Fatalf("tied runs, twice as fast: p %v", two)
+	}
+	if _, lower := quantileTest(same(1000), same(1000), FastQuantile); lower != 1 {
+		t.Fatalf("identical tied runs: one-sided p %v", lower)
+	}
+	if Rates([]int64{1e6}, 0) != nil {
+		t.Fatal("a test of no tokens has rates")
 	}
 	// Interleaved: the 8 split 4/4, the likeliest table: p = 1.
 	if two, _ := quantileTest(spread(1000, 80), spread(1000.1, 80), FastQuantile); two < 0.99 {
