@@ -23,8 +23,8 @@ type Result struct {
 	// MinChange is the smallest relative throughput change reported as
 	// significant (besides the p95 test's p < alpha).
 	MinChange float64 `json:"min_change"`
-	// DetectChange is the change the repetitions estimate of every speed
-	// row (reps_to_detect) is for: DetectChange.
+	// DetectChange is the change every speed row's reps_to_detect is
+	// estimated for.
 	DetectChange float64 `json:"detect_change"`
 	// Machine is how much every backend's speed moved together between
 	// the runs; nil when fewer than MinShiftBackends were measured in both.
@@ -33,7 +33,7 @@ type Result struct {
 
 // MachineShift is the move of every backend's speed between two runs. A
 // shared machine's speed changes between runs far beyond sampling noise
-// (measured here: 5-15 % in p95 between back-to-back runs of the same
+// (measured here: 2-17 % in p95 between back-to-back runs of the same
 // binaries, up to 70 % within minutes) and moves every backend alike, since
 // the bench interleaves them round by round; but not every test alike: a
 // prompt batch and single-token decodes load the machine differently (two
@@ -44,16 +44,17 @@ type Result struct {
 // (leave one out), so its own change does not move the yardstick; the
 // median keeps a minority of backends changing for their own reasons from
 // moving it (with exactly MinShiftBackends in all, the median over all of
-// them: the other two's median would be their mean). It cannot tell the machine from a
-// change common to every backend (a new evalrun making every backend
-// faster), so it has no verdict of its own.
+// them: the other two's median would be their mean). It cannot tell the
+// machine from a change common to every backend (a new evalrun making
+// every backend faster), so it has no verdict of its own.
 type MachineShift struct {
 	Factor   float64 `json:"factor"`   // the median over every test: the headline
 	Tests    int     `json:"tests"`    // backend × test pairs measured in both runs
 	Backends int     `json:"backends"` // backends they come from
 	// ByTest is each test's shift over every backend (pp64, tg16); a row
-	// is divided by the same median without its own backend. A test fewer
-	// than MinShiftBackends ran uses Factor.
+	// is divided by the same median without its own backend when at least
+	// MinShiftBackends others ran the test. A test fewer than
+	// MinShiftBackends ran uses Factor.
 	ByTest map[string]float64 `json:"by_test,omitempty"`
 
 	logs map[string]map[string]float64 // test -> backend -> log(new p95 / base p95)
