@@ -1,9 +1,7 @@
 package engine
 
 import (
-	"encoding/binary"
 	"fmt"
-	"math"
 	"sync"
 	"unsafe"
 
@@ -206,38 +204,8 @@ func (c *cpuMatMul) prepareGGML(op *MatMulOp, x, out []float32) (matMulPart, err
 	}}, nil
 }
 
-// firstError keeps the first error reported by parallel workers.
-type firstError struct {
-	mu  sync.Mutex
-	err error
-}
-
-func (e *firstError) set(err error) {
-	e.mu.Lock()
-	if e.err == nil {
-		e.err = err
-	}
-	e.mu.Unlock()
-}
-
 // hostLittleEndian reports whether float32 bytes in memory are in GGUF order.
 var hostLittleEndian = func() bool {
 	x := uint16(1)
 	return *(*byte)(unsafe.Pointer(&x)) == 1
 }()
-
-// f32View returns little-endian float32 data as a []float32, without copying
-// when the bytes are suitably aligned (GGUF tensor data always is).
-func f32View(b []byte) []float32 {
-	if len(b) < 4 {
-		return nil
-	}
-	if hostLittleEndian && uintptr(unsafe.Pointer(&b[0]))%4 == 0 {
-		return unsafe.Slice((*float32)(unsafe.Pointer(&b[0])), len(b)/4)
-	}
-	out := make([]float32, len(b)/4)
-	for i := range out {
-		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-	}
-	return out
-}

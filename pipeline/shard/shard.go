@@ -84,9 +84,6 @@ func FromEnv(getenv func(string) string) (s Shard, ok bool, err error) {
 // this shard's.
 func (s Shard) Owns(i int) bool { return i%s.Total == s.Index }
 
-// Owner is the shard index of the unit at position i among total shards.
-func Owner(i, total int) int { return i % total }
-
 // Unit ids. Score chunks count from 1 as prompts.jsonl names them.
 func ScoreUnit(dataset string, chunk int) string {
 	return "score/" + dataset + "/chunk-" + strconv.Itoa(chunk+1)
