@@ -2,12 +2,6 @@ package metrics
 
 import "math"
 
-// KLD and SameTop expose a scored row's figures to profiles.
-func (r KLDRow) KLD() float64 { return r.kld }
-
-// SameTop reports whether the candidate's argmax equals the reference's.
-func (r KLDRow) SameTop() bool { return r.sameTop }
-
 // Histogram bins of per-token KLD: log10 from HistLo in steps of
 // HistWidth, HistBins of them. The first bin also counts everything below,
 // the last everything above; KLD ≤ 0 (identical rows) is counted apart.
