@@ -42,6 +42,7 @@ import (
 
 	"github.com/evalrun/evalrun/backend"
 	"github.com/evalrun/evalrun/engine"
+	"github.com/evalrun/evalrun/internal/toolcmd"
 	"github.com/evalrun/evalrun/plugins/enginebackend"
 	"github.com/evalrun/evalrun/plugins/rknn/kernels"
 	"github.com/evalrun/evalrun/plugins/rknn/npu"
@@ -54,8 +55,8 @@ import (
 var version = "dev"
 
 func main() {
-	if len(os.Args) > 1 && isTool(os.Args[1]) {
-		os.Exit(runTool(os.Args[1:]))
+	if code, ran := toolcmd.Run(os.Args[1:], tools()...); ran {
+		os.Exit(code)
 	}
 	log := backend.NewPluginLogger("rknn")
 	backend.Serve(enginebackend.New(enginebackend.Config{

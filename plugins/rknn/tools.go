@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 
@@ -12,6 +10,7 @@ import (
 
 	"github.com/evalrun/evalrun/backend"
 	"github.com/evalrun/evalrun/engine"
+	"github.com/evalrun/evalrun/internal/toolcmd"
 	"github.com/evalrun/evalrun/pipeline"
 	"github.com/evalrun/evalrun/pipeline/spec"
 	"github.com/evalrun/evalrun/plugins/enginebackend"
@@ -20,38 +19,8 @@ import (
 )
 
 // The plugin's commands, run as "evalrun-plugin-rknn kernels|ops ..." (by
-// evalrun kernels and evalrun ops, which pass their arguments on). Their exit
-// codes are evalrun's (backend.Exit*).
-func isTool(arg string) bool { return arg == "kernels" || arg == "ops" }
-
-// toolError carries an exit code out of a command.
-type toolError struct {
-	code int
-	err  error
-}
-
-func (e *toolError) Error() string { return e.err.Error() }
-
-func usageErr(format string, args ...any) error {
-	return &toolError{backend.ExitBadInput, fmt.Errorf(format, args...)}
-}
-
-func runTool(args []string) int {
-	root := &cobra.Command{Use: "evalrun", SilenceUsage: true, SilenceErrors: true}
-	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageErr("%v (see '%s --help')", err, c.CommandPath()) })
-	root.AddCommand(newKernelsCmd(), newOpsCmd())
-	root.SetArgs(args)
-	err := root.Execute()
-	if err == nil {
-		return backend.ExitPass
-	}
-	fmt.Fprintln(os.Stderr, "evalrun:", err)
-	var te *toolError
-	if errors.As(err, &te) {
-		return te.code
-	}
-	return backend.ExitBadInput // cobra's own: unknown flag or argument
-}
+// evalrun kernels and evalrun ops, which pass their arguments on).
+func tools() []*cobra.Command { return []*cobra.Command{newKernelsCmd(), newOpsCmd()} }
 
 // parseBatchSizes reads --tokens "1,128": positive batch sizes.
 func parseBatchSizes(s string) ([]int, error) {
@@ -59,7 +28,7 @@ func parseBatchSizes(s string) ([]int, error) {
 	for _, f := range strings.Split(s, ",") {
 		t, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || t <= 0 {
-			return nil, usageErr("--tokens: %q is not a positive token count (want e.g. 1,128)", f)
+			return nil, toolcmd.UsageErr("--tokens: %q is not a positive token count (want e.g. 1,128)", f)
 		}
 		ts = append(ts, t)
 	}
@@ -76,7 +45,7 @@ func parseOps(s string) ([]string, error) {
 		ops = append(ops, strings.TrimSpace(f))
 	}
 	if err := kernels.CheckOps(ops); err != nil {
-		return nil, usageErr("--ops: %v", err)
+		return nil, toolcmd.UsageErr("--ops: %v", err)
 	}
 	return ops, nil
 }
@@ -107,13 +76,13 @@ ffn_out, result_output). The list is the rknn plugin's "kernels" option.`,
 			var batches []kernels.Batch
 			switch {
 			case specPath != "" && (model != "" || cmd.Flags().Changed("tokens")):
-				return usageErr("--spec gives the model and the token counts: leave out --model and --tokens")
+				return toolcmd.UsageErr("--spec gives the model and the token counts: leave out --model and --tokens")
 			case specPath != "":
 				if model, batches, err = specBatches(cmd.Context(), specPath); err != nil {
-					return usageErr("--spec: %v", err)
+					return toolcmd.UsageErr("--spec: %v", err)
 				}
 			case model == "":
-				return usageErr("give --spec or --model")
+				return toolcmd.UsageErr("give --spec or --model")
 			default:
 				ts, err := parseBatchSizes(tokens)
 				if err != nil {
@@ -125,7 +94,7 @@ ffn_out, result_output). The list is the rknn plugin's "kernels" option.`,
 			}
 			m, err := engine.Open(model, engine.Options{Threads: 1})
 			if err != nil {
-				return usageErr("%v", err)
+				return toolcmd.UsageErr("%v", err)
 			}
 			defer m.Close()
 			l := kernels.ForBatches(m, batches, opList)
@@ -134,7 +103,7 @@ ffn_out, result_output). The list is the rknn plugin's "kernels" option.`,
 				return err
 			}
 			if err := l.WriteFile(out); err != nil {
-				return usageErr("--out: %v", err)
+				return toolcmd.UsageErr("--out: %v", err)
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "wrote %d kernels to %s\n", len(l.Pairs), out)
 			return nil
@@ -200,11 +169,11 @@ Exit status 1 when any op fails.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if (o.Kernels == "") == (model == "") {
-				return usageErr("give exactly one of --kernels and --model")
+				return toolcmd.UsageErr("give exactly one of --kernels and --model")
 			}
 			o.Cores = &cores
 			if err := o.Validate(); err != nil {
-				return usageErr("%v", err)
+				return toolcmd.UsageErr("%v", err)
 			}
 			cfg := opscheck.Config{Kernels: o.cfg.Kernels, Model: model, DumpDir: dumpDir, Seed: seed,
 				DriverName: o.Driver, Type: o.cfg.Type, Cores: o.cfg.Cores, ACLayout: o.cfg.ACLayout}
@@ -219,15 +188,15 @@ Exit status 1 when any op fails.`,
 			}
 			drv, err := o.openDriver(1, nil)
 			if err != nil {
-				return &toolError{backend.ExitBackend, err}
+				return toolcmd.BackendErr(err)
 			}
 			cfg.Driver = drv
 			rep, err := opscheck.Run(cmd.Context(), cfg, cmd.OutOrStdout())
 			if err != nil {
-				return usageErr("%v", err)
+				return toolcmd.UsageErr("%v", err)
 			}
 			if !rep.OK {
-				return &toolError{backend.ExitGateFailed, fmt.Errorf("%d of %d ops failed", len(rep.Results)-rep.Passed, len(rep.Results))}
+				return &toolcmd.Error{Code: backend.ExitGateFailed, Err: fmt.Errorf("%d of %d ops failed", len(rep.Results)-rep.Passed, len(rep.Results))}
 			}
 			return nil
 		},
