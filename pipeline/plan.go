@@ -2,12 +2,9 @@ package pipeline
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/evalrun/evalrun/backend"
@@ -15,6 +12,7 @@ import (
 	"github.com/evalrun/evalrun/engine/gguf"
 	"github.com/evalrun/evalrun/engine/tokenizer"
 	"github.com/evalrun/evalrun/internal/atomicfile"
+	"github.com/evalrun/evalrun/internal/filehash"
 	"github.com/evalrun/evalrun/pipeline/dataset"
 	"github.com/evalrun/evalrun/pipeline/kldbase"
 	"github.com/evalrun/evalrun/pipeline/spec"
@@ -92,7 +90,7 @@ func NewPlan(ctx context.Context, s *spec.Spec) (*Plan, error) {
 // would at Load.
 func (p *Plan) openModel(ctx context.Context) (*tokenizer.Tokenizer, error) {
 	path := p.Spec.Model.Path
-	sum, err := FileSHA256(ctx, path)
+	sum, err := filehash.SHA256(ctx, path)
 	if err != nil {
 		return nil, inputOr(ctx, err, "model: %v", err)
 	}
@@ -132,26 +130,6 @@ func inputOr(ctx context.Context, err error, format string, args ...any) error {
 	return backend.BadInput(format, args...)
 }
 
-// FileSHA256 hashes a file, stopping when ctx ends (a model is gigabytes).
-func FileSHA256(ctx context.Context, path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	for {
-		if err := ctx.Err(); err != nil {
-			return "", err
-		}
-		if _, err := io.CopyN(h, f, 4<<20); errors.Is(err, io.EOF) {
-			return hex.EncodeToString(h.Sum(nil)), nil
-		} else if err != nil {
-			return "", err
-		}
-	}
-}
-
 // checkSameVocab refuses a backend model override whose vocabulary differs
 // from the reference model's, or that a plugin would refuse to load: logits
 // of different vocabularies cannot be compared position by position.
@@ -182,7 +160,7 @@ func checkSameVocab(s *spec.Spec, tok *tokenizer.Tokenizer, b spec.Backend) erro
 // tokenize reads a prompt set and tokenizes it with the reference model's
 // tokenizer (add_special = true: BOS as llama.cpp adds it).
 func (p *Plan) tokenize(ctx context.Context, tok *tokenizer.Tokenizer, d *DatasetPlan) (err error) {
-	if d.SHA256, err = FileSHA256(ctx, d.Path); err != nil {
+	if d.SHA256, err = filehash.SHA256(ctx, d.Path); err != nil {
 		return inputOr(ctx, err, "dataset %s: %v", d.Name, err)
 	}
 	r, err := dataset.Open(d.Path)

@@ -1,4 +1,4 @@
-package pipeline
+package filehash
 
 import (
 	"context"
@@ -10,10 +10,10 @@ import (
 	"testing"
 )
 
-// TestFileSHA256StopsWhenInterrupted: hashing a model (gigabytes) or a
+// TestSHA256StopsWhenInterrupted: hashing a model (gigabytes) or a
 // dataset gives way to Ctrl-C (issue 9 case 3) and otherwise hashes all of
 // the file, across its 4 MiB reads.
-func TestFileSHA256StopsWhenInterrupted(t *testing.T) {
+func TestSHA256StopsWhenInterrupted(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "f")
 	data := make([]byte, 9<<20+7)
 	for i := range data {
@@ -23,12 +23,12 @@ func TestFileSHA256StopsWhenInterrupted(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := sha256.Sum256(data)
-	if got, err := FileSHA256(context.Background(), path); err != nil || got != hex.EncodeToString(want[:]) {
-		t.Errorf("FileSHA256 = %s, %v; want %x", got, err, want)
+	if got, err := SHA256(context.Background(), path); err != nil || got != hex.EncodeToString(want[:]) {
+		t.Errorf("SHA256 = %s, %v; want %x", got, err, want)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if got, err := FileSHA256(ctx, path); !errors.Is(err, context.Canceled) {
-		t.Errorf("FileSHA256 after Ctrl-C = %q, %v; want context.Canceled", got, err)
+	if got, err := SHA256(ctx, path); !errors.Is(err, context.Canceled) {
+		t.Errorf("SHA256 after Ctrl-C = %q, %v; want context.Canceled", got, err)
 	}
 }
