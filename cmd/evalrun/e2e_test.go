@@ -2,9 +2,10 @@ package main
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -212,58 +213,50 @@ func TestBadInputExitCodes(t *testing.T) {
 	}
 }
 
-// TestEngineCommandsMatchLlamaCpp checks the engine commands as a script
-// uses them against llama.cpp's goldens.
-func TestEngineCommandsMatchLlamaCpp(t *testing.T) {
+// TestEngineCommandsRunTheCPUPlugin: evalrun inspect|tokenize|generate|
+// logits|synth are the cpu plugin's commands (their golden checks are beside
+// them in plugins/cpu): arguments, output and exit code pass through, --help
+// is the plugin's, and without the plugin evalrun says which binary is missing.
+func TestEngineCommandsRunTheCPUPlugin(t *testing.T) {
 	g := testkit.ReadGolden(t, "logits/p3.F32.plain.json")
 	r := evalrun(t, nil, "tokenize", "--model", "models/stories260K.gguf",
 		"The little girl walked into the forest with her basket. She wanted to pick berries for her mother. Soon she found a bush full of red berries. She picked one and ate it. It was sweet! Then she heard a small sound behind the bush.")
 	var ids []int32
-	if err := json.Unmarshal([]byte(r.stdout), &ids); err != nil || fmt.Sprint(ids) != fmt.Sprint(g.TokenIDs) {
-		t.Fatalf("tokenize: %v %q, want %v", err, r.stdout, g.TokenIDs)
+	if err := json.Unmarshal([]byte(r.stdout), &ids); r.code != 0 || err != nil || fmt.Sprint(ids) != fmt.Sprint(g.TokenIDs) {
+		t.Fatalf("tokenize: exit %d, %v %q, want %v", r.code, err, r.stdout, g.TokenIDs)
 	}
 
 	out := filepath.Join(t.TempDir(), "p3.f32")
-	r = evalrun(t, nil, "logits", "--model", "models/stories260K.gguf", "--tokens", strings.Trim(strings.ReplaceAll(fmt.Sprint(g.TokenIDs), " ", ","), "[]"), "--out", out, "--threads", "2")
-	if r.code != 0 {
-		t.Fatalf("logits: %d %s", r.code, r.stderr)
+	r = evalrun(t, nil, "logits", "--model", "models/stories260K.gguf", "--tokens", "1,403,407", "--out", out, "--threads", "2")
+	raw, _ := os.ReadFile(out)
+	var meta struct {
+		Shape []int  `json:"logits_shape"`
+		Sum   string `json:"sha256_of_logits_file"`
 	}
-	ours, want := testkit.F32(t, out), testkit.F32(t, testkit.Path("testdata", "llamacpp", "logits", "p3.F32.plain.f32"))
-	if len(ours) != len(want) {
-		t.Fatalf("logits: %d values, want %d", len(ours), len(want))
-	}
-	maxd := 0.0
-	for i := range ours {
-		maxd = math.Max(maxd, math.Abs(float64(ours[i]-want[i])))
-	}
-	t.Logf("evalrun logits p3 F32: max |Δ| vs llama.cpp %.3g", maxd)
-	if maxd > 1e-4 {
-		t.Fatalf("logits: max |Δ| %g > 1e-4", maxd)
-	}
-	var meta map[string]any
-	data, _ := os.ReadFile(out + ".json")
-	if err := json.Unmarshal(data, &meta); err != nil || meta["n_vocab"].(float64) != 512 || meta["model_sha256"] != "270cba1bd5109f42d03350f60406024560464db173c0e387d91f0426d3bd256d" {
-		t.Fatalf("logits sidecar: %v %v", err, meta)
+	side, _ := os.ReadFile(out + ".json")
+	if err := json.Unmarshal(side, &meta); r.code != 0 || err != nil || fmt.Sprint(meta.Shape) != "[3 512]" || len(raw) != 3*512*4 || meta.Sum != fmt.Sprintf("%x", sha256.Sum256(raw)) {
+		t.Fatalf("logits: exit %d, %d bytes, sidecar %v %+v\n%s", r.code, len(raw), err, meta, r.stderr)
 	}
 
-	for _, v := range []string{"F32", "F16", "Q8_0"} {
-		gen := testkit.ReadGolden(t, "generate/p1."+v+".plain.gen.json")
-		model := map[string]string{"F32": "stories260K.gguf", "F16": "stories260K-f16.gguf", "Q8_0": "stories260K-q8_0.gguf"}[v]
-		r = evalrun(t, nil, "generate", "--model", "models/"+model, "--prompt", "Once upon a time", "-n", "64", "--json", "--numerics", "ggml")
-		var res struct {
-			PromptIDs    []int32 `json:"prompt_ids"`
-			GeneratedIDs []int32 `json:"generated_ids"`
-			Text         string  `json:"text"`
-		}
-		if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
-			t.Fatalf("generate %s: %v %q %s", v, err, r.stdout, r.stderr)
-		}
-		if fmt.Sprint(res.PromptIDs) != fmt.Sprint(gen.PromptIDs) || fmt.Sprint(res.GeneratedIDs) != fmt.Sprint(gen.GeneratedIDs) {
-			t.Fatalf("generate %s: %v, llama.cpp %v", v, res.GeneratedIDs, gen.GeneratedIDs)
-		}
-		if !strings.HasPrefix(res.Text, ", there was a little girl named Lily") {
-			t.Fatalf("generate %s text %q", v, res.Text)
-		}
+	r = evalrun(t, nil, "generate", "--help")
+	if r.code != 0 || !strings.Contains(r.stdout, "evalrun generate --model M --prompt P -n N [flags]") || !strings.Contains(r.stdout, "--repeat-penalty") {
+		t.Errorf("generate --help: exit %d, not the plugin's flags:\n%s", r.code, r.stdout)
+	}
+
+	// evalrun alone: no plugin beside it or in $EVALRUN_PLUGIN_DIR.
+	alone := t.TempDir()
+	data, err := os.ReadFile(filepath.Join(binDir, "evalrun"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(alone, "evalrun"), data, 0o755)
+	cmd := exec.Command(filepath.Join(alone, "evalrun"), "generate", "--model", "models/stories260K.gguf", "--prompt", "x", "-n", "1")
+	cmd.Dir, cmd.Env = "../..", append(os.Environ(), "EVALRUN_PLUGIN_DIR="+t.TempDir())
+	msg, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 3 || !strings.Contains(string(msg), "evalrun: generate is a command of evalrun-plugin-cpu: find plugin \"cpu\": no evalrun-plugin-cpu in ") ||
+		!strings.Contains(string(msg), "make build builds it") {
+		t.Errorf("generate without the cpu plugin: %v\n%s", err, msg)
 	}
 }
 

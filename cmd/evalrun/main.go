@@ -3,8 +3,9 @@
 // does, and how fast. See the README for the commands and exit codes.
 //
 // The host links no plugin code: `go list -deps ./cmd/evalrun` names no
-// package under plugins/. Its NPU tools (kernels, ops) are commands of the
-// rknn plugin binary that evalrun runs (tools.go).
+// package under plugins/. The engine's commands (inspect, tokenize, generate,
+// logits, synth) are commands of the cpu plugin binary, the NPU tools
+// (kernels, ops) of the rknn plugin binary, which evalrun runs (tools.go).
 package main
 
 import (
@@ -20,6 +21,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/evalrun/evalrun/backend"
+	"github.com/evalrun/evalrun/internal/toolcmd"
 )
 
 // Set by the Makefile with -ldflags "-X main.version=... -X main.gitCommit=...".
@@ -28,27 +30,21 @@ var (
 	gitCommit = "unknown"
 )
 
-// exitError carries one of backend's exit codes through cobra.
-type exitError struct {
-	code int
-	err  error
-}
+// exitError carries one of backend's exit codes through cobra: the type the
+// plugins' commands use too (a nil Err: the plugin's command said why).
+type exitError = toolcmd.Error
 
-func (e *exitError) Error() string { return e.err.Error() }
-func (e *exitError) Unwrap() error { return e.err }
-
-func usageErr(format string, args ...any) error {
-	return &exitError{backend.ExitBadInput, fmt.Errorf(format, args...)}
-}
-
-func backendErr(err error) error { return &exitError{backend.ExitBackend, err} }
+var (
+	usageErr   = toolcmd.UsageErr
+	backendErr = toolcmd.BackendErr
+)
 
 // inputOrInterrupted is a usage error, or the interruption that caused it.
 func inputOrInterrupted(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return backendErr(fmt.Errorf("interrupted: %w", err))
 	}
-	return &exitError{backend.ExitBadInput, err}
+	return &exitError{Code: backend.ExitBadInput, Err: err}
 }
 
 func newRoot() *cobra.Command {
@@ -68,9 +64,10 @@ not run or the run was interrupted.`,
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageErr("%v (see '%s --help')", err, c.CommandPath())
 	})
-	root.AddCommand(newRunCmd(), newCompareCmd(), newValidateCmd(), newMergeCmd(), newCacheCmd(), newBenchCmd(), newInspectCmd(), newTokenizeCmd(), newGenerateCmd(),
-		newLogitsCmd(), newSynthCmd(), newToolCmd("kernels", "Write the llama.cpp RKNN backend's kernel list (mat_kernel_size.json) for a model"),
-		newToolCmd("ops", "test-backend-ops for the NPU: check and time every kernel shape on random inputs"))
+	root.AddCommand(newRunCmd(), newCompareCmd(), newValidateCmd(), newMergeCmd(), newCacheCmd(), newBenchCmd())
+	for _, t := range pluginTools {
+		root.AddCommand(newToolCmd(t.plugin, t.name, t.short))
+	}
 	return root
 }
 
@@ -121,10 +118,10 @@ func exitCode(err error) int {
 	}
 	var ee *exitError
 	if errors.As(err, &ee) {
-		if ee.err != nil && ee.code != backend.ExitGateFailed {
-			fmt.Fprintln(os.Stderr, "evalrun:", ee.err)
+		if ee.Err != nil && ee.Code != backend.ExitGateFailed {
+			fmt.Fprintln(os.Stderr, "evalrun:", ee.Err)
 		}
-		return ee.code
+		return ee.Code
 	}
 	fmt.Fprintln(os.Stderr, "evalrun:", err)
 	// cobra's own errors (unknown command, bad args) are usage errors.

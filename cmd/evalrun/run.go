@@ -92,7 +92,7 @@ func finishRun(w io.Writer, res *pipeline.Result, base *runcompare.Run, formats 
 		code = backend.ExitPass
 	}
 	if code != backend.ExitPass {
-		return &exitError{code, fmt.Errorf("verdict %s", res.Summary.Verdict.Status)}
+		return &exitError{Code: code, Err: fmt.Errorf("verdict %s", res.Summary.Verdict.Status)}
 	}
 	return nil
 }

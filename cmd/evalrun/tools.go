@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 
@@ -10,30 +11,43 @@ import (
 	"github.com/evalrun/evalrun/backend"
 )
 
-// newToolCmd is a command of the rknn plugin binary, run with the
-// arguments as given: the NPU code and its option parsing stay in the plugin,
-// which is the binary a board needs anyway. The plugin is looked up in
+// pluginTools are the commands evalrun runs in a plugin binary, with the
+// arguments as given: the engine's commands in the cpu plugin (the host links
+// no synth or generation code), the NPU tools in the rknn plugin (the host
+// links no NPU code; a board needs that binary anyway).
+var pluginTools = []struct{ plugin, name, short string }{
+	{"cpu", "inspect", "Show a GGUF file's metadata, tensors (types and shapes) and parameter count"},
+	{"cpu", "tokenize", "Print the token ids of a text as a JSON array"},
+	{"cpu", "generate", "Generate text (greedy by default)"},
+	{"cpu", "logits", "Write the logits of every position in llama.cpp's golden layout"},
+	{"cpu", "synth", "Write a synthetic model with random weights and realistic shapes"},
+	{"rknn", "kernels", "Write the llama.cpp RKNN backend's kernel list (mat_kernel_size.json) for a model"},
+	{"rknn", "ops", "test-backend-ops for the NPU: check and time every kernel shape on random inputs"},
+}
+
+// newToolCmd runs evalrun-plugin-PLUGIN NAME ARGS..., the plugin looked up in
 // $EVALRUN_PLUGIN_DIR, then beside evalrun; its exit code is evalrun's.
-func newToolCmd(name, short string) *cobra.Command {
+func newToolCmd(plugin, name, short string) *cobra.Command {
+	bin := backend.PluginPrefix + plugin
 	return &cobra.Command{
 		Use:                name + " ...",
-		Short:              short + " (evalrun-plugin-rknn " + name + "; --help for its flags)",
+		Short:              short + " (" + bin + " " + name + "; --help for its flags)",
 		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var dirs []string
 			if d := os.Getenv("EVALRUN_PLUGIN_DIR"); d != "" {
 				dirs = append(dirs, d)
 			}
-			path, err := backend.FindPlugin("rknn", dirs...)
+			path, err := backend.FindPlugin(plugin, dirs...)
 			if err != nil {
-				return backendErr(err)
+				return backendErr(fmt.Errorf("%s is a command of %s: %w (make build builds it beside evalrun)", name, bin, err))
 			}
 			c := exec.CommandContext(cmd.Context(), path, append([]string{name}, args...)...)
 			c.Stdin, c.Stdout, c.Stderr = os.Stdin, cmd.OutOrStdout(), cmd.ErrOrStderr()
 			err = c.Run()
 			var ee *exec.ExitError
 			if errors.As(err, &ee) && ee.ExitCode() > 0 {
-				return &exitError{ee.ExitCode(), nil} // the tool said why
+				return &exitError{Code: ee.ExitCode()} // the tool said why
 			}
 			if err != nil {
 				return backendErr(err)

@@ -25,8 +25,17 @@ import (
 	"github.com/evalrun/evalrun/engine/synth"
 	"github.com/evalrun/evalrun/engine/tokenizer"
 	"github.com/evalrun/evalrun/internal/atomicfile"
-	"github.com/evalrun/evalrun/pipeline"
+	"github.com/evalrun/evalrun/internal/filehash"
+	"github.com/evalrun/evalrun/internal/toolcmd"
 )
+
+// tools are the engine's user commands, run as "evalrun-plugin-cpu
+// inspect|tokenize|generate|logits|synth ..." by evalrun, which passes its
+// arguments on: the cpu plugin binary is the engine, so the host links none
+// of it for these.
+func tools() []*cobra.Command {
+	return []*cobra.Command{newInspectCmd(), newTokenizeCmd(), newGenerateCmd(), newLogitsCmd(), newSynthCmd()}
+}
 
 // modelFlags are the flags of the engine commands that run a model.
 type modelFlags struct {
@@ -45,15 +54,15 @@ func (mf *modelFlags) add(cmd *cobra.Command) {
 // open opens the model; a bad file is bad input.
 func (mf *modelFlags) open() (*engine.Model, error) {
 	if mf.threads < 1 || mf.threads > 4*runtime.NumCPU() {
-		return nil, usageErr("--threads: 1 to %d (4 × the CPUs), got %d", 4*runtime.NumCPU(), mf.threads)
+		return nil, toolcmd.UsageErr("--threads: 1 to %d (4 × the CPUs), got %d", 4*runtime.NumCPU(), mf.threads)
 	}
 	n, err := engine.ParseNumerics(mf.numerics)
 	if err != nil {
-		return nil, usageErr("--numerics: %v", err)
+		return nil, toolcmd.UsageErr("--numerics: %v", err)
 	}
 	m, err := engine.Open(mf.path, engine.Options{Numerics: n, Threads: mf.threads})
 	if err != nil {
-		return nil, usageErr("%v", err)
+		return nil, toolcmd.UsageErr("%v", err)
 	}
 	return m, nil
 }
@@ -67,7 +76,7 @@ func newInspectCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f, err := gguf.Open(args[0])
 			if err != nil {
-				return usageErr("%v", err)
+				return toolcmd.UsageErr("%v", err)
 			}
 			defer f.Close()
 			return printInspect(cmd.OutOrStdout(), f, asJSON)
@@ -125,12 +134,12 @@ func printInspect(w io.Writer, f *gguf.File, asJSON bool) error {
 func openTokenizer(path string) (*tokenizer.Tokenizer, error) {
 	f, err := gguf.Open(path)
 	if err != nil {
-		return nil, usageErr("%v", err)
+		return nil, toolcmd.UsageErr("%v", err)
 	}
 	defer f.Close()
 	tok, err := tokenizer.FromGGUF(f)
 	if err != nil {
-		return nil, usageErr("%s: %v", path, err)
+		return nil, toolcmd.UsageErr("%s: %v", path, err)
 	}
 	return tok, nil
 }
@@ -170,12 +179,12 @@ func parseTokens(s string, nVocab int) ([]int32, error) {
 		}
 		v, err := strconv.ParseInt(f, 10, 32)
 		if err != nil || v < 0 || int(v) >= nVocab {
-			return nil, usageErr("--tokens: %q is not a token id in 0..%d", f, nVocab-1)
+			return nil, toolcmd.UsageErr("--tokens: %q is not a token id in 0..%d", f, nVocab-1)
 		}
 		ids = append(ids, int32(v))
 	}
 	if len(ids) == 0 {
-		return nil, usageErr("--tokens: no ids")
+		return nil, toolcmd.UsageErr("--tokens: no ids")
 	}
 	return ids, nil
 }
@@ -196,19 +205,19 @@ func newGenerateCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch {
 			case n < 0:
-				return usageErr("-n must be ≥ 0")
+				return toolcmd.UsageErr("-n must be ≥ 0")
 			case !(sp.Temperature >= 0):
-				return usageErr("--temp must be ≥ 0 (0 = greedy)")
+				return toolcmd.UsageErr("--temp must be ≥ 0 (0 = greedy)")
 			case !(sp.TopP > 0 && sp.TopP <= 1):
-				return usageErr("--top-p must be in (0, 1] (1 = off)")
+				return toolcmd.UsageErr("--top-p must be in (0, 1] (1 = off)")
 			case !(sp.MinP >= 0 && sp.MinP <= 1):
-				return usageErr("--min-p must be in [0, 1] (0 = off)")
+				return toolcmd.UsageErr("--min-p must be in [0, 1] (0 = off)")
 			case sp.TopK < 0:
-				return usageErr("--top-k must be ≥ 0 (0 = off)")
+				return toolcmd.UsageErr("--top-k must be ≥ 0 (0 = off)")
 			case !(sp.RepeatPenalty > 0):
-				return usageErr("--repeat-penalty must be > 0 (1 = off)")
+				return toolcmd.UsageErr("--repeat-penalty must be > 0 (1 = off)")
 			case sp.RepeatLastN < -1:
-				return usageErr("--repeat-last-n must be ≥ -1")
+				return toolcmd.UsageErr("--repeat-last-n must be ≥ -1")
 			}
 			m, err := mf.open()
 			if err != nil {
@@ -218,7 +227,7 @@ func newGenerateCmd() *cobra.Command {
 			tok := m.Tokenizer()
 			ids := tok.Encode(prompt, true)
 			if len(ids) == 0 {
-				return usageErr("the prompt has no tokens")
+				return toolcmd.UsageErr("the prompt has no tokens")
 			}
 			sp.Seed = uint64(seed)
 			smp := sampling.New(sp)
@@ -239,7 +248,7 @@ func newGenerateCmd() *cobra.Command {
 					next = smp.Sample(logits)
 					return nil
 				}); err != nil {
-					return backendErr(err)
+					return toolcmd.BackendErr(err)
 				}
 				smp.Accept(next)
 				gen = append(gen, next)
@@ -293,7 +302,7 @@ func newLogitsCmd() *cobra.Command {
 					return err
 				}
 			} else if ids = m.Tokenizer().Encode(prompt, true); len(ids) == 0 {
-				return usageErr("the prompt has no tokens")
+				return toolcmd.UsageErr("the prompt has no tokens")
 			}
 			return writeLogits(cmd.Context(), m, mf, ids, prompt, out)
 		},
@@ -328,14 +337,14 @@ func writeLogits(ctx context.Context, m *engine.Model, mf modelFlags, ids []int3
 		return nil
 	})
 	if err != nil {
-		return backendErr(err)
+		return toolcmd.BackendErr(err)
 	}
 	if err := atomicfile.WriteFile(out, raw); err != nil {
-		return usageErr("--out: %v", err)
+		return toolcmd.UsageErr("--out: %v", err)
 	}
-	modelSum, err := pipeline.FileSHA256(ctx, mf.path)
+	modelSum, err := filehash.SHA256(ctx, mf.path)
 	if err != nil {
-		return backendErr(err)
+		return toolcmd.BackendErr(err)
 	}
 	ls := sha256.Sum256(raw)
 	meta := map[string]any{
@@ -351,7 +360,7 @@ func writeLogits(ctx context.Context, m *engine.Model, mf modelFlags, ids []int3
 	}
 	data, _ := json.MarshalIndent(meta, "", " ")
 	if err := atomicfile.WriteFile(out+".json", append(data, '\n')); err != nil {
-		return usageErr("--out: %v", err)
+		return toolcmd.UsageErr("--out: %v", err)
 	}
 	return nil
 }
@@ -369,11 +378,11 @@ func newSynthCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			t, err := ggml.ParseType(typeName)
 			if err != nil {
-				return usageErr("--type: %v", err)
+				return toolcmd.UsageErr("--type: %v", err)
 			}
 			cfg.Type = t
 			if err := synth.Generate(cfg, out); err != nil {
-				return usageErr("%v", err)
+				return toolcmd.UsageErr("%v", err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s\n", out)
 			return nil
