@@ -2,9 +2,7 @@ package main
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -210,53 +208,6 @@ func TestBadInputExitCodes(t *testing.T) {
 	r = evalrun(t, []string{"EVALRUN_REFERENCE_PLUGIN=nosuch"}, "run", "configs/default.yaml", "--out", dir+"/o")
 	if r.code != 2 || !strings.Contains(r.stderr, `reference.plugin (from $EVALRUN_REFERENCE_PLUGIN): find plugin "nosuch"`) {
 		t.Fatalf("missing plugin: exit %d\n%s", r.code, r.stderr)
-	}
-}
-
-// TestEngineCommandsRunTheCPUPlugin: evalrun inspect|tokenize|generate|
-// logits|synth are the cpu plugin's commands (their golden checks are beside
-// them in plugins/cpu): arguments, output and exit code pass through, --help
-// is the plugin's, and without the plugin evalrun says which binary is missing.
-func TestEngineCommandsRunTheCPUPlugin(t *testing.T) {
-	g := testkit.ReadGolden(t, "logits/p3.F32.plain.json")
-	r := evalrun(t, nil, "tokenize", "--model", "models/stories260K.gguf",
-		"The little girl walked into the forest with her basket. She wanted to pick berries for her mother. Soon she found a bush full of red berries. She picked one and ate it. It was sweet! Then she heard a small sound behind the bush.")
-	var ids []int32
-	if err := json.Unmarshal([]byte(r.stdout), &ids); r.code != 0 || err != nil || fmt.Sprint(ids) != fmt.Sprint(g.TokenIDs) {
-		t.Fatalf("tokenize: exit %d, %v %q, want %v", r.code, err, r.stdout, g.TokenIDs)
-	}
-
-	out := filepath.Join(t.TempDir(), "p3.f32")
-	r = evalrun(t, nil, "logits", "--model", "models/stories260K.gguf", "--tokens", "1,403,407", "--out", out, "--threads", "2")
-	raw, _ := os.ReadFile(out)
-	var meta struct {
-		Shape []int  `json:"logits_shape"`
-		Sum   string `json:"sha256_of_logits_file"`
-	}
-	side, _ := os.ReadFile(out + ".json")
-	if err := json.Unmarshal(side, &meta); r.code != 0 || err != nil || fmt.Sprint(meta.Shape) != "[3 512]" || len(raw) != 3*512*4 || meta.Sum != fmt.Sprintf("%x", sha256.Sum256(raw)) {
-		t.Fatalf("logits: exit %d, %d bytes, sidecar %v %+v\n%s", r.code, len(raw), err, meta, r.stderr)
-	}
-
-	r = evalrun(t, nil, "generate", "--help")
-	if r.code != 0 || !strings.Contains(r.stdout, "evalrun generate --model M --prompt P -n N [flags]") || !strings.Contains(r.stdout, "--repeat-penalty") {
-		t.Errorf("generate --help: exit %d, not the plugin's flags:\n%s", r.code, r.stdout)
-	}
-
-	// evalrun alone: no plugin beside it or in $EVALRUN_PLUGIN_DIR.
-	alone := t.TempDir()
-	data, err := os.ReadFile(filepath.Join(binDir, "evalrun"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.WriteFile(filepath.Join(alone, "evalrun"), data, 0o755)
-	cmd := exec.Command(filepath.Join(alone, "evalrun"), "generate", "--model", "models/stories260K.gguf", "--prompt", "x", "-n", "1")
-	cmd.Dir, cmd.Env = "../..", append(os.Environ(), "EVALRUN_PLUGIN_DIR="+t.TempDir())
-	msg, err := cmd.CombinedOutput()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != 3 || !strings.Contains(string(msg), "evalrun: generate is a command of evalrun-plugin-cpu: find plugin \"cpu\": no evalrun-plugin-cpu in ") ||
-		!strings.Contains(string(msg), "make build builds it") {
-		t.Errorf("generate without the cpu plugin: %v\n%s", err, msg)
 	}
 }
 

@@ -1,14 +1,13 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 
 	"github.com/spf13/cobra"
 
 	"github.com/evalrun/evalrun/backend"
+	"github.com/evalrun/evalrun/internal/toolcmd"
 )
 
 // pluginTools are the commands evalrun runs in a plugin binary, with the
@@ -26,7 +25,8 @@ var pluginTools = []struct{ plugin, name, short string }{
 }
 
 // newToolCmd runs evalrun-plugin-PLUGIN NAME ARGS..., the plugin looked up in
-// $EVALRUN_PLUGIN_DIR, then beside evalrun; its exit code is evalrun's.
+// $EVALRUN_PLUGIN_DIR, then beside evalrun; its exit code is evalrun's, and
+// it ends with evalrun (toolcmd.Exec).
 func newToolCmd(plugin, name, short string) *cobra.Command {
 	bin := backend.PluginPrefix + plugin
 	return &cobra.Command{
@@ -42,17 +42,7 @@ func newToolCmd(plugin, name, short string) *cobra.Command {
 			if err != nil {
 				return backendErr(fmt.Errorf("%s is a command of %s: %w (make build builds it beside evalrun)", name, bin, err))
 			}
-			c := exec.CommandContext(cmd.Context(), path, append([]string{name}, args...)...)
-			c.Stdin, c.Stdout, c.Stderr = os.Stdin, cmd.OutOrStdout(), cmd.ErrOrStderr()
-			err = c.Run()
-			var ee *exec.ExitError
-			if errors.As(err, &ee) && ee.ExitCode() > 0 {
-				return &exitError{Code: ee.ExitCode()} // the tool said why
-			}
-			if err != nil {
-				return backendErr(err)
-			}
-			return nil
+			return toolcmd.Exec(cmd.Context(), path, append([]string{name}, args...), cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 }

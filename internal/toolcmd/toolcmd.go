@@ -1,8 +1,9 @@
 // Package toolcmd runs a plugin binary's own commands: "evalrun-plugin-cpu
 // generate ...", "evalrun-plugin-rknn ops ...". Users call them as evalrun
-// generate, evalrun ops (the host passes the arguments on and the exit code
-// back), so they speak as evalrun: messages start "evalrun:", the root is
-// called evalrun in usage lines, and the exit codes are backend.Exit*.
+// generate, evalrun ops (the host runs the binary with Exec, the arguments
+// passed on and the exit code back), so they speak as evalrun (Run):
+// messages start "evalrun:", the root is called evalrun in usage lines, and
+// the exit codes are backend.Exit*.
 package toolcmd
 
 import (
