@@ -151,10 +151,10 @@ func Launch(ctx context.Context, cfg LaunchConfig) (*Client, error) {
 			if sum != nil {
 				// go-plugin's SecureConfig, checked here: with a RunnerFunc
 				// go-plugin has no path of its own to check.
-				if ok, err := newSecureConfig(sum).Check(cfg.Path); err != nil || !ok {
+				if err := checkSum(cfg.Path, sum); err != nil {
 					// go-plugin removes socketDir only once a runner exists.
 					os.RemoveAll(socketDir)
-					return nil, fmt.Errorf("%s: sha256 differs from %s (rebuild with make build): %w", cfg.Path, LockFile, errChecksum(err))
+					return nil, err
 				}
 			}
 			cmd := exec.Command(cfg.Path, cfg.Args...)

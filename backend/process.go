@@ -211,6 +211,25 @@ func lockedChecksum(path string) ([]byte, error) {
 	return nil, fmt.Errorf("%s is not listed in %s (rebuild with make build, or remove the lock file)", name, lock)
 }
 
+// VerifyLocked checks the binary at path against the lock file beside it,
+// as Launch does before it starts a plugin; no lock file, no check. It is
+// for running a plugin binary's own commands (evalrun generate, kernels).
+func VerifyLocked(path string) error {
+	sum, err := lockedChecksum(path)
+	if err != nil || sum == nil {
+		return err
+	}
+	return checkSum(path, sum)
+}
+
+// checkSum is go-plugin's SecureConfig check of the binary at path.
+func checkSum(path string, sum []byte) error {
+	if ok, err := newSecureConfig(sum).Check(path); err != nil || !ok {
+		return fmt.Errorf("%s: sha256 differs from %s (rebuild with make build): %w", path, LockFile, errChecksum(err))
+	}
+	return nil
+}
+
 func newSecureConfig(sum []byte) *plugin.SecureConfig {
 	return &plugin.SecureConfig{Checksum: sum, Hash: sha256.New()}
 }

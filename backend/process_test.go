@@ -110,11 +110,19 @@ func TestLockFileChecksums(t *testing.T) {
 		}
 	}
 	launch := func() error {
+		// VerifyLocked (a plugin's own commands) must agree with Launch.
+		verr := backend.VerifyLocked(bin)
 		c, err := backend.Launch(context.Background(), backend.LaunchConfig{Path: bin, StartTimeout: 20 * time.Second})
 		if err == nil {
 			c.Kill()
 		}
+		if (err == nil) != (verr == nil) {
+			t.Errorf("Launch: %v, but VerifyLocked: %v", err, verr)
+		}
 		return err
+	}
+	if err := launch(); err != nil {
+		t.Fatalf("no lock file: %v", err)
 	}
 	lock(hex.EncodeToString(sum[:]) + "  " + filepath.Base(bin) + "\n")
 	if err := launch(); err != nil {

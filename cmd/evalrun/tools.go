@@ -42,6 +42,9 @@ func newToolCmd(plugin, name, short string) *cobra.Command {
 			if err != nil {
 				return backendErr(fmt.Errorf("%s is a command of %s: %w (make build builds it beside evalrun)", name, bin, err))
 			}
+			if err := backend.VerifyLocked(path); err != nil { // as a run checks it
+				return backendErr(fmt.Errorf("%s: %w", name, err))
+			}
 			return toolcmd.Exec(cmd.Context(), path, append([]string{name}, args...), cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}

@@ -64,6 +64,37 @@ func TestEngineCommandsRunTheCPUPlugin(t *testing.T) {
 	}
 }
 
+// TestToolCommandsCheckTheLockFile: a plugin's own command runs only if the
+// binary matches plugins.sha256 beside it, as a run's plugins must.
+func TestToolCommandsCheckTheLockFile(t *testing.T) {
+	dir := t.TempDir()
+	data, err := os.ReadFile(filepath.Join(binDir, "evalrun-plugin-cpu"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "evalrun-plugin-cpu"), data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	lock := func(sum [32]byte) {
+		line := fmt.Sprintf("%x  evalrun-plugin-cpu\n", sum)
+		if err := os.WriteFile(filepath.Join(dir, "plugins.sha256"), []byte(line), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := []string{"EVALRUN_PLUGIN_DIR=" + dir}
+	sum := sha256.Sum256(data)
+	lock(sum)
+	if r := evalrun(t, env, "inspect", "models/stories260K.gguf"); r.code != 0 {
+		t.Fatalf("listed with its sha256: exit %d\n%s", r.code, r.stderr)
+	}
+	sum[0] ^= 1
+	lock(sum)
+	r := evalrun(t, env, "inspect", "models/stories260K.gguf")
+	if r.code != 3 || r.stdout != "" || !strings.Contains(r.stderr, "inspect: "+filepath.Join(dir, "evalrun-plugin-cpu")+": sha256 differs from plugins.sha256") {
+		t.Errorf("another sha256 in the lock file: exit %d, stdout %q\n%s", r.code, r.stdout, r.stderr)
+	}
+}
+
 // TestToolCommandsEndWithEvalrun: a plugin's command does not outlive
 // evalrun however evalrun ends: SIGINT and SIGTERM stop it (exit 3,
 // "interrupted"), SIGKILL takes it along (Linux's parent-death signal).
