@@ -6,7 +6,8 @@
 // directory, created with the mode os.Create gives (0666 minus the umask);
 // Commit syncs it, renames it over the destination and syncs the directory.
 // On any error, and on Abort, the temporary file is removed: an interrupted
-// or failed write leaves nothing behind. A file that grows as a run goes
+// or failed write leaves nothing behind (a process that exits on a signal
+// calls RemoveTemporaries first). A file that grows as a run goes
 // (Publish) is moved into place once its first complete part is synced and
 // then appended to in place.
 package atomicfile
@@ -22,7 +23,55 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 )
+
+// temporaries are this process's temporary files not yet renamed into place
+// or removed, for RemoveTemporaries.
+var temporaries struct {
+	sync.Mutex
+	names   map[string]bool
+	removed bool // RemoveTemporaries ran: the process is exiting
+}
+
+// errExiting refuses a write that RemoveTemporaries overtook.
+var errExiting = errors.New("the process is exiting (interrupted)")
+
+func track(name string) {
+	temporaries.Lock()
+	defer temporaries.Unlock()
+	if temporaries.names == nil {
+		temporaries.names = map[string]bool{}
+	}
+	temporaries.names[name] = true
+}
+
+func untrack(name string) {
+	temporaries.Lock()
+	defer temporaries.Unlock()
+	delete(temporaries.names, name)
+}
+
+// RemoveTemporaries removes the temporary files of every write in progress
+// and makes any later Publish fail, for a process about to exit on a signal
+// without waiting for its writers. It returns the names removed.
+func RemoveTemporaries() []string {
+	temporaries.Lock()
+	defer temporaries.Unlock()
+	temporaries.removed = true
+	names := slices.Sorted(func(yield func(string) bool) {
+		for n := range temporaries.names {
+			if !yield(n) {
+				return
+			}
+		}
+	})
+	for _, n := range names {
+		os.Remove(n)
+	}
+	clear(temporaries.names)
+	return names
+}
 
 // File is a file being written that becomes Path on Commit.
 type File struct {
@@ -50,6 +99,7 @@ func Create(path string) (*File, error) {
 		if err != nil {
 			return nil, err
 		}
+		track(f.Name())
 		return &File{File: f, path: path}, nil
 	}
 }
@@ -82,11 +132,12 @@ func (f *File) Publish() error {
 	}
 	err := f.Sync()
 	if err == nil {
-		err = os.Rename(f.Name(), f.path)
+		err = f.rename()
 	}
 	if err != nil {
 		f.Close()
 		os.Remove(f.Name())
+		untrack(f.Name())
 		return err
 	}
 	f.published = true
@@ -97,11 +148,27 @@ func (f *File) Publish() error {
 	return nil
 }
 
+// rename moves the file into place unless RemoveTemporaries ran (then the
+// file is gone): under its lock, so a file is renamed or removed, never both.
+func (f *File) rename() error {
+	temporaries.Lock()
+	defer temporaries.Unlock()
+	if temporaries.removed {
+		return errExiting
+	}
+	if err := os.Rename(f.Name(), f.path); err != nil {
+		return err
+	}
+	delete(temporaries.names, f.Name())
+	return nil
+}
+
 // Abort discards the file, unless Publish moved it into place already.
 func (f *File) Abort() {
 	f.Close()
 	if !f.published {
 		os.Remove(f.Name())
+		untrack(f.Name())
 	}
 }
 

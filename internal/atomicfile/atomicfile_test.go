@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"syscall"
 	"testing"
 )
@@ -140,5 +141,35 @@ func TestPublishedFileGrowsInPlace(t *testing.T) {
 	}
 	if names := entries(t, dir); len(names) != 2 {
 		t.Errorf("directory holds %v, want the file and the dead writer's", names)
+	}
+}
+
+// TestRemoveTemporaries: a process exiting on a signal removes the files
+// being written and keeps the ones already in place; a write that would
+// finish afterwards fails instead of renaming a file that is gone.
+func TestRemoveTemporaries(t *testing.T) {
+	t.Cleanup(func() { temporaries.Lock(); temporaries.removed = false; temporaries.Unlock() })
+	dir := t.TempDir()
+	done := filepath.Join(dir, "done.json")
+	if err := WriteFile(done, []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	aborted, _ := Create(filepath.Join(dir, "aborted"))
+	aborted.Abort()
+	live, err := Create(filepath.Join(dir, "model.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	live.WriteString("half a model")
+
+	if got := RemoveTemporaries(); !slices.Contains(got, live.Name()) {
+		t.Errorf("removed %v, not %s", got, live.Name())
+	}
+	if err := live.Commit(); !errors.Is(err, errExiting) {
+		t.Errorf("Commit after RemoveTemporaries: %v, want %v", err, errExiting)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 || entries[0].Name() != "done.json" {
+		t.Errorf("left in the directory: %v, want only done.json", entries)
 	}
 }
