@@ -225,7 +225,7 @@ func VerifyLocked(path string) error {
 // checkSum is go-plugin's SecureConfig check of the binary at path.
 func checkSum(path string, sum []byte) error {
 	if ok, err := newSecureConfig(sum).Check(path); err != nil || !ok {
-		return fmt.Errorf("%s: sha256 differs from %s (rebuild with make build): %w", path, LockFile, errChecksum(err))
+		return fmt.Errorf("%s: sha256 differs from %s (rebuild with make build, or update or remove the lock file): %w", path, LockFile, errChecksum(err))
 	}
 	return nil
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 
@@ -26,26 +28,41 @@ var pluginTools = []struct{ plugin, name, short string }{
 
 // newToolCmd runs evalrun-plugin-PLUGIN NAME ARGS..., the plugin looked up in
 // $EVALRUN_PLUGIN_DIR, then beside evalrun; its exit code is evalrun's, and
-// it ends with evalrun (toolcmd.Exec).
+// it ends with evalrun (toolcmd.Exec). evalrun help NAME shows the plugin's
+// own help, as NAME --help does.
 func newToolCmd(plugin, name, short string) *cobra.Command {
 	bin := backend.PluginPrefix + plugin
-	return &cobra.Command{
+	run := func(cmd *cobra.Command, args []string) error {
+		var dirs []string
+		if d := os.Getenv("EVALRUN_PLUGIN_DIR"); d != "" {
+			dirs = append(dirs, d)
+		}
+		path, err := backend.FindPlugin(plugin, dirs...)
+		if err != nil {
+			return backendErr(fmt.Errorf("%s is a command of %s: %w (make build builds it beside evalrun)", name, bin, err))
+		}
+		if err := backend.VerifyLocked(path); err != nil { // as a run checks it
+			return backendErr(fmt.Errorf("%s: %w", name, err))
+		}
+		ctx := cmd.Context()
+		if ctx == nil { // cobra's help command does not pass one on
+			ctx = context.Background()
+		}
+		return toolcmd.Exec(ctx, path, append([]string{name}, args...), cmd.OutOrStdout(), cmd.ErrOrStderr())
+	}
+	cmd := &cobra.Command{
 		Use:                name + " ...",
 		Short:              short + " (" + bin + " " + name + "; --help for its flags)",
 		DisableFlagParsing: true,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			var dirs []string
-			if d := os.Getenv("EVALRUN_PLUGIN_DIR"); d != "" {
-				dirs = append(dirs, d)
-			}
-			path, err := backend.FindPlugin(plugin, dirs...)
-			if err != nil {
-				return backendErr(fmt.Errorf("%s is a command of %s: %w (make build builds it beside evalrun)", name, bin, err))
-			}
-			if err := backend.VerifyLocked(path); err != nil { // as a run checks it
-				return backendErr(fmt.Errorf("%s: %w", name, err))
-			}
-			return toolcmd.Exec(cmd.Context(), path, append([]string{name}, args...), cmd.OutOrStdout(), cmd.ErrOrStderr())
-		},
+		RunE:               run,
 	}
+	cmd.SetHelpFunc(func(cmd *cobra.Command, _ []string) {
+		if err := run(cmd, []string{"--help"}); err != nil {
+			var e *toolcmd.Error
+			if !errors.As(err, &e) || e.Err != nil {
+				fmt.Fprintln(cmd.ErrOrStderr(), "evalrun:", err)
+			}
+		}
+	})
+	return cmd
 }

@@ -42,9 +42,27 @@ func TestEngineCommandsRunTheCPUPlugin(t *testing.T) {
 		t.Fatalf("logits: exit %d, %d bytes, sidecar %v %+v\n%s", r.code, len(raw), err, meta, r.stderr)
 	}
 
-	r = evalrun(t, nil, "generate", "--help")
-	if r.code != 0 || !strings.Contains(r.stdout, "evalrun generate --model M --prompt P -n N [flags]") || !strings.Contains(r.stdout, "--repeat-penalty") {
-		t.Errorf("generate --help: exit %d, not the plugin's flags:\n%s", r.code, r.stdout)
+	for _, args := range [][]string{{"generate", "--help"}, {"help", "generate"}} {
+		r = evalrun(t, nil, args...)
+		if r.code != 0 || !strings.Contains(r.stdout, "evalrun generate --model M --prompt P -n N [flags]") || !strings.Contains(r.stdout, "--repeat-penalty") {
+			t.Errorf("evalrun %s: exit %d, not the plugin's flags:\n%s", strings.Join(args, " "), r.code, r.stdout)
+		}
+	}
+
+	// evalrun inspect M | head: the reader gone, the command ends quietly
+	// with the shell's SIGPIPE code.
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr.Close()
+	cmd := exec.Command(filepath.Join(binDir, "evalrun"), "inspect", "models/stories260K.gguf")
+	var stderr strings.Builder
+	cmd.Dir, cmd.Stdout, cmd.Stderr = "../..", pw, &stderr
+	err = cmd.Run()
+	pw.Close()
+	if code := cmd.ProcessState.ExitCode(); code != 141 || stderr.Len() > 0 {
+		t.Errorf("inspect into a closed pipe: exit %d (%v), want 141 and no message\n%s", code, err, stderr.String())
 	}
 
 	// evalrun alone: no plugin beside it or in $EVALRUN_PLUGIN_DIR.
@@ -54,7 +72,7 @@ func TestEngineCommandsRunTheCPUPlugin(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.WriteFile(filepath.Join(alone, "evalrun"), data, 0o755)
-	cmd := exec.Command(filepath.Join(alone, "evalrun"), "generate", "--model", "models/stories260K.gguf", "--prompt", "x", "-n", "1")
+	cmd = exec.Command(filepath.Join(alone, "evalrun"), "generate", "--model", "models/stories260K.gguf", "--prompt", "x", "-n", "1")
 	cmd.Dir, cmd.Env = "../..", append(os.Environ(), "EVALRUN_PLUGIN_DIR="+t.TempDir())
 	msg, err := cmd.CombinedOutput()
 	var ee *exec.ExitError
@@ -97,7 +115,8 @@ func TestToolCommandsCheckTheLockFile(t *testing.T) {
 
 // TestToolCommandsEndWithEvalrun: a plugin's command does not outlive
 // evalrun however evalrun ends: SIGINT and SIGTERM stop it (exit 3,
-// "interrupted"), SIGKILL takes it along (Linux's parent-death signal).
+// "interrupted"), to evalrun alone or to the process group as a terminal's
+// Ctrl-C, SIGKILL takes it along (Linux's parent-death signal).
 func TestToolCommandsEndWithEvalrun(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("the parent-death signal is Linux's")
@@ -106,12 +125,20 @@ func TestToolCommandsEndWithEvalrun(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "evalrun-plugin-cpu"), []byte("#!/bin/sh\necho \"$$ $$\" > \"$EVALRUN_TEST_PIDFILE\"\nexec sleep 1000\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGKILL} {
-		t.Run(sig.String(), func(t *testing.T) {
+	for _, c := range []struct {
+		sig   syscall.Signal
+		group bool
+	}{{syscall.SIGINT, false}, {syscall.SIGTERM, false}, {syscall.SIGKILL, false}, {syscall.SIGINT, true}} {
+		sig := c.sig
+		t.Run(fmt.Sprintf("%v group=%v", sig, c.group), func(t *testing.T) {
 			pidFile := filepath.Join(t.TempDir(), "pids")
 			s := start(t, []string{"EVALRUN_PLUGIN_DIR=" + dir, "EVALRUN_TEST_PIDFILE=" + pidFile}, "generate", "--model", "models/stories260K.gguf", "--prompt", "x")
 			pid, _ := pids(t, pidFile)
-			s.cmd.Process.Signal(sig) // evalrun alone, not its process group
+			if c.group {
+				syscall.Kill(-s.cmd.Process.Pid, sig) // start made evalrun a group leader
+			} else {
+				s.cmd.Process.Signal(sig)
+			}
 			code := s.wait(t, 25*time.Second)
 			if sig != syscall.SIGKILL && (code != 3 || !strings.Contains(s.err.String(), "evalrun: evalrun-plugin-cpu generate: interrupted")) {
 				t.Errorf("exit %d after %v, want 3 and the interruption named\n%s", code, sig, s.err)

@@ -7,13 +7,19 @@
 package toolcmd
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"os"
+	"os/signal"
 	"slices"
+	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/evalrun/evalrun/backend"
+	"github.com/evalrun/evalrun/internal/atomicfile"
 )
 
 // Error carries one of backend's exit codes out of a command. Err is nil
@@ -40,9 +46,20 @@ func UsageErr(format string, args ...any) error {
 // BackendErr is a failure to compute (exit 3).
 func BackendErr(err error) error { return &Error{backend.ExitBackend, err} }
 
+// interruptGrace is how long a command has, after SIGINT or SIGTERM, to
+// stop by itself (its context is cancelled) before Run ends the process.
+const interruptGrace = 2 * time.Second
+
 // Run runs args when args[0] names one of cmds and returns its exit code
 // with ran true; otherwise it runs nothing (the binary serves as a plugin).
 // The error, if any, is printed on the command's stderr.
+//
+// SIGINT or SIGTERM (evalrun stopping the command, or a terminal's Ctrl-C,
+// which reaches the whole process group) cancels the command's context: a
+// command that stops on it ends with exit 3 "NAME: interrupted". One that
+// has not stopped after interruptGrace, or a second signal, ends the
+// process at once, exit 3, its temporary files removed: an interrupted
+// command leaves no partial output file.
 func Run(args []string, cmds ...*cobra.Command) (code int, ran bool) {
 	if len(args) == 0 || !slices.ContainsFunc(cmds, func(c *cobra.Command) bool { return c.Name() == args[0] }) {
 		return 0, false
@@ -53,9 +70,38 @@ func Run(args []string, cmds ...*cobra.Command) (code int, ran bool) {
 	})
 	root.AddCommand(cmds...)
 	root.SetArgs(args)
-	c, err := root.ExecuteC()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case <-sigs:
+		case <-done:
+			return
+		}
+		cancel()
+		select {
+		case <-sigs:
+		case <-time.After(interruptGrace):
+		case <-done:
+			return
+		}
+		atomicfile.RemoveTemporaries()
+		fmt.Fprintf(os.Stderr, "evalrun: %s: interrupted\n", args[0])
+		os.Exit(backend.ExitBackend)
+	}()
+
+	c, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return backend.ExitPass, true
+	}
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		err = BackendErr(fmt.Errorf("%s: interrupted", args[0]))
 	}
 	fmt.Fprintln(c.ErrOrStderr(), "evalrun:", err)
 	var e *Error

@@ -242,6 +242,9 @@ func newGenerateCmd() *cobra.Command {
 			gen := []int32{}
 			var text []byte
 			for batch := ids; len(gen) < n; batch = gen[len(gen)-1:] {
+				if err := cmd.Context().Err(); err != nil {
+					return err // interrupted: toolcmd.Run says so
+				}
 				var next int32
 				last := func(i int) bool { return i == len(batch)-1 }
 				if err := s.Decode(batch, last, func(_ int, logits []float32) error {
@@ -339,12 +342,14 @@ func writeLogits(ctx context.Context, m *engine.Model, mf modelFlags, ids []int3
 	if err != nil {
 		return toolcmd.BackendErr(err)
 	}
-	if err := atomicfile.WriteFile(out, raw); err != nil {
-		return toolcmd.UsageErr("--out: %v", err)
-	}
+	// Hashed before either file is written: an interruption (ctx) leaves
+	// neither, not the logits without their sidecar.
 	modelSum, err := filehash.SHA256(ctx, mf.path)
 	if err != nil {
 		return toolcmd.BackendErr(err)
+	}
+	if err := atomicfile.WriteFile(out, raw); err != nil {
+		return toolcmd.UsageErr("--out: %v", err)
 	}
 	ls := sha256.Sum256(raw)
 	meta := map[string]any{

@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -162,5 +164,20 @@ func TestSynth(t *testing.T) {
 	}
 	if code, stdout, stderr = tool(t, "generate", "--model", out, "--prompt", "a", "-n", "3", "--json"); code != 0 || !strings.Contains(stdout, `"generated_ids":[`) {
 		t.Fatalf("generate on the synthetic model: exit %d %q %s", code, stdout, stderr)
+	}
+}
+
+// TestGenerateStopsWhenInterrupted: generate checks its context between
+// tokens (toolcmd.Run cancels it on SIGINT/SIGTERM): a long generation
+// stops instead of running out its grace.
+func TestGenerateStopsWhenInterrupted(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	cmd := newGenerateCmd()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetArgs([]string{"--model", model("stories260K.gguf"), "--prompt", "Once", "-n", "200"})
+	if err := cmd.ExecuteContext(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("generate with its context ended: %v, want %v after the prompt (printed %q)", err, context.Canceled, out.String())
 	}
 }
