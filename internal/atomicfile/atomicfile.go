@@ -6,14 +6,17 @@
 // directory, created with the mode os.Create gives (0666 minus the umask);
 // Commit syncs it, renames it over the destination and syncs the directory.
 // On any error, and on Abort, the temporary file is removed: an interrupted
-// or failed write leaves nothing behind (a process that exits on a signal
-// calls RemoveTemporaries first). A file that grows as a run goes
+// or failed write leaves nothing behind. A process that exits on a signal
+// without waiting for its writers calls RemoveTemporaries first (evalrun's
+// plugin commands, evalrun quitting at once); one killed outright leaves
+// its temporary files for Leftovers. A file that grows as a run goes
 // (Publish) is moved into place once its first complete part is synced and
 // then appended to in place.
 package atomicfile
 
 import (
 	"cmp"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -34,16 +37,27 @@ var temporaries struct {
 	removed bool // RemoveTemporaries ran: the process is exiting
 }
 
-// errExiting refuses a write that RemoveTemporaries overtook.
-var errExiting = errors.New("the process is exiting (interrupted)")
+// errExiting refuses a write that RemoveTemporaries overtook: the process
+// was interrupted (it wraps context.Canceled, so callers report it so).
+var errExiting = fmt.Errorf("the process is exiting: %w", context.Canceled)
 
-func track(name string) {
+// createTracked creates a temporary file and records it, unless the process
+// is exiting: under the lock, so RemoveTemporaries misses no file.
+func createTracked(name string) (*os.File, error) {
 	temporaries.Lock()
 	defer temporaries.Unlock()
+	if temporaries.removed {
+		return nil, errExiting
+	}
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o666)
+	if err != nil {
+		return nil, err
+	}
 	if temporaries.names == nil {
 		temporaries.names = map[string]bool{}
 	}
 	temporaries.names[name] = true
+	return f, nil
 }
 
 func untrack(name string) {
@@ -92,14 +106,13 @@ func Create(path string) (*File, error) {
 	for {
 		var r [6]byte
 		rand.Read(r[:])
-		f, err := os.OpenFile(filepath.Join(dir, "."+base+".tmp-"+hex.EncodeToString(r[:])), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o666)
+		f, err := createTracked(filepath.Join(dir, "."+base+".tmp-"+hex.EncodeToString(r[:])))
 		if errors.Is(err, fs.ErrExist) {
 			continue
 		}
 		if err != nil {
 			return nil, err
 		}
-		track(f.Name())
 		return &File{File: f, path: path}, nil
 	}
 }

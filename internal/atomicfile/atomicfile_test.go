@@ -3,7 +3,9 @@
 package atomicfile
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -161,15 +163,31 @@ func TestRemoveTemporaries(t *testing.T) {
 		t.Fatal(err)
 	}
 	live.WriteString("half a model")
+	growing, _ := Create(filepath.Join(dir, "units.jsonl")) // published, still appended to
+	growing.WriteString("unit 1\n")
+	if err := growing.Publish(); err != nil {
+		t.Fatal(err)
+	}
 
 	if got := RemoveTemporaries(); !slices.Contains(got, live.Name()) {
 		t.Errorf("removed %v, not %s", got, live.Name())
 	}
-	if err := live.Commit(); !errors.Is(err, errExiting) {
-		t.Errorf("Commit after RemoveTemporaries: %v, want %v", err, errExiting)
+	if err := live.Commit(); !errors.Is(err, context.Canceled) {
+		t.Errorf("Commit after RemoveTemporaries: %v, want an interruption", err)
 	}
+	if _, err := Create(filepath.Join(dir, "late.json")); !errors.Is(err, context.Canceled) {
+		t.Errorf("Create after RemoveTemporaries: %v, want an interruption", err)
+	}
+	growing.WriteString("unit 2\n")
+	if err := growing.Commit(); err != nil {
+		t.Errorf("a published file: %v", err)
+	}
+	var names []string
 	entries, _ := os.ReadDir(dir)
-	if len(entries) != 1 || entries[0].Name() != "done.json" {
-		t.Errorf("left in the directory: %v, want only done.json", entries)
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if fmt.Sprint(names) != "[done.json units.jsonl]" {
+		t.Errorf("left in the directory: %v, want done.json and units.jsonl", names)
 	}
 }
