@@ -21,6 +21,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/evalrun/evalrun/backend"
+	"github.com/evalrun/evalrun/internal/atomicfile"
 	"github.com/evalrun/evalrun/internal/toolcmd"
 )
 
@@ -90,7 +91,11 @@ func main() {
 		case <-sigs:
 		case <-time.After(interruptGrace):
 		}
-		// Plugins die with the process (Pdeathsig, and their watchdogs).
+		// Plugins die with the process (Pdeathsig, and their watchdogs); a
+		// plugin command is first told to stop at once, so that it removes
+		// its temporary files, and so are this process's writes.
+		toolcmd.StopNow(time.Second)
+		atomicfile.RemoveTemporaries()
 		fmt.Fprintln(os.Stderr, "evalrun: interrupted")
 		os.Exit(backend.ExitBackend)
 	}()

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 
@@ -58,10 +57,7 @@ func newToolCmd(plugin, name, short string) *cobra.Command {
 	}
 	cmd.SetHelpFunc(func(cmd *cobra.Command, _ []string) {
 		if err := run(cmd, []string{"--help"}); err != nil {
-			var e *toolcmd.Error
-			if !errors.As(err, &e) || e.Err != nil {
-				fmt.Fprintln(cmd.ErrOrStderr(), "evalrun:", err)
-			}
+			os.Exit(exitCode(err)) // cobra's help cannot fail: as NAME --help would
 		}
 	})
 	return cmd

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -35,10 +36,11 @@ func Exec(ctx context.Context, path string, args []string, stdout, stderr io.Wri
 	c.Stdin, c.Stdout, c.Stderr = os.Stdin, stdout, stderr
 	c.SysProcAttr = dieWithParent()
 	c.Cancel = func() error {
-		if err := c.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
-			return c.Process.Kill() // no SIGTERM on this system
+		err := c.Process.Signal(syscall.SIGTERM)
+		if err == nil || errors.Is(err, os.ErrProcessDone) {
+			return err // ErrProcessDone: it had ended, not interrupted
 		}
-		return nil
+		return c.Process.Kill() // no SIGTERM on this system
 	}
 	c.WaitDelay = stopWait
 	// The parent-death signal follows the thread that forked the child, and
@@ -46,7 +48,12 @@ func Exec(ctx context.Context, path string, args []string, stdout, stderr io.Wri
 	// one for the child's life, so the signal means "evalrun died".
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	err := c.Run()
+	err := c.Start()
+	if err == nil {
+		done := running.set(c.Process)
+		err = c.Wait()
+		running.clear(done)
+	}
 	name := filepath.Base(path) + " " + args[0]
 	var ee *exec.ExitError
 	switch {
@@ -68,4 +75,48 @@ func Exec(ctx context.Context, path string, args []string, stdout, stderr io.Wri
 func killedBy(ee *exec.ExitError, sig syscall.Signal) bool {
 	ws, ok := ee.Sys().(syscall.WaitStatus)
 	return ok && ws.Signaled() && ws.Signal() == sig
+}
+
+// running is the command Exec runs, for StopNow.
+var running runningCmd
+
+type runningCmd struct {
+	sync.Mutex
+	proc *os.Process
+	done chan struct{} // closed when it has ended
+}
+
+func (r *runningCmd) set(p *os.Process) chan struct{} {
+	r.Lock()
+	defer r.Unlock()
+	r.proc, r.done = p, make(chan struct{})
+	return r.done
+}
+
+func (r *runningCmd) clear(done chan struct{}) {
+	r.Lock()
+	defer r.Unlock()
+	close(done)
+	r.proc = nil
+}
+
+// StopNow is for evalrun quitting at once (a second Ctrl-C), which would
+// kill the command it runs (the parent-death signal) in the middle of a
+// write: it asks the command to stop at once (SIGTERM again, which Run
+// takes as a second interruption: temporary files removed, exit 3) and
+// waits up to limit for it to end.
+func StopNow(limit time.Duration) {
+	running.Lock()
+	p, done := running.proc, running.done
+	running.Unlock()
+	if p == nil {
+		return
+	}
+	if p.Signal(syscall.SIGTERM) != nil {
+		return
+	}
+	select {
+	case <-done:
+	case <-time.After(limit):
+	}
 }

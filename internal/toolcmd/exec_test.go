@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -22,6 +23,9 @@ import (
 
 func TestMain(m *testing.M) {
 	if mode := os.Getenv("TOOLCMD_TEST_CHILD"); mode != "" {
+		if g, err := time.ParseDuration(os.Getenv("TOOLCMD_TEST_GRACE")); err == nil {
+			interruptGrace = g
+		}
 		code, _ := Run(os.Args[1:], childCmd(mode))
 		os.Exit(code)
 	}
@@ -29,11 +33,14 @@ func TestMain(m *testing.M) {
 }
 
 // childCmd is the command of the test binary run as a plugin ("write"): it
-// starts writing $TOOLCMD_TEST_OUT atomically, then, by mode, stops when its
-// context ends ("stops"), ignores it ("ignores"), writes to stdout until that
-// fails ("pipe"), or dies of SIGKILL ("killed").
+// writes its pid to $TOOLCMD_TEST_AUX/pid, starts writing $TOOLCMD_TEST_OUT
+// atomically, then, by mode, stops when its context ends ("stops", 300 ms
+// later, leaving $TOOLCMD_TEST_AUX/stopped), ignores it ("ignores"), writes to stdout until
+// that fails ("pipe"), or dies of SIGKILL ("killed").
 func childCmd(mode string) *cobra.Command {
 	return &cobra.Command{Use: "write", RunE: func(cmd *cobra.Command, _ []string) error {
+		aux := os.Getenv("TOOLCMD_TEST_AUX")
+		os.WriteFile(filepath.Join(aux, "pid"), []byte(strconv.Itoa(os.Getpid())), 0o644)
 		f, err := atomicfile.Create(os.Getenv("TOOLCMD_TEST_OUT"))
 		if err != nil {
 			return err
@@ -42,6 +49,8 @@ func childCmd(mode string) *cobra.Command {
 		switch mode {
 		case "stops":
 			<-cmd.Context().Done()
+			time.Sleep(300 * time.Millisecond) // cleaning up: a second interruption would cut it short
+			os.WriteFile(filepath.Join(aux, "stopped"), nil, 0o644)
 			f.Abort()
 			return cmd.Context().Err()
 		case "ignores":
@@ -57,19 +66,39 @@ func childCmd(mode string) *cobra.Command {
 	}}
 }
 
-// execChild runs the test binary's write command through Exec, cancelling
-// ctx once the command's temporary file exists when cancel is set.
-func execChild(t *testing.T, mode string, stdout io.Writer, cancel bool) (err error, stderr string, dir string) {
-	dir = t.TempDir()
-	t.Setenv("TOOLCMD_TEST_CHILD", mode)
-	t.Setenv("TOOLCMD_TEST_OUT", filepath.Join(dir, "out.gguf"))
-	ctx, stop := context.WithCancel(context.Background())
-	defer stop()
-	if cancel {
+// child is one run of the test binary's write command through Exec.
+type child struct {
+	mode, grace string
+	stdout      io.Writer
+	// interrupt, if set, runs once the command's temporary file exists,
+	// with the command's pid and the cancel of Exec's context.
+	interrupt func(pid int, cancel func())
+
+	err        error
+	stderr     string
+	dir, aux   string
+	tookToStop time.Duration
+}
+
+func (c *child) run(t *testing.T) {
+	c.dir, c.aux = t.TempDir(), t.TempDir()
+	t.Setenv("TOOLCMD_TEST_CHILD", c.mode)
+	t.Setenv("TOOLCMD_TEST_GRACE", c.grace)
+	t.Setenv("TOOLCMD_TEST_OUT", filepath.Join(c.dir, "out.gguf"))
+	t.Setenv("TOOLCMD_TEST_AUX", c.aux)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if c.stdout == nil {
+		c.stdout = io.Discard
+	}
+	if c.interrupt != nil {
 		go func() {
 			for ctx.Err() == nil {
-				if e, _ := os.ReadDir(dir); len(e) > 0 {
-					stop()
+				b, _ := os.ReadFile(filepath.Join(c.aux, "pid"))
+				if e, _ := os.ReadDir(c.dir); len(e) > 0 && len(b) > 0 {
+					pid, _ := strconv.Atoi(string(b))
+					c.interrupt(pid, cancel)
+					return
 				}
 				time.Sleep(5 * time.Millisecond)
 			}
@@ -77,30 +106,71 @@ func execChild(t *testing.T, mode string, stdout io.Writer, cancel bool) (err er
 	}
 	var errBuf bytes.Buffer
 	exe, _ := os.Executable()
-	err = Exec(ctx, exe, []string{"write"}, stdout, &errBuf)
-	return err, errBuf.String(), dir
+	c.err = Exec(ctx, exe, []string{"write"}, c.stdout, &errBuf)
+	c.stderr = errBuf.String()
+}
+
+func (c *child) stopped() bool {
+	_, err := os.Stat(filepath.Join(c.aux, "stopped"))
+	return err == nil
+}
+
+// exit3 checks that the command ended with exit 3 passed on, its own single
+// "interrupted" line, and no file left in its output directory.
+func (c *child) exit3(t *testing.T) {
+	t.Helper()
+	var e *Error
+	if !errors.As(c.err, &e) || e.Code != 3 || e.Err != nil || c.stderr != "evalrun: write: interrupted\n" {
+		t.Errorf("Exec: %v, stderr %q; want exit 3 passed on and the command's own message once", c.err, c.stderr)
+	}
+	if left, _ := os.ReadDir(c.dir); len(left) > 0 {
+		t.Errorf("left behind: %v", left)
+	}
 }
 
 // TestExecStopsTheCommand: evalrun interrupted asks the command to stop; one
-// that watches its context stops at once, one that does not is ended after
+// that watches its context stops by itself, one that does not is ended after
 // the grace; either way it says so, exits 3 and leaves no partial file.
 func TestExecStopsTheCommand(t *testing.T) {
 	for _, mode := range []string{"stops", "ignores"} {
 		t.Run(mode, func(t *testing.T) {
-			start := time.Now()
-			err, stderr, dir := execChild(t, mode, io.Discard, true)
-			var e *Error
-			if !errors.As(err, &e) || e.Code != 3 || e.Err != nil || stderr != "evalrun: write: interrupted\n" {
-				t.Errorf("Exec: %v, stderr %q; want exit 3 passed on and the command's own message", err, stderr)
-			}
-			if left, _ := os.ReadDir(dir); len(left) > 0 {
-				t.Errorf("left behind: %v", left)
-			}
-			if took := time.Since(start); took > stopWait {
-				t.Errorf("took %v: killed, not stopped", took)
+			c := &child{mode: mode, interrupt: func(_ int, cancel func()) { cancel() }}
+			c.run(t)
+			c.exit3(t)
+			if mode == "stops" && !c.stopped() {
+				t.Error("ended before it could stop by itself")
 			}
 		})
 	}
+}
+
+// TestExecTerminalInterrupt: a terminal's Ctrl-C reaches the command and
+// evalrun, which passes it on as SIGTERM: one interruption, not two, so the
+// command still stops by itself, and says so once.
+func TestExecTerminalInterrupt(t *testing.T) {
+	c := &child{mode: "stops", interrupt: func(pid int, cancel func()) {
+		syscall.Kill(pid, syscall.SIGINT)
+		time.Sleep(20 * time.Millisecond) // evalrun's handler, a moment later
+		cancel()
+	}}
+	c.run(t)
+	c.exit3(t)
+	if !c.stopped() {
+		t.Error("evalrun's SIGTERM was taken for a second Ctrl-C: the command did not stop by itself")
+	}
+}
+
+// TestStopNow: evalrun quitting at once (a second Ctrl-C) first has the
+// command end at once, its temporary file removed, though its grace would
+// have lasted long after evalrun's own exit.
+func TestStopNow(t *testing.T) {
+	c := &child{mode: "ignores", grace: "1m", interrupt: func(_ int, cancel func()) {
+		cancel()
+		time.Sleep(100 * time.Millisecond)
+		StopNow(5 * time.Second)
+	}}
+	c.run(t)
+	c.exit3(t)
 }
 
 // TestExecCommandsASignalEnded: a reader that goes away ends the command
@@ -112,15 +182,18 @@ func TestExecCommandsASignalEnded(t *testing.T) {
 		t.Fatal(err)
 	}
 	go func() { r.Read(make([]byte, 100)); r.Close() }() // head -c 100
-	err, stderr, _ := execChild(t, "pipe", w, false)
+	c := &child{mode: "pipe", stdout: w}
+	c.run(t)
 	w.Close()
 	var e *Error
-	if !errors.As(err, &e) || e.Code != 141 || e.Err != nil || stderr != "" {
-		t.Errorf("reader gone: %v, stderr %q; want exit 141 and no message", err, stderr)
+	if !errors.As(c.err, &e) || e.Code != 141 || e.Err != nil || c.stderr != "" {
+		t.Errorf("reader gone: %v, stderr %q; want exit 141 and no message", c.err, c.stderr)
 	}
 
-	err, _, _ = execChild(t, "killed", io.Discard, false)
-	if !errors.As(err, &e) || e.Code != 3 || !strings.HasSuffix(err.Error(), filepath.Base(os.Args[0])+" write: signal: killed") {
-		t.Errorf("killed: %v, want exit 3 naming the binary and command", err)
+	c = &child{mode: "killed"}
+	c.run(t)
+	exe, _ := os.Executable()
+	if !errors.As(c.err, &e) || e.Code != 3 || !strings.HasSuffix(c.err.Error(), filepath.Base(exe)+" write: signal: killed") {
+		t.Errorf("killed: %v, want exit 3 naming the binary and command", c.err)
 	}
 }

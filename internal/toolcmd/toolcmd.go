@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"sync"
 	"syscall"
 	"time"
 
@@ -48,18 +49,24 @@ func BackendErr(err error) error { return &Error{backend.ExitBackend, err} }
 
 // interruptGrace is how long a command has, after SIGINT or SIGTERM, to
 // stop by itself (its context is cancelled) before Run ends the process.
-const interruptGrace = 2 * time.Second
+var interruptGrace = 2 * time.Second
+
+// echoWindow: a different signal this soon after the first is the same
+// interruption reaching the command twice (a terminal's Ctrl-C reaches the
+// whole process group, then evalrun passes it on as SIGTERM), not a second
+// one.
+const echoWindow = 500 * time.Millisecond
 
 // Run runs args when args[0] names one of cmds and returns its exit code
 // with ran true; otherwise it runs nothing (the binary serves as a plugin).
 // The error, if any, is printed on the command's stderr.
 //
-// SIGINT or SIGTERM (evalrun stopping the command, or a terminal's Ctrl-C,
-// which reaches the whole process group) cancels the command's context: a
-// command that stops on it ends with exit 3 "NAME: interrupted". One that
-// has not stopped after interruptGrace, or a second signal, ends the
-// process at once, exit 3, its temporary files removed: an interrupted
-// command leaves no partial output file.
+// SIGINT or SIGTERM (evalrun stopping the command, or a terminal's Ctrl-C)
+// cancels the command's context: a command that stops on it ends with exit
+// 3 "NAME: interrupted". One that has not stopped after interruptGrace, or
+// a second interruption (the same signal again, or another one after
+// echoWindow), ends the process at once, exit 3, with the temporary files
+// of its atomicfile writes removed.
 func Run(args []string, cmds ...*cobra.Command) (code int, ran bool) {
 	if len(args) == 0 || !slices.ContainsFunc(cmds, func(c *cobra.Command) bool { return c.Name() == args[0] }) {
 		return 0, false
@@ -73,30 +80,24 @@ func Run(args []string, cmds ...*cobra.Command) (code int, ran bool) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
 	done := make(chan struct{})
 	defer close(done)
+	// Held by whichever ends the command first: its return (Run reports
+	// it) or the forced exit (which never gives it back).
+	var ending sync.Mutex
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
 	go func() {
-		select {
-		case <-sigs:
-		case <-done:
-			return
+		if stopOnSignals(sigs, cancel, done) && ending.TryLock() {
+			atomicfile.RemoveTemporaries()
+			fmt.Fprintf(os.Stderr, "evalrun: %s: interrupted\n", args[0])
+			os.Exit(backend.ExitBackend)
 		}
-		cancel()
-		select {
-		case <-sigs:
-		case <-time.After(interruptGrace):
-		case <-done:
-			return
-		}
-		atomicfile.RemoveTemporaries()
-		fmt.Fprintf(os.Stderr, "evalrun: %s: interrupted\n", args[0])
-		os.Exit(backend.ExitBackend)
 	}()
 
 	c, err := root.ExecuteContextC(ctx)
+	ending.Lock() // a forced exit under way ends the process here
 	if err == nil {
 		return backend.ExitPass, true
 	}
@@ -109,4 +110,32 @@ func Run(args []string, cmds ...*cobra.Command) (code int, ran bool) {
 		return e.Code, true
 	}
 	return backend.ExitBadInput, true // cobra's own: unknown flag, missing argument
+}
+
+// stopOnSignals waits for SIGINT or SIGTERM and cancels the command; it
+// reports true when the command must end at once (interruptGrace passed,
+// or a second interruption came), false when done closed first.
+func stopOnSignals(sigs <-chan os.Signal, cancel func(), done <-chan struct{}) bool {
+	var first os.Signal
+	select {
+	case first = <-sigs:
+	case <-done:
+		return false
+	}
+	cancel()
+	start := time.Now()
+	grace := time.NewTimer(interruptGrace)
+	defer grace.Stop()
+	for {
+		select {
+		case sig := <-sigs:
+			if sig == first || time.Since(start) >= echoWindow {
+				return true
+			}
+		case <-grace.C:
+			return true
+		case <-done:
+			return false
+		}
+	}
 }

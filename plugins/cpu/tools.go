@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -243,6 +244,9 @@ func newGenerateCmd() *cobra.Command {
 			var text []byte
 			for batch := ids; len(gen) < n; batch = gen[len(gen)-1:] {
 				if err := cmd.Context().Err(); err != nil {
+					if !asJSON {
+						fmt.Fprintln(out) // the message on a line of its own
+					}
 					return err // interrupted: toolcmd.Run says so
 				}
 				var next int32
@@ -342,14 +346,9 @@ func writeLogits(ctx context.Context, m *engine.Model, mf modelFlags, ids []int3
 	if err != nil {
 		return toolcmd.BackendErr(err)
 	}
-	// Hashed before either file is written: an interruption (ctx) leaves
-	// neither, not the logits without their sidecar.
 	modelSum, err := filehash.SHA256(ctx, mf.path)
 	if err != nil {
 		return toolcmd.BackendErr(err)
-	}
-	if err := atomicfile.WriteFile(out, raw); err != nil {
-		return toolcmd.UsageErr("--out: %v", err)
 	}
 	ls := sha256.Sum256(raw)
 	meta := map[string]any{
@@ -364,10 +363,47 @@ func writeLogits(ctx context.Context, m *engine.Model, mf modelFlags, ids []int3
 		meta["text"] = text
 	}
 	data, _ := json.MarshalIndent(meta, "", " ")
-	if err := atomicfile.WriteFile(out+".json", append(data, '\n')); err != nil {
-		return toolcmd.UsageErr("--out: %v", err)
+	return writePair(out, raw, out+".json", append(data, '\n'))
+}
+
+// writePair writes the logits and their sidecar, both complete before
+// either is renamed into place: an interruption or a failure leaves the
+// old pair or the new one, not new logits beside an old sidecar.
+func writePair(path1 string, data1 []byte, path2 string, data2 []byte) error {
+	var files []*atomicfile.File
+	defer func() {
+		for _, f := range files {
+			f.Abort() // does nothing to a file already committed
+		}
+	}()
+	for _, w := range []struct {
+		path string
+		data []byte
+	}{{path1, data1}, {path2, data2}} {
+		f, err := atomicfile.Create(w.path)
+		if err == nil {
+			files = append(files, f)
+			_, err = f.Write(w.data)
+		}
+		if err != nil {
+			return writeErr(err)
+		}
+	}
+	for _, f := range files {
+		if err := f.Commit(); err != nil {
+			return writeErr(err)
+		}
 	}
 	return nil
+}
+
+// writeErr is a failed write of --out: the user's path, unless the
+// process is being interrupted.
+func writeErr(err error) error {
+	if errors.Is(err, context.Canceled) {
+		return err
+	}
+	return toolcmd.UsageErr("--out: %v", err)
 }
 
 func newSynthCmd() *cobra.Command {

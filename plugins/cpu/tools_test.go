@@ -144,6 +144,14 @@ func TestToolErrors(t *testing.T) {
 	if left, _ := os.ReadDir(dir); len(left) != 0 {
 		t.Errorf("bad input left %v", left)
 	}
+
+	// The sidecar cannot be written: the logits are not written either.
+	side := t.TempDir()
+	os.Mkdir(filepath.Join(side, "l.json"), 0o755)
+	code, _, stderr := tool(t, "logits", "--model", model("stories260K.gguf"), "--tokens", "1", "--out", filepath.Join(side, "l"))
+	if _, err := os.Stat(filepath.Join(side, "l")); code != 2 || !strings.Contains(stderr, "l.json: is a directory") || err == nil {
+		t.Errorf("logits with an unwritable sidecar: exit %d, stderr %q, logits file written: %v", code, stderr, err == nil)
+	}
 }
 
 // TestSynth writes a small model that the engine's commands then read.
@@ -174,10 +182,11 @@ func TestGenerateStopsWhenInterrupted(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	cmd := newGenerateCmd()
+	cmd.SilenceUsage, cmd.SilenceErrors = true, true // as toolcmd.Run's root has it
 	var out bytes.Buffer
 	cmd.SetOut(&out)
 	cmd.SetArgs([]string{"--model", model("stories260K.gguf"), "--prompt", "Once", "-n", "200"})
-	if err := cmd.ExecuteContext(ctx); !errors.Is(err, context.Canceled) {
-		t.Errorf("generate with its context ended: %v, want %v after the prompt (printed %q)", err, context.Canceled, out.String())
+	if err := cmd.ExecuteContext(ctx); !errors.Is(err, context.Canceled) || out.String() != "Once\n" {
+		t.Errorf("generate with its context ended: %v, printed %q; want %v after the prompt and a newline", err, out.String(), context.Canceled)
 	}
 }
