@@ -161,6 +161,40 @@ func (f *File) Publish() error {
 	return nil
 }
 
+// CommitAll commits files that belong together (logits and their sidecar)
+// so that a reader sees the old set or the new one: all are synced, then
+// renamed into place under one lock, which RemoveTemporaries cannot cut
+// short. A failed sync (a full disk) leaves every old file; only a rename
+// failing in between (a failing disk) could leave a mixed set. Abort the
+// files after an error to remove what is left.
+func CommitAll(files ...*File) error {
+	for _, f := range files {
+		if err := f.Sync(); err != nil {
+			return err
+		}
+	}
+	temporaries.Lock()
+	defer temporaries.Unlock()
+	if temporaries.removed {
+		return errExiting
+	}
+	for _, f := range files {
+		if err := os.Rename(f.Name(), f.path); err != nil {
+			return err
+		}
+		f.published = true
+		delete(temporaries.names, f.Name())
+	}
+	for _, f := range files {
+		f.Close()
+		if d, err := os.Open(filepath.Dir(f.path)); err == nil {
+			d.Sync() // the rename itself
+			d.Close()
+		}
+	}
+	return nil
+}
+
 // rename moves the file into place unless RemoveTemporaries ran (then the
 // file is gone): under its lock, so a file is renamed or removed, never both.
 func (f *File) rename() error {

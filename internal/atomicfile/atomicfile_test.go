@@ -191,3 +191,39 @@ func TestRemoveTemporaries(t *testing.T) {
 		t.Errorf("left in the directory: %v, want done.json and units.jsonl", names)
 	}
 }
+
+// TestCommitAll: files that belong together appear together: the new set
+// after CommitAll, the old one when the process is exiting first.
+func TestCommitAll(t *testing.T) {
+	t.Cleanup(func() { temporaries.Lock(); temporaries.removed = false; temporaries.Unlock() })
+	dir := t.TempDir()
+	logits, side := filepath.Join(dir, "l"), filepath.Join(dir, "l.json")
+	write := func(tag string) []*File {
+		var fs []*File
+		for _, p := range []string{logits, side} {
+			f, err := Create(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.WriteString(tag)
+			fs = append(fs, f)
+		}
+		return fs
+	}
+	read := func() string {
+		a, _ := os.ReadFile(logits)
+		b, _ := os.ReadFile(side)
+		return string(a) + "+" + string(b)
+	}
+	if err := CommitAll(write("old")...); err != nil || read() != "old+old" {
+		t.Fatalf("CommitAll: %v, files %s", err, read())
+	}
+	fs := write("new")
+	RemoveTemporaries()
+	if err := CommitAll(fs...); !errors.Is(err, context.Canceled) || read() != "old+old" {
+		t.Errorf("CommitAll after RemoveTemporaries: %v, files %s; want an interruption and the old pair", err, read())
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 2 {
+		t.Errorf("left in the directory: %v", entries)
+	}
+}

@@ -363,17 +363,17 @@ func writeLogits(ctx context.Context, m *engine.Model, mf modelFlags, ids []int3
 		meta["text"] = text
 	}
 	data, _ := json.MarshalIndent(meta, "", " ")
-	return writePair(out, raw, out+".json", append(data, '\n'))
+	return writePair(ctx, out, raw, out+".json", append(data, '\n'))
 }
 
-// writePair writes the logits and their sidecar, both complete before
-// either is renamed into place: an interruption or a failure leaves the
+// writePair writes the logits and their sidecar and renames them into place
+// together (atomicfile.CommitAll): an interruption or a full disk leaves the
 // old pair or the new one, not new logits beside an old sidecar.
-func writePair(path1 string, data1 []byte, path2 string, data2 []byte) error {
+func writePair(ctx context.Context, path1 string, data1 []byte, path2 string, data2 []byte) error {
 	var files []*atomicfile.File
 	defer func() {
 		for _, f := range files {
-			f.Abort() // does nothing to a file already committed
+			f.Abort() // does nothing to a file already in place
 		}
 	}()
 	for _, w := range []struct {
@@ -389,10 +389,11 @@ func writePair(path1 string, data1 []byte, path2 string, data2 []byte) error {
 			return writeErr(err)
 		}
 	}
-	for _, f := range files {
-		if err := f.Commit(); err != nil {
-			return writeErr(err)
-		}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := atomicfile.CommitAll(files...); err != nil {
+		return writeErr(err)
 	}
 	return nil
 }

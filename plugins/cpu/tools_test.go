@@ -149,8 +149,8 @@ func TestToolErrors(t *testing.T) {
 	side := t.TempDir()
 	os.Mkdir(filepath.Join(side, "l.json"), 0o755)
 	code, _, stderr := tool(t, "logits", "--model", model("stories260K.gguf"), "--tokens", "1", "--out", filepath.Join(side, "l"))
-	if _, err := os.Stat(filepath.Join(side, "l")); code != 2 || !strings.Contains(stderr, "l.json: is a directory") || err == nil {
-		t.Errorf("logits with an unwritable sidecar: exit %d, stderr %q, logits file written: %v", code, stderr, err == nil)
+	if left, _ := os.ReadDir(side); code != 2 || !strings.Contains(stderr, "l.json: is a directory") || len(left) != 1 {
+		t.Errorf("logits with an unwritable sidecar: exit %d, stderr %q, left %v; want 2 and only the directory in the way", code, stderr, left)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/evalrun/evalrun/engine"
+	"github.com/evalrun/evalrun/internal/atomicfile"
 	"github.com/evalrun/evalrun/plugins/rknn/npu"
 	"github.com/evalrun/evalrun/plugins/rknn/offload"
 )
@@ -94,7 +95,7 @@ func dump(cfg Config, index int, r Result, o *offload.MatMuler, op *engine.MatMu
 			data []byte
 		}{{&dc.A, c.Attrs.A, c.A}, {&dc.B, c.Attrs.B, c.B}, {&dc.C, c.Attrs.C, c.C}} {
 			name := fmt.Sprintf("core%d_%s.bin", c.Core, t.attr.Name)
-			if err := os.WriteFile(filepath.Join(dir, name), t.data, 0o644); err != nil {
+			if err := atomicfile.WriteFile(filepath.Join(dir, name), t.data); err != nil {
 				return "", err
 			}
 			*t.dst = DumpAttr{File: name, Type: t.attr.Type.String(), Dims: t.attr.Dims, Size: t.attr.Size}
@@ -112,7 +113,7 @@ func dump(cfg Config, index int, r Result, o *offload.MatMuler, op *engine.MatMu
 		name string
 		data []byte
 	}{{sc.InputA, f32Bytes(d.x)}, {sc.InputB, f32Bytes(bNorm)}, {sc.Reference, f64Bytes(d.ref)}, {sc.Result, f32Bytes(result)}} {
-		if err := os.WriteFile(filepath.Join(dir, f.name), f.data, 0o644); err != nil {
+		if err := atomicfile.WriteFile(filepath.Join(dir, f.name), f.data); err != nil {
 			return "", err
 		}
 	}
@@ -120,7 +121,7 @@ func dump(cfg Config, index int, r Result, o *offload.MatMuler, op *engine.MatMu
 	if err != nil {
 		return "", err
 	}
-	return dir, os.WriteFile(filepath.Join(dir, "op.json"), append(js, '\n'), 0o644)
+	return dir, atomicfile.WriteFile(filepath.Join(dir, "op.json"), append(js, '\n'))
 }
 
 func f32Bytes(v []float32) []byte {
