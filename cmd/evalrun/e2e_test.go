@@ -23,6 +23,7 @@ func TestMain(m *testing.M) {
 		"evalrun":             "./cmd/evalrun",
 		"evalrun-plugin-cpu":  "./plugins/cpu",
 		"evalrun-plugin-rknn": "./plugins/rknn",
+		"slowwriter":          "./cmd/evalrun/testdata/slowwriter",
 	}, func(dir string) { binDir = dir })
 }
 

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"sync"
 	"syscall"
 	"time"
 
@@ -81,15 +82,34 @@ func main() {
 		gitCommit = vcsRevision()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	sigs := make(chan os.Signal, 2)
+	// Held by whichever ends evalrun first: the command's return or the
+	// quit at once (which never gives it back, so neither reports over the
+	// other: the command's writes fail once the quit removes their files).
+	var ending sync.Mutex
+	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	go func() {
 		sig := <-sigs
 		fmt.Fprintf(os.Stderr, "evalrun: %v: stopping (again to quit at once)\n", sig)
 		cancel()
-		select {
-		case <-sigs:
-		case <-time.After(interruptGrace):
+		start := time.Now()
+		grace := time.After(interruptGrace)
+	wait:
+		for echoed := false; ; {
+			select {
+			case <-sigs:
+				// One more within echoWindow is the same interruption
+				// (a process group's Ctrl-C or SIGTERM, sent twice).
+				if echoed || time.Since(start) >= echoWindow {
+					break wait
+				}
+				echoed = true
+			case <-grace:
+				break wait
+			}
+		}
+		if !ending.TryLock() {
+			return // the command is ending by itself
 		}
 		// Plugins die with the process (Pdeathsig, and their watchdogs); a
 		// plugin command is first told to stop at once, so that it removes
@@ -100,8 +120,13 @@ func main() {
 		os.Exit(backend.ExitBackend)
 	}()
 	err := newRoot().ExecuteContext(ctx)
+	ending.Lock() // a quit under way ends the process here
 	os.Exit(exitCode(err))
 }
+
+// echoWindow: a second signal this soon after the first is the same one
+// delivered twice (to evalrun and to its process group), not "again".
+const echoWindow = 500 * time.Millisecond
 
 // vcsRevision is the commit the Go toolchain stamped into the binary, for
 // builds that bypass the Makefile's -ldflags.

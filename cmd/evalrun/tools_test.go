@@ -80,6 +80,11 @@ func TestEngineCommandsRunTheCPUPlugin(t *testing.T) {
 		!strings.Contains(string(msg), "make build builds it") {
 		t.Errorf("generate without the cpu plugin: %v\n%s", err, msg)
 	}
+	cmd = exec.Command(filepath.Join(alone, "evalrun"), "help", "generate")
+	cmd.Env = append(os.Environ(), "EVALRUN_PLUGIN_DIR="+t.TempDir())
+	if msg, err = cmd.CombinedOutput(); !errors.As(err, &ee) || ee.ExitCode() != 3 || !strings.Contains(string(msg), "no evalrun-plugin-cpu in") {
+		t.Errorf("help generate without the cpu plugin: %v, want exit 3 as generate --help\n%s", err, msg)
+	}
 }
 
 // TestToolCommandsCheckTheLockFile: a plugin's own command runs only if the
@@ -145,5 +150,33 @@ func TestToolCommandsEndWithEvalrun(t *testing.T) {
 			}
 			testkit.WaitGone(t, "the plugin's command", pid, 5*time.Second)
 		})
+	}
+}
+
+// TestQuitAtOnceRemovesTheCommandsFiles: a second SIGTERM (or Ctrl-C) makes
+// evalrun quit at once, which kills the command it runs; it first has the
+// command remove the temporary file of the write it is in the middle of.
+func TestQuitAtOnceRemovesTheCommandsFiles(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the parent-death signal is Linux's")
+	}
+	plugins, out := t.TempDir(), t.TempDir()
+	data, err := os.ReadFile(filepath.Join(binDir, "slowwriter"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(plugins, "evalrun-plugin-cpu"), data, 0o755)
+	pidFile := filepath.Join(t.TempDir(), "pids")
+	s := start(t, []string{"EVALRUN_PLUGIN_DIR=" + plugins, "EVALRUN_TEST_PIDFILE=" + pidFile, "EVALRUN_TEST_OUT=" + filepath.Join(out, "model.gguf")}, "generate")
+	pid, _ := pids(t, pidFile)
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	time.Sleep(700 * time.Millisecond) // past the echo window: a second interruption
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	if code := s.wait(t, 10*time.Second); code != 3 || !strings.Contains(s.err.String(), "evalrun: generate: interrupted") {
+		t.Errorf("exit %d, want 3 and the command's interruption\n%s", code, s.err)
+	}
+	testkit.WaitGone(t, "the plugin's command", pid, 5*time.Second)
+	if left, _ := os.ReadDir(out); len(left) > 0 {
+		t.Errorf("left behind: %v", left)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -27,10 +28,11 @@ const sigpipeExit = 141
 // interrupted) asks it to stop (SIGTERM, which Run turns into a clean stop)
 // and kills it if it has not after stopWait; evalrun's death kills it on
 // Linux, SIGKILL included: a long generate or ops run does not go on alone.
-// A command that ran and failed gives an *Error with its exit code and no
-// message: it printed its own. One that a signal ended is named: with
-// "interrupted" when evalrun stopped it, silently with 141 for SIGPIPE (its
-// reader went away: evalrun inspect | head).
+// A command that exits by itself gives its own result, stopped or not: nil,
+// or an *Error with its exit code and no message (it printed its own). One
+// that a signal ended is named: "interrupted" when evalrun or the terminal
+// stopped it, silently exit 141 for SIGPIPE (its reader went away: evalrun
+// inspect | head), else the signal.
 func Exec(ctx context.Context, path string, args []string, stdout, stderr io.Writer) error {
 	c := exec.CommandContext(ctx, path, args...)
 	c.Stdin, c.Stdout, c.Stderr = os.Stdin, stdout, stderr
@@ -55,26 +57,29 @@ func Exec(ctx context.Context, path string, args []string, stdout, stderr io.Wri
 		running.clear(done)
 	}
 	name := filepath.Base(path) + " " + args[0]
-	var ee *exec.ExitError
+	ps := c.ProcessState
 	switch {
-	case errors.As(err, &ee) && ee.ExitCode() > 0:
-		return &Error{Code: ee.ExitCode()}
-	case ctx.Err() != nil && err != nil, ee != nil && (killedBy(ee, syscall.SIGINT) || killedBy(ee, syscall.SIGTERM)):
-		// The second: a terminal's Ctrl-C reaches the command too, and its
-		// end may come before evalrun's own handler cancels ctx.
-		return BackendErr(fmt.Errorf("%s: interrupted", name))
-	case ee != nil && killedBy(ee, syscall.SIGPIPE):
-		return &Error{Code: sigpipeExit}
-	case err != nil:
+	case ps == nil: // it did not start
 		return BackendErr(fmt.Errorf("%s: %w", name, err))
+	case ps.Exited(): // by itself, even after a stop request: its own result
+		if ps.ExitCode() == 0 {
+			return nil
+		}
+		return &Error{Code: ps.ExitCode()}
+	case ctx.Err() != nil || killedBy(ps, syscall.SIGINT, syscall.SIGTERM, stopNowSignal):
+		// A terminal's Ctrl-C reaches the command too, and its end may
+		// come before evalrun's own handler cancels ctx.
+		return BackendErr(fmt.Errorf("%s: interrupted", name))
+	case killedBy(ps, syscall.SIGPIPE):
+		return &Error{Code: sigpipeExit}
 	}
-	return nil
+	return BackendErr(fmt.Errorf("%s: %w", name, err))
 }
 
-// killedBy reports whether the process ended on signal sig.
-func killedBy(ee *exec.ExitError, sig syscall.Signal) bool {
-	ws, ok := ee.Sys().(syscall.WaitStatus)
-	return ok && ws.Signaled() && ws.Signal() == sig
+// killedBy reports whether the process ended on one of sigs.
+func killedBy(ps *os.ProcessState, sigs ...os.Signal) bool {
+	ws, ok := ps.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && slices.Contains(sigs, os.Signal(ws.Signal()))
 }
 
 // running is the command Exec runs, for StopNow.
@@ -102,9 +107,9 @@ func (r *runningCmd) clear(done chan struct{}) {
 
 // StopNow is for evalrun quitting at once (a second Ctrl-C), which would
 // kill the command it runs (the parent-death signal) in the middle of a
-// write: it asks the command to stop at once (SIGTERM again, which Run
-// takes as a second interruption: temporary files removed, exit 3) and
-// waits up to limit for it to end.
+// write: it tells the command to end at once (a signal of its own, SIGUSR1,
+// which Run answers by removing its temporary files and exiting 3; outside
+// Unix it kills it) and waits up to limit for it to end.
 func StopNow(limit time.Duration) {
 	running.Lock()
 	p, done := running.proc, running.done
@@ -112,7 +117,13 @@ func StopNow(limit time.Duration) {
 	if p == nil {
 		return
 	}
-	if p.Signal(syscall.SIGTERM) != nil {
+	var err error
+	if stopNowSignal != nil {
+		err = p.Signal(stopNowSignal)
+	} else {
+		err = p.Kill()
+	}
+	if err != nil {
 		return
 	}
 	select {

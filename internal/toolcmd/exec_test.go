@@ -34,8 +34,10 @@ func TestMain(m *testing.M) {
 
 // childCmd is the command of the test binary run as a plugin ("write"): it
 // writes its pid to $TOOLCMD_TEST_AUX/pid, starts writing $TOOLCMD_TEST_OUT
-// atomically, then, by mode, stops when its context ends ("stops", 300 ms
-// later, leaving $TOOLCMD_TEST_AUX/stopped), ignores it ("ignores"), writes to stdout until
+// atomically (and marks the end of its context with $TOOLCMD_TEST_AUX/
+// cancelled), then, by mode: stops when its context ends ("stops", 300 ms
+// later, leaving $TOOLCMD_TEST_AUX/stopped), ignores it ("ignores"),
+// finishes its file 300 ms after it ("finishes"), writes to stdout until
 // that fails ("pipe"), or dies of SIGKILL ("killed").
 func childCmd(mode string) *cobra.Command {
 	return &cobra.Command{Use: "write", RunE: func(cmd *cobra.Command, _ []string) error {
@@ -46,6 +48,10 @@ func childCmd(mode string) *cobra.Command {
 			return err
 		}
 		f.WriteString("part of a file")
+		go func() {
+			<-cmd.Context().Done()
+			os.WriteFile(filepath.Join(aux, "cancelled"), nil, 0o644)
+		}()
 		switch mode {
 		case "stops":
 			<-cmd.Context().Done()
@@ -55,6 +61,9 @@ func childCmd(mode string) *cobra.Command {
 			return cmd.Context().Err()
 		case "ignores":
 			time.Sleep(time.Minute)
+		case "finishes":
+			<-cmd.Context().Done()
+			time.Sleep(300 * time.Millisecond)
 		case "pipe":
 			for {
 				fmt.Println("a line for head")
@@ -74,10 +83,9 @@ type child struct {
 	// with the command's pid and the cancel of Exec's context.
 	interrupt func(pid int, cancel func())
 
-	err        error
-	stderr     string
-	dir, aux   string
-	tookToStop time.Duration
+	err      error
+	stderr   string
+	dir, aux string
 }
 
 func (c *child) run(t *testing.T) {
@@ -115,6 +123,16 @@ func (c *child) stopped() bool {
 	return err == nil
 }
 
+// waitCancelled waits until the command has seen its context end.
+func (c *child) waitCancelled() {
+	for i := 0; i < 1000; i++ {
+		if _, err := os.Stat(filepath.Join(c.aux, "cancelled")); err == nil {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // exit3 checks that the command ended with exit 3 passed on, its own single
 // "interrupted" line, and no file left in its output directory.
 func (c *child) exit3(t *testing.T) {
@@ -144,19 +162,37 @@ func TestExecStopsTheCommand(t *testing.T) {
 	}
 }
 
-// TestExecTerminalInterrupt: a terminal's Ctrl-C reaches the command and
-// evalrun, which passes it on as SIGTERM: one interruption, not two, so the
-// command still stops by itself, and says so once.
-func TestExecTerminalInterrupt(t *testing.T) {
-	c := &child{mode: "stops", interrupt: func(pid int, cancel func()) {
-		syscall.Kill(pid, syscall.SIGINT)
-		time.Sleep(20 * time.Millisecond) // evalrun's handler, a moment later
-		cancel()
-	}}
+// TestExecProcessGroupInterrupt: a terminal's Ctrl-C, or a SIGTERM to the
+// process group (timeout, systemd), reaches the command and evalrun, which
+// passes it on: one interruption, not two, so the command still stops by
+// itself, and says so once.
+func TestExecProcessGroupInterrupt(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		t.Run(sig.String(), func(t *testing.T) {
+			c := &child{mode: "stops", interrupt: func(pid int, cancel func()) {
+				syscall.Kill(pid, sig)
+				time.Sleep(20 * time.Millisecond) // evalrun's handler, a moment later
+				cancel()
+			}}
+			c.run(t)
+			c.exit3(t)
+			if !c.stopped() {
+				t.Error("evalrun's SIGTERM was taken for a second interruption: the command did not stop by itself")
+			}
+		})
+	}
+}
+
+// TestExecCommandFinishing: a command that finishes its work after the stop
+// request (exit 0, its file written) is not reported as interrupted.
+func TestExecCommandFinishing(t *testing.T) {
+	c := &child{mode: "finishes", interrupt: func(_ int, cancel func()) { cancel() }}
 	c.run(t)
-	c.exit3(t)
-	if !c.stopped() {
-		t.Error("evalrun's SIGTERM was taken for a second Ctrl-C: the command did not stop by itself")
+	if c.err != nil || c.stderr != "" {
+		t.Errorf("Exec: %v, stderr %q; want the command's own success", c.err, c.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(c.dir, "out.gguf")); err != nil {
+		t.Errorf("its file: %v", err)
 	}
 }
 
@@ -164,9 +200,10 @@ func TestExecTerminalInterrupt(t *testing.T) {
 // command end at once, its temporary file removed, though its grace would
 // have lasted long after evalrun's own exit.
 func TestStopNow(t *testing.T) {
-	c := &child{mode: "ignores", grace: "1m", interrupt: func(_ int, cancel func()) {
+	var c *child
+	c = &child{mode: "ignores", grace: "1m", interrupt: func(_ int, cancel func()) {
 		cancel()
-		time.Sleep(100 * time.Millisecond)
+		c.waitCancelled()
 		StopNow(5 * time.Second)
 	}}
 	c.run(t)

@@ -51,10 +51,10 @@ func BackendErr(err error) error { return &Error{backend.ExitBackend, err} }
 // stop by itself (its context is cancelled) before Run ends the process.
 var interruptGrace = 2 * time.Second
 
-// echoWindow: a different signal this soon after the first is the same
-// interruption reaching the command twice (a terminal's Ctrl-C reaches the
-// whole process group, then evalrun passes it on as SIGTERM), not a second
-// one.
+// echoWindow: one more signal this soon after the first is the same
+// interruption reaching the command twice, not a second one: a terminal's
+// Ctrl-C (or timeout's, or systemd's SIGTERM) reaches the whole process
+// group, and evalrun passes it on.
 const echoWindow = 500 * time.Millisecond
 
 // Run runs args when args[0] names one of cmds and returns its exit code
@@ -64,8 +64,8 @@ const echoWindow = 500 * time.Millisecond
 // SIGINT or SIGTERM (evalrun stopping the command, or a terminal's Ctrl-C)
 // cancels the command's context: a command that stops on it ends with exit
 // 3 "NAME: interrupted". One that has not stopped after interruptGrace, or
-// a second interruption (the same signal again, or another one after
-// echoWindow), ends the process at once, exit 3, with the temporary files
+// a second interruption (a third signal, one after echoWindow, or
+// StopNow's), ends the process at once, exit 3, with the temporary files
 // of its atomicfile writes removed.
 func Run(args []string, cmds ...*cobra.Command) (code int, ran bool) {
 	if len(args) == 0 || !slices.ContainsFunc(cmds, func(c *cobra.Command) bool { return c.Name() == args[0] }) {
@@ -86,7 +86,7 @@ func Run(args []string, cmds ...*cobra.Command) (code int, ran bool) {
 	// it) or the forced exit (which never gives it back).
 	var ending sync.Mutex
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	signal.Notify(sigs, interruptSignals()...)
 	defer signal.Stop(sigs)
 	go func() {
 		if stopOnSignals(sigs, cancel, done) && ending.TryLock() {
@@ -112,26 +112,38 @@ func Run(args []string, cmds ...*cobra.Command) (code int, ran bool) {
 	return backend.ExitBadInput, true // cobra's own: unknown flag, missing argument
 }
 
+// interruptSignals are the signals Run catches.
+func interruptSignals() []os.Signal {
+	if stopNowSignal != nil {
+		return []os.Signal{os.Interrupt, syscall.SIGTERM, stopNowSignal}
+	}
+	return []os.Signal{os.Interrupt, syscall.SIGTERM}
+}
+
 // stopOnSignals waits for SIGINT or SIGTERM and cancels the command; it
 // reports true when the command must end at once (interruptGrace passed,
 // or a second interruption came), false when done closed first.
 func stopOnSignals(sigs <-chan os.Signal, cancel func(), done <-chan struct{}) bool {
-	var first os.Signal
 	select {
-	case first = <-sigs:
+	case sig := <-sigs:
+		cancel()
+		if sig == stopNowSignal {
+			return true
+		}
 	case <-done:
 		return false
 	}
-	cancel()
 	start := time.Now()
+	echoed := false
 	grace := time.NewTimer(interruptGrace)
 	defer grace.Stop()
 	for {
 		select {
 		case sig := <-sigs:
-			if sig == first || time.Since(start) >= echoWindow {
+			if sig == stopNowSignal || echoed || time.Since(start) >= echoWindow {
 				return true
 			}
+			echoed = true
 		case <-grace.C:
 			return true
 		case <-done:
