@@ -161,18 +161,36 @@ func (f *File) Publish() error {
 	return nil
 }
 
-// CommitAll commits files that belong together (logits and their sidecar)
-// so that a reader sees the old set or the new one: all are synced, then
-// renamed into place under one lock, which RemoveTemporaries cannot cut
-// short. A failed sync (a full disk) leaves every old file; only a rename
-// failing in between (a failing disk) could leave a mixed set. Abort the
-// files after an error to remove what is left.
+// CommitAll commits files that belong together (logits and their sidecar):
+// all are synced, then renamed into place under one lock, so an
+// interruption (RemoveTemporaries) or a failed sync (a full disk) leaves
+// the old set or the new one. Only a crash between the renames, or a rename
+// failing in between, could leave a mixed set. Abort the files after an
+// error to remove what is left.
 func CommitAll(files ...*File) error {
 	for _, f := range files {
 		if err := f.Sync(); err != nil {
 			return err
 		}
 	}
+	if err := renameAll(files); err != nil {
+		return err
+	}
+	dirs := map[string]bool{}
+	for _, f := range files {
+		f.Close()
+		dirs[filepath.Dir(f.path)] = true
+	}
+	for dir := range dirs {
+		if d, err := os.Open(dir); err == nil {
+			d.Sync() // the renames themselves
+			d.Close()
+		}
+	}
+	return nil
+}
+
+func renameAll(files []*File) error {
 	temporaries.Lock()
 	defer temporaries.Unlock()
 	if temporaries.removed {
@@ -184,13 +202,6 @@ func CommitAll(files ...*File) error {
 		}
 		f.published = true
 		delete(temporaries.names, f.Name())
-	}
-	for _, f := range files {
-		f.Close()
-		if d, err := os.Open(filepath.Dir(f.path)); err == nil {
-			d.Sync() // the rename itself
-			d.Close()
-		}
 	}
 	return nil
 }

@@ -218,10 +218,21 @@ func TestCommitAll(t *testing.T) {
 	if err := CommitAll(write("old")...); err != nil || read() != "old+old" {
 		t.Fatalf("CommitAll: %v, files %s", err, read())
 	}
-	fs := write("new")
+	fs := write("new") // the sidecar cannot be synced: neither file moves
+	fs[1].File.Close()
+	if err := CommitAll(fs...); err == nil || read() != "old+old" {
+		t.Errorf("CommitAll with a failing sync: %v, files %s; want an error and the old pair", err, read())
+	}
+	for _, f := range fs {
+		f.Abort()
+	}
+	fs = write("new")
 	RemoveTemporaries()
 	if err := CommitAll(fs...); !errors.Is(err, context.Canceled) || read() != "old+old" {
 		t.Errorf("CommitAll after RemoveTemporaries: %v, files %s; want an interruption and the old pair", err, read())
+	}
+	for _, f := range fs {
+		f.Abort()
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 2 {
 		t.Errorf("left in the directory: %v", entries)

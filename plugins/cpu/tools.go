@@ -363,13 +363,13 @@ func writeLogits(ctx context.Context, m *engine.Model, mf modelFlags, ids []int3
 		meta["text"] = text
 	}
 	data, _ := json.MarshalIndent(meta, "", " ")
-	return writePair(ctx, out, raw, out+".json", append(data, '\n'))
+	return writePair(out, raw, out+".json", append(data, '\n'))
 }
 
 // writePair writes the logits and their sidecar and renames them into place
 // together (atomicfile.CommitAll): an interruption or a full disk leaves the
 // old pair or the new one, not new logits beside an old sidecar.
-func writePair(ctx context.Context, path1 string, data1 []byte, path2 string, data2 []byte) error {
+func writePair(path1 string, data1 []byte, path2 string, data2 []byte) error {
 	var files []*atomicfile.File
 	defer func() {
 		for _, f := range files {
@@ -388,9 +388,6 @@ func writePair(ctx context.Context, path1 string, data1 []byte, path2 string, da
 		if err != nil {
 			return writeErr(err)
 		}
-	}
-	if err := ctx.Err(); err != nil {
-		return err
 	}
 	if err := atomicfile.CommitAll(files...); err != nil {
 		return writeErr(err)
