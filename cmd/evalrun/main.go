@@ -89,26 +89,11 @@ func main() {
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	go func() {
-		sig := <-sigs
-		fmt.Fprintf(os.Stderr, "evalrun: %v: stopping (again to quit at once)\n", sig)
-		cancel()
-		start := time.Now()
-		grace := time.After(interruptGrace)
-	wait:
-		for echoed := false; ; {
-			select {
-			case <-sigs:
-				// One more within echoWindow is the same interruption
-				// (a process group's Ctrl-C or SIGTERM, sent twice).
-				if echoed || time.Since(start) >= echoWindow {
-					break wait
-				}
-				echoed = true
-			case <-grace:
-				break wait
-			}
+		stopping := func(sig os.Signal) {
+			fmt.Fprintf(os.Stderr, "evalrun: %v: stopping (again to quit at once)\n", sig)
+			cancel()
 		}
-		if !ending.TryLock() {
+		if !toolcmd.AwaitInterruption(sigs, interruptGrace, stopping, nil) || !ending.TryLock() {
 			return // the command is ending by itself
 		}
 		// Plugins die with the process (Pdeathsig, and their watchdogs); a
@@ -123,10 +108,6 @@ func main() {
 	ending.Lock() // a quit under way ends the process here
 	os.Exit(exitCode(err))
 }
-
-// echoWindow: a second signal this soon after the first is the same one
-// delivered twice (to evalrun and to its process group), not "again".
-const echoWindow = 500 * time.Millisecond
 
 // vcsRevision is the commit the Go toolchain stamped into the binary, for
 // builds that bypass the Makefile's -ldflags.

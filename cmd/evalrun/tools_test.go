@@ -155,28 +155,43 @@ func TestToolCommandsEndWithEvalrun(t *testing.T) {
 
 // TestQuitAtOnceRemovesTheCommandsFiles: a second SIGTERM (or Ctrl-C) makes
 // evalrun quit at once, which kills the command it runs; it first has the
-// command remove the temporary file of the write it is in the middle of.
+// command remove the temporary file of the write it is in the middle of. A
+// second signal within 0.5 s is the first delivered twice (timeout signals
+// evalrun and its group): evalrun waits for the command to stop by itself.
 func TestQuitAtOnceRemovesTheCommandsFiles(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("the parent-death signal is Linux's")
 	}
-	plugins, out := t.TempDir(), t.TempDir()
+	plugins := t.TempDir()
 	data, err := os.ReadFile(filepath.Join(binDir, "slowwriter"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	os.WriteFile(filepath.Join(plugins, "evalrun-plugin-cpu"), data, 0o755)
-	pidFile := filepath.Join(t.TempDir(), "pids")
-	s := start(t, []string{"EVALRUN_PLUGIN_DIR=" + plugins, "EVALRUN_TEST_PIDFILE=" + pidFile, "EVALRUN_TEST_OUT=" + filepath.Join(out, "model.gguf")}, "generate")
-	pid, _ := pids(t, pidFile)
-	s.cmd.Process.Signal(syscall.SIGTERM)
-	time.Sleep(700 * time.Millisecond) // past the echo window: a second interruption
-	s.cmd.Process.Signal(syscall.SIGTERM)
-	if code := s.wait(t, 10*time.Second); code != 3 || !strings.Contains(s.err.String(), "evalrun: generate: interrupted") {
-		t.Errorf("exit %d, want 3 and the command's interruption\n%s", code, s.err)
-	}
-	testkit.WaitGone(t, "the plugin's command", pid, 5*time.Second)
-	if left, _ := os.ReadDir(out); len(left) > 0 {
-		t.Errorf("left behind: %v", left)
+	for _, c := range []struct {
+		gap  time.Duration
+		quit bool
+	}{{700 * time.Millisecond, true}, {50 * time.Millisecond, false}} {
+		t.Run(fmt.Sprint(c.gap), func(t *testing.T) {
+			out, pidFile := t.TempDir(), filepath.Join(t.TempDir(), "pids")
+			s := start(t, []string{"EVALRUN_PLUGIN_DIR=" + plugins, "EVALRUN_TEST_PIDFILE=" + pidFile, "EVALRUN_TEST_OUT=" + filepath.Join(out, "model.gguf")}, "generate")
+			pid, _ := pids(t, pidFile)
+			s.cmd.Process.Signal(syscall.SIGTERM)
+			if c.quit { // the gap counted from evalrun's first signal
+				for deadline := time.Now().Add(5 * time.Second); !strings.Contains(s.err.String(), "stopping (again to quit at once)") && time.Now().Before(deadline); {
+					time.Sleep(10 * time.Millisecond)
+				}
+			}
+			time.Sleep(c.gap)
+			s.cmd.Process.Signal(syscall.SIGTERM)
+			code := s.wait(t, 10*time.Second)
+			if quit := strings.Contains(s.err.String(), "evalrun: interrupted\n"); code != 3 || quit != c.quit || !strings.Contains(s.err.String(), "evalrun: generate: interrupted") {
+				t.Errorf("exit %d, quit at once %v; want 3, %v and the command's interruption\n%s", code, quit, c.quit, s.err)
+			}
+			testkit.WaitGone(t, "the plugin's command", pid, 5*time.Second)
+			if left, _ := os.ReadDir(out); len(left) > 0 {
+				t.Errorf("left behind: %v", left)
+			}
+		})
 	}
 }

@@ -59,16 +59,17 @@ func Exec(ctx context.Context, path string, args []string, stdout, stderr io.Wri
 	name := filepath.Base(path) + " " + args[0]
 	ps := c.ProcessState
 	switch {
-	case ps == nil: // it did not start
+	case ps == nil && ctx.Err() == nil: // it did not start
 		return BackendErr(fmt.Errorf("%s: %w", name, err))
-	case ps.Exited(): // by itself, even after a stop request: its own result
+	case ps != nil && ps.Exited(): // by itself, even after a stop request: its own result
 		if ps.ExitCode() == 0 {
 			return nil
 		}
 		return &Error{Code: ps.ExitCode()}
 	case ctx.Err() != nil || killedBy(ps, syscall.SIGINT, syscall.SIGTERM, stopNowSignal):
-		// A terminal's Ctrl-C reaches the command too, and its end may
-		// come before evalrun's own handler cancels ctx.
+		// ctx: evalrun stopped it, or interrupted its start. A terminal's
+		// Ctrl-C reaches the command too, and its end may come before
+		// evalrun's own handler cancels ctx.
 		return BackendErr(fmt.Errorf("%s: interrupted", name))
 	case killedBy(ps, syscall.SIGPIPE):
 		return &Error{Code: sigpipeExit}

@@ -36,7 +36,8 @@ func TestMain(m *testing.M) {
 // writes its pid to $TOOLCMD_TEST_AUX/pid, starts writing $TOOLCMD_TEST_OUT
 // atomically (and marks the end of its context with $TOOLCMD_TEST_AUX/
 // cancelled), then, by mode: stops when its context ends ("stops", 300 ms
-// later, leaving $TOOLCMD_TEST_AUX/stopped), ignores it ("ignores"),
+// later, leaving $TOOLCMD_TEST_AUX/stopped; "stops-usage" returns that as
+// a usage error), ignores it ("ignores"),
 // finishes its file 300 ms after it ("finishes"), writes to stdout until
 // that fails ("pipe"), or dies of SIGKILL ("killed").
 func childCmd(mode string) *cobra.Command {
@@ -53,11 +54,14 @@ func childCmd(mode string) *cobra.Command {
 			os.WriteFile(filepath.Join(aux, "cancelled"), nil, 0o644)
 		}()
 		switch mode {
-		case "stops":
+		case "stops", "stops-usage":
 			<-cmd.Context().Done()
 			time.Sleep(300 * time.Millisecond) // cleaning up: a second interruption would cut it short
 			os.WriteFile(filepath.Join(aux, "stopped"), nil, 0o644)
 			f.Abort()
+			if mode == "stops-usage" { // as a command that wraps every error as bad input
+				return UsageErr("--spec: %v", cmd.Context().Err())
+			}
 			return cmd.Context().Err()
 		case "ignores":
 			time.Sleep(time.Minute)
@@ -150,12 +154,12 @@ func (c *child) exit3(t *testing.T) {
 // that watches its context stops by itself, one that does not is ended after
 // the grace; either way it says so, exits 3 and leaves no partial file.
 func TestExecStopsTheCommand(t *testing.T) {
-	for _, mode := range []string{"stops", "ignores"} {
+	for _, mode := range []string{"stops", "stops-usage", "ignores"} {
 		t.Run(mode, func(t *testing.T) {
 			c := &child{mode: mode, interrupt: func(_ int, cancel func()) { cancel() }}
 			c.run(t)
 			c.exit3(t)
-			if mode == "stops" && !c.stopped() {
+			if mode != "ignores" && !c.stopped() {
 				t.Error("ended before it could stop by itself")
 			}
 		})
@@ -232,5 +236,18 @@ func TestExecCommandsASignalEnded(t *testing.T) {
 	exe, _ := os.Executable()
 	if !errors.As(c.err, &e) || e.Code != 3 || !strings.HasSuffix(c.err.Error(), filepath.Base(exe)+" write: signal: killed") {
 		t.Errorf("killed: %v, want exit 3 naming the binary and command", c.err)
+	}
+}
+
+// TestExecInterruptedBeforeStart: evalrun interrupted while it looks the
+// plugin up says so, not "context canceled".
+func TestExecInterruptedBeforeStart(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	exe, _ := os.Executable()
+	err := Exec(ctx, exe, []string{"write"}, io.Discard, io.Discard)
+	var e *Error
+	if !errors.As(err, &e) || e.Code != 3 || !strings.HasSuffix(err.Error(), " write: interrupted") {
+		t.Errorf("Exec with its context ended: %v, want exit 3 interrupted", err)
 	}
 }

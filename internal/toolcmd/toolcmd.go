@@ -89,7 +89,7 @@ func Run(args []string, cmds ...*cobra.Command) (code int, ran bool) {
 	signal.Notify(sigs, interruptSignals()...)
 	defer signal.Stop(sigs)
 	go func() {
-		if stopOnSignals(sigs, cancel, done) && ending.TryLock() {
+		if AwaitInterruption(sigs, interruptGrace, func(os.Signal) { cancel() }, done) && ending.TryLock() {
 			atomicfile.RemoveTemporaries()
 			fmt.Fprintf(os.Stderr, "evalrun: %s: interrupted\n", args[0])
 			os.Exit(backend.ExitBackend)
@@ -101,7 +101,7 @@ func Run(args []string, cmds ...*cobra.Command) (code int, ran bool) {
 	if err == nil {
 		return backend.ExitPass, true
 	}
-	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+	if ctx.Err() != nil { // whatever the command made of its context's end
 		err = BackendErr(fmt.Errorf("%s: interrupted", args[0]))
 	}
 	fmt.Fprintln(c.ErrOrStderr(), "evalrun:", err)
@@ -120,13 +120,17 @@ func interruptSignals() []os.Signal {
 	return []os.Signal{os.Interrupt, syscall.SIGTERM}
 }
 
-// stopOnSignals waits for SIGINT or SIGTERM and cancels the command; it
-// reports true when the command must end at once (interruptGrace passed,
-// or a second interruption came), false when done closed first.
-func stopOnSignals(sigs <-chan os.Signal, cancel func(), done <-chan struct{}) bool {
+// AwaitInterruption is the rule evalrun and its plugin commands share for
+// SIGINT and SIGTERM arriving on sigs: it waits for the first (false if done
+// closes before), calls first with it (stop what you are doing), and returns
+// true when the process must end at once: grace has passed, or a second
+// interruption came, or StopNow's signal. One more signal within echoWindow
+// of the first is not a second interruption but the same one delivered
+// twice (to the process group, then passed on by evalrun).
+func AwaitInterruption(sigs <-chan os.Signal, grace time.Duration, first func(os.Signal), done <-chan struct{}) bool {
 	select {
 	case sig := <-sigs:
-		cancel()
+		first(sig)
 		if sig == stopNowSignal {
 			return true
 		}
@@ -135,8 +139,8 @@ func stopOnSignals(sigs <-chan os.Signal, cancel func(), done <-chan struct{}) b
 	}
 	start := time.Now()
 	echoed := false
-	grace := time.NewTimer(interruptGrace)
-	defer grace.Stop()
+	timer := time.NewTimer(grace)
+	defer timer.Stop()
 	for {
 		select {
 		case sig := <-sigs:
@@ -144,7 +148,7 @@ func stopOnSignals(sigs <-chan os.Signal, cancel func(), done <-chan struct{}) b
 				return true
 			}
 			echoed = true
-		case <-grace.C:
+		case <-timer.C:
 			return true
 		case <-done:
 			return false
