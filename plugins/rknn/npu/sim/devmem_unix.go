@@ -41,7 +41,7 @@ func allocDevice(size int) ([]byte, error) {
 		_ = unix.MunmapPtr(unsafe.Add(p, head+uintptr(size)), tail)
 	}
 	buf := unsafe.Slice((*byte)(unsafe.Add(p, head)), size)
-	_ = unix.Madvise(buf, unix.MADV_HUGEPAGE) // a hint: without THP the pages stay 4 KB
+	askHugePages(buf)
 	return buf, nil
 }
 
