@@ -6,7 +6,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X main.version=$(VERSION) -X main.gitCommit=$(COMMIT)
 
-.PHONY: fma-peak bench-vs-llamacpp oracle all build run test test-go test-avx2 test-rknpu test-arm64 test-llamacpp-note vet bench fuzz proto llamacpp clean
+.PHONY: fma-peak bench-vs-llamacpp oracle all build run test test-go test-avx2 test-rknpu test-arm64 test-darwin test-llamacpp-note vet bench fuzz proto llamacpp clean
 
 all: build
 
@@ -26,7 +26,7 @@ run: build
 
 ## test: vet, unit and end-to-end tests, the cgo NPU driver against the fake librknnrt,
 ## and the arm64 tests under qemu-user-static (skipped, with a note, where it is missing)
-test: vet test-go test-avx2 test-manifests test-rknpu test-arm64 test-llamacpp-note
+test: vet test-go test-avx2 test-manifests test-rknpu test-arm64 test-darwin test-llamacpp-note
 
 vet:
 	$(GO) vet ./...
@@ -48,6 +48,10 @@ test-avx2:
 
 test-rknpu:
 	plugins/rknn/npu/rknnrt/testdata/run-fake-test.sh
+
+## test-darwin: everything builds for macOS (a developer's laptop runs the CPU reference; Linux-only calls need build tags)
+test-darwin:
+	GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 $(GO) build ./...
 
 ## test-arm64: the numeric packages for GOARCH=arm64 and the cgo NPU driver for aarch64, under qemu
 test-arm64:
