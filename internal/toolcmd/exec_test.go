@@ -37,7 +37,7 @@ func TestMain(m *testing.M) {
 // atomically (and marks the end of its context with $TOOLCMD_TEST_AUX/
 // cancelled), then, by mode: stops when its context ends ("stops", 300 ms
 // later, leaving $TOOLCMD_TEST_AUX/stopped; "stops-usage" returns that as
-// a usage error), ignores it ("ignores"),
+// a usage error, "stops-gate" a gate failure), ignores it ("ignores"),
 // finishes its file 300 ms after it ("finishes"), writes to stdout until
 // that fails ("pipe"), or dies of SIGKILL ("killed").
 func childCmd(mode string) *cobra.Command {
@@ -54,13 +54,16 @@ func childCmd(mode string) *cobra.Command {
 			os.WriteFile(filepath.Join(aux, "cancelled"), nil, 0o644)
 		}()
 		switch mode {
-		case "stops", "stops-usage":
+		case "stops", "stops-usage", "stops-gate":
 			<-cmd.Context().Done()
 			time.Sleep(300 * time.Millisecond) // cleaning up: a second interruption would cut it short
 			os.WriteFile(filepath.Join(aux, "stopped"), nil, 0o644)
 			f.Abort()
-			if mode == "stops-usage" { // as a command that wraps every error as bad input
-				return UsageErr("--spec: %v", cmd.Context().Err())
+			switch mode {
+			case "stops-usage": // as a command that wraps every error as bad input
+				return UsageErr("--spec: %w", cmd.Context().Err())
+			case "stops-gate": // it had finished: its verdict stands
+				return &Error{Code: 1, Err: errors.New("1 of 36 ops failed")}
 			}
 			return cmd.Context().Err()
 		case "ignores":
@@ -249,5 +252,17 @@ func TestExecInterruptedBeforeStart(t *testing.T) {
 	var e *Error
 	if !errors.As(err, &e) || e.Code != 3 || !strings.HasSuffix(err.Error(), " write: interrupted") {
 		t.Errorf("Exec with its context ended: %v, want exit 3 interrupted", err)
+	}
+}
+
+// TestExecKeepsAFinishedVerdict: a command that had finished when the stop
+// request came (ops with every op run) keeps its verdict: a gate failure
+// is exit 1, not an interruption.
+func TestExecKeepsAFinishedVerdict(t *testing.T) {
+	c := &child{mode: "stops-gate", interrupt: func(_ int, cancel func()) { cancel() }}
+	c.run(t)
+	var e *Error
+	if !errors.As(c.err, &e) || e.Code != 1 || c.stderr != "evalrun: 1 of 36 ops failed\n" {
+		t.Errorf("Exec: %v, stderr %q; want exit 1 and the verdict", c.err, c.stderr)
 	}
 }

@@ -97,11 +97,14 @@ func Run(args []string, cmds ...*cobra.Command) (code int, ran bool) {
 	}()
 
 	c, err := root.ExecuteContextC(ctx)
-	ending.Lock() // a forced exit under way ends the process here
+	stopped := ctx.Err() != nil // before a late signal can change it
+	ending.Lock()               // a forced exit under way ends the process here
 	if err == nil {
 		return backend.ExitPass, true
 	}
-	if ctx.Err() != nil { // whatever the command made of its context's end
+	// A command that stopped on its context's end is interrupted; one that
+	// finished anyway keeps its result (a gate failure, a full disk).
+	if stopped && errors.Is(err, context.Canceled) {
 		err = BackendErr(fmt.Errorf("%s: interrupted", args[0]))
 	}
 	fmt.Fprintln(c.ErrOrStderr(), "evalrun:", err)

@@ -326,13 +326,19 @@ func newLogitsCmd() *cobra.Command {
 }
 
 func writeLogits(ctx context.Context, m *engine.Model, mf modelFlags, ids []int32, text, out string) error {
+	// Hashed first: a stop request ends the hash where it is, and a decode
+	// that finishes within the grace is written.
+	modelSum, err := filehash.SHA256(ctx, mf.path)
+	if err != nil {
+		return toolcmd.BackendErr(err)
+	}
 	nv := m.Config.NVocab
 	raw := make([]byte, 0, len(ids)*nv*4)
 	argmax := make([]int32, len(ids))
 	argmaxLogit := make([]float64, len(ids))
 	lse := make([]float64, len(ids))
 	s := m.NewSession(len(ids))
-	err := s.Decode(ids, nil, func(i int, row []float32) error {
+	err = s.Decode(ids, nil, func(i int, row []float32) error {
 		argmax[i] = sampling.Greedy(row)
 		mx := float64(row[argmax[i]]) // a NaN in the row makes the sum NaN, as it should
 		sum := 0.0
@@ -343,10 +349,6 @@ func writeLogits(ctx context.Context, m *engine.Model, mf modelFlags, ids []int3
 		argmaxLogit[i], lse[i] = mx, mx+math.Log(sum)
 		return nil
 	})
-	if err != nil {
-		return toolcmd.BackendErr(err)
-	}
-	modelSum, err := filehash.SHA256(ctx, mf.path)
 	if err != nil {
 		return toolcmd.BackendErr(err)
 	}

@@ -79,7 +79,7 @@ ffn_out, result_output). The list is the rknn plugin's "kernels" option.`,
 				return toolcmd.UsageErr("--spec gives the model and the token counts: leave out --model and --tokens")
 			case specPath != "":
 				if model, batches, err = specBatches(cmd.Context(), specPath); err != nil {
-					return toolcmd.UsageErr("--spec: %v", err)
+					return toolcmd.UsageErr("--spec: %w", err)
 				}
 			case model == "":
 				return toolcmd.UsageErr("give --spec or --model")
@@ -193,7 +193,7 @@ Exit status 1 when any op fails.`,
 			cfg.Driver = drv
 			rep, err := opscheck.Run(cmd.Context(), cfg, cmd.OutOrStdout())
 			if err != nil {
-				return toolcmd.UsageErr("%v", err)
+				return toolcmd.UsageErr("%w", err)
 			}
 			if !rep.OK {
 				return &toolcmd.Error{Code: backend.ExitGateFailed, Err: fmt.Errorf("%d of %d ops failed", len(rep.Results)-rep.Passed, len(rep.Results))}
