@@ -49,9 +49,9 @@ test-avx2:
 test-rknpu:
 	plugins/rknn/npu/rknnrt/testdata/run-fake-test.sh
 
-## test-darwin: everything builds for macOS (a developer's laptop runs the CPU reference; Linux-only calls need build tags)
+## test-darwin: everything, tests included, type-checks for macOS (a developer's laptop runs the CPU reference; Linux-only calls need build tags)
 test-darwin:
-	GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 $(GO) build ./...
+	GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 $(GO) vet ./...
 
 ## test-arm64: the numeric packages for GOARCH=arm64 and the cgo NPU driver for aarch64, under qemu
 test-arm64:
