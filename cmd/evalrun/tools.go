@@ -32,11 +32,7 @@ var pluginTools = []struct{ plugin, name, short string }{
 func newToolCmd(plugin, name, short string) *cobra.Command {
 	bin := backend.PluginPrefix + plugin
 	run := func(cmd *cobra.Command, args []string) error {
-		var dirs []string
-		if d := os.Getenv("EVALRUN_PLUGIN_DIR"); d != "" {
-			dirs = append(dirs, d)
-		}
-		path, err := backend.FindPlugin(plugin, dirs...)
+		path, err := backend.FindPlugin(plugin, os.Getenv("EVALRUN_PLUGIN_DIR")) // "" is skipped
 		if err != nil {
 			return backendErr(fmt.Errorf("%s is a command of %s: %w (make build builds it beside evalrun)", name, bin, err))
 		}

@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -60,10 +61,12 @@ func createTracked(name string) (*os.File, error) {
 	return f, nil
 }
 
-func untrack(name string) {
+// removeTemporary removes the file under its temporary name.
+func (f *File) removeTemporary() {
 	temporaries.Lock()
 	defer temporaries.Unlock()
-	delete(temporaries.names, name)
+	os.Remove(f.Name())
+	delete(temporaries.names, f.Name())
 }
 
 // RemoveTemporaries removes the temporary files of every write in progress
@@ -73,13 +76,7 @@ func RemoveTemporaries() []string {
 	temporaries.Lock()
 	defer temporaries.Unlock()
 	temporaries.removed = true
-	names := slices.Sorted(func(yield func(string) bool) {
-		for n := range temporaries.names {
-			if !yield(n) {
-				return
-			}
-		}
-	})
+	names := slices.Sorted(maps.Keys(temporaries.names))
 	for _, n := range names {
 		os.Remove(n)
 	}
@@ -145,19 +142,14 @@ func (f *File) Publish() error {
 	}
 	err := f.Sync()
 	if err == nil {
-		err = f.rename()
+		err = renameAll([]*File{f})
 	}
 	if err != nil {
 		f.Close()
-		os.Remove(f.Name())
-		untrack(f.Name())
+		f.removeTemporary()
 		return err
 	}
-	f.published = true
-	if d, err := os.Open(filepath.Dir(f.path)); err == nil {
-		d.Sync() // the rename itself; not all systems can sync a directory
-		d.Close()
-	}
+	syncDir(filepath.Dir(f.path))
 	return nil
 }
 
@@ -182,14 +174,23 @@ func CommitAll(files ...*File) error {
 		dirs[filepath.Dir(f.path)] = true
 	}
 	for dir := range dirs {
-		if d, err := os.Open(dir); err == nil {
-			d.Sync() // the renames themselves
-			d.Close()
-		}
+		syncDir(dir)
 	}
 	return nil
 }
 
+// syncDir makes renames in dir durable; not all systems can sync a
+// directory.
+func syncDir(dir string) {
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
+}
+
+// renameAll moves the files into place unless RemoveTemporaries ran (then
+// they are gone): under its lock, so a file is renamed or removed, never
+// both.
 func renameAll(files []*File) error {
 	temporaries.Lock()
 	defer temporaries.Unlock()
@@ -206,27 +207,11 @@ func renameAll(files []*File) error {
 	return nil
 }
 
-// rename moves the file into place unless RemoveTemporaries ran (then the
-// file is gone): under its lock, so a file is renamed or removed, never both.
-func (f *File) rename() error {
-	temporaries.Lock()
-	defer temporaries.Unlock()
-	if temporaries.removed {
-		return errExiting
-	}
-	if err := os.Rename(f.Name(), f.path); err != nil {
-		return err
-	}
-	delete(temporaries.names, f.Name())
-	return nil
-}
-
 // Abort discards the file, unless Publish moved it into place already.
 func (f *File) Abort() {
 	f.Close()
 	if !f.published {
-		os.Remove(f.Name())
-		untrack(f.Name())
+		f.removeTemporary()
 	}
 }
 
