@@ -29,11 +29,11 @@ type LayerDevice interface {
 // cpuOps are the CPU's layer ops.
 type cpuOps struct{ kern ggml.Kernels }
 
-func (cpuOps) RMSNorm(dst, x, w []float32, eps float32)   { rmsNorm(dst, x, w, eps) }
-func (cpuOps) Rope(x, cs []float32, nDims int, neox bool) { rope(x, cs, nDims, neox) }
-func (cpuOps) Add(dst, src []float32)                     { addTo(dst, src) }
-func (c cpuOps) Softmax(p []float32, scale float32)       { c.kern.Softmax(p, scale) }
-func (c cpuOps) Swiglu(dst, gate, up []float32)           { c.kern.Swiglu(dst, gate, up) }
+func (cpuOps) RMSNorm(dst, x, w []float32, eps float32)     { rmsNorm(dst, x, w, eps) }
+func (c cpuOps) Rope(x, cs []float32, nDims int, neox bool) { c.kern.Rope(x, cs, nDims, neox) }
+func (cpuOps) Add(dst, src []float32)                       { addTo(dst, src) }
+func (c cpuOps) Softmax(p []float32, scale float32)         { c.kern.Softmax(p, scale) }
+func (c cpuOps) Swiglu(dst, gate, up []float32)             { c.kern.Swiglu(dst, gate, up) }
 
 // layerOps returns the ops layer il runs: the attached device's, else the
 // CPU's.

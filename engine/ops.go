@@ -4,7 +4,6 @@ import (
 	"math"
 
 	"github.com/evalrun/evalrun/engine/cmath"
-	"github.com/evalrun/evalrun/engine/ggml"
 )
 
 // The element-wise operations of the llama graph, written to round as
@@ -43,17 +42,6 @@ func ropeCache(cs []float32, pos int, nDims int, thetaScale, freqScale float32) 
 // ropeThetaScale is powf(freq_base, -2.0f/n_dims).
 func ropeThetaScale(base float32, nDims int) float32 {
 	return cmath.Powf(base, float32(-2)/float32(nDims))
-}
-
-// rope rotates the first nDims values of one head in place: adjacent pairs
-// (x[i], x[i+1]) for llama, or halves (x[i/2], x[i/2+nDims/2]) for NeoX.
-// ggml's rotate_pairs computes x0*cos - x1*sin and x0*sin + x1*cos, which
-// GCC contracts into fma(x0, cos, -(x1*sin)) and fma(x0, sin, x1*cos)
-// (checked against llama.cpp's ROPE nodes).
-func rope(x []float32, cs []float32, nDims int, neox bool) {
-	RopePairs(x, cs, nDims, neox, func(x0, x1, c, s float32) (float32, float32) {
-		return ggml.FMA32(x0, c, -float32(x1*s)), ggml.FMA32(x0, s, float32(x1*c))
-	})
 }
 
 // RopePairs rotates the first nDims values of one head in place, pairing

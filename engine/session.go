@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/evalrun/evalrun/engine/ggml"
 )
@@ -29,6 +30,10 @@ type Session struct {
 	layerHook func(il int, rows []int, x []float32)
 	// buf holds Decode's activations, reused by the next Decode.
 	buf arena
+	// rope holds the (cos, sin) row of every position decoded so far
+	// (RopeDim values each): it depends on the position alone, and a row
+	// costs RopeDim calls of cosf and sinf.
+	rope []float32
 }
 
 // SetLayerHook makes Decode call hook after every layer il with its output,
@@ -271,13 +276,21 @@ type forward struct {
 	rope []float32 // T rows of RopeDim (cos, sin) values
 }
 
-func (f *forward) init() {
-	c := f.s.m.Config
-	f.rope = f.s.buf.alloc(f.T * c.RopeDim)
-	ts := ropeThetaScale(c.RopeBase, c.RopeDim)
-	for t := range f.T {
-		ropeCache(f.rope[t*c.RopeDim:(t+1)*c.RopeDim], f.pos0+t, c.RopeDim, ts, c.RopeScale)
+func (f *forward) init() { f.rope = f.s.ropeRows(f.pos0, f.T) }
+
+// ropeRows returns the (cos, sin) rows of positions [pos0, pos0+T),
+// computing those not cached yet.
+func (s *Session) ropeRows(pos0, T int) []float32 {
+	c := s.m.Config
+	d := c.RopeDim
+	if have := len(s.rope) / max(d, 1); have < pos0+T {
+		ts := ropeThetaScale(c.RopeBase, d)
+		s.rope = slices.Grow(s.rope, (pos0+T-have)*d)[:(pos0+T)*d]
+		for p := have; p < pos0+T; p++ {
+			ropeCache(s.rope[p*d:(p+1)*d], p, d, ts, c.RopeScale)
+		}
 	}
+	return s.rope[pos0*d : (pos0+T)*d]
 }
 
 // matmul runs one op of the layer's list (the list MatMulOps reports).

@@ -251,6 +251,22 @@ func softmax(p []float32, scale float32) {
 	}
 }
 
+// rope rotates the first nDims values of one head in place: adjacent pairs
+// (x[i], x[i+1]) for llama, or halves (x[i/2], x[i/2+nDims/2]) for NeoX.
+// ggml's rotate_pairs computes x0*cos - x1*sin and x0*sin + x1*cos, which
+// GCC contracts into fma(x0, cos, -(x1*sin)) and fma(x0, sin, x1*cos)
+// (checked against llama.cpp's ROPE nodes).
+func rope(x, cs []float32, nDims int, neox bool) {
+	for i := 0; i < nDims; i += 2 {
+		a, b := i, i+1
+		if neox {
+			a, b = i/2, i/2+nDims/2
+		}
+		x0, x1, c, s := x[a], x[b], cs[i], cs[i+1]
+		x[a], x[b] = FMA32(x0, c, -float32(x1*s)), FMA32(x0, s, float32(x1*c))
+	}
+}
+
 // swiglu writes silu(gate)·up to dst for one row, like ggml_vec_swiglu_f32
 // (AVX-512): ggml_v_silu x/(1+v_expf(-x)) on 16-element blocks, the scalar
 // x/(1+expf(-x)) on the rest.

@@ -42,6 +42,10 @@ type Kernels interface {
 	Softmax(p []float32, scale float32)
 	// Swiglu sets dst = silu(gate)·up as ggml_vec_swiglu_f32 does.
 	Swiglu(dst, gate, up []float32)
+	// Rope rotates the first nDims values of one head in place as ggml's
+	// ROPE does, cs holding (cos, sin) of each of the nDims/2 pairs:
+	// adjacent values for llama, the two halves for NeoX.
+	Rope(x, cs []float32, nDims int, neox bool)
 
 	// ggml numerics (ggmlmm.go).
 
@@ -102,6 +106,11 @@ func (genericKernels) Swiglu(dst, gate, up []float32) {
 	swiglu(dst, gate, up)
 }
 
+func (genericKernels) Rope(x, cs []float32, nDims int, neox bool) {
+	checkRope(x, cs, nDims)
+	rope(x, cs, nDims, neox)
+}
+
 func (genericKernels) PrepareGGML(t Type, x []float32, rows int, a *GGMLActivations) error {
 	return prepareGGML(t, x, rows, a)
 }
@@ -127,6 +136,12 @@ func checkLanes(lanes int) {
 func checkSwiglu(dst, gate, up []float32) {
 	if len(up) != len(gate) || len(dst) != len(gate) {
 		panic(fmt.Sprintf("ggml.Swiglu: lengths %d, %d, %d differ", len(dst), len(gate), len(up)))
+	}
+}
+
+func checkRope(x, cs []float32, nDims int) {
+	if nDims < 0 || nDims%2 != 0 || len(x) < nDims || len(cs) < nDims {
+		panic(fmt.Sprintf("ggml.Rope: %d dimensions of %d values with %d cos/sin values", nDims, len(x), len(cs)))
 	}
 }
 

@@ -243,6 +243,23 @@ func (avx512Kernels) Swiglu(dst, gate, up []float32) {
 	swiglu(dst[full:], gate[full:], up[full:]) // the scalar rest (expf)
 }
 
+func (avx512Kernels) Rope(x, cs []float32, nDims int, neox bool) {
+	checkRope(x, cs, nDims)
+	x, cs = x[:nDims], cs[:nDims]
+	switch {
+	case !neox:
+		full := nDims &^ 15
+		if full > 0 {
+			ropeAVX512(x[:full], cs[:full])
+		}
+		rope(x[full:], cs[full:], nDims-full, false) // pairs never straddle
+	case nDims%32 == 0 && nDims > 0:
+		ropeNeoxAVX512(x, cs)
+	default:
+		rope(x, cs, nDims, true)
+	}
+}
+
 func (avx512Kernels) PrepareGGML(t Type, x []float32, rows int, a *GGMLActivations) error {
 	if rows <= 0 || len(x)%rows != 0 {
 		return prepareGGML(t, x, rows, a) // reports the error

@@ -7540,6 +7540,127 @@ done:
 	VZEROUPPER
 	RET
 
+DATA ropeEvenSign<>+0(SB)/4, $0x80000000
+DATA ropeEvenSign<>+4(SB)/4, $0x00000000
+DATA ropeEvenSign<>+8(SB)/4, $0x80000000
+DATA ropeEvenSign<>+12(SB)/4, $0x00000000
+DATA ropeEvenSign<>+16(SB)/4, $0x80000000
+DATA ropeEvenSign<>+20(SB)/4, $0x00000000
+DATA ropeEvenSign<>+24(SB)/4, $0x80000000
+DATA ropeEvenSign<>+28(SB)/4, $0x00000000
+DATA ropeEvenSign<>+32(SB)/4, $0x80000000
+DATA ropeEvenSign<>+36(SB)/4, $0x00000000
+DATA ropeEvenSign<>+40(SB)/4, $0x80000000
+DATA ropeEvenSign<>+44(SB)/4, $0x00000000
+DATA ropeEvenSign<>+48(SB)/4, $0x80000000
+DATA ropeEvenSign<>+52(SB)/4, $0x00000000
+DATA ropeEvenSign<>+56(SB)/4, $0x80000000
+DATA ropeEvenSign<>+60(SB)/4, $0x00000000
+GLOBL ropeEvenSign<>(SB), RODATA|NOPTR, $64
+
+// func ropeAVX512(x []float32, cs []float32)
+// Requires: AVX, AVX512DQ, AVX512F
+TEXT ·ropeAVX512(SB), NOSPLIT, $0-48
+	MOVQ    x_base+0(FP), AX
+	MOVQ    cs_base+24(FP), CX
+	MOVQ    x_len+8(FP), DX
+	ANDQ    $-16, DX
+	VMOVUPS ropeEvenSign<>+0(SB), Z0
+	XORQ    BX, BX
+
+loop:
+	CMPQ        BX, DX
+	JAE         done
+	VMOVUPS     (AX)(BX*4), Z1
+	VMOVUPS     (CX)(BX*4), Z2
+	VMOVSLDUP   Z1, Z3
+	VMOVSHDUP   Z1, Z1
+	VPERMILPS   $0xb1, Z2, Z4
+	VMULPS      Z4, Z1, Z4
+	VXORPS      Z0, Z4, Z4
+	VFMADD231PS Z2, Z3, Z4
+	VMOVUPS     Z4, (AX)(BX*4)
+	ADDQ        $0x00000010, BX
+	JMP         loop
+
+done:
+	VZEROUPPER
+	RET
+
+DATA ropeEvenIdx<>+0(SB)/4, $0x00000000
+DATA ropeEvenIdx<>+4(SB)/4, $0x00000002
+DATA ropeEvenIdx<>+8(SB)/4, $0x00000004
+DATA ropeEvenIdx<>+12(SB)/4, $0x00000006
+DATA ropeEvenIdx<>+16(SB)/4, $0x00000008
+DATA ropeEvenIdx<>+20(SB)/4, $0x0000000a
+DATA ropeEvenIdx<>+24(SB)/4, $0x0000000c
+DATA ropeEvenIdx<>+28(SB)/4, $0x0000000e
+DATA ropeEvenIdx<>+32(SB)/4, $0x00000010
+DATA ropeEvenIdx<>+36(SB)/4, $0x00000012
+DATA ropeEvenIdx<>+40(SB)/4, $0x00000014
+DATA ropeEvenIdx<>+44(SB)/4, $0x00000016
+DATA ropeEvenIdx<>+48(SB)/4, $0x00000018
+DATA ropeEvenIdx<>+52(SB)/4, $0x0000001a
+DATA ropeEvenIdx<>+56(SB)/4, $0x0000001c
+DATA ropeEvenIdx<>+60(SB)/4, $0x0000001e
+GLOBL ropeEvenIdx<>(SB), RODATA|NOPTR, $64
+
+DATA ropeOddIdx<>+0(SB)/4, $0x00000001
+DATA ropeOddIdx<>+4(SB)/4, $0x00000003
+DATA ropeOddIdx<>+8(SB)/4, $0x00000005
+DATA ropeOddIdx<>+12(SB)/4, $0x00000007
+DATA ropeOddIdx<>+16(SB)/4, $0x00000009
+DATA ropeOddIdx<>+20(SB)/4, $0x0000000b
+DATA ropeOddIdx<>+24(SB)/4, $0x0000000d
+DATA ropeOddIdx<>+28(SB)/4, $0x0000000f
+DATA ropeOddIdx<>+32(SB)/4, $0x00000011
+DATA ropeOddIdx<>+36(SB)/4, $0x00000013
+DATA ropeOddIdx<>+40(SB)/4, $0x00000015
+DATA ropeOddIdx<>+44(SB)/4, $0x00000017
+DATA ropeOddIdx<>+48(SB)/4, $0x00000019
+DATA ropeOddIdx<>+52(SB)/4, $0x0000001b
+DATA ropeOddIdx<>+56(SB)/4, $0x0000001d
+DATA ropeOddIdx<>+60(SB)/4, $0x0000001f
+GLOBL ropeOddIdx<>(SB), RODATA|NOPTR, $64
+
+// func ropeNeoxAVX512(x []float32, cs []float32)
+// Requires: AVX, AVX512F
+TEXT ·ropeNeoxAVX512(SB), NOSPLIT, $0-48
+	MOVQ    x_base+0(FP), AX
+	MOVQ    cs_base+24(FP), CX
+	MOVQ    x_len+8(FP), DX
+	SHRQ    $0x01, DX
+	MOVQ    DX, BX
+	SHLQ    $0x02, BX
+	ANDQ    $-16, DX
+	VMOVUPS ropeEvenIdx<>+0(SB), Z0
+	VMOVUPS ropeOddIdx<>+0(SB), Z1
+	XORQ    SI, SI
+
+nloop:
+	CMPQ        SI, DX
+	JAE         ndone
+	LEAQ        (AX)(SI*4), DI
+	VMOVUPS     (DI), Z2
+	VMOVUPS     (DI)(BX*1), Z3
+	VMOVUPS     (CX)(SI*8), Z4
+	VMOVUPS     64(CX)(SI*8), Z6
+	VMOVAPS     Z4, Z5
+	VPERMT2PS   Z6, Z0, Z4
+	VPERMT2PS   Z6, Z1, Z5
+	VMULPS      Z5, Z3, Z6
+	VMULPS      Z4, Z3, Z3
+	VFMSUB231PS Z4, Z2, Z6
+	VFMADD231PS Z5, Z2, Z3
+	VMOVUPS     Z6, (DI)
+	VMOVUPS     Z3, (DI)(BX*1)
+	ADDQ        $0x00000010, SI
+	JMP         nloop
+
+ndone:
+	VZEROUPPER
+	RET
+
 DATA c127<>+0(SB)/4, $0x42fe0000
 GLOBL c127<>(SB), RODATA|NOPTR, $4
 

@@ -101,6 +101,12 @@ func softmaxAVX512(p []float32, scale float32)
 func swigluAVX512(dst []float32, gate []float32, up []float32)
 
 //go:noescape
+func ropeAVX512(x []float32, cs []float32)
+
+//go:noescape
+func ropeNeoxAVX512(x []float32, cs []float32)
+
+//go:noescape
 func quantizeQ8_0AVX512(x []float32, dst []byte, side []uint32, corr []int32)
 
 //go:noescape

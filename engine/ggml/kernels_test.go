@@ -235,6 +235,37 @@ func TestKernelsSoftmaxSwiglu(t *testing.T) {
 	})
 }
 
+// TestKernelsRope: rope of one head, llama and NeoX pairing, for head sizes
+// with and without leftovers past the kernels' blocks, equals the generic
+// FMA32 code (a rotation rounded twice, or fused differently, does not);
+// values past nDims are left alone.
+func TestKernelsRope(t *testing.T) {
+	eachSIMD(t, func(t *testing.T, k Kernels) {
+		rng := rand.New(rand.NewPCG(15, 16))
+		for _, nDims := range []int{0, 2, 6, 14, 16, 18, 32, 48, 64, 80, 96, 128, 256} {
+			for _, neox := range []bool{false, true} {
+				x := randVec(rng, nDims+5)
+				for i := range x {
+					x[i] *= 8
+				}
+				if nDims >= 16 {
+					x[0], x[1], x[2], x[3] = 0, float32(math.Copysign(0, -1)), 1e-40, -3e-39 // zeros, subnormals
+				}
+				cs := make([]float32, nDims)
+				for i := 0; i < nDims; i += 2 {
+					a := rng.Float64() * 2 * math.Pi
+					cs[i], cs[i+1] = float32(math.Cos(a)), float32(math.Sin(a))
+				}
+				want, got := append([]float32(nil), x...), append([]float32(nil), x...)
+				Generic.Rope(want, cs, nDims, neox)
+				k.Rope(got, cs, nDims, neox)
+				expectSame(t, fmt.Sprintf("Rope nDims=%d neox=%v", nDims, neox), want, got)
+				expectSame(t, "past nDims", x[nDims:], got[nDims:])
+			}
+		}
+	})
+}
+
 // ggmlActivations are random rows with the awkward cases of activation
 // quantization: an all-zero block, ties at .5 after scaling, tiny values.
 func ggmlActivations(rng *rand.Rand, rows, k int) []float32 {

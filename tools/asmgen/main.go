@@ -57,5 +57,6 @@ func genGGML() {
 	genReduceLanes(16)
 	genSoftmax()
 	genSwiglu()
+	genRope()
 	genGGMLNumerics()
 }

@@ -510,3 +510,88 @@ func genSwiglu() {
 	VZEROUPPER()
 	RET()
 }
+
+// genRope: ggml's rope of one head, rotate_pairs as GCC compiles it (one
+// fused multiply-add per output, the other product rounded first):
+// x0' = fma(x0, cos, -(x1·sin)), x1' = fma(x0, sin, x1·cos), the
+// instruction's single rounding being FMA32's. ropeAVX512 pairs adjacent
+// values over the first len(x)&^15 (llama); ropeNeoxAVX512 pairs x[i] with
+// x[i+h], h = len(x)/2, over whole blocks of 16 of each half (NeoX). cs
+// holds (cos, sin) per pair.
+func genRope() {
+	// Lanes holding a pair's first value take -(x1·sin).
+	evenSign := u32s("ropeEvenSign", []uint32{1 << 31, 0, 1 << 31, 0, 1 << 31, 0, 1 << 31, 0, 1 << 31, 0, 1 << 31, 0, 1 << 31, 0, 1 << 31, 0})
+	TEXT("ropeAVX512", NOSPLIT, "func(x, cs []float32)")
+	Pragma("noescape")
+	xp := Load(Param("x").Base(), GP64())
+	cp := Load(Param("cs").Base(), GP64())
+	n := Load(Param("x").Len(), GP64())
+	ANDQ(I32(-16), n)
+	sign := ZMM()
+	VMOVUPS(evenSign, sign)
+	i := GP64()
+	XORQ(i, i)
+	Label("loop")
+	CMPQ(i, n)
+	JAE(LabelRef("done"))
+	x, c := ZMM(), ZMM()
+	VMOVUPS(Mem{Base: xp, Index: i, Scale: 4}, x)
+	VMOVUPS(Mem{Base: cp, Index: i, Scale: 4}, c)
+	x0, x1, p := ZMM(), ZMM(), ZMM()
+	VMOVSLDUP(x, x0)          // (x0, x0)
+	VMOVSHDUP(x, x1)          // (x1, x1)
+	VPERMILPS(U8(0xb1), c, p) // (sin, cos)
+	VMULPS(p, x1, p)          // (x1·sin, x1·cos)
+	VXORPS(sign, p, p)        // (-(x1·sin), x1·cos)
+	VFMADD231PS(c, x0, p)     // x0·(cos, sin) + p
+	VMOVUPS(p, Mem{Base: xp, Index: i, Scale: 4})
+	ADDQ(U32(16), i)
+	JMP(LabelRef("loop"))
+	Label("done")
+	VZEROUPPER()
+	RET()
+
+	even := u32s("ropeEvenIdx", []uint32{0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30})
+	odd := u32s("ropeOddIdx", []uint32{1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31})
+	TEXT("ropeNeoxAVX512", NOSPLIT, "func(x, cs []float32)")
+	Pragma("noescape")
+	xp = Load(Param("x").Base(), GP64())
+	cp = Load(Param("cs").Base(), GP64())
+	h := Load(Param("x").Len(), GP64())
+	SHRQ(U8(1), h)
+	hb := GP64() // the half's bytes: x1 = x0's address + hb
+	MOVQ(h, hb)
+	SHLQ(U8(2), hb)
+	ANDQ(I32(-16), h)
+	ie, io := ZMM(), ZMM()
+	VMOVUPS(even, ie)
+	VMOVUPS(odd, io)
+	i = GP64()
+	XORQ(i, i)
+	Label("nloop")
+	CMPQ(i, h)
+	JAE(LabelRef("ndone"))
+	a := GP64() // &x[i]
+	LEAQ(Mem{Base: xp, Index: i, Scale: 4}, a)
+	xa, xb := ZMM(), ZMM()
+	VMOVUPS(Mem{Base: a}, xa)
+	VMOVUPS(Mem{Base: a, Index: hb, Scale: 1}, xb)
+	cos, sin, hi := ZMM(), ZMM(), ZMM()
+	VMOVUPS(Mem{Base: cp, Index: i, Scale: 8}, cos)
+	VMOVUPS(Mem{Base: cp, Index: i, Scale: 8, Disp: 64}, hi)
+	VMOVAPS(cos, sin)
+	VPERMT2PS(hi, ie, cos) // cs's even values: cos
+	VPERMT2PS(hi, io, sin) // odd: sin
+	p0, p1 := ZMM(), ZMM()
+	VMULPS(sin, xb, p0)      // x1·sin
+	VMULPS(cos, xb, p1)      // x1·cos
+	VFMSUB231PS(cos, xa, p0) // x0·cos - x1·sin
+	VFMADD231PS(sin, xa, p1) // x0·sin + x1·cos
+	VMOVUPS(p0, Mem{Base: a})
+	VMOVUPS(p1, Mem{Base: a, Index: hb, Scale: 1})
+	ADDQ(U32(16), i)
+	JMP(LabelRef("nloop"))
+	Label("ndone")
+	VZEROUPPER()
+	RET()
+}
