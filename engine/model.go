@@ -54,6 +54,7 @@ type layer struct {
 	ffnNorm    []float32
 	wGate, wUp *Weight
 	wDown      *Weight
+	opNames    [nLayerOps]string // llama.cpp's node names ("Qcur-3"), made once
 }
 
 // Open maps a GGUF file and loads the model from it. Close releases both.
@@ -144,6 +145,9 @@ func (m *Model) bindWeights(numerics Numerics) error {
 		l.wGate = b.matrix(p+"ffn_gate.weight", c.NEmbd, c.NFF)
 		l.wUp = b.matrix(p+"ffn_up.weight", c.NEmbd, c.NFF)
 		l.wDown = b.matrix(p+"ffn_down.weight", c.NFF, c.NEmbd)
+		for o, name := range opNames {
+			l.opNames[o] = fmt.Sprintf("%s-%d", name, i)
+		}
 		if b.err != nil {
 			break
 		}
@@ -339,6 +343,8 @@ const (
 	nLayerOps
 )
 
+var opNames = [nLayerOps]string{opQ: "Qcur", opV: "Vcur", opK: "Kcur", opAttnOut: "attn_out", opFFNGate: "ffn_gate", opFFNUp: "ffn_up", opFFNDown: "ffn_out"}
+
 // layerOps are the matmuls of layer il for a batch of tokens of which
 // outputs rows continue past attention in the last layer.
 func (m *Model) layerOps(il, tokens, outputs int) [nLayerOps]MatMulOp {
@@ -347,17 +353,17 @@ func (m *Model) layerOps(il, tokens, outputs int) [nLayerOps]MatMulOp {
 	if il == len(m.layers)-1 {
 		ffnRows = outputs
 	}
-	op := func(name string, t int, w *Weight) MatMulOp {
-		return MatMulOp{Name: fmt.Sprintf("%s-%d", name, il), Layer: il, T: t, K: w.K, N: w.N, Weight: w}
+	op := func(o, t int, w *Weight) MatMulOp {
+		return MatMulOp{Name: l.opNames[o], Layer: il, T: t, K: w.K, N: w.N, Weight: w}
 	}
 	return [nLayerOps]MatMulOp{
-		opQ:       op("Qcur", tokens, l.wq),
-		opV:       op("Vcur", tokens, l.wv),
-		opK:       op("Kcur", tokens, l.wk),
-		opAttnOut: op("attn_out", tokens, l.wo),
-		opFFNGate: op("ffn_gate", ffnRows, l.wGate),
-		opFFNUp:   op("ffn_up", ffnRows, l.wUp),
-		opFFNDown: op("ffn_out", ffnRows, l.wDown),
+		opQ:       op(opQ, tokens, l.wq),
+		opV:       op(opV, tokens, l.wv),
+		opK:       op(opK, tokens, l.wk),
+		opAttnOut: op(opAttnOut, tokens, l.wo),
+		opFFNGate: op(opFFNGate, ffnRows, l.wGate),
+		opFFNUp:   op(opFFNUp, ffnRows, l.wUp),
+		opFFNDown: op(opFFNDown, ffnRows, l.wDown),
 	}
 }
 
