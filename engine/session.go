@@ -283,7 +283,10 @@ func (f *forward) init() { f.rope = f.s.ropeRows(f.pos0, f.T) }
 func (s *Session) ropeRows(pos0, T int) []float32 {
 	c := s.m.Config
 	d := c.RopeDim
-	if have := len(s.rope) / max(d, 1); have < pos0+T {
+	if d == 0 {
+		return nil
+	}
+	if have := len(s.rope) / d; have < pos0+T {
 		ts := ropeThetaScale(c.RopeBase, d)
 		s.rope = slices.Grow(s.rope, (pos0+T-have)*d)[:(pos0+T)*d]
 		for p := have; p < pos0+T; p++ {

@@ -19,9 +19,12 @@ import (
 func FMA32(a, b, c float32) float32 {
 	r := math.FMA(float64(a), float64(b), float64(c))
 	// Rounding the float64 result again to float32 is only wrong when it
-	// landed exactly halfway between two float32 values: redo those exactly.
-	if math.Float64bits(r)&(1<<29-1) == 1<<28 {
-		x := new(big.Float).SetPrec(256).SetFloat64(float64(a))
+	// landed exactly halfway between two float32 values: for a normal
+	// result, its 29 low bits 1 followed by zeros; a subnormal one keeps
+	// fewer bits, so any may be. Redo those exactly (512 bits hold any
+	// float32 a·b+c).
+	if math.Float64bits(r)&(1<<29-1) == 1<<28 || (r != 0 && math.Abs(r) < 0x1p-126) {
+		x := new(big.Float).SetPrec(512).SetFloat64(float64(a))
 		x.Mul(x, new(big.Float).SetFloat64(float64(b)))
 		x.Add(x, new(big.Float).SetFloat64(float64(c)))
 		f, _ := x.Float32()

@@ -7605,6 +7605,24 @@ DATA ropeEvenIdx<>+56(SB)/4, $0x0000001c
 DATA ropeEvenIdx<>+60(SB)/4, $0x0000001e
 GLOBL ropeEvenIdx<>(SB), RODATA|NOPTR, $64
 
+DATA ropeSign<>+0(SB)/4, $0x80000000
+DATA ropeSign<>+4(SB)/4, $0x80000000
+DATA ropeSign<>+8(SB)/4, $0x80000000
+DATA ropeSign<>+12(SB)/4, $0x80000000
+DATA ropeSign<>+16(SB)/4, $0x80000000
+DATA ropeSign<>+20(SB)/4, $0x80000000
+DATA ropeSign<>+24(SB)/4, $0x80000000
+DATA ropeSign<>+28(SB)/4, $0x80000000
+DATA ropeSign<>+32(SB)/4, $0x80000000
+DATA ropeSign<>+36(SB)/4, $0x80000000
+DATA ropeSign<>+40(SB)/4, $0x80000000
+DATA ropeSign<>+44(SB)/4, $0x80000000
+DATA ropeSign<>+48(SB)/4, $0x80000000
+DATA ropeSign<>+52(SB)/4, $0x80000000
+DATA ropeSign<>+56(SB)/4, $0x80000000
+DATA ropeSign<>+60(SB)/4, $0x80000000
+GLOBL ropeSign<>(SB), RODATA|NOPTR, $64
+
 DATA ropeOddIdx<>+0(SB)/4, $0x00000001
 DATA ropeOddIdx<>+4(SB)/4, $0x00000003
 DATA ropeOddIdx<>+8(SB)/4, $0x00000005
@@ -7624,7 +7642,7 @@ DATA ropeOddIdx<>+60(SB)/4, $0x0000001f
 GLOBL ropeOddIdx<>(SB), RODATA|NOPTR, $64
 
 // func ropeNeoxAVX512(x []float32, cs []float32)
-// Requires: AVX, AVX512F
+// Requires: AVX, AVX512DQ, AVX512F
 TEXT ·ropeNeoxAVX512(SB), NOSPLIT, $0-48
 	MOVQ    x_base+0(FP), AX
 	MOVQ    cs_base+24(FP), CX
@@ -7635,25 +7653,27 @@ TEXT ·ropeNeoxAVX512(SB), NOSPLIT, $0-48
 	ANDQ    $-16, DX
 	VMOVUPS ropeEvenIdx<>+0(SB), Z0
 	VMOVUPS ropeOddIdx<>+0(SB), Z1
+	VMOVUPS ropeSign<>+0(SB), Z2
 	XORQ    SI, SI
 
 nloop:
 	CMPQ        SI, DX
 	JAE         ndone
 	LEAQ        (AX)(SI*4), DI
-	VMOVUPS     (DI), Z2
-	VMOVUPS     (DI)(BX*1), Z3
-	VMOVUPS     (CX)(SI*8), Z4
-	VMOVUPS     64(CX)(SI*8), Z6
-	VMOVAPS     Z4, Z5
-	VPERMT2PS   Z6, Z0, Z4
-	VPERMT2PS   Z6, Z1, Z5
-	VMULPS      Z5, Z3, Z6
-	VMULPS      Z4, Z3, Z3
-	VFMSUB231PS Z4, Z2, Z6
-	VFMADD231PS Z5, Z2, Z3
-	VMOVUPS     Z6, (DI)
-	VMOVUPS     Z3, (DI)(BX*1)
+	VMOVUPS     (DI), Z3
+	VMOVUPS     (DI)(BX*1), Z4
+	VMOVUPS     (CX)(SI*8), Z5
+	VMOVUPS     64(CX)(SI*8), Z7
+	VMOVAPS     Z5, Z6
+	VPERMT2PS   Z7, Z0, Z5
+	VPERMT2PS   Z7, Z1, Z6
+	VMULPS      Z6, Z4, Z7
+	VXORPS      Z2, Z7, Z7
+	VMULPS      Z5, Z4, Z4
+	VFMADD231PS Z5, Z3, Z7
+	VFMADD231PS Z6, Z3, Z4
+	VMOVUPS     Z7, (DI)
+	VMOVUPS     Z4, (DI)(BX*1)
 	ADDQ        $0x00000010, SI
 	JMP         nloop
 

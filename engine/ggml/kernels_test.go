@@ -3,6 +3,7 @@ package ggml
 import (
 	"fmt"
 	"math"
+	"math/big"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -235,32 +236,92 @@ func TestKernelsSoftmaxSwiglu(t *testing.T) {
 	})
 }
 
+// TestFMA32 against an exact a·b+c rounded once, on random operands of
+// every magnitude and on results that land halfway between two float32
+// values after the float64 rounding, normal and subnormal.
+func TestFMA32(t *testing.T) {
+	exact := func(a, b, c float32) float32 {
+		x := new(big.Float).SetPrec(1024).SetFloat64(float64(a))
+		x.Mul(x, new(big.Float).SetFloat64(float64(b)))
+		x.Add(x, new(big.Float).SetFloat64(float64(c)))
+		f, _ := x.Float32()
+		return f
+	}
+	f32 := math.Float32frombits
+	cases := [][3]float32{
+		// a subnormal result the float64 rounding puts halfway (found by
+		// review: 0x00400002 before the subnormal case was redone exactly)
+		{0x1.fffffcp-25, f32(0x00800001), f32(0x00400001)},
+		{0x1.fffffcp-25, -f32(0x00800001), -f32(0x00400001)},
+		// a normal one: 1 + 2^-24 (halfway) + 2^-80 (lost by float64)
+		{1 + 0x1p-23, 1 + 0x1p-23, -(0x1p-22 + 0x1p-46)},
+	}
+	rng := rand.New(rand.NewPCG(17, 18))
+	for range 200000 {
+		e := func() float32 { return float32(math.Ldexp(rng.Float64()*2-1, rng.IntN(276)-149)) }
+		cases = append(cases, [3]float32{e(), e(), e()})
+	}
+	for _, c := range cases {
+		if got, want := FMA32(c[0], c[1], c[2]), exact(c[0], c[1], c[2]); math.Float32bits(got) != math.Float32bits(want) {
+			t.Fatalf("FMA32(%g, %g, %g) = %g (%#08x), exactly rounded %g (%#08x)", c[0], c[1], c[2], got, math.Float32bits(got), want, math.Float32bits(want))
+		}
+	}
+}
+
 // TestKernelsRope: rope of one head, llama and NeoX pairing, for head sizes
 // with and without leftovers past the kernels' blocks, equals the generic
-// FMA32 code (a rotation rounded twice, or fused differently, does not);
-// values past nDims are left alone.
+// FMA32 code (a rotation rounded twice, or fused differently, does not):
+// random values, then zeros, subnormals, a result FMA32 must round from
+// halfway, Inf and NaN against position 0's (cos, sin) = (1, 0) and a
+// cosine of 0; values past nDims are left alone.
 func TestKernelsRope(t *testing.T) {
+	f32 := math.Float32frombits
+	special := []float32{0, float32(math.Copysign(0, -1)), 1e-40, -3e-39, f32(0x00800001), -f32(0x00400001),
+		float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), f32(0x7fc01234), f32(0xffa00001), 3}
 	eachSIMD(t, func(t *testing.T, k Kernels) {
 		rng := rand.New(rand.NewPCG(15, 16))
-		for _, nDims := range []int{0, 2, 6, 14, 16, 18, 32, 48, 64, 80, 96, 128, 256} {
+		for _, nDims := range []int{0, 2, 6, 14, 16, 18, 30, 32, 48, 64, 80, 96, 128, 256} {
 			for _, neox := range []bool{false, true} {
-				x := randVec(rng, nDims+5)
-				for i := range x {
-					x[i] *= 8
+				for round := range 4 {
+					x := randVec(rng, nDims+5)
+					for i := range x {
+						x[i] *= 8
+					}
+					cs := make([]float32, nDims)
+					for i := 0; i < nDims; i += 2 {
+						a := rng.Float64() * 2 * math.Pi
+						cs[i], cs[i+1] = float32(math.Cos(a)), float32(math.Sin(a))
+					}
+					if round > 0 { // specials at random places, either side of a pair
+						for i := range nDims {
+							if rng.IntN(3) == 0 {
+								x[i] = special[rng.IntN(len(special))]
+							}
+						}
+						for i := 0; i < nDims; i += 2 {
+							switch rng.IntN(4) {
+							case 0:
+								cs[i], cs[i+1] = 1, 0 // position 0
+							case 1:
+								cs[i], cs[i+1] = 0, 1
+							case 2:
+								cs[i], cs[i+1] = 0x1.fffffcp-25, 1 // with the subnormal pair above: a halfway FMA32
+							}
+						}
+					}
+					if round == 1 && nDims >= 2 { // the first pair rounds from halfway in FMA32
+						b := 1
+						if neox {
+							b = nDims / 2
+						}
+						x[0], x[b], cs[0], cs[1] = f32(0x00800001), -f32(0x00400001), 0x1.fffffcp-25, 1
+					}
+					want, got := append([]float32(nil), x...), append([]float32(nil), x...)
+					Generic.Rope(want, cs, nDims, neox)
+					k.Rope(got, cs, nDims, neox)
+					expectSame(t, fmt.Sprintf("Rope nDims=%d neox=%v round %d", nDims, neox, round), want, got)
+					expectSame(t, "past nDims", x[nDims:], got[nDims:])
 				}
-				if nDims >= 16 {
-					x[0], x[1], x[2], x[3] = 0, float32(math.Copysign(0, -1)), 1e-40, -3e-39 // zeros, subnormals
-				}
-				cs := make([]float32, nDims)
-				for i := 0; i < nDims; i += 2 {
-					a := rng.Float64() * 2 * math.Pi
-					cs[i], cs[i+1] = float32(math.Cos(a)), float32(math.Sin(a))
-				}
-				want, got := append([]float32(nil), x...), append([]float32(nil), x...)
-				Generic.Rope(want, cs, nDims, neox)
-				k.Rope(got, cs, nDims, neox)
-				expectSame(t, fmt.Sprintf("Rope nDims=%d neox=%v", nDims, neox), want, got)
-				expectSame(t, "past nDims", x[nDims:], got[nDims:])
 			}
 		}
 	})

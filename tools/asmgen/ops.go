@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
@@ -552,6 +553,7 @@ func genRope() {
 	RET()
 
 	even := u32s("ropeEvenIdx", []uint32{0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30})
+	allSign := u32s("ropeSign", slices.Repeat([]uint32{1 << 31}, 16))
 	odd := u32s("ropeOddIdx", []uint32{1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31})
 	TEXT("ropeNeoxAVX512", NOSPLIT, "func(x, cs []float32)")
 	Pragma("noescape")
@@ -563,9 +565,10 @@ func genRope() {
 	MOVQ(h, hb)
 	SHLQ(U8(2), hb)
 	ANDQ(I32(-16), h)
-	ie, io := ZMM(), ZMM()
+	ie, io, neg := ZMM(), ZMM(), ZMM()
 	VMOVUPS(even, ie)
 	VMOVUPS(odd, io)
+	VMOVUPS(allSign, neg)
 	i = GP64()
 	XORQ(i, i)
 	Label("nloop")
@@ -584,8 +587,9 @@ func genRope() {
 	VPERMT2PS(hi, io, sin) // odd: sin
 	p0, p1 := ZMM(), ZMM()
 	VMULPS(sin, xb, p0)      // x1·sin
+	VXORPS(neg, p0, p0)      // -(x1·sin): the sign flipped, of a NaN too, as Go's negation
 	VMULPS(cos, xb, p1)      // x1·cos
-	VFMSUB231PS(cos, xa, p0) // x0·cos - x1·sin
+	VFMADD231PS(cos, xa, p0) // x0·cos - x1·sin
 	VFMADD231PS(sin, xa, p1) // x0·sin + x1·cos
 	VMOVUPS(p0, Mem{Base: a})
 	VMOVUPS(p1, Mem{Base: a, Index: hb, Scale: 1})
