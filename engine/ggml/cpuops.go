@@ -19,11 +19,13 @@ import (
 func FMA32(a, b, c float32) float32 {
 	r := math.FMA(float64(a), float64(b), float64(c))
 	// Rounding the float64 result again to float32 is only wrong when it
-	// landed exactly halfway between two float32 values: for a normal
-	// result, its 29 low bits 1 followed by zeros; a subnormal one keeps
-	// fewer bits, so any may be. Redo those exactly (512 bits hold any
-	// float32 a·b+c).
-	if math.Float64bits(r)&(1<<29-1) == 1<<28 || (r != 0 && math.Abs(r) < 0x1p-126) {
+	// landed exactly halfway between two float32 values (rounding is
+	// monotonic and the halfway points are float64 values): for a normal
+	// result, 29 low bits of 1 followed by zeros; for a subnormal one, an
+	// odd multiple of 2^-150. Redo those exactly: a·b+c spans at most 427
+	// bits (256 rounded some products near the float32 maximum).
+	bits := math.Float64bits(r)
+	if bits&(1<<29-1) == 1<<28 || (bits&^(1<<63)-1 < subnormal32Bits-1 && oddMultiple(math.Abs(r)*0x1p150)) {
 		x := new(big.Float).SetPrec(512).SetFloat64(float64(a))
 		x.Mul(x, new(big.Float).SetFloat64(float64(b)))
 		x.Add(x, new(big.Float).SetFloat64(float64(c)))
@@ -32,6 +34,12 @@ func FMA32(a, b, c float32) float32 {
 	}
 	return float32(r)
 }
+
+// subnormal32Bits is the float64 bits of 2^-126, the smallest normal float32.
+const subnormal32Bits = 0x3810000000000000
+
+// oddMultiple reports whether t (< 2^24) is an odd integer.
+func oddMultiple(t float64) bool { return t == math.Trunc(t) && uint64(t)&1 == 1 }
 
 // Reduce16 is _mm512_reduce_add_ps as GCC emits it: halves folded 8, 4,
 // then (q0+q2)+(q1+q3).

@@ -240,10 +240,13 @@ func TestKernelsSoftmaxSwiglu(t *testing.T) {
 // every magnitude and on results that land halfway between two float32
 // values after the float64 rounding, normal and subnormal.
 func TestFMA32(t *testing.T) {
-	exact := func(a, b, c float32) float32 {
-		x := new(big.Float).SetPrec(1024).SetFloat64(float64(a))
-		x.Mul(x, new(big.Float).SetFloat64(float64(b)))
-		x.Add(x, new(big.Float).SetFloat64(float64(c)))
+	exact := func(a, b, c float32) float32 { // big.Rat: not the code under test
+		x := new(big.Rat).SetFloat64(float64(a))
+		x.Mul(x, new(big.Rat).SetFloat64(float64(b)))
+		x.Add(x, new(big.Rat).SetFloat64(float64(c)))
+		if x.Sign() == 0 { // a Rat has no -0: float64's exact a·b and sum give IEEE's sign
+			return float32(float64(a)*float64(b) + float64(c))
+		}
 		f, _ := x.Float32()
 		return f
 	}
@@ -255,6 +258,11 @@ func TestFMA32(t *testing.T) {
 		{0x1.fffffcp-25, -f32(0x00800001), -f32(0x00400001)},
 		// a normal one: 1 + 2^-24 (halfway) + 2^-80 (lost by float64)
 		{1 + 0x1p-23, 1 + 0x1p-23, -(0x1p-22 + 0x1p-46)},
+		// halfway near the float32 maximum with the smallest c: 0x7f000000
+		// when the exact redo had 256 bits (found by review)
+		{f32(0x64c2c200), f32(0x59a84000), f32(0x00000001)},
+		// tiny results of either sign, and zeros
+		{0x1p-100, -0x1p-100, 0}, {0x1p-75, 0x1p-75, f32(1)}, {3, 5, -15}, {-3, 5, 15},
 	}
 	rng := rand.New(rand.NewPCG(17, 18))
 	for range 200000 {
