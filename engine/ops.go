@@ -44,19 +44,6 @@ func ropeThetaScale(base float32, nDims int) float32 {
 	return cmath.Powf(base, float32(-2)/float32(nDims))
 }
 
-// RopePairs rotates the first nDims values of one head in place, pairing
-// them as rope does, with rotate computing each pair from the pair and its
-// (cos, sin): a device's own rounding of the rotation.
-func RopePairs(x []float32, cs []float32, nDims int, neox bool, rotate func(x0, x1, c, s float32) (float32, float32)) {
-	for i := 0; i < nDims; i += 2 {
-		a, b := i, i+1
-		if neox {
-			a, b = i/2, i/2+nDims/2
-		}
-		x[a], x[b] = rotate(x[a], x[b], cs[i], cs[i+1])
-	}
-}
-
 // addTo adds src to dst element-wise (the residual connections).
 func addTo(dst, src []float32) {
 	for i, v := range src {

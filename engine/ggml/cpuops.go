@@ -268,13 +268,21 @@ func softmax(p []float32, scale float32) {
 // GCC contracts into fma(x0, cos, -(x1*sin)) and fma(x0, sin, x1*cos)
 // (checked against llama.cpp's ROPE nodes).
 func rope(x, cs []float32, nDims int, neox bool) {
+	RopePairs(x, cs, nDims, neox, func(x0, x1, c, s float32) (float32, float32) {
+		return FMA32(x0, c, -float32(x1*s)), FMA32(x0, s, float32(x1*c))
+	})
+}
+
+// RopePairs rotates the first nDims values of one head in place, pairing
+// them as rope does, with rotate computing each pair from the pair and its
+// (cos, sin): a device's own rounding of the rotation.
+func RopePairs(x []float32, cs []float32, nDims int, neox bool, rotate func(x0, x1, c, s float32) (float32, float32)) {
 	for i := 0; i < nDims; i += 2 {
 		a, b := i, i+1
 		if neox {
 			a, b = i/2, i/2+nDims/2
 		}
-		x0, x1, c, s := x[a], x[b], cs[i], cs[i+1]
-		x[a], x[b] = FMA32(x0, c, -float32(x1*s)), FMA32(x0, s, float32(x1*c))
+		x[a], x[b] = rotate(x[a], x[b], cs[i], cs[i+1])
 	}
 }
 

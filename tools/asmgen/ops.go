@@ -521,7 +521,7 @@ func genSwiglu() {
 // holds (cos, sin) per pair.
 func genRope() {
 	// Lanes holding a pair's first value take -(x1·sin).
-	evenSign := u32s("ropeEvenSign", []uint32{1 << 31, 0, 1 << 31, 0, 1 << 31, 0, 1 << 31, 0, 1 << 31, 0, 1 << 31, 0, 1 << 31, 0, 1 << 31, 0})
+	evenSign := u32s("ropeEvenSign", slices.Repeat([]uint32{1 << 31, 0}, 8))
 	TEXT("ropeAVX512", NOSPLIT, "func(x, cs []float32)")
 	Pragma("noescape")
 	xp := Load(Param("x").Base(), GP64())

@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/evalrun/evalrun/engine"
+	"github.com/evalrun/evalrun/engine/ggml"
 )
 
 // The HTP's non-matmul ops (ops: layer). ggml-hexagon computes them with
@@ -65,7 +66,7 @@ func (o layerOps) RMSNorm(dst, x, w []float32, eps float32) {
 
 func (o layerOps) Rope(x, cs []float32, nDims int, neox bool) {
 	o.s.add("ROPE", 1)
-	engine.RopePairs(x, cs, nDims, neox, func(x0, x1, c, s float32) (float32, float32) {
+	ggml.RopePairs(x, cs, nDims, neox, func(x0, x1, c, s float32) (float32, float32) {
 		return float32(x0*c) - float32(x1*s), float32(x0*s) + float32(x1*c)
 	})
 }
