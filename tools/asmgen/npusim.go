@@ -519,28 +519,32 @@ func blockLoop(name string, bp, kBlocks Register, body func(b Register)) {
 // one group of 16 output channels, with the numerics of fp16Accumulate
 // (init = true): B is read once and never stored as float32. Two blocks at
 // a time are transposed in 16-bit units into a staging buffer (three
-// rounds of in-lane unpacks: each 128-bit lane of the result is 8 channels
-// at one k), converted from there in K order, and their sums are four
-// independent chains per row (2 blocks × 2 halves of the channels). An odd
-// last block is computed twice and counted once.
+// rounds of in-lane unpacks, 96 per block: each 128-bit lane of the result
+// is 8 channels at one k), converted from there in K order, and their sums
+// are four independent chains per row (2 blocks × 2 halves of the
+// channels). An odd last block is computed twice and counted once.
 //
 // Software-pipelined: the next pair's transposition goes into the other of
 // two staging buffers while this pair's sums are computed, its
 // instructions spread between the sum steps, so that the unpacks (ports 1
 // and 5) run beside the conversions and FMAs (ports 0 and 1) instead of
-// taking turns with them. Against the order "transpose, then sum" (thread
-// CPU time, 30 interleaved pairs): one row 1.22–1.26× in cache and
-// 1.06–1.13× streaming from memory, two rows 1.27× and 1.05×, a decode
-// step of an F16 768×12 model 1.08×. With 3 and 4 rows the sums alone hold
-// 12 and 16 registers, so the transposition is emitted before them.
+// taking turns with them; and the sums are a loop (fp16PairSums), so the
+// code stays small. Against the order "transpose, then sum", written out
+// (thread CPU time, 30 interleaved pairs): pipelining 1.22–1.26× in cache
+// and 1.06–1.13× streaming from memory, the loop another 1.2× and
+// 1.3–1.4×; a decode step of an F16 768×12 model through the offload 1.08×
+// and then 1.22× (the fp16 / CPU time 1.34 → 1.10). With 3 and 4 rows the
+// sums alone hold 12 and 16 registers, so the next pair is transposed
+// before them instead of between.
 //
 // Everything is 256 bits wide: with no 512-bit operation in flight port 1
-// runs vector operations too; 512-bit unpacks run on port 5 alone (one a
-// cycle, against two 256-bit ones). Measured and not kept: a 512-bit
-// pipelined form (the fourth round of lane permutes replaced by storing
-// each 128-bit lane to its place) no faster than this one; groups of four
-// blocks (eight chains per row) 0.7–0.85× the unpipelined kernel, at 256
-// and at 512 bits.
+// runs vector operations too; 512-bit unpacks and conversions run on port
+// 5 alone. Measured and not kept: a 512-bit pipelined form (the fourth
+// round of lane permutes replaced by storing each 128-bit lane to its
+// place) no faster than the written-out 256-bit one; groups of four blocks
+// (eight chains per row) 0.7–0.85× the unpipelined kernel, at 256 and at
+// 512 bits (their code was twice as long: the loop above suggests that
+// was the cost, not the chains).
 func genFP16Direct(rows int) {
 	// Not NOSPLIT: the 4 KB staging frame needs the stack check.
 	name := fmt.Sprintf("fp16Direct%dAVX512", rows)
@@ -610,14 +614,14 @@ func genFP16Direct(rows int) {
 	JLE(LabelRef(label("last")))
 	ADDQ(U32(2048), bp)
 	pairSteps(m, bstep, nil, false, "next")
-	ops := stagePair(bp, bstep, next)
-	if !interleave {
-		for _, op := range ops {
+	if interleave {
+		fp16PairSums(rows, arow, astep, cur, acc, second, &staging{bp, bstep, next}, label("next_"))
+	} else {
+		for _, op := range stagePair(bp, bstep, next) {
 			op()
 		}
-		ops = nil
+		fp16PairSums(rows, arow, astep, cur, acc, second, nil, label("sum_"))
 	}
-	fp16PairSums(rows, arow, astep, cur, acc, second, ops)
 	for i := range rows {
 		ADDQ(U32(256), arow[i])
 	}
@@ -626,7 +630,7 @@ func genFP16Direct(rows int) {
 	XCHGQ(cur, next)
 	JMP(LabelRef(label("pair")))
 	Label(label("last"))
-	fp16PairSums(rows, arow, astep, cur, acc, second, nil)
+	fp16PairSums(rows, arow, astep, cur, acc, second, nil, label("last_"))
 	Label(label("done"))
 	outRows("c", "ldc", rows, func(i int, cp Register) {
 		VMOVUPS(acc[0][i], Mem{Base: cp})
@@ -636,21 +640,18 @@ func genFP16Direct(rows int) {
 	RET()
 }
 
+// staging is where fp16PairSums transposes the next pair while it sums:
+// blocks at bp and bp+bstep into the buffer at buf.
+type staging struct{ bp, bstep, buf Register }
+
 // fp16PairSums adds the sums of the pair staged at buf to acc (the second
-// block's under mask second), the instructions of other spread evenly
-// between its 64 steps.
-func fp16PairSums(rows int, arow []Register, astep, buf Register, acc [][]VecVirtual, second Register, other []func()) {
-	// Staged block j: channels 8s..8s+7 at k in the 16 bytes at
-	// kVec(j, s, k).
-	kVec := func(j, s, k int) Mem {
-		return Mem{Base: buf, Disp: 1024*j + 512*s + 256*(k/16) + 32*(k%8) + 16*(k/8%2)}
-	}
-	aVec := func(j, i, k int) Mem {
-		if j == 0 {
-			return Mem{Base: arow[i], Disp: 4 * k}
-		}
-		return Mem{Base: arow[i], Index: astep, Scale: 1, Disp: 4 * k}
-	}
+// block's under mask second), as a loop over four quarters of K: quarter
+// (h, l) is k 16h+8l..16h+8l+7 of both blocks (8 channels × 2 halves ×
+// 2 blocks: four chains per row), and, with next, the transposition of
+// rows 8l..8l+7 of block h of the next pair, spread between its steps. A
+// loop, not 64 steps written out: the code is 4 times smaller, and the
+// kernel 1.3–1.4× faster from memory (1.2× in cache) for it.
+func fp16PairSums(rows int, arow []Register, astep, buf Register, acc [][]VecVirtual, second Register, next *staging, lbl string) {
 	sums := make([][][]VecVirtual, 2) // [block][s][row]
 	for j := range sums {
 		sums[j] = make([][]VecVirtual, 2)
@@ -662,26 +663,80 @@ func fp16PairSums(rows int, arow []Register, astep, buf Register, acc [][]VecVir
 			}
 		}
 	}
+	// Quarter (h, l) of the staged pair: channels 8s..8s+7 of block j at
+	// k 16h+8l+u in the 16 bytes at kq + 1024j + 512s + 32u, kq = buf +
+	// 256h + 16l.
+	kq := GP64()
+	MOVQ(buf, kq)
+	var src, dst Register
+	if next != nil {
+		src, dst = GP64(), GP64()
+		MOVQ(next.bp, src)
+		MOVQ(next.buf, dst)
+	}
+	h, l := GP64(), GP64()
+	MOVQ(U32(2), h)
+	Label(lbl + "h")
+	MOVQ(U32(2), l)
+	Label(lbl + "l")
+	var other []func()
+	if next != nil {
+		// Rows 8l..8l+7 of block h at src, into dst.
+		for off := 0; off < 512; off += 64 {
+			other = append(other, func() { PREFETCHT0(Mem{Base: src, Disp: fp16PrefetchBlocks*1024 + off}) })
+		}
+		for kh := range 2 {
+			other = append(other, transposeWords8(Mem{Base: src, Disp: 32 * kh}, func(i int) Mem {
+				return Mem{Base: dst, Disp: 256*kh + 32*i}
+			})...)
+		}
+	}
+	aVec := func(j, i, u int) Mem {
+		if j == 0 {
+			return Mem{Base: arow[i], Disp: 4 * u}
+		}
+		return Mem{Base: arow[i], Index: astep, Scale: 1, Disp: 4 * u}
+	}
 	step, emitted := 0, 0
-	for k := range 32 {
+	for u := range 8 {
 		for j := range 2 {
 			var v [2]VecVirtual
 			for s := range 2 {
 				v[s] = YMM()
-				VCVTPH2PS(kVec(j, s, k), v[s])
+				VCVTPH2PS(Mem{Base: kq, Disp: 1024*j + 512*s + 32*u}, v[s])
 			}
 			for i := range rows {
 				x := YMM()
-				VBROADCASTSS(aVec(j, i, k), x)
+				VBROADCASTSS(aVec(j, i, u), x)
 				for s := range 2 {
 					VFMADD231PS(x, v[s], sums[j][s][i])
 				}
 			}
 			step++
-			for ; emitted < len(other)*step/64; emitted++ {
+			for ; emitted < len(other)*step/16; emitted++ {
 				other[emitted]()
 			}
 		}
+	}
+	ADDQ(U32(16), kq)
+	for i := range rows {
+		ADDQ(U32(32), arow[i])
+	}
+	if next != nil {
+		ADDQ(U32(512), src)
+		ADDQ(U32(512), dst)
+	}
+	DECQ(l)
+	JNZ(LabelRef(lbl + "l"))
+	ADDQ(U32(256-32), kq)
+	if next != nil {
+		SUBQ(U32(1024), src)
+		ADDQ(next.bstep, src)
+	}
+	DECQ(h)
+	JNZ(LabelRef(lbl + "h"))
+	for i := range rows {
+		SUBQ(U32(128), arow[i])
 	}
 	for s := range 2 {
 		for i := range rows {
