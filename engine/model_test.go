@@ -220,6 +220,33 @@ func TestBadModelsAreRefusedByName(t *testing.T) {
 			}
 			return true
 		}, want: []string{"llama.attention.head_count: value 0 out of range"}},
+		// RoPE rotates pairs of a head's leading dimensions: at least one
+		// pair (a decode's cos/sin rows are RopeDim values a position), and
+		// whole pairs within the head.
+		{name: "rope dimension 0", kv: func(kv *gguf.KV) bool {
+			if kv.Key == "llama.rope.dimension_count" {
+				kv.Value = uint32(0)
+			}
+			return true
+		}, want: []string{"llama.rope.dimension_count: value 0 out of range"}},
+		{name: "odd rope dimension", kv: func(kv *gguf.KV) bool {
+			if kv.Key == "llama.rope.dimension_count" {
+				kv.Value = uint32(7)
+			}
+			return true
+		}, want: []string{"llama.rope.dimension_count 7: must be even and at most the head size 8"}},
+		{name: "rope dimension past the head", kv: func(kv *gguf.KV) bool {
+			if kv.Key == "llama.rope.dimension_count" {
+				kv.Value = uint32(10)
+			}
+			return true
+		}, want: []string{"llama.rope.dimension_count 10: must be even and at most the head size 8"}},
+		{name: "rope dimension within the head", kv: func(kv *gguf.KV) bool {
+			if kv.Key == "llama.rope.dimension_count" {
+				kv.Value = uint32(4)
+			}
+			return true
+		}},
 		{name: "block count below the tensors", kv: func(kv *gguf.KV) bool {
 			if kv.Key == "llama.block_count" {
 				kv.Value = uint32(4)

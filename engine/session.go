@@ -282,10 +282,7 @@ func (f *forward) init() { f.rope = f.s.ropeRows(f.pos0, f.T) }
 // computing those not cached yet.
 func (s *Session) ropeRows(pos0, T int) []float32 {
 	c := s.m.Config
-	d := c.RopeDim
-	if d == 0 {
-		return nil
-	}
+	d := c.RopeDim // at least 2: the config refuses 0 at load
 	if have := len(s.rope) / d; have < pos0+T {
 		ts := ropeThetaScale(c.RopeBase, d)
 		s.rope = slices.Grow(s.rope, (pos0+T-have)*d)[:(pos0+T)*d]
