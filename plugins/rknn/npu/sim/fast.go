@@ -133,7 +133,10 @@ func (c *Context) planFast(w *workspace, b []byte, M, K, N int, aNative bool, sh
 		segments(K, N, subNB, bBits, func(k0, kBlocks, off int) {
 			blockBytes := kBlocks * 1024 // one group of 16 channels, all blocks
 			if decodeSized {
-				// Decode-sized: transpose in registers, consume at once.
+				// Decode-sized: a group's blocks are transposed a pair at
+				// a time into a staging buffer on the kernel's stack and
+				// summed from there (tools/asmgen: genFP16Direct); B is
+				// never stored as float32.
 				direct := [...]func(b []byte, kBlocks int, a []float32, lda int, c []float32, ldc int){
 					fp16Direct1AVX512, fp16Direct2AVX512, fp16Direct3AVX512, fp16Direct4AVX512}[M-1]
 				phases = append(phases, phase{n: nBlocks, align: 1, fn: func(lo, hi int) {
