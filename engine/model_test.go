@@ -172,6 +172,16 @@ func rewriteModel(t *testing.T, src string, editKV func(kv *gguf.KV) bool, editT
 	return path
 }
 
+// setKV is a KV edit for rewriteModel that sets key to v.
+func setKV(key string, v any) func(kv *gguf.KV) bool {
+	return func(kv *gguf.KV) bool {
+		if kv.Key == key {
+			kv.Value = v
+		}
+		return true
+	}
+}
+
 // TestBadModelsAreRefusedByName: load errors name the architecture, tensor
 // or key at fault, and never panic.
 func TestBadModelsAreRefusedByName(t *testing.T) {
@@ -183,12 +193,7 @@ func TestBadModelsAreRefusedByName(t *testing.T) {
 		want   []string
 	}{
 		{"unchanged copy loads", nil, nil, nil},
-		{name: "gemma3", kv: func(kv *gguf.KV) bool {
-			if kv.Key == "general.architecture" {
-				kv.Value = "gemma3"
-			}
-			return true
-		}, want: []string{`unsupported architecture "gemma3" (supported: llama, qwen2)`}},
+		{name: "gemma3", kv: setKV("general.architecture", "gemma3"), want: []string{`unsupported architecture "gemma3" (supported: llama, qwen2)`}},
 		{name: "missing tensor", tensor: func(name string, _ *ggml.Type, _ *[]uint64, _ *[]byte) bool {
 			return name != "blk.0.attn_q.weight"
 		}, want: []string{`tensor "blk.0.attn_q.weight": missing`}},
@@ -208,51 +213,16 @@ func TestBadModelsAreRefusedByName(t *testing.T) {
 		{name: "missing hyperparameter", kv: func(kv *gguf.KV) bool {
 			return kv.Key != "llama.attention.layer_norm_rms_epsilon"
 		}, want: []string{"llama.attention.layer_norm_rms_epsilon: missing"}},
-		{name: "head count not dividing", kv: func(kv *gguf.KV) bool {
-			if kv.Key == "llama.attention.head_count_kv" {
-				kv.Value = uint32(3)
-			}
-			return true
-		}, want: []string{"head_count 8 is not a multiple of llama.attention.head_count_kv 3"}},
-		{name: "head count 0", kv: func(kv *gguf.KV) bool {
-			if kv.Key == "llama.attention.head_count" {
-				kv.Value = uint32(0)
-			}
-			return true
-		}, want: []string{"llama.attention.head_count: value 0 out of range"}},
+		{name: "head count not dividing", kv: setKV("llama.attention.head_count_kv", uint32(3)), want: []string{"head_count 8 is not a multiple of llama.attention.head_count_kv 3"}},
+		{name: "head count 0", kv: setKV("llama.attention.head_count", uint32(0)), want: []string{"llama.attention.head_count: value 0 out of range"}},
 		// RoPE rotates pairs of a head's leading dimensions: at least one
 		// pair (a decode's cos/sin rows are RopeDim values a position), and
 		// whole pairs within the head.
-		{name: "rope dimension 0", kv: func(kv *gguf.KV) bool {
-			if kv.Key == "llama.rope.dimension_count" {
-				kv.Value = uint32(0)
-			}
-			return true
-		}, want: []string{"llama.rope.dimension_count: value 0 out of range"}},
-		{name: "odd rope dimension", kv: func(kv *gguf.KV) bool {
-			if kv.Key == "llama.rope.dimension_count" {
-				kv.Value = uint32(7)
-			}
-			return true
-		}, want: []string{"llama.rope.dimension_count 7: must be even and at most the head size 8"}},
-		{name: "rope dimension past the head", kv: func(kv *gguf.KV) bool {
-			if kv.Key == "llama.rope.dimension_count" {
-				kv.Value = uint32(10)
-			}
-			return true
-		}, want: []string{"llama.rope.dimension_count 10: must be even and at most the head size 8"}},
-		{name: "rope dimension within the head", kv: func(kv *gguf.KV) bool {
-			if kv.Key == "llama.rope.dimension_count" {
-				kv.Value = uint32(4)
-			}
-			return true
-		}},
-		{name: "block count below the tensors", kv: func(kv *gguf.KV) bool {
-			if kv.Key == "llama.block_count" {
-				kv.Value = uint32(4)
-			}
-			return true
-		}, want: []string{`tensor "blk.4.`, "block 4, but llama.block_count is 4"}},
+		{name: "rope dimension 0", kv: setKV("llama.rope.dimension_count", uint32(0)), want: []string{"llama.rope.dimension_count: value 0 out of range"}},
+		{name: "odd rope dimension", kv: setKV("llama.rope.dimension_count", uint32(7)), want: []string{"llama.rope.dimension_count 7: must be even and at most the head size 8"}},
+		{name: "rope dimension past the head", kv: setKV("llama.rope.dimension_count", uint32(10)), want: []string{"llama.rope.dimension_count 10: must be even and at most the head size 8"}},
+		{name: "rope dimension within the head", kv: setKV("llama.rope.dimension_count", uint32(4))},
+		{name: "block count below the tensors", kv: setKV("llama.block_count", uint32(4)), want: []string{`tensor "blk.4.`, "block 4, but llama.block_count is 4"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
