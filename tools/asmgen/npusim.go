@@ -649,8 +649,9 @@ type staging struct{ bp, bstep, buf Register }
 // (h, l) is k 16h+8l..16h+8l+7 of both blocks (8 channels × 2 halves ×
 // 2 blocks: four chains per row), and, with next, the transposition of
 // rows 8l..8l+7 of block h of the next pair, spread between its steps. A
-// loop, not 64 steps written out: the code is 4 times smaller, and the
-// kernel 1.3–1.4× faster from memory (1.2× in cache) for it.
+// loop, not 64 steps written out: the summing code is 4 times smaller (the
+// whole 1-row kernel half as long), and the kernel 1.3–1.4× faster from
+// memory (1.2× in cache) for it.
 func fp16PairSums(rows int, arow []Register, astep, buf Register, acc [][]VecVirtual, second Register, next *staging, lbl string) {
 	sums := make([][][]VecVirtual, 2) // [block][s][row]
 	for j := range sums {

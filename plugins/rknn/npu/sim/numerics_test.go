@@ -432,13 +432,14 @@ func ExampleParseFaults() {
 // fast kernels where available) for row counts on both sides of the
 // decode-sized path, odd and even channel groups, K of 1, 2, 3, 5 and 14
 // blocks (the decode kernel stages blocks in pairs, the next pair while it
-// sums the last: one pair, several, an odd block at the end) and K split
-// into 8192 segments, against the per-element references.
+// sums the last: one pair, several, an odd block at the end), 256 blocks
+// (K 8192, the decode kernel's limit) and K split into 8192 segments,
+// against the per-element references.
 func TestNativeBShapes(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 22))
 	d := New(Options{Threads: 2})
 	for _, M := range []int{1, 2, 3, 4, 5, 9} {
-		for _, K := range []int{32, 64, 96, 160, 448, 8224} {
+		for _, K := range []int{32, 64, 96, 160, 448, 8192, 8224} {
 			for _, N := range []int{16, 48, 64} {
 				a, b := make([]float32, M*K), make([]float32, K*N)
 				for i := range a {
