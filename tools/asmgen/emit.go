@@ -57,6 +57,20 @@ func outRows(out, ldName string, rows int, store func(i int, row Register)) {
 	}
 }
 
+// blocks16 emits a loop over i = 0, 16, 32, ... while i < n (n a multiple
+// of 16), body handling the 16 lanes at i, then label done.
+func blocks16(loop, done string, n Register, body func(i Register)) {
+	i := GP64()
+	XORQ(i, i)
+	Label(loop)
+	CMPQ(i, n)
+	JAE(LabelRef(done))
+	body(i)
+	ADDQ(U32(16), i)
+	JMP(LabelRef(loop))
+	Label(done)
+}
+
 // nextRow ends one iteration of a kernel's "row" loop: the row's sum s to
 // *out, on to the next output and weight row (n left), and the function's
 // exit at label done.

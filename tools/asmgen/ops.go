@@ -490,24 +490,18 @@ func genSwiglu() {
 	up := Load(Param("up").Base(), GP64())
 	n := Load(Param("gate").Len(), GP64())
 	ANDQ(I32(-16), n)
-	i := GP64()
-	XORQ(i, i)
-	Label("loop")
-	CMPQ(i, n)
-	JAE(LabelRef("done"))
-	x := ZMM()
-	VMOVUPS(Mem{Base: gp, Index: i, Scale: 4}, x)
-	neg := ZMM()
-	VXORPS(neg, neg, neg)
-	VSUBPS(x, neg, neg) // 0 - x
-	e := vexpf(neg)
-	VADDPS_BCST(expc(36), e, e) // 1 + e
-	VDIVPS(e, x, x)             // x / (1+e)
-	VMULPS(Mem{Base: up, Index: i, Scale: 4}, x, x)
-	VMOVUPS(x, Mem{Base: dp, Index: i, Scale: 4})
-	ADDQ(U32(16), i)
-	JMP(LabelRef("loop"))
-	Label("done")
+	blocks16("loop", "done", n, func(i Register) {
+		x := ZMM()
+		VMOVUPS(Mem{Base: gp, Index: i, Scale: 4}, x)
+		neg := ZMM()
+		VXORPS(neg, neg, neg)
+		VSUBPS(x, neg, neg) // 0 - x
+		e := vexpf(neg)
+		VADDPS_BCST(expc(36), e, e) // 1 + e
+		VDIVPS(e, x, x)             // x / (1+e)
+		VMULPS(Mem{Base: up, Index: i, Scale: 4}, x, x)
+		VMOVUPS(x, Mem{Base: dp, Index: i, Scale: 4})
+	})
 	VZEROUPPER()
 	RET()
 }
@@ -530,25 +524,19 @@ func genRope() {
 	ANDQ(I32(-16), n)
 	sign := ZMM()
 	VMOVUPS(evenSign, sign)
-	i := GP64()
-	XORQ(i, i)
-	Label("loop")
-	CMPQ(i, n)
-	JAE(LabelRef("done"))
-	x, c := ZMM(), ZMM()
-	VMOVUPS(Mem{Base: xp, Index: i, Scale: 4}, x)
-	VMOVUPS(Mem{Base: cp, Index: i, Scale: 4}, c)
-	x0, x1, p := ZMM(), ZMM(), ZMM()
-	VMOVSLDUP(x, x0)          // (x0, x0)
-	VMOVSHDUP(x, x1)          // (x1, x1)
-	VPERMILPS(U8(0xb1), c, p) // (sin, cos)
-	VMULPS(p, x1, p)          // (x1·sin, x1·cos)
-	VXORPS(sign, p, p)        // (-(x1·sin), x1·cos)
-	VFMADD231PS(c, x0, p)     // x0·(cos, sin) + p
-	VMOVUPS(p, Mem{Base: xp, Index: i, Scale: 4})
-	ADDQ(U32(16), i)
-	JMP(LabelRef("loop"))
-	Label("done")
+	blocks16("loop", "done", n, func(i Register) {
+		x, c := ZMM(), ZMM()
+		VMOVUPS(Mem{Base: xp, Index: i, Scale: 4}, x)
+		VMOVUPS(Mem{Base: cp, Index: i, Scale: 4}, c)
+		x0, x1, p := ZMM(), ZMM(), ZMM()
+		VMOVSLDUP(x, x0)          // (x0, x0)
+		VMOVSHDUP(x, x1)          // (x1, x1)
+		VPERMILPS(U8(0xb1), c, p) // (sin, cos)
+		VMULPS(p, x1, p)          // (x1·sin, x1·cos)
+		VXORPS(sign, p, p)        // (-(x1·sin), x1·cos)
+		VFMADD231PS(c, x0, p)     // x0·(cos, sin) + p
+		VMOVUPS(p, Mem{Base: xp, Index: i, Scale: 4})
+	})
 	VZEROUPPER()
 	RET()
 
@@ -569,33 +557,27 @@ func genRope() {
 	VMOVUPS(even, ie)
 	VMOVUPS(odd, io)
 	VMOVUPS(allSign, neg)
-	i = GP64()
-	XORQ(i, i)
-	Label("nloop")
-	CMPQ(i, h)
-	JAE(LabelRef("ndone"))
-	a := GP64() // &x[i]
-	LEAQ(Mem{Base: xp, Index: i, Scale: 4}, a)
-	xa, xb := ZMM(), ZMM()
-	VMOVUPS(Mem{Base: a}, xa)
-	VMOVUPS(Mem{Base: a, Index: hb, Scale: 1}, xb)
-	cos, sin, hi := ZMM(), ZMM(), ZMM()
-	VMOVUPS(Mem{Base: cp, Index: i, Scale: 8}, cos)
-	VMOVUPS(Mem{Base: cp, Index: i, Scale: 8, Disp: 64}, hi)
-	VMOVAPS(cos, sin)
-	VPERMT2PS(hi, ie, cos) // cs's even values: cos
-	VPERMT2PS(hi, io, sin) // odd: sin
-	p0, p1 := ZMM(), ZMM()
-	VMULPS(sin, xb, p0)      // x1·sin
-	VXORPS(neg, p0, p0)      // -(x1·sin): the sign flipped, of a NaN too, as Go's negation
-	VMULPS(cos, xb, p1)      // x1·cos
-	VFMADD231PS(cos, xa, p0) // x0·cos - x1·sin
-	VFMADD231PS(sin, xa, p1) // x0·sin + x1·cos
-	VMOVUPS(p0, Mem{Base: a})
-	VMOVUPS(p1, Mem{Base: a, Index: hb, Scale: 1})
-	ADDQ(U32(16), i)
-	JMP(LabelRef("nloop"))
-	Label("ndone")
+	blocks16("nloop", "ndone", h, func(i Register) {
+		a := GP64() // &x[i]
+		LEAQ(Mem{Base: xp, Index: i, Scale: 4}, a)
+		xa, xb := ZMM(), ZMM()
+		VMOVUPS(Mem{Base: a}, xa)
+		VMOVUPS(Mem{Base: a, Index: hb, Scale: 1}, xb)
+		cos, sin, hi := ZMM(), ZMM(), ZMM()
+		VMOVUPS(Mem{Base: cp, Index: i, Scale: 8}, cos)
+		VMOVUPS(Mem{Base: cp, Index: i, Scale: 8, Disp: 64}, hi)
+		VMOVAPS(cos, sin)
+		VPERMT2PS(hi, ie, cos) // cs's even values: cos
+		VPERMT2PS(hi, io, sin) // odd: sin
+		p0, p1 := ZMM(), ZMM()
+		VMULPS(sin, xb, p0)      // x1·sin
+		VXORPS(neg, p0, p0)      // -(x1·sin): the sign flipped, of a NaN too, as Go's negation
+		VMULPS(cos, xb, p1)      // x1·cos
+		VFMADD231PS(cos, xa, p0) // x0·cos - x1·sin
+		VFMADD231PS(sin, xa, p1) // x0·sin + x1·cos
+		VMOVUPS(p0, Mem{Base: a})
+		VMOVUPS(p1, Mem{Base: a, Index: hb, Scale: 1})
+	})
 	VZEROUPPER()
 	RET()
 }
