@@ -534,8 +534,9 @@ func blockLoop(name string, bp, kBlocks Register, body func(b Register)) {
 // and 1.06–1.13× streaming from memory, the loop another 1.2× and
 // 1.3–1.4×; a decode step of an F16 768×12 model through the offload 1.08×
 // and then 1.22× (the fp16 / CPU time 1.34 → 1.10). With 3 and 4 rows the
-// sums alone hold 12 and 16 registers, so the next pair is transposed
-// before them instead of between.
+// sums alone hold 12 and 16 registers and the transposition's beside them
+// do not fit the 32 (avo fails to allocate them), so the next pair is
+// transposed before the sums instead of between.
 //
 // Everything is 256 bits wide: with no 512-bit operation in flight port 1
 // runs vector operations too; 512-bit unpacks and conversions run on port
