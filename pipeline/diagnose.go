@@ -52,8 +52,8 @@ func (r *runner) layerDrift(ctx context.Context, rb *runBackend, refHidden *[][]
 		return nil, errors.New("needs a reference plugin and a score dataset")
 	}
 	ch := chunks[0]
-	in := ch.input()
-	pos := diag.Positions(ch.first(), len(in)-1, 8)
+	in := ch.Input()
+	pos := diag.Positions(ch.First(), len(in)-1, 8)
 	req := backend.EvalRequest{Session: "diag-layers", Pos: 0, Tokens: in, LogitsFrom: pos[0], HiddenRows: pos}
 	if *refHidden == nil {
 		h, err := r.ref.hidden(ctx, req)
@@ -70,7 +70,7 @@ func (r *runner) layerDrift(ctx context.Context, rb *runBackend, refHidden *[][]
 	if err != nil {
 		return nil, err
 	}
-	return &diag.LayerDrift{Dataset: ch.dataset, Chunk: ch.index + 1, Positions: pos, Layers: layers, Grows: grows}, nil
+	return &diag.LayerDrift{Dataset: ch.Dataset, Chunk: ch.Index + 1, Positions: pos, Layers: layers, Grows: grows}, nil
 }
 
 // hidden runs req and returns the hidden states of its HiddenRows in order.

@@ -10,6 +10,7 @@ import (
 	"github.com/evalrun/evalrun/engine/sampling"
 	"github.com/evalrun/evalrun/pipeline/digest"
 	"github.com/evalrun/evalrun/pipeline/metrics"
+	"github.com/evalrun/evalrun/pipeline/plan"
 	"github.com/evalrun/evalrun/pipeline/shard"
 	"github.com/evalrun/evalrun/pipeline/spec"
 	"github.com/evalrun/evalrun/pipeline/summary"
@@ -27,7 +28,7 @@ func (r *runner) generatePass(ctx context.Context) {
 	}
 	for _, c := range r.liveCands() {
 		for _, p := range prompts {
-			c.cmp.Planned += p.maxNew
+			c.cmp.Planned += p.MaxNew
 		}
 	}
 	progress := newProgress(r.opt.Stderr, "generate", len(prompts))
@@ -36,16 +37,16 @@ func (r *runner) generatePass(ctx context.Context) {
 			return
 		}
 		r.generateOne(ctx, p)
-		progress.step(i+1, p.dataset+" "+p.id)
+		progress.step(i+1, p.Dataset+" "+p.ID)
 	}
 }
 
 // genPrompts lists the run's generate prompts.
-func (r *runner) genPrompts() []genPrompt {
-	var prompts []genPrompt
+func (r *runner) genPrompts() []plan.Prompt {
+	var prompts []plan.Prompt
 	for _, d := range r.plan.Datasets {
 		for _, p := range d.Prompts {
-			if r.mine(p.unit()) {
+			if r.mine(promptUnit(p)) {
 				prompts = append(prompts, p)
 			}
 		}
@@ -58,13 +59,13 @@ func (r *runner) genPrompts() []genPrompt {
 // generateOne takes it up.
 func (r *runner) startGenerate(ctx context.Context) {
 	if ps := r.genPrompts(); len(ps) > 0 && r.ref != nil && r.ref.ok() {
-		r.genFirst = r.ref.startEval(ctx, ps[0].refRequest(), 1)
+		r.genFirst = r.ref.startEval(ctx, refRequest(ps[0]), 1)
 	}
 }
 
 // refRequest is the reference's first call of a prompt: all of it, one row.
-func (p genPrompt) refRequest() backend.EvalRequest {
-	return backend.EvalRequest{Session: "generate", Pos: 0, Tokens: p.tokens, LogitsFrom: len(p.tokens) - 1}
+func refRequest(p plan.Prompt) backend.EvalRequest {
+	return backend.EvalRequest{Session: "generate", Pos: 0, Tokens: p.Tokens, LogitsFrom: len(p.Tokens) - 1}
 }
 
 // evalOne runs one Eval call that must return exactly one row.
@@ -91,26 +92,26 @@ func (s *evalStream) one() ([]float32, error) {
 // generateOne teacher-forces the candidates on the reference's greedy
 // tokens. The reference computes step k+1 while the candidates compute
 // step k and the host compares it: one round.
-func (r *runner) generateOne(ctx context.Context, p genPrompt) {
+func (r *runner) generateOne(ctx context.Context, p plan.Prompt) {
 	cands := r.liveCands()
 	per := make([]*verdict.Comparison, len(cands))
 	alive := make([]bool, len(cands))
 	digests := make([]*digest.Hasher, len(cands))
 	for i := range cands {
-		per[i], alive[i], digests[i] = &verdict.Comparison{}, true, digest.NewHasher(len(p.tokens)-1)
+		per[i], alive[i], digests[i] = &verdict.Comparison{}, true, digest.NewHasher(len(p.Tokens)-1)
 	}
-	refDigest := digest.NewHasher(len(p.tokens) - 1)
-	defer r.unitDone(p.unit(), cands, per)
+	refDigest := digest.NewHasher(len(p.Tokens) - 1)
+	defer r.unitDone(promptUnit(p), cands, per)
 	var ref metrics.RefRow
-	refTokens := make([]int32, 0, p.maxNew)
-	req := p.refRequest()
+	refTokens := make([]int32, 0, p.MaxNew)
+	req := refRequest(p)
 	refCall := r.genFirst // started during the score pass (the first prompt)
 	if r.genFirst = nil; refCall == nil {
 		refCall = r.ref.startEval(ctx, req, 1)
 	}
 	var pending []*evalStream // the candidates' calls booked with the reference's next one
-	for step := range p.maxNew {
-		what := fmt.Sprintf("generate %s/%s step %d", p.dataset, p.id, step)
+	for step := range p.MaxNew {
+		what := fmt.Sprintf("generate %s/%s step %d", p.Dataset, p.ID, step)
 		refRow, err := refCall.one()
 		r.round(append(pending, refCall)...)
 		if err != nil {
@@ -122,7 +123,7 @@ func (r *runner) generateOne(ctx context.Context, p genPrompt) {
 		refTokens = append(refTokens, next)
 		ref.Set(refRow)
 		nextReq := backend.EvalRequest{Session: "generate", Pos: -1, Tokens: []int32{next}}
-		if step+1 < p.maxNew {
+		if step+1 < p.MaxNew {
 			refCall = r.ref.startEval(ctx, nextReq, 1)
 		}
 		pending = make([]*evalStream, len(cands))
@@ -136,7 +137,7 @@ func (r *runner) generateOne(ctx context.Context, p genPrompt) {
 				if pending[i] = s; err == nil { // compared at once, while the others compute
 					digests[i].Row(row)
 					t := time.Now()
-					err = per[i].AddLive(row, &ref, next, len(p.tokens)-1+step)
+					err = per[i].AddLive(row, &ref, next, len(p.Tokens)-1+step)
 					r.compared(t)
 					c.rb.release(row)
 				}
@@ -154,10 +155,10 @@ func (r *runner) generateOne(ctx context.Context, p genPrompt) {
 	// Every backend was fed the prompt and then the reference's tokens but
 	// the last.
 	for _, h := range append(digests, refDigest) {
-		h.Tokens(p.tokens)
+		h.Tokens(p.Tokens)
 		h.Tokens(refTokens[:max(len(refTokens)-1, 0)])
 	}
-	r.addPrompt(r.ref, summary.PromptResult{Backend: r.ref.Name, Reference: true, Dataset: p.dataset, ID: p.id, Mode: string(spec.ModeGenerate),
+	r.addPrompt(r.ref, summary.PromptResult{Backend: r.ref.Name, Reference: true, Dataset: p.Dataset, ID: p.ID, Mode: string(spec.ModeGenerate),
 		Tokens: len(refTokens), ReferenceTokens: refTokens}, refDigest)
 
 	for i, c := range cands {
@@ -166,24 +167,24 @@ func (r *runner) generateOne(ctx context.Context, p genPrompt) {
 		}
 		free, err := r.freeRun(ctx, c.rb, p)
 		if err != nil {
-			c.rb.fail(ctx, fmt.Sprintf("free-running generate %s/%s", p.dataset, p.id), err)
+			c.rb.fail(ctx, fmt.Sprintf("free-running generate %s/%s", p.Dataset, p.ID), err)
 			continue
 		}
 		per[i].AddGreedy(free, refTokens)
-		pr := per[i].Prompt(c.rb.Name, p.dataset, p.id, spec.ModeGenerate, true)
+		pr := per[i].Prompt(c.rb.Name, p.Dataset, p.ID, spec.ModeGenerate, true)
 		pr.ReferenceTokens, pr.GeneratedTokens = refTokens, free
 		r.addPrompt(c.rb, pr, digests[i])
 	}
 }
 
-// unit is the prompt's unit id (package shard).
-func (p genPrompt) unit() string { return shard.GenerateUnit(p.dataset, p.id) }
+// promptUnit is a generate prompt's unit id (package shard).
+func promptUnit(p plan.Prompt) string { return shard.GenerateUnit(p.Dataset, p.ID) }
 
 // freeRun lets a backend generate greedily on its own tokens.
-func (r *runner) freeRun(ctx context.Context, rb *runBackend, p genPrompt) ([]int32, error) {
-	out := make([]int32, 0, p.maxNew)
-	req := backend.EvalRequest{Session: "free", Pos: 0, Tokens: p.tokens, LogitsFrom: len(p.tokens) - 1}
-	for range p.maxNew {
+func (r *runner) freeRun(ctx context.Context, rb *runBackend, p plan.Prompt) ([]int32, error) {
+	out := make([]int32, 0, p.MaxNew)
+	req := backend.EvalRequest{Session: "free", Pos: 0, Tokens: p.Tokens, LogitsFrom: len(p.Tokens) - 1}
+	for range p.MaxNew {
 		row, s, err := evalOne(ctx, rb, req)
 		r.round(s)
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/evalrun/evalrun/backend"
 	"github.com/evalrun/evalrun/internal/testkit"
+	"github.com/evalrun/evalrun/pipeline/plan"
 	"github.com/evalrun/evalrun/pipeline/spec"
 	"github.com/evalrun/evalrun/pipeline/summary"
 	"github.com/evalrun/evalrun/plugins/enginebackend"
@@ -28,7 +29,7 @@ func (noProc) Exited() bool           { return false }
 func (noProc) Kill()                  {}
 func (noProc) PeakRSS() (int64, bool) { return 0, false }
 
-func loadPlan(t *testing.T, path string, env map[string]string) *Plan {
+func loadPlan(t *testing.T, path string, env map[string]string) *plan.Plan {
 	t.Helper()
 	for k, v := range env {
 		t.Setenv(k, v)
@@ -37,14 +38,14 @@ func loadPlan(t *testing.T, path string, env map[string]string) *Plan {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := NewPlan(context.Background(), s)
+	p, err := plan.New(context.Background(), s)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return p
 }
 
-func runEngine(t *testing.T, p *Plan) *summary.Summary {
+func runEngine(t *testing.T, p *plan.Plan) *summary.Summary {
 	t.Helper()
 	var errb bytes.Buffer
 	res, err := Run(context.Background(), p, Options{OutDir: t.TempDir(), Stderr: &errb, Launch: engineLauncher})

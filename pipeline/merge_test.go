@@ -13,6 +13,7 @@ import (
 
 	"github.com/evalrun/evalrun/backend"
 	"github.com/evalrun/evalrun/pipeline/merge"
+	"github.com/evalrun/evalrun/pipeline/plan"
 	"github.com/evalrun/evalrun/pipeline/shard"
 	"github.com/evalrun/evalrun/pipeline/spec"
 	"github.com/evalrun/evalrun/pipeline/summary"
@@ -56,7 +57,7 @@ func comparable(t *testing.T, s *summary.Summary) string {
 	return string(data)
 }
 
-func shardPlan(t *testing.T) *Plan {
+func shardPlan(t *testing.T) *plan.Plan {
 	return testPlan(t, 64, 256, 32, 5,
 		spec.Backend{Name: "same", Plugin: "fake", Gates: spec.Gates{KLDMeanMax: ptr(0)}},
 		spec.Backend{Name: "noisy", Plugin: "fake", Gates: spec.Gates{KLDMeanMax: ptr(1)}})
@@ -70,7 +71,7 @@ func shardFakes() map[string]*fakeBackend {
 
 // runShards runs every shard of n into dir/shard-I and returns the
 // directories.
-func runShards(t *testing.T, p *Plan, n int, dir string) []string {
+func runShards(t *testing.T, p *plan.Plan, n int, dir string) []string {
 	t.Helper()
 	var dirs []string
 	for i := range n {

@@ -4,7 +4,7 @@
 // stream in, and writes the results and the verdict.
 //
 // The stages have one owner each: package spec reads the file (its types
-// are the plan's), NewPlan checks it against the model and tokenizes, Run
+// are the plan's), plan.New checks it against the model and tokenizes, Run
 // drives the backends (runBackend, evalStream), compares (verdict.Comparison)
 // and decides (finish, verdict.Builder), and the CLI maps the outcome to backend.Exit* codes.
 package pipeline
@@ -26,6 +26,7 @@ import (
 	"github.com/evalrun/evalrun/internal/atomicfile"
 	"github.com/evalrun/evalrun/pipeline/diag"
 	"github.com/evalrun/evalrun/pipeline/kldbase"
+	"github.com/evalrun/evalrun/pipeline/plan"
 	"github.com/evalrun/evalrun/pipeline/refcache"
 	"github.com/evalrun/evalrun/pipeline/shard"
 	"github.com/evalrun/evalrun/pipeline/spec"
@@ -74,7 +75,7 @@ type Result struct {
 // another error (exit code 3). Otherwise the verdict in the summary carries
 // the exit code. Results computed before a backend failure or an
 // interruption are always kept.
-func Run(ctx context.Context, p *Plan, opt Options) (*Result, error) {
+func Run(ctx context.Context, p *plan.Plan, opt Options) (*Result, error) {
 	opt = opt.withDefaults()
 	now := opt.Now
 	s := p.Spec
@@ -147,7 +148,7 @@ func (opt Options) withDefaults() Options {
 // against the spec's directory); nothing loads or computes. It returns the
 // plugins' warnings, "backend: warning". A problem with the input is an
 // *backend.InputError; a plugin that could not start another error.
-func Validate(ctx context.Context, p *Plan, opt Options) ([]string, error) {
+func Validate(ctx context.Context, p *plan.Plan, opt Options) ([]string, error) {
 	opt = opt.withDefaults()
 	r := &runner{plan: p, opt: opt, log: opt.Log, sum: &summary.Summary{}}
 	defer r.closeAll()
@@ -168,7 +169,7 @@ func Validate(ctx context.Context, p *Plan, opt Options) ([]string, error) {
 
 // runner holds the state of one run.
 type runner struct {
-	plan *Plan
+	plan *plan.Plan
 	opt  Options
 	log  *slog.Logger
 	sum  *summary.Summary
@@ -233,7 +234,7 @@ func (r *runner) preflight(ctx context.Context) error {
 		}
 	}
 	for _, d := range p.Datasets {
-		r.sum.Datasets = append(r.sum.Datasets, d.summary())
+		r.sum.Datasets = append(r.sum.Datasets, d.Summary())
 	}
 	if path := p.Spec.Reference.KLDBase; path != "" {
 		b, err := kldbase.Open(path)
@@ -265,7 +266,7 @@ func (r *runner) startBackends(ctx context.Context) error {
 	p := r.plan
 	l := Launch{PluginDirs: []string{r.opt.PluginDir, p.Spec.PluginDir}, Logger: r.log,
 		Stderr: r.opt.PluginStderr, StartTimeout: p.Spec.Timeouts.Start}
-	nCtx := p.maxContext()
+	nCtx := p.MaxContext()
 	if r.base != nil {
 		nCtx = max(nCtx, r.base.NCtx())
 	}

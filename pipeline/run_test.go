@@ -18,6 +18,7 @@ import (
 
 	"github.com/evalrun/evalrun/backend"
 	"github.com/evalrun/evalrun/pipeline/digest"
+	"github.com/evalrun/evalrun/pipeline/plan"
 	"github.com/evalrun/evalrun/pipeline/shard"
 	"github.com/evalrun/evalrun/pipeline/spec"
 	"github.com/evalrun/evalrun/pipeline/summary"
@@ -25,7 +26,7 @@ import (
 
 // testPlan builds a plan over the fakes without a model file: one score
 // dataset of nTok tokens in chunks of nCtx and a few generate prompts.
-func testPlan(t *testing.T, nVocab, nTok, nCtx, nGen int, cands ...spec.Backend) *Plan {
+func testPlan(t *testing.T, nVocab, nTok, nCtx, nGen int, cands ...spec.Backend) *plan.Plan {
 	t.Helper()
 	stream := make([]int32, nTok)
 	for i := range stream {
@@ -42,19 +43,19 @@ func testPlan(t *testing.T, nVocab, nTok, nCtx, nGen int, cands ...spec.Backend)
 		cands[i].Key = fmt.Sprintf("backends[%d]", i)
 	}
 	s.Candidates = cands
-	p := &Plan{
+	p := &plan.Plan{
 		Spec:      s,
 		Model:     summary.ModelSummary{Path: "fake.gguf", Arch: "fake", NVocab: nVocab},
 		NCtxTrain: 1 << 20,
 		BOS:       1,
-		Datasets: []DatasetPlan{
+		Datasets: []plan.Dataset{
 			{Dataset: spec.Dataset{Name: "score", Mode: spec.ModeScore, NCtx: nCtx}, Records: 1, Tokens: nTok, Stream: stream},
 		},
 	}
 	if nGen > 0 {
-		d := DatasetPlan{Dataset: spec.Dataset{Name: "gen", Mode: spec.ModeGenerate, MaxNewTokens: nGen}, Records: 3}
+		d := plan.Dataset{Dataset: spec.Dataset{Name: "gen", Mode: spec.ModeGenerate, MaxNewTokens: nGen}, Records: 3}
 		for i := range 3 {
-			d.Prompts = append(d.Prompts, genPrompt{dataset: "gen", id: string(rune('a' + i)), tokens: []int32{1, int32(10 + i), int32(20 + i)}, maxNew: nGen})
+			d.Prompts = append(d.Prompts, plan.Prompt{Dataset: "gen", ID: string(rune('a' + i)), Tokens: []int32{1, int32(10 + i), int32(20 + i)}, MaxNew: nGen})
 		}
 		p.Datasets = append(p.Datasets, d)
 	}
@@ -63,7 +64,7 @@ func testPlan(t *testing.T, nVocab, nTok, nCtx, nGen int, cands ...spec.Backend)
 
 func ptr(v float64) *float64 { return &v }
 
-func runFakes(t *testing.T, p *Plan, fakes map[string]*fakeBackend) (*Result, string) {
+func runFakes(t *testing.T, p *plan.Plan, fakes map[string]*fakeBackend) (*Result, string) {
 	t.Helper()
 	var errb bytes.Buffer
 	res, err := Run(context.Background(), p, Options{OutDir: filepath.Join(p.Spec.Output.Dir, "run"), Stderr: &errb, Launch: fakeLauncher(fakes), Version: "test"})
@@ -376,14 +377,14 @@ func TestRunDigestsAreTheReturnedLogits(t *testing.T) {
 		t.Fatalf("digests for %d backends, %d reference lines\n%s", len(d), len(d["ref"]), out)
 	}
 	// Chunk 2 recomputed: BOS over position 0, rows from n_ctx/2 to n_ctx-2.
-	ch := scoreChunk{tokens: p.Datasets[0].Stream[nCtx : 2*nCtx], bos: p.BOS}
-	fake, h := newFake(nVocab), digest.NewHasher(ch.first())
-	h.Tokens(ch.input())
+	ch := plan.Chunk{Tokens: p.Datasets[0].Stream[nCtx : 2*nCtx], BOS: p.BOS}
+	fake, h := newFake(nVocab), digest.NewHasher(ch.First())
+	h.Tokens(ch.Input())
 	hist := uint64(1) // the fake's history hash before the first token
 	row := make([]float32, nVocab)
-	for i, tok := range ch.input() {
+	for i, tok := range ch.Input() {
 		hist = mix(hist, tok)
-		if i >= ch.first() {
+		if i >= ch.First() {
 			fake.row(hist, row)
 			h.Row(row)
 		}

@@ -11,51 +11,26 @@ import (
 	"github.com/evalrun/evalrun/pipeline/digest"
 	"github.com/evalrun/evalrun/pipeline/kldbase"
 	"github.com/evalrun/evalrun/pipeline/metrics"
+	"github.com/evalrun/evalrun/pipeline/plan"
 	"github.com/evalrun/evalrun/pipeline/shard"
 	"github.com/evalrun/evalrun/pipeline/spec"
 	"github.com/evalrun/evalrun/pipeline/summary"
 	"github.com/evalrun/evalrun/pipeline/verdict"
 )
 
-// scoreChunk is one n_ctx window of a score stream, as llama-perplexity
-// evaluates it: the original tokens (targets) and the first scored position.
-type scoreChunk struct {
-	dataset string
-	index   int     // chunk index within its dataset
-	tokens  []int32 // original tokens, len n_ctx
-	bos     int32   // token written over position 0, or -1 to keep it
-}
-
-// first is the first scored position, n_ctx/2.
-func (c scoreChunk) first() int { return len(c.tokens) / 2 }
-
-// unit is the chunk's unit id (package shard).
-func (c scoreChunk) unit() string { return shard.ScoreUnit(c.dataset, c.index) }
-
-// rows is the number of scored positions: first .. n_ctx-2.
-func (c scoreChunk) rows() int { return kldbase.PerChunk(len(c.tokens)) }
-
-// input is what the backends evaluate: the chunk without its last token (its
-// logits row predicts nothing) and with BOS written over position 0, as
-// llama-perplexity does when the vocabulary adds BOS.
-func (c scoreChunk) input() []int32 {
-	in := append([]int32(nil), c.tokens[:len(c.tokens)-1]...)
-	if c.bos >= 0 {
-		in[0] = c.bos
-	}
-	return in
-}
+// chunkUnit is a score chunk's unit id (package shard).
+func chunkUnit(c plan.Chunk) string { return shard.ScoreUnit(c.Dataset, c.Index) }
 
 // scorePass evaluates every score chunk on the reference (or reads it from
 // the kld_base file) and on every live candidate, comparing row by row.
 func (r *runner) scorePass(ctx context.Context) {
-	chunks := slices.DeleteFunc(r.scoreChunks(), func(c scoreChunk) bool { return !r.mine(c.unit()) })
+	chunks := slices.DeleteFunc(r.scoreChunks(), func(c plan.Chunk) bool { return !r.mine(chunkUnit(c)) })
 	if len(chunks) == 0 {
 		return
 	}
 	total := 0
 	for _, c := range chunks {
-		total += c.rows()
+		total += c.Rows()
 	}
 	for _, c := range r.liveCands() {
 		c.cmp.Planned += total
@@ -85,7 +60,7 @@ func (r *runner) scorePass(ctx context.Context) {
 			r.startGenerate(ctx) // the reference computes while the host compares
 		}
 		r.scoreOne(ctx, ch, cur)
-		progress.step(i+1, fmt.Sprintf("%s chunk %d", ch.dataset, ch.index+1))
+		progress.step(i+1, fmt.Sprintf("%s chunk %d", ch.Dataset, ch.Index+1))
 	}
 	next.abandon()
 }
@@ -100,7 +75,7 @@ const prefetchBudget = 256 << 20
 // and how many rows a backend then holds at most.
 func (r *runner) prefetch() (ok bool, rows int) {
 	for _, ch := range r.scoreChunks() {
-		rows = max(rows, ch.rows())
+		rows = max(rows, ch.Rows())
 	}
 	return 2*rows*4*r.plan.Model.NVocab*len(r.plan.Spec.Backends()) <= prefetchBudget, 2 * rows
 }
@@ -114,15 +89,15 @@ type chunkEval struct {
 	streams []*evalStream
 }
 
-func (r *runner) startChunk(ctx context.Context, ch scoreChunk, whole bool) *chunkEval {
-	req := backend.EvalRequest{Session: "score", Pos: 0, Tokens: ch.input(), LogitsFrom: ch.first()}
+func (r *runner) startChunk(ctx context.Context, ch plan.Chunk, whole bool) *chunkEval {
+	req := backend.EvalRequest{Session: "score", Pos: 0, Tokens: ch.Input(), LogitsFrom: ch.First()}
 	buffer := streamBuffer
 	if whole {
-		buffer = max(buffer, ch.rows())
+		buffer = max(buffer, ch.Rows())
 	}
 	e := &chunkEval{cands: r.liveCands()}
 	if r.ref != nil {
-		e.ref, e.fill = r.startRef(ctx, req, ch.rows(), buffer)
+		e.ref, e.fill = r.startRef(ctx, req, ch.Rows(), buffer)
 	}
 	for _, c := range e.cands {
 		e.streams = append(e.streams, c.rb.startEval(ctx, req, buffer))
@@ -152,33 +127,20 @@ func (e *chunkEval) abandon() {
 
 // scoreChunks lists the chunks to score: from the kld_base file when it is
 // the reference, else from the score datasets.
-func (r *runner) scoreChunks() []scoreChunk {
-	var out []scoreChunk
+func (r *runner) scoreChunks() []plan.Chunk {
 	if r.base != nil {
-		toks, n := r.base.Tokens(), r.base.NCtx()
-		for i := range r.base.NChunk() {
-			out = append(out, scoreChunk{dataset: "kld_base", index: i, tokens: toks[i*n : (i+1)*n], bos: r.plan.BOS})
-		}
-		return out
+		return plan.Split("kld_base", r.base.Tokens(), r.base.NCtx(), r.plan.BOS)
 	}
-	for _, d := range r.plan.Datasets {
-		if d.Mode != spec.ModeScore {
-			continue
-		}
-		for i := 0; i+d.NCtx <= len(d.Stream); i += d.NCtx {
-			out = append(out, scoreChunk{dataset: d.Name, index: i / d.NCtx, tokens: d.Stream[i : i+d.NCtx], bos: r.plan.BOS})
-		}
-	}
-	return out
+	return r.plan.Chunks()
 }
 
-func (r *runner) scoreOne(ctx context.Context, ch scoreChunk, e *chunkEval) {
-	what := fmt.Sprintf("eval %s chunk %d", ch.dataset, ch.index+1)
+func (r *runner) scoreOne(ctx context.Context, ch plan.Chunk, e *chunkEval) {
+	what := fmt.Sprintf("eval %s chunk %d", ch.Dataset, ch.Index+1)
 	refStream, cands, streams := e.ref, e.cands, e.streams
 	per := make([]*verdict.Comparison, len(cands))
-	input := ch.input()
+	input := ch.Input()
 	newHasher := func() *digest.Hasher {
-		h := digest.NewHasher(ch.first())
+		h := digest.NewHasher(ch.First())
 		h.Tokens(input)
 		return h
 	}
@@ -190,14 +152,14 @@ func (r *runner) scoreOne(ctx context.Context, ch scoreChunk, e *chunkEval) {
 			streams[i] = nil
 		}
 	}
-	defer r.unitDone(ch.unit(), cands, per)
+	defer r.unitDone(chunkUnit(ch), cands, per)
 	var ref metrics.RefRow
 	var baseRow []float32
 	if r.base != nil {
 		baseRow = make([]float32, r.base.NVocab())
 	}
-	for k := range ch.rows() {
-		tok := ch.tokens[ch.first()+k+1]
+	for k := range ch.Rows() {
+		tok := ch.Tokens[ch.First()+k+1]
 		var refRow []float32
 		if refStream != nil {
 			row, err := refStream.next()
@@ -210,7 +172,7 @@ func (r *runner) scoreOne(ctx context.Context, ch scoreChunk, e *chunkEval) {
 			refDigest.Row(row)
 			ref.Set(row)
 			r.writeOut(r.ref, row)
-		} else if err := r.base.Record(ch.index, k, baseRow); err != nil {
+		} else if err := r.base.Record(ch.Index, k, baseRow); err != nil {
 			r.problem("reading the kld_base reference: %v", err)
 			break
 		}
@@ -226,15 +188,15 @@ func (r *runner) scoreOne(ctx context.Context, ch scoreChunk, e *chunkEval) {
 					r.writeOut(c.rb, row)
 					t := time.Now()
 					if refRow != nil {
-						err = per[i].AddLive(row, &ref, tok, ch.first()+k)
+						err = per[i].AddLive(row, &ref, tok, ch.First()+k)
 					} else {
-						err = per[i].AddBase(row, baseRow, tok, ch.first()+k)
+						err = per[i].AddBase(row, baseRow, tok, ch.First()+k)
 					}
 					r.compared(t)
 					c.rb.release(row)
 				}
 				if err != nil {
-					c.rb.fail(ctx, fmt.Sprintf("%s position %d", what, ch.first()+k), err)
+					c.rb.fail(ctx, fmt.Sprintf("%s position %d", what, ch.First()+k), err)
 					streams[i].abandon()
 					streams[i] = nil
 				}
@@ -246,46 +208,46 @@ func (r *runner) scoreOne(ctx context.Context, ch scoreChunk, e *chunkEval) {
 		}
 	}
 	if refStream != nil {
-		if err := refStream.finish(ch.rows()); err != nil {
+		if err := refStream.finish(ch.Rows()); err != nil {
 			r.ref.fail(ctx, what, err)
 		}
-		r.store(e.fill, ch.rows())
+		r.store(e.fill, ch.Rows())
 		if !r.ref.ok() {
 			for _, s := range streams {
 				s.abandon()
 			}
 			return
 		}
-		r.addPrompt(r.ref, summary.PromptResult{Backend: r.ref.Name, Reference: true, Dataset: ch.dataset, ID: chunkID(ch), Mode: string(spec.ModeScore), Tokens: ch.rows()}, refDigest)
+		r.addPrompt(r.ref, summary.PromptResult{Backend: r.ref.Name, Reference: true, Dataset: ch.Dataset, ID: chunkID(ch), Mode: string(spec.ModeScore), Tokens: ch.Rows()}, refDigest)
 	}
 	for i, c := range cands {
 		if streams[i] == nil {
 			continue
 		}
-		if err := streams[i].finish(ch.rows()); err != nil {
+		if err := streams[i].finish(ch.Rows()); err != nil {
 			c.rb.fail(ctx, what, err)
 		}
-		r.addPrompt(c.rb, per[i].Prompt(c.rb.Name, ch.dataset, chunkID(ch), spec.ModeScore, r.base == nil), digests[i])
+		r.addPrompt(c.rb, per[i].Prompt(c.rb.Name, ch.Dataset, chunkID(ch), spec.ModeScore, r.base == nil), digests[i])
 	}
 	r.round(append(streams, refStream)...)
 }
 
 // chunkID names a score chunk in prompts.jsonl: chunk-1, chunk-2, ...
-func chunkID(ch scoreChunk) string { return fmt.Sprintf("chunk-%d", ch.index+1) }
+func chunkID(ch plan.Chunk) string { return fmt.Sprintf("chunk-%d", ch.Index+1) }
 
 // openKLDOutputs creates the kld_base files requested with output.kld_base
-// (NewPlan checked that they can be written). The token stream in their
+// (plan.New checked that they can be written). The token stream in their
 // header is the one scored, so llama-perplexity --kl-divergence can read
 // them back.
-func (r *runner) openKLDOutputs(chunks []scoreChunk) {
-	toks := make([]int32, 0, len(chunks)*len(chunks[0].tokens))
+func (r *runner) openKLDOutputs(chunks []plan.Chunk) {
+	toks := make([]int32, 0, len(chunks)*len(chunks[0].Tokens))
 	for _, c := range chunks {
-		toks = append(toks, c.tokens...)
+		toks = append(toks, c.Tokens...)
 	}
 	for _, rb := range r.backends() {
 		if path := rb.Output.KLDBase; path != "" && rb.ok() {
 			var err error
-			if rb.kldOut, err = kldbase.Create(path, len(chunks[0].tokens), r.plan.Model.NVocab, toks); err != nil {
+			if rb.kldOut, err = kldbase.Create(path, len(chunks[0].Tokens), r.plan.Model.NVocab, toks); err != nil {
 				r.problem("%s: output.kld_base not written: %v", rb.Name, err)
 			}
 		}

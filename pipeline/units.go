@@ -23,12 +23,12 @@ import (
 func (r *runner) planUnits() []shard.Unit {
 	var out []shard.Unit
 	for _, ch := range r.scoreChunks() {
-		out = append(out, shard.Unit{ID: ch.unit(), Rows: ch.rows()})
+		out = append(out, shard.Unit{ID: chunkUnit(ch), Rows: ch.Rows()})
 	}
 	if r.base == nil {
 		for _, d := range r.plan.Datasets {
 			for _, p := range d.Prompts {
-				out = append(out, shard.Unit{ID: p.unit(), Rows: p.maxNew})
+				out = append(out, shard.Unit{ID: promptUnit(p), Rows: p.MaxNew})
 			}
 		}
 	}
@@ -167,11 +167,11 @@ func (r *runner) specDigest() string {
 		binary.Write(h, binary.LittleEndian, uint64(n))
 	}
 	for _, ch := range r.scoreChunks() {
-		unit(ch.unit(), ch.tokens, len(ch.tokens))
+		unit(chunkUnit(ch), ch.Tokens, len(ch.Tokens))
 	}
 	for _, d := range p.Datasets {
 		for _, g := range d.Prompts {
-			unit(g.unit(), g.tokens, g.maxNew)
+			unit(promptUnit(g), g.Tokens, g.MaxNew)
 		}
 	}
 	return hex.EncodeToString(h.Sum(nil))

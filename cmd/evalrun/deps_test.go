@@ -31,3 +31,23 @@ func TestHostLinksNoPlugin(t *testing.T) {
 		}
 	}
 }
+
+// TestPluginsLinkNoRunner: no plugin binary links the host's runner
+// (package pipeline and the verdict it builds); the rknn plugin's kernels
+// --spec needs only the spec and its plan.
+func TestPluginsLinkNoRunner(t *testing.T) {
+	cmd := exec.Command("go", "list", "-deps", "./plugins/cpu", "./plugins/rknn", "./plugins/hexagon", "./plugins/llamacpp")
+	cmd.Dir = testkit.Root()
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	for _, pkg := range []string{"pipeline", "pipeline/verdict"} {
+		if strings.Contains(string(out), "github.com/evalrun/evalrun/"+pkg+"\n") {
+			t.Errorf("a plugin imports %s", pkg)
+		}
+	}
+	if !strings.Contains(string(out), "github.com/evalrun/evalrun/pipeline/plan\n") {
+		t.Fatalf("go list printed no plan package (the rknn plugin's kernels --spec):\n%s", out)
+	}
+}

@@ -40,11 +40,11 @@ one-screen summary is appended to $GITHUB_STEP_SUMMARY when it is set.`,
 			if err != nil {
 				return err
 			}
-			plan, err := loadPlan(cmd, args[0])
+			p, err := loadPlan(cmd, args[0])
 			if err != nil {
 				return err
 			}
-			s := plan.Spec
+			s := p.Spec
 			level := slog.LevelInfo
 			if verbose {
 				level = slog.LevelDebug
@@ -58,7 +58,7 @@ one-screen summary is appended to $GITHUB_STEP_SUMMARY when it is set.`,
 			if err != nil {
 				return err
 			}
-			res, err := pipeline.Run(cmd.Context(), plan, opts)
+			res, err := pipeline.Run(cmd.Context(), p, opts)
 			if err != nil {
 				return runErr(cmd, err)
 			}

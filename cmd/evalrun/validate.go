@@ -11,6 +11,7 @@ import (
 
 	"github.com/evalrun/evalrun/backend"
 	"github.com/evalrun/evalrun/pipeline"
+	"github.com/evalrun/evalrun/pipeline/plan"
 	"github.com/evalrun/evalrun/pipeline/runcompare"
 	"github.com/evalrun/evalrun/pipeline/spec"
 	"github.com/evalrun/evalrun/pipeline/verdict"
@@ -18,17 +19,17 @@ import (
 
 // loadPlan reads a spec (with its EVALRUN_ overrides) and plans it: the
 // checks that need no plugin.
-func loadPlan(cmd *cobra.Command, path string) (*pipeline.Plan, error) {
+func loadPlan(cmd *cobra.Command, path string) (*plan.Plan, error) {
 	ctx := cmd.Context()
 	s, err := spec.Load(ctx, path)
 	if err != nil {
 		return nil, inputOrInterrupted(ctx, err)
 	}
-	plan, err := pipeline.NewPlan(ctx, s)
+	p, err := plan.New(ctx, s)
 	if err != nil {
 		return nil, inputOrInterrupted(ctx, err)
 	}
-	return plan, nil
+	return p, nil
 }
 
 // loadBaseline reads the baseline run the relative gates compare with ("" =
@@ -70,22 +71,22 @@ prints the plugins' warnings and exits 0 (valid), 2 (bad input) or 3 (a
 plugin could not start).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			plan, err := loadPlan(cmd, args[0])
+			p, err := loadPlan(cmd, args[0])
 			if err != nil {
 				return err
 			}
 			opts := pipeline.Options{PluginDir: absPath(pluginDir), Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))}
-			if _, err := loadBaseline(cmp.Or(baselinePath, plan.Spec.Baseline), &opts.RelativeGates); err != nil {
+			if _, err := loadBaseline(cmp.Or(baselinePath, p.Spec.Baseline), &opts.RelativeGates); err != nil {
 				return err
 			}
-			warnings, err := pipeline.Validate(cmd.Context(), plan, opts)
+			warnings, err := pipeline.Validate(cmd.Context(), p, opts)
 			for _, w := range warnings {
 				fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)
 			}
 			if err != nil {
 				return runErr(cmd, err)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s: valid (%d backends, %d warnings)\n", args[0], len(plan.Spec.Backends()), len(warnings))
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: valid (%d backends, %d warnings)\n", args[0], len(p.Spec.Backends()), len(warnings))
 			return nil
 		},
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/evalrun/evalrun/backend"
 	"github.com/evalrun/evalrun/engine/gguf"
 	"github.com/evalrun/evalrun/pipeline"
+	"github.com/evalrun/evalrun/pipeline/plan"
 	"github.com/evalrun/evalrun/pipeline/report"
 	"github.com/evalrun/evalrun/pipeline/spec"
 	"github.com/evalrun/evalrun/pipeline/summary"
@@ -65,12 +66,12 @@ output: {dir: ` + filepath.Join(tmp, "results") + `, formats: [json, md]}
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan, err := pipeline.NewPlan(context.Background(), s)
+	p, err := plan.New(context.Background(), s)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var stdout, stderr bytes.Buffer
-	res, err := pipeline.Run(context.Background(), plan, pipeline.Options{PluginDir: pluginDir, Stderr: &stderr, Version: "test"})
+	res, err := pipeline.Run(context.Background(), p, pipeline.Options{PluginDir: pluginDir, Stderr: &stderr, Version: "test"})
 	if err != nil {
 		t.Fatalf("Run: %v\n%s", err, stderr.String())
 	}

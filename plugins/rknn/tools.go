@@ -11,7 +11,7 @@ import (
 	"github.com/evalrun/evalrun/backend"
 	"github.com/evalrun/evalrun/engine"
 	"github.com/evalrun/evalrun/internal/toolcmd"
-	"github.com/evalrun/evalrun/pipeline"
+	"github.com/evalrun/evalrun/pipeline/plan"
 	"github.com/evalrun/evalrun/pipeline/spec"
 	"github.com/evalrun/evalrun/plugins/enginebackend"
 	"github.com/evalrun/evalrun/plugins/rknn/kernels"
@@ -125,7 +125,7 @@ func specBatches(ctx context.Context, path string) (string, []kernels.Batch, err
 	if err != nil {
 		return "", nil, err
 	}
-	plan, err := pipeline.NewPlan(ctx, s)
+	p, err := plan.New(ctx, s)
 	if err != nil {
 		return "", nil, err
 	}
@@ -136,7 +136,7 @@ func specBatches(ctx context.Context, path string) (string, []kernels.Batch, err
 			break
 		}
 	}
-	bs, err := plan.Batches(enginebackend.EvalBatch)
+	bs, err := p.Batches(enginebackend.EvalBatch)
 	if err != nil {
 		return "", nil, err
 	}

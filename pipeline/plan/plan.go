@@ -1,4 +1,9 @@
-package pipeline
+// Package plan is the second stage of a run (spec → plan → run): a spec
+// resolved against its model, with every prompt tokenized once on the host
+// and every check a backend would otherwise only fail at Load. It also says
+// what the run will feed the backends: the score chunks (Chunk) and the
+// distinct forward passes (Batches).
+package plan
 
 import (
 	"context"
@@ -27,33 +32,35 @@ type Plan struct {
 	Model     summary.ModelSummary
 	NCtxTrain int   // the model's context_length: no pass feeds more
 	BOS       int32 // written over position 0 of every score chunk; -1 if the vocabulary adds no BOS
-	Datasets  []DatasetPlan
+	Datasets  []Dataset
 	// VocabDigest is backend.VocabDigest of the tokenizer the host tokenizes
 	// with; every plugin checks its model's vocabulary against it at Load.
 	VocabDigest string
 }
 
-// DatasetPlan is one tokenized prompt set.
-type DatasetPlan struct {
+// Dataset is one tokenized prompt set.
+type Dataset struct {
 	spec.Dataset
 	SHA256  string // of the file, for the record
 	Records int
 	Tokens  int
-	Stream  []int32     // score: every record's tokens (each with BOS), concatenated
-	Prompts []genPrompt // generate
+	Stream  []int32  // score: every record's tokens (each with BOS), concatenated
+	Prompts []Prompt // generate
 }
 
-type genPrompt struct {
-	dataset, id string
-	tokens      []int32
-	maxNew      int
+// Prompt is one generate record: the reference continues Tokens greedily
+// for MaxNew tokens.
+type Prompt struct {
+	Dataset, ID string
+	Tokens      []int32
+	MaxNew      int
 }
 
-// NewPlan checks the model (sha256, hyperparameters and tensors, special
+// New checks the model (sha256, hyperparameters and tensors, special
 // token ids, that every backend's model override has its vocabulary),
 // tokenizes every dataset once and checks every size against the model's
 // context. Every error is an *backend.InputError; a cancelled ctx returns its error.
-func NewPlan(ctx context.Context, s *spec.Spec) (*Plan, error) {
+func New(ctx context.Context, s *spec.Spec) (*Plan, error) {
 	p := &Plan{Spec: s, BOS: -1}
 	tok, err := p.openModel(ctx)
 	if err != nil {
@@ -74,7 +81,7 @@ func NewPlan(ctx context.Context, s *spec.Spec) (*Plan, error) {
 		if d.Mode == spec.ModeScore && d.NCtx > p.NCtxTrain {
 			return nil, &backend.InputError{Err: s.Err(fmt.Sprintf("datasets[%d].n_ctx", i), "%d exceeds the model's context_length %d", d.NCtx, p.NCtxTrain)}
 		}
-		dp := DatasetPlan{Dataset: d}
+		dp := Dataset{Dataset: d}
 		if err := p.tokenize(ctx, tok, &dp); err != nil {
 			return nil, err
 		}
@@ -159,7 +166,7 @@ func checkSameVocab(s *spec.Spec, tok *tokenizer.Tokenizer, b spec.Backend) erro
 
 // tokenize reads a prompt set and tokenizes it with the reference model's
 // tokenizer (add_special = true: BOS as llama.cpp adds it).
-func (p *Plan) tokenize(ctx context.Context, tok *tokenizer.Tokenizer, d *DatasetPlan) (err error) {
+func (p *Plan) tokenize(ctx context.Context, tok *tokenizer.Tokenizer, d *Dataset) (err error) {
 	if d.SHA256, err = filehash.SHA256(ctx, d.Path); err != nil {
 		return inputOr(ctx, err, "dataset %s: %v", d.Name, err)
 	}
@@ -201,7 +208,7 @@ func (p *Plan) tokenize(ctx context.Context, tok *tokenizer.Tokenizer, d *Datase
 			if len(ids)+d.MaxNewTokens > p.NCtxTrain {
 				return backend.BadInput("%s:%d: record %q: %d prompt tokens + max_new_tokens %d exceed the model's context_length %d", d.Path, rec.Line, rec.ID, len(ids), d.MaxNewTokens, p.NCtxTrain)
 			}
-			d.Prompts = append(d.Prompts, genPrompt{dataset: d.Name, id: rec.ID, tokens: ids, maxNew: d.MaxNewTokens})
+			d.Prompts = append(d.Prompts, Prompt{Dataset: d.Name, ID: rec.ID, Tokens: ids, MaxNew: d.MaxNewTokens})
 		}
 	}
 	if d.Records == 0 {
@@ -239,13 +246,14 @@ func (p *Plan) checkOutputs() error {
 	return nil
 }
 
-// maxContext is the longest sequence any pass feeds a backend.
-func (p *Plan) maxContext() int {
+// MaxContext is the longest sequence any pass feeds a backend (at least
+// 512, at most the model's context_length): the n_ctx of every Load.
+func (p *Plan) MaxContext() int {
 	n := 0
 	for _, d := range p.Datasets {
 		n = max(n, d.NCtx)
 		for _, g := range d.Prompts {
-			n = max(n, len(g.tokens)+g.maxNew)
+			n = max(n, len(g.Tokens)+g.MaxNew)
 		}
 	}
 	if b := p.Spec.Bench; b.Enabled {
@@ -254,7 +262,8 @@ func (p *Plan) maxContext() int {
 	return min(max(n, 512), p.NCtxTrain)
 }
 
-func (d DatasetPlan) summary() summary.DatasetSummary {
+// Summary is the dataset's record in summary.json.
+func (d Dataset) Summary() summary.DatasetSummary {
 	s := summary.DatasetSummary{Name: d.Name, Path: d.Path, SHA256: d.SHA256, Mode: string(d.Mode), Records: d.Records, Tokens: d.Tokens}
 	if d.Mode == spec.ModeScore {
 		s.NCtx = d.NCtx

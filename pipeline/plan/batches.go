@@ -1,4 +1,4 @@
-package pipeline
+package plan
 
 import (
 	"cmp"
@@ -52,8 +52,8 @@ func (p *Plan) Batches(evalBatch int) ([]Batch, error) {
 			}
 		case spec.ModeGenerate:
 			for _, pr := range d.Prompts {
-				split(len(pr.tokens), len(pr.tokens)-1)
-				if pr.maxNew > 1 {
+				split(len(pr.Tokens), len(pr.Tokens)-1)
+				if pr.MaxNew > 1 {
 					add(Batch{1, 1})
 				}
 			}
@@ -61,8 +61,8 @@ func (p *Plan) Batches(evalBatch int) ([]Batch, error) {
 	}
 	for n, any := range nCtxs {
 		if any {
-			ch := scoreChunk{tokens: make([]int32, n)}
-			split(len(ch.input()), ch.first())
+			ch := Chunk{Tokens: make([]int32, n)}
+			split(len(ch.Input()), ch.First())
 		}
 	}
 	if b := p.Spec.Bench; b.Enabled {
