@@ -11,7 +11,7 @@ import (
 // BenchmarkEvalRows128k is a score chunk's rows through the plugin
 // boundary (gRPC over a unix socket, in-process, without mTLS): 63 rows of
 // Llama 3's 128256 logits per call, decoded into two reused host rows as
-// the run's evalStream does.
+// a run's stream.Call does (package pipeline/stream).
 func BenchmarkEvalRows128k(b *testing.B) {
 	const vocab, rows = 128256, 63
 	c := serveInProcess(b, &backendtest.Fake{})

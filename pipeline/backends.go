@@ -16,6 +16,7 @@ import (
 	"github.com/evalrun/evalrun/pipeline/digest"
 	"github.com/evalrun/evalrun/pipeline/kldbase"
 	"github.com/evalrun/evalrun/pipeline/spec"
+	"github.com/evalrun/evalrun/pipeline/stream"
 	"github.com/evalrun/evalrun/pipeline/summary"
 )
 
@@ -31,7 +32,7 @@ type runBackend struct {
 	req      backend.LoadRequest
 	proc     Process
 	be       backend.Backend
-	rows     chan []float32 // recycled logits rows (see evalStream)
+	rows     stream.Pool // recycled logits rows
 
 	mu     sync.Mutex
 	status string
@@ -57,14 +58,11 @@ func (rb *runBackend) statusErr() (string, error) {
 	return rb.status, rb.err
 }
 
-// errCallTimeout marks a call that exceeded its timeout from the spec.
-var errCallTimeout = errors.New("timed out")
-
-// timedOut wraps err with errCallTimeout when the call's own deadline (not
+// timedOut wraps err with stream.ErrTimeout when the call's own deadline (not
 // the run's) expired, so a hung plugin is told apart from other errors.
 func timedOut(callCtx context.Context, limit time.Duration, err error) error {
 	if err != nil && errors.Is(callCtx.Err(), context.DeadlineExceeded) {
-		return fmt.Errorf("%w after %s (%v)", errCallTimeout, limit, err)
+		return fmt.Errorf("%w after %s (%v)", stream.ErrTimeout, limit, err)
 	}
 	return err
 }
@@ -81,7 +79,7 @@ func (rb *runBackend) fail(ctx context.Context, what string, err error) {
 	switch {
 	case errors.Is(err, backend.ErrCrashed) || (rb.proc != nil && rb.proc.Exited()):
 		rb.status = summary.StatusCrashed
-	case errors.Is(err, errCallTimeout):
+	case errors.Is(err, stream.ErrTimeout):
 		rb.status = summary.StatusTimeout
 	default:
 		rb.status = summary.StatusFailed
@@ -253,176 +251,23 @@ func (rb *runBackend) close() {
 	rb.proc.Kill()
 }
 
-// evalStream runs one Eval call in the background and hands its rows over a
-// small buffered channel, so reference and candidates advance in lockstep
-// and only a few rows per backend are ever in memory. Rows are decoded
-// straight into buffers recycled through rb.rows: no allocation per row once
-// the pool is full.
-//
-// The eval timeout is measured by the consumer, as the wait for each next
-// row: a plugin blocked only because the host has not yet taken its rows
-// (another backend is slow) is not timed out, while a hung plugin is.
-type evalStream struct {
-	rb      *runBackend
-	ch      chan streamRow
-	done    chan struct{} // closed with ch
-	err     error         // set before ch is closed
-	cancel  context.CancelFunc
-	start   time.Time
-	compute int64         // the last row's compute_ns: the call's compute so far
-	decode  time.Duration // written by the producer, read after ch is closed
-	cached  bool          // replayed from the reference cache
-}
-
-type streamRow struct {
-	values    []float32
-	computeNS int64
-}
-
+// streamBuffer is how many rows a call buffers ahead of the host, unless a
+// score chunk is taken in whole.
 const streamBuffer = 4
 
-// startEval starts a call whose rows the host buffers up to buffer deep.
-func (rb *runBackend) startEval(ctx context.Context, req backend.EvalRequest, buffer int) *evalStream {
-	cctx, cancel := context.WithCancel(ctx)
-	s := &evalStream{rb: rb, ch: make(chan streamRow, buffer), done: make(chan struct{}), cancel: cancel, start: time.Now()}
-	go func() {
-		var t0 time.Time
-		buf := func(n int) []float32 {
-			t0 = time.Now()
-			return rb.takeRow(n)
-		}
-		send := func(l backend.Logits, values []float32) error {
-			if len(values) != rb.nVocab {
-				return fmt.Errorf("the plugin sent a row of %d logits, the vocabulary has %d", len(values), rb.nVocab)
-			}
-			select {
-			case s.ch <- streamRow{values, l.ComputeNS}:
-				return nil
-			case <-cctx.Done():
-				return cctx.Err()
-			}
-		}
-		var err error
-		if rd, ok := rb.be.(backend.RowDecoder); ok {
-			err = rd.EvalInto(cctx, req, buf, func(l backend.Logits) error {
-				s.decode += time.Since(t0)
-				return send(l, l.Values)
-			})
-		} else { // an in-process backend lends its own buffer: copy it
-			err = rb.be.Eval(cctx, req, func(l backend.Logits) error {
-				t := time.Now()
-				row := rb.takeRow(len(l.Values))
-				copy(row, l.Values)
-				s.decode += time.Since(t)
-				return send(l, row)
-			})
-		}
-		s.err = err
-		close(s.ch)
-		close(s.done)
-	}()
-	return s
+// startEval starts req on the backend; the host buffers its rows up to
+// buffer deep (package stream).
+func (rb *runBackend) startEval(ctx context.Context, req backend.EvalRequest, buffer int) *stream.Call {
+	return stream.Start(ctx, rb.be, req, buffer, rb.streamConfig())
 }
 
-// received waits, up to the eval timeout, until the call has ended and its
-// rows are all buffered. No call (nil) has nothing to wait for.
-func (s *evalStream) received() bool {
-	if s == nil {
-		return true
-	}
-	select {
-	case <-s.done:
-		return true
-	case <-time.After(s.rb.timeouts.Eval):
-		return false
-	}
+func (rb *runBackend) streamConfig() stream.Config {
+	return stream.Config{Pool: rb.rows, NVocab: rb.nVocab, Timeout: rb.timeouts.Eval, Book: rb.book}
 }
 
-func (rb *runBackend) takeRow(n int) []float32 {
-	select {
-	case r := <-rb.rows:
-		if cap(r) >= n {
-			return r[:n]
-		}
-	default:
-	}
-	return make([]float32, n)
-}
-
-// release hands a row back once the host is done with it.
-func (rb *runBackend) release(row []float32) {
-	select {
-	case rb.rows <- row:
-	default:
-	}
-}
-
-var errShortStream = errors.New("the plugin sent fewer logits rows than requested")
-
-// next returns the next row (release it when done), or the error that ended
-// the stream early, or errCallTimeout when the plugin produced nothing for
-// the eval timeout.
-func (s *evalStream) next() ([]float32, error) {
-	timer := time.NewTimer(s.rb.timeouts.Eval)
-	defer timer.Stop()
-	select {
-	case r, ok := <-s.ch:
-		if ok {
-			s.compute = r.computeNS
-			return r.values, nil
-		}
-		if s.err != nil {
-			return nil, s.err
-		}
-		return nil, errShortStream
-	case <-timer.C:
-		s.cancel()
-		return nil, fmt.Errorf("%w after %s waiting for the next logits row", errCallTimeout, s.rb.timeouts.Eval)
-	}
-}
-
-// finish waits for the call to end, reports an error if it failed or sent
-// more rows than expected, and books its timing.
-func (s *evalStream) finish(rows int) error {
-	defer s.cancel()
-	extra := 0
-	row, err := s.next()
-	for ; err == nil; row, err = s.next() {
-		if extra == 0 {
-			s.cancel() // a plugin streaming rows forever must not hold the host
-		}
-		extra++
-		s.rb.release(row)
-	}
-	if errors.Is(err, errCallTimeout) {
-		return err
-	} else if s.cached { // replayed from the cache: no plugin call to book
-		return nil
-	}
-	s.rb.mu.Lock()
-	e := &s.rb.eval
-	e.Calls++
-	e.Rows += rows
-	e.CallS += time.Since(s.start).Seconds()
-	e.ComputeS += float64(s.compute) / 1e9
-	e.DecodeS += s.decode.Seconds()
-	s.rb.mu.Unlock()
-	if extra > 0 {
-		return fmt.Errorf("the plugin sent %d more logits rows than requested", extra)
-	}
-	return s.err
-}
-
-// abandon stops a stream whose rows are no longer wanted, without waiting
-// for a hung plugin; nil is no stream.
-func (s *evalStream) abandon() {
-	if s == nil {
-		return
-	}
-	s.cancel()
-	go func() {
-		for r := range s.ch {
-			s.rb.release(r.values)
-		}
-	}()
+// book adds a finished Eval call to the backend's timing.
+func (rb *runBackend) book(t stream.Timing) {
+	rb.mu.Lock()
+	defer rb.mu.Unlock()
+	rb.eval.Add(&summary.EvalTiming{Calls: 1, Rows: t.Rows, CallS: t.CallS, ComputeS: t.ComputeS, DecodeS: t.DecodeS})
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/evalrun/evalrun/pipeline/plan"
 	"github.com/evalrun/evalrun/pipeline/shard"
 	"github.com/evalrun/evalrun/pipeline/spec"
+	"github.com/evalrun/evalrun/pipeline/stream"
 	"github.com/evalrun/evalrun/pipeline/summary"
 	"github.com/evalrun/evalrun/pipeline/verdict"
 )
@@ -69,24 +70,10 @@ func refRequest(p plan.Prompt) backend.EvalRequest {
 }
 
 // evalOne runs one Eval call that must return exactly one row.
-func evalOne(ctx context.Context, rb *runBackend, req backend.EvalRequest) ([]float32, *evalStream, error) {
+func evalOne(ctx context.Context, rb *runBackend, req backend.EvalRequest) ([]float32, *stream.Call, error) {
 	s := rb.startEval(ctx, req, 1)
-	row, err := s.one()
+	row, err := s.One()
 	return row, s, err
-}
-
-// one takes the call's only row.
-func (s *evalStream) one() ([]float32, error) {
-	row, err := s.next()
-	if err != nil {
-		s.abandon()
-		return nil, err
-	}
-	if err := s.finish(1); err != nil {
-		s.rb.release(row)
-		return nil, err
-	}
-	return row, nil
 }
 
 // generateOne teacher-forces the candidates on the reference's greedy
@@ -109,10 +96,10 @@ func (r *runner) generateOne(ctx context.Context, p plan.Prompt) {
 	if r.genFirst = nil; refCall == nil {
 		refCall = r.ref.startEval(ctx, req, 1)
 	}
-	var pending []*evalStream // the candidates' calls booked with the reference's next one
+	var pending []*stream.Call // the candidates' calls booked with the reference's next one
 	for step := range p.MaxNew {
 		what := fmt.Sprintf("generate %s/%s step %d", p.Dataset, p.ID, step)
-		refRow, err := refCall.one()
+		refRow, err := refCall.One()
 		r.round(append(pending, refCall)...)
 		if err != nil {
 			r.ref.fail(ctx, what, err)
@@ -126,7 +113,7 @@ func (r *runner) generateOne(ctx context.Context, p plan.Prompt) {
 		if step+1 < p.MaxNew {
 			refCall = r.ref.startEval(ctx, nextReq, 1)
 		}
-		pending = make([]*evalStream, len(cands))
+		pending = make([]*stream.Call, len(cands))
 		var wg sync.WaitGroup
 		for i, c := range cands {
 			if !alive[i] {
@@ -139,7 +126,7 @@ func (r *runner) generateOne(ctx context.Context, p plan.Prompt) {
 					t := time.Now()
 					err = per[i].AddLive(row, &ref, next, len(p.Tokens)-1+step)
 					r.compared(t)
-					c.rb.release(row)
+					c.rb.rows.Release(row)
 				}
 				if err != nil {
 					c.rb.fail(ctx, what, err)
@@ -148,7 +135,7 @@ func (r *runner) generateOne(ctx context.Context, p plan.Prompt) {
 			})
 		}
 		wg.Wait()
-		r.ref.release(refRow)
+		r.ref.rows.Release(refRow)
 		req = nextReq
 	}
 	r.round(pending...)
@@ -191,7 +178,7 @@ func (r *runner) freeRun(ctx context.Context, rb *runBackend, p plan.Prompt) ([]
 			return out, err
 		}
 		next := sampling.Greedy(row)
-		rb.release(row)
+		rb.rows.Release(row)
 		out = append(out, next)
 		req = backend.EvalRequest{Session: "free", Pos: -1, Tokens: []int32{next}}
 	}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/evalrun/evalrun/backend"
 	"github.com/evalrun/evalrun/pipeline/refcache"
+	"github.com/evalrun/evalrun/pipeline/stream"
 )
 
 // The reference cache (spec cache: or EVALRUN_CACHE; package refcache):
@@ -34,7 +35,7 @@ func (r *runner) openCache() error {
 // startRef starts a score chunk on the reference, or replays it from the
 // cache; fill keeps the rows the reference computes, for the cache (nil:
 // a hit).
-func (r *runner) startRef(ctx context.Context, req backend.EvalRequest, rows, buffer int) (s *evalStream, fill *cacheRows) {
+func (r *runner) startRef(ctx context.Context, req backend.EvalRequest, rows, buffer int) (s *stream.Call, fill *cacheRows) {
 	var key *refcache.Key
 	if info := r.ref.info; r.cache != nil && info != nil {
 		key = &refcache.Key{ModelSHA256: r.plan.Model.SHA256, Plugin: info.Name, PluginVersion: info.Version,
@@ -44,22 +45,10 @@ func (r *runner) startRef(ctx context.Context, req backend.EvalRequest, rows, bu
 			r.log.Warn(err.Error())
 		}
 		if ok {
-			return r.ref.replay(data, rows), nil
+			return stream.Replay(data, rows, r.ref.streamConfig()), nil
 		}
 	}
 	return r.ref.startEval(ctx, req, buffer), &cacheRows{key: key}
-}
-
-// replay is a finished stream of rows read from the cache: no plugin call.
-func (rb *runBackend) replay(data []float32, rows int) *evalStream {
-	s := &evalStream{rb: rb, ch: make(chan streamRow, rows), done: make(chan struct{}), cancel: func() {}, cached: true}
-	n := rb.nVocab
-	for i := range rows {
-		s.ch <- streamRow{values: data[i*n : (i+1)*n : (i+1)*n]} // a row's capacity ends with it: the pool may reuse it
-	}
-	close(s.ch)
-	close(s.done)
-	return s
 }
 
 // cacheRows keeps a copy of the reference rows of a chunk being filled.

@@ -5,7 +5,7 @@
 //
 // The stages have one owner each: package spec reads the file (its types
 // are the plan's), plan.New checks it against the model and tokenizes, Run
-// drives the backends (runBackend, evalStream), compares (verdict.Comparison)
+// drives the backends (runBackend, stream.Call), compares (verdict.Comparison)
 // and decides (finish, verdict.Builder), and the CLI maps the outcome to backend.Exit* codes.
 package pipeline
 
@@ -30,6 +30,7 @@ import (
 	"github.com/evalrun/evalrun/pipeline/refcache"
 	"github.com/evalrun/evalrun/pipeline/shard"
 	"github.com/evalrun/evalrun/pipeline/spec"
+	"github.com/evalrun/evalrun/pipeline/stream"
 	"github.com/evalrun/evalrun/pipeline/summary"
 	"github.com/evalrun/evalrun/pipeline/verdict"
 )
@@ -189,7 +190,7 @@ type runner struct {
 	problems    []string // run-level failures for the verdict (outputs not written)
 	interrupted bool
 	timing      summary.HostTiming
-	genFirst    *evalStream // the first generate call, started by the score pass
+	genFirst    *stream.Call // the first generate call, started by the score pass
 	closeOnce   sync.Once
 }
 
@@ -276,7 +277,7 @@ func (r *runner) startBackends(ctx context.Context) error {
 	}
 	for _, b := range p.Spec.Backends() {
 		rb := &runBackend{Backend: b, log: r.log, timeouts: p.Spec.Timeouts, nVocab: p.Model.NVocab,
-			status: summary.StatusOK, rows: make(chan []float32, pool),
+			status: summary.StatusOK, rows: stream.NewPool(pool),
 			req: backend.LoadRequest{ModelPath: b.Model, Threads: b.Threads, NCtx: nCtx, Options: b.Options,
 				VocabDigest: p.VocabDigest, BaseDir: p.Spec.Dir}}
 		if b.Key == "reference" {
@@ -330,7 +331,7 @@ func (r *runner) passes(ctx context.Context) {
 	if r.ref != nil && r.ref.ok() && ctx.Err() == nil {
 		r.generatePass(ctx)
 	}
-	r.genFirst.abandon() // started for a generate pass that did not run
+	r.genFirst.Abandon() // started for a generate pass that did not run
 	r.timing.PassesS = time.Since(start).Seconds()
 	if r.plan.Spec.Bench.Enabled && ctx.Err() == nil {
 		r.benchPass(ctx)
@@ -340,12 +341,10 @@ func (r *runner) passes(ctx context.Context) {
 
 // round books one lockstep round of calls: its cost on the critical path is
 // the slowest call's compute inside its plugin.
-func (r *runner) round(streams ...*evalStream) {
+func (r *runner) round(streams ...*stream.Call) {
 	slowest := int64(0)
 	for _, s := range streams {
-		if s != nil {
-			slowest = max(slowest, s.compute)
-		}
+		slowest = max(slowest, s.Compute())
 	}
 	r.timing.ComputeS += float64(slowest) / 1e9
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/evalrun/evalrun/pipeline/plan"
 	"github.com/evalrun/evalrun/pipeline/shard"
 	"github.com/evalrun/evalrun/pipeline/spec"
+	"github.com/evalrun/evalrun/pipeline/stream"
 	"github.com/evalrun/evalrun/pipeline/summary"
 	"github.com/evalrun/evalrun/pipeline/verdict"
 )
@@ -83,10 +84,10 @@ func (r *runner) prefetch() (ok bool, rows int) {
 // chunkEval is one chunk's Eval calls on the reference and the candidates
 // alive when it started.
 type chunkEval struct {
-	ref     *evalStream // nil with a kld_base reference
-	fill    *cacheRows  // the reference's rows, for the cache
+	ref     *stream.Call // nil with a kld_base reference
+	fill    *cacheRows   // the reference's rows, for the cache
 	cands   []*candidate
-	streams []*evalStream
+	streams []*stream.Call
 }
 
 func (r *runner) startChunk(ctx context.Context, ch plan.Chunk, whole bool) *chunkEval {
@@ -109,7 +110,7 @@ func (r *runner) startChunk(ctx context.Context, ch plan.Chunk, whole bool) *chu
 // the eval timeout; false if one has not.
 func (e *chunkEval) received() bool {
 	for _, s := range append(e.streams, e.ref) {
-		if !s.received() {
+		if !s.Received() {
 			return false
 		}
 	}
@@ -121,7 +122,7 @@ func (e *chunkEval) abandon() {
 		return
 	}
 	for _, s := range append(e.streams, e.ref) {
-		s.abandon()
+		s.Abandon()
 	}
 }
 
@@ -148,7 +149,7 @@ func (r *runner) scoreOne(ctx context.Context, ch plan.Chunk, e *chunkEval) {
 	for i, c := range cands {
 		per[i], digests[i] = &verdict.Comparison{}, newHasher()
 		if !c.rb.ok() { // it stopped while this chunk was prefetched
-			streams[i].abandon()
+			streams[i].Abandon()
 			streams[i] = nil
 		}
 	}
@@ -162,7 +163,7 @@ func (r *runner) scoreOne(ctx context.Context, ch plan.Chunk, e *chunkEval) {
 		tok := ch.Tokens[ch.First()+k+1]
 		var refRow []float32
 		if refStream != nil {
-			row, err := refStream.next()
+			row, err := refStream.Next()
 			if err != nil {
 				r.ref.fail(ctx, what, err)
 				break
@@ -182,7 +183,7 @@ func (r *runner) scoreOne(ctx context.Context, ch plan.Chunk, e *chunkEval) {
 				continue
 			}
 			wg.Go(func() {
-				row, err := streams[i].next()
+				row, err := streams[i].Next()
 				if err == nil {
 					digests[i].Row(row)
 					r.writeOut(c.rb, row)
@@ -193,28 +194,28 @@ func (r *runner) scoreOne(ctx context.Context, ch plan.Chunk, e *chunkEval) {
 						err = per[i].AddBase(row, baseRow, tok, ch.First()+k)
 					}
 					r.compared(t)
-					c.rb.release(row)
+					c.rb.rows.Release(row)
 				}
 				if err != nil {
 					c.rb.fail(ctx, fmt.Sprintf("%s position %d", what, ch.First()+k), err)
-					streams[i].abandon()
+					streams[i].Abandon()
 					streams[i] = nil
 				}
 			})
 		}
 		wg.Wait()
 		if refRow != nil {
-			r.ref.release(refRow)
+			r.ref.rows.Release(refRow)
 		}
 	}
 	if refStream != nil {
-		if err := refStream.finish(ch.Rows()); err != nil {
+		if err := refStream.Finish(ch.Rows()); err != nil {
 			r.ref.fail(ctx, what, err)
 		}
 		r.store(e.fill, ch.Rows())
 		if !r.ref.ok() {
 			for _, s := range streams {
-				s.abandon()
+				s.Abandon()
 			}
 			return
 		}
@@ -224,7 +225,7 @@ func (r *runner) scoreOne(ctx context.Context, ch plan.Chunk, e *chunkEval) {
 		if streams[i] == nil {
 			continue
 		}
-		if err := streams[i].finish(ch.Rows()); err != nil {
+		if err := streams[i].Finish(ch.Rows()); err != nil {
 			c.rb.fail(ctx, what, err)
 		}
 		r.addPrompt(c.rb, per[i].Prompt(c.rb.Name, ch.Dataset, chunkID(ch), spec.ModeScore, r.base == nil), digests[i])

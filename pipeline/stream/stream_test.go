@@ -1,0 +1,176 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/evalrun/evalrun/backend"
+	"github.com/evalrun/evalrun/backend/backendtest"
+)
+
+// evalBackend is a backend whose Eval is the test's.
+type evalBackend struct {
+	backendtest.Fake
+	eval func(ctx context.Context, emit func(backend.Logits) error) error
+}
+
+func (b *evalBackend) Eval(ctx context.Context, _ backend.EvalRequest, emit func(backend.Logits) error) error {
+	return b.eval(ctx, emit)
+}
+
+// emitting sends n rows of nVocab values (row i holds i), the compute so far
+// growing by 10 ns a row, then returns end.
+func emitting(n, nVocab int, end error) *evalBackend {
+	return &evalBackend{eval: func(ctx context.Context, emit func(backend.Logits) error) error {
+		row := make([]float32, nVocab) // lent, as an in-process backend does
+		for i := range n {
+			row[0] = float32(i)
+			if err := emit(backend.Logits{Index: i, Values: row, ComputeNS: int64(10 * (i + 1))}); err != nil {
+				return err
+			}
+		}
+		return end
+	}}
+}
+
+func testConfig(booked *[]Timing) Config {
+	return Config{Pool: NewPool(8), NVocab: 4, Timeout: 200 * time.Millisecond, Book: func(t Timing) { *booked = append(*booked, t) }}
+}
+
+// A call's rows arrive in order, each in a buffer of its own (the backend
+// lends one buffer for all), and its timing is booked once it ends.
+func TestCallDeliversRowsAndBooksTheCall(t *testing.T) {
+	var booked []Timing
+	s := Start(context.Background(), emitting(3, 4, nil), backend.EvalRequest{}, 1, testConfig(&booked))
+	var got [][]float32
+	for range 3 {
+		row, err := s.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, row)
+	}
+	for i, row := range got {
+		if row[0] != float32(i) {
+			t.Fatalf("row %d holds %v: rows share a buffer or came out of order", i, row[0])
+		}
+	}
+	if err := s.Finish(3); err != nil {
+		t.Fatal(err)
+	}
+	if len(booked) != 1 || booked[0].Rows != 3 || booked[0].ComputeS != 30e-9 || s.Compute() != 30 {
+		t.Fatalf("booked %+v, compute %d ns; want one call of 3 rows and 30 ns", booked, s.Compute())
+	}
+}
+
+// Every way a plugin can get a call wrong ends it with an error that says
+// so, within the time limit.
+func TestCallErrors(t *testing.T) {
+	hung := &evalBackend{eval: func(ctx context.Context, _ func(backend.Logits) error) error {
+		<-ctx.Done()
+		return ctx.Err()
+	}}
+	for _, c := range []struct {
+		name  string
+		be    backend.Backend
+		reads int // rows taken before Finish
+		want  string
+	}{
+		{"hung", hung, 1, "timed out after 200ms waiting for the next logits row"},
+		{"short row", emitting(1, 3, nil), 1, "the plugin sent a row of 3 logits, the vocabulary has 4"},
+		{"fewer rows", emitting(1, 4, nil), 2, "the plugin sent fewer logits rows than requested"},
+		{"more rows", emitting(3, 4, nil), 2, "the plugin sent 1 more logits rows than requested"},
+		{"plugin error", emitting(1, 4, errors.New("device lost")), 2, "device lost"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var booked []Timing
+			start := time.Now()
+			s := Start(context.Background(), c.be, backend.EvalRequest{}, 4, testConfig(&booked))
+			var err error
+			for i := 0; i < c.reads && err == nil; i++ {
+				_, err = s.Next()
+			}
+			if err == nil {
+				err = s.Finish(c.reads)
+			}
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %v, want %q", err, c.want)
+			}
+			if c.name == "hung" && !errors.Is(err, ErrTimeout) {
+				t.Fatalf("a hung plugin's error is not ErrTimeout: %v", err)
+			}
+			if d := time.Since(start); d > 2*time.Second {
+				t.Fatalf("took %s", d)
+			}
+		})
+	}
+}
+
+// Abandon does not wait for a plugin that never answers.
+func TestAbandonDoesNotWait(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	var booked []Timing
+	s := Start(context.Background(), &evalBackend{eval: func(context.Context, func(backend.Logits) error) error {
+		<-release // ignores its context
+		return nil
+	}}, backend.EvalRequest{}, 1, testConfig(&booked))
+	done := make(chan struct{})
+	go func() { s.Abandon(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(time.Second):
+		t.Fatal("Abandon waited for the plugin")
+	}
+	var none *Call
+	none.Abandon() // no call: nothing to do
+	if !none.Received() || none.Compute() != 0 {
+		t.Fatal("a nil call has nothing to wait for")
+	}
+}
+
+// A replay hands back rows computed before, books no plugin call, and its
+// rows can go back to the pool without overwriting each other.
+func TestReplay(t *testing.T) {
+	var booked []Timing
+	cfg := testConfig(&booked)
+	data := []float32{0, 1, 2, 3, 10, 11, 12, 13}
+	s := Replay(data, 2, cfg)
+	a, err := s.Next()
+	if err != nil || a[0] != 0 || len(a) != 4 || cap(a) != 4 {
+		t.Fatalf("first row %v (cap %d), %v", a, cap(a), err)
+	}
+	b, _ := s.Next()
+	if b[0] != 10 {
+		t.Fatalf("second row %v", b)
+	}
+	if err := s.Finish(2); err != nil || len(booked) != 0 {
+		t.Fatalf("Finish %v, booked %+v: a replay books nothing", err, booked)
+	}
+	cfg.Pool.Release(a)
+	row := cfg.Pool.Take(4)
+	row[3] = -1
+	if b[3] != 13 {
+		t.Fatal("a reused replay row overwrote the next one")
+	}
+}
+
+// The pool hands a released row out again, and a row too small for the
+// request is not reused.
+func TestPool(t *testing.T) {
+	p := NewPool(1)
+	a := p.Take(4)
+	p.Release(a)
+	if b := p.Take(3); &b[0] != &a[0] || len(b) != 3 {
+		t.Fatal("a released row was not reused")
+	}
+	p.Release(a)
+	if c := p.Take(8); len(c) != 8 || &c[0] == &a[0] {
+		t.Fatal("a row too small was handed out")
+	}
+	p.Release(make([]float32, 1))
+	p.Release(make([]float32, 1)) // the pool is full: dropped, not blocked
+}
