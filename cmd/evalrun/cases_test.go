@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -220,11 +221,32 @@ func TestInterruptBeforeThePasses(t *testing.T) {
 	f.Close()
 	spec := strings.Replace(caseSpec, "ROOT/datasets/stories.jsonl, mode: score, n_ctx: 64, limit: 2", big+", mode: score, n_ctx: 64", 1)
 	s = start(t, nil, "run", writeCase(t, spec), "--out", t.TempDir())
-	time.Sleep(1500 * time.Millisecond)
+	// Signal while evalrun reads the dataset (hashed, then tokenized): a
+	// fixed sleep let a quiet machine finish tokenizing first.
+	waitForOpen(t, s.cmd.Process.Pid, big)
+	time.Sleep(50 * time.Millisecond) // past the hash, into the tokenizer
 	s.cmd.Process.Signal(syscall.SIGINT)
-	if code := s.wait(t, 10*time.Second); code != 3 || !strings.Contains(s.err.String(), "interrupted") {
-		t.Errorf("large dataset: exit %d\n%s", code, s.err)
+	if code := s.wait(t, 10*time.Second); code != 3 || !strings.Contains(s.err.String(), "interrupted") || strings.Contains(s.err.String(), "score:") {
+		t.Errorf("large dataset: exit %d, want 3 and interrupted before the score pass\n%s", code, s.err)
 	}
+}
+
+// waitForOpen waits until process pid has path open (Linux's /proc).
+func waitForOpen(t *testing.T, pid int, path string) {
+	t.Helper()
+	fdDir := fmt.Sprintf("/proc/%d/fd", pid)
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+		fds, err := os.ReadDir(fdDir)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			t.Skipf("no /proc: %v", err)
+		}
+		for _, fd := range fds {
+			if target, _ := os.Readlink(filepath.Join(fdDir, fd.Name())); target == path {
+				return
+			}
+		}
+	}
+	t.Fatalf("evalrun never opened %s", path)
 }
 
 // rewriteModel copies the bundled model with one metadata value changed.
