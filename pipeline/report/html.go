@@ -118,18 +118,32 @@ func zeroNotes(s *summary.Summary) []string {
 	return out
 }
 
+// backendHistogram is a backend's KLD histogram with the backend's index
+// (its colour).
+type backendHistogram struct {
+	index int
+	name  string
+	h     *metrics.KLDHistogram
+}
+
+func kldHistograms(s *summary.Summary) []backendHistogram {
+	var out []backendHistogram
+	for i, b := range s.Backends {
+		if p := profile(b); p != nil && p.KLDHistogram != nil {
+			out = append(out, backendHistogram{i, b.Name, p.KLDHistogram})
+		}
+	}
+	return out
+}
+
 // kldDistribution draws each backend's histogram of log10 KLD as the
 // fraction of its tokens per bin, over the bins any backend fills.
 func kldDistribution(s *summary.Summary) string {
+	hists := kldHistograms(s)
 	lo, hi, maxFrac := math.MaxInt, -1, 0.0
-	for _, b := range s.Backends {
-		p := profile(b)
-		if p == nil || p.KLDHistogram == nil {
-			continue
-		}
-		h := p.KLDHistogram
-		total := histTotal(h)
-		for i, c := range h.Counts {
+	for _, bh := range hists {
+		total := histTotal(bh.h)
+		for i, c := range bh.h.Counts {
 			if c > 0 {
 				lo, hi = min(lo, i), max(hi, i)
 				maxFrac = math.Max(maxFrac, float64(c)/total)
@@ -139,34 +153,22 @@ func kldDistribution(s *summary.Summary) string {
 	if hi < 0 {
 		return emptyChart("no token with a non-zero KLD: every compared distribution is bit-identical, or nothing was scored")
 	}
-	var first *summary.AccuracyProfile
-	for _, b := range s.Backends {
-		if p := profile(b); p != nil && p.KLDHistogram != nil {
-			first = p
-			break
-		}
-	}
-	h0 := first.KLDHistogram
+	h0 := hists[0].h
 	edge := func(i int) float64 { return h0.Lo + float64(i)*h0.Width }
 	p := newPlot(900, 300, edge(lo), edge(hi+1), 0, maxFrac*1.08)
 	p.axes(intTicks(edge(lo), edge(hi+1)), niceTicks(0, maxFrac*1.08, 5), pow10Label, func(v float64) string { return fmt.Sprintf("%.0f%%", v*100) },
 		"KLD per token", "share of tokens")
-	for bi, b := range s.Backends {
-		pr := profile(b)
-		if pr == nil || pr.KLDHistogram == nil {
-			continue
-		}
-		h := pr.KLDHistogram
-		total := histTotal(h)
+	for _, bh := range hists {
+		h, total := bh.h, histTotal(bh.h)
 		var xs, ys []float64
 		var tips []string
 		for i := lo; i <= hi && i < len(h.Counts); i++ {
 			frac := float64(h.Counts[i]) / total
 			xs = append(xs, edge(i)+h.Width/2)
 			ys = append(ys, frac)
-			tips = append(tips, fmt.Sprintf("%s: %d tokens (%.1f%%) with KLD in [%.3g, %.3g)", b.Name, h.Counts[i], 100*frac, math.Pow(10, edge(i)), math.Pow(10, edge(i+1))))
+			tips = append(tips, fmt.Sprintf("%s: %d tokens (%.1f%%) with KLD in [%.3g, %.3g)", bh.name, h.Counts[i], 100*frac, math.Pow(10, edge(i)), math.Pow(10, edge(i+1))))
 		}
-		p.line(b.Name, color(bi), xs, ys, tips)
+		p.line(bh.name, color(bh.index), xs, ys, tips)
 	}
 	return p.svg()
 }
