@@ -33,8 +33,11 @@ func (c Chunk) Input() []int32 {
 }
 
 // Split cuts a token stream into chunks of nCtx tokens; a shorter tail is
-// not scored, as llama-perplexity leaves it.
+// not scored, as llama-perplexity leaves it. nCtx below 1 gives none.
 func Split(dataset string, stream []int32, nCtx int, bos int32) []Chunk {
+	if nCtx < 1 {
+		return nil
+	}
 	var out []Chunk
 	for i := 0; i+nCtx <= len(stream); i += nCtx {
 		out = append(out, Chunk{Dataset: dataset, Index: i / nCtx, Tokens: stream[i : i+nCtx], BOS: bos})

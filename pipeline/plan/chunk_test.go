@@ -49,6 +49,15 @@ func TestChunkGeometry(t *testing.T) {
 	if want := []string{"a", "a", "b", "b", "b"}; !slices.Equal(got, want) {
 		t.Fatalf("Chunks: %v, want %v (the score datasets in order)", got, want)
 	}
+	if in := p.Chunks()[4].Input(); in[0] != 1 {
+		t.Fatalf("Chunks did not pass the plan's BOS: input starts %d", in[0])
+	}
+	if n := len(Split("d", stream[:256], 128, 1)); n != 2 {
+		t.Fatalf("256 tokens at n_ctx 128: %d chunks, want 2 (the last chunk ends with the stream)", n)
+	}
+	if Split("d", stream, 0, 1) != nil {
+		t.Fatal("n_ctx 0 must give no chunks")
+	}
 }
 
 func datasetSpec(name string, mode spec.Mode, nCtx int) spec.Dataset {

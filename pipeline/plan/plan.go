@@ -246,8 +246,9 @@ func (p *Plan) checkOutputs() error {
 	return nil
 }
 
-// MaxContext is the longest sequence any pass feeds a backend (at least
-// 512, at most the model's context_length): the n_ctx of every Load.
+// MaxContext is the longest sequence any pass of the plan feeds a backend,
+// raised to 512 and capped at the model's context_length (the runner raises
+// it to a kld_base reference's n_ctx): the n_ctx every Load asks for.
 func (p *Plan) MaxContext() int {
 	n := 0
 	for _, d := range p.Datasets {

@@ -22,15 +22,15 @@ import (
 var ErrTimeout = errors.New("timed out")
 
 // Pool recycles one backend's logits rows.
-type Pool chan []float32
+type Pool struct{ rows chan []float32 }
 
 // NewPool holds up to n rows for reuse.
-func NewPool(n int) Pool { return make(Pool, n) }
+func NewPool(n int) Pool { return Pool{make(chan []float32, n)} }
 
 // Take returns a row of n values, reused when the pool has one.
 func (p Pool) Take(n int) []float32 {
 	select {
-	case r := <-p:
+	case r := <-p.rows:
 		if cap(r) >= n {
 			return r[:n]
 		}
@@ -42,7 +42,7 @@ func (p Pool) Take(n int) []float32 {
 // Release hands a row back once the host is done with it.
 func (p Pool) Release(row []float32) {
 	select {
-	case p <- row:
+	case p.rows <- row:
 	default:
 	}
 }

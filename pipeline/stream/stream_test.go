@@ -36,6 +36,39 @@ func emitting(n, nVocab int, end error) *evalBackend {
 	}}
 }
 
+// hangingAfter sends n rows and then waits for its context, recording
+// that it was cancelled.
+func hangingAfter(n int) *evalBackend {
+	return &evalBackend{eval: func(ctx context.Context, emit func(backend.Logits) error) error {
+		for i := range n {
+			if err := emit(backend.Logits{Index: i, Values: make([]float32, 4)}); err != nil {
+				return err
+			}
+		}
+		<-ctx.Done()
+		return ctx.Err()
+	}}
+}
+
+// decoder is a backend that decodes rows into the host's buffers, as the
+// plugin client does (backend.RowDecoder).
+type decoder struct {
+	evalBackend
+	bufs [][]float32 // the buffers it was handed
+}
+
+func (d *decoder) EvalInto(ctx context.Context, _ backend.EvalRequest, buf func(n int) []float32, emit func(backend.Logits) error) error {
+	for i := range 2 {
+		row := buf(4)
+		d.bufs = append(d.bufs, row)
+		row[0] = float32(i)
+		if err := emit(backend.Logits{Index: i, Values: row, ComputeNS: 5}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func testConfig(booked *[]Timing) Config {
 	return Config{Pool: NewPool(8), NVocab: 4, Timeout: 200 * time.Millisecond, Book: func(t Timing) { *booked = append(*booked, t) }}
 }
@@ -61,8 +94,75 @@ func TestCallDeliversRowsAndBooksTheCall(t *testing.T) {
 	if err := s.Finish(3); err != nil {
 		t.Fatal(err)
 	}
-	if len(booked) != 1 || booked[0].Rows != 3 || booked[0].ComputeS != 30e-9 || s.Compute() != 30 {
-		t.Fatalf("booked %+v, compute %d ns; want one call of 3 rows and 30 ns", booked, s.Compute())
+	if len(booked) != 1 || booked[0].Rows != 3 || booked[0].ComputeS != 30e-9 || s.Compute() != 30 || booked[0].CallS <= 0 || booked[0].DecodeS <= 0 {
+		t.Fatalf("booked %+v, compute %d ns; want one call of 3 rows, 30 ns of compute, its time and its copies' time", booked, s.Compute())
+	}
+}
+
+// A backend that decodes into the host's buffers gets them from the pool,
+// and the rows it sends are those buffers.
+func TestCallDecodesIntoPooledRows(t *testing.T) {
+	var booked []Timing
+	cfg := testConfig(&booked)
+	recycled := make([]float32, 4)
+	cfg.Pool.Release(recycled)
+	d := &decoder{}
+	s := Start(context.Background(), d, backend.EvalRequest{}, 2, cfg)
+	a, err := s.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := s.Next()
+	if &a[0] != &recycled[0] || &b[0] != &d.bufs[1][0] || b[0] != 1 {
+		t.Fatal("the rows are not the pooled buffers the backend decoded into")
+	}
+	if err := s.Finish(2); err != nil || len(booked) != 1 || booked[0].ComputeS != 5e-9 {
+		t.Fatalf("Finish %v, booked %+v", err, booked)
+	}
+}
+
+// One takes a call's only row; a call that sends more fails, and its row
+// goes back to the pool.
+func TestOne(t *testing.T) {
+	var booked []Timing
+	cfg := testConfig(&booked)
+	if row, err := Start(context.Background(), emitting(1, 4, nil), backend.EvalRequest{}, 1, cfg).One(); err != nil || len(row) != 4 {
+		t.Fatalf("one row: %v, %v", row, err)
+	}
+	_, err := Start(context.Background(), emitting(2, 4, nil), backend.EvalRequest{}, 1, cfg).One()
+	if err == nil || !strings.Contains(err.Error(), "1 more logits rows") {
+		t.Fatalf("two rows: %v", err)
+	}
+	if n := len(cfg.Pool.rows); n != 2 {
+		t.Fatalf("%d rows back in the pool after a failed call of 2 rows: One kept its row", n)
+	}
+}
+
+// A timed-out call is cancelled, so the plugin stops computing, and
+// Received gives up after the time limit.
+func TestTimeoutCancelsTheCall(t *testing.T) {
+	cancelled := make(chan struct{})
+	hung := &evalBackend{eval: func(ctx context.Context, _ func(backend.Logits) error) error {
+		<-ctx.Done()
+		close(cancelled)
+		return ctx.Err()
+	}}
+	var booked []Timing
+	s := Start(context.Background(), hung, backend.EvalRequest{}, 1, testConfig(&booked))
+	start := time.Now()
+	if s.Received() {
+		t.Fatal("Received said a hung call had ended")
+	}
+	if d := time.Since(start); d < 150*time.Millisecond || d > 2*time.Second {
+		t.Fatalf("Received gave up after %s, want the 200ms limit", d)
+	}
+	if _, err := s.Next(); !errors.Is(err, ErrTimeout) {
+		t.Fatal(err)
+	}
+	select {
+	case <-cancelled:
+	case <-time.After(time.Second):
+		t.Fatal("the timed-out call was not cancelled")
 	}
 }
 
@@ -83,7 +183,9 @@ func TestCallErrors(t *testing.T) {
 		{"short row", emitting(1, 3, nil), 1, "the plugin sent a row of 3 logits, the vocabulary has 4"},
 		{"fewer rows", emitting(1, 4, nil), 2, "the plugin sent fewer logits rows than requested"},
 		{"more rows", emitting(3, 4, nil), 2, "the plugin sent 1 more logits rows than requested"},
-		{"plugin error", emitting(1, 4, errors.New("device lost")), 2, "device lost"},
+		{"hung after its rows", hangingAfter(1), 1, "timed out after 200ms waiting for the next logits row"},
+		{"plugin error mid-call", emitting(1, 4, errors.New("device lost")), 2, "device lost"},
+		{"plugin error after its rows", emitting(1, 4, errors.New("device lost")), 1, "device lost"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var booked []Timing
@@ -99,8 +201,8 @@ func TestCallErrors(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("error %v, want %q", err, c.want)
 			}
-			if c.name == "hung" && !errors.Is(err, ErrTimeout) {
-				t.Fatalf("a hung plugin's error is not ErrTimeout: %v", err)
+			if strings.HasPrefix(c.name, "hung") && (!errors.Is(err, ErrTimeout) || len(booked) != 0) {
+				t.Fatalf("a hung plugin: error %v (want ErrTimeout), booked %+v (want nothing)", err, booked)
 			}
 			if d := time.Since(start); d > 2*time.Second {
 				t.Fatalf("took %s", d)
@@ -124,6 +226,15 @@ func TestAbandonDoesNotWait(t *testing.T) {
 	case <-done:
 	case <-time.After(time.Second):
 		t.Fatal("Abandon waited for the plugin")
+	}
+	cfg := testConfig(&booked)
+	s = Start(context.Background(), emitting(2, 4, nil), backend.EvalRequest{}, 2, cfg)
+	s.Received()
+	s.Abandon()
+	for deadline := time.Now().Add(time.Second); len(cfg.Pool.rows) < 2; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("Abandon gave back %d of the call's 2 rows", len(cfg.Pool.rows))
+		}
 	}
 	var none *Call
 	none.Abandon() // no call: nothing to do
@@ -151,9 +262,10 @@ func TestReplay(t *testing.T) {
 		t.Fatalf("Finish %v, booked %+v: a replay books nothing", err, booked)
 	}
 	cfg.Pool.Release(a)
-	row := cfg.Pool.Take(4)
-	row[3] = -1
-	if b[3] != 13 {
+	for i, row := 0, cfg.Pool.Take(8); i < len(row); i++ { // a longer row, from the pool if it fits
+		row[i] = -1
+	}
+	if b[0] != 10 {
 		t.Fatal("a reused replay row overwrote the next one")
 	}
 }
