@@ -169,17 +169,13 @@ func TestTimeoutCancelsTheCall(t *testing.T) {
 // Every way a plugin can get a call wrong ends it with an error that says
 // so, within the time limit.
 func TestCallErrors(t *testing.T) {
-	hung := &evalBackend{eval: func(ctx context.Context, _ func(backend.Logits) error) error {
-		<-ctx.Done()
-		return ctx.Err()
-	}}
 	for _, c := range []struct {
 		name  string
 		be    backend.Backend
 		reads int // rows taken before Finish
 		want  string
 	}{
-		{"hung", hung, 1, "timed out after 200ms waiting for the next logits row"},
+		{"hung", hangingAfter(0), 1, "timed out after 200ms waiting for the next logits row"},
 		{"short row", emitting(1, 3, nil), 1, "the plugin sent a row of 3 logits, the vocabulary has 4"},
 		{"fewer rows", emitting(1, 4, nil), 2, "the plugin sent fewer logits rows than requested"},
 		{"more rows", emitting(3, 4, nil), 2, "the plugin sent 1 more logits rows than requested"},
