@@ -25,6 +25,7 @@ type fakeBackend struct {
 	failLoad       bool  // Load fails (not as bad input)
 	simulated      bool  // Describe declares a simulated device
 	onRow          func(n int64)
+	benchNS        func(i int) int64 // nil: the i-th repetition's ns per token is 1e6 × (1 + i/10)
 
 	mu       sync.Mutex
 	sessions map[string][]uint64 // per position: rolling hash of the history
@@ -146,6 +147,9 @@ func (f *fakeBackend) Bench(_ context.Context, req backend.BenchRequest) (backen
 	s := make([]int64, req.Reps)
 	for i := range s {
 		s[i] = int64(1000000 * (req.NPrompt + req.NGen) * (10 + f.benchN[kind]) / 10)
+		if f.benchNS != nil {
+			s[i] = int64(req.NPrompt+req.NGen) * f.benchNS(f.benchN[kind])
+		}
 		f.benchN[kind]++
 	}
 	return backend.BenchResult{NPrompt: req.NPrompt, NGen: req.NGen, SamplesNS: s}, nil

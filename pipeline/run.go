@@ -229,7 +229,7 @@ func (r *runner) preflight(ctx context.Context) error {
 	p, s := r.plan, r.plan.Spec
 	if r.opt.RelativeGates == nil {
 		for _, b := range s.Backends() {
-			if rel := b.Gates.Relative(); len(rel) > 0 {
+			if rel := b.Gates.BaselineRun(); len(rel) > 0 {
 				return &backend.InputError{Err: s.Err(b.Key+".gates", "%s: gate %s compares with a baseline run: set baseline: in the spec or --baseline", b.Name, rel[0].Name)}
 			}
 		}
@@ -386,6 +386,10 @@ func (r *runner) finish(ctx context.Context, end time.Time) {
 	s.Run.DurationS = end.Sub(s.Run.Started).Seconds()
 	r.interrupted = ctx.Err() != nil
 	v := &verdict.Builder{Relative: r.opt.RelativeGates, LiveRef: r.base == nil}
+	if sh := r.shard(); sh.Total > 1 {
+		units := r.planUnits()
+		v.BenchedApart = func(a, b string) string { return shard.BenchedApart(units, sh.Total, a, b) }
+	}
 	if r.base != nil {
 		s.Reference = summary.BackendSummary{Name: r.plan.Spec.Reference.Name, Kind: "kld_base", Model: r.plan.Spec.Reference.KLDBase, Status: summary.StatusOK, Pass: true}
 	} else {

@@ -183,8 +183,9 @@ func TestSIGTERMToTheGroupDuringBench(t *testing.T) {
 	if sum.Reference.Status != "ok" || sum.Backends[0].Status != "ok" {
 		t.Fatalf("reference %s (%s), candidate %s (%s)", sum.Reference.Status, sum.Reference.Error, sum.Backends[0].Status, sum.Backends[0].Error)
 	}
-	// Rounds alternate the backends: at the interruption the reference is
-	// at most one repetition ahead, and far from the 1000 asked for.
+	// Rounds alternate the backends (in a shuffled order): at the
+	// interruption either is at most one repetition ahead, and far from the
+	// 1000 asked for.
 	n := func(tp *summary.Throughput) int {
 		if tp == nil || tp.PP == nil {
 			return 0
@@ -193,7 +194,7 @@ func TestSIGTERMToTheGroupDuringBench(t *testing.T) {
 	}
 	nRef, nCand := n(sum.Reference.Throughput), n(sum.Backends[0].Throughput)
 	t.Logf("pp16 repetitions kept: reference %d, candidate %d", nRef, nCand)
-	if nRef == 0 || nRef >= 1000 || nRef-nCand > 1 || nRef < nCand {
+	if nRef == 0 || nRef >= 1000 || nRef-nCand > 1 || nCand-nRef > 1 {
 		t.Errorf("pp16 repetitions kept: reference %d, candidate %d", nRef, nCand)
 	}
 }

@@ -66,7 +66,7 @@ func Run(opt Options) (*summary.Summary, error) {
 		sums[f] = s
 	}
 	for _, b := range set.Manifest.Backends {
-		if rel := b.Gates.Relative(); len(rel) > 0 && opt.RelativeGates == nil {
+		if rel := b.Gates.BaselineRun(); len(rel) > 0 && opt.RelativeGates == nil {
 			return nil, backend.BadInput("backend %s: gate %s compares with a baseline run: give the merge a --baseline", b.Name, rel[0].Name)
 		}
 	}
@@ -135,7 +135,10 @@ func (m *merger) summary(now time.Time, opt Options) *summary.Summary {
 	for _, f := range set.Files {
 		s.Run.Merged.Shards = append(s.Run.Merged.Shards, f.Dir)
 	}
-	v := &verdict.Builder{Relative: opt.RelativeGates, LiveRef: first.Reference.Kind != "kld_base"}
+	v := &verdict.Builder{Relative: opt.RelativeGates, LiveRef: first.Reference.Kind != "kld_base",
+		BenchedApart: func(a, b string) string {
+			return shard.BenchedApart(set.Manifest.Units, set.Files[0].Manifest.Shard.Total, a, b)
+		}}
 	s.Reference = m.backend(first.Reference, func(x *summary.Summary) summary.BackendSummary { return x.Reference })
 	v.Reference(&s.Reference)
 	v.Speeds = map[string]*summary.Throughput{s.Reference.Name: s.Reference.Throughput}

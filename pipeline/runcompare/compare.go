@@ -249,7 +249,7 @@ func compareSpeed(base, new *summary.Throughput, shift *MachineShift, backend st
 		if t.b == nil && t.n == nil {
 			continue
 		}
-		rates := shift.remove(testName(t.n), backend, t.n.Rates())
+		rates := shift.remove(t.n.Name(), backend, t.n.Rates())
 		c := SpeedChange{Simulated: new.Simulated || base.Simulated, Comparison: speedstat.Compare(t.b.Rates(), rates),
 			baseRates: t.b.Rates(), newRates: rates}
 		if shift != nil && c.Delta != nil {
@@ -257,12 +257,12 @@ func compareSpeed(base, new *summary.Throughput, shift *MachineShift, backend st
 			raw := c.New.Fast/c.Base.Fast - 1
 			c.DeltaRaw = &raw
 		}
-		c.Test = testName(t.n)
+		c.Test = t.n.Name()
 		if c.Test == "" {
-			c.Test = testName(t.b)
+			c.Test = t.b.Name()
 		}
-		if t.b != nil && t.n != nil && testName(t.b) != testName(t.n) {
-			c.Verdict, c.Note = speedstat.NotComparable, fmt.Sprintf("the baseline ran %s", testName(t.b))
+		if t.b != nil && t.n != nil && t.b.Name() != t.n.Name() {
+			c.Verdict, c.Note = speedstat.NotComparable, fmt.Sprintf("the baseline ran %s", t.b.Name())
 		}
 		out = append(out, c)
 	}
@@ -305,7 +305,7 @@ func machineShift(base, new map[string]*summary.Throughput) *MachineShift {
 		}
 		n := len(all)
 		for _, t := range []struct{ b, n *summary.BenchTest }{{bt.PP, nt.PP}, {bt.TG, nt.TG}} {
-			if t.b == nil || t.n == nil || testName(t.b) != testName(t.n) {
+			if t.b == nil || t.n == nil || t.b.Name() != t.n.Name() {
 				continue
 			}
 			// From the samples: a baseline written before p95 was recorded
@@ -313,7 +313,7 @@ func machineShift(base, new map[string]*summary.Throughput) *MachineShift {
 			if b, n := speedstat.Summarize(t.b.Rates()), speedstat.Summarize(t.n.Rates()); b != nil && n != nil && b.Fast > 0 {
 				l := math.Log(n.Fast / b.Fast)
 				all = append(all, l)
-				test := testName(t.n)
+				test := t.n.Name()
 				if logs[test] == nil {
 					logs[test] = map[string]float64{}
 				}
@@ -404,14 +404,4 @@ func (res *Result) judgeSpeed() {
 			s.Verdict = speedstat.Faster
 		}
 	}
-}
-
-func testName(b *summary.BenchTest) string {
-	if b == nil {
-		return ""
-	}
-	if b.NGen > 0 {
-		return fmt.Sprintf("tg%d", b.NGen)
-	}
-	return fmt.Sprintf("pp%d", b.NPrompt)
 }

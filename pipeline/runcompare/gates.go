@@ -4,8 +4,8 @@ import (
 	"fmt"
 
 	"github.com/evalrun/evalrun/pipeline/spec"
-	"github.com/evalrun/evalrun/pipeline/speedstat"
 	"github.com/evalrun/evalrun/pipeline/summary"
+	"github.com/evalrun/evalrun/pipeline/verdict"
 )
 
 // Gates returns the pipeline's relative-gate hook for a baseline run: each
@@ -18,7 +18,7 @@ func Gates(base *Run) func(b *summary.BackendSummary, g spec.Gates, speeds map[s
 	return func(b *summary.BackendSummary, g spec.Gates, speeds map[string]*summary.Throughput) []summary.GateResult {
 		bb, found := base.backend(b.Name)
 		var out []summary.GateResult
-		for _, gate := range g.Relative() {
+		for _, gate := range g.BaselineRun() {
 			r := summary.GateResult{Name: gate.Name, Limit: gate.Limit}
 			switch {
 			case !found:
@@ -67,34 +67,14 @@ func accuracyGate(r summary.GateResult, gate spec.Gate, base, new *summary.Accur
 	return r
 }
 
-// slowdownGate fails only when the slowdown beyond the limit is
-// significant: the one-sided p95 test of this run's rates against the
-// baseline's scaled by (1 - limit). Value is the p95's slowdown.
+// slowdownGate judges a slowdown gate against the baseline run, the
+// machine's shift between the runs divided out (verdict.Slowdown).
 func slowdownGate(r summary.GateResult, gate spec.Gate, base, new *summary.Throughput, g spec.Gates, shift *MachineShift, backend string) summary.GateResult {
 	if summary.SkipSpeedGate(g, new) {
 		r.Pass, r.Skipped, r.Note = true, true, summary.NoteSimulated
 		return r
 	}
-	pick := func(t *summary.Throughput) *summary.BenchTest {
-		if t == nil {
-			return nil
-		}
-		if gate.Metric == "tg_ts" {
-			return t.TG
-		}
-		return t.PP
-	}
-	bt, nt := pick(base), pick(new)
-	bs, ns := summaryOf(bt), summaryOf(nt)
-	if bs == nil || ns == nil {
-		r.Note = "not measured"
-		return r
-	}
-	if testName(bt) != testName(nt) {
-		r.Note = fmt.Sprintf("not comparable: the baseline ran %s, this run %s", testName(bt), testName(nt))
-		return r
-	}
-	test, machine := testName(nt), ""
+	test, machine := new.Test(gate.Metric).Name(), ""
 	factor := shift.factor(test, backend)
 	if shift != nil {
 		over := "the other backends' p95 speed"
@@ -103,24 +83,5 @@ func slowdownGate(r summary.GateResult, gate spec.Gate, base, new *summary.Throu
 		}
 		machine = fmt.Sprintf(" after the machine's %+.1f%% (%s)", 100*(factor-1), over)
 	}
-	rates := shift.remove(test, backend, nt.Rates())
-	slow := 1 - ns.Fast/factor/bs.Fast
-	r.Value = &slow
-	exceeds, p, _ := speedstat.SlowdownExceeds(bt.Rates(), rates, gate.Limit)
-	r.Pass = !exceeds
-	verdict := "not significant"
-	if exceeds {
-		verdict = "significant"
-	}
-	r.Note = fmt.Sprintf("p95 %.4g -> %.4g t/s, slowdown %.1f%%%s beyond %.1f%%: %s (one-sided p95 test p=%.3g, %d+%d repetitions)",
-		bs.Fast, ns.Fast, 100*slow, machine, 100*gate.Limit, verdict, p, bs.N, ns.N)
-	return r
-}
-
-// summaryOf summarizes a test's samples; nil when it did not run.
-func summaryOf(t *summary.BenchTest) *speedstat.Summary {
-	if t == nil {
-		return nil
-	}
-	return speedstat.Summarize(t.Rates())
+	return verdict.Slowdown(r, gate, base, new, factor, machine, "the baseline")
 }

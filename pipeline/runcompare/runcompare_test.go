@@ -432,7 +432,7 @@ func TestSlowdownGateNeedsTheSameTest(t *testing.T) {
 	run.Summary.Backends[0].Throughput.TG = bench(32, 1000, 120)
 	bs, _ := run.backend("b")
 	res := Gates(base)(&bs, spec.Gates{TGTSMaxSlowdown: p(0.1)}, run.speeds())
-	if len(res) != 1 || res[0].Pass || !strings.Contains(res[0].Note, "not comparable: the baseline ran tg16, this run tg32") {
+	if len(res) != 1 || res[0].Pass || !strings.Contains(res[0].Note, "not comparable: the baseline ran tg16, this backend tg32") {
 		t.Errorf("tg16 against tg32: %+v", res)
 	}
 }

@@ -91,6 +91,26 @@ func ScoreUnit(dataset string, chunk int) string {
 func GenerateUnit(dataset, id string) string { return "generate/" + dataset + "/" + id }
 func BenchUnit(backend string) string        { return "bench/" + backend }
 
+// BenchedApart says why the benches of backends a and b, split into total
+// shards, were not interleaved round by round in one process ("" when they
+// were): a shard benches only its own backends, so comparing their speeds
+// would compare two processes, perhaps two machines.
+func BenchedApart(units []Unit, total int, a, b string) string {
+	owner := func(name string) int {
+		for i, u := range units {
+			if u.ID == BenchUnit(name) {
+				return i % total
+			}
+		}
+		return -1
+	}
+	oa, ob := owner(a), owner(b)
+	if total <= 1 || oa == ob {
+		return ""
+	}
+	return fmt.Sprintf("%s was benched by shard %d/%d and %s by shard %d/%d, not interleaved in one process (run the bench unsharded to compare their speeds)", a, oa, total, b, ob, total)
+}
+
 // PromptUnit is the unit a prompts.jsonl line belongs to (its mode, dataset
 // and id).
 func PromptUnit(mode, dataset, id string) string { return mode + "/" + dataset + "/" + id }

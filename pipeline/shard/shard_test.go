@@ -188,3 +188,20 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// Two backends' speeds can be judged against each other only when one
+// shard interleaved their benches.
+func TestBenchedApart(t *testing.T) {
+	units := []Unit{{ID: ScoreUnit("d", 0)}, {ID: BenchUnit("ref")}, {ID: BenchUnit("old")}, {ID: BenchUnit("new")}}
+	if why := BenchedApart(units, 1, "old", "new"); why != "" {
+		t.Fatalf("one process: %q", why)
+	}
+	// 2 shards: ref at 1, old at 2, new at 3: ref and new in shard 1, old in shard 0.
+	if why := BenchedApart(units, 2, "ref", "new"); why != "" {
+		t.Fatalf("both in shard 1/2: %q", why)
+	}
+	why := BenchedApart(units, 2, "old", "new")
+	if !strings.Contains(why, "old was benched by shard 0/2 and new by shard 1/2") {
+		t.Fatalf("split over shards: %q", why)
+	}
+}

@@ -285,6 +285,14 @@ type Gates struct {
 	// RequireOffload fails a backend whose device left a listed kernel
 	// unused, or ran nothing at all (the plugin's kernel accounting).
 	RequireOffload *bool `yaml:"require_offload,omitempty"`
+
+	// SpeedBaseline names another backend of the same run (the reference
+	// or a candidate) that the slowdown gates judge against instead of the
+	// baseline run. The bench interleaves the two round by round, so the
+	// machine's drift between runs, which two runs cannot tell from a
+	// change of the code, does not enter (last night's plugin beside
+	// tonight's, by plugin_path:). A candidate's own key only.
+	SpeedBaseline *string `yaml:"speed_baseline,omitempty"`
 }
 
 // gateSuffixes end the gates' keys: _max and _min bound the metric the key
@@ -318,6 +326,33 @@ func (g Gates) List() []Gate { return g.list(false) }
 // schema order; Metric is the metric compared (kld_mean, same_top_p,
 // ppl_ratio, tg_ts, pp_ts) and Limit the largest change for the worse.
 func (g Gates) Relative() []Gate { return g.list(true) }
+
+// BaselineRun returns the relative gates that compare with a baseline run:
+// all of them, less the slowdown gates when SpeedBaseline names a backend of
+// this run to judge them against.
+func (g Gates) BaselineRun() []Gate {
+	var out []Gate
+	for _, gate := range g.Relative() {
+		if g.SpeedBaseline == nil || !isSpeed(gate.Metric) {
+			out = append(out, gate)
+		}
+	}
+	return out
+}
+
+// InRun returns the slowdown gates judged against SpeedBaseline's backend
+// in this run; none without it.
+func (g Gates) InRun() []Gate {
+	var out []Gate
+	for _, gate := range g.Relative() {
+		if g.SpeedBaseline != nil && isSpeed(gate.Metric) {
+			out = append(out, gate)
+		}
+	}
+	return out
+}
+
+func isSpeed(metric string) bool { return metric == "tg_ts" || metric == "pp_ts" }
 
 // SpeedOnSimulated reports whether speed gates apply to simulated devices.
 func (g Gates) SpeedOnSimulated() bool {

@@ -736,3 +736,44 @@ func TestEffectiveGates(t *testing.T) {
 		t.Errorf("effective gates %#v, want %#v", got, want)
 	}
 }
+
+// gates.speed_baseline moves a backend's slowdown gates from the baseline
+// run to another backend of the same run, and names a backend that is
+// benchmarked in this run.
+func TestSpeedBaseline(t *testing.T) {
+	two := base + "    gates: {pp_ts_max_slowdown: 0.05, kld_mean_max_increase: 0.001, speed_baseline: c}\n  - name: c\n    plugin: cpu\n"
+	s, msg := load(t, two, nil)
+	if msg != "" {
+		t.Fatalf("load: %s", msg)
+	}
+	g := s.Backends()[1].Gates
+	if in, run := g.InRun(), g.BaselineRun(); len(in) != 1 || in[0].Name != "pp_ts_max_slowdown" || len(run) != 1 || run[0].Name != "kld_mean_max_increase" {
+		t.Fatalf("in the run %+v, against the baseline run %+v", in, run)
+	}
+	if c := s.Backends()[2].Gates; len(c.InRun()) != 0 || c.SpeedBaseline != nil {
+		t.Fatalf("backend c has no speed_baseline: %+v", c)
+	}
+	noBaseline := base + "    gates: {pp_ts_max_slowdown: 0.05}\n"
+	s, msg = load(t, noBaseline, nil)
+	if msg != "" {
+		t.Fatalf("load: %s", msg)
+	}
+	if g := s.Backends()[1].Gates; len(g.BaselineRun()) != 1 || len(g.InRun()) != 0 {
+		t.Fatalf("without speed_baseline the slowdown gate compares with the baseline run: %+v", g)
+	}
+
+	gated := func(gates string) string { return base + "    gates: {" + gates + "}\n  - name: c\n    plugin: cpu\n" }
+	for _, c := range []struct{ text, want string }{
+		{gated("pp_ts_max_slowdown: 0.05, speed_baseline: b"), `backends[0].gates.speed_baseline: names this backend itself`},
+		{gated("pp_ts_max_slowdown: 0.05, speed_baseline: x"), `backends[0].gates.speed_baseline: no backend "x" in this spec (backends: b, c, reference)`},
+		{gated("pp_ts_max_slowdown: 0.05, speed_baseline: c") + "bench: {enabled: false}\n", `backends[0].gates.speed_baseline: needs bench.enabled: true`},
+		{gated("kld_mean_max: 1, speed_baseline: c"), `backends[0].gates.speed_baseline: judges the slowdown gates, and none is set`},
+		{base + "gates: {speed_baseline: b}\n", `gates.speed_baseline: set it in a backend's gates`},
+		{strings.Replace(base, "  plugin: cpu\nbackends", "  kld_base: k.kld\nbackends", 1) + "    gates: {tg_ts_max_slowdown: 0, speed_baseline: reference}\n",
+			`backends[0].gates.speed_baseline: the reference "reference" is a kld_base file`},
+	} {
+		if _, msg := load(t, c.text, nil); !strings.Contains(msg, c.want) {
+			t.Errorf("%q:\n got %s\nwant %s", c.text, msg, c.want)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -204,6 +205,7 @@ func (k *checker) validate() {
 		k.gates(b.Key+".gates", b.Gates)
 	}
 	k.gates("gates", s.Gates)
+	k.speedBaselines(backends)
 	if b := s.Bench; b.Enabled && b.NPrompt == 0 && b.NGen == 0 {
 		k.add("bench", "n_prompt and n_gen are both 0: nothing to benchmark (set enabled: false instead)")
 	}
@@ -233,6 +235,36 @@ func (k *checker) gates(path string, g Gates) {
 			k.add(path+"."+gate.Name, "is a fraction between 0 and 1, got %g", gate.Limit)
 		} else if strings.HasSuffix(gate.Name, "_max_slowdown") && gate.Limit >= 1 {
 			k.add(path+"."+gate.Name, "is a fraction of the baseline's tokens/s, below 1, got %g", gate.Limit)
+		}
+	}
+}
+
+// speedBaselines checks each candidate's gates.speed_baseline: another
+// backend of this run that is benchmarked, and slowdown gates to judge.
+func (k *checker) speedBaselines(backends map[string]string) {
+	s := k.s
+	if s.Gates.SpeedBaseline != nil {
+		k.add("gates.speed_baseline", "set it in a backend's gates: it names the backend that backend's speed is judged against")
+	}
+	for _, b := range s.Candidates {
+		name := b.Gates.SpeedBaseline
+		if name == nil {
+			continue
+		}
+		path := b.Key + ".gates.speed_baseline"
+		gates := s.Gates.Merge(b.Gates)
+		_, known := backends[*name]
+		switch {
+		case *name == b.Name:
+			k.add(path, "names this backend itself: name another backend of the run to judge its speed against")
+		case !known:
+			k.add(path, "no backend %q in this spec (backends: %s)", *name, strings.Join(slices.Sorted(maps.Keys(backends)), ", "))
+		case *name == s.Reference.Name && s.Reference.KLDBase != "":
+			k.add(path, "the reference %q is a kld_base file: it has no speed to judge against", *name)
+		case !s.Bench.Enabled:
+			k.add(path, "needs bench.enabled: true (nothing is benchmarked)")
+		case len(gates.InRun()) == 0:
+			k.add(path, "judges the slowdown gates, and none is set: add tg_ts_max_slowdown or pp_ts_max_slowdown")
 		}
 	}
 }

@@ -285,6 +285,18 @@ type Throughput struct {
 	Simulated bool `json:"simulated,omitempty"`
 }
 
+// Test is the bench test a speed metric (tg_ts, pp_ts) measures; nil when
+// it did not run.
+func (t *Throughput) Test(metric string) *BenchTest {
+	switch {
+	case t == nil:
+		return nil
+	case metric == "tg_ts":
+		return t.TG
+	}
+	return t.PP
+}
+
 // NewBenchTest computes llama-bench's statistics and the median with its
 // confidence interval (package speedstat) for one test.
 func NewBenchTest(nPrompt, nGen int, samples []int64) *BenchTest {
@@ -299,6 +311,17 @@ func (b *BenchTest) Rates() []float64 {
 		return nil
 	}
 	return speedstat.Rates(b.SamplesNS, b.NPrompt+b.NGen)
+}
+
+// Name is the test's llama-bench name, ppN or tgN; "" for none.
+func (b *BenchTest) Name() string {
+	if b == nil {
+		return ""
+	}
+	if b.NGen > 0 {
+		return fmt.Sprintf("tg%d", b.NGen)
+	}
+	return fmt.Sprintf("pp%d", b.NPrompt)
 }
 
 // BenchTest is one llama-bench test (ppN or tgN).

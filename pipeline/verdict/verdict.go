@@ -20,6 +20,10 @@ type Builder struct {
 	Relative RelativeGates                  // nil: no baseline
 	Speeds   map[string]*summary.Throughput // every backend's, for Relative
 	LiveRef  bool                           // false: a kld_base reference
+	// BenchedApart says why two backends' benches were not interleaved in
+	// one process ("" when they were), so gates.speed_baseline cannot judge
+	// one against the other; nil: one process benched every backend.
+	BenchedApart func(a, b string) string
 
 	reasons                      []string
 	errorSeen, gateFailed, gated bool
@@ -57,6 +61,7 @@ func (v *Builder) Candidate(bs summary.BackendSummary, cmp *Comparison, gates sp
 	if v.Relative != nil {
 		bs.Gates = append(bs.Gates, v.Relative(&bs, gates, v.Speeds)...)
 	}
+	bs.Gates = append(bs.Gates, v.inRun(bs, gates)...)
 	bs.Pass = true
 	for _, g := range bs.Gates {
 		if !g.Pass {
@@ -70,6 +75,30 @@ func (v *Builder) Candidate(bs summary.BackendSummary, cmp *Comparison, gates sp
 	}
 	v.gateFailed = v.gateFailed || !bs.Pass
 	return bs
+}
+
+// inRun judges a candidate's slowdown gates against its speed_baseline,
+// another backend of this run whose bench was interleaved with its own.
+func (v *Builder) inRun(bs summary.BackendSummary, g spec.Gates) []summary.GateResult {
+	var out []summary.GateResult
+	for _, gate := range g.InRun() {
+		r := summary.GateResult{Name: gate.Name, Limit: gate.Limit}
+		name := *g.SpeedBaseline
+		apart := ""
+		if v.BenchedApart != nil {
+			apart = v.BenchedApart(name, bs.Name)
+		}
+		switch {
+		case summary.SkipSpeedGate(g, bs.Throughput):
+			r.Pass, r.Skipped, r.Note = true, true, summary.NoteSimulated
+		case apart != "":
+			r.Note = "not measured: " + apart
+		default:
+			r = Slowdown(r, gate, v.Speeds[name], bs.Throughput, 1, "", name+" in this run")
+		}
+		out = append(out, r)
+	}
+	return out
 }
 
 // Note adds a reason that does not change the verdict.

@@ -74,3 +74,26 @@ func TestBuilderIncomplete(t *testing.T) {
 		}
 	}
 }
+
+// A speed_baseline gate between two backends whose benches were not
+// interleaved (shards) is not measured, and fails rather than compare two
+// processes' speeds.
+func TestInRunGateBenchedApart(t *testing.T) {
+	old, limit := "old", 0.05
+	samples := make([]int64, 100)
+	for i := range samples {
+		samples[i] = int64(1e6 + i)
+	}
+	tput := &summary.Throughput{PP: summary.NewBenchTest(64, 0, samples)}
+	gates := spec.Gates{PPTSMaxSlowdown: &limit, SpeedBaseline: &old}
+	for _, apart := range []string{"", "old was benched by shard 0/2 and new by shard 1/2"} {
+		c := &Comparison{Planned: 3}
+		c.Add(unit(t))
+		v := &Builder{LiveRef: true, Speeds: map[string]*summary.Throughput{"old": tput, "new": tput},
+			BenchedApart: func(a, b string) string { return apart }}
+		bs := v.Candidate(summary.BackendSummary{Name: "new", Status: summary.StatusOK, Throughput: tput}, c, gates)
+		if len(bs.Gates) != 1 || bs.Pass != (apart == "") || (apart != "" && bs.Gates[0].Note != "not measured: "+apart) {
+			t.Errorf("benched apart %q: pass %v, gates %+v", apart, bs.Pass, bs.Gates)
+		}
+	}
+}
