@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -147,8 +149,104 @@ func TestGitHubWorkflowPaths(t *testing.T) {
 				artifact = p
 			}
 		}
-		if len(outs) == 0 || junit != outs[0]+"/junit.xml" || artifact != outs[0] {
+		if len(outs) == 0 || junit != outs[0]+"/junit.xml" || strings.Fields(artifact)[0] != outs[0] {
 			t.Errorf("%s: evalrun writes to %v, JUnit report %q, artifact %q", name, outs, junit, artifact)
+		}
+	}
+}
+
+var lastPlugin = regexp.MustCompile(`EVALRUN_BACKENDS_(\d+)_PLUGIN_PATH="\$PWD/baseline/(bin/[\w-]+)"`)
+
+// TestNightlyBenchesLastNightsPlugins: in both nightly jobs, every backend
+// of configs/nightly.yaml that a speed gate judges against (speed_baseline)
+// is pointed at last night's binary of the plugin it runs, and the job's
+// artifact keeps that binary for the next night.
+func TestNightlyBenchesLastNightsPlugins(t *testing.T) {
+	var spec struct {
+		Backends []struct {
+			Name       string `yaml:"name"`
+			PluginPath string `yaml:"plugin_path"`
+			Gates      struct {
+				SpeedBaseline string `yaml:"speed_baseline"`
+			} `yaml:"gates"`
+		} `yaml:"backends"`
+	}
+	data, err := os.ReadFile("../../configs/nightly.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(data, &spec); err != nil {
+		t.Fatal(err)
+	}
+	judged := map[string]bool{}
+	for _, b := range spec.Backends {
+		if b.Gates.SpeedBaseline != "" {
+			judged[b.Gates.SpeedBaseline] = true
+		}
+	}
+	if len(judged) < 2 {
+		t.Fatalf("configs/nightly.yaml: speed gates judge against %v, want last night's rknn and cpu plugins", judged)
+	}
+
+	var gh struct {
+		Jobs map[string]struct {
+			Steps []struct {
+				Run  string            `yaml:"run"`
+				With map[string]string `yaml:"with"`
+			} `yaml:"steps"`
+		} `yaml:"jobs"`
+	}
+	var gl struct {
+		Nightly struct {
+			Script    []string `yaml:"script"`
+			Artifacts struct {
+				Paths []string `yaml:"paths"`
+			} `yaml:"artifacts"`
+		} `yaml:"nightly"`
+	}
+	for path, v := range map[string]any{"github-actions.yml": &gh, "gitlab-ci.yml": &gl} {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := yaml.Unmarshal(data, v); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+	}
+	var ghScript, ghKept []string
+	for _, s := range gh.Jobs["nightly"].Steps {
+		ghScript = append(ghScript, s.Run)
+		if p := s.With["path"]; p != "" {
+			ghKept = strings.Fields(p)
+		}
+	}
+	for name, job := range map[string]struct {
+		script string
+		kept   []string
+	}{
+		"github-actions.yml": {strings.Join(ghScript, "\n"), ghKept},
+		"gitlab-ci.yml":      {strings.Join(gl.Nightly.Script, "\n"), gl.Nightly.Artifacts.Paths},
+	} {
+		pointed := map[string]bool{}
+		for _, m := range lastPlugin.FindAllStringSubmatch(job.script, -1) {
+			i, _ := strconv.Atoi(m[1])
+			if i >= len(spec.Backends) {
+				t.Errorf("%s: EVALRUN_BACKENDS_%d_PLUGIN_PATH: configs/nightly.yaml has %d backends", name, i, len(spec.Backends))
+				continue
+			}
+			b := spec.Backends[i]
+			if b.PluginPath != "../"+m[2] {
+				t.Errorf("%s: backend %d (%s) runs %s, the job points it at last night's %s", name, i, b.Name, b.PluginPath, m[2])
+			}
+			if !slices.Contains(job.kept, m[2]) {
+				t.Errorf("%s: the artifact %v does not keep %s for the next night", name, job.kept, m[2])
+			}
+			pointed[b.Name] = true
+		}
+		for b := range judged {
+			if !pointed[b] {
+				t.Errorf("%s: the speed gates judge against %s, which the job leaves at this build's plugin", name, b)
+			}
 		}
 	}
 }

@@ -523,8 +523,10 @@ func TestShippedConfigs(t *testing.T) {
 	}
 	specs := map[string]*Spec{}
 	for _, p := range paths {
-		// bench-1b's model is made by evalrun synth, not shipped
-		s, err := readSpec(context.Background(), p, options{checkFiles: filepath.Base(p) != "bench-1b.yaml"})
+		// bench-1b's model is made by evalrun synth, nightly's last-night
+		// plugins by make build: not shipped
+		check := filepath.Base(p) != "bench-1b.yaml" && filepath.Base(p) != "nightly.yaml"
+		s, err := readSpec(context.Background(), p, options{checkFiles: check})
 		if err != nil {
 			t.Errorf("%s: %v", p, err)
 			continue
@@ -585,6 +587,44 @@ func TestShippedConfigs(t *testing.T) {
 					t.Errorf("%s: gate %+v for same top %g", b.Name, g, e[1])
 				}
 			}
+		}
+	}
+
+	// nightly.yaml is default.yaml plus last night's builds of the plugins
+	// its candidates run, which their slowdown gates judge against.
+	if n := specs["nightly.yaml"]; n == nil {
+		t.Error("configs/nightly.yaml missing or broken")
+	} else {
+		if n.Model != def.Model || !reflect.DeepEqual(n.Datasets, def.Datasets) || !reflect.DeepEqual(n.Reference, def.Reference) ||
+			n.Bench != def.Bench || !reflect.DeepEqual(n.Gates, def.Gates) || len(n.Candidates) != len(def.Candidates)+2 {
+			t.Errorf("nightly.yaml is not default.yaml plus two backends")
+		}
+		byName := map[string]Backend{}
+		for _, c := range n.Candidates {
+			byName[c.Name] = c
+		}
+		judged := 0
+		for i, d := range def.Candidates {
+			c := n.Candidates[i]
+			g := c.Gates
+			if c.Name != d.Name || c.Plugin != d.Plugin || !reflect.DeepEqual(c.Options, d.Options) {
+				t.Errorf("nightly %s is not default's %s", c.Name, d.Name)
+			}
+			if g.SpeedBaseline == nil {
+				continue
+			}
+			judged++
+			last, ok := byName[*g.SpeedBaseline]
+			if !ok || last.PluginPath != mustAbs(t, "../../bin/evalrun-plugin-"+c.Plugin) || !reflect.DeepEqual(last.Options, c.Options) || len(g.InRun()) != 2 {
+				t.Errorf("nightly %s judges its speed (%+v) against %+v", c.Name, g.InRun(), last)
+			}
+			g.SpeedBaseline, g.TGTSMaxSlowdown, g.PPTSMaxSlowdown, g.SpeedGatesOnSimulated = nil, nil, nil, nil
+			if !reflect.DeepEqual(g, d.Gates) {
+				t.Errorf("nightly %s's accuracy gates %+v, default's %+v", c.Name, g, d.Gates)
+			}
+		}
+		if judged != 2 {
+			t.Errorf("nightly: %d candidates judge their speed against last night's build, want 2 (npu-fp16, cpu-ggml)", judged)
 		}
 	}
 
