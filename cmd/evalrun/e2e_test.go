@@ -114,6 +114,50 @@ func TestRknnSimSpec(t *testing.T) {
 	}
 }
 
+// TestNightlySpec runs configs/nightly.yaml as the nightly workflows do
+// (docs/ci/): last night's plugins given by EVALRUN_BACKENDS_3/4_PLUGIN_PATH
+// (here copies of this build's). Tonight's npu-fp16 and cpu-ggml judge their
+// speed against them in the same run; with 20 repetitions, too few for the
+// p95 test to find anything, the gates pass whatever the machine does.
+func TestNightlySpec(t *testing.T) {
+	last := t.TempDir()
+	env := []string{"EVALRUN_BENCH_REPS=20", "EVALRUN_BENCH_N_PROMPT=16", "EVALRUN_BENCH_N_GEN=4"}
+	for i, name := range map[int]string{3: "evalrun-plugin-rknn", 4: "evalrun-plugin-cpu"} {
+		data, err := os.ReadFile(filepath.Join(binDir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(last, name), data, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		env = append(env, fmt.Sprintf("EVALRUN_BACKENDS_%d_PLUGIN_PATH=%s", i, filepath.Join(last, name)))
+	}
+	out := t.TempDir()
+	r := evalrun(t, env, "run", "configs/nightly.yaml", "--out", out)
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	b := byName(readSummary(t, out))
+	for name, against := range map[string]string{"npu-fp16": "npu-fp16-last", "cpu-ggml": "cpu-ggml-last"} {
+		if p := b[against].Plugin; !strings.HasPrefix(p, last) {
+			t.Errorf("%s ran %q, not last night's copy in %s", against, p, last)
+		}
+		judged := 0
+		for _, g := range b[name].Gates {
+			if !strings.HasSuffix(g.Name, "_max_slowdown") {
+				continue
+			}
+			judged++
+			if !g.Pass || g.Skipped || !strings.Contains(g.Note, "("+against+" in this run)") || !strings.Contains(g.Note, "20+20 repetitions") {
+				t.Errorf("%s: %+v", name, g)
+			}
+		}
+		if judged != 2 {
+			t.Errorf("%s: %d slowdown gates, want pp and tg: %+v", name, judged, b[name].Gates)
+		}
+	}
+}
+
 const faultSpec = `name: faults
 model: {path: ../models/stories260K.gguf}
 datasets:
