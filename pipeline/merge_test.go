@@ -190,3 +190,46 @@ func TestMergeRefusesIncompleteDuplicateAndForeignShards(t *testing.T) {
 		t.Fatalf("partial merge: %+v verdict %+v", s.Run.Merged, s.Verdict)
 	}
 }
+
+// A backend's bench runs in the shard of its speed_baseline's bench, so a
+// sharded run's merge judges the in-run slowdown gate as one process would:
+// a build 20 % slower fails it against the other build, for any number of
+// shards.
+func TestShardsBenchASpeedBaselinePairTogether(t *testing.T) {
+	old := "old"
+	p := testPlan(t, 32, 128, 32, 0,
+		spec.Backend{Name: "old", Plugin: "fake"},
+		spec.Backend{Name: "new", Plugin: "fake", Gates: spec.Gates{PPTSMaxSlowdown: ptr(0.05), SpeedBaseline: &old}})
+	p.Spec.Bench.Reps = 60
+	fakes := func() map[string]*fakeBackend {
+		m := map[string]*fakeBackend{"ref": newFake(32), "old": newFake(32), "new": newFake(32)}
+		for name, f := range m {
+			scale := 1.0
+			if name == "new" {
+				scale = 1.25
+			}
+			f.benchNS = func(i int) int64 { return int64(scale * 1e6 * (1 + float64(i*37%100)/1000)) }
+		}
+		return m
+	}
+	for _, n := range []int{2, 3, 4} {
+		dir := t.TempDir()
+		var dirs []string
+		for i := range n {
+			out := filepath.Join(dir, fmt.Sprintf("shard-%d", i))
+			var errb bytes.Buffer
+			if _, err := Run(context.Background(), p, Options{OutDir: out, Stderr: &errb, Launch: fakeLauncher(fakes()), Version: "test", Shard: &shard.Shard{Index: i, Total: n}}); err != nil {
+				t.Fatalf("shard %d/%d: %v\n%s", i, n, err, errb.String())
+			}
+			dirs = append(dirs, out)
+		}
+		res, err := mergeShards(dirs, filepath.Join(dir, "merged"), false)
+		if err != nil {
+			t.Fatalf("%d shards: merge: %v", n, err)
+		}
+		g := res.Summary.Backends[1].Gates
+		if len(g) != 1 || g[0].Pass || g[0].Value == nil || *g[0].Value < 0.19 || !strings.Contains(g[0].Note, "(old in this run)") {
+			t.Errorf("%d shards: new's gates %+v", n, g)
+		}
+	}
+}

@@ -30,6 +30,7 @@ import (
 	"github.com/evalrun/evalrun/pipeline/refcache"
 	"github.com/evalrun/evalrun/pipeline/shard"
 	"github.com/evalrun/evalrun/pipeline/spec"
+	"github.com/evalrun/evalrun/pipeline/speedstat"
 	"github.com/evalrun/evalrun/pipeline/stream"
 	"github.com/evalrun/evalrun/pipeline/summary"
 	"github.com/evalrun/evalrun/pipeline/verdict"
@@ -104,6 +105,9 @@ func Run(ctx context.Context, p *plan.Plan, opt Options) (*Result, error) {
 	if err := r.preflight(ctx); err != nil {
 		return nil, err
 	}
+	for _, w := range fewRepsWarnings(p.Spec) {
+		r.log.Warn(w)
+	}
 	unlock, err := summary.OpenDir(outDir, opt.Force)
 	if err != nil {
 		return nil, err
@@ -156,7 +160,7 @@ func Validate(ctx context.Context, p *plan.Plan, opt Options) ([]string, error) 
 	if err := r.preflight(ctx); err != nil {
 		return nil, err
 	}
-	var warnings []string
+	warnings := fewRepsWarnings(p.Spec)
 	for _, rb := range r.backends() {
 		if st, err := rb.statusErr(); st != summary.StatusOK {
 			return warnings, fmt.Errorf("%s %s: %w", rb.Name, st, err)
@@ -166,6 +170,24 @@ func Validate(ctx context.Context, p *plan.Plan, opt Options) ([]string, error) 
 		}
 	}
 	return warnings, ctx.Err()
+}
+
+// fewRepsWarnings names the slowdown gates that the bench's repetitions
+// can never fail by a significant slowdown (they fail as not measured).
+func fewRepsWarnings(s *spec.Spec) []string {
+	least := speedstat.MinRepsCompare(speedstat.Alpha)
+	if !s.Bench.Enabled || s.Bench.Reps >= least {
+		return nil
+	}
+	var out []string
+	for _, b := range s.Backends() {
+		for _, g := range b.Gates.Relative() {
+			if summary.IsSpeedMetric(g.Metric) {
+				out = append(out, fmt.Sprintf("%s: gate %s: bench.reps is %d, and the p95 test needs >= %d repetitions a side to find a slowdown: the gate will fail as not measured", b.Name, g.Name, s.Bench.Reps, least))
+			}
+		}
+	}
+	return out
 }
 
 // runner holds the state of one run.
@@ -402,14 +424,16 @@ func (r *runner) finish(ctx context.Context, end time.Time) {
 		v.Reference(&s.Reference)
 	}
 	v.Speeds = map[string]*summary.Throughput{s.Reference.Name: s.Reference.Throughput}
-	for _, c := range r.cands {
-		v.Speeds[c.rb.Name] = c.tput
+	v.Statuses = map[string]string{s.Reference.Name: s.Reference.Status}
+	cands := make([]summary.BackendSummary, len(r.cands))
+	for i, c := range r.cands {
+		cands[i] = r.backendSummary(c.rb)
+		cands[i].Throughput = c.tput
+		cands[i].Diagnostics = c.diag
+		v.Speeds[c.rb.Name], v.Statuses[c.rb.Name] = c.tput, cands[i].Status
 	}
-	for _, c := range r.cands {
-		bs := r.backendSummary(c.rb)
-		bs.Throughput = c.tput
-		bs.Diagnostics = c.diag
-		s.Backends = append(s.Backends, v.Candidate(bs, c.cmp, c.rb.Gates))
+	for i, c := range r.cands {
+		s.Backends = append(s.Backends, v.Candidate(cands[i], c.cmp, c.rb.Gates))
 	}
 	if r.timing.PassesS > 0 {
 		t := r.timing

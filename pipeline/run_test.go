@@ -505,6 +505,25 @@ func TestRunSpeedBaselineJudgesInTheRun(t *testing.T) {
 	}
 }
 
+// Slowdown gates that the bench's repetitions can never fail are named
+// by evalrun validate (and logged at the start of a run).
+func TestValidateWarnsOfTooFewRepsForSlowdownGates(t *testing.T) {
+	old := "old"
+	p := testPlan(t, 32, 64, 32, 0,
+		spec.Backend{Name: "old", Plugin: "fake"},
+		spec.Backend{Name: "new", Plugin: "fake", Gates: spec.Gates{TGTSMaxSlowdown: ptr(0.02), SpeedBaseline: &old}})
+	p.Spec.Bench.Reps = 20
+	fakes := map[string]*fakeBackend{"ref": newFake(32), "old": newFake(32), "new": newFake(32)}
+	warnings, err := Validate(context.Background(), p, Options{Stderr: io.Discard, Launch: fakeLauncher(fakes)})
+	if err != nil || len(warnings) != 1 || !strings.Contains(warnings[0], "new: gate tg_ts_max_slowdown: bench.reps is 20, and the p95 test needs >= 60") {
+		t.Fatalf("warnings %q, err %v", warnings, err)
+	}
+	p.Spec.Bench.Reps = 60
+	if warnings, err := Validate(context.Background(), p, Options{Stderr: io.Discard, Launch: fakeLauncher(fakes)}); err != nil || len(warnings) != 0 {
+		t.Fatalf("60 repetitions: warnings %q, err %v", warnings, err)
+	}
+}
+
 // A run whose backends have no gates checked nothing: its verdict says so
 // (exit 0), in summary.json, the table and report.md, not "pass".
 func TestRunWithoutGatesSaysSo(t *testing.T) {

@@ -34,7 +34,11 @@ func (r *runner) planUnits() []shard.Unit {
 	}
 	if r.plan.Spec.Bench.Enabled {
 		for _, b := range r.plan.Spec.Backends() {
-			out = append(out, shard.Unit{ID: shard.BenchUnit(b.Name)})
+			u := shard.Unit{ID: shard.BenchUnit(b.Name)}
+			if len(b.Gates.InRun()) > 0 {
+				u.With = shard.BenchUnit(*b.Gates.SpeedBaseline) // one shard benches both
+			}
+			out = append(out, u)
 		}
 	}
 	return out
@@ -55,7 +59,7 @@ func (r *runner) startShard(outDir string) error {
 		marker := &shard.Marker{Shard: sh, SpecDigest: m.SpecDigest}
 		r.owned = map[string]bool{}
 		for i, u := range m.Units {
-			if sh.Owns(i) {
+			if sh.Owns(m.Units, i) {
 				r.owned[u.ID] = true
 				marker.Units = append(marker.Units, u.ID)
 			}

@@ -117,11 +117,13 @@ func TestRknnSimSpec(t *testing.T) {
 // TestNightlySpec runs configs/nightly.yaml as the nightly workflows do
 // (docs/ci/): last night's plugins given by EVALRUN_BACKENDS_3/4_PLUGIN_PATH
 // (here copies of this build's). Tonight's npu-fp16 and cpu-ggml judge their
-// speed against them in the same run; with 20 repetitions, too few for the
-// p95 test to find anything, the gates pass whatever the machine does.
+// speed against them in the same run, on 60 repetitions a side (the
+// fewest the test can judge). Whether a gate passes is the machine's say
+// (two copies of one build), so the exit may be 0 or 1; that it judged the
+// right backends is checked.
 func TestNightlySpec(t *testing.T) {
 	last := t.TempDir()
-	env := []string{"EVALRUN_BENCH_REPS=20", "EVALRUN_BENCH_N_PROMPT=16", "EVALRUN_BENCH_N_GEN=4"}
+	env := []string{"EVALRUN_BENCH_REPS=60", "EVALRUN_BENCH_N_PROMPT=16", "EVALRUN_BENCH_N_GEN=4"}
 	for i, name := range map[int]string{3: "evalrun-plugin-rknn", 4: "evalrun-plugin-cpu"} {
 		data, err := os.ReadFile(filepath.Join(binDir, name))
 		if err != nil {
@@ -134,7 +136,7 @@ func TestNightlySpec(t *testing.T) {
 	}
 	out := t.TempDir()
 	r := evalrun(t, env, "run", "configs/nightly.yaml", "--out", out)
-	if r.code != 0 {
+	if r.code != 0 && r.code != 1 {
 		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 	b := byName(readSummary(t, out))
@@ -148,13 +150,16 @@ func TestNightlySpec(t *testing.T) {
 				continue
 			}
 			judged++
-			if !g.Pass || g.Skipped || !strings.Contains(g.Note, "("+against+" in this run)") || !strings.Contains(g.Note, "20+20 repetitions") {
+			if g.Value == nil || g.Skipped || !strings.Contains(g.Note, "("+against+" in this run)") || !strings.Contains(g.Note, "60+60 repetitions") {
 				t.Errorf("%s: %+v", name, g)
 			}
 		}
 		if judged != 2 {
 			t.Errorf("%s: %d slowdown gates, want pp and tg: %+v", name, judged, b[name].Gates)
 		}
+	}
+	if r.code == 1 {
+		t.Logf("a speed gate failed between two copies of one build (the machine): %s", r.stdout)
 	}
 }
 

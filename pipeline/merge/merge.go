@@ -142,10 +142,11 @@ func (m *merger) summary(now time.Time, opt Options) *summary.Summary {
 	s.Reference = m.backend(first.Reference, func(x *summary.Summary) summary.BackendSummary { return x.Reference })
 	v.Reference(&s.Reference)
 	v.Speeds = map[string]*summary.Throughput{s.Reference.Name: s.Reference.Throughput}
+	v.Statuses = map[string]string{s.Reference.Name: s.Reference.Status}
 	merged := make([]summary.BackendSummary, len(set.Manifest.Backends))
 	for bi := range merged {
 		merged[bi] = m.backend(first.Backends[bi], func(x *summary.Summary) summary.BackendSummary { return x.Backends[bi] })
-		v.Speeds[merged[bi].Name] = merged[bi].Throughput
+		v.Speeds[merged[bi].Name], v.Statuses[merged[bi].Name] = merged[bi].Throughput, merged[bi].Status
 	}
 	for bi, b := range set.Manifest.Backends {
 		bs := merged[bi]

@@ -52,7 +52,7 @@ func Collect(files []*File, allowPartial bool) (*Set, error) {
 	var dups []string
 	for _, f := range files {
 		for i := range units {
-			if !f.Manifest.Shard.Owns(i) {
+			if !f.Manifest.Shard.Owns(units, i) {
 				continue
 			}
 			if o := s.Owner[i]; o != nil {
@@ -144,7 +144,7 @@ func (f *File) finished() error {
 	sh := f.Manifest.Shard
 	owned := 0
 	for i := range f.Manifest.Units {
-		if sh.Owns(i) {
+		if sh.Owns(f.Manifest.Units, i) {
 			owned++
 		}
 	}

@@ -49,6 +49,10 @@ type Plugin struct {
 type Unit struct {
 	ID   string `json:"id"`
 	Rows int    `json:"rows,omitempty"` // positions a candidate compares in it
+	// With is the unit whose shard runs this one too: a backend's bench
+	// goes with the bench of its speed_baseline, so that one process
+	// interleaves the two (Owns).
+	With string `json:"with,omitempty"`
 }
 
 // Backend is a candidate and the gates it is judged by.

@@ -5,8 +5,9 @@
 // A unit is one score chunk, one generate prompt or the bench of one
 // backend, named by an id that is stable for a given spec (ScoreUnit,
 // GenerateUnit, BenchUnit). Shard I of N owns the units whose position in
-// the plan's unit list is I modulo N: every unit lands in exactly one shard
-// whatever N is. A shard writes a normal results directory plus units.jsonl:
+// the plan's unit list is I modulo N, and a unit that goes With another
+// goes to that one's shard: every unit lands in exactly one shard whatever
+// N is. A shard writes a normal results directory plus units.jsonl:
 // the plan (every unit, in order, and the spec's digest) and, for each unit
 // it ran and each candidate, the unit's accumulated comparison, from which
 // the merge rebuilds every statistic with the bits of one unsharded run.
@@ -14,7 +15,9 @@ package shard
 
 import (
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -80,9 +83,29 @@ func FromEnv(getenv func(string) string) (s Shard, ok bool, err error) {
 	return s, err == nil, err
 }
 
-// Owns reports whether the unit at position i of the plan's unit list is
-// this shard's.
-func (s Shard) Owns(i int) bool { return i%s.Total == s.Index }
+// Owns reports whether the shard runs unit i of units: the unit whose
+// position is i modulo Total, or, for a unit that goes With another, the
+// same shard as that one (anchor).
+func (s Shard) Owns(units []Unit, i int) bool { return anchor(units, i)%s.Total == s.Index }
+
+// anchor is the position whose remainder decides unit i's shard: i, or
+// the anchor of the unit it goes with. A cycle (which the spec's checks
+// refuse) anchors at its smallest position.
+func anchor(units []Unit, i int) int {
+	seen := map[int]bool{}
+	for !seen[i] && units[i].With != "" {
+		seen[i] = true
+		next := slices.IndexFunc(units, func(u Unit) bool { return u.ID == units[i].With })
+		if next < 0 {
+			return i
+		}
+		i = next
+	}
+	if seen[i] {
+		return slices.Min(slices.Collect(maps.Keys(seen)))
+	}
+	return i
+}
 
 // Unit ids. Score chunks count from 1 as prompts.jsonl names them.
 func ScoreUnit(dataset string, chunk int) string {
@@ -97,18 +120,19 @@ func BenchUnit(backend string) string        { return "bench/" + backend }
 // would compare two processes, perhaps two machines.
 func BenchedApart(units []Unit, total int, a, b string) string {
 	owner := func(name string) int {
-		for i, u := range units {
-			if u.ID == BenchUnit(name) {
-				return i % total
-			}
+		if i := slices.IndexFunc(units, func(u Unit) bool { return u.ID == BenchUnit(name) }); i >= 0 {
+			return anchor(units, i) % total
 		}
 		return -1
 	}
 	oa, ob := owner(a), owner(b)
-	if total <= 1 || oa == ob {
+	switch {
+	case total <= 1 || oa == ob:
 		return ""
+	case oa < 0 || ob < 0:
+		return fmt.Sprintf("%s or %s has no bench in this run's plan", a, b)
 	}
-	return fmt.Sprintf("%s was benched by shard %d/%d and %s by shard %d/%d, not interleaved in one process (run the bench unsharded to compare their speeds)", a, oa, total, b, ob, total)
+	return fmt.Sprintf("%s was benched by shard %d/%d and %s by shard %d/%d, not interleaved in one process", a, oa, total, b, ob, total)
 }
 
 // PromptUnit is the unit a prompts.jsonl line belongs to (its mode, dataset

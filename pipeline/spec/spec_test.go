@@ -809,6 +809,8 @@ func TestSpeedBaseline(t *testing.T) {
 		{gated("pp_ts_max_slowdown: 0.05, speed_baseline: c") + "bench: {enabled: false}\n", `backends[0].gates.speed_baseline: needs bench.enabled: true`},
 		{gated("kld_mean_max: 1, speed_baseline: c"), `backends[0].gates.speed_baseline: judges the slowdown gates, and none is set`},
 		{base + "gates: {speed_baseline: b}\n", `gates.speed_baseline: set it in a backend's gates`},
+		{base + "    gates: {pp_ts_max_slowdown: 0, speed_baseline: c}\n  - name: c\n    plugin: cpu\n    gates: {pp_ts_max_slowdown: 0, speed_baseline: b}\n",
+			`backends[0].gates.speed_baseline: b judges its speed against c, and c (through speed_baseline) against b: one of them must be the baseline`},
 		{strings.Replace(base, "  plugin: cpu\nbackends", "  kld_base: k.kld\nbackends", 1) + "    gates: {tg_ts_max_slowdown: 0, speed_baseline: reference}\n",
 			`backends[0].gates.speed_baseline: the reference "reference" is a kld_base file`},
 	} {

@@ -265,8 +265,32 @@ func (k *checker) speedBaselines(backends map[string]string) {
 			k.add(path, "needs bench.enabled: true (nothing is benchmarked)")
 		case len(gates.InRun()) == 0:
 			k.add(path, "judges the slowdown gates, and none is set: add tg_ts_max_slowdown or pp_ts_max_slowdown")
+		case judgesBack(s, b.Name, *name):
+			k.add(path, "%s judges its speed against %s, and %s (through speed_baseline) against %s: one of them must be the baseline", b.Name, *name, *name, b.Name)
 		}
 	}
+}
+
+// judgesBack reports whether following speed_baseline from backend from
+// leads back to backend to (a cycle: each judged against the other).
+func judgesBack(s *Spec, to, from string) bool {
+	next := map[string]string{}
+	for _, b := range s.Candidates {
+		if b.Gates.SpeedBaseline != nil {
+			next[b.Name] = *b.Gates.SpeedBaseline
+		}
+	}
+	for range len(next) {
+		n, ok := next[from]
+		if !ok {
+			return false
+		}
+		if n == to {
+			return true
+		}
+		from = n
+	}
+	return false
 }
 
 // paths makes every path tagged path:"..." absolute (relative ones start at

@@ -11,9 +11,11 @@ import (
 // Slowdown judges a slowdown gate (tg_ts_max_slowdown, pp_ts_max_slowdown):
 // it fails only when the slowdown beyond the limit is significant, by the
 // one-sided p95 test of new's rates against base's scaled by (1 - limit).
-// Value is the p95's slowdown. factor is the machine's change between the
-// two measurements, divided out of new's rates (1 within one run); machine
-// describes it for the note ("" for none), against names base.
+// Value is the p95's slowdown. With too few repetitions on either side for
+// the test to ever be significant the gate is not measured, and fails.
+// factor is the machine's change between the two measurements, divided out
+// of new's rates (1 within one run); machine describes it for the note (""
+// for none), against names base.
 func Slowdown(r summary.GateResult, gate spec.Gate, base, new *summary.Throughput, factor float64, machine, against string) summary.GateResult {
 	bt, nt := base.Test(gate.Metric), new.Test(gate.Metric)
 	bs, ns := summarize(bt), summarize(nt)
@@ -22,6 +24,12 @@ func Slowdown(r summary.GateResult, gate spec.Gate, base, new *summary.Throughpu
 		if bs == nil && ns != nil {
 			r.Note += ": " + against + " has no " + gate.Metric
 		}
+		return r
+	}
+	if least := speedstat.MinRepsCompare(speedstat.Alpha); bs.N < least || ns.N < least {
+		// The test could never call a slowdown significant: a gate that
+		// cannot fail must not pass.
+		r.Note = fmt.Sprintf("not measured: %d repetitions (%s) and %d (this backend); the p95 test needs >= %d a side to find any slowdown (bench.reps)", bs.N, against, ns.N, least)
 		return r
 	}
 	if bt.Name() != nt.Name() {

@@ -19,6 +19,7 @@ type RelativeGates func(b *summary.BackendSummary, g spec.Gates, speeds map[stri
 type Builder struct {
 	Relative RelativeGates                  // nil: no baseline
 	Speeds   map[string]*summary.Throughput // every backend's, for Relative
+	Statuses map[string]string              // every backend's status, for speed_baseline
 	LiveRef  bool                           // false: a kld_base reference
 	// BenchedApart says why two backends' benches were not interleaved in
 	// one process ("" when they were), so gates.speed_baseline cannot judge
@@ -45,7 +46,7 @@ func (v *Builder) Reference(ref *summary.BackendSummary) {
 // Candidate fills a candidate's accuracy from its comparison, checks its
 // gates and completeness, and notes why it does not pass.
 func (v *Builder) Candidate(bs summary.BackendSummary, cmp *Comparison, gates spec.Gates) summary.BackendSummary {
-	v.gated = v.gated || len(gates.List()) > 0
+	v.gated = v.gated || len(gates.List()) > 0 || len(gates.Relative()) > 0 || gates.RequireOffload != nil && *gates.RequireOffload
 	if bs.Status != summary.StatusSkipped && (cmp.compared > 0 || bs.Status == summary.StatusOK) {
 		bs.Accuracy = cmp.Accuracy(v.LiveRef)
 	}
@@ -88,11 +89,15 @@ func (v *Builder) inRun(bs summary.BackendSummary, g spec.Gates) []summary.GateR
 		if v.BenchedApart != nil {
 			apart = v.BenchedApart(name, bs.Name)
 		}
-		switch {
+		switch st := v.Statuses[name]; {
 		case summary.SkipSpeedGate(g, bs.Throughput):
 			r.Pass, r.Skipped, r.Note = true, true, summary.NoteSimulated
 		case apart != "":
 			r.Note = "not measured: " + apart
+		case st != "" && st != summary.StatusOK:
+			// Its repetitions stop where it failed: the rest of the pass,
+			// and the machine's state then, would be missing from one side.
+			r.Note = fmt.Sprintf("not measured: %s %s", name, st)
 		default:
 			r = Slowdown(r, gate, v.Speeds[name], bs.Throughput, 1, "", name+" in this run")
 		}

@@ -75,25 +75,45 @@ func TestBuilderIncomplete(t *testing.T) {
 	}
 }
 
-// A speed_baseline gate between two backends whose benches were not
-// interleaved (shards) is not measured, and fails rather than compare two
-// processes' speeds.
-func TestInRunGateBenchedApart(t *testing.T) {
+// A speed_baseline gate is judged only on two whole, interleaved benches:
+// not when a shard benched the other apart, the other failed, or either
+// has too few repetitions for the test to ever find a slowdown; then it
+// fails as not measured. A run whose only gate is one of these is gated.
+func TestInRunGate(t *testing.T) {
 	old, limit := "old", 0.05
-	samples := make([]int64, 100)
-	for i := range samples {
-		samples[i] = int64(1e6 + i)
+	tput := func(reps int) *summary.Throughput {
+		samples := make([]int64, reps)
+		for i := range samples {
+			samples[i] = int64(1e6 + i)
+		}
+		return &summary.Throughput{PP: summary.NewBenchTest(64, 0, samples)}
 	}
-	tput := &summary.Throughput{PP: summary.NewBenchTest(64, 0, samples)}
 	gates := spec.Gates{PPTSMaxSlowdown: &limit, SpeedBaseline: &old}
-	for _, apart := range []string{"", "old was benched by shard 0/2 and new by shard 1/2"} {
-		c := &Comparison{Planned: 3}
-		c.Add(unit(t))
-		v := &Builder{LiveRef: true, Speeds: map[string]*summary.Throughput{"old": tput, "new": tput},
-			BenchedApart: func(a, b string) string { return apart }}
-		bs := v.Candidate(summary.BackendSummary{Name: "new", Status: summary.StatusOK, Throughput: tput}, c, gates)
-		if len(bs.Gates) != 1 || bs.Pass != (apart == "") || (apart != "" && bs.Gates[0].Note != "not measured: "+apart) {
-			t.Errorf("benched apart %q: pass %v, gates %+v", apart, bs.Pass, bs.Gates)
+	for _, c := range []struct {
+		name, apart, oldStatus string
+		oldReps, newReps       int
+		want                   string // "" passes
+	}{
+		{"interleaved", "", summary.StatusOK, 100, 100, ""},
+		{"benched apart", "old was benched by shard 0/2 and new by shard 1/2", summary.StatusOK, 100, 100, "not measured: old was benched by shard 0/2"},
+		{"old crashed in the bench", "", summary.StatusCrashed, 10, 100, "not measured: old crashed"},
+		{"too few repetitions", "", summary.StatusOK, 100, 20, "not measured: 100 repetitions (old in this run) and 20 (this backend); the p95 test needs >= 60"},
+	} {
+		cmp := &Comparison{Planned: 3}
+		cmp.Add(unit(t))
+		v := &Builder{LiveRef: true, Speeds: map[string]*summary.Throughput{"old": tput(c.oldReps)},
+			Statuses:     map[string]string{"old": c.oldStatus},
+			BenchedApart: func(a, b string) string { return c.apart }}
+		bs := v.Candidate(summary.BackendSummary{Name: "new", Status: summary.StatusOK, Throughput: tput(c.newReps)}, cmp, gates)
+		if len(bs.Gates) != 1 || bs.Pass != (c.want == "") || !strings.Contains(bs.Gates[0].Note, c.want) {
+			t.Errorf("%s: pass %v, gates %+v", c.name, bs.Pass, bs.Gates)
+		}
+		want := summary.VerdictPass
+		if c.want != "" {
+			want = summary.VerdictFail
+		}
+		if got := v.Result(); got.Status != want {
+			t.Errorf("%s: verdict %s, want %s (%q)", c.name, got.Status, want, got.Reasons)
 		}
 	}
 }
