@@ -6,8 +6,10 @@ import (
 	"math"
 	"sync"
 	"sync/atomic"
+	"testing"
 
 	"github.com/evalrun/evalrun/backend"
+	"github.com/evalrun/evalrun/pipeline/plan"
 	"github.com/evalrun/evalrun/pipeline/spec"
 )
 
@@ -173,4 +175,20 @@ func fakeLauncher(fakes map[string]*fakeBackend) Launcher {
 		}
 		return f, fakeProc{f}, nil
 	}
+}
+
+// jitter is a fake's bench: repetition i takes scale ms per token, give or
+// take 10 % (a fixed pattern).
+func jitter(scale float64) func(i int) int64 {
+	return func(i int) int64 { return int64(scale * 1e6 * (1 + float64(i*37%100)/1000)) }
+}
+
+// speedPairPlan plans candidates old and new over nTok tokens, benched reps
+// times, new's gates judging its speed against old (speed_baseline).
+func speedPairPlan(t *testing.T, nTok, reps int, gates spec.Gates) *plan.Plan {
+	old := "old"
+	gates.SpeedBaseline = &old
+	p := testPlan(t, 32, nTok, 32, 0, spec.Backend{Name: "old", Plugin: "fake"}, spec.Backend{Name: "new", Plugin: "fake", Gates: gates})
+	p.Spec.Bench.Reps = reps
+	return p
 }

@@ -196,19 +196,14 @@ func TestMergeRefusesIncompleteDuplicateAndForeignShards(t *testing.T) {
 // a build 20 % slower fails it against the other build, for any number of
 // shards.
 func TestShardsBenchASpeedBaselinePairTogether(t *testing.T) {
-	old := "old"
-	p := testPlan(t, 32, 128, 32, 0,
-		spec.Backend{Name: "old", Plugin: "fake"},
-		spec.Backend{Name: "new", Plugin: "fake", Gates: spec.Gates{PPTSMaxSlowdown: ptr(0.05), SpeedBaseline: &old}})
-	p.Spec.Bench.Reps = 60
+	p := speedPairPlan(t, 128, 60, spec.Gates{PPTSMaxSlowdown: ptr(0.05)})
 	fakes := func() map[string]*fakeBackend {
 		m := map[string]*fakeBackend{"ref": newFake(32), "old": newFake(32), "new": newFake(32)}
 		for name, f := range m {
-			scale := 1.0
+			f.benchNS = jitter(1)
 			if name == "new" {
-				scale = 1.25
+				f.benchNS = jitter(1.25) // 20 % fewer tokens/s
 			}
-			f.benchNS = func(i int) int64 { return int64(scale * 1e6 * (1 + float64(i*37%100)/1000)) }
 		}
 		return m
 	}

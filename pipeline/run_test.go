@@ -476,9 +476,6 @@ func TestRunSpeedBaselineJudgesInTheRun(t *testing.T) {
 		spec.Backend{Name: "slower", Plugin: "fake", Gates: gates},
 		spec.Backend{Name: "sim", Plugin: "fake", Gates: gates})
 	p.Spec.Bench.Reps = 100 // the p95 test needs >= 60 a side
-	jitter := func(scale float64) func(int) int64 {
-		return func(i int) int64 { return int64(scale * 1e6 * (1 + float64(i*37%100)/1000)) }
-	}
 	fakes := map[string]*fakeBackend{"ref": newFake(32), "old": newFake(32), "same": newFake(32), "slower": newFake(32), "sim": newFake(32)}
 	for name, f := range fakes {
 		f.benchNS = jitter(1)
@@ -508,11 +505,7 @@ func TestRunSpeedBaselineJudgesInTheRun(t *testing.T) {
 // Slowdown gates that the bench's repetitions can never fail are named
 // by evalrun validate (and logged at the start of a run).
 func TestValidateWarnsOfTooFewRepsForSlowdownGates(t *testing.T) {
-	old := "old"
-	p := testPlan(t, 32, 64, 32, 0,
-		spec.Backend{Name: "old", Plugin: "fake"},
-		spec.Backend{Name: "new", Plugin: "fake", Gates: spec.Gates{TGTSMaxSlowdown: ptr(0.02), SpeedBaseline: &old}})
-	p.Spec.Bench.Reps = 20
+	p := speedPairPlan(t, 64, 20, spec.Gates{TGTSMaxSlowdown: ptr(0.02)})
 	fakes := map[string]*fakeBackend{"ref": newFake(32), "old": newFake(32), "new": newFake(32)}
 	warnings, err := Validate(context.Background(), p, Options{Stderr: io.Discard, Launch: fakeLauncher(fakes)})
 	if err != nil || len(warnings) != 1 || !strings.Contains(warnings[0], "new: gate tg_ts_max_slowdown: bench.reps is 20, and the p95 test needs >= 60") {
