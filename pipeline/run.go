@@ -182,7 +182,7 @@ func fewRepsWarnings(s *spec.Spec) []string {
 	var out []string
 	for _, b := range s.Backends() {
 		for _, g := range b.Gates.Relative() {
-			if summary.IsSpeedMetric(g.Metric) {
+			if spec.IsSpeedMetric(g.Metric) {
 				out = append(out, fmt.Sprintf("%s: gate %s: bench.reps is %d, and the p95 test needs >= %d repetitions a side to find a slowdown: the gate will fail as not measured (unless skipped: a simulated device without speed_gates_on_simulated)", b.Name, g.Name, s.Bench.Reps, least))
 			}
 		}

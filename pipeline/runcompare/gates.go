@@ -23,7 +23,7 @@ func Gates(base *Run) func(b *summary.BackendSummary, g spec.Gates, speeds map[s
 			switch {
 			case !found:
 				r.Note = "not measured: no backend " + b.Name + " in the baseline " + base.Summary.Run.ID
-			case summary.IsSpeedMetric(gate.Metric):
+			case spec.IsSpeedMetric(gate.Metric):
 				r = slowdownGate(r, gate, bb.Throughput, b.Throughput, g, machineShift(base.speeds(), speeds), b.Name)
 			default:
 				r = accuracyGate(r, gate, bb.Accuracy, b.Accuracy)

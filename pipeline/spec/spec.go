@@ -330,29 +330,26 @@ func (g Gates) Relative() []Gate { return g.list(true) }
 // BaselineRun returns the relative gates that compare with a baseline run:
 // all of them, less the slowdown gates when SpeedBaseline names a backend of
 // this run to judge them against.
-func (g Gates) BaselineRun() []Gate {
-	var out []Gate
-	for _, gate := range g.Relative() {
-		if g.SpeedBaseline == nil || !isSpeed(gate.Metric) {
-			out = append(out, gate)
-		}
-	}
-	return out
-}
+func (g Gates) BaselineRun() []Gate { return g.relative(false) }
 
 // InRun returns the slowdown gates judged against SpeedBaseline's backend
 // in this run; none without it.
-func (g Gates) InRun() []Gate {
+func (g Gates) InRun() []Gate { return g.relative(true) }
+
+// relative returns the relative gates judged in this run (inRun) or
+// against the baseline run.
+func (g Gates) relative(inRun bool) []Gate {
 	var out []Gate
 	for _, gate := range g.Relative() {
-		if g.SpeedBaseline != nil && isSpeed(gate.Metric) {
+		if (g.SpeedBaseline != nil && IsSpeedMetric(gate.Metric)) == inRun {
 			out = append(out, gate)
 		}
 	}
 	return out
 }
 
-func isSpeed(metric string) bool { return metric == "tg_ts" || metric == "pp_ts" }
+// IsSpeedMetric reports whether a gated metric is a throughput.
+func IsSpeedMetric(metric string) bool { return metric == "tg_ts" || metric == "pp_ts" }
 
 // SpeedOnSimulated reports whether speed gates apply to simulated devices.
 func (g Gates) SpeedOnSimulated() bool {

@@ -372,9 +372,6 @@ func (g GateResult) Describe() string {
 // NoteSimulated explains a speed gate not applied to a simulated device.
 const NoteSimulated = "not applied: simulated device throughput (speed_gates_on_simulated: true applies it)"
 
-// IsSpeedMetric reports whether a gated metric is a throughput.
-func IsSpeedMetric(metric string) bool { return metric == "tg_ts" || metric == "pp_ts" }
-
 // SkipSpeedGate reports whether speed gates are not applied to a backend
 // whose throughput is t: a simulated device, unless the gates say so.
 func SkipSpeedGate(gates spec.Gates, t *Throughput) bool {

@@ -128,10 +128,7 @@ func (v *Builder) Result() summary.Verdict {
 func metricValue(metric string, a *summary.Accuracy, t *summary.Throughput) (v *float64, known bool) {
 	switch metric {
 	case "tg_ts", "pp_ts":
-		if t == nil {
-			return nil, true
-		}
-		if b := map[string]*summary.BenchTest{"tg_ts": t.TG, "pp_ts": t.PP}[metric]; b != nil {
+		if b := t.Test(metric); b != nil {
 			return &b.AvgTS, true
 		}
 		return nil, true
@@ -153,7 +150,7 @@ func Gates(gates spec.Gates, a *summary.Accuracy, t *summary.Throughput) []summa
 		v, known := metricValue(g.Metric, a, t)
 		r := summary.GateResult{Name: g.Name, Limit: g.Limit, Value: v}
 		switch {
-		case summary.IsSpeedMetric(g.Metric) && summary.SkipSpeedGate(gates, t):
+		case spec.IsSpeedMetric(g.Metric) && summary.SkipSpeedGate(gates, t):
 			r.Pass, r.Skipped, r.Note = true, true, summary.NoteSimulated
 		case !known:
 			r.Note = "unknown metric " + g.Metric
