@@ -4,10 +4,11 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/evalrun/evalrun/engine/cmath"
 	"github.com/evalrun/evalrun/engine/gguf"
 )
 
-// Config holds the hyperparameters of a llama-family model.
+// Config holds the hyperparameters of a model the engine computes.
 type Config struct {
 	Arch      string
 	NVocab    int
@@ -18,21 +19,24 @@ type Config struct {
 	HeadDim   int // per-head size of Q, K and V
 	NFF       int
 	NCtxTrain int
-	RopeDim   int     // leading dimensions of each head that RoPE rotates
+	RopeDim   int     // dimensions of each head that RoPE rotates (the whole head in these graphs)
 	RopeBase  float32 // freq_base
-	RopeScale float32 // freq_scale: positions are multiplied by it (1/factor of linear scaling)
+	RopeScale float32 // freq_scale: positions are multiplied by it (1/factor of linear and YaRN scaling)
 	RopeNeox  bool    // rotate pairs (i, i+RopeDim/2) instead of adjacent pairs
 	RMSEps    float32
+	QKNorm    bool // RMS norm of every Q and K head before RoPE (qwen3)
+	// RopeScaling is rope.scaling.type: "none", "linear" or "yarn".
+	RopeScaling string
+	// RopeAttnFactor multiplies every cos/sin of the RoPE cache: llama.cpp's
+	// yarn_attn_factor, rope.scaling.attn_factor times YaRN's magnitude
+	// correction (1 unless set or YaRN).
+	RopeAttnFactor float32
+	// YaRN (RopeScaling "yarn"): the ramp between interpolated and
+	// extrapolated frequencies, from the context the model was trained on
+	// before scaling and llama.cpp's default betas.
+	RopeOrigCtx                int
+	YarnBetaFast, YarnBetaSlow float32
 }
-
-// supportedArchs are the architectures this engine computes, with whether
-// their RoPE is the NeoX variant and whether Q/K/V carry biases.
-var supportedArchs = map[string]struct{ neox, qkvBias bool }{
-	"llama": {neox: false, qkvBias: false},
-	"qwen2": {neox: true, qkvBias: true},
-}
-
-func supportedArchList() string { return "llama, qwen2" }
 
 // maxDim bounds hyperparameters so a corrupt header cannot make us allocate
 // absurd amounts of memory before the tensor shapes are checked.
@@ -46,12 +50,16 @@ func readConfig(f *gguf.File) (Config, error) {
 	if !ok {
 		return c, fmt.Errorf("metadata general.architecture: missing or not a string")
 	}
-	traits, ok := supportedArchs[arch]
+	traits, ok := archs[arch]
 	if !ok {
-		return c, fmt.Errorf("unsupported architecture %q (supported: %s)", arch, supportedArchList())
+		return c, fmt.Errorf("unsupported architecture %q (evalrun's engine computes %s; the llamacpp plugin computes any architecture libllama loads)", arch, supportedArchList())
 	}
 	c.Arch = arch
 	c.RopeNeox = traits.neox
+	c.QKNorm = traits.qkNorm
+	if err := checkKeys(f, arch); err != nil {
+		return c, err
+	}
 
 	key := func(name string) string { return arch + "." + name }
 	uintKey := func(name string, required bool, def int) (int, error) {
@@ -122,6 +130,11 @@ func readConfig(f *gguf.File) (Config, error) {
 	if c.RopeDim > c.HeadDim || c.RopeDim%2 != 0 {
 		return c, fmt.Errorf("metadata %s %d: must be even and at most the head size %d", key("rope.dimension_count"), c.RopeDim, c.HeadDim)
 	}
+	// llama.cpp's llama, qwen2 and qwen3 graphs rotate whole heads
+	// (GGML_ASSERT(n_embd_head == n_rot)).
+	if c.RopeDim != c.HeadDim {
+		return c, fmt.Errorf("metadata %s %d: the %s graph rotates whole heads of %d (llama.cpp refuses a partial rotation too)", key("rope.dimension_count"), c.RopeDim, arch, c.HeadDim)
+	}
 
 	eps, ok, err := floatKey("attention.layer_norm_rms_epsilon", 0)
 	if err != nil {
@@ -140,7 +153,7 @@ func readConfig(f *gguf.File) (Config, error) {
 	if !(c.RopeBase > 0) {
 		return c, fmt.Errorf("metadata %s: value %g must be positive", key("rope.freq_base"), c.RopeBase)
 	}
-	if c.RopeScale, err = readRopeScale(f, arch); err != nil {
+	if err := readRopeScaling(f, arch, &c); err != nil {
 		return c, err
 	}
 
@@ -156,38 +169,79 @@ func readConfig(f *gguf.File) (Config, error) {
 	return c, nil
 }
 
-// readRopeScale returns freq_scale. llama.cpp reads rope.scaling.factor as
-// 1/freq_scale for linear scaling; older files store rope.scale_linear.
-func readRopeScale(f *gguf.File, arch string) (float32, error) {
-	typ := "linear"
-	if s, ok := f.String(arch + ".rope.scaling.type"); ok {
-		typ = strings.ToLower(s)
+// readRopeScaling reads the RoPE scaling as llama_model::load_hparams and
+// llama_context's constructor derive it: freq_scale from
+// rope.scaling.factor (or the older rope.scale_linear), 1 for type none;
+// for YaRN the ramp's original context and the magnitude correction that
+// llama.cpp (b10587) folds into yarn_attn_factor; rope.scaling.attn_factor
+// on top for any type.
+func readRopeScaling(f *gguf.File, arch string, c *Config) error {
+	key := func(name string) string { return arch + ".rope.scaling." + name }
+	c.RopeScaling = "linear"
+	if s, ok := f.String(key("type")); ok {
+		c.RopeScaling = strings.ToLower(s)
+	} else if hasKey(f, key("type")) {
+		return fmt.Errorf("metadata %s: not a string", key("type"))
 	}
-	switch typ {
-	case "none":
-		return 1, nil
-	case "linear":
+	switch c.RopeScaling {
+	case "none", "linear", "yarn":
 	default:
-		return 0, fmt.Errorf("metadata %s.rope.scaling.type %q: not supported (supported: none, linear)", arch, typ)
+		return fmt.Errorf("metadata %s %q: not modelled (evalrun computes none, linear and yarn; Llama 3's scaling is rope_freqs.weight)", key("type"), c.RopeScaling)
 	}
-	if v, ok := f.Float(arch + ".rope.freq_scale"); ok {
-		if !(v > 0) {
-			return 0, fmt.Errorf("metadata %s.rope.freq_scale: value %g must be positive", arch, v)
-		}
-		return float32(v), nil
-	}
-	for _, k := range []string{arch + ".rope.scaling.factor", arch + ".rope.scale_linear"} {
+	factor, factorKey := float32(0), key("factor")
+	for _, k := range []string{key("factor"), arch + ".rope.scale_linear"} {
 		if v, ok := f.Float(k); ok {
-			if v < 0 {
-				return 0, fmt.Errorf("metadata %s: value %g must not be negative", k, v)
-			}
-			if v == 0 {
-				return 1, nil
-			}
-			return 1 / float32(v), nil
+			factor, factorKey = float32(v), k
+			break
+		} else if hasKey(f, k) {
+			return fmt.Errorf("metadata %s: not a number", k)
 		}
 	}
-	return 1, nil
+	if !(factor >= 0) || factor > 1e6 {
+		return fmt.Errorf("metadata %s: value %g out of range [0, 1e6]", factorKey, factor)
+	}
+	c.RopeScale = 1
+	if factor != 0 && c.RopeScaling != "none" {
+		c.RopeScale = 1 / factor
+	}
+	attnFactor := float32(1)
+	if v, ok := f.Float(key("attn_factor")); ok {
+		attnFactor = float32(v)
+	} else if hasKey(f, key("attn_factor")) {
+		return fmt.Errorf("metadata %s: not a number", key("attn_factor"))
+	}
+	if !(attnFactor > 0) || attnFactor > 1e3 {
+		return fmt.Errorf("metadata %s: value %g out of range (0, 1000]", key("attn_factor"), attnFactor)
+	}
+	c.RopeOrigCtx = c.NCtxTrain
+	if v, ok := f.Uint(key("original_context_length")); ok && v > 0 {
+		if v > maxDim {
+			return fmt.Errorf("metadata %s: value %d out of range [1, %d]", key("original_context_length"), v, maxDim)
+		}
+		c.RopeOrigCtx = int(v)
+	} else if hasKey(f, key("original_context_length")) && !ok {
+		return fmt.Errorf("metadata %s: not a non-negative integer", key("original_context_length"))
+	}
+	c.YarnBetaFast, c.YarnBetaSlow = 32, 1
+	c.RopeAttnFactor = 1
+	if c.RopeScaling == "yarn" {
+		c.RopeAttnFactor = yarnAttnFactor(c.RopeScale)
+	}
+	c.RopeAttnFactor *= attnFactor
+	return nil
+}
+
+// yarnAttnFactor is llama_context's yarn_attn_factor for YaRN (ext_factor
+// 1, no yarn_log_multiplier): the magnitude correction get_mscale(factor)
+// divided by the one ggml's rope multiplies in again, each rounded as
+// libllama (no fused multiply-add) rounds it.
+func yarnAttnFactor(freqScale float32) float32 {
+	factor := 1 / freqScale
+	m := float32(1)
+	if factor > 1 {
+		m = float32(float32(0.1)*cmath.Logf(factor)) + 1
+	}
+	return m * (1 / (float32(float32(0.1)*cmath.Logf(factor)) + 1))
 }
 
 func hasKey(f *gguf.File, key string) bool {

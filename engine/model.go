@@ -1,5 +1,6 @@
-// Package engine is evalrun's reference inference engine: a llama-family
-// transformer computed in pure Go the way llama.cpp's CPU backend computes it.
+// Package engine is evalrun's reference inference engine: the llama, qwen2
+// and qwen3 transformers computed in pure Go the way llama.cpp's graphs and
+// CPU backend compute them.
 // Every weight matmul goes through a MatMuler, so a backend can claim named
 // matmuls (an NPU) while everything else stays on the CPU.
 package engine
@@ -37,24 +38,33 @@ type Model struct {
 	cpu      MatMuler // the CPU matmul
 	mm       MatMuler // what Decode calls: cpu, or a device wrapping it
 	kv       KVCache
-	kc, vc   *kvCodec // nil: f32
+	kc, vc   *kvCodec   // nil: f32
+	rope     ropeParams // the RoPE cache's constants
 
 	tokEmbd    *Weight
 	layers     []layer
 	outputNorm []float32
-	output     *Weight // token_embd when the file has no output.weight
+	output     *Weight   // token_embd when the file has no output.weight
+	outputBias []float32 // nil unless the file has output.bias (qwen2)
+	// ropeFreqs divides each RoPE frequency (rope_freqs.weight, RopeDim/2
+	// values; Llama 3.1+); nil: none.
+	ropeFreqs []float32
 }
 
 // layer is one transformer block.
 type layer struct {
-	attnNorm   []float32
-	wq, wk, wv *Weight
-	bq, bk, bv []float32 // nil unless the architecture has Q/K/V biases
-	wo         *Weight
-	ffnNorm    []float32
-	wGate, wUp *Weight
-	wDown      *Weight
-	opNames    [nLayerOps]string // llama.cpp's node names ("Qcur-3"), made once
+	attnNorm     []float32
+	wq, wk, wv   *Weight
+	bq, bk, bv   []float32 // each nil unless the file has the bias
+	qNorm, kNorm []float32 // per-head RMS norm weights (qwen3); nil: none
+	wo           *Weight
+	bo           []float32
+	ffnNorm      []float32
+	wGate, wUp   *Weight
+	wDown        *Weight
+	bGate, bUp   []float32
+	bDown        []float32
+	opNames      [nLayerOps]string // llama.cpp's node names ("Qcur-3"), made once
 }
 
 // Open maps a GGUF file and loads the model from it. Close releases both.
@@ -83,6 +93,7 @@ func LoadGGUF(f *gguf.File, opts Options) (*Model, error) {
 	if err := m.bindWeights(opts.Numerics); err != nil {
 		return nil, fmt.Errorf("%s: %w", f.Path, err)
 	}
+	m.rope = newRopeParams(cfg, m.ropeFreqs)
 	if m.tok, err = tokenizer.FromGGUF(f); err != nil {
 		return nil, fmt.Errorf("%s: tokenizer: %w", f.Path, err)
 	}
@@ -113,20 +124,38 @@ func LoadGGUF(f *gguf.File, opts Options) (*Model, error) {
 	return m, nil
 }
 
-// bindWeights looks up every tensor by its GGUF name and checks shape and type.
+// bindWeights looks up every tensor by its GGUF name and checks shape and
+// type, as the architecture's load_arch_tensors creates them; a tensor of
+// the file that none of them is refuses the model (llama.cpp's loader
+// refuses a file whose tensors it did not all create, too).
 func (m *Model) bindWeights(numerics Numerics) error {
 	c := m.Config
+	arch := archs[c.Arch]
 	qDim, kvDim := c.NHead*c.HeadDim, c.NHeadKV*c.HeadDim
-	b := binder{f: m.file, numerics: numerics}
+	b := binder{f: m.file, numerics: numerics, bound: map[string]bool{}}
 
 	m.tokEmbd = b.matrix("token_embd.weight", c.NEmbd, c.NVocab)
 	m.outputNorm = b.vector("output_norm.weight", c.NEmbd)
-	if _, ok := m.file.Tensor("output.weight"); ok {
+	if b.has("output.weight") {
 		m.output = b.matrix("output.weight", c.NEmbd, c.NVocab)
 	} else {
 		m.output = m.tokEmbd // tied embeddings
 	}
-	hasBias := supportedArchs[c.Arch].qkvBias
+	if arch.outputBias {
+		m.outputBias = b.optionalVector("output.bias", c.NVocab)
+	}
+	if arch.ropeFreqs && b.has("rope_freqs.weight") {
+		// ggml's rope takes the factors in F32 only (GGML_ASSERT).
+		if ti, _ := m.file.Tensor("rope_freqs.weight"); ti.Type != ggml.F32 {
+			return fmt.Errorf("tensor %q: type %s, llama.cpp's rope takes F32 frequency factors", "rope_freqs.weight", ti.Type)
+		}
+		m.ropeFreqs = b.vector("rope_freqs.weight", c.RopeDim/2)
+		for i, v := range m.ropeFreqs {
+			if !(v > 0) || v > 1e30 {
+				return fmt.Errorf("tensor %q: factor %d is %g, must be positive and finite", "rope_freqs.weight", i, v)
+			}
+		}
+	}
 	m.layers = make([]layer, c.NLayer)
 	for i := range m.layers {
 		p := fmt.Sprintf("blk.%d.", i)
@@ -135,16 +164,26 @@ func (m *Model) bindWeights(numerics Numerics) error {
 		l.wq = b.matrix(p+"attn_q.weight", c.NEmbd, qDim)
 		l.wk = b.matrix(p+"attn_k.weight", c.NEmbd, kvDim)
 		l.wv = b.matrix(p+"attn_v.weight", c.NEmbd, kvDim)
-		if hasBias {
-			l.bq = b.vector(p+"attn_q.bias", qDim)
-			l.bk = b.vector(p+"attn_k.bias", kvDim)
-			l.bv = b.vector(p+"attn_v.bias", kvDim)
+		l.bq = b.optionalVector(p+"attn_q.bias", qDim)
+		l.bk = b.optionalVector(p+"attn_k.bias", kvDim)
+		l.bv = b.optionalVector(p+"attn_v.bias", kvDim)
+		if arch.qkNorm {
+			l.qNorm = b.vector(p+"attn_q_norm.weight", c.HeadDim)
+			l.kNorm = b.vector(p+"attn_k_norm.weight", c.HeadDim)
 		}
 		l.wo = b.matrix(p+"attn_output.weight", qDim, c.NEmbd)
+		if arch.attnOutBias {
+			l.bo = b.optionalVector(p+"attn_output.bias", c.NEmbd)
+		}
 		l.ffnNorm = b.vector(p+"ffn_norm.weight", c.NEmbd)
 		l.wGate = b.matrix(p+"ffn_gate.weight", c.NEmbd, c.NFF)
 		l.wUp = b.matrix(p+"ffn_up.weight", c.NEmbd, c.NFF)
 		l.wDown = b.matrix(p+"ffn_down.weight", c.NFF, c.NEmbd)
+		if arch.ffnBias {
+			l.bGate = b.optionalVector(p+"ffn_gate.bias", c.NFF)
+			l.bUp = b.optionalVector(p+"ffn_up.bias", c.NFF)
+			l.bDown = b.optionalVector(p+"ffn_down.bias", c.NEmbd)
+		}
 		for o, name := range opNames {
 			l.opNames[o] = fmt.Sprintf("%s-%d", name, i)
 		}
@@ -155,12 +194,15 @@ func (m *Model) bindWeights(numerics Numerics) error {
 	if b.err != nil {
 		return b.err
 	}
-	// A block the hyperparameters do not count would be silently ignored.
 	for _, ti := range m.file.Tensors {
+		if b.bound[ti.Name] {
+			continue
+		}
 		var il int
 		if _, err := fmt.Sscanf(ti.Name, "blk.%d.", &il); err == nil && il >= c.NLayer {
 			return fmt.Errorf("tensor %q: block %d, but %s.block_count is %d", ti.Name, il, c.Arch, c.NLayer)
 		}
+		return fmt.Errorf("tensor %q: not part of evalrun's %s graph (refused rather than computed without it)", ti.Name, c.Arch)
 	}
 	return nil
 }
@@ -180,11 +222,26 @@ func Check(f *gguf.File) (Config, error) {
 	return cfg, nil
 }
 
-// binder fetches tensors, keeping the first error.
+// binder fetches tensors, keeping the first error and the names bound.
 type binder struct {
 	f        *gguf.File
 	numerics Numerics
 	err      error
+	bound    map[string]bool
+}
+
+func (b *binder) has(name string) bool {
+	_, ok := b.f.Tensor(name)
+	return ok
+}
+
+// optionalVector binds a 1-D tensor the graph applies when present; nil
+// when the file has none.
+func (b *binder) optionalVector(name string, n int) []float32 {
+	if !b.has(name) {
+		return nil
+	}
+	return b.vector(name, n)
 }
 
 func (b *binder) tensor(name string, want ...int) (*gguf.TensorInfo, []byte) {
@@ -196,6 +253,7 @@ func (b *binder) tensor(name string, want ...int) (*gguf.TensorInfo, []byte) {
 		b.err = fmt.Errorf("tensor %q: missing", name)
 		return nil, nil
 	}
+	b.bound[name] = true
 	if !shapeIs(ti.Dims, want) {
 		b.err = fmt.Errorf("tensor %q: shape %v, want %v", name, ti.Dims, want)
 		return nil, nil

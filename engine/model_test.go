@@ -1,7 +1,10 @@
 package engine
 
 import (
+	"encoding/binary"
+	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -15,7 +18,8 @@ import (
 func TestConfigFromStories260K(t *testing.T) {
 	m := openModel(t, modelPath("Q4_0"), Exact, 1)
 	want := Config{Arch: "llama", NVocab: 512, NEmbd: 64, NLayer: 5, NHead: 8, NHeadKV: 4, HeadDim: 8, NFF: 172,
-		NCtxTrain: 2048, RopeDim: 8, RopeBase: 10000, RopeScale: 1, RopeNeox: false, RMSEps: 1e-5}
+		NCtxTrain: 2048, RopeDim: 8, RopeBase: 10000, RopeScale: 1, RopeNeox: false, RMSEps: 1e-5,
+		RopeScaling: "linear", RopeAttnFactor: 1, RopeOrigCtx: 2048, YarnBetaFast: 32, YarnBetaSlow: 1}
 	if m.Config != want {
 		t.Errorf("Config = %+v\nwant     %+v", m.Config, want)
 	}
@@ -139,7 +143,7 @@ func TestUseMatMulAfterOpen(t *testing.T) {
 }
 
 // rewriteModel copies a GGUF file, letting edit change or drop KVs and tensors.
-func rewriteModel(t *testing.T, src string, editKV func(kv *gguf.KV) bool, editTensor func(name string, typ *ggml.Type, dims *[]uint64, data *[]byte) bool) string {
+func rewriteModel(t *testing.T, src string, editKV func(kv *gguf.KV) bool, editTensor func(name string, typ *ggml.Type, dims *[]uint64, data *[]byte) bool, add ...func(w *gguf.Writer) error) string {
 	t.Helper()
 	f, err := gguf.Open(src)
 	if err != nil {
@@ -162,6 +166,11 @@ func rewriteModel(t *testing.T, src string, editKV func(kv *gguf.KV) bool, editT
 			continue
 		}
 		if err := w.AddTensor(ti.Name, typ, dims, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, a := range add {
+		if err := a(w); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -190,10 +199,11 @@ func TestBadModelsAreRefusedByName(t *testing.T) {
 		name   string
 		kv     func(kv *gguf.KV) bool
 		tensor func(name string, typ *ggml.Type, dims *[]uint64, data *[]byte) bool
+		add    func(w *gguf.Writer) error
 		want   []string
 	}{
-		{"unchanged copy loads", nil, nil, nil},
-		{name: "gemma3", kv: setKV("general.architecture", "gemma3"), want: []string{`unsupported architecture "gemma3" (supported: llama, qwen2)`}},
+		{name: "unchanged copy loads"},
+		{name: "gemma3", kv: setKV("general.architecture", "gemma3"), want: []string{`unsupported architecture "gemma3" (evalrun's engine computes llama, qwen2, qwen3;`}},
 		{name: "missing tensor", tensor: func(name string, _ *ggml.Type, _ *[]uint64, _ *[]byte) bool {
 			return name != "blk.0.attn_q.weight"
 		}, want: []string{`tensor "blk.0.attn_q.weight": missing`}},
@@ -221,14 +231,58 @@ func TestBadModelsAreRefusedByName(t *testing.T) {
 		{name: "rope dimension 0", kv: setKV("llama.rope.dimension_count", uint32(0)), want: []string{"llama.rope.dimension_count: value 0 out of range"}},
 		{name: "odd rope dimension", kv: setKV("llama.rope.dimension_count", uint32(7)), want: []string{"llama.rope.dimension_count 7: must be even and at most the head size 8"}},
 		{name: "rope dimension past the head", kv: setKV("llama.rope.dimension_count", uint32(10)), want: []string{"llama.rope.dimension_count 10: must be even and at most the head size 8"}},
-		{name: "rope dimension within the head", kv: setKV("llama.rope.dimension_count", uint32(4))},
+		// llama.cpp's llama graph throws "invalid n_rot" (qwen2 and qwen3 assert).
+		{name: "rope dimension within the head", kv: setKV("llama.rope.dimension_count", uint32(4)), want: []string{"llama.rope.dimension_count 4: the llama graph rotates whole heads of 8"}},
+		// Every tensor is bound or the model is refused by name.
+		{name: "Q norm in a llama file", add: addF32("blk.0.attn_q_norm.weight", 8), want: []string{`tensor "blk.0.attn_q_norm.weight": not part of evalrun's llama graph`}},
+		{name: "fused QKV in a llama file", add: addF32("blk.1.attn_qkv.weight", 64, 128), want: []string{`tensor "blk.1.attn_qkv.weight": not part of evalrun's llama graph`}},
+		{name: "output bias in a llama file (qwen2 only)", add: addF32("output.bias", 512), want: []string{`tensor "output.bias": not part of evalrun's llama graph`}},
+		{name: "llama biases load", add: func(w *gguf.Writer) error {
+			for _, b := range []struct {
+				name string
+				n    uint64
+			}{{"blk.0.attn_q.bias", 64}, {"blk.0.attn_k.bias", 32}, {"blk.0.attn_v.bias", 32}, {"blk.0.attn_output.bias", 64},
+				{"blk.4.ffn_gate.bias", 172}, {"blk.4.ffn_up.bias", 172}, {"blk.4.ffn_down.bias", 64}} {
+				if err := addF32(b.name, b.n)(w); err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
+		{name: "bias of the wrong size", add: addF32("blk.2.attn_output.bias", 63), want: []string{`tensor "blk.2.attn_output.bias": shape [63], want [64]`}},
+		{name: "rope_freqs loads", add: addF32("rope_freqs.weight", 4)},
+		{name: "rope_freqs of the wrong size", add: addF32("rope_freqs.weight", 8), want: []string{`tensor "rope_freqs.weight": shape [8], want [4]`}},
+		{name: "rope_freqs in F16", add: func(w *gguf.Writer) error {
+			return w.AddTensor("rope_freqs.weight", ggml.F16, []uint64{4}, make([]byte, 8))
+		}, want: []string{`tensor "rope_freqs.weight": type F16`}},
+		{name: "rope_freqs of zero", add: func(w *gguf.Writer) error {
+			return w.AddTensor("rope_freqs.weight", ggml.F32, []uint64{4}, make([]byte, 16))
+		}, want: []string{`tensor "rope_freqs.weight": factor 0 is 0`}},
+		// Every llama.* key is modelled, inert in llama.cpp, or refused by name.
+		{name: "attention softcap", add: addKV("llama.attn_logit_softcapping", float32(50)), want: []string{"metadata llama.attn_logit_softcapping: not modelled by evalrun's llama graph"}},
+		{name: "sliding window", add: addKV("llama.attention.sliding_window", uint32(4096)), want: []string{"metadata llama.attention.sliding_window: not modelled"}},
+		{name: "per-layer head counts", kv: setKV("llama.attention.head_count_kv", []int32{4, 4, 4, 4, 2}), want: []string{"llama.attention.head_count_kv: not a non-negative integer"}},
+		{name: "experts", add: addKV("llama.expert_count", uint32(8)), want: []string{"metadata llama.expert_count = 8: evalrun's llama graph computes only the default (0)"}},
+		{name: "no experts loads", add: addKV("llama.expert_count", uint32(0))},
+		{name: "non-causal attention", add: addKV("llama.attention.causal", false), want: []string{"metadata llama.attention.causal = false"}},
+		{name: "YaRN betas (inert in llama.cpp's llama) load", add: addKV("llama.rope.scaling.yarn_beta_fast", float32(16))},
+		{name: "longrope", add: addKV("llama.rope.scaling.type", "longrope"), want: []string{`metadata llama.rope.scaling.type "longrope": not modelled`}},
+		{name: "YaRN loads", add: func(w *gguf.Writer) error {
+			return errors.Join(w.AddKV("llama.rope.scaling.type", "yarn"), w.AddKV("llama.rope.scaling.factor", float32(4)),
+				w.AddKV("llama.rope.scaling.original_context_length", uint32(512)))
+		}},
+		{name: "negative scaling factor", add: addKV("llama.rope.scaling.factor", float32(-2)), want: []string{"metadata llama.rope.scaling.factor: value -2 out of range"}},
 		{name: "block count below the tensors", kv: setKV("llama.block_count", uint32(4)), want: []string{`tensor "blk.4.`, "block 4, but llama.block_count is 4"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			path := src
-			if c.kv != nil || c.tensor != nil {
-				path = rewriteModel(t, src, c.kv, c.tensor)
+			if c.kv != nil || c.tensor != nil || c.add != nil {
+				var add []func(*gguf.Writer) error
+				if c.add != nil {
+					add = append(add, c.add)
+				}
+				path = rewriteModel(t, src, c.kv, c.tensor, add...)
 			}
 			// Check (what the host runs before any plugin) agrees with Open.
 			f, err := gguf.Open(path)
@@ -262,6 +316,26 @@ func TestBadModelsAreRefusedByName(t *testing.T) {
 			}
 		})
 	}
+}
+
+// addF32 appends an F32 tensor of the given shape (values 1) to a rewritten model.
+func addF32(name string, dims ...uint64) func(w *gguf.Writer) error {
+	return func(w *gguf.Writer) error {
+		n := uint64(1)
+		for _, d := range dims {
+			n *= d
+		}
+		data := make([]byte, 4*n)
+		for i := range n {
+			binary.LittleEndian.PutUint32(data[4*i:], math.Float32bits(1))
+		}
+		return w.AddTensor(name, ggml.F32, dims, data)
+	}
+}
+
+// addKV appends a metadata key to a rewritten model.
+func addKV(key string, v any) func(w *gguf.Writer) error {
+	return func(w *gguf.Writer) error { return w.AddKV(key, v) }
 }
 
 func TestParseNumerics(t *testing.T) {

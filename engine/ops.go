@@ -26,17 +26,76 @@ func rmsNorm(dst, x, w []float32, eps float32) {
 	}
 }
 
-// ropeCache fills cs with (cos θ_i, sin θ_i) for i < nDims/2 at position pos,
-// as ggml_rope_cache_init: θ starts at pos and is multiplied (in float) by
-// thetaScale = base^(-2/nDims) for every pair; freqScale multiplies it.
-func ropeCache(cs []float32, pos int, nDims int, thetaScale, freqScale float32) {
-	theta := float32(pos)
-	for i := 0; i < nDims; i += 2 {
-		t := freqScale * theta
-		cs[i] = cmath.Cosf(t)
-		cs[i+1] = cmath.Sinf(t)
-		theta *= thetaScale
+// ropeParams are the constants of ggml's ROPE for one model
+// (ggml_compute_forward_rope_flt's op parameters).
+type ropeParams struct {
+	nDims      int
+	thetaScale float32   // powf(freq_base, -2.0f/n_dims)
+	freqScale  float32   // freq_scale
+	factors    []float32 // freq_factors (rope_freqs.weight); nil: none
+	extFactor  float32   // YaRN's ext_factor: 1 for YaRN, else 0
+	mscale     float32   // attn_factor
+	corr       [2]float32
+}
+
+func newRopeParams(c Config, factors []float32) ropeParams {
+	p := ropeParams{nDims: c.RopeDim, thetaScale: ropeThetaScale(c.RopeBase, c.RopeDim), freqScale: c.RopeScale,
+		factors: factors, mscale: c.RopeAttnFactor}
+	if c.RopeScaling == "yarn" {
+		p.extFactor = 1
 	}
+	p.corr = yarnCorrDims(c.RopeDim, c.RopeOrigCtx, c.RopeBase, c.YarnBetaFast, c.YarnBetaSlow)
+	return p
+}
+
+// cache fills cs with (cos θ_i, sin θ_i)·mscale for i < nDims/2 at
+// position pos, as ggml_rope_cache_init and rope_yarn: θ starts at pos and
+// is multiplied (in float) by thetaScale for every pair; a frequency factor
+// divides it, freqScale multiplies it, and YaRN mixes the two by its ramp.
+// The multiply-adds are fused where gcc fuses them in ggml-cpu (built for
+// a CPU with FMA); without scaling and factors each step is the plain one.
+func (p *ropeParams) cache(cs []float32, pos int) {
+	theta := float32(pos)
+	for i := 0; i < p.nDims; i += 2 {
+		extrap := theta
+		if p.factors != nil {
+			extrap = theta / p.factors[i/2]
+		}
+		interp := p.freqScale * extrap
+		t, mscale := interp, p.mscale
+		if p.extFactor != 0 {
+			mix := yarnRamp(p.corr[0], p.corr[1], i) * p.extFactor
+			t = fma32(interp, 1-mix, float32(extrap*mix))
+			mscale *= fma32(0.1, cmath.Logf(1/p.freqScale), 1)
+		}
+		cs[i] = cmath.Cosf(t) * mscale
+		cs[i+1] = cmath.Sinf(t) * mscale
+		theta *= p.thetaScale
+	}
+}
+
+// yarnRamp is rope_yarn_ramp: 1 below low, 0 above high, linear between.
+func yarnRamp(low, high float32, i0 int) float32 {
+	y := (float32(i0/2) - low) / max(0.001, high-low)
+	return 1 - min(1, max(0, y))
+}
+
+// yarnCorrDims is ggml_rope_yarn_corr_dims: the first and last dimension
+// pair the YaRN ramp blends.
+func yarnCorrDims(nDims, nCtxOrig int, base, betaFast, betaSlow float32) [2]float32 {
+	dim := func(nRot float32) float32 {
+		return float32(float32(nDims)*cmath.Logf(float32(nCtxOrig)/(nRot*2*float32(math.Pi)))) / (2 * cmath.Logf(base))
+	}
+	start := float32(math.Floor(float64(dim(betaFast))))
+	end := float32(math.Ceil(float64(dim(betaSlow))))
+	return [2]float32{max(0, start), min(float32(nDims-1), end)}
+}
+
+// fma32 is a·b+c rounded once to float32 (C's fmaf): float64 holds a·b
+// exactly, and the sum is rounded twice only where it lies within a
+// float64 ulp of a float32 tie.
+func fma32(a, b, c float32) float32 {
+	return float32(math.FMA(float64(a), float64(b), float64(c)))
 }
 
 // ropeThetaScale is powf(freq_base, -2.0f/n_dims).

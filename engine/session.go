@@ -156,6 +156,7 @@ func (s *Session) Decode(tokens []int32, want func(i int) bool, emit func(i int,
 	if err := m.mm.MatMul(&op, xn, logits); err != nil {
 		return err
 	}
+	addBias(cpuOps{m.kern}, logits, m.outputBias)
 	s.pos += T
 	for r, i := range outRows {
 		if err := emit(i, logits[r*op.N:(r+1)*op.N]); err != nil {
@@ -284,10 +285,9 @@ func (s *Session) ropeRows(pos0, T int) []float32 {
 	c := s.m.Config
 	d := c.RopeDim // at least 2: the config refuses 0 at load
 	if have := len(s.rope) / d; have < pos0+T {
-		ts := ropeThetaScale(c.RopeBase, d)
 		s.rope = slices.Grow(s.rope, (pos0+T-have)*d)[:(pos0+T)*d]
 		for p := have; p < pos0+T; p++ {
-			ropeCache(s.rope[p*d:(p+1)*d], p, d, ts, c.RopeScale)
+			s.m.rope.cache(s.rope[p*d:(p+1)*d], p)
 		}
 	}
 	return s.rope[pos0*d : (pos0+T)*d]
@@ -339,9 +339,18 @@ func (f *forward) layer(il int, x []float32, outRows []int) ([]float32, error) {
 		return nil, err
 	}
 	q, v, k := qvk[0], qvk[1], qvk[2]
-	addBias(q, l.bq)
-	addBias(k, l.bk)
-	addBias(v, l.bv)
+	addBias(lops, q, l.bq)
+	addBias(lops, k, l.bk)
+	addBias(lops, v, l.bv)
+	if l.qNorm != nil {
+		D := c.HeadDim
+		for i := 0; i < len(q); i += D {
+			lops.RMSNorm(q[i:i+D], q[i:i+D], l.qNorm, c.RMSEps)
+		}
+		for i := 0; i < len(k); i += D {
+			lops.RMSNorm(k[i:i+D], k[i:i+D], l.kNorm, c.RMSEps)
+		}
+	}
 	for t := range T {
 		cs := f.rope[t*c.RopeDim : (t+1)*c.RopeDim]
 		for h := range c.NHead {
@@ -358,6 +367,7 @@ func (f *forward) layer(il int, x []float32, outRows []int) ([]float32, error) {
 	if err != nil {
 		return nil, err
 	}
+	addBias(lops, ao, l.bo)
 	rows := T
 	if il == len(m.layers)-1 && len(outRows) < T {
 		ao, x = f.gatherRows(ao, outRows, E), f.gatherRows(x, outRows, E)
@@ -378,6 +388,8 @@ func (f *forward) layer(il int, x []float32, outRows []int) ([]float32, error) {
 		return nil, err
 	}
 	gate, up := gateUp[0], gateUp[1]
+	addBias(lops, up, l.bUp)
+	addBias(lops, gate, l.bGate)
 	for r := range rows {
 		lops.Swiglu(gate[r*c.NFF:(r+1)*c.NFF], gate[r*c.NFF:(r+1)*c.NFF], up[r*c.NFF:(r+1)*c.NFF])
 	}
@@ -385,6 +397,7 @@ func (f *forward) layer(il int, x []float32, outRows []int) ([]float32, error) {
 	if err != nil {
 		return nil, err
 	}
+	addBias(lops, down, l.bDown)
 	for r := range rows {
 		lops.Add(x[r*E:(r+1)*E], down[r*E:(r+1)*E]) // l_out
 	}
@@ -434,12 +447,14 @@ func (f *forward) attention(il int, q []float32, lops LayerOps) []float32 {
 	return out
 }
 
-func addBias(x, b []float32) {
+// addBias adds b to every row of x (ggml's broadcasting ADD); nil adds
+// nothing.
+func addBias(lops LayerOps, x, b []float32) {
 	if b == nil {
 		return
 	}
 	for i := 0; i < len(x); i += len(b) {
-		addTo(x[i:i+len(b)], b)
+		lops.Add(x[i:i+len(b)], b)
 	}
 }
 

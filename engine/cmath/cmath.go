@@ -1,6 +1,7 @@
 // Package cmath gives the engine the C library's single-precision expf,
-// sinf, cosf and powf, the functions llama.cpp's CPU backend calls (RoPE's
-// cos/sin cache, its scale, SiLU on the elements past a 16-lane block). The
+// sinf, cosf, powf and logf, the functions llama.cpp's CPU backend calls
+// (RoPE's cos/sin cache, its scale and YaRN's corrections, SiLU on the
+// elements past a 16-lane block). The
 // C library's results are not always correctly rounded, so matching
 // llama.cpp bit for bit means calling the same functions: on Linux the
 // process's libm is loaded at first use (github.com/ebitengine/purego, no
@@ -15,16 +16,16 @@ import (
 
 var (
 	once                   sync.Once
-	expf, sinf, cosf, cexp func(float32) float32
+	expf, sinf, cosf, logf func(float32) float32
 	powf                   func(float32, float32) float32
 	source                 = "go"
 )
 
 func load() {
 	once.Do(func() {
-		expf, sinf, cosf, powf = goExpf, goSinf, goCosf, goPowf
-		if e, s, c, p, name, ok := loadLibm(); ok {
-			expf, sinf, cosf, powf, source = e, s, c, p, name
+		expf, sinf, cosf, logf, powf = goExpf, goSinf, goCosf, goLogf, goPowf
+		if e, s, c, l, p, name, ok := loadLibm(); ok {
+			expf, sinf, cosf, logf, powf, source = e, s, c, l, p, name
 		}
 	})
 }
@@ -42,6 +43,9 @@ func Sinf(x float32) float32 { load(); return sinf(x) }
 // Cosf is the C library's cosf.
 func Cosf(x float32) float32 { load(); return cosf(x) }
 
+// Logf is the C library's logf.
+func Logf(x float32) float32 { load(); return logf(x) }
+
 // Powf is the C library's powf.
 func Powf(x, y float32) float32 { load(); return powf(x, y) }
 
@@ -49,4 +53,5 @@ func Powf(x, y float32) float32 { load(); return powf(x, y) }
 func goExpf(x float32) float32    { return float32(math.Exp(float64(x))) }
 func goSinf(x float32) float32    { return float32(math.Sin(float64(x))) }
 func goCosf(x float32) float32    { return float32(math.Cos(float64(x))) }
+func goLogf(x float32) float32    { return float32(math.Log(float64(x))) }
 func goPowf(x, y float32) float32 { return float32(math.Pow(float64(x), float64(y))) }

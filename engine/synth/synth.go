@@ -1,13 +1,19 @@
-// Package synth writes llama-architecture GGUF models with random weights and
-// a real (synthetic) SentencePiece vocabulary: realistic shapes for speed
-// work and loader tests, loadable by evalrun's engine and by llama.cpp.
+// Package synth writes llama, qwen2 and qwen3 GGUF models with random
+// weights and a real (synthetic) SentencePiece vocabulary, laid out as
+// convert_hf_to_gguf lays out real conversions: realistic shapes for speed
+// work, and the variants of each architecture (Llama 3's rope_freqs,
+// biases, RoPE scaling) for checking the engine against llama.cpp.
 package synth
 
 import (
+	"cmp"
 	"fmt"
 	"hash/fnv"
+	"math"
 	"math/rand/v2"
 	"runtime"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/evalrun/evalrun/engine/ggml"
@@ -16,7 +22,9 @@ import (
 
 // Config describes the model to generate.
 type Config struct {
-	Arch    string // "llama" (default) or "qwen2" (NeoX RoPE, Q/K/V biases)
+	// Arch is "llama" (default), "qwen2" (NeoX RoPE, Q/K/V biases) or
+	// "qwen3" (NeoX RoPE, per-head Q/K RMS norms, no biases).
+	Arch    string
 	NEmbd   int
 	NLayer  int
 	NHead   int
@@ -26,7 +34,33 @@ type Config struct {
 	Type    ggml.Type
 	Seed    int64
 	NCtx    int // context_length metadata; 0 = 2048
+
+	// HeadDim is attention.key_length/value_length; 0 = NEmbd/NHead
+	// (written only when it differs, as the converters do).
+	HeadDim int
+	// RopeBase is rope.freq_base; 0 = 10000.
+	RopeBase float32
+	// RopeFreqs writes rope_freqs.weight as convert_hf_to_gguf computes it
+	// for Llama 3.1/3.2/3.3 ("llama3" rope type: factor 8, low 1, high 4,
+	// original context 8192). llama only.
+	RopeFreqs bool
+	// Biases adds the biases the architecture's graph applies when present:
+	// llama Q/K/V, attention output and FFN; qwen3 Q/K/V (qwen2 always has
+	// Q/K/V biases).
+	Biases bool
+	// NormNoise draws norm weights as 1 + N(0, NormNoise) instead of all 1,
+	// so a norm applied to the wrong rows or skipped shows in the logits.
+	NormNoise float64
+	// RopeScaling is rope.scaling.type ("", "linear", "yarn"), with
+	// RopeFactor (rope.scaling.factor) and, for yarn, RopeOrigCtx
+	// (rope.scaling.original_context_length).
+	RopeScaling string
+	RopeFactor  float32
+	RopeOrigCtx int
 }
+
+// Archs are the architectures Generate writes.
+var Archs = []string{"llama", "qwen2", "qwen3"}
 
 // Weight scale: trained transformers have weights of standard deviation
 // about 0.02 and norm weights near 1.
@@ -44,7 +78,9 @@ type tensorSpec struct {
 	name  string
 	typ   ggml.Type
 	dims  []uint64
-	ones  bool // norm weights: all 1.0
+	ones  bool // norm weights: all 1.0 (1 + N(0, noise) when noise > 0)
+	noise float64
+	data  []float32 // the values, when not drawn
 	bytes []byte
 }
 
@@ -52,8 +88,26 @@ func (c *Config) normalize() error {
 	if c.Arch == "" {
 		c.Arch = "llama"
 	}
-	if c.Arch != "llama" && c.Arch != "qwen2" {
-		return fmt.Errorf("synth: unsupported architecture %q (supported: llama, qwen2)", c.Arch)
+	if !slices.Contains(Archs, c.Arch) {
+		return fmt.Errorf("synth: unsupported architecture %q (supported: %s)", c.Arch, strings.Join(Archs, ", "))
+	}
+	if c.RopeFreqs && c.Arch != "llama" {
+		return fmt.Errorf("synth: rope_freqs is a llama tensor (llama.cpp's %s graph does not use it)", c.Arch)
+	}
+	switch c.RopeScaling {
+	case "", "none":
+	case "linear", "yarn":
+		if !(c.RopeFactor > 0) {
+			return fmt.Errorf("synth: rope scaling %q needs a positive factor", c.RopeScaling)
+		}
+	default:
+		return fmt.Errorf("synth: rope scaling %q: supported none, linear, yarn", c.RopeScaling)
+	}
+	if c.RopeBase == 0 {
+		c.RopeBase = 10000
+	}
+	if c.NormNoise < 0 || c.NormNoise > 1 {
+		return fmt.Errorf("synth: NormNoise %g out of range [0, 1]", c.NormNoise)
 	}
 	if c.NHeadKV == 0 {
 		c.NHeadKV = c.NHead
@@ -64,12 +118,14 @@ func (c *Config) normalize() error {
 	switch {
 	case c.NEmbd <= 0 || c.NLayer <= 0 || c.NHead <= 0 || c.NHeadKV <= 0 || c.NFF <= 0 || c.NCtx < 0:
 		return fmt.Errorf("synth: NEmbd, NLayer, NHead, NHeadKV, NFF must be positive (got %d, %d, %d, %d, %d)", c.NEmbd, c.NLayer, c.NHead, c.NHeadKV, c.NFF)
-	case c.NEmbd%c.NHead != 0:
+	case c.HeadDim == 0 && c.NEmbd%c.NHead != 0:
 		return fmt.Errorf("synth: NEmbd %d is not a multiple of NHead %d", c.NEmbd, c.NHead)
 	case c.NHead%c.NHeadKV != 0:
 		return fmt.Errorf("synth: NHead %d is not a multiple of NHeadKV %d", c.NHead, c.NHeadKV)
-	case (c.NEmbd/c.NHead)%2 != 0:
-		return fmt.Errorf("synth: head size %d must be even for RoPE", c.NEmbd/c.NHead)
+	case c.HeadDim < 0 || c.headDim()%2 != 0:
+		return fmt.Errorf("synth: head size %d must be even for RoPE", c.headDim())
+	case c.Arch == "qwen2" && c.headDim()*c.NHead != c.NEmbd:
+		return fmt.Errorf("synth: qwen2's Q is NEmbd wide (llama.cpp's qwen2 graph): head size %d × %d heads must be %d", c.headDim(), c.NHead, c.NEmbd)
 	case c.NVocab < specialAndByteTokens+1:
 		return fmt.Errorf("synth: NVocab %d: need at least %d (3 special + 256 byte tokens + 1)", c.NVocab, specialAndByteTokens+1)
 	}
@@ -82,6 +138,13 @@ func (c *Config) normalize() error {
 	return nil
 }
 
+func (c *Config) headDim() int {
+	if c.HeadDim > 0 {
+		return c.HeadDim
+	}
+	return c.NEmbd / c.NHead
+}
+
 // Generate writes the model described by cfg to path.
 func Generate(cfg Config, path string) error {
 	if err := cfg.normalize(); err != nil {
@@ -92,7 +155,7 @@ func Generate(cfg Config, path string) error {
 		return err
 	}
 	specs := tensorSpecs(cfg)
-	if err := fillTensors(specs, cfg.Seed); err != nil {
+	if err := fillTensors(specs, cfg); err != nil {
 		return err
 	}
 	for _, s := range specs {
@@ -106,14 +169,16 @@ func Generate(cfg Config, path string) error {
 	return nil
 }
 
+type keyValue struct {
+	key string
+	val any
+}
+
 func addMetadata(w *gguf.Writer, c Config) error {
 	a := c.Arch + "."
-	headDim := uint32(c.NEmbd / c.NHead)
+	headDim := uint32(c.headDim())
 	tokens, scores, types := vocab(c.NVocab)
-	kvs := []struct {
-		key string
-		val any
-	}{
+	kvs := []keyValue{
 		{"general.architecture", c.Arch},
 		{"general.name", fmt.Sprintf("synth-%s-%dL-%d-%s", c.Arch, c.NLayer, c.NEmbd, c.Type)},
 		{"general.file_type", fileTypes[c.Type]},
@@ -123,21 +188,34 @@ func addMetadata(w *gguf.Writer, c Config) error {
 		{a + "block_count", uint32(c.NLayer)},
 		{a + "feed_forward_length", uint32(c.NFF)},
 		{a + "rope.dimension_count", headDim},
-		{a + "rope.freq_base", float32(10000)},
+		{a + "rope.freq_base", c.RopeBase},
 		{a + "attention.head_count", uint32(c.NHead)},
 		{a + "attention.head_count_kv", uint32(c.NHeadKV)},
 		{a + "attention.layer_norm_rms_epsilon", float32(1e-5)},
 		{a + "vocab_size", uint32(c.NVocab)},
-		{"tokenizer.ggml.model", "llama"},
-		{"tokenizer.ggml.tokens", tokens},
-		{"tokenizer.ggml.scores", scores},
-		{"tokenizer.ggml.token_type", types},
-		{"tokenizer.ggml.bos_token_id", uint32(1)},
-		{"tokenizer.ggml.eos_token_id", uint32(2)},
-		{"tokenizer.ggml.unknown_token_id", uint32(0)},
-		{"tokenizer.ggml.add_bos_token", true},
-		{"tokenizer.ggml.add_eos_token", false},
 	}
+	if c.HeadDim > 0 {
+		kvs = append(kvs, keyValue{a + "attention.key_length", headDim}, keyValue{a + "attention.value_length", headDim})
+	}
+	switch c.RopeScaling {
+	case "linear":
+		kvs = append(kvs, keyValue{a + "rope.scaling.type", "linear"}, keyValue{a + "rope.scaling.factor", c.RopeFactor})
+	case "yarn":
+		orig := cmp.Or(c.RopeOrigCtx, c.NCtx)
+		kvs = append(kvs, keyValue{a + "rope.scaling.type", "yarn"}, keyValue{a + "rope.scaling.factor", c.RopeFactor},
+			keyValue{a + "rope.scaling.original_context_length", uint32(orig)})
+	}
+	kvs = append(kvs,
+		keyValue{"tokenizer.ggml.model", "llama"},
+		keyValue{"tokenizer.ggml.tokens", tokens},
+		keyValue{"tokenizer.ggml.scores", scores},
+		keyValue{"tokenizer.ggml.token_type", types},
+		keyValue{"tokenizer.ggml.bos_token_id", uint32(1)},
+		keyValue{"tokenizer.ggml.eos_token_id", uint32(2)},
+		keyValue{"tokenizer.ggml.unknown_token_id", uint32(0)},
+		keyValue{"tokenizer.ggml.add_bos_token", true},
+		keyValue{"tokenizer.ggml.add_eos_token", false},
+	)
 	for _, kv := range kvs {
 		if err := w.AddKV(kv.key, kv.val); err != nil {
 			return fmt.Errorf("synth: %w", err)
@@ -146,12 +224,34 @@ func addMetadata(w *gguf.Writer, c Config) error {
 	return nil
 }
 
+// llama3RopeFactors are the frequency factors convert_hf_to_gguf writes as
+// rope_freqs.weight for a "llama3" rope type (Llama 3.1's defaults).
+func llama3RopeFactors(base float64, dim int) []float32 {
+	const factor, low, high, oldCtx = 8.0, 1.0, 4.0, 8192.0
+	lowWavelen, highWavelen := oldCtx/low, oldCtx/high
+	var out []float32
+	for i := 0; i < dim; i += 2 {
+		freq := float64(float32(1 / math.Pow(base, float64(float32(i)/float32(dim)))))
+		wavelen := 2 * math.Pi / freq
+		switch {
+		case wavelen < highWavelen:
+			out = append(out, 1)
+		case wavelen > lowWavelen:
+			out = append(out, factor)
+		default:
+			smooth := (oldCtx/wavelen - low) / (high - low)
+			out = append(out, float32(1/((1-smooth)/factor+smooth)))
+		}
+	}
+	return out
+}
+
 // tensorSpecs lists the tensors in llama.cpp's order. A matrix whose row
 // length is not a multiple of the type's block size falls back to F16, as
 // llama-quantize's fallback does for ffn_down (n_ff columns).
 func tensorSpecs(c Config) []*tensorSpec {
 	e, f, v := uint64(c.NEmbd), uint64(c.NFF), uint64(c.NVocab)
-	hd := uint64(c.NEmbd / c.NHead)
+	hd := uint64(c.headDim())
 	q, kv := uint64(c.NHead)*hd, uint64(c.NHeadKV)*hd
 	matrix := func(name string, k, n uint64) *tensorSpec {
 		t := c.Type
@@ -160,42 +260,55 @@ func tensorSpecs(c Config) []*tensorSpec {
 		}
 		return &tensorSpec{name: name, typ: t, dims: []uint64{k, n}}
 	}
-	vector := func(name string, n uint64, ones bool) *tensorSpec {
-		return &tensorSpec{name: name, typ: ggml.F32, dims: []uint64{n}, ones: ones}
+	norm := func(name string, n uint64) *tensorSpec {
+		return &tensorSpec{name: name, typ: ggml.F32, dims: []uint64{n}, ones: true, noise: c.NormNoise}
+	}
+	bias := func(name string, n uint64) *tensorSpec {
+		return &tensorSpec{name: name, typ: ggml.F32, dims: []uint64{n}}
 	}
 	specs := []*tensorSpec{
 		matrix("token_embd.weight", e, v),
-		vector("output_norm.weight", e, true),
+		norm("output_norm.weight", e),
 		matrix("output.weight", e, v),
 	}
+	if c.RopeFreqs {
+		specs = append(specs, &tensorSpec{name: "rope_freqs.weight", typ: ggml.F32, dims: []uint64{hd / 2},
+			data: llama3RopeFactors(float64(c.RopeBase), int(hd))})
+	}
+	qkvBias := c.Arch == "qwen2" || c.Biases
 	for i := 0; i < c.NLayer; i++ {
 		p := fmt.Sprintf("blk.%d.", i)
 		specs = append(specs,
-			vector(p+"attn_norm.weight", e, true),
+			norm(p+"attn_norm.weight", e),
 			matrix(p+"attn_q.weight", e, q),
 			matrix(p+"attn_k.weight", e, kv),
 			matrix(p+"attn_v.weight", e, kv),
 		)
-		if c.Arch == "qwen2" {
-			specs = append(specs,
-				vector(p+"attn_q.bias", q, false),
-				vector(p+"attn_k.bias", kv, false),
-				vector(p+"attn_v.bias", kv, false),
-			)
+		if qkvBias {
+			specs = append(specs, bias(p+"attn_q.bias", q), bias(p+"attn_k.bias", kv), bias(p+"attn_v.bias", kv))
+		}
+		if c.Arch == "qwen3" {
+			specs = append(specs, norm(p+"attn_k_norm.weight", hd), norm(p+"attn_q_norm.weight", hd))
+		}
+		specs = append(specs, matrix(p+"attn_output.weight", q, e))
+		if c.Biases && c.Arch == "llama" {
+			specs = append(specs, bias(p+"attn_output.bias", e))
 		}
 		specs = append(specs,
-			matrix(p+"attn_output.weight", q, e),
-			vector(p+"ffn_norm.weight", e, true),
+			norm(p+"ffn_norm.weight", e),
 			matrix(p+"ffn_gate.weight", e, f),
 			matrix(p+"ffn_up.weight", e, f),
 			matrix(p+"ffn_down.weight", f, e),
 		)
+		if c.Biases && c.Arch == "llama" {
+			specs = append(specs, bias(p+"ffn_gate.bias", f), bias(p+"ffn_up.bias", f), bias(p+"ffn_down.bias", e))
+		}
 	}
 	return specs
 }
 
 // fillTensors draws and encodes every tensor, in parallel.
-func fillTensors(specs []*tensorSpec, seed int64) error {
+func fillTensors(specs []*tensorSpec, cfg Config) error {
 	var (
 		wg    sync.WaitGroup
 		mu    sync.Mutex
@@ -205,7 +318,7 @@ func fillTensors(specs []*tensorSpec, seed int64) error {
 	for range max(1, runtime.NumCPU()) {
 		wg.Go(func() {
 			for s := range next {
-				if err := s.fill(seed); err != nil {
+				if err := s.fill(cfg.Seed); err != nil {
 					mu.Lock()
 					if first == nil {
 						first = err
@@ -228,17 +341,21 @@ func (s *tensorSpec) fill(seed int64) error {
 	for _, d := range s.dims {
 		n *= d
 	}
-	vals := make([]float32, n)
-	if s.ones {
-		for i := range vals {
-			vals[i] = 1
-		}
-	} else {
+	vals := s.data
+	if vals == nil {
+		vals = make([]float32, n)
 		h := fnv.New64a()
 		h.Write([]byte(s.name))
 		rng := rand.New(rand.NewPCG(uint64(seed), h.Sum64()))
 		for i := range vals {
-			vals[i] = float32(rng.NormFloat64() * weightStd)
+			if s.ones {
+				vals[i] = 1
+				if s.noise > 0 {
+					vals[i] += float32(rng.NormFloat64() * s.noise)
+				}
+			} else {
+				vals[i] = float32(rng.NormFloat64() * weightStd)
+			}
 		}
 	}
 	size, err := ggml.RowBytes(s.typ, int(n))

@@ -430,7 +430,7 @@ func newSynthCmd() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&cfg.Arch, "arch", "llama", "architecture (llama)")
+	f.StringVar(&cfg.Arch, "arch", "llama", "architecture: "+strings.Join(synth.Archs, ", "))
 	f.IntVar(&cfg.NEmbd, "n-embd", 768, "embedding size")
 	f.IntVar(&cfg.NLayer, "n-layer", 12, "layers")
 	f.IntVar(&cfg.NHead, "n-head", 12, "attention heads")
@@ -439,6 +439,15 @@ func newSynthCmd() *cobra.Command {
 	f.IntVar(&cfg.NVocab, "n-vocab", 32000, "vocabulary size")
 	f.StringVar(&typeName, "type", "f32", "weight type: f32, f16, q8_0, q4_0")
 	f.Int64Var(&cfg.Seed, "seed", 1, "random seed")
+	f.IntVar(&cfg.NCtx, "n-ctx", 2048, "context_length")
+	f.IntVar(&cfg.HeadDim, "head-dim", 0, "attention.key_length (0: n-embd/n-head)")
+	f.Float32Var(&cfg.RopeBase, "rope-base", 10000, "rope.freq_base")
+	f.BoolVar(&cfg.RopeFreqs, "rope-freqs", false, "llama: rope_freqs.weight as Llama 3.1+ conversions write it")
+	f.BoolVar(&cfg.Biases, "biases", false, "the optional biases of the architecture's graph (llama: Q/K/V, attention output, FFN; qwen3: Q/K/V)")
+	f.Float64Var(&cfg.NormNoise, "norm-noise", 0, "norm weights 1 + N(0, this) instead of 1")
+	f.StringVar(&cfg.RopeScaling, "rope-scaling", "", "rope.scaling.type: linear or yarn (with --rope-factor)")
+	f.Float32Var(&cfg.RopeFactor, "rope-factor", 0, "rope.scaling.factor")
+	f.IntVar(&cfg.RopeOrigCtx, "rope-orig-ctx", 0, "yarn: rope.scaling.original_context_length (0: --n-ctx)")
 	f.StringVarP(&out, "out", "o", "", "output GGUF file")
 	cmd.MarkFlagRequired("out")
 	return cmd

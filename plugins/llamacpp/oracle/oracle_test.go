@@ -2,11 +2,13 @@ package oracle
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -284,4 +286,102 @@ func (r recorder) MatMul(op *engine.MatMulOp, x, out []float32) error {
 	err := r.inner.MatMul(op, x, out)
 	*r.out = append(*r.out, nodeData{op.Name, append([]float32(nil), out[:op.T*op.N]...)})
 	return err
+}
+
+// archVariants are the layouts of every architecture the engine computes,
+// as real conversions lay them out: Llama 3.1+'s rope_freqs, the llama
+// graph's optional biases, a head size other than n_embd/n_head, RoPE
+// scaling (linear, YaRN), Qwen2's biases, Qwen3's Q/K norms; norm weights
+// are random around 1 so a norm on the wrong rows shows.
+var archVariants = []struct {
+	name string
+	cfg  synth.Config
+}{
+	{"llama3-rope-freqs", synth.Config{Arch: "llama", RopeFreqs: true, RopeBase: 500000, NormNoise: 0.2}},
+	{"llama-biases-headdim", synth.Config{Arch: "llama", Biases: true, HeadDim: 128, NormNoise: 0.2}},
+	{"llama-linear", synth.Config{Arch: "llama", RopeScaling: "linear", RopeFactor: 4, NormNoise: 0.2}},
+	{"llama-yarn", synth.Config{Arch: "llama", RopeScaling: "yarn", RopeFactor: 4, RopeOrigCtx: 512, NormNoise: 0.2}},
+	{"qwen2", synth.Config{Arch: "qwen2", RopeBase: 1000000, NormNoise: 0.2}},
+	{"qwen2-yarn", synth.Config{Arch: "qwen2", RopeScaling: "yarn", RopeFactor: 4, RopeOrigCtx: 512, NormNoise: 0.2}},
+	{"qwen3", synth.Config{Arch: "qwen3", RopeBase: 1000000, NormNoise: 0.2}},
+	{"qwen3-biases-headdim", synth.Config{Arch: "qwen3", Biases: true, HeadDim: 128, NormNoise: 0.2}},
+}
+
+// longTokens is one stream of at least n tokens: the oracle texts, each
+// with its BOS, concatenated.
+func longTokens(t *testing.T, em *engine.Model, n int) []int32 {
+	var out []int32
+	for _, text := range oracleTexts(t, 240) {
+		out = append(out, em.Tokenizer().Encode(text, true)...)
+		if len(out) >= n {
+			return out[:n]
+		}
+	}
+	t.Fatalf("the oracle texts have %d tokens, want %d", len(out), n)
+	return nil
+}
+
+// TestArchitectures holds every architecture and variant the engine
+// computes to llama.cpp, bit for bit, over a 2048-token context fed in
+// batches of 512 (as evalrun feeds a plugin), so RoPE scaling and the
+// frequency factors reach the long-context positions where they matter.
+func TestArchitectures(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short: no synthetic models")
+	}
+	lib := libOrSkip(t)
+	const nCtx, batch = 2048, 512
+	types := []ggml.Type{ggml.F32, ggml.F16, ggml.Q8_0, ggml.Q4_0}
+	for _, v := range archVariants {
+		for _, typ := range types {
+			t.Run(v.name+"/"+typ.String(), func(t *testing.T) {
+				cfg := v.cfg
+				cfg.NEmbd, cfg.NLayer, cfg.NHead, cfg.NHeadKV, cfg.NFF, cfg.NVocab = 256, 2, 4, 2, 768, 512
+				cfg.Type, cfg.Seed, cfg.NCtx = typ, 5, cmp.Or(cfg.RopeOrigCtx*8, nCtx)
+				path := filepath.Join(t.TempDir(), v.name+".gguf")
+				if err := synth.Generate(cfg, path); err != nil {
+					t.Fatal(err)
+				}
+				lm, err := lib.LoadModel(path, llama.ModelParams{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer lm.Free()
+				em, err := engine.Open(path, engine.Options{Numerics: engine.GGML, Threads: 2})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer em.Close()
+				ctx, err := lm.NewContext(llama.ContextParams{NCtx: nCtx, NBatch: batch, NUBatch: batch, NSeqMax: 1, Threads: 2,
+					FlashAttn: llama.FlashAttnOff, TypeK: int32(ggml.F32), TypeV: int32(ggml.F32)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer ctx.Free()
+				tokens := longTokens(t, em, nCtx)
+				s := em.NewSession(nCtx)
+				for p := 0; p < nCtx; p += batch {
+					chunk := tokens[p : p+batch]
+					if err := ctx.Decode(0, p, chunk, func(int) bool { return true }); err != nil {
+						t.Fatal(err)
+					}
+					ours := map[int][]float32{}
+					if err := s.Decode(chunk, nil, func(i int, l []float32) error { ours[i] = slices.Clone(l); return nil }); err != nil {
+						t.Fatal(err)
+					}
+					theirs := map[int][]float32{}
+					for i := range chunk {
+						l, err := ctx.Logits(i)
+						if err != nil {
+							t.Fatal(err)
+						}
+						theirs[i] = slices.Clone(l)
+					}
+					if d := mismatch(ours, theirs); d != "" {
+						t.Fatalf("positions %d..%d: %s", p, p+batch-1, d)
+					}
+				}
+			})
+		}
+	}
 }
