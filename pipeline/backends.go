@@ -182,6 +182,8 @@ func (rb *runBackend) refusal(s *spec.Spec, what string, err error) error {
 	key := rb.Key + ".model"
 	if m := optionRE.FindStringSubmatch(err.Error()); m != nil {
 		key = rb.Key + ".options." + m[1]
+	} else if what == "refused its options" {
+		what = "refused the model" // Validate checks the model too
 	}
 	return &backend.InputError{Err: s.Err(key, "%s %s: %v", rb.Name, what, err)}
 }

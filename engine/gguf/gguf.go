@@ -390,3 +390,23 @@ func toUint64(v any) (uint64, bool) {
 	}
 	return uint64(i), true
 }
+
+// ArchContext returns general.architecture and ARCH.context_length, the
+// facts llama.cpp reads from every model file whatever its architecture:
+// a host that does not compute the model itself (the llamacpp plugin
+// does) still needs them to plan a run.
+func (f *File) ArchContext() (arch string, nCtxTrain int, err error) {
+	arch, ok := f.String("general.architecture")
+	if !ok || arch == "" {
+		return "", 0, fmt.Errorf("%s: metadata general.architecture: missing or not a string", f.Path)
+	}
+	key := arch + ".context_length"
+	n, ok := f.Uint(key)
+	switch {
+	case !ok:
+		return arch, 0, fmt.Errorf("%s: metadata %s: missing or not a non-negative integer", f.Path, key)
+	case n == 0 || n > 1<<24:
+		return arch, 0, fmt.Errorf("%s: metadata %s: value %d out of range [1, %d]", f.Path, key, n, 1<<24)
+	}
+	return arch, int(n), nil
+}

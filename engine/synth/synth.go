@@ -59,8 +59,14 @@ type Config struct {
 	RopeOrigCtx int
 }
 
-// Archs are the architectures Generate writes.
-var Archs = []string{"llama", "qwen2", "qwen3"}
+// Archs are the architectures Generate writes that evalrun's engine
+// computes; LlamaCppArchs are layouts it also writes, as real conversions
+// lay them out, that only the llamacpp plugin computes today (specs whose
+// every backend is llamacpp run on them).
+var (
+	Archs         = []string{"llama", "qwen2", "qwen3"}
+	LlamaCppArchs = []string{"gemma3", "phi3"}
+)
 
 // Weight scale: trained transformers have weights of standard deviation
 // about 0.02 and norm weights near 1.
@@ -88,8 +94,11 @@ func (c *Config) normalize() error {
 	if c.Arch == "" {
 		c.Arch = "llama"
 	}
-	if !slices.Contains(Archs, c.Arch) {
-		return fmt.Errorf("synth: unsupported architecture %q (supported: %s)", c.Arch, strings.Join(Archs, ", "))
+	if !slices.Contains(Archs, c.Arch) && !slices.Contains(LlamaCppArchs, c.Arch) {
+		return fmt.Errorf("synth: unsupported architecture %q (supported: %s)", c.Arch, strings.Join(append(slices.Clone(Archs), LlamaCppArchs...), ", "))
+	}
+	if slices.Contains(LlamaCppArchs, c.Arch) && (c.Biases || c.RopeScaling != "") {
+		return fmt.Errorf("synth: %s: biases and RoPE scaling are written for %s only", c.Arch, strings.Join(Archs, ", "))
 	}
 	if c.RopeFreqs && c.Arch != "llama" {
 		return fmt.Errorf("synth: rope_freqs is a llama tensor (llama.cpp's %s graph does not use it)", c.Arch)
@@ -178,6 +187,11 @@ func addMetadata(w *gguf.Writer, c Config) error {
 	a := c.Arch + "."
 	headDim := uint32(c.headDim())
 	tokens, scores, types := vocab(c.NVocab)
+	if c.Arch == "phi3" {
+		// llama.cpp's vocabulary loader looks this one up in a model named
+		// phi3 (Phi-3's added tokens start with it).
+		tokens[len(tokens)-1], types[len(types)-1] = "<|endoftext|>", typeControl
+	}
 	kvs := []keyValue{
 		{"general.architecture", c.Arch},
 		{"general.name", fmt.Sprintf("synth-%s-%dL-%d-%s", c.Arch, c.NLayer, c.NEmbd, c.Type)},
@@ -194,8 +208,14 @@ func addMetadata(w *gguf.Writer, c Config) error {
 		{a + "attention.layer_norm_rms_epsilon", float32(1e-5)},
 		{a + "vocab_size", uint32(c.NVocab)},
 	}
-	if c.HeadDim > 0 {
+	if c.HeadDim > 0 || c.Arch == "gemma3" {
 		kvs = append(kvs, keyValue{a + "attention.key_length", headDim}, keyValue{a + "attention.value_length", headDim})
+	}
+	switch c.Arch {
+	case "gemma3": // local layers see 64 positions, every 6th layer all (Gemma 3's pattern)
+		kvs = append(kvs, keyValue{a + "attention.sliding_window", uint32(64)})
+	case "phi3": // Phi-3-mini-4k's window: the whole context
+		kvs = append(kvs, keyValue{a + "attention.sliding_window", uint32(c.NCtx)})
 	}
 	switch c.RopeScaling {
 	case "linear":
@@ -266,6 +286,12 @@ func tensorSpecs(c Config) []*tensorSpec {
 	bias := func(name string, n uint64) *tensorSpec {
 		return &tensorSpec{name: name, typ: ggml.F32, dims: []uint64{n}}
 	}
+	switch c.Arch {
+	case "gemma3":
+		return gemma3Specs(c, matrix, norm)
+	case "phi3":
+		return phi3Specs(c, matrix, norm)
+	}
 	specs := []*tensorSpec{
 		matrix("token_embd.weight", e, v),
 		norm("output_norm.weight", e),
@@ -303,6 +329,49 @@ func tensorSpecs(c Config) []*tensorSpec {
 		if c.Biases && c.Arch == "llama" {
 			specs = append(specs, bias(p+"ffn_gate.bias", f), bias(p+"ffn_up.bias", f), bias(p+"ffn_down.bias", e))
 		}
+	}
+	return specs
+}
+
+// gemma3Specs is Gemma 3's layout (llama.cpp's gemma3 load_arch_tensors):
+// tied embeddings, Q/K norms, post-attention and post-FFN norms.
+func gemma3Specs(c Config, matrix func(string, uint64, uint64) *tensorSpec, norm func(string, uint64) *tensorSpec) []*tensorSpec {
+	e, f, v := uint64(c.NEmbd), uint64(c.NFF), uint64(c.NVocab)
+	hd := uint64(c.headDim())
+	q, kv := uint64(c.NHead)*hd, uint64(c.NHeadKV)*hd
+	specs := []*tensorSpec{matrix("token_embd.weight", e, v), norm("output_norm.weight", e)}
+	for i := 0; i < c.NLayer; i++ {
+		p := fmt.Sprintf("blk.%d.", i)
+		specs = append(specs,
+			norm(p+"attn_norm.weight", e),
+			matrix(p+"attn_q.weight", e, q), matrix(p+"attn_k.weight", e, kv), matrix(p+"attn_v.weight", e, kv),
+			norm(p+"attn_k_norm.weight", hd), norm(p+"attn_q_norm.weight", hd),
+			matrix(p+"attn_output.weight", q, e),
+			norm(p+"post_attention_norm.weight", e),
+			norm(p+"ffn_norm.weight", e),
+			matrix(p+"ffn_gate.weight", e, f), matrix(p+"ffn_up.weight", e, f), matrix(p+"ffn_down.weight", f, e),
+			norm(p+"post_ffw_norm.weight", e),
+		)
+	}
+	return specs
+}
+
+// phi3Specs is Phi-3's layout: fused QKV and gate/up matmuls.
+func phi3Specs(c Config, matrix func(string, uint64, uint64) *tensorSpec, norm func(string, uint64) *tensorSpec) []*tensorSpec {
+	e, f, v := uint64(c.NEmbd), uint64(c.NFF), uint64(c.NVocab)
+	hd := uint64(c.headDim())
+	q, kv := uint64(c.NHead)*hd, uint64(c.NHeadKV)*hd
+	specs := []*tensorSpec{matrix("token_embd.weight", e, v), norm("output_norm.weight", e), matrix("output.weight", e, v)}
+	for i := 0; i < c.NLayer; i++ {
+		p := fmt.Sprintf("blk.%d.", i)
+		specs = append(specs,
+			norm(p+"attn_norm.weight", e),
+			matrix(p+"attn_qkv.weight", e, q+2*kv),
+			matrix(p+"attn_output.weight", q, e),
+			norm(p+"ffn_norm.weight", e),
+			matrix(p+"ffn_up.weight", e, 2*f),
+			matrix(p+"ffn_down.weight", f, e),
+		)
 	}
 	return specs
 }

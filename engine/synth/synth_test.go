@@ -170,3 +170,64 @@ func TestQwen2(t *testing.T) {
 		t.Error("no blk.1.attn_v.bias")
 	}
 }
+
+// Every variant of the engine's architectures loads and decodes, its
+// optional tensors and keys where the converters put them; the layouts
+// only llama.cpp computes are refused by the engine, naming the
+// architecture.
+func TestVariants(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		edit    func(*Config)
+		tensors []string
+		check   func(engine.Config) bool
+		refused string
+	}{
+		{"qwen3", func(c *Config) { c.Arch = "qwen3" }, []string{"blk.0.attn_q_norm.weight", "blk.1.attn_k_norm.weight"},
+			func(e engine.Config) bool { return e.QKNorm && e.RopeNeox }, ""},
+		{"llama rope_freqs", func(c *Config) { c.RopeFreqs = true; c.RopeBase = 500000 }, []string{"rope_freqs.weight"},
+			func(e engine.Config) bool { return e.RopeBase == 500000 }, ""},
+		{"llama biases, head 16", func(c *Config) { c.Biases = true; c.HeadDim = 16 },
+			[]string{"blk.0.attn_q.bias", "blk.0.attn_output.bias", "blk.1.ffn_down.bias"},
+			func(e engine.Config) bool { return e.HeadDim == 16 }, ""},
+		{"yarn", func(c *Config) { c.RopeScaling, c.RopeFactor, c.RopeOrigCtx = "yarn", 4, 128 }, nil,
+			func(e engine.Config) bool {
+				return e.RopeScaling == "yarn" && e.RopeScale == 0.25 && e.RopeOrigCtx == 128
+			}, ""},
+		{"gemma3", func(c *Config) { c.Arch = "gemma3" }, []string{"blk.0.post_ffw_norm.weight"}, nil, `unsupported architecture "gemma3"`},
+		{"phi3", func(c *Config) { c.Arch = "phi3" }, []string{"blk.0.attn_qkv.weight"}, nil, `unsupported architecture "phi3"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := tiny(ggml.Q8_0)
+			cfg.NormNoise = 0.1
+			c.edit(&cfg)
+			path := filepath.Join(t.TempDir(), "m.gguf")
+			if err := Generate(cfg, path); err != nil {
+				t.Fatal(err)
+			}
+			m, err := engine.Open(path, engine.Options{Threads: 1})
+			if c.refused != "" {
+				if err == nil || !strings.Contains(err.Error(), c.refused) {
+					t.Fatalf("engine.Open: %v, want %q", err, c.refused)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			for _, name := range c.tensors {
+				if _, ok := m.File().Tensor(name); !ok {
+					t.Errorf("no %s", name)
+				}
+			}
+			if !c.check(m.Config) {
+				t.Errorf("config %+v", m.Config)
+			}
+			s := m.NewSession(0)
+			if err := s.Decode([]int32{1, 260, 261, 262}, nil, func(int, []float32) error { return nil }); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}

@@ -13,7 +13,6 @@ import (
 	"strings"
 
 	"github.com/evalrun/evalrun/backend"
-	"github.com/evalrun/evalrun/engine"
 	"github.com/evalrun/evalrun/engine/gguf"
 	"github.com/evalrun/evalrun/engine/tokenizer"
 	"github.com/evalrun/evalrun/internal/atomicfile"
@@ -93,8 +92,10 @@ func New(ctx context.Context, s *spec.Spec) (*Plan, error) {
 	return p, p.checkOutputs()
 }
 
-// openModel reads the model's facts and tokenizer and checks it as a plugin
-// would at Load.
+// openModel reads the model's facts and tokenizer. Whether the model can be
+// computed is each plugin's to say (Validate, before any plugin loads):
+// the engine's plugins check it with the engine, the llamacpp plugin
+// computes any architecture libllama loads.
 func (p *Plan) openModel(ctx context.Context) (*tokenizer.Tokenizer, error) {
 	path := p.Spec.Model.Path
 	sum, err := filehash.SHA256(ctx, path)
@@ -109,7 +110,7 @@ func (p *Plan) openModel(ctx context.Context) (*tokenizer.Tokenizer, error) {
 		return nil, &backend.InputError{Err: err}
 	}
 	defer f.Close()
-	cfg, err := engine.Check(f)
+	arch, nCtxTrain, err := f.ArchContext()
 	if err != nil {
 		return nil, &backend.InputError{Err: fmt.Errorf("model %w", err)}
 	}
@@ -124,8 +125,8 @@ func (p *Plan) openModel(ctx context.Context) (*tokenizer.Tokenizer, error) {
 			return nil, backend.BadInput("model %s: tokenizer.ggml.%s %d is outside the vocabulary of %d tokens", path, key, id, n)
 		}
 	}
-	p.Model = summary.ModelSummary{Path: path, SHA256: sum, Arch: cfg.Arch, NParams: int64(f.NParams()), NVocab: n, SizeBytes: f.Size}
-	p.NCtxTrain = cfg.NCtxTrain
+	p.Model = summary.ModelSummary{Path: path, SHA256: sum, Arch: arch, NParams: int64(f.NParams()), NVocab: n, SizeBytes: f.Size}
+	p.NCtxTrain = nCtxTrain
 	return tok, nil
 }
 
@@ -138,8 +139,8 @@ func inputOr(ctx context.Context, err error, format string, args ...any) error {
 }
 
 // checkSameVocab refuses a backend model override whose vocabulary differs
-// from the reference model's, or that a plugin would refuse to load: logits
-// of different vocabularies cannot be compared position by position.
+// from the reference model's: logits of different vocabularies cannot be
+// compared position by position. (Its plugin checks the rest at Validate.)
 func checkSameVocab(s *spec.Spec, tok *tokenizer.Tokenizer, b spec.Backend) error {
 	bad := func(format string, args ...any) error {
 		return &backend.InputError{Err: s.Err(b.Key+".model", "%s: "+format, append([]any{b.Model}, args...)...)}
@@ -149,7 +150,7 @@ func checkSameVocab(s *spec.Spec, tok *tokenizer.Tokenizer, b spec.Backend) erro
 		return &backend.InputError{Err: s.Err(b.Key+".model", "%v", err)}
 	}
 	defer f.Close()
-	if _, err := engine.Check(f); err != nil {
+	if _, _, err := f.ArchContext(); err != nil {
 		return bad("%v", err)
 	}
 	toks, _ := f.Strings("tokenizer.ggml.tokens")

@@ -430,7 +430,7 @@ func newSynthCmd() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&cfg.Arch, "arch", "llama", "architecture: "+strings.Join(synth.Archs, ", "))
+	f.StringVar(&cfg.Arch, "arch", "llama", "architecture: "+strings.Join(synth.Archs, ", ")+" (and "+strings.Join(synth.LlamaCppArchs, ", ")+", which only the llamacpp plugin computes)")
 	f.IntVar(&cfg.NEmbd, "n-embd", 768, "embedding size")
 	f.IntVar(&cfg.NLayer, "n-layer", 12, "layers")
 	f.IntVar(&cfg.NHead, "n-head", 12, "attention heads")

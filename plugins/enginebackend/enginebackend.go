@@ -22,6 +22,7 @@ import (
 
 	"github.com/evalrun/evalrun/backend"
 	"github.com/evalrun/evalrun/engine"
+	"github.com/evalrun/evalrun/engine/gguf"
 	"github.com/evalrun/evalrun/engine/tokenizer"
 )
 
@@ -110,10 +111,29 @@ func (b *Backend) parse(req backend.LoadRequest) (engine.Options, Attach, []stri
 }
 
 // Validate implements backend.Validator: the request and options as Load
-// checks them (files the options name included), without opening the model.
+// checks them (files the options name included), and the model's
+// hyperparameters and tensors as the engine binds them (engine.Check: the
+// file is mapped, nothing is loaded or computed), so a model the engine
+// does not compute is refused by name before any plugin loads.
 func (b *Backend) Validate(_ context.Context, req backend.LoadRequest) ([]string, error) {
 	_, _, warnings, err := b.parse(req)
-	return warnings, err
+	if err != nil {
+		return warnings, err
+	}
+	return warnings, checkModel(req.ModelPath)
+}
+
+// checkModel is engine.Check of the file at path.
+func checkModel(path string) error {
+	f, err := gguf.Open(path)
+	if err != nil {
+		return loadError(path, err)
+	}
+	defer f.Close()
+	if _, err := engine.Check(f); err != nil {
+		return backend.Errorf(backend.ErrInvalidArgument, "model %v", err)
+	}
+	return nil
 }
 
 // Load implements backend.Backend. Loading again replaces the model and drops

@@ -456,19 +456,34 @@ func (o *rknnLike) Warnings() []string {
 	return nil
 }
 
-// Validate checks what Load would, without opening the model: options,
-// paths in them (relative to the spec's directory) and warnings.
-func TestValidateOpensNothing(t *testing.T) {
+// Validate checks what Load would, without loading the model or attaching
+// the device: options, paths in them (relative to the spec's directory),
+// warnings, and the model as the engine binds it.
+func TestValidateLoadsNothing(t *testing.T) {
 	var got *rknnLike
 	b := New(Config{Name: "npu-ish", Options: DeviceOptions(func(m *engine.Model, opts *rknnLike) (Device, error) {
 		got = opts
 		return nil, errors.New("attach must not run")
 	})})
 	ctx := context.Background()
-	req := backend.LoadRequest{ModelPath: "/no/such/model.gguf", BaseDir: "/spec/dir", Options: map[string]any{"kernels": "k.json", "cores": 1}}
+	req := backend.LoadRequest{ModelPath: modelF32, BaseDir: "/spec/dir", Options: map[string]any{"kernels": "k.json", "cores": 1}}
 	warnings, err := b.Validate(ctx, req)
 	if err != nil || !reflect.DeepEqual(warnings, []string{"one core"}) || got != nil {
 		t.Fatalf("Validate: %v %v (attach ran: %v)", warnings, err, got != nil)
+	}
+	missing := req
+	missing.ModelPath = "/no/such/model.gguf"
+	if _, err := b.Validate(ctx, missing); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a missing model: %v, want fs.ErrNotExist", err)
+	}
+	// A model the engine does not compute is refused by name.
+	notGGUF := filepath.Join(t.TempDir(), "gemma.gguf")
+	if err := os.WriteFile(notGGUF, []byte("GGUF"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	missing.ModelPath = notGGUF
+	if _, err := b.Validate(ctx, missing); !errors.Is(err, backend.ErrInvalidArgument) || !strings.Contains(err.Error(), notGGUF) {
+		t.Errorf("a truncated model: %v, want ErrInvalidArgument naming it", err)
 	}
 	_, attach, _, _ := b.parse(req)
 	attach(nil)

@@ -13,7 +13,9 @@ import (
 	"testing"
 
 	"github.com/evalrun/evalrun/backend"
+	"github.com/evalrun/evalrun/engine/ggml"
 	"github.com/evalrun/evalrun/engine/gguf"
+	"github.com/evalrun/evalrun/engine/synth"
 	"github.com/evalrun/evalrun/pipeline"
 	"github.com/evalrun/evalrun/pipeline/plan"
 	"github.com/evalrun/evalrun/pipeline/report"
@@ -201,5 +203,89 @@ func writeDuplicateTokenModel(t *testing.T, src, dst string) {
 	}
 	if err := w.WriteFile(dst); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestLlamaCppOnlySpecs: a spec whose every backend is llamacpp runs on an
+// architecture evalrun's engine does not compute (Gemma 3, Phi-3 layouts,
+// as real conversions lay them out): the host plans it without the engine,
+// and llama.cpp with flash attention off is compared with llama.cpp with
+// it on and an F16 KV cache, to a verdict. The same file with an engine
+// backend in the spec is refused before any plugin loads, naming the
+// model and the architecture (exit 2).
+func TestLlamaCppOnlySpecs(t *testing.T) {
+	libDir, pluginDir := buildPlugin(t)
+	out, err := exec.Command("go", "build", "-o", filepath.Join(pluginDir, "evalrun-plugin-cpu"), "../cpu").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build ../cpu: %v\n%s", err, out)
+	}
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, arch := range synth.LlamaCppArchs {
+		t.Run(arch, func(t *testing.T) {
+			tmp := t.TempDir()
+			model := filepath.Join(tmp, arch+".gguf")
+			cfg := synth.Config{Arch: arch, NEmbd: 256, NLayer: 2, NHead: 4, NHeadKV: 2, NFF: 512, NVocab: 512, Type: ggml.Q8_0, Seed: 7, NormNoise: 0.1, NCtx: 1024}
+			if err := synth.Generate(cfg, model); err != nil {
+				t.Fatal(err)
+			}
+			write := func(name, candidate string) *plan.Plan {
+				text := `name: ` + arch + `
+model: {path: ` + model + `}
+datasets:
+  - {name: oracle, path: ` + filepath.Join(root, "datasets", "oracle.jsonl") + `, mode: score, n_ctx: 256, limit: 40}
+reference:
+  name: llama.cpp
+  plugin: llamacpp
+  threads: 2
+  options: {lib_dir: ` + libDir + `, flash_attn: "off", kv_type: f32}
+backends:
+` + candidate + `
+bench: {enabled: false}
+output: {dir: ` + filepath.Join(tmp, "results") + `, formats: [json]}
+`
+				path := filepath.Join(tmp, name+".yaml")
+				if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				s, err := spec.Load(context.Background(), path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				p, err := plan.New(context.Background(), s)
+				if err != nil {
+					t.Fatalf("plan of a llamacpp-only spec on %s: %v", arch, err)
+				}
+				return p
+			}
+			p := write("fa", `  - name: llama.cpp-fa-f16
+    plugin: llamacpp
+    threads: 2
+    options: {lib_dir: `+libDir+`, flash_attn: "on", kv_type: f16}
+    gates: {kld_mean_max: 0.01}`)
+			var stderr bytes.Buffer
+			res, err := pipeline.Run(context.Background(), p, pipeline.Options{PluginDir: pluginDir, Stderr: &stderr, Version: "test"})
+			if err != nil {
+				t.Fatalf("Run: %v\n%s", err, stderr.String())
+			}
+			sum := res.Summary
+			c := sum.Backends[0]
+			if sum.Model.Arch != arch || sum.Reference.Status != summary.StatusOK || c.Status != summary.StatusOK || c.Accuracy == nil || c.Accuracy.Tokens == 0 {
+				t.Fatalf("arch %q, reference %s %s, candidate %s %s: want both computed", sum.Model.Arch, sum.Reference.Status, sum.Reference.Error, c.Status, c.Error)
+			}
+			if code := sum.Verdict.ExitCode; code != 0 && code != 1 {
+				t.Errorf("exit %d, want a verdict (0 or 1)", code)
+			}
+			t.Logf("%s: flash attention + F16 KV against the plain configuration: KLD %.3g over %d tokens, verdict %s", arch, *c.Accuracy.KLDMean, c.Accuracy.Tokens, sum.Verdict.Status)
+
+			p = write("cpu", `  - {name: cpu, plugin: cpu}`)
+			_, err = pipeline.Validate(context.Background(), p, pipeline.Options{PluginDir: pluginDir, Stderr: &stderr})
+			var in *backend.InputError
+			if !errors.As(err, &in) || !strings.Contains(err.Error(), model) || !strings.Contains(err.Error(), `unsupported architecture "`+arch+`"`) {
+				t.Errorf("a cpu backend on %s: %v; want an input error naming the model and the architecture", arch, err)
+			}
+		})
 	}
 }
