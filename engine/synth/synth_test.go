@@ -135,7 +135,11 @@ func TestGenerateRejectsBadConfig(t *testing.T) {
 		edit func(*Config)
 		want string
 	}{
-		{func(c *Config) { c.Arch = "gemma3" }, `unsupported architecture "gemma3"`},
+		{func(c *Config) { c.Arch = "gemma2" }, `unsupported architecture "gemma2"`},
+		{func(c *Config) { c.Arch = "qwen2"; c.RopeFreqs = true }, "rope_freqs is a llama tensor"},
+		{func(c *Config) { c.RopeScaling = "longrope"; c.RopeFactor = 2 }, `rope scaling "longrope"`},
+		{func(c *Config) { c.RopeScaling = "yarn" }, "needs a positive factor"},
+		{func(c *Config) { c.Arch = "qwen2"; c.HeadDim = 32 }, "qwen2's Q is NEmbd wide"},
 		{func(c *Config) { c.NVocab = 100 }, "NVocab 100"},
 		{func(c *Config) { c.NHeadKV = 3 }, "not a multiple of NHeadKV 3"},
 		{func(c *Config) { c.Type = ggml.Q4_K }, "Q4_K not supported"},
