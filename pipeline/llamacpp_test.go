@@ -1,13 +1,20 @@
 package pipeline
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"math"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/evalrun/evalrun/backend"
+	"github.com/evalrun/evalrun/engine/ggml"
+	"github.com/evalrun/evalrun/engine/synth"
 	"github.com/evalrun/evalrun/internal/testkit"
 	"github.com/evalrun/evalrun/pipeline/plan"
 	"github.com/evalrun/evalrun/pipeline/spec"
@@ -123,4 +130,88 @@ func TestKLDBaseAgreesWithLlamaCpp(t *testing.T) {
 	within(t, "own base: same top p", *a2.SameTopP, *a2.SameTopPErr, *a1.SameTopP, *a1.SameTopPErr, 0)
 	within(t, "own base: RMS Δp", *a2.RMSDp, *a2.RMSDpErr, *a1.RMSDp, *a1.RMSDpErr, 0)
 	within(t, "own base: PPL(base)", *a2.PPLBase, *a2.PPLBaseErr, *a1.PPLBase, *a1.PPLBaseErr, 0)
+}
+
+// llamaPerplexity is llama.cpp b10587's llama-perplexity from the shared
+// tools beside the repository (../shared/tools/llama.cpp), or
+// EVALRUN_LLAMA_PERPLEXITY; the test skips, saying so, where it is absent
+// or does not run on this CPU (it is built for the machine kind's ISA).
+func llamaPerplexity(t *testing.T) string {
+	t.Helper()
+	bin := os.Getenv("EVALRUN_LLAMA_PERPLEXITY")
+	if bin == "" {
+		bin = filepath.Join("..", "..", "shared", "tools", "llama.cpp", "llama-perplexity")
+	}
+	if out, err := exec.Command(bin, "--version").CombinedOutput(); err != nil {
+		t.Skipf("llama.cpp b10587's llama-perplexity does not run here (%v: %s): set EVALRUN_LLAMA_PERPLEXITY", err, bytes.TrimSpace(out))
+	}
+	return bin
+}
+
+// TestKLDBaseOfLlamaCppB10587 holds the engine's ggml numerics to llama.cpp
+// b10587's own tools on the layouts Llama 3.2 (rope_freqs, freq_base
+// 500000), llama with every optional bias and a head size of its own, and
+// Qwen3: llama-perplexity writes a --kl-divergence-base file over 2048-token
+// chunks, and the CPU backend scored against it agrees to the base file's
+// 16-bit rounding (KLD <= 1e-6, same top >= 99.8 %).
+func TestKLDBaseOfLlamaCppB10587(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs llama-perplexity and the engine over 16k tokens per model")
+	}
+	bin := llamaPerplexity(t)
+	dir := t.TempDir()
+	var text []string
+	f, err := os.Open(filepath.Join("..", "datasets", "oracle.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var r struct{ Text string }
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatal(err)
+		}
+		text = append(text, r.Text)
+	}
+	f.Close()
+	textPath := filepath.Join(dir, "text.txt")
+	if err := os.WriteFile(textPath, []byte(strings.Join(text, " ")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		cfg  synth.Config
+	}{
+		{"llama3.2-rope-freqs", synth.Config{Arch: "llama", RopeFreqs: true, RopeBase: 500000}},
+		{"llama-biases-headdim", synth.Config{Arch: "llama", Biases: true, HeadDim: 128}},
+		{"qwen3", synth.Config{Arch: "qwen3", RopeBase: 1000000}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := c.cfg
+			cfg.NEmbd, cfg.NLayer, cfg.NHead, cfg.NHeadKV, cfg.NFF, cfg.NVocab = 256, 2, 4, 2, 768, 512
+			cfg.Type, cfg.Seed, cfg.NCtx, cfg.NormNoise = ggml.Q8_0, 11, 4096, 0.2
+			model := filepath.Join(dir, c.name+".gguf")
+			if err := synth.Generate(cfg, model); err != nil {
+				t.Fatal(err)
+			}
+			base := filepath.Join(dir, c.name+".kld")
+			cmd := exec.Command(bin, "-m", model, "-f", textPath, "-c", "2048", "--chunks", "8", "-fa", "off", "-ctk", "f32", "-ctv", "f32",
+				"-t", "2", "--kl-divergence-base", base)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("llama-perplexity: %v\n%s", err, out)
+			}
+			specPath := filepath.Join(dir, c.name+".yaml")
+			spec := "name: " + c.name + "\nmodel: {path: " + model + "}\nreference: {name: llama.cpp-b10587, kld_base: " + base + "}\n" +
+				"backends:\n  - {name: cpu-ggml, plugin: cpu, options: {numerics: ggml}}\nbench: {enabled: false}\n"
+			if err := os.WriteFile(specPath, []byte(spec), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			a := runEngine(t, loadPlan(t, specPath, nil)).Backends[0].Accuracy
+			t.Logf("%s: %d positions, KLD %.3g, same top %.4f", c.name, a.ScoredTokens, *a.KLDMean, *a.SameTopP)
+			if a.ScoredTokens < 8*1023 || *a.KLDMean > 1e-6 || *a.SameTopP < 0.998 {
+				t.Errorf("%s against llama.cpp b10587's base file: %d positions, KLD %v, same top %v; want KLD <= 1e-6, same top >= 99.8 %%",
+					c.name, a.ScoredTokens, *a.KLDMean, *a.SameTopP)
+			}
+		})
+	}
 }
