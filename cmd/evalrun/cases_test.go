@@ -2,9 +2,11 @@ package main
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/evalrun/evalrun/engine/ggml"
 	"github.com/evalrun/evalrun/engine/gguf"
 	"github.com/evalrun/evalrun/internal/atomicfile"
 	"github.com/evalrun/evalrun/internal/testkit"
@@ -252,6 +255,12 @@ func waitForOpen(t *testing.T, pid int, path string) {
 
 // rewriteModel copies the bundled model with one metadata value changed.
 func rewriteModel(t *testing.T, key string, value any) string {
+	return rewriteModelWith(t, key, value, "")
+}
+
+// rewriteModelWith is rewriteModel (a key not in the file is added) plus,
+// unless tensor is "", an F32 tensor of 8 ones by that name.
+func rewriteModelWith(t *testing.T, key string, value any, tensor string) string {
 	t.Helper()
 	f, err := gguf.Open(testkit.Path("models", "stories260K.gguf"))
 	if err != nil {
@@ -259,6 +268,20 @@ func rewriteModel(t *testing.T, key string, value any) string {
 	}
 	defer f.Close()
 	w := gguf.NewWriter()
+	if _, ok := f.Get(key); !ok && key != "" {
+		if err := w.AddKV(key, value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if tensor != "" {
+		ones := make([]byte, 32)
+		for i := range 8 {
+			binary.LittleEndian.PutUint32(ones[4*i:], math.Float32bits(1))
+		}
+		if err := w.AddTensor(tensor, ggml.F32, []uint64{8}, ones); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, kv := range f.KVs {
 		v := kv.Value
 		if kv.Key == key {

@@ -36,6 +36,11 @@ func TestPreflightRefusesBeforeAnyPluginComputes(t *testing.T) {
 	toks[300] = "not-the-same"
 	otherVocab := rewriteModel(t, "tokenizer.ggml.tokens", gguf.Array{Elem: gguf.TypeString, Values: toks})
 
+	// Nothing unmodelled is computed: a tensor the llama graph does not
+	// have (Qwen3's Q norm), a key that changes the math (Gemma's softcap).
+	unboundTensor := rewriteModelWith(t, "", nil, "blk.0.attn_q_norm.weight")
+	softcap := rewriteModel(t, "llama.final_logit_softcapping", float32(30))
+
 	base := strings.ReplaceAll(caseSpec, "ROOT", testkit.Root())
 	rknn := func(opts string) string {
 		return strings.Replace(base, "    plugin: cpu\n", "    plugin: rknn\n    options: "+opts+"\n", 1)
@@ -51,6 +56,10 @@ func TestPreflightRefusesBeforeAnyPluginComputes(t *testing.T) {
 		{"unknown option", rknn("{typo_opt: 1}"), nil, `p.yaml:9: backends[0].options.typo_opt: cand refused its options: unknown option "typo_opt"`},
 		{"invalid option", rknn("{type: fp17}"), nil, `p.yaml:9: backends[0].options.type: cand refused its options: option "type"`},
 		{"option path missing", rknn("{kernels: ../no-kern.json}"), nil, `p.yaml:9: backends[0].options.kernels: cand refused its options: option "kernels": open ` + filepath.Join(dir, "no-kern.json")},
+		{"reference model with a tensor the engine does not bind", strings.Replace(base, testkit.Path("models", "stories260K.gguf"), unboundTensor, 1), nil,
+			"reference.model: ref refused the model: model " + unboundTensor + `: tensor "blk.0.attn_q_norm.weight": not part of evalrun's llama graph`},
+		{"rknn backend model with a key the engine does not model", rknn("{type: fp16}\n    model: " + softcap), nil,
+			"backends[0].model: cand refused the model: model " + softcap + ": metadata llama.final_logit_softcapping: not modelled by evalrun's llama graph"},
 		{"model with another vocabulary", strings.Replace(base, "    threads: 1\n", "    threads: 1\n    model: "+otherVocab+"\n", 1), nil, "p.yaml:10: backends[0].model: " + otherVocab + ": vocabulary entry 300 is \"not-the-same\""},
 	}
 	for _, c := range cases {
@@ -90,5 +99,24 @@ func TestPreflightRefusesBeforeAnyPluginComputes(t *testing.T) {
 	}
 	if r := evalrun(t, nil, "validate", spec); r.code != 0 || !strings.Contains(r.stdout, "valid (2 backends, 0 warnings)") {
 		t.Errorf("valid spec: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// Nothing unmodelled is computed outside a run either: the engine commands
+// and the engine plugins' Load (through bench; hexagon's is the same
+// enginebackend Load, not built for these tests) refuse a model with a
+// tensor the engine does not bind, naming it, with exit 2.
+func TestEngineCommandsRefuseUnmodelledModels(t *testing.T) {
+	model := rewriteModelWith(t, "", nil, "blk.0.attn_q_norm.weight")
+	for _, args := range [][]string{
+		{"logits", "--model", model, "--tokens", "1,2", "--out", filepath.Join(t.TempDir(), "l.bin")},
+		{"generate", "--model", model, "--prompt", "hi", "-n", "2"},
+		{"bench", "--model", model, "--plugin", "cpu", "-p", "8", "-n", "2", "-r", "1"},
+		{"bench", "--model", model, "--plugin", "rknn", "-p", "8", "-n", "2", "-r", "1"},
+	} {
+		r := evalrun(t, nil, args...)
+		if want := `tensor "blk.0.attn_q_norm.weight": not part of evalrun's llama graph`; r.code != 2 || !strings.Contains(r.stderr, want) {
+			t.Errorf("evalrun %s: exit %d, want 2 and %q in\n%s", strings.Join(args[:3], " "), r.code, want, r.stderr)
+		}
 	}
 }
