@@ -6,7 +6,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X main.version=$(VERSION) -X main.gitCommit=$(COMMIT)
 
-.PHONY: fma-peak bench-vs-llamacpp oracle all build run test test-go test-avx2 test-rknpu test-arm64 test-darwin test-llamacpp-note vet bench fuzz proto llamacpp clean
+.PHONY: fma-peak bench-vs-llamacpp oracle oracle-archs all build run test test-go test-avx2 test-rknpu test-arm64 test-darwin test-llamacpp-note vet bench fuzz proto llamacpp clean
 
 all: build
 
@@ -95,6 +95,11 @@ oracle: build
 		echo "== stories260K$$v"; \
 		EVALRUN_MODEL_PATH=$(CURDIR)/models/stories260K$$v.gguf $(BIN)/evalrun run configs/llamacpp-oracle.yaml || exit $$?; \
 	done
+
+## oracle-archs: every architecture and variant the engine computes (synth files, 4 weight types) against
+## the llamacpp plugin's libllama at n_ctx 2048 (make llamacpp first): ggml bit-identical, exact's figures
+oracle-archs: build
+	tools/oracle-archs.sh
 
 ## asm: regenerate the amd64 kernels with avo (pinned in tools/asmgen/go.mod)
 asm:

@@ -415,3 +415,43 @@ func TestEvictKeepsData(t *testing.T) {
 		t.Fatal("data changed after Evict")
 	}
 }
+
+// ArchContext reads the two facts every model file has, whatever its
+// architecture, and names the key at fault.
+func TestArchContext(t *testing.T) {
+	for _, c := range []struct {
+		kvs  map[string]any
+		want string
+	}{
+		{map[string]any{"general.architecture": "gemma3", "gemma3.context_length": uint32(8192)}, ""},
+		{map[string]any{"gemma3.context_length": uint32(8192)}, "general.architecture: missing"},
+		{map[string]any{"general.architecture": "gemma3"}, "gemma3.context_length: missing"},
+		{map[string]any{"general.architecture": "phi3", "phi3.context_length": uint32(0)}, "phi3.context_length: value 0 out of range"},
+		{map[string]any{"general.architecture": "phi3", "phi3.context_length": "long"}, "phi3.context_length: missing or not a non-negative integer"},
+	} {
+		w := NewWriter()
+		for _, k := range []string{"general.architecture", "gemma3.context_length", "phi3.context_length"} {
+			if v, ok := c.kvs[k]; ok {
+				if err := w.AddKV(k, v); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		path := filepath.Join(t.TempDir(), "m.gguf")
+		if err := w.WriteFile(path); err != nil {
+			t.Fatal(err)
+		}
+		f, err := Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		arch, n, err := f.ArchContext()
+		f.Close()
+		switch {
+		case c.want == "" && (err != nil || arch != "gemma3" || n != 8192):
+			t.Errorf("%v: %q %d %v", c.kvs, arch, n, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), path)):
+			t.Errorf("%v: %v, want %q naming the file", c.kvs, err, c.want)
+		}
+	}
+}
