@@ -75,28 +75,7 @@ func TestEveryLlamaCppKeyAndTensorIsModelledOrRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 		check := func(add func(w *gguf.Writer) error) error {
-			w := gguf.NewWriter()
-			for _, kv := range src.KVs {
-				if kv.Key != "general.alignment" {
-					if err := w.AddKV(kv.Key, kv.Value); err != nil {
-						t.Fatal(err)
-					}
-				}
-			}
-			for i := range src.Tensors {
-				ti := &src.Tensors[i]
-				if err := w.AddTensor(ti.Name, ti.Type, ti.Dims, src.TensorData(ti)); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if err := add(w); err != nil {
-				t.Fatal(err)
-			}
-			path := filepath.Join(t.TempDir(), "m.gguf")
-			if err := w.WriteFile(path); err != nil {
-				t.Fatal(err)
-			}
-			f, err := gguf.Open(path)
+			f, err := gguf.Open(rewriteModel(t, base, nil, nil, add))
 			if err != nil {
 				t.Fatal(err)
 			}

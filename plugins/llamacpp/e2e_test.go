@@ -60,18 +60,7 @@ backends:
 bench: {enabled: true, n_prompt: 16, n_gen: 4, reps: 2}
 output: {dir: ` + filepath.Join(tmp, "results") + `, formats: [json, md]}
 `
-	specPath := filepath.Join(tmp, "spec.yaml")
-	if err := os.WriteFile(specPath, []byte(specText), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	s, err := spec.Load(context.Background(), specPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := plan.New(context.Background(), s)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := planSpec(t, filepath.Join(tmp, "spec.yaml"), specText)
 	var stdout, stderr bytes.Buffer
 	res, err := pipeline.Run(context.Background(), p, pipeline.Options{PluginDir: pluginDir, Stderr: &stderr, Version: "test"})
 	if err != nil {
@@ -101,6 +90,23 @@ output: {dir: ` + filepath.Join(tmp, "results") + `, formats: [json, md]}
 	if sum.Verdict.ExitCode != backend.ExitBackend {
 		t.Errorf("exit code %d, want %d", sum.Verdict.ExitCode, backend.ExitBackend)
 	}
+}
+
+// planSpec writes a spec's text to path and plans it.
+func planSpec(t *testing.T, path, text string) *plan.Plan {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := spec.Load(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := plan.New(context.Background(), s)
+	if err != nil {
+		t.Fatalf("plan of %s: %v", path, err)
+	}
+	return p
 }
 
 // buildPlugin finds the installed libraries (or skips) and builds the plugin
@@ -246,19 +252,7 @@ backends:
 bench: {enabled: false}
 output: {dir: ` + filepath.Join(tmp, "results") + `, formats: [json]}
 `
-				path := filepath.Join(tmp, name+".yaml")
-				if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				s, err := spec.Load(context.Background(), path)
-				if err != nil {
-					t.Fatal(err)
-				}
-				p, err := plan.New(context.Background(), s)
-				if err != nil {
-					t.Fatalf("plan of a llamacpp-only spec on %s: %v", arch, err)
-				}
-				return p
+				return planSpec(t, filepath.Join(tmp, name+".yaml"), text)
 			}
 			p := write("fa", `  - name: llama.cpp-fa-f16
     plugin: llamacpp
