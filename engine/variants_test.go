@@ -1,0 +1,120 @@
+package engine
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"flag"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/evalrun/evalrun/engine/ggml"
+	"github.com/evalrun/evalrun/engine/synth"
+)
+
+var updateVariantDigests = flag.Bool("update-variant-digests", false, "rewrite testdata/variant-digests.txt")
+
+const variantDigests = "testdata/variant-digests.txt"
+
+// TestVariantDigests pins the logits of every architecture variant the
+// engine computes (rope_freqs, biases, a head size of its own, YaRN, Qwen3's
+// Q/K norms) over 512 positions, in both numerics: the digest is the same
+// for 1 and 2 threads and for every kernel set (make test-avx2, and the
+// generic Go kernels on arm64 under qemu), and equal to the one recorded on
+// amd64, where TestArchitectures holds the same code to libllama.
+func TestVariantDigests(t *testing.T) {
+	want := map[string]string{}
+	if f, err := os.Open(variantDigests); err == nil {
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if name, sum, ok := strings.Cut(sc.Text(), " "); ok && !strings.HasPrefix(name, "#") {
+				want[name] = sum
+			}
+		}
+		f.Close()
+	} else if !*updateVariantDigests {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, v := range []struct {
+		name string
+		cfg  synth.Config
+	}{
+		{"llama3-rope-freqs", synth.Config{Arch: "llama", RopeFreqs: true, RopeBase: 500000}},
+		{"llama-biases-head32", synth.Config{Arch: "llama", Biases: true, HeadDim: 32}},
+		{"llama-yarn", synth.Config{Arch: "llama", RopeScaling: "yarn", RopeFactor: 4, RopeOrigCtx: 128}},
+		{"qwen2-linear", synth.Config{Arch: "qwen2", RopeScaling: "linear", RopeFactor: 2}},
+		{"qwen3-biases", synth.Config{Arch: "qwen3", Biases: true, RopeBase: 1000000}},
+	} {
+		cfg := v.cfg
+		cfg.NEmbd, cfg.NLayer, cfg.NHead, cfg.NHeadKV, cfg.NFF, cfg.NVocab = 64, 1, 4, 2, 128, 300
+		cfg.Type, cfg.Seed, cfg.NCtx, cfg.NormNoise = ggml.Q8_0, 3, 4096, 0.2
+		path := filepath.Join(t.TempDir(), v.name+".gguf")
+		if err := synth.Generate(cfg, path); err != nil {
+			t.Fatal(err)
+		}
+		for _, num := range []Numerics{Exact, GGML} {
+			name := v.name + "/" + num.String()
+			sums := map[int]string{}
+			for _, threads := range []int{1, 2} {
+				sums[threads] = logitsDigest(t, path, num, threads)
+			}
+			if sums[1] != sums[2] {
+				t.Errorf("%s: 1 thread %s, 2 threads %s", name, sums[1], sums[2])
+			}
+			got = append(got, name+" "+sums[1])
+			if !*updateVariantDigests && want[name] != sums[1] {
+				t.Errorf("%s: logits digest %s, recorded %s (kernels %s)", name, sums[1], want[name], kernelsName())
+			}
+		}
+	}
+	if *updateVariantDigests {
+		text := "# sha256 of the engine's logits per variant and numerics (TestVariantDigests; -update-variant-digests rewrites)\n" + strings.Join(got, "\n") + "\n"
+		if err := os.WriteFile(variantDigests, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// logitsDigest decodes 512 tokens in batches of 128 and hashes every row.
+func logitsDigest(t *testing.T, path string, num Numerics, threads int) string {
+	t.Helper()
+	m, err := Open(path, Options{Numerics: num, Threads: threads})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	s := m.NewSession(512)
+	h := sha256.New()
+	buf := make([]byte, 4)
+	tokens := make([]int32, 128)
+	for p := 0; p < 512; p += 128 {
+		for i := range tokens {
+			tokens[i] = int32(3 + (p+i)*7919%297)
+		}
+		err := s.Decode(tokens, nil, func(_ int, l []float32) error {
+			for _, v := range l {
+				binary.LittleEndian.PutUint32(buf, math.Float32bits(v))
+				h.Write(buf)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+
+func kernelsName() string {
+	k, err := ggml.FromEnv()
+	if err != nil {
+		return err.Error()
+	}
+	return k.Name()
+}
