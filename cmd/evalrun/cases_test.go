@@ -443,3 +443,86 @@ func TestPluginLockFileAndPaths(t *testing.T) {
 		t.Errorf("bench --plugin PATH: exit %d %s %s", r.code, r.stdout, r.stderr)
 	}
 }
+
+// Issue 31, cases 1, 2 and 7: a path a user gives — the reference model, a
+// backend's model, a dataset, a kernel list, a run to compare or merge —
+// that is a FIFO, a device, a directory, a symlink loop or a 2 GB sparse
+// file is refused with exit 2 and its name at once, never read without
+// bound or waited on.
+func TestUserPathsNeverHang(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	loop := filepath.Join(dir, "loop")
+	if err := os.Symlink(loop, loop); err != nil {
+		t.Fatal(err)
+	}
+	sparse := filepath.Join(dir, "sparse.json")
+	f, err := os.Create(sparse)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(2 << 30); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	base := strings.ReplaceAll(caseSpec, "ROOT", testkit.Root())
+	model := testkit.Path("models", "stories260K.gguf")
+	dataset := testkit.Path("datasets", "stories.jsonl")
+	type c struct {
+		name string
+		args []string
+		want string
+	}
+	var cases []c
+	for _, bad := range []struct{ name, path, kind string }{
+		{"FIFO", fifo, "not a regular file (a named pipe)"},
+		{"/dev/zero", "/dev/zero", "not a regular file (a character device)"},
+	} {
+		spec := func(name, text string) string {
+			p := filepath.Join(dir, strings.ReplaceAll(bad.name, "/", "")+"-"+name+".yaml")
+			if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return p
+		}
+		cases = append(cases,
+			c{bad.name + " reference model", []string{"validate", spec("model", strings.Replace(base, model, bad.path, 1))}, bad.kind},
+			c{bad.name + " backend model", []string{"validate", spec("bmodel", strings.Replace(base, "    threads: 1\n", "    threads: 1\n    model: "+bad.path+"\n", 1))}, bad.kind},
+			c{bad.name + " dataset", []string{"validate", spec("data", strings.Replace(base, dataset, bad.path, 1))}, bad.kind},
+			c{bad.name + " kernel list", []string{"validate", spec("kern", strings.Replace(base, "    plugin: cpu\n", "    plugin: rknn\n    options: {kernels: "+bad.path+"}\n", 1))}, bad.kind},
+		)
+	}
+	run := filepath.Join(dir, "run")
+	if r := evalrun(t, nil, "run", writeCase(t, caseSpec), "--out", run); r.code != 0 {
+		t.Fatalf("run: %d\n%s", r.code, r.stderr)
+	}
+	for _, bad := range []struct{ path, want string }{
+		{"/dev/zero", "not a regular file (a character device)"},
+		{fifo, "not a regular file (a named pipe)"},
+		{sparse, "2147483648 bytes, more than the"},
+		{dir, "summary.json"},
+		{loop, "too many levels of symbolic links"},
+	} {
+		cases = append(cases,
+			c{"compare " + bad.path, []string{"compare", run, bad.path, "--out", filepath.Join(dir, "cmp")}, bad.want},
+			c{"merge " + bad.path, []string{"merge", run, bad.path, "--out", filepath.Join(dir, "merged")}, ""},
+		)
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t0 := time.Now()
+			s := start(t, nil, c.args...)
+			code := s.wait(t, 10*time.Second)
+			took := time.Since(t0)
+			if code != 2 || !strings.Contains(s.err.String(), c.want) {
+				t.Errorf("exit %d after %v, want 2 and %q in\n%s", code, took, c.want, s.err)
+			}
+			if took > 2*time.Second {
+				t.Errorf("took %v, want the refusal within 2 s", took)
+			}
+		})
+	}
+}

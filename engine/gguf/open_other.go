@@ -2,11 +2,21 @@
 
 package gguf
 
-import "os"
+import (
+	"io"
 
-// Open reads the whole file (no mmap on this platform) and parses it.
+	"github.com/evalrun/evalrun/internal/userfile"
+)
+
+// Open reads the whole file (no mmap on this platform) and parses it; a
+// path that is not a regular file is refused, not read.
 func Open(path string) (*File, error) {
-	data, err := os.ReadFile(path)
+	f, err := userfile.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(f)
 	if err != nil {
 		return nil, err
 	}

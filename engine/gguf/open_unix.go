@@ -9,11 +9,13 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/evalrun/evalrun/internal/userfile"
 )
 
 // Open maps the file read-only and parses it. Close the File to unmap it.
 func Open(path string) (*File, error) {
-	fd, err := os.Open(path)
+	fd, err := userfile.Open(path) // a FIFO or a device is refused, not opened for reading
 	if err != nil {
 		return nil, err
 	}
@@ -21,9 +23,6 @@ func Open(path string) (*File, error) {
 	st, err := fd.Stat()
 	if err != nil {
 		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: not a regular file", path)
 	}
 	size := st.Size()
 	if size == 0 {

@@ -8,12 +8,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
-	"os"
+
+	"github.com/evalrun/evalrun/internal/userfile"
 )
 
-// SHA256 is the hex sha256 of a file, stopping when ctx ends.
+// SHA256 is the hex sha256 of a regular file (userfile.Open: a FIFO or a
+// device is refused, not read), stopping when ctx ends.
 func SHA256(ctx context.Context, path string) (string, error) {
-	f, err := os.Open(path)
+	f, err := userfile.Open(path)
 	if err != nil {
 		return "", err
 	}

@@ -12,9 +12,10 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/evalrun/evalrun/internal/userfile"
 )
 
 // MaxLineBytes is the longest line accepted (16 MiB).
@@ -53,7 +54,7 @@ type Reader struct {
 
 // Open opens a JSONL prompt set. Close it when done.
 func Open(path string) (*Reader, error) {
-	f, err := os.Open(path)
+	f, err := userfile.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("dataset: %w", err)
 	}

@@ -6,7 +6,8 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
+
+	"github.com/evalrun/evalrun/internal/userfile"
 )
 
 // Reader gives random access to the records of a base file without loading
@@ -29,7 +30,7 @@ type Reader struct {
 // against the exact file size, and every token against n_vocab. Errors are
 // *FormatError naming the file, the field and its byte offset.
 func Open(path string) (*Reader, error) {
-	f, err := os.Open(path)
+	f, err := userfile.Open(path)
 	if err != nil {
 		return nil, err
 	}

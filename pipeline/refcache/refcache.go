@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/evalrun/evalrun/internal/atomicfile"
+	"github.com/evalrun/evalrun/internal/userfile"
 )
 
 // Key is what decides a reference's logits rows.
@@ -85,7 +86,7 @@ func (c *Cache) path(id string) string { return filepath.Join(c.Dir, id[:2], id)
 // (a warning: the caller recomputes) with ok false.
 func (c *Cache) Get(key Key, rows int) (data []float32, ok bool, err error) {
 	path := c.path(key.ID())
-	raw, err := os.ReadFile(path)
+	raw, err := userfile.ReadFile(path, int64(rows)*int64(key.NVocab)*4+1<<20)
 	if errors.Is(err, fs.ErrNotExist) {
 		c.Stats.Misses++
 		return nil, false, nil

@@ -18,6 +18,7 @@ import (
 
 	"github.com/evalrun/evalrun/pipeline/digest"
 	"github.com/evalrun/evalrun/pipeline/summary"
+	"github.com/evalrun/evalrun/internal/userfile"
 )
 
 // Run is one run's results as read back from disk.
@@ -61,7 +62,7 @@ func Load(path string) (*Run, error) {
 }
 
 func loadPrompts(path string) (map[string][]PromptDigest, error) {
-	f, err := os.Open(path)
+	f, err := userfile.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/evalrun/evalrun/internal/atomicfile"
 	"github.com/evalrun/evalrun/pipeline/spec"
+	"github.com/evalrun/evalrun/internal/userfile"
 )
 
 // FileName is the units file of a results directory.
@@ -214,7 +215,7 @@ const MaxLine = 256 << 20
 // Read reads dir's units file. Errors name the file and line.
 func Read(dir string) (*File, error) {
 	path := filepath.Join(dir, FileName)
-	f, err := os.Open(path)
+	f, err := userfile.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("%s: no %s: not the results directory of a run, or one killed before it finished a unit", dir, FileName)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/evalrun/evalrun/pipeline/shard"
 	"github.com/evalrun/evalrun/pipeline/spec"
 	"github.com/evalrun/evalrun/pipeline/speedstat"
+	"github.com/evalrun/evalrun/internal/userfile"
 )
 
 // SchemaVersion names the layout of summary.json. Fields are only ever added
@@ -406,9 +407,13 @@ func (t *HostTiming) SetHostIPC() {
 	}
 }
 
+// MaxFileSize bounds a summary.json that Read reads (compare, merge and
+// --baseline read files a user names).
+const MaxFileSize = 256 << 20
+
 // Read reads a summary.json and checks its schema.
 func Read(path string) (*Summary, error) {
-	data, err := os.ReadFile(path)
+	data, err := userfile.ReadFile(path, MaxFileSize)
 	if err != nil {
 		return nil, err
 	}

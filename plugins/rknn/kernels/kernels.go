@@ -10,11 +10,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/evalrun/evalrun/engine"
 	"github.com/evalrun/evalrun/internal/atomicfile"
+	"github.com/evalrun/evalrun/internal/userfile"
 )
 
 // Shape is one matrix's size.
@@ -123,9 +123,13 @@ func Parse(data []byte, file string) (List, error) {
 	return l, nil
 }
 
-// Load reads and parses a kernel list file.
+// MaxFileSize bounds a kernel list file (a real one is a few KB).
+const MaxFileSize = 16 << 20
+
+// Load reads and parses a kernel list file (a regular file of at most
+// MaxFileSize bytes: a FIFO or a device is refused, not read).
 func Load(path string) (List, error) {
-	data, err := os.ReadFile(path)
+	data, err := userfile.ReadFile(path, MaxFileSize)
 	if err != nil {
 		return List{}, err
 	}
