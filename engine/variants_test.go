@@ -110,7 +110,6 @@ func logitsDigest(t *testing.T, path string, num Numerics, threads int) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-
 func kernelsName() string {
 	k, err := ggml.FromEnv()
 	if err != nil {

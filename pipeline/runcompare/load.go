@@ -16,9 +16,9 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/evalrun/evalrun/internal/userfile"
 	"github.com/evalrun/evalrun/pipeline/digest"
 	"github.com/evalrun/evalrun/pipeline/summary"
-	"github.com/evalrun/evalrun/internal/userfile"
 )
 
 // Run is one run's results as read back from disk.

@@ -13,8 +13,8 @@ import (
 	"sync"
 
 	"github.com/evalrun/evalrun/internal/atomicfile"
-	"github.com/evalrun/evalrun/pipeline/spec"
 	"github.com/evalrun/evalrun/internal/userfile"
+	"github.com/evalrun/evalrun/pipeline/spec"
 )
 
 // FileName is the units file of a results directory.
