@@ -92,6 +92,9 @@ func (r *runner) benchOnce(ctx context.Context, m *benched, i int, req backend.B
 	if err == nil && len(res.SamplesNS) != req.Reps {
 		err = fmt.Errorf("the plugin returned %d samples for %d repetitions", len(res.SamplesNS), req.Reps)
 	}
+	if err == nil {
+		err = checkSamples(res.SamplesNS, limit)
+	}
 	if err != nil {
 		m.rb.fail(ctx, "bench "+req.String(), timedOut(cctx, limit, err))
 		return false
@@ -99,6 +102,22 @@ func (r *runner) benchOnce(ctx context.Context, m *benched, i int, req backend.B
 	m.samples[i] = append(m.samples[i], res.SamplesNS...)
 	m.hostS[i] += time.Since(t0).Seconds()
 	return true
+}
+
+// checkSamples refuses timings no plugin can have measured: a repetition
+// of 0 ns or less, or longer than the call's time limit (alone or all
+// together).
+func checkSamples(samples []int64, limit time.Duration) error {
+	var sum int64
+	for i, ns := range samples {
+		if ns <= 0 || ns > limit.Nanoseconds() {
+			return fmt.Errorf("the plugin reported an impossible time for repetition %d: %d ns (want > 0 and within the bench time limit of %s)", i+1, ns, limit)
+		}
+		if sum += ns; sum > limit.Nanoseconds() {
+			return fmt.Errorf("the plugin reported repetitions totalling more than the bench time limit of %s", limit)
+		}
+	}
+	return nil
 }
 
 func (m *benched) throughput(tests [2]backend.BenchRequest) *summary.Throughput {

@@ -629,3 +629,38 @@ func TestRoundOrderBalancesPlaces(t *testing.T) {
 		}
 	}
 }
+
+// Issue 31 case 3: a plugin reporting bench timings no clock can have
+// measured (a negative repetition, 0 ns, longer than the bench's time
+// limit) is failed with a message saying so, its accuracy kept, the exit
+// code a backend's fault; the honest backend's throughput stands.
+func TestRunRefusesImpossibleBenchTimings(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		ns   int64
+		want string
+	}{
+		{"negative", -1, "impossible time for repetition 1: -8 ns"},
+		{"zero", 0, "impossible time for repetition 1: 0 ns"},
+		{"over the limit", int64(time.Hour), "impossible time for repetition 1"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			liar := newFake(64)
+			liar.benchNS = func(int) int64 { return c.ns }
+			p := testPlan(t, 64, 128, 32, 0, spec.Backend{Name: "liar", Plugin: "fake"}, spec.Backend{Name: "good", Plugin: "fake"})
+			p.Spec.Bench.Reps = 3
+			res, out := runFakes(t, p, map[string]*fakeBackend{"ref": newFake(64), "liar": liar, "good": newFake(64)})
+			s := readSummary(t, res.Dir)
+			liarSum, good := s.Backends[0], s.Backends[1]
+			if liarSum.Status != summary.StatusFailed || !strings.Contains(liarSum.Error, c.want) || liarSum.Throughput != nil || liarSum.Accuracy == nil {
+				t.Errorf("liar: %s %q throughput %v accuracy %v\n%s", liarSum.Status, liarSum.Error, liarSum.Throughput, liarSum.Accuracy != nil, out)
+			}
+			if good.Status != summary.StatusOK || good.Throughput == nil {
+				t.Errorf("good: %s %q", good.Status, good.Error)
+			}
+			if s.Verdict.ExitCode != backend.ExitBackend {
+				t.Errorf("exit %d, want %d", s.Verdict.ExitCode, backend.ExitBackend)
+			}
+		})
+	}
+}

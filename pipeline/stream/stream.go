@@ -93,10 +93,15 @@ func Start(ctx context.Context, be backend.Backend, req backend.EvalRequest, buf
 			t0 = time.Now()
 			return cfg.Pool.Take(n)
 		}
+		next := req.LogitsFrom // rows come in order, one per token from LogitsFrom
 		send := func(l backend.Logits, values []float32) error {
 			if len(values) != cfg.NVocab {
 				return fmt.Errorf("the plugin sent a row of %d logits, the vocabulary has %d", len(values), cfg.NVocab)
 			}
+			if l.Index != next {
+				return fmt.Errorf("the plugin sent the row of token %d where token %d's was due (rows come in order from logits_from %d)", l.Index, next, req.LogitsFrom)
+			}
+			next++
 			select {
 			case s.ch <- row{values, l.ComputeNS}:
 				return nil

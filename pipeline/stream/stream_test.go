@@ -282,3 +282,47 @@ func TestPool(t *testing.T) {
 	p.Release(make([]float32, 1))
 	p.Release(make([]float32, 1)) // the pool is full: dropped, not blocked
 }
+
+// Issue 31 case 9: a row whose index is not the next one due (a duplicate,
+// one skipped, 2^30) ends the call with an error naming both, and the
+// backend is failed by its caller; in-order rows pass.
+func TestCallRefusesRowsOutOfOrder(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		indices []int
+		from    int
+		want    string
+	}{
+		{"duplicate", []int{0, 0}, 0, "the row of token 0 where token 1's was due"},
+		{"skipped", []int{0, 2}, 0, "the row of token 2 where token 1's was due"},
+		{"2^30", []int{1 << 30}, 0, "the row of token 1073741824 where token 0's was due"},
+		{"before logits_from", []int{0}, 3, "the row of token 0 where token 3's was due (rows come in order from logits_from 3)"},
+		{"in order from logits_from", []int{3, 4}, 3, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			be := &evalBackend{eval: func(ctx context.Context, emit func(backend.Logits) error) error {
+				for _, i := range c.indices {
+					if err := emit(backend.Logits{Index: i, Values: make([]float32, 4)}); err != nil {
+						return err
+					}
+				}
+				return nil
+			}}
+			var booked []Timing
+			req := backend.EvalRequest{Tokens: make([]int32, 5), LogitsFrom: c.from}
+			s := Start(context.Background(), be, req, 4, testConfig(&booked))
+			var err error
+			for range c.indices {
+				if _, err = s.Next(); err != nil {
+					break
+				}
+			}
+			if err == nil {
+				err = s.Finish(len(c.indices))
+			}
+			if (c.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.want)) {
+				t.Errorf("err = %v, want %q", err, c.want)
+			}
+		})
+	}
+}
