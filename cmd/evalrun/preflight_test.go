@@ -41,6 +41,10 @@ func TestPreflightRefusesBeforeAnyPluginComputes(t *testing.T) {
 	unboundTensor := rewriteModelWith(t, "", nil, "blk.0.attn_q_norm.weight")
 	softcap := rewriteModel(t, "llama.final_logit_softcapping", float32(30))
 
+	// Issue 31 case 8: a backend's own model is checked as the reference's.
+	badBOS := rewriteModel(t, "tokenizer.ggml.bos_token_id", uint32(100000))
+	shortCtx := rewriteModel(t, "llama.context_length", uint32(32))
+
 	base := strings.ReplaceAll(caseSpec, "ROOT", testkit.Root())
 	rknn := func(opts string) string {
 		return strings.Replace(base, "    plugin: cpu\n", "    plugin: rknn\n    options: "+opts+"\n", 1)
@@ -60,6 +64,10 @@ func TestPreflightRefusesBeforeAnyPluginComputes(t *testing.T) {
 			"reference.model: ref refused the model: model " + unboundTensor + `: tensor "blk.0.attn_q_norm.weight": not part of evalrun's llama graph`},
 		{"rknn backend model with a key the engine does not model", rknn("{type: fp16}\n    model: " + softcap), nil,
 			"backends[0].model: cand refused the model: model " + softcap + ": metadata llama.final_logit_softcapping: not modelled by evalrun's llama graph"},
+		{"backend model with BOS outside the vocabulary", strings.Replace(base, "    threads: 1\n", "    threads: 1\n    model: "+badBOS+"\n", 1), nil,
+			"p.yaml:10: backends[0].model: " + badBOS + ": tokenizer.ggml.bos_token_id 100000 is outside the vocabulary of 512 tokens"},
+		{"backend model with a shorter context", strings.Replace(base, "    threads: 1\n", "    threads: 1\n    model: "+shortCtx+"\n", 1), nil,
+			"p.yaml:10: backends[0].model: " + shortCtx + ": context_length 32, but the run feeds 64 positions"},
 		{"model with another vocabulary", strings.Replace(base, "    threads: 1\n", "    threads: 1\n    model: "+otherVocab+"\n", 1), nil, "p.yaml:10: backends[0].model: " + otherVocab + ": vocabulary entry 300 is \"not-the-same\""},
 	}
 	for _, c := range cases {

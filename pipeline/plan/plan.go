@@ -69,11 +69,14 @@ func New(ctx context.Context, s *spec.Spec) (*Plan, error) {
 	if tok.AddBOS() {
 		p.BOS = tok.BOS()
 	}
+	backendCtx := map[string]int{} // a backend's own model's context_length, by key
 	for _, b := range s.Backends() {
 		if b.Model != s.Model.Path {
-			if err := checkSameVocab(s, tok, b); err != nil {
+			n, err := checkSameVocab(s, tok, b)
+			if err != nil {
 				return nil, err
 			}
+			backendCtx[b.Key] = n
 		}
 	}
 	for i, d := range s.Datasets {
@@ -88,6 +91,13 @@ func New(ctx context.Context, s *spec.Spec) (*Plan, error) {
 	}
 	if b := s.Bench; b.Enabled && b.NPrompt+b.NGen > p.NCtxTrain {
 		return nil, &backend.InputError{Err: s.Err("bench.n_prompt", "n_prompt %d + n_gen %d exceed the model's context_length %d", b.NPrompt, b.NGen, p.NCtxTrain)}
+	}
+	if need := p.longestPass(); need > 0 {
+		for _, b := range s.Backends() {
+			if n, ok := backendCtx[b.Key]; ok && n < need {
+				return nil, &backend.InputError{Err: s.Err(b.Key+".model", "%s: context_length %d, but the run feeds %d positions", b.Model, n, need)}
+			}
+		}
 	}
 	return p, p.checkOutputs()
 }
@@ -119,15 +129,23 @@ func (p *Plan) openModel(ctx context.Context) (*tokenizer.Tokenizer, error) {
 		return nil, backend.BadInput("model %s: %v", path, err)
 	}
 	n := tok.VocabSize()
-	for _, key := range []string{"bos_token_id", "eos_token_id"} {
-		// A uint32 that reads as the tokenizer's -1 ("none") is still out of range.
-		if id, ok := f.Uint("tokenizer.ggml." + key); ok && id >= uint64(n) {
-			return nil, backend.BadInput("model %s: tokenizer.ggml.%s %d is outside the vocabulary of %d tokens", path, key, id, n)
-		}
+	if err := checkSpecialIDs(f, n); err != nil {
+		return nil, backend.BadInput("model %s: %v", path, err)
 	}
 	p.Model = summary.ModelSummary{Path: path, SHA256: sum, Arch: arch, NParams: int64(f.NParams()), NVocab: n, SizeBytes: f.Size}
 	p.NCtxTrain = nCtxTrain
 	return tok, nil
+}
+
+// checkSpecialIDs refuses a BOS or EOS id outside a vocabulary of n tokens
+// (a uint32 that reads as the tokenizer's -1, "none", is still out of range).
+func checkSpecialIDs(f *gguf.File, n int) error {
+	for _, key := range []string{"bos_token_id", "eos_token_id"} {
+		if id, ok := f.Uint("tokenizer.ggml." + key); ok && id >= uint64(n) {
+			return fmt.Errorf("tokenizer.ggml.%s %d is outside the vocabulary of %d tokens", key, id, n)
+		}
+	}
+	return nil
 }
 
 // inputOr is an backend.InputError, or ctx's error when the run was interrupted.
@@ -141,28 +159,34 @@ func inputOr(ctx context.Context, err error, format string, args ...any) error {
 // checkSameVocab refuses a backend model override whose vocabulary differs
 // from the reference model's: logits of different vocabularies cannot be
 // compared position by position. (Its plugin checks the rest at Validate.)
-func checkSameVocab(s *spec.Spec, tok *tokenizer.Tokenizer, b spec.Backend) error {
+func checkSameVocab(s *spec.Spec, tok *tokenizer.Tokenizer, b spec.Backend) (nCtxTrain int, err error) {
 	bad := func(format string, args ...any) error {
 		return &backend.InputError{Err: s.Err(b.Key+".model", "%s: "+format, append([]any{b.Model}, args...)...)}
 	}
 	f, err := gguf.Open(b.Model)
 	if err != nil {
-		return &backend.InputError{Err: s.Err(b.Key+".model", "%v", err)}
+		return 0, &backend.InputError{Err: s.Err(b.Key+".model", "%v", err)}
 	}
 	defer f.Close()
-	if _, _, err := f.ArchContext(); err != nil {
-		return bad("%v", err)
+	_, nCtxTrain, err = f.ArchContext()
+	if err != nil {
+		return 0, bad("%v", err)
 	}
 	toks, _ := f.Strings("tokenizer.ggml.tokens")
 	if len(toks) != tok.VocabSize() {
-		return bad("%d vocabulary entries, the reference model has %d: vocabularies must be identical", len(toks), tok.VocabSize())
+		return 0, bad("%d vocabulary entries, the reference model has %d: vocabularies must be identical", len(toks), tok.VocabSize())
 	}
 	for i := range toks {
 		if toks[i] != tok.Token(int32(i)) {
-			return bad("vocabulary entry %d is %q, the reference model's is %q: vocabularies must be identical", i, toks[i], tok.Token(int32(i)))
+			return 0, bad("vocabulary entry %d is %q, the reference model's is %q: vocabularies must be identical", i, toks[i], tok.Token(int32(i)))
 		}
 	}
-	return nil
+	// The same checks as the reference model's: a backend's own file is
+	// no less trusted input.
+	if err := checkSpecialIDs(f, len(toks)); err != nil {
+		return 0, bad("%v", err)
+	}
+	return nCtxTrain, nil
 }
 
 // tokenize reads a prompt set and tokenizes it with the reference model's
@@ -247,10 +271,9 @@ func (p *Plan) checkOutputs() error {
 	return nil
 }
 
-// MaxContext is the longest sequence any pass of the plan feeds a backend,
-// raised to 512 and capped at the model's context_length (the runner raises
-// it to a kld_base reference's n_ctx): the n_ctx every Load asks for.
-func (p *Plan) MaxContext() int {
+// longestPass is the most positions one pass of the plan feeds a backend:
+// a score chunk, a prompt and its continuation, a bench test.
+func (p *Plan) longestPass() int {
 	n := 0
 	for _, d := range p.Datasets {
 		n = max(n, d.NCtx)
@@ -259,7 +282,18 @@ func (p *Plan) MaxContext() int {
 		}
 	}
 	if b := p.Spec.Bench; b.Enabled {
-		n = max(n, b.NPrompt+b.NGen+1)
+		n = max(n, b.NPrompt+b.NGen)
+	}
+	return n
+}
+
+// MaxContext is the longest sequence any pass of the plan feeds a backend,
+// raised to 512 and capped at the model's context_length (the runner raises
+// it to a kld_base reference's n_ctx): the n_ctx every Load asks for.
+func (p *Plan) MaxContext() int {
+	n := p.longestPass()
+	if p.Spec.Bench.Enabled {
+		n = max(n, p.Spec.Bench.NPrompt+p.Spec.Bench.NGen+1)
 	}
 	return min(max(n, 512), p.NCtxTrain)
 }
