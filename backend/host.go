@@ -31,6 +31,19 @@ var ErrKilled = errors.New("plugin was killed")
 // that does not implement it). It is on by default.
 const MTLSEnv = "EVALRUN_PLUGIN_MTLS"
 
+// MTLSFromEnv reads MTLSEnv: unset, "1", "on" or "true" is on; "0", "off"
+// or "false" off; anything else an error naming the variable.
+func MTLSFromEnv() (bool, error) {
+	switch m := strings.ToLower(strings.TrimSpace(os.Getenv(MTLSEnv))); m {
+	case "", "1", "on", "true":
+		return true, nil
+	case "0", "off", "false":
+		return false, nil
+	default:
+		return false, fmt.Errorf("$%s=%q: want on or off (1/0, true/false)", MTLSEnv, os.Getenv(MTLSEnv))
+	}
+}
+
 // LaunchConfig says how to start a plugin.
 type LaunchConfig struct {
 	Path string   // the plugin binary (see FindPlugin)
@@ -141,8 +154,9 @@ func Launch(ctx context.Context, cfg LaunchConfig) (*Client, error) {
 		if err != nil {
 			return nil, fmt.Errorf("launch plugin: %w", err)
 		}
-		m := strings.ToLower(os.Getenv(MTLSEnv))
-		pcfg.AutoMTLS = m != "0" && m != "off" && m != "false"
+		if pcfg.AutoMTLS, err = MTLSFromEnv(); err != nil {
+			return nil, fmt.Errorf("launch plugin: %w", err)
+		}
 		pcfg.SkipHostEnv = true
 		// go-plugin creates a private socket directory for a RunnerFunc and
 		// removes it on Kill (the watchdog does if the host dies), so no

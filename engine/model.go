@@ -7,6 +7,7 @@ package engine
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/evalrun/evalrun/engine/ggml"
 	"github.com/evalrun/evalrun/engine/gguf"
@@ -95,6 +96,9 @@ func LoadGGUF(f *gguf.File, opts Options) (*Model, error) {
 	}
 	m.rope = newRopeParams(cfg, m.ropeFreqs)
 	if m.tok, err = tokenizer.FromGGUF(f); err != nil {
+		if strings.Contains(err.Error(), f.Path) { // the tokenizer names the file itself
+			return nil, fmt.Errorf("tokenizer: %w", err)
+		}
 		return nil, fmt.Errorf("%s: tokenizer: %w", f.Path, err)
 	}
 	if err := opts.KVCache.Validate(); err != nil {

@@ -83,7 +83,9 @@ rates ± their sample standard deviation, as llama-bench computes them.
 			defer client.Kill()
 			cwd, _ := os.Getwd() // relative paths in options are the user's, not the plugin's
 			load, err := client.Load(ctx, backend.LoadRequest{ModelPath: absPath(model), Threads: threads, Options: opts, BaseDir: cwd})
-			if errors.Is(err, backend.ErrInvalidArgument) || errors.Is(err, fs.ErrNotExist) {
+			if (errors.Is(err, backend.ErrInvalidArgument) || errors.Is(err, fs.ErrNotExist)) && strings.Contains(err.Error(), absPath(model)) {
+				return usageErr("load: %v", err) // the plugin named the file
+			} else if errors.Is(err, backend.ErrInvalidArgument) || errors.Is(err, fs.ErrNotExist) {
 				return usageErr("load %s: %v", model, err)
 			} else if err != nil {
 				return backendErr(fmt.Errorf("load %s: %w", model, err))

@@ -51,7 +51,12 @@ func newCacheCmd() *cobra.Command {
 	prune := &cobra.Command{
 		Use: "prune --max-age 720h | --max-bytes N", Short: "Remove entries unused for longer than --max-age, then the least recently used beyond --max-bytes", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if maxAge <= 0 && maxBytes <= 0 {
+			switch {
+			case cmd.Flags().Changed("max-age") && maxAge <= 0:
+				return usageErr("cache prune: --max-age %v: must be positive (entries unused for longer are removed)", maxAge)
+			case cmd.Flags().Changed("max-bytes") && maxBytes <= 0:
+				return usageErr("cache prune: --max-bytes %d: must be positive (the size the cache is pruned to); to empty the cache, remove %s", maxBytes, dir)
+			case maxAge <= 0 && maxBytes <= 0:
 				return usageErr("cache prune: give --max-age or --max-bytes")
 			}
 			removed, err := refcache.Prune(dir, maxAge, maxBytes, time.Now())

@@ -62,6 +62,12 @@ not run or the run was interrupted.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       version + " (" + gitCommit + ")",
+		// Variables every command's plugins read are checked before any
+		// starts: a typo is bad input (exit 2), not a plugin that failed.
+		PersistentPreRunE: func(*cobra.Command, []string) error {
+			_, err := backend.MTLSFromEnv()
+			return err
+		},
 	}
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageErr("%v (see '%s --help')", err, c.CommandPath())

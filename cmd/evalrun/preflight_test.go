@@ -44,6 +44,7 @@ func TestPreflightRefusesBeforeAnyPluginComputes(t *testing.T) {
 	// Issue 31 case 8: a backend's own model is checked as the reference's.
 	badBOS := rewriteModel(t, "tokenizer.ggml.bos_token_id", uint32(100000))
 	shortCtx := rewriteModel(t, "llama.context_length", uint32(32))
+	badTokenizer := rewriteModel(t, "tokenizer.ggml.model", "banana")
 
 	base := strings.ReplaceAll(caseSpec, "ROOT", testkit.Root())
 	rknn := func(opts string) string {
@@ -68,6 +69,8 @@ func TestPreflightRefusesBeforeAnyPluginComputes(t *testing.T) {
 			"p.yaml:10: backends[0].model: " + badBOS + ": tokenizer.ggml.bos_token_id 100000 is outside the vocabulary of 512 tokens"},
 		{"backend model with a shorter context", strings.Replace(base, "    threads: 1\n", "    threads: 1\n    model: "+shortCtx+"\n", 1), nil,
 			"p.yaml:10: backends[0].model: " + shortCtx + ": context_length 32, but the run feeds 64 positions"},
+		{"backend model whose tokenizer the engine lacks (its path said once)", strings.Replace(base, "    threads: 1\n", "    threads: 1\n    model: "+badTokenizer+"\n", 1), nil,
+			"p.yaml:10: backends[0].model: cand refused the model: model " + badTokenizer + `: tokenizer.ggml.model: unsupported tokenizer model "banana"`},
 		{"model with another vocabulary", strings.Replace(base, "    threads: 1\n", "    threads: 1\n    model: "+otherVocab+"\n", 1), nil, "p.yaml:10: backends[0].model: " + otherVocab + ": vocabulary entry 300 is \"not-the-same\""},
 	}
 	for _, c := range cases {
@@ -125,6 +128,29 @@ func TestEngineCommandsRefuseUnmodelledModels(t *testing.T) {
 		r := evalrun(t, nil, args...)
 		if want := `tensor "blk.0.attn_q_norm.weight": not part of evalrun's llama graph`; r.code != 2 || !strings.Contains(r.stderr, want) {
 			t.Errorf("evalrun %s: exit %d, want 2 and %q in\n%s", strings.Join(args[:3], " "), r.code, want, r.stderr)
+		}
+	}
+}
+
+// Issue 31 case 10: the smaller refusals say what is wrong with the value
+// given, with exit 2.
+func TestSmallRefusalsNameTheValue(t *testing.T) {
+	cache := t.TempDir()
+	formats := writeCase(t, caseSpec+"output: {formats: []}\n")
+	for _, c := range []struct {
+		env  []string
+		args []string
+		want string
+	}{
+		{[]string{"EVALRUN_PLUGIN_MTLS=banana"}, []string{"validate", writeCase(t, caseSpec)}, `$EVALRUN_PLUGIN_MTLS="banana": want on or off`},
+		{nil, []string{"cache", "prune", "--dir", cache, "--max-bytes", "0"}, "--max-bytes 0: must be positive"},
+		{nil, []string{"cache", "prune", "--dir", cache, "--max-bytes", "-5"}, "--max-bytes -5: must be positive"},
+		{nil, []string{"cache", "prune", "--dir", cache, "--max-age", "0s"}, "--max-age 0s: must be positive"},
+		{nil, []string{"validate", formats}, "output.formats: empty: want at least one of json, jsonl, md, junit, html"},
+	} {
+		r := evalrun(t, c.env, c.args...)
+		if r.code != 2 || !strings.Contains(r.stderr, c.want) {
+			t.Errorf("%v evalrun %s: exit %d, want 2 and %q in\n%s", c.env, strings.Join(c.args, " "), r.code, c.want, r.stderr)
 		}
 	}
 }

@@ -135,7 +135,7 @@ func (k *checker) tagged(path string, f field, v reflect.Value) {
 			return
 		}
 		if v.Len() == 0 {
-			k.add(path, "at least one of %s", want)
+			k.add(path, "empty: want at least one of %s", strings.Join(enums[rule], ", "))
 		}
 		seen := map[string]bool{}
 		for i := range v.Len() {

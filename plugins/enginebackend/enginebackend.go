@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -133,6 +134,10 @@ func checkModel(path string) error {
 	if _, err := engine.Check(f); err != nil {
 		return backend.Errorf(backend.ErrInvalidArgument, "model %v", err)
 	}
+	// Load builds the tokenizer too (the vocabulary digest is checked then).
+	if _, err := tokenizer.FromGGUF(f); err != nil {
+		return backend.Errorf(backend.ErrInvalidArgument, "model %v", err)
+	}
 	return nil
 }
 
@@ -216,6 +221,9 @@ func loadError(path string, err error) error {
 	}
 	if _, statErr := os.Stat(path); statErr != nil {
 		return statErr
+	}
+	if strings.Contains(err.Error(), path) { // the engine's errors name the file
+		return backend.Errorf(backend.ErrInvalidArgument, "%v", err)
 	}
 	return backend.Errorf(backend.ErrInvalidArgument, "load %s: %v", path, err)
 }
