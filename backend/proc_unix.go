@@ -49,6 +49,8 @@ func startWatchdog(pgid int, socketDir string) (fire func()) {
 		w.Close()
 		return func() {}
 	}
-	go cmd.Wait() // reap it
+	pid := cmd.Process.Pid
+	launched.Store(pid, true)
+	go func() { cmd.Wait(); launched.Delete(pid) }() // reap it
 	return func() { w.Close() }
 }

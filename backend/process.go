@@ -49,11 +49,26 @@ func (p *process) Start(context.Context) error {
 	if p.stderr, err = p.cmd.StderrPipe(); err != nil {
 		return err
 	}
+	becomeSubreaper()
 	if err := p.cmd.Start(); err != nil {
 		return err
 	}
+	launched.Store(p.cmd.Process.Pid, true)
 	p.stopWatchdog = startWatchdog(p.cmd.Process.Pid, p.socketDir)
 	return nil
+}
+
+// launched holds the pids of the processes Launch started and has not yet
+// reaped (plugins, their watchdogs): EndOrphans leaves them to their Wait.
+var launched sync.Map
+
+// EndOrphans kills and reaps what is left of the plugins' process trees
+// once they are stopped: on Linux the host is its plugins' child subreaper,
+// so a process a plugin detached from its group (setsid) and left behind
+// when it died is the host's child, found and ended here. The host calls it
+// when a run's plugins are closed. Elsewhere it does nothing.
+func EndOrphans() {
+	endOrphans(func(pid int) bool { _, ok := launched.Load(pid); return ok })
 }
 
 func (p *process) pid() int {
@@ -71,6 +86,7 @@ func (p *process) killGroup() {
 	p.killOnce.Do(func() {
 		p.killed.Store(true)
 		if pid := p.pid(); pid > 0 {
+			killTree(pid) // descendants that left the group (Linux)
 			killProcessGroup(pid)
 		}
 		p.stopWatchdog()
@@ -83,6 +99,7 @@ func (p *process) killGroup() {
 // did not cause is an error. The status stays in cmd.ProcessState.
 func (p *process) Wait(context.Context) error {
 	err := p.cmd.Wait()
+	launched.Delete(p.pid())
 	if ps := p.cmd.ProcessState; p.killed.Load() && ps != nil && ps.ExitCode() == -1 {
 		return nil
 	}

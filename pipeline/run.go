@@ -383,6 +383,7 @@ func (r *runner) closeAll() {
 		for _, rb := range r.backends() {
 			rb.close()
 		}
+		backend.EndOrphans() // what the plugins detached and left behind
 		if r.base != nil {
 			r.base.Close()
 		}

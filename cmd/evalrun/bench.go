@@ -80,6 +80,7 @@ rates ± their sample standard deviation, as llama-bench computes them.
 			if err != nil {
 				return backendErr(err)
 			}
+			defer backend.EndOrphans() // after the Kill below: what the plugin left behind
 			defer client.Kill()
 			cwd, _ := os.Getwd() // relative paths in options are the user's, not the plugin's
 			load, err := client.Load(ctx, backend.LoadRequest{ModelPath: absPath(model), Threads: threads, Options: opts, BaseDir: cwd})

@@ -526,3 +526,29 @@ func TestUserPathsNeverHang(t *testing.T) {
 		})
 	}
 }
+
+// Issue 31 case 5: a grandchild the plugin detaches with setsid (its own
+// session and process group) ends with the run, whether the plugin is
+// stopped at the end of the run or crashed before (its orphan is then the
+// host's, a child subreaper).
+func TestDetachedGrandchildEndsWithTheRun(t *testing.T) {
+	for _, c := range []struct {
+		name, plugin, options string
+		want                  int
+	}{
+		{"stopped", "evalrun-plugin-cpu", "", 0},
+		{"crashed", "evalrun-plugin-rknn", "    options: {fault_crash_after: 3}\n", 3},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			pidFile := filepath.Join(t.TempDir(), "pids")
+			env := []string{"EVALRUN_TEST_PIDFILE=" + pidFile, "EVALRUN_TEST_PLUGIN=" + filepath.Join(binDir, c.plugin)}
+			spec := strings.Replace(caseSpec, "    plugin: cpu\n", "    plugin_path: ROOT/cmd/evalrun/testdata/setsid-plugin.sh\n"+c.options, 1)
+			s := start(t, env, "run", writeCase(t, spec), "--out", t.TempDir())
+			child, _ := pids(t, pidFile)
+			if code := s.wait(t, 60*time.Second); code != c.want {
+				t.Errorf("exit %d, want %d\n%s", code, c.want, s.err)
+			}
+			testkit.WaitGone(t, "the plugin's setsid child", child, 5*time.Second)
+		})
+	}
+}
