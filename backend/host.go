@@ -162,6 +162,7 @@ func Launch(ctx context.Context, cfg LaunchConfig) (*Client, error) {
 		// removes it on Kill (the watchdog does if the host dies), so no
 		// socket outlives its plugin. spec carries go-plugin's variables.
 		pcfg.RunnerFunc = func(_ hclog.Logger, spec *exec.Cmd, socketDir string) (pluginRunner, error) {
+			socketDirs.Store(socketDir, true)
 			if sum != nil {
 				// go-plugin's SecureConfig, checked here: with a RunnerFunc
 				// go-plugin has no path of its own to check.
@@ -299,7 +300,10 @@ func (c *Client) Kill() {
 		}
 		done := make(chan struct{})
 		go func() {
-			c.pc.Kill()
+			c.pc.Kill() // removes the socket directory
+			if c.proc != nil {
+				socketDirs.Delete(c.proc.socketDir)
+			}
 			close(done)
 		}()
 		select {

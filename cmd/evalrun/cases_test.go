@@ -552,3 +552,35 @@ func TestDetachedGrandchildEndsWithTheRun(t *testing.T) {
 		})
 	}
 }
+
+// Issue 31 case 6: Ctrl-C while the plugins start leaves no socket
+// directory (go-plugin's plugin-dir*, made before a plugin starts) in the
+// temporary directory, at whatever moment it lands; nor does a whole run.
+func TestEarlyInterruptLeavesNoSocketDir(t *testing.T) {
+	tmp := t.TempDir()
+	spec := writeCase(t, caseSpec)
+	for i := range 12 {
+		s := start(t, []string{"TMPDIR=" + tmp}, "run", spec, "--out", filepath.Join(t.TempDir(), "out"))
+		time.Sleep(time.Duration(20+15*i) * time.Millisecond)
+		s.cmd.Process.Signal(syscall.SIGINT)
+		s.wait(t, 20*time.Second)
+	}
+	whole := start(t, []string{"TMPDIR=" + tmp}, "run", spec, "--out", filepath.Join(t.TempDir(), "out"))
+	if code := whole.wait(t, 60*time.Second); code != 0 {
+		t.Errorf("a whole run: exit %d\n%s", code, whole.err)
+	}
+	var left []string
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		entries, _ := os.ReadDir(tmp)
+		left = left[:0]
+		for _, e := range entries {
+			left = append(left, e.Name())
+		}
+		if len(left) == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if len(left) > 0 {
+		t.Errorf("left in TMPDIR: %v", left)
+	}
+}

@@ -107,11 +107,13 @@ func main() {
 		// its temporary files, and so are this process's writes.
 		toolcmd.StopNow(time.Second)
 		atomicfile.RemoveTemporaries()
+		backend.RemoveSocketDirs()
 		fmt.Fprintln(os.Stderr, "evalrun: interrupted")
 		os.Exit(backend.ExitBackend)
 	}()
 	err := newRoot().ExecuteContext(ctx)
 	ending.Lock() // a quit under way ends the process here
+	backend.RemoveSocketDirs()
 	os.Exit(exitCode(err))
 }
 
