@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -245,8 +247,34 @@ func TestResumeAfterSIGKILL(t *testing.T) {
 	}
 	m.Plugins[1].Version += "-other"
 	edited, _ := json.Marshal(m)
-	os.WriteFile(path, []byte(string(edited)+"\n"+rest), 0o666)
+	os.WriteFile(path, resealUnits(t, edited, rest), 0o666)
 	if r := evalrun(t, env, "run", specFile, "--out", whole, "--resume"); r.code != 2 || !strings.Contains(r.stderr, "backend "+m.Plugins[1].Backend+": ") || !strings.Contains(r.stderr, "mix two builds") {
 		t.Fatalf("resume of another build's run: exit %d\n%s", r.code, r.stderr)
 	}
+}
+
+// resealUnits is a units file of manifest and the records in rest, their
+// digests chained anew from the manifest as evalrun chains them (an edit
+// that keeps the file's integrity: what another build would have written).
+func resealUnits(t *testing.T, manifest []byte, rest string) []byte {
+	t.Helper()
+	out := append(slices.Clone(manifest), '\n')
+	sum := sha256.Sum256(manifest)
+	prev := sum[:]
+	for _, line := range strings.Split(strings.TrimSuffix(rest, "\n"), "\n") {
+		var r shard.Record
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatal(err)
+		}
+		r.Digest = ""
+		b, _ := json.Marshal(r)
+		h := sha256.New()
+		h.Write(prev)
+		h.Write(b)
+		prev = h.Sum(nil)
+		r.Digest = hex.EncodeToString(prev)
+		b, _ = json.Marshal(r)
+		out = append(append(out, b...), '\n')
+	}
+	return out
 }

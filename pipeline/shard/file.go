@@ -3,6 +3,8 @@ package shard
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,7 +23,7 @@ import (
 const FileName = "units.jsonl"
 
 // Format names the layout of the units file's first line.
-const Format = "evalrun/units/v2"
+const Format = "evalrun/units/v3"
 
 // Manifest is the units file's first line: what the whole run plans and
 // which part of it this shard is.
@@ -73,6 +75,20 @@ type Record struct {
 	// Complete marks the last line of a run that went through its plan
 	// (its backends may have failed): it was not interrupted or killed.
 	Complete bool `json:"complete,omitempty"`
+	// Digest chains the file: the hex sha256 of the previous line's digest
+	// (the manifest line's sha256 for the first record) and this line as
+	// written without it. A merge or resume refuses a record edited,
+	// dropped or moved.
+	Digest string `json:"digest,omitempty"`
+}
+
+// chain is the digest of a record line (marshalled without its digest)
+// that follows the line whose digest is prev.
+func chain(prev []byte, line []byte) []byte {
+	h := sha256.New()
+	h.Write(prev)
+	h.Write(line)
+	return h.Sum(nil)
 }
 
 // Result is one candidate's accumulated comparison over one unit, in the
@@ -92,6 +108,7 @@ type Writer struct {
 	f       *atomicfile.File
 	prompts []json.RawMessage // the lines of the unit in flight
 	err     error
+	prev    []byte // the digest of the last line written
 }
 
 // Create starts dir's units file with its manifest.
@@ -111,6 +128,17 @@ func (w *Writer) write(v any) {
 		return
 	}
 	line, err := json.Marshal(v)
+	if r, ok := v.(Record); ok && err == nil {
+		r.Digest = ""
+		if line, err = json.Marshal(r); err == nil {
+			w.prev = chain(w.prev, line)
+			r.Digest = hex.EncodeToString(w.prev)
+			line, err = json.Marshal(r)
+		}
+	} else if err == nil {
+		sum := sha256.Sum256(line) // the manifest starts the chain
+		w.prev = sum[:]
+	}
 	if err == nil {
 		_, err = w.f.Write(append(line, '\n'))
 	}
@@ -229,7 +257,8 @@ func Read(dir string) (*File, error) {
 func parse(dir, path string, r io.Reader) (*File, error) {
 	out := &File{Dir: dir}
 	br := bufio.NewReaderSize(r, 64<<10)
-	var torn error // the last line read, if it did not parse
+	var torn error  // the last line read, if it did not parse
+	var prev []byte // the digest of the last line read
 	line := 0
 	for {
 		data, err := readLine(br)
@@ -250,6 +279,8 @@ func parse(dir, path string, r io.Reader) (*File, error) {
 			if err := out.Manifest.check(); err != nil {
 				return nil, fmt.Errorf("%s:1: %v", path, err)
 			}
+			sum := sha256.Sum256(data)
+			prev = sum[:]
 			continue
 		}
 		if out.Complete {
@@ -263,6 +294,9 @@ func parse(dir, path string, r io.Reader) (*File, error) {
 		if err != nil {
 			torn = fmt.Errorf("%s:%d: %v", path, line, err)
 			continue
+		}
+		if prev, err = verify(prev, rec); err != nil {
+			return nil, fmt.Errorf("%s:%d: %v", path, line, err)
 		}
 		if rec.Complete {
 			out.Complete = true
@@ -299,6 +333,24 @@ func readLine(br *bufio.Reader) ([]byte, error) {
 		}
 		return line[:len(line)-1], nil
 	}
+}
+
+// verify checks a record's digest against the chain so far and returns it.
+func verify(prev []byte, r Record) ([]byte, error) {
+	got := r.Digest
+	r.Digest = ""
+	line, err := json.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	want := chain(prev, line)
+	if got != hex.EncodeToString(want) {
+		if got == "" {
+			return nil, errors.New("a record without its digest: not written by evalrun (or edited)")
+		}
+		return nil, errors.New("the record's digest does not match: it was edited, or lines were dropped or moved")
+	}
+	return want, nil
 }
 
 func decodeStrict(data []byte, v any) error {

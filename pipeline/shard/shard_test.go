@@ -2,6 +2,8 @@ package shard
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -74,13 +76,70 @@ func TestParseAndEnv(t *testing.T) {
 	}
 }
 
+const (
+	testManifest = `{"format":"evalrun/units/v3","spec_digest":"abc","shard":{"index":0,"total":2},"units":[{"id":"score/s/chunk-1","rows":3},{"id":"bench/x"},{"id":"score/s/chunk-2","rows":3}],"backends":[{"name":"x"}]}`
+	testRecord   = `{"unit":"score/s/chunk-1","results":[{"backend":"x","state":{"compared":3}}],"prompts":[{"backend":"x","id":"chunk-1"}]}`
+)
+
+// manifestFile is a complete units file: the manifest, one unit, the
+// completion record.
 func manifestFile(t *testing.T) []byte {
 	t.Helper()
+	return sealed(t, testManifest, testRecord, `{"complete":true}`)
+}
+
+// sealed is a units file of a manifest and records, each record given its
+// digest as a Writer gives it.
+func sealed(t *testing.T, manifest string, records ...string) []byte {
+	t.Helper()
 	var b bytes.Buffer
-	b.WriteString(`{"format":"evalrun/units/v2","spec_digest":"abc","shard":{"index":0,"total":2},"units":[{"id":"score/s/chunk-1","rows":3},{"id":"bench/x"},{"id":"score/s/chunk-2","rows":3}],"backends":[{"name":"x"}]}` + "\n")
-	b.WriteString(`{"unit":"score/s/chunk-1","results":[{"backend":"x","state":{"compared":3}}],"prompts":[{"backend":"x","id":"chunk-1"}]}` + "\n")
-	b.WriteString(`{"complete":true}` + "\n")
+	b.WriteString(manifest + "\n")
+	sum := sha256.Sum256([]byte(manifest))
+	prev := sum[:]
+	for _, r := range records {
+		var rec Record
+		if err := json.Unmarshal([]byte(r), &rec); err != nil {
+			t.Fatal(err)
+		}
+		line, err := json.Marshal(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		prev = chain(prev, line)
+		rec.Digest = hex.EncodeToString(prev)
+		line, _ = json.Marshal(rec)
+		b.Write(append(line, '\n'))
+	}
 	return b.Bytes()
+}
+
+// Issue 31: a record edited, dropped or moved in a units file is refused by
+// the reader (resume and merge), naming the line.
+func TestEditedRecordsAreRefused(t *testing.T) {
+	good := sealed(t, `{"format":"evalrun/units/v3","spec_digest":"abc","shard":{"index":0,"total":1},"units":[{"id":"u1","rows":3},{"id":"u2","rows":3}],"backends":[{"name":"x"}]}`,
+		`{"unit":"u1","results":[{"backend":"x","state":{"compared":3}}]}`,
+		`{"unit":"u2","results":[{"backend":"x","state":{"compared":3}}]}`,
+		`{"complete":true}`)
+	if _, err := parse("d", "d/units.jsonl", bytes.NewReader(good)); err != nil {
+		t.Fatal(err)
+	}
+	lines := bytes.Split(bytes.TrimSuffix(good, []byte("\n")), []byte("\n"))
+	join := func(ls ...[]byte) []byte { return append(bytes.Join(ls, []byte("\n")), '\n') }
+	for _, c := range []struct {
+		name string
+		data []byte
+		want string
+	}{
+		{"edited state", bytes.Replace(good, []byte(`"compared":3}}],"digest"`), []byte(`"compared":2}}],"digest"`), 1), "d/units.jsonl:2: the record's digest does not match"},
+		{"edited manifest", bytes.Replace(good, []byte(`"spec_digest":"abc"`), []byte(`"spec_digest":"abd"`), 1), "d/units.jsonl:2: the record's digest does not match"},
+		{"dropped record", join(lines[0], lines[2], lines[3]), "d/units.jsonl:2: the record's digest does not match"},
+		{"moved records", join(lines[0], lines[2], lines[1], lines[3]), "d/units.jsonl:2:"},
+		{"no digest", join(lines[0], []byte(`{"unit":"u1","results":[{"backend":"x","state":{"compared":3}}]}`)), "d/units.jsonl:2: a record without its digest"},
+	} {
+		if _, err := parse("d", "d/units.jsonl", bytes.NewReader(c.data)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.name, err, c.want)
+		}
+	}
 }
 
 func TestParseNamesTheLine(t *testing.T) {
@@ -96,7 +155,7 @@ func TestParseNamesTheLine(t *testing.T) {
 		{`{"complete":true,"unit":"score/s/chunk-2"}`, "completion record with a unit"},
 	} {
 		// In the middle of the file a bad line is an error naming it.
-		data := bytes.Replace(manifestFile(t), []byte(`{"complete":true}`), []byte(bad.line+"\n"+`{"complete":true}`), 1)
+		data := append(sealed(t, testManifest, testRecord), []byte(bad.line+"\n"+`{"complete":true}`+"\n")...)
 		if _, err := parse("d", "d/units.jsonl", bytes.NewReader(data)); err == nil || !strings.Contains(err.Error(), "d/units.jsonl:3") || !strings.Contains(err.Error(), bad.why) {
 			t.Errorf("bad line %s: %v", bad.line, err)
 		}
@@ -115,7 +174,7 @@ func TestParseNamesTheLine(t *testing.T) {
 // cut-short last line; the file reads as incomplete with the units before
 // it and a note naming the line.
 func TestTornLastLineIsIgnored(t *testing.T) {
-	killed := bytes.TrimSuffix(manifestFile(t), []byte(`{"complete":true}`+"\n"))
+	killed := sealed(t, testManifest, testRecord)
 	for _, tail := range []string{
 		`{"unit":"score/s/chunk-2","results":[{"backend":"x","sta`, // cut mid-write
 		`{"unit":"score/s/chunk-2","res` + "\n",                    // cut at a page boundary, newline kept
