@@ -129,9 +129,12 @@ func Launch(ctx context.Context, cfg LaunchConfig) (*Client, error) {
 		VersionedPlugins: map[int]plugin.PluginSet{ProtocolVersion: plugins},
 		Plugins:          plugins, // reattaching skips version negotiation
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
-		GRPCDialOptions:  []grpc.DialOption{experimental.WithBufferPool(rowPool)},
-		StartTimeout:     cfg.StartTimeout,
-		Logger:           logger,
+		// Replies are bounded as the plugin bounds requests (go-plugin's
+		// default, 2 GiB, would let a plugin make the host allocate that).
+		GRPCDialOptions: []grpc.DialOption{experimental.WithBufferPool(rowPool),
+			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageSize))},
+		StartTimeout: cfg.StartTimeout,
+		Logger:       logger,
 		// Each source gets its own line splitter so interleaved writes
 		// cannot merge half lines in the tail.
 		Stderr:     io.MultiWriter(stderr, c.tail.source()),

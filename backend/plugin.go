@@ -24,9 +24,9 @@ var Handshake = plugin.HandshakeConfig{
 // PluginName is the name the Backend service is dispensed under.
 const PluginName = "backend"
 
-// MaxMessageSize is the receive limit of the plugin's gRPC server. gRPC's
-// default of 4 MiB is too small for long token requests; the host side already
-// accepts messages up to 2 GiB.
+// MaxMessageSize is the receive limit of the plugin's gRPC server and of
+// the host's client. gRPC's default of 4 MiB is too small for long token
+// requests and chunks of logits rows.
 const MaxMessageSize = 256 << 20
 
 // LogLevelEnv names the environment variable that sets a plugin's log level

@@ -204,6 +204,10 @@ func (rb *runBackend) loadModel(ctx context.Context, s *spec.Spec) error {
 		rb.fail(ctx, "load "+rb.Model, fmt.Errorf("the plugin reads a vocabulary of %d tokens, the host's has %d", res.Model.NVocab, rb.nVocab))
 		return nil
 	}
+	if err := checkLoad(res, time.Since(t0)); err != nil {
+		rb.fail(ctx, "load "+rb.Model, err)
+		return nil
+	}
 	rb.nLayer = res.Model.NLayer
 	rb.load = &summary.LoadSummary{
 		LoadS:       float64(res.LoadNS) / 1e9,
@@ -223,6 +227,24 @@ func (rb *runBackend) loadModel(ctx context.Context, s *spec.Spec) error {
 	}
 	rb.log.Info("backend loaded", "backend", rb.Name, "plugin", rb.info.Name, "device", rb.info.Device,
 		"load_s", fmt.Sprintf("%.3f", rb.load.LoadS), "kernels", res.Kernels, "plan", res.PlanSummary)
+	return nil
+}
+
+// maxMemoryBytes bounds a plugin's reported memory: 1 PiB.
+const maxMemoryBytes = 1 << 50
+
+// checkLoad refuses figures no Load can have measured: a negative or
+// absurd memory size, load or warm-up times below 0 or beyond the call the
+// host timed (took).
+func checkLoad(res backend.LoadResult, took time.Duration) error {
+	switch {
+	case res.MemoryBytes < 0 || res.MemoryBytes > maxMemoryBytes:
+		return fmt.Errorf("the plugin reported an impossible memory size of %d bytes", res.MemoryBytes)
+	case res.LoadNS < 0 || res.WarmupNS < 0 || res.LoadNS > took.Nanoseconds() || res.WarmupNS > took.Nanoseconds():
+		return fmt.Errorf("the plugin reported impossible load and warm-up times (%d ns, %d ns) for a call of %d ns", res.LoadNS, res.WarmupNS, took.Nanoseconds())
+	case res.Model.NLayer < 0 || res.Model.NParams < 0 || res.Model.SizeBytes < 0:
+		return fmt.Errorf("the plugin reported impossible model figures (%d layers, %d parameters, %d bytes)", res.Model.NLayer, res.Model.NParams, res.Model.SizeBytes)
+	}
 	return nil
 }
 

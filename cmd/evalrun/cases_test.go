@@ -584,3 +584,58 @@ func TestEarlyInterruptLeavesNoSocketDir(t *testing.T) {
 		t.Errorf("left in TMPDIR: %v", left)
 	}
 }
+
+// Issue 31: a plugin that lies in each way the contract allows (the liar:
+// the CPU plugin with one answer bent, $EVALRUN_TEST_LIE) gets the label of
+// its fault and exit 3 — or, where its lie is an accuracy result (NaN
+// logits), the verdict's — while the reference and the honest candidate
+// keep their results, and no process of its tree outlives the run.
+func TestLyingPlugins(t *testing.T) {
+	spec := strings.Replace(caseSpec, "backends:\n", "backends:\n  - {name: liar, plugin_path: "+filepath.Join(binDir, "evalrun-plugin-liar")+", threads: 1}\n", 1)
+	spec = strings.Replace(spec, "bench: {enabled: false}", "bench: {enabled: true, n_prompt: 8, n_gen: 2, reps: 2}\ntimeouts: {eval: 2s, bench: 3s}", 1)
+	specFile := writeCase(t, spec)
+	for _, c := range []struct {
+		lie, status, error string
+		exit               int
+	}{
+		{"load-memory", summary.StatusFailed, "impossible memory size of -4096 bytes", 3},
+		{"load-ns", summary.StatusFailed, "impossible load and warm-up times (-1 ns", 3},
+		{"row-index", summary.StatusFailed, "the row of token 32 where token 33's was due", 3},
+		{"row-short", summary.StatusFailed, "a row of 511 logits, the vocabulary has 512", 3},
+		{"rows-extra", summary.StatusFailed, "more logits rows than requested", 3},
+		{"rows-fewer", summary.StatusFailed, "fewer logits rows than requested", 3},
+		{"row-nan", summary.StatusOK, "", 1},
+		{"stream-stall", summary.StatusTimeout, "timed out", 3},
+		{"huge-row", summary.StatusFailed, "larger than max", 3},
+		{"bench-negative", summary.StatusFailed, "impossible time for repetition 1: -1 ns", 3},
+		{"bench-count", summary.StatusFailed, "the plugin returned 0 samples for 1 repetitions", 3},
+		{"bench-hang", summary.StatusTimeout, "timed out after 3s", 3},
+		{"fork", summary.StatusOK, "", 0},
+		{"setsid", summary.StatusOK, "", 0},
+	} {
+		t.Run(c.lie, func(t *testing.T) {
+			pidFile := filepath.Join(t.TempDir(), "pid")
+			out := t.TempDir()
+			s := start(t, []string{"EVALRUN_TEST_LIE=" + c.lie, "EVALRUN_TEST_PIDFILE=" + pidFile}, "run", specFile, "--out", out)
+			code := s.wait(t, 60*time.Second)
+			sum := readSummary(t, out)
+			liar, good := sum.Backends[0], sum.Backends[1]
+			t.Logf("exit %d, liar %s %q", code, liar.Status, liar.Error)
+			if code != c.exit || liar.Status != c.status || !strings.Contains(liar.Error, c.error) {
+				t.Errorf("exit %d, liar %s %q; want exit %d, %s %q\n%s", code, liar.Status, liar.Error, c.exit, c.status, c.error, s.err)
+			}
+			if sum.Reference.Status != summary.StatusOK || good.Status != summary.StatusOK || good.Accuracy == nil || good.Throughput == nil {
+				t.Errorf("the others lost results: reference %s, cand %s %q", sum.Reference.Status, good.Status, good.Error)
+			}
+			if b, err := os.ReadFile(pidFile); err == nil {
+				child, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+				testkit.WaitGone(t, "the liar's child", child, 5*time.Second)
+			} else if c.lie == "fork" || c.lie == "setsid" {
+				t.Errorf("the liar wrote no child pid: %v", err)
+			}
+			if out, _ := exec.Command("pgrep", "-f", "evalrun-plugin-liar").Output(); len(out) > 0 {
+				t.Errorf("liar processes left: %s", out)
+			}
+		})
+	}
+}

@@ -24,6 +24,7 @@ func TestMain(m *testing.M) {
 		"evalrun-plugin-cpu":  "./plugins/cpu",
 		"evalrun-plugin-rknn": "./plugins/rknn",
 		"slowwriter":          "./cmd/evalrun/testdata/slowwriter",
+		"evalrun-plugin-liar": "./backend/backendtest/liar",
 	}, func(dir string) { binDir = dir })
 }
 
