@@ -517,6 +517,7 @@ func TestUserPathsNeverHang(t *testing.T) {
 			s := start(t, nil, c.args...)
 			code := s.wait(t, 10*time.Second)
 			took := time.Since(t0)
+			t.Logf("exit %d after %v", code, took.Round(time.Millisecond))
 			if code != 2 || !strings.Contains(s.err.String(), c.want) {
 				t.Errorf("exit %d after %v, want 2 and %q in\n%s", code, took, c.want, s.err)
 			}
