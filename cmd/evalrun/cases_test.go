@@ -451,23 +451,7 @@ func TestPluginLockFileAndPaths(t *testing.T) {
 // bound or waited on.
 func TestUserPathsNeverHang(t *testing.T) {
 	dir := t.TempDir()
-	fifo := filepath.Join(dir, "fifo")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	loop := filepath.Join(dir, "loop")
-	if err := os.Symlink(loop, loop); err != nil {
-		t.Fatal(err)
-	}
-	sparse := filepath.Join(dir, "sparse.json")
-	f, err := os.Create(sparse)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Truncate(2 << 30); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	fifo, loop, sparse := testkit.HostilePaths(t, dir)
 	base := strings.ReplaceAll(caseSpec, "ROOT", testkit.Root())
 	model := testkit.Path("models", "stories260K.gguf")
 	dataset := testkit.Path("datasets", "stories.jsonl")
@@ -593,7 +577,7 @@ func TestEarlyInterruptLeavesNoSocketDir(t *testing.T) {
 // keep their results, and no process of its tree outlives the run.
 func TestLyingPlugins(t *testing.T) {
 	spec := strings.Replace(caseSpec, "backends:\n", "backends:\n  - {name: liar, plugin_path: "+filepath.Join(binDir, "evalrun-plugin-liar")+", threads: 1}\n", 1)
-	spec = strings.Replace(spec, "bench: {enabled: false}", "bench: {enabled: true, n_prompt: 8, n_gen: 2, reps: 2}\ntimeouts: {eval: 2s, bench: 3s}", 1)
+	spec = strings.Replace(spec, "bench: {enabled: false}", "bench: {enabled: true, n_prompt: 8, n_gen: 2, reps: 2}\ntimeouts: {eval: 8s, bench: 3s}", 1)
 	specFile := writeCase(t, spec)
 	for _, c := range []struct {
 		lie, status, error string

@@ -7,9 +7,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/evalrun/evalrun/internal/testkit"
 )
 
 // Every kind of path a user can name that is not a regular file is
@@ -18,27 +19,11 @@ import (
 // is read.
 func TestOpenRefusesWhatIsNotARegularFile(t *testing.T) {
 	dir := t.TempDir()
-	fifo := filepath.Join(dir, "fifo")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	loop := filepath.Join(dir, "loop")
-	if err := os.Symlink(loop, loop); err != nil {
-		t.Fatal(err)
-	}
+	fifo, loop, sparse := testkit.HostilePaths(t, dir)
 	regular := filepath.Join(dir, "ok.txt")
 	if err := os.WriteFile(regular, []byte("hello"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	sparse := filepath.Join(dir, "sparse")
-	f, err := os.Create(sparse)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Truncate(2 << 30); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
 	for _, c := range []struct {
 		path, want string
 		is         error
