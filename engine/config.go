@@ -31,11 +31,9 @@ type Config struct {
 	// yarn_attn_factor, rope.scaling.attn_factor times YaRN's magnitude
 	// correction (1 unless set or YaRN).
 	RopeAttnFactor float32
-	// YaRN (RopeScaling "yarn"): the ramp between interpolated and
-	// extrapolated frequencies, from the context the model was trained on
-	// before scaling and llama.cpp's default betas.
-	RopeOrigCtx                int
-	YarnBetaFast, YarnBetaSlow float32
+	// RopeOrigCtx is the context the model was trained on before scaling
+	// (YaRN's ramp starts from it).
+	RopeOrigCtx int
 }
 
 // maxDim bounds hyperparameters so a corrupt header cannot make us allocate
@@ -222,7 +220,6 @@ func readRopeScaling(f *gguf.File, arch string, c *Config) error {
 	} else if hasKey(f, key("original_context_length")) && !ok {
 		return fmt.Errorf("metadata %s: not a non-negative integer", key("original_context_length"))
 	}
-	c.YarnBetaFast, c.YarnBetaSlow = 32, 1
 	c.RopeAttnFactor = 1
 	if c.RopeScaling == "yarn" {
 		c.RopeAttnFactor = yarnAttnFactor(c.RopeScale)

@@ -7,7 +7,6 @@ package engine
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/evalrun/evalrun/engine/ggml"
 	"github.com/evalrun/evalrun/engine/gguf"
@@ -96,10 +95,7 @@ func LoadGGUF(f *gguf.File, opts Options) (*Model, error) {
 	}
 	m.rope = newRopeParams(cfg, m.ropeFreqs)
 	if m.tok, err = tokenizer.FromGGUF(f); err != nil {
-		if strings.Contains(err.Error(), f.Path) { // the tokenizer names the file itself
-			return nil, fmt.Errorf("tokenizer: %w", err)
-		}
-		return nil, fmt.Errorf("%s: tokenizer: %w", f.Path, err)
+		return nil, fmt.Errorf("tokenizer: %w", err) // FromGGUF's errors name the file
 	}
 	if err := opts.KVCache.Validate(); err != nil {
 		return nil, fmt.Errorf("%w %w", ErrKVCache, err)

@@ -19,7 +19,7 @@ func TestConfigFromStories260K(t *testing.T) {
 	m := openModel(t, modelPath("Q4_0"), Exact, 1)
 	want := Config{Arch: "llama", NVocab: 512, NEmbd: 64, NLayer: 5, NHead: 8, NHeadKV: 4, HeadDim: 8, NFF: 172,
 		NCtxTrain: 2048, RopeDim: 8, RopeBase: 10000, RopeScale: 1, RopeNeox: false, RMSEps: 1e-5,
-		RopeScaling: "linear", RopeAttnFactor: 1, RopeOrigCtx: 2048, YarnBetaFast: 32, YarnBetaSlow: 1}
+		RopeScaling: "linear", RopeAttnFactor: 1, RopeOrigCtx: 2048}
 	if m.Config != want {
 		t.Errorf("Config = %+v\nwant     %+v", m.Config, want)
 	}

@@ -36,7 +36,14 @@ type ropeParams struct {
 	extFactor  float32   // YaRN's ext_factor: 1 for YaRN, else 0
 	mscale     float32   // attn_factor
 	corr       [2]float32
+	// extMscale is mscale with rope_yarn's magnitude correction for
+	// ext_factor != 0 (the same for every pair and position).
+	extMscale float32
 }
+
+// llama.cpp's default YaRN betas (yarn_beta_fast, yarn_beta_slow), which it
+// uses for every architecture the engine computes.
+const yarnBetaFast, yarnBetaSlow = 32, 1
 
 func newRopeParams(c Config, factors []float32) ropeParams {
 	p := ropeParams{nDims: c.RopeDim, thetaScale: ropeThetaScale(c.RopeBase, c.RopeDim), freqScale: c.RopeScale,
@@ -44,7 +51,8 @@ func newRopeParams(c Config, factors []float32) ropeParams {
 	if c.RopeScaling == "yarn" {
 		p.extFactor = 1
 	}
-	p.corr = yarnCorrDims(c.RopeDim, c.RopeOrigCtx, c.RopeBase, c.YarnBetaFast, c.YarnBetaSlow)
+	p.corr = yarnCorrDims(c.RopeDim, c.RopeOrigCtx, c.RopeBase, yarnBetaFast, yarnBetaSlow)
+	p.extMscale = p.mscale * fma32(0.1, cmath.Logf(1/p.freqScale), 1)
 	return p
 }
 
@@ -66,7 +74,7 @@ func (p *ropeParams) cache(cs []float32, pos int) {
 		if p.extFactor != 0 {
 			mix := yarnRamp(p.corr[0], p.corr[1], i) * p.extFactor
 			t = fma32(interp, 1-mix, float32(extrap*mix))
-			mscale *= fma32(0.1, cmath.Logf(1/p.freqScale), 1)
+			mscale = p.extMscale
 		}
 		cs[i] = cmath.Cosf(t) * mscale
 		cs[i+1] = cmath.Sinf(t) * mscale
