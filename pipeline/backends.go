@@ -59,13 +59,24 @@ func (rb *runBackend) statusErr() (string, error) {
 }
 
 // timedOut wraps err with stream.ErrTimeout when the call's own deadline (not
-// the run's) expired, so a hung plugin is told apart from other errors.
+// the run's) expired, so a hung plugin is told apart from other errors, in
+// every RPC alike. gRPC carries the deadline to the plugin, whose side can
+// end the call (RST_STREAM CANCEL) a moment before the host's timer fires:
+// a call failing within deadlineSlack of its deadline timed out too.
 func timedOut(callCtx context.Context, limit time.Duration, err error) error {
-	if err != nil && errors.Is(callCtx.Err(), context.DeadlineExceeded) {
+	if err == nil {
+		return nil
+	}
+	deadline, ok := callCtx.Deadline()
+	if errors.Is(callCtx.Err(), context.DeadlineExceeded) || (ok && callCtx.Err() == nil && time.Until(deadline) < deadlineSlack) {
 		return fmt.Errorf("%w after %s (%v)", stream.ErrTimeout, limit, err)
 	}
 	return err
 }
+
+// deadlineSlack is how close to its deadline a failed call counts as timed
+// out (see timedOut).
+const deadlineSlack = 250 * time.Millisecond
 
 // fail records why the backend stopped. The first failure wins; a timed-out
 // or failed plugin is killed so it cannot linger. An error caused by the
