@@ -44,6 +44,7 @@ var classSplitters = map[string]splitFunc{
 	deepseekPunctRegex:  classSplitter(wideClass(deepseekPunctRegex), true, true),
 	digitTriplesRegex:   splitDigitTriples,
 	trailingSpaceRegex:  splitTrailingSpace,
+	numberTriplesRegex:  classRunsSplitter(collapsedClass(catNumber, ""), 3),
 }
 
 // collapsedClass is membership in [\p{Cat}extra] as llama.cpp matches it on
@@ -202,6 +203,101 @@ func splitTrailingSpace(cpts []rune, offsets []int) []int {
 		if end > ws {
 			out = append(out, end-ws)
 		}
+		start = end
+	}
+	return out
+}
+
+// classRunsSplitter is [X]{1,max}: runs of the class cut every max code
+// points, left to right (\p{N}{1,3}).
+func classRunsSplitter(in func(rune) bool, maxRun int) splitFunc {
+	return func(cpts []rune, offsets []int) []int {
+		out := make([]int, 0, len(offsets))
+		start := 0
+		for _, off := range offsets {
+			end := start + off
+			prev := start
+			for pos := start; pos < end; {
+				if !in(cpts[pos]) {
+					pos++
+					continue
+				}
+				if pos > prev {
+					out = append(out, pos-prev)
+				}
+				from := pos
+				for pos < end && pos-from < maxRun && in(cpts[pos]) {
+					pos++
+				}
+				out = append(out, pos-from)
+				prev = pos
+			}
+			if end > prev {
+				out = append(out, end-prev)
+			}
+			start = end
+		}
+		return out
+	}
+}
+
+// splitNewlines is unicode_regex_split_custom_newlines, [^\n]+|[\n]+:
+// alternating runs of newlines and of everything else.
+func splitNewlines(cpts []rune, offsets []int) []int {
+	out := make([]int, 0, len(offsets))
+	start := 0
+	for _, off := range offsets {
+		end := start + off
+		for pos := start; pos < end; {
+			nl := cpts[pos] == '\n'
+			from := pos
+			for pos < end && (cpts[pos] == '\n') == nl {
+				pos++
+			}
+			out = append(out, pos-from)
+		}
+		start = end
+	}
+	return out
+}
+
+// splitAFMoEDigits is unicode_regex_split_custom_afmoe, which llama.cpp
+// runs for \p{AFMoE_digits} (afmoe) and \d{1,3}(?=(?:\d{3})*\b) (tiny_aya):
+// each run of \p{N} is cut into groups of three from the right. Unlike a
+// regex split, the text before a run is not a piece of its own: it goes
+// with the run's first group; only the text after the last run is.
+func splitAFMoEDigits(cpts []rune, offsets []int) []int {
+	out := make([]int, 0, len(offsets))
+	start := 0
+	for _, off := range offsets {
+		end := start + off
+		prev := start
+		add := func(to int) {
+			if to > prev {
+				out = append(out, to-prev)
+			}
+			prev = to
+		}
+		for pos := start; pos < end; {
+			if flagsOf(cpts[pos])&fNumber == 0 {
+				pos++
+				continue
+			}
+			from := pos
+			for pos < end && flagsOf(cpts[pos])&fNumber != 0 {
+				pos++
+			}
+			cur := from
+			if r := (pos - from) % 3; r > 0 {
+				cur += r
+				add(cur)
+			}
+			for cur < pos {
+				cur += 3
+				add(cur)
+			}
+		}
+		add(end)
 		start = end
 	}
 	return out

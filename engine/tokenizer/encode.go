@@ -64,7 +64,9 @@ type fragment struct {
 // partition splits text around the special tokens that may appear in it
 // (llama_vocab::impl::tokenizer_st_partition): each special token, longest
 // first, is searched left to right in the text fragments that remain.
-// Control and unknown tokens take part only with parseSpecial.
+// Control and unknown tokens take part only with parseSpecial. Tokens with
+// the LSTRIP (RSTRIP) attribute take the ASCII whitespace before (after)
+// them out of the text.
 func (t *Tokenizer) partition(text string, parseSpecial bool) []fragment {
 	if text == "" {
 		return nil
@@ -84,17 +86,25 @@ func (t *Tokenizer) partition(text string, parseSpecial bool) []fragment {
 				next = append(next, f)
 				continue
 			}
+			lstrip, rstrip := t.attrs[id]&attrLStrip != 0, t.attrs[id]&attrRStrip != 0
 			start := f.start
 			for {
 				i := strings.Index(text[start:f.end], tok)
 				if i < 0 {
 					break
 				}
-				if i > 0 {
-					next = append(next, fragment{token: None, start: start, end: start + i})
+				left := start + i
+				for lstrip && left > start && cIsSpace(text[left-1]) {
+					left--
+				}
+				if left > start {
+					next = append(next, fragment{token: None, start: start, end: left})
 				}
 				next = append(next, fragment{token: id})
 				start += i + len(tok)
+				for rstrip && start < f.end && cIsSpace(text[start]) {
+					start++
+				}
 			}
 			if start < f.end {
 				next = append(next, fragment{token: None, start: start, end: f.end})
@@ -103,6 +113,12 @@ func (t *Tokenizer) partition(text string, parseSpecial bool) []fragment {
 		frags = next
 	}
 	return frags
+}
+
+// cIsSpace is C's isspace in the "C" locale, which llama.cpp uses to strip
+// whitespace around LSTRIP/RSTRIP tokens.
+func cIsSpace(c byte) bool {
+	return c == ' ' || c >= '\t' && c <= '\r'
 }
 
 // spmSymbol is a run of text[start:start+n] in the merge chain (SPM and BPE).

@@ -23,6 +23,8 @@ const (
 	keyAddBOS      = "tokenizer.ggml.add_bos_token"
 	keyAddEOS      = "tokenizer.ggml.add_eos_token"
 	keyAddSpacePfx = "tokenizer.ggml.add_space_prefix"
+	keyName        = "general.name"
+	keyArch        = "general.architecture"
 )
 
 // FromGGUF builds the tokenizer stored in a GGUF file's tokenizer.ggml.*
@@ -125,6 +127,14 @@ func vocabFromGGUF(f *gguf.File) (Vocab, error) {
 			return Vocab{}, fmt.Errorf("%s: %s, want a bool", s.key, describe(f, s.key))
 		}
 		*s.val = b
+	}
+	// Read like llama.cpp's get_key(..., required=false), which throws on a
+	// value of another type.
+	if v.Name, err = optString(f, keyName); err != nil {
+		return Vocab{}, err
+	}
+	if v.Architecture, err = optString(f, keyArch); err != nil {
+		return Vocab{}, err
 	}
 	return v, nil
 }

@@ -21,6 +21,41 @@ const (
 	qwen2Regex    = `(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
 )
 
+// The regexes of the other pre-tokenizers, exactly as llm_tokenizer_bpe
+// lists them (C escapes resolved). qwen35Regex runs through llama.cpp's
+// custom Qwen3.5 splitter, newlineRunsRegex through its newline splitter,
+// afmoeDigitsRegex and tinyAyaDigitsRegex through its AFMoE digit splitter
+// (classsplit.go), numberTriplesRegex through a hand-written equivalent of
+// the std::regex; the rest through regexp2 the way llama.cpp runs std::regex.
+const (
+	numberTriplesRegex   = `\p{N}{1,3}`
+	minicpm5Regex        = `(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}+| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+	jais2Regex           = `(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s{512}(?!\S)|\s{256}(?!\S)|\s{128}(?!\S)|\s{64}(?!\S)|\s{32}(?!\S)|\s{16}(?!\S)|\s{8}(?!\S)|\s{4}(?!\S)|\s{1,2}(?!\S)|\s{1}`
+	deepseekV3CJKRegex   = `[一-龥぀-ゟ゠-ヿ]+`
+	deepseekV3Regex      = "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+"
+	youtuCJKRegex        = `[가-힣ㄱ-ㆎ]+|[！…“”‘’—：；，、-〿︰-﹏]+|[ㄅ-ㄯ]+|[一-龥぀-ゟ゠-ヿ]+`
+	youtuRegex           = `[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+	qwen35Regex          = `(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+	bloomRegex           = ` ?[^(\s|.,!?…。，、।۔،)]+`
+	tekkenRegex          = `[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+|[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+	chameleonSentinel    = `<sentinel:[0-9]+>`
+	chameleonImage       = `(IMGIMG)((A|B|C|D|E|F|G|H|I){1,4})Z`
+	chameleonSpace       = `([\t\n]|    |  )`
+	chameleonPunct       = "[\\p{P}!-/:-@\\[-`{-~]"
+	gpt4oRegex           = `[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+	graniteEmbMultiRegex = `[^\r\n\p{L}\p{N}]?((?=[\p{L}\p{M}])([^a-z]))*((?=[\p{L}\p{M}])([^A-Z]))+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|[^\r\n\p{L}\p{N}]?((?=[\p{L}\p{M}])([^a-z]))+((?=[\p{L}\p{M}])([^A-Z]))*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+	tinyAyaDigitsRegex   = `\d{1,3}(?=(?:\d{3})*\b)`
+	tinyAyaRegex         = `[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+	superbpeRegex        = `(?=(\d{3})+(?!\d))`
+	bailingmoeRegex      = `'(?:[sSdDmMtT]|[lL][lL]|[vV][eE]|[rR][eE])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+`
+	seedCoderRegex       = `(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1}| ?[^\s\p{L}\p{N}\r\n]+|\s*[\r\n]+|\s+(?!\S)|\s+`
+	afmoeDigitsRegex     = `\p{AFMoE_digits}`
+	afmoeCJKRegex        = `[一-鿿㐀-䶿豈-﫿぀-ゟ゠-ヿ･-ﾟ⼀-⿟เ-๿຀-໿ក-៿က-႟ꩠ-ꩿꧠ-꧿가-힯ᄀ-ᇿ]+`
+	afmoeRegex           = "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\\r\\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+	newlineRunsRegex     = `[^\n]+|[\n]+`
+	exaoneMoERegex       = `(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?(?:\p{L}\p{M}*(?: \p{L}\p{M}*)*)+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]?|\s*[\r\n]|\s+(?!\S)|\s+`
+)
+
 // regexTimeout bounds one regexp2 match; the patterns are linear in
 // practice, this only guards against a pathological input.
 const regexTimeout = 10 * time.Second
@@ -33,6 +68,7 @@ type preTokenizer struct {
 	ignoreMerges bool // a word that is itself a token is not merged (llama3)
 	cleanSpaces  bool // detokenize removes " ," " 's" etc. (clean_up_tokenization_spaces)
 	addBOS       bool // llama.cpp's default add_bos for this pre-tokenizer
+	noBOS        bool // llama.cpp unsets the default BOS id (chatglm4)
 }
 
 // splitFunc refines a split: offsets are lengths (in code points) of
@@ -61,22 +97,48 @@ func init() {
 			preTokenizers[name] = &q
 		}
 	}
-	// Names and flags from llama_vocab::impl::load; only pre-tokenizers
-	// whose regexes are listed above are supported.
+	// Names and flags from llama_vocab::impl::load, regexes from
+	// llm_tokenizer_bpe. clean_spaces is true unless load clears it.
 	add(def, preTokenizer{cleanSpaces: true}, "default")
 	add(gpt2, preTokenizer{cleanSpaces: true}, "gpt-2", "phi-2", "jina-es", "jina-de", "gigachat",
-		"jina-v2-es", "jina-v2-de", "a.x-4.0", "mellum", "modern-bert", "mpt", "olmo", "jais", "exaone4")
+		"jina-v2-es", "jina-v2-de", "a.x-4.0", "mellum", "modern-bert", "mpt", "olmo", "jais", "exaone4",
+		"jina-v1-en", "jina-v2-code", "roberta-bpe") // the last three also set add_sep, which tokenize ignores for BPE
 	add(gpt2, preTokenizer{}, "trillion", "granite-docling")
 	add(llama3, preTokenizer{ignoreMerges: true, cleanSpaces: true, addBOS: true}, "llama3", "llama-v3",
 		"llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2", "jina-v5-nano")
 	add(llama3, preTokenizer{cleanSpaces: true}, "dbrx", "smaug-bpe")
-	add(qwen2, preTokenizer{}, "qwen2", "deepseek-r1-qwen", "kormo", "f2llmv2")
+	add(llama3, preTokenizer{cleanSpaces: true, noBOS: true}, "glm4", "chatglm-bpe") // CHATGLM4: BOS unset
+	add(qwen2, preTokenizer{}, "qwen2", "deepseek-r1-qwen", "kormo", "f2llmv2", "hunyuan", "solar-open", "grok-2")
 	add(qwen2, preTokenizer{cleanSpaces: true}, "stablelm2", "megrez")
+	add([]string{qwen35Regex}, preTokenizer{}, "qwen35")
 	add(starcoder, preTokenizer{}, "smollm", "command-r")
 	add(starcoder, preTokenizer{cleanSpaces: true}, "starcoder", "refact", "codeshell", "exaone", "minerva-7b", "mellum2")
 	add(deepseekLLM, preTokenizer{}, "deepseek-llm")
 	add(deepseekCoder, preTokenizer{}, "deepseek-coder")
 	add(falcon, preTokenizer{cleanSpaces: true}, "falcon")
+	add([]string{numberTriplesRegex, minicpm5Regex}, preTokenizer{ignoreMerges: true, cleanSpaces: true}, "minicpm5")
+	add([]string{numberTriplesRegex, deepseekV3CJKRegex, deepseekV3Regex}, preTokenizer{}, "deepseek-v3", "hunyuan-dense", "joyai-llm")
+	add([]string{youtuCJKRegex, youtuRegex}, preTokenizer{ignoreMerges: true}, "youtu")
+	add([]string{jais2Regex}, preTokenizer{cleanSpaces: true}, "jais-2")
+	add([]string{bloomRegex}, preTokenizer{}, "poro-chat")
+	add([]string{bloomRegex}, preTokenizer{cleanSpaces: true}, "bloom", "gpt3-finnish")
+	add([]string{bloomRegex, numberRegex}, preTokenizer{}, "viking")
+	add([]string{tekkenRegex}, preTokenizer{ignoreMerges: true, addBOS: true}, "tekken")
+	add([]string{chameleonSentinel, chameleonImage, chameleonSpace, numberRegex, chameleonPunct, gpt2Regex},
+		preTokenizer{addBOS: true}, "chameleon")
+	add([]string{gpt4oRegex}, preTokenizer{}, "gpt-4o", "llama4", "kanana2", "talkie", "minimax-m2")
+	add([]string{graniteEmbMultiRegex}, preTokenizer{ignoreMerges: true}, "granite-embed-multi-97m")
+	add([]string{tinyAyaDigitsRegex, tinyAyaRegex}, preTokenizer{}, "tiny_aya", "cohere2moe")
+	add([]string{numbersRegex, superbpeRegex}, preTokenizer{}, "superbpe")
+	add([]string{bailingmoeRegex}, preTokenizer{}, "bailingmoe", "bailingmoe2", "llada-moe")
+	add([]string{seedCoderRegex}, preTokenizer{}, "seed-coder")
+	add([]string{afmoeDigitsRegex, afmoeCJKRegex, afmoeRegex}, preTokenizer{}, "afmoe")
+	add([]string{newlineRunsRegex, qwen2Regex}, preTokenizer{}, "laguna")
+	add([]string{exaoneMoERegex}, preTokenizer{cleanSpaces: true}, "exaone-moe")
+	// Not supported: "kimi-k2" (llama.cpp's custom K2 splitter, vocabularies
+	// without merges), "gemma4", "granite-embed-multi-311m", "sarvam-moe"
+	// (SPM-style BPE on raw UTF-8 with escaped spaces) and "whitespace"
+	// (its own tokenizer session).
 }
 
 // compileSplit picks the splitter for a regex: llama.cpp's custom splitter
@@ -91,6 +153,12 @@ func compileSplit(expr string) splitFunc {
 		return splitLlama3
 	case qwen2Regex:
 		return splitQwen2
+	case qwen35Regex:
+		return splitQwen35
+	case newlineRunsRegex:
+		return splitNewlines
+	case afmoeDigitsRegex, tinyAyaDigitsRegex:
+		return splitAFMoEDigits
 	}
 	if split, ok := classSplitters[expr]; ok {
 		return split
@@ -133,6 +201,7 @@ const (
 	fLetter
 	fNumber
 	fWhitespace
+	fMark // \p{M}
 )
 
 var asciiFlags [128]cflags
@@ -199,6 +268,8 @@ func computeFlags(c rune) cflags {
 			f |= fLetter
 		case catNumber:
 			f |= fNumber
+		case catMark:
+			f |= fMark
 		}
 	}
 	return f
@@ -327,15 +398,22 @@ func splitGPT2(cpts []rune, offsets []int) []int {
 
 // splitLlama3 is unicode_regex_split_custom_llama3:
 // (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
-func splitLlama3(cpts []rune, offsets []int) []int { return splitLlama3Digits(cpts, offsets, 3) }
+func splitLlama3(cpts []rune, offsets []int) []int { return splitLlama3Like(cpts, offsets, 3, 0) }
 
 // splitQwen2 is unicode_regex_split_custom_qwen2, the LLaMA-3 splitter with
 // \p{N} in place of \p{N}{1,3}.
-func splitQwen2(cpts []rune, offsets []int) []int { return splitLlama3Digits(cpts, offsets, 1) }
+func splitQwen2(cpts []rune, offsets []int) []int { return splitLlama3Like(cpts, offsets, 1, 0) }
 
-// splitLlama3Digits is the LLaMA-3 splitter with runs of digits cut every
-// maxDigits.
-func splitLlama3Digits(cpts []rune, offsets []int, maxDigits int) []int {
+// splitQwen35 is unicode_regex_split_custom_qwen35, the Qwen2 splitter with
+// marks counted as letters: [^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+ and
+// <space>?[^\s\p{L}\p{M}\p{N}]+[\r\n]*.
+func splitQwen35(cpts []rune, offsets []int) []int { return splitLlama3Like(cpts, offsets, 1, fMark) }
+
+// splitLlama3Like is the LLaMA-3 splitter with runs of digits cut every
+// maxDigits and the flags in extraLetter (fMark for Qwen3.5) counted as
+// letters.
+func splitLlama3Like(cpts []rune, offsets []int, maxDigits int, extraLetter cflags) []int {
+	letter := fLetter | extraLetter
 	out := make([]int, 0, len(offsets))
 	start := 0
 	for _, off := range offsets {
@@ -368,9 +446,9 @@ func splitLlama3Digits(cpts []rune, offsets []int, maxDigits int) []int {
 				}
 			}
 			if !(c == '\r' || c == '\n' || f&fNumber != 0) { // [^\r\n\p{L}\p{N}]?\p{L}+
-				if f&fLetter != 0 || p.flags(pos+1)&fLetter != 0 {
+				if f&letter != 0 || p.flags(pos+1)&letter != 0 {
 					pos++
-					for p.flags(pos)&fLetter != 0 {
+					for p.flags(pos)&letter != 0 {
 						pos++
 					}
 					add(pos)
@@ -394,11 +472,11 @@ func splitLlama3Digits(cpts []rune, offsets []int, maxDigits int) []int {
 				f2 = p.flags(pos + 1)
 			}
 			// <space>?[^\s\p{L}\p{N}]+[\r\n]* (llama.cpp tests f, not f2, for "defined")
-			if f2&(fWhitespace|fLetter|fNumber) == 0 && f != 0 {
+			if f2&(fWhitespace|letter|fNumber) == 0 && f != 0 {
 				if c == ' ' {
 					pos++
 				}
-				for f2&(fWhitespace|fLetter|fNumber) == 0 && f2 != 0 {
+				for f2&(fWhitespace|letter|fNumber) == 0 && f2 != 0 {
 					pos++
 					f2 = p.flags(pos)
 				}
@@ -549,15 +627,25 @@ func wideCpt(c rune) rune {
 	return c
 }
 
-// ecmaScriptAnchors rewrites $ for regexp2: in std::regex (ECMAScript, not
-// multiline) it matches only at the end of the text, in .NET also before a
-// final newline; \z is the former.
+// ecmaScriptAnchors rewrites what regexp2 (.NET) reads differently from
+// std::regex (ECMAScript): $ matches only at the end of the text there (not
+// multiline), .NET also before a final newline; \z is the former. \d is
+// ASCII digits only there (std::wregex's iswdigit), .NET's \d also matches
+// other decimal digits; [0-9] is the former.
 func ecmaScriptAnchors(expr string) string {
 	var b strings.Builder
 	inside := false
 	for i := 0; i < len(expr); i++ {
 		c := expr[i]
 		switch {
+		case c == '\\' && i+1 < len(expr) && expr[i+1] == 'd':
+			if inside {
+				b.WriteString("0-9")
+			} else {
+				b.WriteString("[0-9]")
+			}
+			i++
+			continue
 		case c == '\\' && i+1 < len(expr):
 			b.WriteByte(c)
 			b.WriteByte(expr[i+1])

@@ -36,6 +36,8 @@ const (
 	attrControl
 	attrUserDefined
 	attrByte
+	attrLStrip // tokenizing drops the whitespace before the token
+	attrRStrip // tokenizing drops the whitespace after the token
 )
 
 func attrFromType(t int32) attr {
@@ -73,6 +75,11 @@ type Vocab struct {
 	BOS, EOS, UNK, PAD, EOT, EOM int32
 
 	AddBOS, AddEOS, AddSpacePrefix bool
+
+	// general.name and general.architecture: llama.cpp sets per-token
+	// attributes by them (Phi-3's right-stripping special tokens, the
+	// left-stripping mask token of some embedding models).
+	Name, Architecture string
 }
 
 // DefaultVocab returns llama.cpp's defaults for a model/pre-tokenizer pair
@@ -86,8 +93,11 @@ func DefaultVocab(model, pre string) Vocab {
 		v.AddBOS, v.AddSpacePrefix = true, true
 	case "gpt2":
 		v.BOS, v.EOS = 11, 11
-		if p, ok := preTokenizers[pre]; ok && p.addBOS {
-			v.AddBOS = true
+		if p, ok := preTokenizers[pre]; ok {
+			v.AddBOS = p.addBOS
+			if p.noBOS {
+				v.BOS = None
+			}
 		}
 	}
 	return v
@@ -257,6 +267,9 @@ func New(v Vocab) (*Tokenizer, error) {
 	slices.SortStableFunc(t.special, func(a, b int32) int {
 		return cmp.Compare(len(t.tokens[b]), len(t.tokens[a]))
 	})
+	if err := t.setStripAttrs(v); err != nil {
+		return nil, err
+	}
 
 	t.pieces = make([][]byte, n)
 	for id := range t.tokens {
@@ -352,6 +365,67 @@ func (t *Tokenizer) detectSpecial() {
 		delete(t.eog, s)
 		t.attrs[s] = attrNormal
 	}
+}
+
+// setStripAttrs is the end of llama_vocab::impl::load ("handle per token
+// attributes"): the whitespace-stripping attributes llama.cpp gives tokens
+// by tokenizer, model or architecture name.
+func (t *Tokenizer) setStripAttrs(v Vocab) error {
+	name := asciiLowerString(v.Name) // std::tolower, byte by byte
+	containsAny := func(s string, subs ...string) bool {
+		for _, sub := range subs {
+			if strings.Contains(s, sub) {
+				return true
+			}
+		}
+		return false
+	}
+	set := func(text string, a attr, on bool) error {
+		id, ok := t.ids[text]
+		if !ok { // token_to_id.at throws: llama.cpp fails to load the model
+			return fmt.Errorf("tokenizer.ggml.tokens: no token %q, which llama.cpp requires for general.name %q", text, v.Name)
+		}
+		if on {
+			t.attrs[id] |= a
+		} else {
+			t.attrs[id] &^= a
+		}
+		return nil
+	}
+	switch {
+	case containsAny(v.Pre, "jina-v2-de", "jina-v2-es", "jina-v2-code") ||
+		containsAny(v.Architecture, "nomic-bert-moe", "jina-bert-v3"):
+		if _, ok := t.ids["<mask>"]; ok { // llama.cpp only warns when it is missing
+			return set("<mask>", attrLStrip, true)
+		}
+	case containsAny(name, "phi-3", "phi3"):
+		for _, id := range t.special {
+			t.attrs[id] |= attrRStrip
+		}
+		if err := set("</s>", attrRStrip, true); err != nil {
+			return err
+		}
+		for _, s := range []string{"<unk>", "<s>", "<|endoftext|>"} {
+			if err := set(s, attrRStrip, false); err != nil {
+				return err
+			}
+		}
+	case containsAny(name, "modern-bert"):
+		if _, ok := t.ids["[MASK]"]; ok {
+			return set("[MASK]", attrLStrip, true)
+		}
+	}
+	return nil
+}
+
+func asciiLowerString(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			b[i] = c + ('a' - 'A')
+		}
+	}
+	return string(b)
 }
 
 // Model is tokenizer.ggml.model ("llama" or "gpt2").
