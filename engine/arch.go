@@ -23,12 +23,42 @@ type archSpec struct {
 	attnOutBias bool // blk.N.attn_output.bias
 	ffnBias     bool // blk.N.ffn_{gate,up,down}.bias
 	outputBias  bool // output.bias
+
+	// The graphs beyond the llama family.
+	fusedFFN    bool   // ffn_up holds gate and up (2·n_ff rows), split by SWIGLU (phi3, glm4); no ffn_gate
+	postNorms   bool   // post_attention_norm and post_ffw_norm on the attention and FFN outputs (gemma2/3, glm4)
+	gelu        bool   // GEGLU FFN: ggml's fp16-table GELU of the gate times up (gemma)
+	gemma       bool   // embeddings scaled by sqrt(n_embd); Q pre-scaled, softmax scale 1
+	swa         string // sliding windows: "gemma2" (always, pattern 2), "gemma3" (when set, pattern 6)
+	qPreScale   bool   // Q multiplied by 1/sqrt(head) after RoPE, softmax scale 1 (phi3)
+	longRope    bool   // rope_factors_long/short (phi3)
+	partialRope bool   // RoPE may rotate the first rope.dimension_count values of a head only (glm4)
+	granite     bool   // embedding, residual and logit scales (minicpm: llama.cpp's granite graph)
+	noOutput    bool   // the output matmul is always token_embd (gemma2 creates no output.weight)
+	needOutput  bool   // output.weight is required (internlm2)
+	// keys are ARCH.* keys of this architecture beyond archKeys.
+	keys map[string]keyUse
 }
 
 var archs = map[string]archSpec{
 	"llama": {ropeFreqs: true, attnOutBias: true, ffnBias: true},
 	"qwen2": {neox: true, outputBias: true},
 	"qwen3": {neox: true, qkNorm: true},
+	"gemma2": {neox: true, postNorms: true, gelu: true, gemma: true, swa: "gemma2", noOutput: true,
+		keys: map[string]keyUse{"attention.sliding_window": keyModelled, "attention.sliding_window_pattern": keyModelled,
+			"rope.freq_base_swa": keyModelled, "attn_logit_softcapping": keyModelled, "final_logit_softcapping": keyModelled}},
+	"gemma3": {neox: true, qkNorm: true, postNorms: true, gelu: true, gemma: true, swa: "gemma3",
+		keys: map[string]keyUse{"attention.sliding_window": keyModelled, "attention.sliding_window_pattern": keyModelled,
+			"rope.freq_base_swa": keyModelled, "final_logit_softcapping": keyModelled}},
+	// llama.cpp b10587 disables Phi-3's sliding window ("Phi SWA is
+	// currently disabled"): the key is read and has no effect.
+	"phi3": {neox: true, fusedFFN: true, qPreScale: true, longRope: true,
+		keys: map[string]keyUse{"attention.sliding_window": keyInert}},
+	"minicpm": {ffnBias: true, attnOutBias: true, ropeFreqs: true, granite: true,
+		keys: map[string]keyUse{"embedding_scale": keyModelled, "residual_scale": keyModelled, "logit_scale": keyModelled}},
+	"internlm2": {needOutput: true},
+	"glm4": {fusedFFN: true, postNorms: true, partialRope: true,
+		keys: map[string]keyUse{"rope.dimension_sections": keyDefaultOnly, "nextn_predict_layers": keyDefaultOnly}},
 }
 
 // Archs lists the architectures the engine computes.
@@ -108,6 +138,9 @@ func checkKeys(f *gguf.File, arch string) error {
 			continue
 		}
 		use, known := archKeys[name]
+		if u, ok := archs[arch].keys[name]; ok {
+			use, known = u, true
+		}
 		switch {
 		case !known:
 			return fmt.Errorf("metadata %s: not modelled by evalrun's %s graph (refused rather than computed without it)", kv.Key, arch)
@@ -119,16 +152,23 @@ func checkKeys(f *gguf.File, arch string) error {
 }
 
 func defaultOf(name string) string {
-	if name == "attention.causal" {
+	switch name {
+	case "attention.causal":
 		return "true"
+	case "rope.dimension_sections":
+		return "all 0: no M-RoPE"
 	}
 	return "0"
 }
 
 func atDefault(f *gguf.File, key, name string) bool {
-	if name == "attention.causal" {
+	switch name {
+	case "attention.causal":
 		b, ok := f.Bool(key)
 		return ok && b
+	case "rope.dimension_sections":
+		vals, ok := f.Int32s(key)
+		return ok && !slices.ContainsFunc(vals, func(v int32) bool { return v != 0 })
 	}
 	v, ok := f.Uint(key)
 	return ok && v == 0

@@ -40,6 +40,22 @@ var optionalTensors = map[string][]string{
 		"blk.0.ffn_gate.bias", "blk.0.ffn_up.bias", "blk.0.ffn_down.bias"},
 	"qwen2": {"output.bias"},
 	"qwen3": {"blk.0.attn_q.bias", "blk.0.attn_k.bias", "blk.0.attn_v.bias"},
+	"minicpm": {"rope_freqs.weight", "blk.0.attn_q.bias", "blk.0.attn_k.bias", "blk.0.attn_v.bias", "blk.0.attn_output.bias",
+		"blk.0.ffn_gate.bias", "blk.0.ffn_up.bias", "blk.0.ffn_down.bias"},
+	"phi3":   {"rope_factors_long.weight", "rope_factors_short.weight", "blk.0.attn_qkv.bias"},
+	"gemma3": {"output.weight"},
+}
+
+// Every architecture takes a fused attn_qkv (create_tensor_qkv) in place
+// of Q, K and V, and the biases of whichever it has.
+func init() {
+	for arch := range archs {
+		if arch != "phi3" {
+			optionalTensors[arch] = append(optionalTensors[arch], "blk.0.attn_qkv.weight", "blk.0.attn_q.bias", "blk.0.attn_k.bias", "blk.0.attn_v.bias")
+		} else {
+			optionalTensors[arch] = append(optionalTensors[arch], "blk.0.attn_q.weight", "blk.0.attn_k.weight", "blk.0.attn_v.weight")
+		}
+	}
 }
 
 // TestEveryLlamaCppKeyAndTensorIsModelledOrRefused walks the metadata keys
@@ -57,6 +73,13 @@ func TestEveryLlamaCppKeyAndTensorIsModelledOrRefused(t *testing.T) {
 	for k := range archKeys {
 		if !known[k] {
 			t.Errorf("archKeys has %q, which llama.cpp b10587 does not define", k)
+		}
+	}
+	for arch, spec := range archs {
+		for k := range spec.keys {
+			if !known[k] {
+				t.Errorf("%s's keys have %q, which llama.cpp b10587 does not define", arch, k)
+			}
 		}
 	}
 	tensors := readLines(t, "llama-arch-tensors.txt")
@@ -90,7 +113,8 @@ func TestEveryLlamaCppKeyAndTensorIsModelledOrRefused(t *testing.T) {
 				continue
 			}
 			err := check(func(w *gguf.Writer) error { return w.AddKV(key, uint32(7)) })
-			if _, ok := archKeys[k]; ok {
+			_, own := archs[arch].keys[k]
+			if _, ok := archKeys[k]; ok || own {
 				accepted++
 				continue // modelled or inert: TestBadModelsAreRefusedByName and the oracle check these
 			}

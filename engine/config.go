@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/evalrun/evalrun/engine/cmath"
@@ -32,8 +33,36 @@ type Config struct {
 	// correction (1 unless set or YaRN).
 	RopeAttnFactor float32
 	// RopeOrigCtx is the context the model was trained on before scaling
-	// (YaRN's ramp starts from it).
+	// (YaRN's ramp starts from it; Phi-3 takes its long RoPE factors for a
+	// context beyond it).
 	RopeOrigCtx int
+
+	// EmbedScale multiplies the token embeddings (gemma: sqrt(n_embd),
+	// minicpm: embedding_scale); 0: not scaled.
+	EmbedScale float32
+	// QScale multiplies Q after RoPE, and the softmax scale is then 1
+	// (gemma, phi3); 0: the softmax scale is KQScale.
+	QScale float32
+	// KQScale is the softmax scale without QScale: 1/sqrt(head size).
+	KQScale float32
+	// AttnSoftcap and FinalSoftcap are gemma2's soft caps of the attention
+	// scores and of the logits: x = cap·tanh(x/cap); 0: none.
+	AttnSoftcap, FinalSoftcap float32
+	// ResidualScale multiplies the attention and FFN outputs before their
+	// residual adds, LogitScale divides the logits (minicpm); 0: none.
+	ResidualScale, LogitScale float32
+	// NSWA is the sliding window: layer il with SWALayer(il) attends to the
+	// last NSWA positions only, through a KV cache of its own (llama.cpp's
+	// iSWA cache); 0: none.
+	NSWA       int
+	SWAPattern int // SWALayer(il) = il % SWAPattern < SWAPattern-1
+	// RopeBaseSWA and RopeScaleSWA are the sliding-window layers' RoPE.
+	RopeBaseSWA, RopeScaleSWA float32
+}
+
+// SWALayer reports whether layer il attends through the sliding window.
+func (c Config) SWALayer(il int) bool {
+	return c.NSWA > 0 && (c.SWAPattern == 0 || il%c.SWAPattern < c.SWAPattern-1)
 }
 
 // maxDim bounds hyperparameters so a corrupt header cannot make us allocate
@@ -128,9 +157,9 @@ func readConfig(f *gguf.File) (Config, error) {
 	if c.RopeDim > c.HeadDim || c.RopeDim%2 != 0 {
 		return c, fmt.Errorf("metadata %s %d: must be even and at most the head size %d", key("rope.dimension_count"), c.RopeDim, c.HeadDim)
 	}
-	// llama.cpp's llama, qwen2 and qwen3 graphs rotate whole heads
-	// (GGML_ASSERT(n_embd_head == n_rot)).
-	if c.RopeDim != c.HeadDim {
+	// llama.cpp's graphs rotate whole heads (GGML_ASSERT(n_embd_head ==
+	// n_rot)) except glm4's.
+	if c.RopeDim != c.HeadDim && !traits.partialRope {
 		return c, fmt.Errorf("metadata %s %d: the %s graph rotates whole heads of %d (llama.cpp refuses a partial rotation too)", key("rope.dimension_count"), c.RopeDim, arch, c.HeadDim)
 	}
 
@@ -152,6 +181,9 @@ func readConfig(f *gguf.File) (Config, error) {
 		return c, fmt.Errorf("metadata %s: value %g must be positive", key("rope.freq_base"), c.RopeBase)
 	}
 	if err := readRopeScaling(f, arch, &c); err != nil {
+		return c, err
+	}
+	if err := readArchScales(f, traits, &c, floatKey, uintKey); err != nil {
 		return c, err
 	}
 
@@ -183,8 +215,12 @@ func readRopeScaling(f *gguf.File, arch string, c *Config) error {
 	}
 	switch c.RopeScaling {
 	case "none", "linear", "yarn":
+	case "longrope": // Phi-3: the factors are tensors; freq_scale as for linear
+		if !archs[arch].longRope {
+			return fmt.Errorf("metadata %s %q: llama.cpp's %s graph has no long RoPE factors", key("type"), c.RopeScaling, arch)
+		}
 	default:
-		return fmt.Errorf("metadata %s %q: not modelled (evalrun computes none, linear and yarn; Llama 3's scaling is rope_freqs.weight)", key("type"), c.RopeScaling)
+		return fmt.Errorf("metadata %s %q: not modelled (evalrun computes none, linear, yarn and Phi-3's longrope; Llama 3's scaling is rope_freqs.weight)", key("type"), c.RopeScaling)
 	}
 	factor, factorKey := float32(0), key("factor")
 	for _, k := range []string{key("factor"), arch + ".rope.scale_linear"} {
@@ -239,6 +275,95 @@ func yarnAttnFactor(freqScale float32) float32 {
 		m = float32(float32(0.1)*cmath.Logf(factor)) + 1
 	}
 	return m * (1 / (float32(float32(0.1)*cmath.Logf(factor)) + 1))
+}
+
+// readArchScales reads what the graphs beyond the llama family add, as
+// their load_arch_hparams do: gemma's scales, soft caps and sliding
+// windows, minicpm's scales.
+func readArchScales(f *gguf.File, traits archSpec, c *Config,
+	floatKey func(string, float32) (float32, bool, error), uintKey func(string, bool, int) (int, error)) error {
+	c.KQScale = 1 / float32(math.Sqrt(float64(c.HeadDim)))
+	key := func(name string) string { return c.Arch + "." + name }
+	positive := func(name string, def float32) (float32, error) {
+		v, _, err := floatKey(name, def)
+		if err == nil && !(v > 0 && v < 1e6) {
+			err = fmt.Errorf("metadata %s: value %g out of range (0, 1e6)", key(name), v)
+		}
+		return v, err
+	}
+	var err error
+	switch {
+	case traits.gemma:
+		c.EmbedScale = float32(math.Sqrt(float64(c.NEmbd)))
+		// gemma_pytorch's query_pre_attn_scalar: n_embd/n_head for the 27B
+		// models, else the head size (llama.cpp tells them by block count).
+		c.QScale = c.KQScale
+		if (c.Arch == "gemma2" && c.NLayer == 46) || (c.Arch == "gemma3" && c.NLayer == 62) {
+			c.QScale = 1 / float32(math.Sqrt(float64(c.NEmbd/c.NHead)))
+		}
+	case traits.qPreScale:
+		c.QScale = c.KQScale
+	case traits.granite:
+		// llama.cpp's defaults for MiniCPM files that predate the keys.
+		if c.EmbedScale, err = positive("embedding_scale", 12); err != nil {
+			return err
+		}
+		if c.ResidualScale, err = positive("residual_scale", 1.4/float32(math.Sqrt(float64(c.NLayer)))); err != nil {
+			return err
+		}
+		if c.LogitScale, err = positive("logit_scale", 256/float32(c.NEmbd)); err != nil {
+			return err
+		}
+	}
+	if _, ok := archs[c.Arch].keys["final_logit_softcapping"]; ok {
+		// llama.cpp's default is 30; gemma3 sets 0 (none) before reading it.
+		def := float32(30)
+		if c.Arch == "gemma3" {
+			def = 0
+		}
+		if c.FinalSoftcap, _, err = floatKey("final_logit_softcapping", def); err != nil {
+			return err
+		}
+		if !(c.FinalSoftcap >= 0 && c.FinalSoftcap < 1e6) || (c.FinalSoftcap == 0 && c.Arch == "gemma2") {
+			return fmt.Errorf("metadata %s: value %g out of range (0, 1e6)", key("final_logit_softcapping"), c.FinalSoftcap)
+		}
+	}
+	switch traits.swa {
+	case "gemma2":
+		// Gemma 2 always has its windows: 4096 and every other layer unless
+		// the file says otherwise, and soft-capped attention scores.
+		if c.NSWA, err = uintKey("attention.sliding_window", false, 4096); err != nil {
+			return err
+		}
+		if c.SWAPattern, err = uintKey("attention.sliding_window_pattern", false, 2); err != nil {
+			return err
+		}
+		if c.AttnSoftcap, err = positive("attn_logit_softcapping", 50); err != nil {
+			return err
+		}
+		c.RopeScaleSWA = c.RopeScale
+	case "gemma3":
+		if v, ok := f.Uint(key("attention.sliding_window")); ok && v > 0 {
+			if c.NSWA, err = uintKey("attention.sliding_window", false, 0); err != nil {
+				return err
+			}
+			if c.SWAPattern, err = uintKey("attention.sliding_window_pattern", false, 6); err != nil {
+				return err
+			}
+		} else if hasKey(f, key("attention.sliding_window")) && !ok {
+			return fmt.Errorf("metadata %s: not a non-negative integer", key("attention.sliding_window"))
+		}
+		c.RopeScaleSWA = 1 // llama.cpp's default: gemma3's local layers are not scaled
+	}
+	if c.NSWA > 0 {
+		if c.RopeBaseSWA, err = positive("rope.freq_base_swa", 10000); err != nil {
+			return err
+		}
+		if c.Arch == "gemma2" && !hasKey(f, key("rope.freq_base_swa")) {
+			c.RopeBaseSWA = c.RopeBase
+		}
+	}
+	return nil
 }
 
 func hasKey(f *gguf.File, key string) bool {

@@ -17,6 +17,8 @@ type LayerOps interface {
 	Softmax(p []float32, scale float32)
 	// Swiglu is the FFN's GLU, one row: dst = silu(gate)·up.
 	Swiglu(dst, gate, up []float32)
+	// Geglu is gemma's GLU, one row: dst = gelu(gate)·up.
+	Geglu(dst, gate, up []float32)
 }
 
 // LayerDevice is a matmul (attached with UseMatMul) that also runs the other
@@ -34,8 +36,9 @@ func (c cpuOps) Rope(x, cs []float32, nDims int, neox bool) { c.kern.Rope(x, cs,
 func (cpuOps) Add(dst, src []float32)                       { addTo(dst, src) }
 func (c cpuOps) Softmax(p []float32, scale float32)         { c.kern.Softmax(p, scale) }
 func (c cpuOps) Swiglu(dst, gate, up []float32)             { c.kern.Swiglu(dst, gate, up) }
+func (cpuOps) Geglu(dst, gate, up []float32)                { ggml.Geglu(dst, gate, up) }
 
-// layerOps returns the ops layer il runs: the attached device's, else the
+// opsFor returns the ops layer il runs: the attached device's, else the
 // CPU's.
 func (m *Model) opsFor(il int) LayerOps {
 	if d, ok := m.mm.(LayerDevice); ok {

@@ -1,6 +1,7 @@
-// Package engine is evalrun's reference inference engine: the llama, qwen2
-// and qwen3 transformers computed in pure Go the way llama.cpp's graphs and
-// CPU backend compute them.
+// Package engine is evalrun's reference inference engine: the llama, qwen2,
+// qwen3, gemma2, gemma3, phi3, minicpm, internlm2 and glm4 transformers
+// computed in pure Go the way llama.cpp's graphs and CPU backend compute
+// them.
 // Every weight matmul goes through a MatMuler, so a backend can claim named
 // matmuls (an NPU) while everything else stays on the CPU.
 package engine
@@ -23,6 +24,12 @@ type Options struct {
 	MatMul func(cpu MatMuler) MatMuler
 	// KVCache is how sessions store keys and values (zero: f32).
 	KVCache KVCache
+	// SWARing gives sliding-window layers a cache of the window plus a
+	// micro-batch that new positions overwrite as a ring, as llama.cpp's
+	// tools (swa_full off: llama-perplexity, llama-server) place them;
+	// false: a full-size cache, as libllama's default context. The two
+	// differ in the order attention sums, in the last bits.
+	SWARing bool
 }
 
 // Model is a loaded llama-family model: hyperparameters, weights bound by
@@ -39,6 +46,7 @@ type Model struct {
 	mm       MatMuler // what Decode calls: cpu, or a device wrapping it
 	kv       KVCache
 	kc, vc   *kvCodec   // nil: f32
+	swaRing  bool       // Options.SWARing
 	rope     ropeParams // the RoPE cache's constants
 
 	tokEmbd    *Weight
@@ -49,6 +57,13 @@ type Model struct {
 	// ropeFreqs divides each RoPE frequency (rope_freqs.weight, RopeDim/2
 	// values; Llama 3.1+); nil: none.
 	ropeFreqs []float32
+	// ropeLong and ropeShort are Phi-3's factors (rope_factors_long and
+	// _short): a session whose context exceeds RopeOrigCtx takes the long
+	// ones (llama_model::get_rope_factors); nil: none.
+	ropeLong, ropeShort []float32
+	ropeLongP           ropeParams // the RoPE with the long factors
+	// ropeSWA is the RoPE of the sliding-window layers (their own base).
+	ropeSWA ropeParams
 }
 
 // layer is one transformer block.
@@ -56,11 +71,15 @@ type layer struct {
 	attnNorm     []float32
 	wq, wk, wv   *Weight
 	bq, bk, bv   []float32 // each nil unless the file has the bias
+	wqkv         *Weight   // fused Q, K and V rows (attn_qkv); then wq, wk, wv are nil
+	bqkv         []float32
+	postAttnNorm []float32 // post_attention_norm (gemma, glm4); nil: none
+	postFFNNorm  []float32 // post_ffw_norm
 	qNorm, kNorm []float32 // per-head RMS norm weights (qwen3); nil: none
 	wo           *Weight
 	bo           []float32
 	ffnNorm      []float32
-	wGate, wUp   *Weight
+	wGate, wUp   *Weight // wGate nil: wUp holds gate and up rows (fused)
 	wDown        *Weight
 	bGate, bUp   []float32
 	bDown        []float32
@@ -89,11 +108,20 @@ func LoadGGUF(f *gguf.File, opts Options) (*Model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", f.Path, err)
 	}
-	m := &Model{Config: cfg, file: f}
+	m := &Model{Config: cfg, file: f, swaRing: opts.SWARing}
 	if err := m.bindWeights(opts.Numerics); err != nil {
 		return nil, fmt.Errorf("%s: %w", f.Path, err)
 	}
 	m.rope = newRopeParams(cfg, m.ropeFreqs)
+	if m.ropeShort != nil || m.ropeLong != nil {
+		m.rope = newRopeParams(cfg, m.ropeShort)
+		m.ropeLongP = newRopeParams(cfg, m.ropeLong)
+	}
+	if cfg.NSWA > 0 {
+		swa := cfg
+		swa.RopeBase, swa.RopeScale = cfg.RopeBaseSWA, cfg.RopeScaleSWA
+		m.ropeSWA = newRopeParams(swa, nil)
+	}
 	if m.tok, err = tokenizer.FromGGUF(f); err != nil {
 		return nil, fmt.Errorf("tokenizer: %w", err) // FromGGUF's errors name the file
 	}
@@ -136,7 +164,10 @@ func (m *Model) bindWeights(numerics Numerics) error {
 
 	m.tokEmbd = b.matrix("token_embd.weight", c.NEmbd, c.NVocab)
 	m.outputNorm = b.vector("output_norm.weight", c.NEmbd)
-	if b.has("output.weight") {
+	if arch.needOutput && !b.has("output.weight") {
+		return fmt.Errorf("tensor %q: missing (llama.cpp's %s graph does not tie it to token_embd)", "output.weight", c.Arch)
+	}
+	if b.has("output.weight") && !arch.noOutput {
 		m.output = b.matrix("output.weight", c.NEmbd, c.NVocab)
 	} else {
 		m.output = m.tokEmbd // tied embeddings
@@ -144,29 +175,31 @@ func (m *Model) bindWeights(numerics Numerics) error {
 	if arch.outputBias {
 		m.outputBias = b.optionalVector("output.bias", c.NVocab)
 	}
-	if arch.ropeFreqs && b.has("rope_freqs.weight") {
-		// ggml's rope takes the factors in F32 only (GGML_ASSERT).
-		if ti, _ := m.file.Tensor("rope_freqs.weight"); ti.Type != ggml.F32 {
-			return fmt.Errorf("tensor %q: type %s, llama.cpp's rope takes F32 frequency factors", "rope_freqs.weight", ti.Type)
-		}
-		m.ropeFreqs = b.vector("rope_freqs.weight", c.RopeDim/2)
-		for i, v := range m.ropeFreqs {
-			if !(v > 0) || v > 1e30 {
-				return fmt.Errorf("tensor %q: factor %d is %g, must be positive and finite", "rope_freqs.weight", i, v)
-			}
-		}
+	if arch.ropeFreqs {
+		m.ropeFreqs = b.ropeFactors("rope_freqs.weight", c.RopeDim/2)
+	}
+	if arch.longRope {
+		m.ropeLong = b.ropeFactors("rope_factors_long.weight", c.RopeDim/2)
+		m.ropeShort = b.ropeFactors("rope_factors_short.weight", c.RopeDim/2)
 	}
 	m.layers = make([]layer, c.NLayer)
 	for i := range m.layers {
 		p := fmt.Sprintf("blk.%d.", i)
 		l := &m.layers[i]
 		l.attnNorm = b.vector(p+"attn_norm.weight", c.NEmbd)
-		l.wq = b.matrix(p+"attn_q.weight", c.NEmbd, qDim)
-		l.wk = b.matrix(p+"attn_k.weight", c.NEmbd, kvDim)
-		l.wv = b.matrix(p+"attn_v.weight", c.NEmbd, kvDim)
-		l.bq = b.optionalVector(p+"attn_q.bias", qDim)
-		l.bk = b.optionalVector(p+"attn_k.bias", kvDim)
-		l.bv = b.optionalVector(p+"attn_v.bias", kvDim)
+		// create_tensor_qkv: a fused attn_qkv when the file has one, in
+		// every architecture.
+		if b.has(p + "attn_qkv.weight") {
+			l.wqkv = b.matrix(p+"attn_qkv.weight", c.NEmbd, qDim+2*kvDim)
+			l.bqkv = b.optionalVector(p+"attn_qkv.bias", qDim+2*kvDim)
+		} else {
+			l.wq = b.matrix(p+"attn_q.weight", c.NEmbd, qDim)
+			l.wk = b.matrix(p+"attn_k.weight", c.NEmbd, kvDim)
+			l.wv = b.matrix(p+"attn_v.weight", c.NEmbd, kvDim)
+			l.bq = b.optionalVector(p+"attn_q.bias", qDim)
+			l.bk = b.optionalVector(p+"attn_k.bias", kvDim)
+			l.bv = b.optionalVector(p+"attn_v.bias", kvDim)
+		}
 		if arch.qkNorm {
 			l.qNorm = b.vector(p+"attn_q_norm.weight", c.HeadDim)
 			l.kNorm = b.vector(p+"attn_k_norm.weight", c.HeadDim)
@@ -175,10 +208,20 @@ func (m *Model) bindWeights(numerics Numerics) error {
 		if arch.attnOutBias {
 			l.bo = b.optionalVector(p+"attn_output.bias", c.NEmbd)
 		}
+		if arch.postNorms {
+			l.postAttnNorm = b.vector(p+"post_attention_norm.weight", c.NEmbd)
+		}
 		l.ffnNorm = b.vector(p+"ffn_norm.weight", c.NEmbd)
-		l.wGate = b.matrix(p+"ffn_gate.weight", c.NEmbd, c.NFF)
-		l.wUp = b.matrix(p+"ffn_up.weight", c.NEmbd, c.NFF)
+		if arch.fusedFFN {
+			l.wUp = b.matrix(p+"ffn_up.weight", c.NEmbd, 2*c.NFF)
+		} else {
+			l.wGate = b.matrix(p+"ffn_gate.weight", c.NEmbd, c.NFF)
+			l.wUp = b.matrix(p+"ffn_up.weight", c.NEmbd, c.NFF)
+		}
 		l.wDown = b.matrix(p+"ffn_down.weight", c.NFF, c.NEmbd)
+		if arch.postNorms {
+			l.postFFNNorm = b.vector(p+"post_ffw_norm.weight", c.NEmbd)
+		}
 		if arch.ffnBias {
 			l.bGate = b.optionalVector(p+"ffn_gate.bias", c.NFF)
 			l.bUp = b.optionalVector(p+"ffn_up.bias", c.NFF)
@@ -233,6 +276,26 @@ type binder struct {
 func (b *binder) has(name string) bool {
 	_, ok := b.f.Tensor(name)
 	return ok
+}
+
+// ropeFactors binds optional RoPE frequency factors: F32 (ggml's rope
+// asserts it), each positive and finite.
+func (b *binder) ropeFactors(name string, n int) []float32 {
+	if !b.has(name) || b.err != nil {
+		return nil
+	}
+	if ti, _ := b.f.Tensor(name); ti.Type != ggml.F32 {
+		b.err = fmt.Errorf("tensor %q: type %s, llama.cpp's rope takes F32 frequency factors", name, ti.Type)
+		return nil
+	}
+	v := b.vector(name, n)
+	for i, x := range v {
+		if !(x > 0) || x > 1e30 {
+			b.err = fmt.Errorf("tensor %q: factor %d is %g, must be positive and finite", name, i, x)
+			return nil
+		}
+	}
+	return v
 }
 
 // optionalVector binds a 1-D tensor the graph applies when present; nil
@@ -382,16 +445,23 @@ func (m *Model) MatMulOps(tokens int) []MatMulOp {
 func (m *Model) MatMulOpsOutputs(tokens, outputs int) []MatMulOp {
 	ops := make([]MatMulOp, 0, nLayerOps*len(m.layers)+1)
 	for il := range m.layers {
-		lo := m.layerOps(il, tokens, outputs)
-		ops = append(ops, lo[:]...)
+		for _, op := range m.layerOps(il, tokens, outputs) {
+			if op.Weight != nil {
+				ops = append(ops, op)
+			}
+		}
 	}
 	return append(ops, m.outputOp(outputs))
 }
 
 // The matmuls of a layer, in the node order of llama.cpp's graph
-// (llama-eval-callback): Q, V, K, then the attention output and the FFN.
+// (llama-eval-callback): Q, V, K (or the fused QKV), then the attention
+// output and the FFN. A layer has either opQKV or opQ, opV and opK, and
+// opFFNGate only when its FFN is not fused (then opFFNUp computes gate
+// and up rows); the absent ones have no Weight.
 const (
-	opQ = iota
+	opQKV = iota
+	opQ
 	opV
 	opK
 	opAttnOut
@@ -401,7 +471,14 @@ const (
 	nLayerOps
 )
 
-var opNames = [nLayerOps]string{opQ: "Qcur", opV: "Vcur", opK: "Kcur", opAttnOut: "attn_out", opFFNGate: "ffn_gate", opFFNUp: "ffn_up", opFFNDown: "ffn_out"}
+// MatMulOpNames lists the base names of every weight matmul a model may
+// run (a layer's, then "result_output"), in graph order; an op's Name is
+// its base name and "-" and its layer ("wqkv-3"). "wqkv" is a fused Q, K
+// and V (Phi-3, files with attn_qkv); a fused FFN (Phi-3, GLM-4) computes
+// gate and up rows in "ffn_up" and has no "ffn_gate".
+func MatMulOpNames() []string { return append(opNames[:], "result_output") }
+
+var opNames = [nLayerOps]string{opQKV: "wqkv", opQ: "Qcur", opV: "Vcur", opK: "Kcur", opAttnOut: "attn_out", opFFNGate: "ffn_gate", opFFNUp: "ffn_up", opFFNDown: "ffn_out"}
 
 // layerOps are the matmuls of layer il for a batch of tokens of which
 // outputs rows continue past attention in the last layer.
@@ -412,9 +489,13 @@ func (m *Model) layerOps(il, tokens, outputs int) [nLayerOps]MatMulOp {
 		ffnRows = outputs
 	}
 	op := func(o, t int, w *Weight) MatMulOp {
+		if w == nil {
+			return MatMulOp{}
+		}
 		return MatMulOp{Name: l.opNames[o], Layer: il, T: t, K: w.K, N: w.N, Weight: w}
 	}
 	return [nLayerOps]MatMulOp{
+		opQKV:     op(opQKV, tokens, l.wqkv),
 		opQ:       op(opQ, tokens, l.wq),
 		opV:       op(opV, tokens, l.wv),
 		opK:       op(opK, tokens, l.wk),

@@ -19,7 +19,7 @@ func TestConfigFromStories260K(t *testing.T) {
 	m := openModel(t, modelPath("Q4_0"), Exact, 1)
 	want := Config{Arch: "llama", NVocab: 512, NEmbd: 64, NLayer: 5, NHead: 8, NHeadKV: 4, HeadDim: 8, NFF: 172,
 		NCtxTrain: 2048, RopeDim: 8, RopeBase: 10000, RopeScale: 1, RopeNeox: false, RMSEps: 1e-5,
-		RopeScaling: "linear", RopeAttnFactor: 1, RopeOrigCtx: 2048}
+		RopeScaling: "linear", RopeAttnFactor: 1, RopeOrigCtx: 2048, KQScale: 1 / float32(math.Sqrt(8))}
 	if m.Config != want {
 		t.Errorf("Config = %+v\nwant     %+v", m.Config, want)
 	}
@@ -203,7 +203,7 @@ func TestBadModelsAreRefusedByName(t *testing.T) {
 		want   []string
 	}{
 		{name: "unchanged copy loads"},
-		{name: "gemma3", kv: setKV("general.architecture", "gemma3"), want: []string{`unsupported architecture "gemma3" (evalrun's engine computes llama, qwen2, qwen3;`}},
+		{name: "falcon", kv: setKV("general.architecture", "falcon"), want: []string{`unsupported architecture "falcon" (evalrun's engine computes gemma2, gemma3, glm4, internlm2, llama, minicpm, phi3, qwen2, qwen3;`}},
 		{name: "missing tensor", tensor: func(name string, _ *ggml.Type, _ *[]uint64, _ *[]byte) bool {
 			return name != "blk.0.attn_q.weight"
 		}, want: []string{`tensor "blk.0.attn_q.weight": missing`}},
@@ -235,7 +235,8 @@ func TestBadModelsAreRefusedByName(t *testing.T) {
 		{name: "rope dimension within the head", kv: setKV("llama.rope.dimension_count", uint32(4)), want: []string{"llama.rope.dimension_count 4: the llama graph rotates whole heads of 8"}},
 		// Every tensor is bound or the model is refused by name.
 		{name: "Q norm in a llama file", add: addF32("blk.0.attn_q_norm.weight", 8), want: []string{`tensor "blk.0.attn_q_norm.weight": not part of evalrun's llama graph`}},
-		{name: "fused QKV in a llama file", add: addF32("blk.1.attn_qkv.weight", 64, 128), want: []string{`tensor "blk.1.attn_qkv.weight": not part of evalrun's llama graph`}},
+		// create_tensor_qkv takes the fused tensor and leaves Q, K, V unused.
+		{name: "fused QKV beside Q, K and V", add: addF32("blk.1.attn_qkv.weight", 64, 128), want: []string{`tensor "blk.1.attn_k.weight": not part of evalrun's llama graph`}},
 		{name: "output bias in a llama file (qwen2 only)", add: addF32("output.bias", 512), want: []string{`tensor "output.bias": not part of evalrun's llama graph`}},
 		{name: "llama biases load", add: func(w *gguf.Writer) error {
 			for _, b := range []struct {
@@ -266,7 +267,7 @@ func TestBadModelsAreRefusedByName(t *testing.T) {
 		{name: "no experts loads", add: addKV("llama.expert_count", uint32(0))},
 		{name: "non-causal attention", add: addKV("llama.attention.causal", false), want: []string{"metadata llama.attention.causal = false"}},
 		{name: "YaRN betas (inert in llama.cpp's llama) load", add: addKV("llama.rope.scaling.yarn_beta_fast", float32(16))},
-		{name: "longrope", add: addKV("llama.rope.scaling.type", "longrope"), want: []string{`metadata llama.rope.scaling.type "longrope": not modelled`}},
+		{name: "longrope", add: addKV("llama.rope.scaling.type", "longrope"), want: []string{`metadata llama.rope.scaling.type "longrope": llama.cpp's llama graph has no long RoPE factors`}},
 		{name: "YaRN loads", add: func(w *gguf.Writer) error {
 			return errors.Join(w.AddKV("llama.rope.scaling.type", "yarn"), w.AddKV("llama.rope.scaling.factor", float32(4)),
 				w.AddKV("llama.rope.scaling.original_context_length", uint32(512)))

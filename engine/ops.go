@@ -111,6 +111,13 @@ func ropeThetaScale(base float32, nDims int) float32 {
 	return cmath.Powf(base, float32(-2)/float32(nDims))
 }
 
+// scale multiplies x by s in place (ggml_scale without a bias).
+func scale(x []float32, s float32) {
+	for i := range x {
+		x[i] *= s
+	}
+}
+
 // addTo adds src to dst element-wise (the residual connections).
 func addTo(dst, src []float32) {
 	for i, v := range src {

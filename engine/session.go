@@ -20,7 +20,11 @@ type Session struct {
 	// values sequentially (position-major rows were 4 cache lines every
 	// kvDim floats, latency-bound once the weights evict the cache).
 	k, v     [][]float32
-	capacity int // positions the cache holds
+	capacity int // positions the cache holds (layers without a sliding window)
+	// swa places the sliding-window layers' positions in their cache of
+	// swaSize cells as llama.cpp does (swa.go); nil: no such layers. Their
+	// K and V are in k, v (or kq, vq) too, one row per cell.
+	swa *swaCells
 	// A quantized side (Model.kc, Model.vc) keeps its rows position-major
 	// in kq or vq instead, one codec row per position, and attention reads
 	// them dequantized into kf or vf (head-major, as k and v).
@@ -32,8 +36,12 @@ type Session struct {
 	buf arena
 	// rope holds the (cos, sin) row of every position decoded so far
 	// (RopeDim values each): it depends on the position alone, and a row
-	// costs RopeDim calls of cosf and sinf.
-	rope []float32
+	// costs RopeDim calls of cosf and sinf. ropeSWA holds the
+	// sliding-window layers' rows (their own base).
+	rope, ropeSWA []float32
+	// ropeP is the RoPE of the layers without a window: the model's, or
+	// Phi-3's long factors for a context beyond the original one.
+	ropeP *ropeParams
 }
 
 // SetLayerHook makes Decode call hook after every layer il with its output,
@@ -50,7 +58,17 @@ func (m *Model) NewSession(nCtx int) *Session {
 		nCtx = m.Config.NCtxTrain
 	}
 	n := m.Config.NLayer
-	s := &Session{m: m, nCtx: nCtx}
+	s := &Session{m: m, nCtx: nCtx, ropeP: &m.rope}
+	if (m.ropeLong != nil || m.ropeShort != nil) && pad256(nCtx) > m.Config.RopeOrigCtx {
+		s.ropeP = &m.ropeLongP // llama_model::get_rope_factors: n_ctx_seq > n_ctx_orig_yarn
+	}
+	if m.Config.NSWA > 0 {
+		size := pad256(nCtx) // swa_full
+		if m.swaRing {
+			size = swaCacheSize(nCtx, m.Config.NSWA)
+		}
+		s.swa = newSWACells(size, m.Config.NSWA)
+	}
 	if m.kc == nil {
 		s.k = make([][]float32, n)
 	} else {
@@ -71,12 +89,22 @@ func (s *Session) Pos() int { return s.pos }
 func (s *Session) NCtx() int { return s.nCtx }
 
 // Reset empties the sequence.
-func (s *Session) Reset() { s.pos = 0 }
+func (s *Session) Reset() {
+	s.pos = 0
+	if s.swa != nil {
+		s.swa.reset()
+	}
+}
 
 // Truncate drops every position >= pos, so decoding continues at pos.
-// Positions beyond the current length are ignored; negative means 0.
+// Positions beyond the current length are ignored; negative means 0. A
+// sliding-window cache keeps only the window's cells: positions it has
+// already overwritten stay gone, as in llama.cpp.
 func (s *Session) Truncate(pos int) {
 	s.pos = min(s.pos, max(pos, 0))
+	if s.swa != nil {
+		s.swa.remove(int32(s.pos), 1<<31-1)
+	}
 }
 
 // Decode appends tokens at positions Pos()..Pos()+len(tokens)-1 in one
@@ -85,7 +113,7 @@ func (s *Session) Truncate(pos int) {
 // is only valid during the call. On success the position advances even if
 // emit returns an error.
 func (s *Session) Decode(tokens []int32, want func(i int) bool, emit func(i int, logits []float32) error) error {
-	m, c := s.m, s.m.Config
+	c := s.m.Config
 	T := len(tokens)
 	if T == 0 {
 		return nil
@@ -98,10 +126,36 @@ func (s *Session) Decode(tokens []int32, want func(i int) bool, emit func(i int,
 			return fmt.Errorf("decode: token %d (batch index %d) out of range [0, %d)", id, i, c.NVocab)
 		}
 	}
+	if s.swa != nil && T > ubatchSize {
+		// llama_decode splits a batch into micro-batches, and the
+		// sliding-window cache places each in turn.
+		for lo := 0; lo < T; lo += ubatchSize {
+			hi := min(lo+ubatchSize, T)
+			sub := func(i int) bool { return want == nil || want(lo+i) }
+			if err := s.decode(tokens[lo:hi], sub, func(i int, l []float32) error { return emit(lo+i, l) }); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return s.decode(tokens, want, emit)
+}
+
+// decode runs one micro-batch (Decode checked the tokens and the context).
+func (s *Session) decode(tokens []int32, want func(i int) bool, emit func(i int, logits []float32) error) error {
+	m, c := s.m, s.m.Config
+	T := len(tokens)
 	var outRows []int
 	for i := range T {
 		if want == nil || want(i) {
 			outRows = append(outRows, i)
+		}
+	}
+	f := forward{s: s, T: T, pos0: s.pos}
+	if s.swa != nil {
+		var ok bool
+		if f.swaCells, ok = s.swa.place(s.pos, T); !ok {
+			return fmt.Errorf("decode: no room for %d tokens in the sliding-window cache of %d cells", T, len(s.swa.pos))
 		}
 	}
 	s.reserve(s.pos + T)
@@ -114,7 +168,9 @@ func (s *Session) Decode(tokens []int32, want func(i int) bool, emit func(i int,
 			return fmt.Errorf("decode: %s row %d: %w", m.tokEmbd.Name, id, err)
 		}
 	}
-	f := forward{s: s, T: T, pos0: s.pos}
+	if c.EmbedScale != 0 {
+		scale(x, c.EmbedScale) // ggml_scale of inp_embd
+	}
 	f.init()
 	var err error
 	var all []int
@@ -157,6 +213,12 @@ func (s *Session) Decode(tokens []int32, want func(i int) bool, emit func(i int,
 		return err
 	}
 	addBias(cpuOps{m.kern}, logits, m.outputBias)
+	if c.LogitScale != 0 {
+		scale(logits, 1/c.LogitScale)
+	}
+	if c.FinalSoftcap != 0 {
+		ggml.SoftCap(logits, c.FinalSoftcap)
+	}
 	s.pos += T
 	for r, i := range outRows {
 		if err := emit(i, logits[r*op.N:(r+1)*op.N]); err != nil {
@@ -166,14 +228,42 @@ func (s *Session) Decode(tokens []int32, want func(i int) bool, emit func(i int,
 	return nil
 }
 
-// reserve grows the KV cache to hold n positions.
+// layerCap is the number of cells layer il's cache has room for.
+func (s *Session) layerCap(il int) int {
+	if s.swa != nil && s.m.Config.SWALayer(il) {
+		return len(s.swa.pos)
+	}
+	return s.capacity
+}
+
+// reserve grows the KV cache of the layers without a window to hold n
+// positions; a sliding-window layer's cache has its fixed size from the
+// start.
 func (s *Session) reserve(n int) {
+	c := s.m.Config
+	D := c.HeadDim
+	if s.swa != nil {
+		for il := range c.NLayer {
+			if !c.SWALayer(il) || s.hasCache(il) {
+				continue
+			}
+			size := len(s.swa.pos)
+			if s.k != nil {
+				s.k[il] = make([]float32, c.NHeadKV*size*D)
+			} else {
+				s.kq[il] = make([]byte, size*s.m.kc.rowBytes)
+			}
+			if s.v != nil {
+				s.v[il] = make([]float32, c.NHeadKV*size*D)
+			} else {
+				s.vq[il] = make([]byte, size*s.m.vc.rowBytes)
+			}
+		}
+	}
 	if n <= s.capacity {
 		return
 	}
-	c := s.m.Config
 	capacity := min(max(n, 2*s.capacity, 64), s.nCtx)
-	D := c.HeadDim
 	grow := func(old []float32) []float32 {
 		buf := make([]float32, c.NHeadKV*capacity*D)
 		for h := range c.NHeadKV {
@@ -187,6 +277,9 @@ func (s *Session) reserve(n int) {
 		return buf
 	}
 	for il := range c.NLayer {
+		if s.swa != nil && c.SWALayer(il) {
+			continue
+		}
 		if s.k != nil {
 			s.k[il] = grow(s.k[il])
 		} else {
@@ -201,23 +294,32 @@ func (s *Session) reserve(n int) {
 	s.capacity = capacity
 }
 
-// storeKV writes T rows of K and V (position-major, kvDim floats each) at
-// positions pos0.. of layer il's cache: head-major floats, or one codec row
-// per position for a quantized side.
-func (s *Session) storeKV(il, pos0 int, k, v []float32) {
+func (s *Session) hasCache(il int) bool {
+	if s.k != nil {
+		return s.k[il] != nil
+	}
+	return s.kq[il] != nil
+}
+
+// storeKV writes T rows of K and V (position-major, kvDim floats each) into
+// layer il's cache, row t at cell cells[t]: head-major floats, or one codec
+// row per cell for a quantized side.
+func (s *Session) storeKV(il int, cells []int, k, v []float32) {
 	c := s.m.Config
 	D, kvDim := c.HeadDim, c.NHeadKV*c.HeadDim
+	capacity := s.layerCap(il)
 	for t := range len(k) / kvDim {
+		cell := cells[t]
 		if s.k == nil || s.v == nil {
 			if kc := s.m.kc; kc != nil {
-				kc.encode(s.kq[il][(pos0+t)*kc.rowBytes:(pos0+t+1)*kc.rowBytes], k[t*kvDim:(t+1)*kvDim])
+				kc.encode(s.kq[il][cell*kc.rowBytes:(cell+1)*kc.rowBytes], k[t*kvDim:(t+1)*kvDim])
 			}
 			if vc := s.m.vc; vc != nil {
-				vc.encode(s.vq[il][(pos0+t)*vc.rowBytes:(pos0+t+1)*vc.rowBytes], v[t*kvDim:(t+1)*kvDim])
+				vc.encode(s.vq[il][cell*vc.rowBytes:(cell+1)*vc.rowBytes], v[t*kvDim:(t+1)*kvDim])
 			}
 		}
 		for h := range c.NHeadKV {
-			dst := (h*s.capacity + pos0 + t) * D
+			dst := (h*capacity + cell) * D
 			if s.k != nil {
 				copy(s.k[il][dst:dst+D], k[t*kvDim+h*D:])
 			}
@@ -228,13 +330,14 @@ func (s *Session) storeKV(il, pos0 int, k, v []float32) {
 	}
 }
 
-// cached returns layer il's keys and values for positions [0, n) head-major
+// cached returns layer il's keys and values for cells [0, n) head-major
 // and the distance between heads: the cache itself for f32, else the rows
 // dequantized into the session's scratch.
 func (s *Session) cached(il, n int) (k, v []float32, kHead, vHead int) {
 	c := s.m.Config
 	D := c.HeadDim
-	kHead, vHead = s.capacity*D, s.capacity*D
+	capacity := s.layerCap(il)
+	kHead, vHead = capacity*D, capacity*D
 	if s.k != nil {
 		k = s.k[il]
 	} else {
@@ -250,8 +353,8 @@ func (s *Session) cached(il, n int) (k, v []float32, kHead, vHead int) {
 	return k, v, kHead, vHead
 }
 
-// dequantize decodes positions [0, n) of a quantized side into buf,
-// head-major with n positions per head.
+// dequantize decodes cells [0, n) of a quantized side into buf,
+// head-major with n cells per head.
 func (s *Session) dequantize(buf []float32, rows []byte, kc *kvCodec, n int) []float32 {
 	c := s.m.Config
 	D, kvDim := c.HeadDim, c.NHeadKV*c.HeadDim
@@ -259,7 +362,7 @@ func (s *Session) dequantize(buf []float32, rows []byte, kc *kvCodec, n int) []f
 		buf = make([]float32, n*kvDim+kvDim)
 	}
 	buf = buf[:n*kvDim+kvDim]
-	row := buf[n*kvDim:] // one position, position-major
+	row := buf[n*kvDim:] // one cell, position-major
 	for p := range n {
 		kc.decode(rows[p*kc.rowBytes:(p+1)*kc.rowBytes], row)
 		for h := range c.NHeadKV {
@@ -275,22 +378,36 @@ type forward struct {
 	T    int
 	pos0 int
 	rope []float32 // T rows of RopeDim (cos, sin) values
+	// ropeSWA: the sliding-window layers' rows; swaCells: the cells of
+	// this batch's positions in their cache.
+	ropeSWA  []float32
+	swaCells []int
+	cells    []int // the cells of the other layers: pos0..pos0+T-1
 }
 
-func (f *forward) init() { f.rope = f.s.ropeRows(f.pos0, f.T) }
+func (f *forward) init() {
+	s := f.s
+	f.rope = s.ropeRows(&s.rope, s.ropeP, f.pos0, f.T)
+	if s.swa != nil {
+		f.ropeSWA = s.ropeRows(&s.ropeSWA, &s.m.ropeSWA, f.pos0, f.T)
+	}
+	f.cells = make([]int, f.T)
+	for t := range f.cells {
+		f.cells[t] = f.pos0 + t
+	}
+}
 
-// ropeRows returns the (cos, sin) rows of positions [pos0, pos0+T),
-// computing those not cached yet.
-func (s *Session) ropeRows(pos0, T int) []float32 {
-	c := s.m.Config
-	d := c.RopeDim // at least 2: the config refuses 0 at load
-	if have := len(s.rope) / d; have < pos0+T {
-		s.rope = slices.Grow(s.rope, (pos0+T-have)*d)[:(pos0+T)*d]
-		for p := have; p < pos0+T; p++ {
-			s.m.rope.cache(s.rope[p*d:(p+1)*d], p)
+// ropeRows returns the (cos, sin) rows of positions [pos0, pos0+T) from
+// the cache *rows, computing those not cached yet with p.
+func (s *Session) ropeRows(rows *[]float32, p *ropeParams, pos0, T int) []float32 {
+	d := s.m.Config.RopeDim // at least 2: the config refuses 0 at load
+	if have := len(*rows) / d; have < pos0+T {
+		*rows = slices.Grow(*rows, (pos0+T-have)*d)[:(pos0+T)*d]
+		for q := have; q < pos0+T; q++ {
+			p.cache((*rows)[q*d:(q+1)*d], q)
 		}
 	}
-	return s.rope[pos0*d : (pos0+T)*d]
+	return (*rows)[pos0*d : (pos0+T)*d]
 }
 
 // matmul runs one op of the layer's list (the list MatMulOps reports).
@@ -320,6 +437,42 @@ func (f *forward) matmuls(x []float32, ops ...*MatMulOp) ([][]float32, error) {
 	return outs, nil
 }
 
+// splitRows copies columns [lo, lo+n) of every row of x (rows of width
+// values) into a buffer of their own: Q, K and V of a fused QKV output,
+// gate and up of a fused FFN (ggml's views of the fused result).
+func (f *forward) splitRows(x []float32, width, lo, n int) []float32 {
+	rows := len(x) / width
+	out := f.s.buf.alloc(rows * n)
+	for r := range rows {
+		copy(out[r*n:(r+1)*n], x[r*width+lo:r*width+lo+n])
+	}
+	return out
+}
+
+// qkv runs the layer's Q, K and V matmuls, fused or not, with their biases.
+func (f *forward) qkv(l *layer, ops *[nLayerOps]MatMulOp, xn []float32, lops LayerOps) (q, k, v []float32, err error) {
+	c := f.s.m.Config
+	if l.wqkv == nil {
+		qvk, err := f.matmuls(xn, &ops[opQ], &ops[opV], &ops[opK])
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		q, v, k = qvk[0], qvk[1], qvk[2]
+		addBias(lops, q, l.bq)
+		addBias(lops, k, l.bk)
+		addBias(lops, v, l.bv)
+		return q, k, v, nil
+	}
+	fused, err := f.matmul(&ops[opQKV], xn)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	addBias(lops, fused, l.bqkv)
+	qDim, kvDim := c.NHead*c.HeadDim, c.NHeadKV*c.HeadDim
+	width := qDim + 2*kvDim
+	return f.splitRows(fused, width, 0, qDim), f.splitRows(fused, width, qDim, kvDim), f.splitRows(fused, width, qDim+kvDim, kvDim), nil
+}
+
 // layer runs transformer block il on x (f.rows rows) and returns its output.
 // In the last layer only outRows continue after attention, as llama.cpp does
 // with inp_out_ids.
@@ -334,14 +487,10 @@ func (f *forward) layer(il int, x []float32, outRows []int) ([]float32, error) {
 	for t := range T {
 		lops.RMSNorm(xn[t*E:(t+1)*E], x[t*E:(t+1)*E], l.attnNorm, c.RMSEps)
 	}
-	qvk, err := f.matmuls(xn, &ops[opQ], &ops[opV], &ops[opK])
+	q, k, v, err := f.qkv(l, &ops, xn, lops)
 	if err != nil {
 		return nil, err
 	}
-	q, v, k := qvk[0], qvk[1], qvk[2]
-	addBias(lops, q, l.bq)
-	addBias(lops, k, l.bk)
-	addBias(lops, v, l.bv)
 	if l.qNorm != nil {
 		D := c.HeadDim
 		for i := 0; i < len(q); i += D {
@@ -351,8 +500,13 @@ func (f *forward) layer(il int, x []float32, outRows []int) ([]float32, error) {
 			lops.RMSNorm(k[i:i+D], k[i:i+D], l.kNorm, c.RMSEps)
 		}
 	}
+	swa := f.s.swa != nil && c.SWALayer(il)
+	rope, cells := f.rope, f.cells
+	if swa {
+		rope, cells = f.ropeSWA, f.swaCells
+	}
 	for t := range T {
-		cs := f.rope[t*c.RopeDim : (t+1)*c.RopeDim]
+		cs := rope[t*c.RopeDim : (t+1)*c.RopeDim]
 		for h := range c.NHead {
 			lops.Rope(q[(t*c.NHead+h)*c.HeadDim:], cs, c.RopeDim, c.RopeNeox)
 		}
@@ -360,9 +514,12 @@ func (f *forward) layer(il int, x []float32, outRows []int) ([]float32, error) {
 			lops.Rope(k[(t*c.NHeadKV+h)*c.HeadDim:], cs, c.RopeDim, c.RopeNeox)
 		}
 	}
-	f.s.storeKV(il, f.pos0, k, v)
+	if c.QScale != 0 {
+		scale(q, c.QScale) // ggml_scale of Qcur; the softmax scale is then 1
+	}
+	f.s.storeKV(il, cells, k, v)
 
-	att := f.attention(il, q, lops)
+	att := f.attention(il, q, lops, swa)
 	ao, err := f.matmul(&ops[opAttnOut], att)
 	if err != nil {
 		return nil, err
@@ -376,45 +533,96 @@ func (f *forward) layer(il int, x []float32, outRows []int) ([]float32, error) {
 			return x, nil
 		}
 	}
-	for r := range rows {
-		lops.Add(x[r*E:(r+1)*E], ao[r*E:(r+1)*E]) // ffn_inp
-	}
+	f.residual(x, ao, l.postAttnNorm, rows, lops) // ffn_inp
 	xn = xn[:rows*E]
 	for r := range rows {
 		lops.RMSNorm(xn[r*E:(r+1)*E], x[r*E:(r+1)*E], l.ffnNorm, c.RMSEps)
 	}
-	gateUp, err := f.matmuls(xn, &ops[opFFNGate], &ops[opFFNUp])
+	act, err := f.ffnActivation(l, &ops, xn, rows, lops)
 	if err != nil {
 		return nil, err
 	}
-	gate, up := gateUp[0], gateUp[1]
-	addBias(lops, up, l.bUp)
-	addBias(lops, gate, l.bGate)
-	for r := range rows {
-		lops.Swiglu(gate[r*c.NFF:(r+1)*c.NFF], gate[r*c.NFF:(r+1)*c.NFF], up[r*c.NFF:(r+1)*c.NFF])
-	}
-	down, err := f.matmul(&ops[opFFNDown], gate)
+	down, err := f.matmul(&ops[opFFNDown], act)
 	if err != nil {
 		return nil, err
 	}
 	addBias(lops, down, l.bDown)
-	for r := range rows {
-		lops.Add(x[r*E:(r+1)*E], down[r*E:(r+1)*E]) // l_out
-	}
+	f.residual(x, down, l.postFFNNorm, rows, lops) // l_out
 	return x, nil
 }
 
-// attention computes softmax(q·Kᵀ/sqrt(head_dim) + causal mask)·V for every
-// row and head against the cache, split over heads (one head is computed by
-// one thread, so the result does not depend on the thread count).
-func (f *forward) attention(il int, q []float32, lops LayerOps) []float32 {
+// residual adds a block's output y to the residual stream x, row by row:
+// after its post norm (gemma, glm4) or its residual scale (minicpm) where
+// the architecture has one.
+func (f *forward) residual(x, y, postNorm []float32, rows int, lops LayerOps) {
+	c := f.s.m.Config
+	E := c.NEmbd
+	for r := range rows {
+		yr := y[r*E : (r+1)*E]
+		if postNorm != nil {
+			lops.RMSNorm(yr, yr, postNorm, c.RMSEps)
+		}
+		if c.ResidualScale != 0 {
+			scale(yr, c.ResidualScale)
+		}
+		lops.Add(x[r*E:(r+1)*E], yr)
+	}
+}
+
+// ffnActivation runs the FFN's gate and up matmuls (or the fused one) and
+// returns the gated activation, rows of n_ff values: SwiGLU, or GEGLU for
+// gemma.
+func (f *forward) ffnActivation(l *layer, ops *[nLayerOps]MatMulOp, xn []float32, rows int, lops LayerOps) ([]float32, error) {
+	c := f.s.m.Config
+	F := c.NFF
+	var gate, up []float32
+	if l.wGate == nil {
+		fused, err := f.matmul(&ops[opFFNUp], xn)
+		if err != nil {
+			return nil, err
+		}
+		// ggml_swiglu of the fused rows: the first half is the gate.
+		gate, up = f.splitRows(fused, 2*F, 0, F), f.splitRows(fused, 2*F, F, F)
+	} else {
+		gateUp, err := f.matmuls(xn, &ops[opFFNGate], &ops[opFFNUp])
+		if err != nil {
+			return nil, err
+		}
+		gate, up = gateUp[0], gateUp[1]
+		addBias(lops, up, l.bUp)
+		addBias(lops, gate, l.bGate)
+	}
+	for r := range rows {
+		g, u := gate[r*F:(r+1)*F], up[r*F:(r+1)*F]
+		if archs[c.Arch].gelu {
+			lops.Geglu(g, g, u)
+		} else {
+			lops.Swiglu(g, g, u)
+		}
+	}
+	return gate, nil
+}
+
+// attention computes softmax(q·Kᵀ·scale + mask)·V for every row and head
+// against the cache, split over heads (one head is computed by one thread,
+// so the result does not depend on the thread count). Without a window a
+// row attends to the cells of positions 0..its own (cell = position); a
+// sliding-window layer attends to every cell of its cache in cell order,
+// the ones outside the row's window masked, as llama.cpp's KQ mask does.
+func (f *forward) attention(il int, q []float32, lops LayerOps, swa bool) []float32 {
 	c := f.s.m.Config
 	T, D := f.T, c.HeadDim
 	group := c.NHead / c.NHeadKV
-	scale := float32(1) / float32(math.Sqrt(float64(D)))
-	K, V, kHead, vHead := f.s.cached(il, f.pos0+T)
-	out := f.s.buf.alloc(T * c.NHead * D)
+	scale := c.KQScale
+	if c.QScale != 0 {
+		scale = 1
+	}
 	n0 := f.pos0 + T
+	if swa {
+		n0 = f.s.swa.usedEnd()
+	}
+	K, V, kHead, vHead := f.s.cached(il, n0)
+	out := f.s.buf.alloc(T * c.NHead * D)
 	scores := f.s.buf.alloc(c.NHead * n0) // one row of probabilities per head
 	// kq is a vec_dot_f32 (its src1, the permuted Q, is not contiguous);
 	// kqv is tinyBLAS for batches of >= 2 rows, else vec_dot_f32 over the
@@ -424,14 +632,29 @@ func (f *forward) attention(il int, q []float32, lops LayerOps) []float32 {
 		lanes = 16
 	}
 	kern := f.s.m.kern
+	negInf := float32(math.Inf(-1))
 	work := func(lo, hi int) {
 		for h := lo; h < hi; h++ {
 			p := scores[h*n0 : (h+1)*n0]
 			kOff, vOff := (h/group)*kHead, (h/group)*vHead
 			for t := range T {
 				n := f.pos0 + t + 1 // causal: positions 0..pos0+t
+				if swa {
+					n = n0
+				}
 				qh := q[(t*c.NHead+h)*D : (t*c.NHead+h+1)*D]
 				kern.ScoreRows(K[kOff:kOff+n*D], D, qh, p[:n])
+				if c.AttnSoftcap != 0 {
+					ggml.SoftCap(p[:n], c.AttnSoftcap)
+				}
+				if swa {
+					pos := int32(f.pos0 + t)
+					for j := range n {
+						if !f.s.swa.visible(j, pos) {
+							p[j] = negInf
+						}
+					}
+				}
 				lops.Softmax(p[:n], scale)
 				kern.WeightedColumns(V[vOff:vOff+n*D], D, p[:n], lanes, out[(t*c.NHead+h)*D:(t*c.NHead+h+1)*D])
 			}

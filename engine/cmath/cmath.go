@@ -1,5 +1,5 @@
 // Package cmath gives the engine the C library's single-precision expf,
-// sinf, cosf, powf and logf, the functions llama.cpp's CPU backend calls
+// sinf, cosf, powf, logf and tanhf, the functions llama.cpp's CPU backend calls
 // (RoPE's cos/sin cache, its scale and YaRN's corrections, SiLU on the
 // elements past a 16-lane block). The
 // C library's results are not always correctly rounded, so matching
@@ -14,18 +14,22 @@ import (
 	"sync"
 )
 
+// libm holds the functions, from the C library or the Go stand-ins.
+type libm struct {
+	expf, sinf, cosf, logf, tanhf func(float32) float32
+	powf                          func(float32, float32) float32
+}
+
 var (
-	once                   sync.Once
-	expf, sinf, cosf, logf func(float32) float32
-	powf                   func(float32, float32) float32
-	source                 = "go"
+	once   sync.Once
+	fns    = libm{goExpf, goSinf, goCosf, goLogf, goTanhf, goPowf}
+	source = "go"
 )
 
 func load() {
 	once.Do(func() {
-		expf, sinf, cosf, logf, powf = goExpf, goSinf, goCosf, goLogf, goPowf
-		if e, s, c, l, p, name, ok := loadLibm(); ok {
-			expf, sinf, cosf, logf, powf, source = e, s, c, l, p, name
+		if fs, name, ok := loadLibm(); ok {
+			fns, source = fs, name
 		}
 	})
 }
@@ -35,23 +39,28 @@ func load() {
 func Source() string { load(); return source }
 
 // Expf is the C library's expf.
-func Expf(x float32) float32 { load(); return expf(x) }
+func Expf(x float32) float32 { load(); return fns.expf(x) }
 
 // Sinf is the C library's sinf.
-func Sinf(x float32) float32 { load(); return sinf(x) }
+func Sinf(x float32) float32 { load(); return fns.sinf(x) }
 
 // Cosf is the C library's cosf.
-func Cosf(x float32) float32 { load(); return cosf(x) }
+func Cosf(x float32) float32 { load(); return fns.cosf(x) }
 
 // Logf is the C library's logf.
-func Logf(x float32) float32 { load(); return logf(x) }
+func Logf(x float32) float32 { load(); return fns.logf(x) }
+
+// Tanhf is the C library's tanhf (ggml's TANH, gemma's soft caps and
+// the GELU table).
+func Tanhf(x float32) float32 { load(); return fns.tanhf(x) }
 
 // Powf is the C library's powf.
-func Powf(x, y float32) float32 { load(); return powf(x, y) }
+func Powf(x, y float32) float32 { load(); return fns.powf(x, y) }
 
 // The stand-ins: float64 evaluation rounded once to float32.
 func goExpf(x float32) float32    { return float32(math.Exp(float64(x))) }
 func goSinf(x float32) float32    { return float32(math.Sin(float64(x))) }
 func goCosf(x float32) float32    { return float32(math.Cos(float64(x))) }
 func goLogf(x float32) float32    { return float32(math.Log(float64(x))) }
+func goTanhf(x float32) float32   { return float32(math.Tanh(float64(x))) }
 func goPowf(x, y float32) float32 { return float32(math.Pow(float64(x), float64(y))) }

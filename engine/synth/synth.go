@@ -1,8 +1,9 @@
-// Package synth writes llama, qwen2 and qwen3 GGUF models with random
-// weights and a real (synthetic) SentencePiece vocabulary, laid out as
+// Package synth writes GGUF models of every architecture the engine
+// computes (llama, qwen2/3, gemma2/3, phi3, minicpm, internlm2, glm4) with
+// random weights and a real (synthetic) SentencePiece vocabulary, laid out as
 // convert_hf_to_gguf lays out real conversions: realistic shapes for speed
 // work, and the variants of each architecture (Llama 3's rope_freqs,
-// biases, RoPE scaling) for checking the engine against llama.cpp.
+// biases, RoPE scaling, sliding windows, fused matmuls) for checking the engine against llama.cpp.
 package synth
 
 import (
@@ -22,8 +23,10 @@ import (
 
 // Config describes the model to generate.
 type Config struct {
-	// Arch is "llama" (default), "qwen2" (NeoX RoPE, Q/K/V biases) or
-	// "qwen3" (NeoX RoPE, per-head Q/K RMS norms, no biases).
+	// Arch is one of Archs: "llama" (default), "qwen2" (NeoX RoPE, Q/K/V
+	// biases), "qwen3" (NeoX RoPE, per-head Q/K RMS norms), "gemma2",
+	// "gemma3", "phi3", "minicpm", "internlm2" or "glm4", each laid out as
+	// convert_hf_to_gguf writes the real models.
 	Arch    string
 	NEmbd   int
 	NLayer  int
@@ -57,15 +60,31 @@ type Config struct {
 	RopeScaling string
 	RopeFactor  float32
 	RopeOrigCtx int
+
+	// SlidingWindow is gemma2/gemma3's attention.sliding_window (0: gemma2
+	// 4096, gemma3 none) and SWAPattern its sliding_window_pattern (0: the
+	// architecture's default, 2 for gemma2 and 6 for gemma3: every
+	// SWAPattern-th layer sees the whole context). RopeBaseSWA is the
+	// local layers' rope.freq_base_swa (0: not written).
+	SlidingWindow int
+	SWAPattern    int
+	RopeBaseSWA   float32
+	// LongRope writes Phi-3's rope_factors_long and _short with
+	// rope.scaling.original_context_length RopeOrigCtx (default NCtx/4)
+	// and its attention factor, as Phi-3-*-128k conversions do.
+	LongRope bool
+	// RopeDim is rope.dimension_count for glm4's partial rotation (0: half
+	// the head, as GLM-4's partial_rotary_factor).
+	RopeDim int
 }
 
 // Archs are the architectures Generate writes that evalrun's engine
-// computes; LlamaCppArchs are layouts it also writes, as real conversions
-// lay them out, that only the llamacpp plugin computes today (specs whose
-// every backend is llamacpp run on them).
+// computes; LlamaCppArchs are layouts it writes, as real conversions lay
+// them out, that only the llamacpp plugin computes (specs whose every
+// backend is llamacpp run on them).
 var (
-	Archs         = []string{"llama", "qwen2", "qwen3"}
-	LlamaCppArchs = []string{"gemma3", "phi3"}
+	Archs         = []string{"llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3", "minicpm", "internlm2", "glm4"}
+	LlamaCppArchs = []string{"granite"}
 )
 
 // Weight scale: trained transformers have weights of standard deviation
@@ -97,8 +116,20 @@ func (c *Config) normalize() error {
 	if !slices.Contains(Archs, c.Arch) && !slices.Contains(LlamaCppArchs, c.Arch) {
 		return fmt.Errorf("synth: unsupported architecture %q (supported: %s)", c.Arch, strings.Join(append(slices.Clone(Archs), LlamaCppArchs...), ", "))
 	}
-	if slices.Contains(LlamaCppArchs, c.Arch) && (c.Biases || c.RopeScaling != "") {
-		return fmt.Errorf("synth: %s: biases and RoPE scaling are written for %s only", c.Arch, strings.Join(Archs, ", "))
+	if c.Biases && !slices.Contains([]string{"llama", "qwen2", "qwen3", "minicpm", "glm4"}, c.Arch) {
+		return fmt.Errorf("synth: %s: biases are written for llama, qwen3, minicpm and glm4 (qwen2 always has them)", c.Arch)
+	}
+	if (c.SlidingWindow != 0 || c.SWAPattern != 0 || c.RopeBaseSWA != 0) && c.Arch != "gemma2" && c.Arch != "gemma3" {
+		return fmt.Errorf("synth: sliding windows are written for gemma2 and gemma3")
+	}
+	if c.LongRope && c.Arch != "phi3" {
+		return fmt.Errorf("synth: long RoPE factors are written for phi3")
+	}
+	if c.RopeDim != 0 && c.Arch != "glm4" {
+		return fmt.Errorf("synth: a partial RoPE is written for glm4")
+	}
+	if c.SlidingWindow < 0 || c.SWAPattern < 0 || c.RopeDim < 0 || c.RopeDim%2 != 0 {
+		return fmt.Errorf("synth: SlidingWindow, SWAPattern and RopeDim must be non-negative (RopeDim even)")
 	}
 	if c.RopeFreqs && c.Arch != "llama" {
 		return fmt.Errorf("synth: rope_freqs is a llama tensor (llama.cpp's %s graph does not use it)", c.Arch)
@@ -192,6 +223,10 @@ func addMetadata(w *gguf.Writer, c Config) error {
 		// phi3 (Phi-3's added tokens start with it).
 		tokens[len(tokens)-1], types[len(types)-1] = "<|endoftext|>", typeControl
 	}
+	ropeDim := headDim
+	if c.Arch == "glm4" {
+		ropeDim = uint32(cmp.Or(c.RopeDim, c.headDim()/2))
+	}
 	kvs := []keyValue{
 		{"general.architecture", c.Arch},
 		{"general.name", fmt.Sprintf("synth-%s-%dL-%d-%s", c.Arch, c.NLayer, c.NEmbd, c.Type)},
@@ -201,21 +236,47 @@ func addMetadata(w *gguf.Writer, c Config) error {
 		{a + "embedding_length", uint32(c.NEmbd)},
 		{a + "block_count", uint32(c.NLayer)},
 		{a + "feed_forward_length", uint32(c.NFF)},
-		{a + "rope.dimension_count", headDim},
+		{a + "rope.dimension_count", ropeDim},
 		{a + "rope.freq_base", c.RopeBase},
 		{a + "attention.head_count", uint32(c.NHead)},
 		{a + "attention.head_count_kv", uint32(c.NHeadKV)},
 		{a + "attention.layer_norm_rms_epsilon", float32(1e-5)},
 		{a + "vocab_size", uint32(c.NVocab)},
 	}
-	if c.HeadDim > 0 || c.Arch == "gemma3" {
+	if c.HeadDim > 0 || c.Arch == "gemma3" || c.Arch == "gemma2" {
 		kvs = append(kvs, keyValue{a + "attention.key_length", headDim}, keyValue{a + "attention.value_length", headDim})
 	}
 	switch c.Arch {
-	case "gemma3": // local layers see 64 positions, every 6th layer all (Gemma 3's pattern)
-		kvs = append(kvs, keyValue{a + "attention.sliding_window", uint32(64)})
-	case "phi3": // Phi-3-mini-4k's window: the whole context
-		kvs = append(kvs, keyValue{a + "attention.sliding_window", uint32(c.NCtx)})
+	case "gemma2": // Gemma 2's soft caps; the window as given (else llama.cpp's 4096)
+		kvs = append(kvs, keyValue{a + "attn_logit_softcapping", float32(50)}, keyValue{a + "final_logit_softcapping", float32(30)})
+		if c.SlidingWindow > 0 {
+			kvs = append(kvs, keyValue{a + "attention.sliding_window", uint32(c.SlidingWindow)})
+		}
+	case "gemma3":
+		if c.SlidingWindow > 0 {
+			kvs = append(kvs, keyValue{a + "attention.sliding_window", uint32(c.SlidingWindow)})
+		}
+	case "phi3": // Phi-3-mini-4k's window (llama.cpp b10587 ignores it)
+		kvs = append(kvs, keyValue{a + "attention.sliding_window", uint32(c.NCtx - 1)})
+		if c.LongRope {
+			orig := cmp.Or(c.RopeOrigCtx, c.NCtx/4)
+			scale := float64(c.NCtx) / float64(orig)
+			kvs = append(kvs, keyValue{a + "rope.scaling.original_context_length", uint32(orig)},
+				keyValue{a + "rope.scaling.attn_factor", float32(math.Sqrt(1 + math.Log(scale)/math.Log(float64(orig))))})
+		}
+	case "granite": // Granite 3's scales
+		kvs = append(kvs, keyValue{a + "embedding_scale", float32(12)}, keyValue{a + "residual_scale", float32(0.22)},
+			keyValue{a + "logit_scale", float32(8)}, keyValue{a + "attention.scale", float32(0.015625)})
+	case "minicpm": // MiniCPM-2B's scales (scale_emb 12, scale_depth 1.4, dim_model_base 256)
+		kvs = append(kvs, keyValue{a + "embedding_scale", float32(12)},
+			keyValue{a + "residual_scale", float32(1.4 / math.Sqrt(float64(c.NLayer)))},
+			keyValue{a + "logit_scale", float32(c.NEmbd) / 256})
+	}
+	if c.SWAPattern > 0 {
+		kvs = append(kvs, keyValue{a + "attention.sliding_window_pattern", uint32(c.SWAPattern)})
+	}
+	if c.RopeBaseSWA > 0 {
+		kvs = append(kvs, keyValue{a + "rope.freq_base_swa", c.RopeBaseSWA})
 	}
 	switch c.RopeScaling {
 	case "linear":
@@ -287,10 +348,12 @@ func tensorSpecs(c Config) []*tensorSpec {
 		return &tensorSpec{name: name, typ: ggml.F32, dims: []uint64{n}}
 	}
 	switch c.Arch {
-	case "gemma3":
-		return gemma3Specs(c, matrix, norm)
+	case "gemma2", "gemma3":
+		return gemmaSpecs(c, matrix, norm)
 	case "phi3":
 		return phi3Specs(c, matrix, norm)
+	case "glm4":
+		return glm4Specs(c, matrix, norm, bias)
 	}
 	specs := []*tensorSpec{
 		matrix("token_embd.weight", e, v),
@@ -301,7 +364,7 @@ func tensorSpecs(c Config) []*tensorSpec {
 		specs = append(specs, &tensorSpec{name: "rope_freqs.weight", typ: ggml.F32, dims: []uint64{hd / 2},
 			data: llama3RopeFactors(float64(c.RopeBase), int(hd))})
 	}
-	qkvBias := c.Arch == "qwen2" || c.Biases
+	qkvBias := c.Arch == "qwen2" || (c.Biases && c.Arch != "minicpm")
 	for i := 0; i < c.NLayer; i++ {
 		p := fmt.Sprintf("blk.%d.", i)
 		specs = append(specs,
@@ -317,7 +380,7 @@ func tensorSpecs(c Config) []*tensorSpec {
 			specs = append(specs, norm(p+"attn_k_norm.weight", hd), norm(p+"attn_q_norm.weight", hd))
 		}
 		specs = append(specs, matrix(p+"attn_output.weight", q, e))
-		if c.Biases && c.Arch == "llama" {
+		if c.Biases && (c.Arch == "llama" || c.Arch == "minicpm") {
 			specs = append(specs, bias(p+"attn_output.bias", e))
 		}
 		specs = append(specs,
@@ -326,16 +389,17 @@ func tensorSpecs(c Config) []*tensorSpec {
 			matrix(p+"ffn_up.weight", e, f),
 			matrix(p+"ffn_down.weight", f, e),
 		)
-		if c.Biases && c.Arch == "llama" {
+		if c.Biases && (c.Arch == "llama" || c.Arch == "minicpm") {
 			specs = append(specs, bias(p+"ffn_gate.bias", f), bias(p+"ffn_up.bias", f), bias(p+"ffn_down.bias", e))
 		}
 	}
 	return specs
 }
 
-// gemma3Specs is Gemma 3's layout (llama.cpp's gemma3 load_arch_tensors):
-// tied embeddings, Q/K norms, post-attention and post-FFN norms.
-func gemma3Specs(c Config, matrix func(string, uint64, uint64) *tensorSpec, norm func(string, uint64) *tensorSpec) []*tensorSpec {
+// gemmaSpecs is Gemma 2's and 3's layout (llama.cpp's gemma2/gemma3
+// load_arch_tensors): tied embeddings, post-attention and post-FFN norms,
+// and Gemma 3's Q/K norms.
+func gemmaSpecs(c Config, matrix func(string, uint64, uint64) *tensorSpec, norm func(string, uint64) *tensorSpec) []*tensorSpec {
 	e, f, v := uint64(c.NEmbd), uint64(c.NFF), uint64(c.NVocab)
 	hd := uint64(c.headDim())
 	q, kv := uint64(c.NHead)*hd, uint64(c.NHeadKV)*hd
@@ -344,8 +408,11 @@ func gemma3Specs(c Config, matrix func(string, uint64, uint64) *tensorSpec, norm
 		p := fmt.Sprintf("blk.%d.", i)
 		specs = append(specs,
 			norm(p+"attn_norm.weight", e),
-			matrix(p+"attn_q.weight", e, q), matrix(p+"attn_k.weight", e, kv), matrix(p+"attn_v.weight", e, kv),
-			norm(p+"attn_k_norm.weight", hd), norm(p+"attn_q_norm.weight", hd),
+			matrix(p+"attn_q.weight", e, q), matrix(p+"attn_k.weight", e, kv), matrix(p+"attn_v.weight", e, kv))
+		if c.Arch == "gemma3" {
+			specs = append(specs, norm(p+"attn_k_norm.weight", hd), norm(p+"attn_q_norm.weight", hd))
+		}
+		specs = append(specs,
 			matrix(p+"attn_output.weight", q, e),
 			norm(p+"post_attention_norm.weight", e),
 			norm(p+"ffn_norm.weight", e),
@@ -362,6 +429,17 @@ func phi3Specs(c Config, matrix func(string, uint64, uint64) *tensorSpec, norm f
 	hd := uint64(c.headDim())
 	q, kv := uint64(c.NHead)*hd, uint64(c.NHeadKV)*hd
 	specs := []*tensorSpec{matrix("token_embd.weight", e, v), norm("output_norm.weight", e), matrix("output.weight", e, v)}
+	if c.LongRope {
+		// Phi-3-128k's factors grow with the frequency index; the short ones
+		// stay near 1.
+		long, short := make([]float32, hd/2), make([]float32, hd/2)
+		for i := range long {
+			long[i] = float32(1 + 0.15*float64(i))
+			short[i] = float32(1 + 0.01*float64(i%5))
+		}
+		specs = append(specs, &tensorSpec{name: "rope_factors_long.weight", typ: ggml.F32, dims: []uint64{hd / 2}, data: long},
+			&tensorSpec{name: "rope_factors_short.weight", typ: ggml.F32, dims: []uint64{hd / 2}, data: short})
+	}
 	for i := 0; i < c.NLayer; i++ {
 		p := fmt.Sprintf("blk.%d.", i)
 		specs = append(specs,
@@ -371,6 +449,30 @@ func phi3Specs(c Config, matrix func(string, uint64, uint64) *tensorSpec, norm f
 			norm(p+"ffn_norm.weight", e),
 			matrix(p+"ffn_up.weight", e, 2*f),
 			matrix(p+"ffn_down.weight", f, e),
+		)
+	}
+	return specs
+}
+
+// glm4Specs is GLM-4's layout (llama.cpp's glm4 load_arch_tensors): Q, K
+// and V with biases, post-attention and post-FFN norms, a fused gate/up.
+func glm4Specs(c Config, matrix func(string, uint64, uint64) *tensorSpec, norm, bias func(string, uint64) *tensorSpec) []*tensorSpec {
+	e, f, v := uint64(c.NEmbd), uint64(c.NFF), uint64(c.NVocab)
+	hd := uint64(c.headDim())
+	q, kv := uint64(c.NHead)*hd, uint64(c.NHeadKV)*hd
+	specs := []*tensorSpec{matrix("token_embd.weight", e, v), norm("output_norm.weight", e), matrix("output.weight", e, v)}
+	for i := 0; i < c.NLayer; i++ {
+		p := fmt.Sprintf("blk.%d.", i)
+		specs = append(specs,
+			norm(p+"attn_norm.weight", e),
+			matrix(p+"attn_q.weight", e, q), matrix(p+"attn_k.weight", e, kv), matrix(p+"attn_v.weight", e, kv),
+			bias(p+"attn_q.bias", q), bias(p+"attn_k.bias", kv), bias(p+"attn_v.bias", kv),
+			matrix(p+"attn_output.weight", q, e),
+			norm(p+"post_attention_norm.weight", e),
+			norm(p+"ffn_norm.weight", e),
+			matrix(p+"ffn_up.weight", e, 2*f),
+			matrix(p+"ffn_down.weight", f, e),
+			norm(p+"post_ffw_norm.weight", e),
 		)
 	}
 	return specs

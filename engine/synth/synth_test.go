@@ -135,7 +135,9 @@ func TestGenerateRejectsBadConfig(t *testing.T) {
 		edit func(*Config)
 		want string
 	}{
-		{func(c *Config) { c.Arch = "gemma2" }, `unsupported architecture "gemma2"`},
+		{func(c *Config) { c.Arch = "falcon" }, `unsupported architecture "falcon"`},
+		{func(c *Config) { c.Arch = "phi3"; c.SlidingWindow = 64 }, "sliding windows are written for gemma2 and gemma3"},
+		{func(c *Config) { c.Arch = "gemma3"; c.Biases = true }, "gemma3: biases are written for"},
 		{func(c *Config) { c.Arch = "qwen2"; c.RopeFreqs = true }, "rope_freqs is a llama tensor"},
 		{func(c *Config) { c.RopeScaling = "longrope"; c.RopeFactor = 2 }, `rope scaling "longrope"`},
 		{func(c *Config) { c.RopeScaling = "yarn" }, "needs a positive factor"},
@@ -198,8 +200,19 @@ func TestVariants(t *testing.T) {
 			func(e engine.Config) bool {
 				return e.RopeScaling == "yarn" && e.RopeScale == 0.25 && e.RopeOrigCtx == 128
 			}, ""},
-		{"gemma3", func(c *Config) { c.Arch = "gemma3" }, []string{"blk.0.post_ffw_norm.weight"}, nil, `unsupported architecture "gemma3"`},
-		{"phi3", func(c *Config) { c.Arch = "phi3" }, []string{"blk.0.attn_qkv.weight"}, nil, `unsupported architecture "phi3"`},
+		{"gemma3", func(c *Config) { c.Arch, c.SlidingWindow, c.SWAPattern, c.RopeBaseSWA = "gemma3", 64, 2, 10000 },
+			[]string{"blk.0.post_ffw_norm.weight", "blk.0.attn_q_norm.weight"},
+			func(e engine.Config) bool {
+				return e.NSWA == 64 && e.SWALayer(0) && !e.SWALayer(1) && e.RopeBaseSWA == 10000 && e.EmbedScale == 8 && e.FinalSoftcap == 0
+			}, ""},
+		{"gemma2", func(c *Config) { c.Arch = "gemma2" }, []string{"blk.0.post_attention_norm.weight"},
+			func(e engine.Config) bool { return e.NSWA == 4096 && e.AttnSoftcap == 50 && e.FinalSoftcap == 30 }, ""},
+		{"phi3 long rope", func(c *Config) { c.Arch, c.LongRope = "phi3", true }, []string{"blk.0.attn_qkv.weight", "rope_factors_long.weight"},
+			func(e engine.Config) bool { return e.RopeOrigCtx == 64 && e.RopeAttnFactor > 1 && e.QScale != 0 }, ""},
+		{"minicpm", func(c *Config) { c.Arch = "minicpm" }, nil,
+			func(e engine.Config) bool { return e.EmbedScale == 12 && e.LogitScale == 0.25 && e.ResidualScale > 0 }, ""},
+		{"glm4", func(c *Config) { c.Arch = "glm4" }, []string{"blk.0.post_ffw_norm.weight", "blk.0.attn_q.bias"},
+			func(e engine.Config) bool { return e.RopeDim == e.HeadDim/2 }, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := tiny(ggml.Q8_0)

@@ -430,7 +430,7 @@ func newSynthCmd() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&cfg.Arch, "arch", "llama", "architecture: "+strings.Join(synth.Archs, ", ")+" (and "+strings.Join(synth.LlamaCppArchs, ", ")+", which only the llamacpp plugin computes)")
+	f.StringVar(&cfg.Arch, "arch", "llama", "architecture: "+strings.Join(synth.Archs, ", "))
 	f.IntVar(&cfg.NEmbd, "n-embd", 768, "embedding size")
 	f.IntVar(&cfg.NLayer, "n-layer", 12, "layers")
 	f.IntVar(&cfg.NHead, "n-head", 12, "attention heads")
@@ -443,11 +443,16 @@ func newSynthCmd() *cobra.Command {
 	f.IntVar(&cfg.HeadDim, "head-dim", 0, "attention.key_length (0: n-embd/n-head)")
 	f.Float32Var(&cfg.RopeBase, "rope-base", 10000, "rope.freq_base")
 	f.BoolVar(&cfg.RopeFreqs, "rope-freqs", false, "llama: rope_freqs.weight as Llama 3.1+ conversions write it")
-	f.BoolVar(&cfg.Biases, "biases", false, "the optional biases of the architecture's graph (llama: Q/K/V, attention output, FFN; qwen3: Q/K/V)")
+	f.BoolVar(&cfg.Biases, "biases", false, "the optional biases of the architecture's graph (llama, minicpm: Q/K/V, attention output, FFN; qwen3: Q/K/V)")
+	f.IntVar(&cfg.SlidingWindow, "sliding-window", 0, "gemma2/gemma3: attention.sliding_window (0: gemma2's 4096, gemma3 none)")
+	f.IntVar(&cfg.SWAPattern, "swa-pattern", 0, "gemma2/gemma3: attention.sliding_window_pattern (0: 2 for gemma2, 6 for gemma3)")
+	f.Float32Var(&cfg.RopeBaseSWA, "rope-base-swa", 0, "gemma2/gemma3: rope.freq_base_swa of the local layers (0: not written)")
+	f.BoolVar(&cfg.LongRope, "long-rope", false, "phi3: rope_factors_long/short and their original context (--rope-orig-ctx, default n-ctx/4)")
+	f.IntVar(&cfg.RopeDim, "rope-dim", 0, "glm4: rope.dimension_count (0: half the head)")
 	f.Float64Var(&cfg.NormNoise, "norm-noise", 0, "norm weights 1 + N(0, this) instead of 1")
 	f.StringVar(&cfg.RopeScaling, "rope-scaling", "", "rope.scaling.type: linear or yarn (with --rope-factor)")
 	f.Float32Var(&cfg.RopeFactor, "rope-factor", 0, "rope.scaling.factor")
-	f.IntVar(&cfg.RopeOrigCtx, "rope-orig-ctx", 0, "yarn: rope.scaling.original_context_length (0: --n-ctx)")
+	f.IntVar(&cfg.RopeOrigCtx, "rope-orig-ctx", 0, "yarn, --long-rope: rope.scaling.original_context_length")
 	f.StringVarP(&out, "out", "o", "", "output GGUF file")
 	cmd.MarkFlagRequired("out")
 	return cmd

@@ -65,8 +65,10 @@ layer's FFN and the output head run on those rows only), a generate prompt
 is prefilled with logits for its last token and continued one token at a
 time, and the bench runs its prompt in chunks of 512 and single tokens.
 --tokens T lists passes of T tokens that all have logits.
---ops keeps only some matmuls (Qcur, Vcur, Kcur, attn_out, ffn_gate, ffn_up,
-ffn_out, result_output). The list is the rknn plugin's "kernels" option.`,
+--ops keeps only some matmuls (wqkv, Qcur, Vcur, Kcur, attn_out, ffn_gate,
+ffn_up, ffn_out, result_output; wqkv is a fused Q/K/V, and a fused FFN's
+ffn_up computes gate and up rows). The list is the rknn plugin's "kernels"
+option.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opList, err := parseOps(ops)

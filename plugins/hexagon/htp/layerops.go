@@ -22,6 +22,8 @@ import (
 //   - SOFT_MAX: scaled scores, their max, exp(v−max) as the float32 of the
 //     correctly rounded exp, the sum in 32 fp32 lanes, times 1/sum.
 //   - SWIGLU: silu(g) = g/(1+exp(−g)) with that exp, times up.
+//   - GEGLU: the tanh GELU of g in fp32 (the float32 of the correctly
+//     rounded tanh; no fp16 table), times up.
 type layerOps struct{ s *Session }
 
 // LayerOps implements engine.LayerDevice: with ops: layer every layer's
@@ -99,5 +101,14 @@ func (o layerOps) Swiglu(dst, gate, up []float32) {
 	o.s.add("SWIGLU", 1)
 	for i, g := range gate {
 		dst[i] = g / (1 + expf(-g)) * up[i]
+	}
+}
+
+func (o layerOps) Geglu(dst, gate, up []float32) {
+	o.s.add("GEGLU", 1)
+	const a, k = float32(0.044715), float32(0.79788456080286535587989211986876)
+	for i, g := range gate {
+		t := float32(math.Tanh(float64(k * g * (1 + a*g*g))))
+		dst[i] = 0.5 * g * (1 + t) * up[i]
 	}
 }

@@ -296,15 +296,34 @@ func (r recorder) MatMul(op *engine.MatMulOp, x, out []float32) error {
 var archVariants = []struct {
 	name string
 	cfg  synth.Config
+	ring bool // swa_full off in both: the sliding-window cache as a ring
 }{
-	{"llama3-rope-freqs", synth.Config{Arch: "llama", RopeFreqs: true, RopeBase: 500000, NormNoise: 0.2}},
-	{"llama-biases-headdim", synth.Config{Arch: "llama", Biases: true, HeadDim: 128, NormNoise: 0.2}},
-	{"llama-linear", synth.Config{Arch: "llama", RopeScaling: "linear", RopeFactor: 4, NormNoise: 0.2}},
-	{"llama-yarn", synth.Config{Arch: "llama", RopeScaling: "yarn", RopeFactor: 4, RopeOrigCtx: 512, NormNoise: 0.2}},
-	{"qwen2", synth.Config{Arch: "qwen2", RopeBase: 1000000, NormNoise: 0.2}},
-	{"qwen2-yarn", synth.Config{Arch: "qwen2", RopeScaling: "yarn", RopeFactor: 4, RopeOrigCtx: 512, NormNoise: 0.2}},
-	{"qwen3", synth.Config{Arch: "qwen3", RopeBase: 1000000, NormNoise: 0.2}},
-	{"qwen3-biases-headdim", synth.Config{Arch: "qwen3", Biases: true, HeadDim: 128, NormNoise: 0.2}},
+	{"llama3-rope-freqs", synth.Config{Arch: "llama", RopeFreqs: true, RopeBase: 500000, NormNoise: 0.2}, false},
+	{"llama-biases-headdim", synth.Config{Arch: "llama", Biases: true, HeadDim: 128, NormNoise: 0.2}, false},
+	{"llama-linear", synth.Config{Arch: "llama", RopeScaling: "linear", RopeFactor: 4, NormNoise: 0.2}, false},
+	{"llama-yarn", synth.Config{Arch: "llama", RopeScaling: "yarn", RopeFactor: 4, RopeOrigCtx: 512, NormNoise: 0.2}, false},
+	{"qwen2", synth.Config{Arch: "qwen2", RopeBase: 1000000, NormNoise: 0.2}, false},
+	{"qwen2-yarn", synth.Config{Arch: "qwen2", RopeScaling: "yarn", RopeFactor: 4, RopeOrigCtx: 512, NormNoise: 0.2}, false},
+	{"qwen3", synth.Config{Arch: "qwen3", RopeBase: 1000000, NormNoise: 0.2}, false},
+	{"qwen3-biases-headdim", synth.Config{Arch: "qwen3", Biases: true, HeadDim: 128, NormNoise: 0.2}, false},
+	// Gemma 2: soft caps, GEGLU, post norms; a window of 100 on layer 0.
+	{"gemma2", synth.Config{Arch: "gemma2", SlidingWindow: 100, NormNoise: 0.2}, false},
+	// Gemma 3 (4B+): Q/K norms, a window of 100 on layer 0 with its own
+	// RoPE base, the global layer linearly scaled; in libllama's full-size
+	// cache and in the ring llama.cpp's tools use.
+	{"gemma3", synth.Config{Arch: "gemma3", SlidingWindow: 100, SWAPattern: 2, RopeBase: 1000000, RopeBaseSWA: 10000,
+		RopeScaling: "linear", RopeFactor: 8, NormNoise: 0.2}, false},
+	{"gemma3-ring", synth.Config{Arch: "gemma3", SlidingWindow: 100, SWAPattern: 2, RopeBase: 1000000, RopeBaseSWA: 10000,
+		NormNoise: 0.2}, true},
+	{"gemma2-ring", synth.Config{Arch: "gemma2", SlidingWindow: 300, NormNoise: 0.2}, true},
+	// Phi-3: fused QKV and gate/up; Phi-3-128k's long factors (context 2048
+	// beyond the original 512).
+	{"phi3", synth.Config{Arch: "phi3", NormNoise: 0.2}, false},
+	{"phi3-longrope", synth.Config{Arch: "phi3", LongRope: true, RopeOrigCtx: 512, NormNoise: 0.2}, false},
+	{"minicpm-biases", synth.Config{Arch: "minicpm", Biases: true, NormNoise: 0.2}, false},
+	{"internlm2", synth.Config{Arch: "internlm2", RopeBase: 1000000, NormNoise: 0.2}, false},
+	// GLM-4: Q/K/V biases, half the head rotated, post norms, fused gate/up.
+	{"glm4", synth.Config{Arch: "glm4", NormNoise: 0.2}, false},
 }
 
 // longTokens is one stream of at least n tokens: the oracle texts, each
@@ -338,6 +357,9 @@ func TestArchitectures(t *testing.T) {
 				cfg := v.cfg
 				cfg.NEmbd, cfg.NLayer, cfg.NHead, cfg.NHeadKV, cfg.NFF, cfg.NVocab = 256, 2, 4, 2, 768, 512
 				cfg.Type, cfg.Seed, cfg.NCtx = typ, 5, cmp.Or(cfg.RopeOrigCtx*8, nCtx)
+				if cfg.LongRope {
+					cfg.NCtx = nCtx
+				}
 				path := filepath.Join(t.TempDir(), v.name+".gguf")
 				if err := synth.Generate(cfg, path); err != nil {
 					t.Fatal(err)
@@ -347,13 +369,13 @@ func TestArchitectures(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer lm.Free()
-				em, err := engine.Open(path, engine.Options{Numerics: engine.GGML, Threads: 2})
+				em, err := engine.Open(path, engine.Options{Numerics: engine.GGML, Threads: 2, SWARing: v.ring})
 				if err != nil {
 					t.Fatal(err)
 				}
 				defer em.Close()
 				ctx, err := lm.NewContext(llama.ContextParams{NCtx: nCtx, NBatch: batch, NUBatch: batch, NSeqMax: 1, Threads: 2,
-					FlashAttn: llama.FlashAttnOff, TypeK: int32(ggml.F32), TypeV: int32(ggml.F32)})
+					FlashAttn: llama.FlashAttnOff, TypeK: int32(ggml.F32), TypeV: int32(ggml.F32), SWARing: v.ring})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -171,10 +171,10 @@ func (l List) WriteFile(path string) error {
 	return atomicfile.WriteFile(path, b.Bytes())
 }
 
-// OpNames are the weight matmuls of a llama graph, in graph order.
-var OpNames = []string{"Qcur", "Vcur", "Kcur", "attn_out", "ffn_gate", "ffn_up", "ffn_out", "result_output"}
+// OpNames are the base names of the engine's weight matmuls, in graph order.
+var OpNames = engine.MatMulOpNames()
 
-// CheckOps rejects op filters that name no matmul of a llama graph.
+// CheckOps rejects op filters that name no matmul of the engine's graphs.
 func CheckOps(ops []string) error {
 	for _, o := range ops {
 		known := false

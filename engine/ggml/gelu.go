@@ -1,0 +1,64 @@
+package ggml
+
+import (
+	"sync"
+
+	"github.com/evalrun/evalrun/engine/cmath"
+)
+
+// ggml's GELU constants (ggml-cpu/vec.h).
+const (
+	geluCoefA    = float32(0.044715)
+	sqrt2OverPi  = float32(0.79788456080286535587989211986876)
+	geluTableMax = float32(10) // beyond ±10 ggml skips the table
+)
+
+// GeluF32 is ggml_gelu_f32, the tanh approximation, rounded as gcc
+// compiles it for ggml-cpu (1 + a·x·x contracted into one fused
+// multiply-add; tanhf from the C library).
+func GeluF32(x float32) float32 {
+	inner := FMA32(float32(geluCoefA*x), x, 1)
+	t := cmath.Tanhf(float32(float32(sqrt2OverPi*x) * inner))
+	return float32(float32(0.5)*x) * (1 + t)
+}
+
+// geluTable is ggml_table_gelu_f16: GeluF32 of every fp16 value, rounded
+// to fp16, which ggml-cpu's GELU and GEGLU read (GGML_GELU_FP16).
+var geluTable = sync.OnceValue(func() *[1 << 16]uint16 {
+	var t [1 << 16]uint16
+	for i := range t {
+		t[i] = F32ToF16(GeluF32(F16ToF32(uint16(i))))
+	}
+	return &t
+})
+
+// GeluTable returns ggml's fp16 GELU table (for tests against libggml's).
+func GeluTable() *[1 << 16]uint16 { return geluTable() }
+
+// Geglu is ggml_vec_geglu_f32 with GGML_GELU_FP16: dst = gelu(gate)·up,
+// gelu read from the fp16 table of the gate rounded to fp16; 0 at or below
+// -10 and the gate itself at or above 10.
+func Geglu(dst, gate, up []float32) {
+	t := geluTable()
+	up = up[:len(gate)]
+	dst = dst[:len(gate)]
+	for i, x := range gate {
+		switch {
+		case x <= -geluTableMax:
+			dst[i] = 0
+		case x >= geluTableMax:
+			dst[i] = x * up[i]
+		default:
+			dst[i] = F16ToF32(t[F32ToF16(x)]) * up[i]
+		}
+	}
+}
+
+// SoftCap is gemma's soft cap as llama.cpp's graph computes it: ggml_scale
+// by 1/cap, TANH, ggml_scale by cap, element by element.
+func SoftCap(x []float32, cap float32) {
+	inv := 1 / cap
+	for i, v := range x {
+		x[i] = cmath.Tanhf(v*inv) * cap
+	}
+}
