@@ -150,8 +150,9 @@ func llamaPerplexity(t *testing.T) string {
 
 // TestKLDBaseOfLlamaCppB10587 holds the engine's ggml numerics to llama.cpp
 // b10587's own tools on the layouts Llama 3.2 (rope_freqs, freq_base
-// 500000), llama with every optional bias and a head size of its own, and
-// Qwen3: llama-perplexity writes a --kl-divergence-base file over 2048-token
+// 500000), llama with every optional bias and a head size of its own,
+// Qwen3, Gemma 3 and Gemma 2 (sliding windows in llama-perplexity's ring
+// cache), Phi-3-128k (long RoPE factors) and GLM-4: llama-perplexity writes a --kl-divergence-base file over 2048-token
 // chunks, and the CPU backend scored against it agrees to the base file's
 // 16-bit rounding (KLD <= 1e-6, same top >= 99.8 %).
 func TestKLDBaseOfLlamaCppB10587(t *testing.T) {
@@ -179,12 +180,20 @@ func TestKLDBaseOfLlamaCppB10587(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
-		name string
-		cfg  synth.Config
+		name    string
+		cfg     synth.Config
+		options string // the cpu backend's beyond numerics
 	}{
-		{"llama3.2-rope-freqs", synth.Config{Arch: "llama", RopeFreqs: true, RopeBase: 500000}},
-		{"llama-biases-headdim", synth.Config{Arch: "llama", Biases: true, HeadDim: 128}},
-		{"qwen3", synth.Config{Arch: "qwen3", RopeBase: 1000000}},
+		{"llama3.2-rope-freqs", synth.Config{Arch: "llama", RopeFreqs: true, RopeBase: 500000}, ""},
+		{"llama-biases-headdim", synth.Config{Arch: "llama", Biases: true, HeadDim: 128}, ""},
+		{"qwen3", synth.Config{Arch: "qwen3", RopeBase: 1000000}, ""},
+		// llama-perplexity's sliding-window cache is a ring (swa_full off);
+		// windows of 100 and 300 cross it many times in 2048 positions.
+		{"gemma3", synth.Config{Arch: "gemma3", SlidingWindow: 100, SWAPattern: 2, RopeBase: 1000000, RopeBaseSWA: 10000,
+			RopeScaling: "linear", RopeFactor: 8}, ", swa_full: false"},
+		{"gemma2", synth.Config{Arch: "gemma2", SlidingWindow: 300}, ", swa_full: false"},
+		{"phi3-longrope", synth.Config{Arch: "phi3", LongRope: true, RopeOrigCtx: 512}, ""},
+		{"glm4", synth.Config{Arch: "glm4"}, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := c.cfg
@@ -202,7 +211,7 @@ func TestKLDBaseOfLlamaCppB10587(t *testing.T) {
 			}
 			specPath := filepath.Join(dir, c.name+".yaml")
 			spec := "name: " + c.name + "\nmodel: {path: " + model + "}\nreference: {name: llama.cpp-b10587, kld_base: " + base + "}\n" +
-				"backends:\n  - {name: cpu-ggml, plugin: cpu, options: {numerics: ggml}}\nbench: {enabled: false}\n"
+				"backends:\n  - {name: cpu-ggml, plugin: cpu, options: {numerics: ggml" + c.options + "}}\nbench: {enabled: false}\n"
 			if err := os.WriteFile(specPath, []byte(spec), 0o644); err != nil {
 				t.Fatal(err)
 			}

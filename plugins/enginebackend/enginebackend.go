@@ -100,7 +100,7 @@ func (b *Backend) parse(req backend.LoadRequest) (engine.Options, Attach, []stri
 	if err != nil {
 		return none, nil, nil, err
 	}
-	numerics, kv, err := parseEngineOptions(engineOpts)
+	opts, err := parseEngineOptions(engineOpts)
 	if err != nil {
 		return none, nil, nil, err
 	}
@@ -108,7 +108,8 @@ func (b *Backend) parse(req backend.LoadRequest) (engine.Options, Attach, []stri
 	if err != nil {
 		return none, nil, nil, backend.Errorf(backend.ErrInvalidArgument, "%v", err)
 	}
-	return engine.Options{Numerics: numerics, Threads: req.Threads, KVCache: kv}, attach, warnings, nil
+	opts.Threads = req.Threads
+	return opts, attach, warnings, nil
 }
 
 // Validate implements backend.Validator: the request and options as Load

@@ -267,7 +267,7 @@ func TestBadRequests(t *testing.T) {
 		kind error
 		text string
 	}{
-		{backend.LoadRequest{ModelPath: model, Options: map[string]any{"numercs": "exact"}}, backend.ErrInvalidArgument, `unknown option "numercs" (valid options: kv_cache, numerics)`},
+		{backend.LoadRequest{ModelPath: model, Options: map[string]any{"numercs": "exact"}}, backend.ErrInvalidArgument, `unknown option "numercs" (valid options: kv_cache, numerics, swa_full)`},
 		{backend.LoadRequest{ModelPath: model, Options: map[string]any{"kv_cache": map[string]any{"key": "fp8_e4m3"}}}, backend.ErrInvalidArgument, `option "kv_cache": key: "fp8_e4m3" unknown (want f32, f16, q8_0, int8_asym)`},
 		{backend.LoadRequest{ModelPath: model, Options: map[string]any{"kv_cache": map[string]any{"value": "int4"}}}, backend.ErrInvalidArgument, `option "kv_cache": value: "int4" unknown`},
 		{backend.LoadRequest{ModelPath: model, Options: map[string]any{"kv_cache": map[string]any{"keys": "f16"}}}, backend.ErrInvalidArgument, `option "kv_cache": unknown field "keys" (want key, value)`},
@@ -547,10 +547,11 @@ func TestDeviceAndPluginOptions(t *testing.T) {
 		opts map[string]any
 		text string
 	}{
-		{map[string]any{"core": 1}, `unknown option "core" (valid options: cores, kernels, kv_cache, numerics)`},
+		{map[string]any{"core": 1}, `unknown option "core" (valid options: cores, kernels, kv_cache, numerics, swa_full)`},
 		{map[string]any{"cores": "two"}, `option "cores": want int, got JSON string`},
 		{map[string]any{"cores": 7}, `option "cores": 7, want 1..3`},
 		{map[string]any{"Secret": 7}, `unknown option "Secret"`},
+		{map[string]any{"swa_full": "no"}, `option "swa_full": want true or false, got no`},
 	} {
 		_, err := b.Load(ctx, backend.LoadRequest{ModelPath: abs(t, modelF32), Options: tc.opts})
 		if !errors.Is(err, backend.ErrInvalidArgument) || !strings.Contains(fmt.Sprint(err), tc.text) {

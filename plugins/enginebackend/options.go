@@ -139,10 +139,29 @@ func (d deviceOptions[O]) Parse(opts map[string]any, dir string) (Attach, []stri
 // engineOptions are the options every engine plugin accepts: numerics
 // (exact, the default, or ggml) and kv_cache ({key, value}: the KV cache's
 // types, f32 by default).
-var engineOptions = map[string]bool{"numerics": true, "kv_cache": true}
+var engineOptions = map[string]bool{"numerics": true, "kv_cache": true, "swa_full": true}
 
 // parseEngineOptions reads the engine's options; errors name the option.
-func parseEngineOptions(opts map[string]any) (engine.Numerics, engine.KVCache, error) {
+func parseEngineOptions(opts map[string]any) (engine.Options, error) {
+	numerics, kv, err := parseNumericsKV(opts)
+	o := engine.Options{Numerics: numerics, KVCache: kv}
+	if err != nil {
+		return o, err
+	}
+	// swa_full (llama.cpp's name, default true as in libllama's context
+	// params): false places sliding-window positions in a ring cache, as
+	// llama-perplexity and llama-server do.
+	if v, ok := opts["swa_full"]; ok {
+		full, isBool := v.(bool)
+		if !isBool {
+			return o, backend.Errorf(backend.ErrInvalidArgument, "option \"swa_full\": want true or false, got %v", v)
+		}
+		o.SWARing = !full
+	}
+	return o, nil
+}
+
+func parseNumericsKV(opts map[string]any) (engine.Numerics, engine.KVCache, error) {
 	numerics := engine.Exact
 	var kv engine.KVCache
 	if v, ok := opts["numerics"]; ok {
