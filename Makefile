@@ -6,7 +6,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X main.version=$(VERSION) -X main.gitCommit=$(COMMIT)
 
-.PHONY: fma-peak bench-vs-llamacpp oracle oracle-archs all build run test test-go test-avx2 test-rknpu test-arm64 test-darwin test-llamacpp-note vet bench fuzz proto llamacpp clean
+.PHONY: fma-peak bench-vs-llamacpp oracle oracle-archs npu-archs all build run test test-go test-avx2 test-rknpu test-arm64 test-darwin test-llamacpp-note vet bench fuzz proto llamacpp clean
 
 all: build
 
@@ -100,6 +100,12 @@ oracle: build
 ## the llamacpp plugin's libllama at n_ctx 2048 (make llamacpp first): ggml bit-identical, exact's figures
 oracle-archs: build
 	tools/oracle-archs.sh
+
+## npu-archs: the simulated RKNN (fp16, int8) and Hexagon (Q8_0, Q8_0 KV
+## cache) backends on every architecture, with kernel lists from
+## `evalrun kernels --spec` (tools/npu-archs.sh, about 30 s)
+npu-archs: build
+	tools/npu-archs.sh
 
 ## asm: regenerate the amd64 kernels with avo (pinned in tools/asmgen/go.mod)
 asm:

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/evalrun/evalrun/engine"
+	"github.com/evalrun/evalrun/engine/ggml"
+	"github.com/evalrun/evalrun/engine/synth"
 )
 
 const modelPath = "../../../models/stories260K.gguf"
@@ -244,4 +246,36 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestForModelFusedMatmuls: a Phi-3 layout's kernel list names its fused
+// matmuls as llama.cpp's graph does (wqkv-N: Q, K and V rows; ffn_up-N:
+// gate and up rows, no ffn_gate), so a list made for a board's NPU backend
+// matches what the engine offloads.
+func TestForModelFusedMatmuls(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "phi3.gguf")
+	cfg := synth.Config{Arch: "phi3", NEmbd: 64, NLayer: 2, NHead: 4, NHeadKV: 2, NFF: 96, NVocab: 300, Type: ggml.F32, Seed: 1, NCtx: 256}
+	if err := synth.Generate(cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	m, err := engine.Open(path, engine.Options{Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	l := ForModel(m, []int{8}, nil)
+	var names []string
+	for _, p := range l.Pairs {
+		names = append(names, p.Name)
+	}
+	want := "wqkv-0 attn_out-0 ffn_up-0 ffn_out-0 wqkv-1 attn_out-1 ffn_up-1 ffn_out-1 result_output"
+	if got := strings.Join(names, " "); got != want {
+		t.Fatalf("ops %s\nwant %s", got, want)
+	}
+	if !l.Match("wqkv-1", 8, 64, 64+2*32) || !l.Match("ffn_up-0", 8, 64, 2*96) {
+		t.Errorf("fused shapes: %+v", l.Pairs)
+	}
+	if err := CheckOps([]string{"wqkv"}); err != nil {
+		t.Error(err)
+	}
 }
