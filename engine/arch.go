@@ -52,7 +52,7 @@ var archs = map[string]archSpec{
 			"rope.freq_base_swa": keyModelled, "final_logit_softcapping": keyModelled}},
 	// llama.cpp b10587 disables Phi-3's sliding window ("Phi SWA is
 	// currently disabled"): the key is read and has no effect.
-	"phi3": {neox: true, fusedFFN: true, qPreScale: true, longRope: true,
+	"phi3": {neox: true, fusedFFN: true, qPreScale: true, longRope: true, partialRope: true, // Phi-4-mini rotates 3/4 of each head
 		keys: map[string]keyUse{"attention.sliding_window": keyInert}},
 	"minicpm": {ffnBias: true, attnOutBias: true, ropeFreqs: true, granite: true,
 		keys: map[string]keyUse{"embedding_scale": keyModelled, "residual_scale": keyModelled, "logit_scale": keyModelled}},

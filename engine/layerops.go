@@ -28,15 +28,25 @@ type LayerDevice interface {
 	LayerOps(il int) LayerOps
 }
 
-// cpuOps are the CPU's layer ops.
-type cpuOps struct{ kern ggml.Kernels }
+// cpuOps are the CPU's layer ops. exact (numerics: exact) computes GELU
+// in f32 where ggml reads its fp16 table, as it keeps activations in f32.
+type cpuOps struct {
+	kern  ggml.Kernels
+	exact bool
+}
 
 func (cpuOps) RMSNorm(dst, x, w []float32, eps float32)     { rmsNorm(dst, x, w, eps) }
 func (c cpuOps) Rope(x, cs []float32, nDims int, neox bool) { c.kern.Rope(x, cs, nDims, neox) }
 func (cpuOps) Add(dst, src []float32)                       { addTo(dst, src) }
 func (c cpuOps) Softmax(p []float32, scale float32)         { c.kern.Softmax(p, scale) }
 func (c cpuOps) Swiglu(dst, gate, up []float32)             { c.kern.Swiglu(dst, gate, up) }
-func (cpuOps) Geglu(dst, gate, up []float32)                { ggml.Geglu(dst, gate, up) }
+func (c cpuOps) Geglu(dst, gate, up []float32) {
+	if c.exact {
+		ggml.GegluF32(dst, gate, up)
+		return
+	}
+	ggml.Geglu(dst, gate, up)
+}
 
 // opsFor returns the ops layer il runs: the attached device's, else the
 // CPU's.
@@ -46,5 +56,5 @@ func (m *Model) opsFor(il int) LayerOps {
 			return ops
 		}
 	}
-	return cpuOps{m.kern}
+	return cpuOps{m.kern, m.numerics == Exact}
 }

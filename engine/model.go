@@ -45,8 +45,9 @@ type Model struct {
 	cpu      MatMuler // the CPU matmul
 	mm       MatMuler // what Decode calls: cpu, or a device wrapping it
 	kv       KVCache
-	kc, vc   *kvCodec   // nil: f32
-	swaRing  bool       // Options.SWARing
+	kc, vc   *kvCodec // nil: f32
+	swaRing  bool     // Options.SWARing
+	numerics Numerics
 	rope     ropeParams // the RoPE cache's constants
 
 	tokEmbd    *Weight
@@ -108,7 +109,7 @@ func LoadGGUF(f *gguf.File, opts Options) (*Model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", f.Path, err)
 	}
-	m := &Model{Config: cfg, file: f, swaRing: opts.SWARing}
+	m := &Model{Config: cfg, file: f, swaRing: opts.SWARing, numerics: opts.Numerics}
 	if err := m.bindWeights(opts.Numerics); err != nil {
 		return nil, fmt.Errorf("%s: %w", f.Path, err)
 	}

@@ -212,7 +212,7 @@ func (s *Session) decode(tokens []int32, want func(i int) bool, emit func(i int,
 	if err := m.mm.MatMul(&op, xn, logits); err != nil {
 		return err
 	}
-	addBias(cpuOps{m.kern}, logits, m.outputBias)
+	addBias(cpuOps{kern: m.kern}, logits, m.outputBias)
 	if c.LogitScale != 0 {
 		scale(logits, 1/c.LogitScale)
 	}

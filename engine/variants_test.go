@@ -22,7 +22,8 @@ const variantDigests = "testdata/variant-digests.txt"
 
 // TestVariantDigests pins the logits of every architecture variant the
 // engine computes (rope_freqs, biases, a head size of its own, YaRN, Qwen3's
-// Q/K norms) over 512 positions, in both numerics: the digest is the same
+// Q/K norms, Gemma's windows, soft caps and GELU, Phi-3's fused matmuls and
+// long factors, MiniCPM's scales, GLM-4's partial RoPE) over 512 positions, in both numerics: the digest is the same
 // for 1 and 2 threads and for every kernel set (make test-avx2, and the
 // generic Go kernels on arm64 under qemu), and equal to the one recorded on
 // amd64, where TestArchitectures holds the same code to libllama.
@@ -49,6 +50,12 @@ func TestVariantDigests(t *testing.T) {
 		{"llama-yarn", synth.Config{Arch: "llama", RopeScaling: "yarn", RopeFactor: 4, RopeOrigCtx: 128}},
 		{"qwen2-linear", synth.Config{Arch: "qwen2", RopeScaling: "linear", RopeFactor: 2}},
 		{"qwen3-biases", synth.Config{Arch: "qwen3", Biases: true, RopeBase: 1000000}},
+		{"gemma2-window40", synth.Config{Arch: "gemma2", SlidingWindow: 40}},
+		{"gemma3-window40", synth.Config{Arch: "gemma3", SlidingWindow: 40, RopeBaseSWA: 10000, RopeBase: 1000000}},
+		{"phi3-longrope", synth.Config{Arch: "phi3", LongRope: true, RopeOrigCtx: 64}},
+		{"minicpm-biases", synth.Config{Arch: "minicpm", Biases: true}},
+		{"internlm2", synth.Config{Arch: "internlm2"}},
+		{"glm4", synth.Config{Arch: "glm4"}},
 	} {
 		cfg := v.cfg
 		cfg.NEmbd, cfg.NLayer, cfg.NHead, cfg.NHeadKV, cfg.NFF, cfg.NVocab = 64, 1, 4, 2, 128, 300

@@ -21,6 +21,14 @@ variants=(
   "qwen2-yarn|--arch qwen2 --rope-scaling yarn --rope-factor 4 --rope-orig-ctx 512 --n-ctx 4096"
   "qwen3|--arch qwen3 --rope-base 1000000 --n-ctx 4096"
   "qwen3-biases-headdim|--arch qwen3 --biases --head-dim 128 --n-ctx 4096"
+  "gemma2|--arch gemma2 --sliding-window 100 --n-ctx 4096"
+  "gemma3|--arch gemma3 --sliding-window 100 --swa-pattern 2 --rope-base 1000000 --rope-base-swa 10000 --rope-scaling linear --rope-factor 8 --n-ctx 4096"
+  "gemma3-ring|--arch gemma3 --sliding-window 100 --swa-pattern 2 --rope-base 1000000 --rope-base-swa 10000 --n-ctx 4096"
+  "phi3|--arch phi3 --n-ctx 4096"
+  "phi3-longrope|--arch phi3 --long-rope --rope-orig-ctx 512 --n-ctx 4096"
+  "minicpm-biases|--arch minicpm --biases --n-ctx 4096"
+  "internlm2|--arch internlm2 --rope-base 1000000 --n-ctx 4096"
+  "glm4|--arch glm4 --n-ctx 4096"
 )
 for v in "${variants[@]}"; do
   name=${v%%|*}
@@ -29,7 +37,14 @@ for v in "${variants[@]}"; do
     m="$OUT/$name-$t.gguf"
     # shellcheck disable=SC2086 # the flags are words
     "$EVALRUN" synth $shape $flags --type "$t" --out "$m" >/dev/null
-    if ! EVALRUN_MODEL_PATH="$PWD/$m" "$EVALRUN" run configs/llamacpp-oracle-long.yaml --out "$OUT/$name-$t" --force >"$OUT/$name-$t.txt" 2>"$OUT/$name-$t.log"; then
+    spec=configs/llamacpp-oracle-long.yaml
+    case $name in
+      *-ring) # llama.cpp's tools' sliding-window cache, in libllama and in the engine
+        spec="$OUT/ring.yaml"
+        sed 's|kv_type: f32}|kv_type: f32, swa_full: false}|; s|{numerics: \([a-z]*\)}|{numerics: \1, swa_full: false}|; s|\.\./|'"$PWD"'/|g' \
+          configs/llamacpp-oracle-long.yaml >"$spec" ;;
+    esac
+    if ! EVALRUN_MODEL_PATH="$PWD/$m" "$EVALRUN" run "$spec" --out "$OUT/$name-$t" --force >"$OUT/$name-$t.txt" 2>"$OUT/$name-$t.log"; then
       cat "$OUT/$name-$t.txt" "$OUT/$name-$t.log" >&2
       echo "oracle-archs: $name $t: not bit-identical (above)" >&2
       exit 1

@@ -50,9 +50,8 @@ func Cosf(x float32) float32 { load(); return fns.cosf(x) }
 // Logf is the C library's logf.
 func Logf(x float32) float32 { load(); return fns.logf(x) }
 
-// Tanhf is the C library's tanhf (ggml's TANH, gemma's soft caps and
-// the GELU table).
-func Tanhf(x float32) float32 { load(); return fns.tanhf(x) }
+// libmTanhf is the loaded C library's tanhf, which Tanhf reproduces.
+func libmTanhf(x float32) float32 { load(); return fns.tanhf(x) }
 
 // Powf is the C library's powf.
 func Powf(x, y float32) float32 { load(); return fns.powf(x, y) }

@@ -2,6 +2,7 @@ package cmath
 
 import (
 	"math"
+	"runtime"
 	"testing"
 )
 
@@ -40,5 +41,43 @@ func TestAgainstGo(t *testing.T) {
 	}
 	if got := Cosf(0); got != 1 {
 		t.Errorf("cosf(0) = %v", got)
+	}
+}
+
+// TestTanhfIsLibms holds Tanhf to the C library's tanhf (glibc's on this
+// project's x86-64 machines: the one llama.cpp's ggml-cpu calls for TANH
+// and for its GELU table) at every float of a stride through the whole
+// range, the special values, and densely where the branches meet.
+func TestTanhfIsLibms(t *testing.T) {
+	if Source() == "go" || runtime.GOARCH != "amd64" {
+		t.Skipf("the C library's tanhf is not loaded here (%s, %s); Tanhf reproduces x86-64 glibc's", Source(), runtime.GOARCH)
+	}
+	check := func(x float32) {
+		if got, want := Tanhf(x), libmTanhf(x); math.Float32bits(got) != math.Float32bits(want) && !(got != got && want != want) {
+			t.Fatalf("Tanhf(%g) (%08x) = %g, libm %g", x, math.Float32bits(x), got, want)
+		}
+	}
+	for _, x := range []float32{0, float32(math.Copysign(0, -1)), float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), 1, -1, 22, -22, 1e-20, 3e-39} {
+		check(x)
+	}
+	stride := uint32(4099)
+	if testing.Short() {
+		stride = 65537
+	}
+	for b := uint32(0); b < 0x7f800000; b += stride {
+		check(math.Float32frombits(b))
+		check(-math.Float32frombits(b))
+	}
+	// Around the branch points of tanhf and expm1f (in 2x for tanh's
+	// argument): 2^-55, 1, 22, ln2/2, 1.5·ln2, 27·ln2, 2^-25.
+	for _, edge := range []uint32{0x24000000, 0x3f800000, 0x41b00000, 0x3e317218, 0x3f051592, 0x4115b844, 0x32800000} {
+		for b := edge - 4096; b < edge+4096; b++ {
+			check(math.Float32frombits(b))
+			check(-math.Float32frombits(b))
+		}
+	}
+	// Densely where soft caps and the GELU table evaluate it: |x| < 4.
+	for b := uint32(0x3c000000); b < 0x40800000; b += 97 {
+		check(math.Float32frombits(b))
 	}
 }

@@ -62,3 +62,13 @@ func SoftCap(x []float32, cap float32) {
 		x[i] = cmath.Tanhf(v*inv) * cap
 	}
 }
+
+// GegluF32 is ggml_vec_geglu_f32 without GGML_GELU_FP16: dst = gelu(gate)·up
+// with GELU in f32 (the engine's exact numerics).
+func GegluF32(dst, gate, up []float32) {
+	up = up[:len(gate)]
+	dst = dst[:len(gate)]
+	for i, x := range gate {
+		dst[i] = GeluF32(x) * up[i]
+	}
+}

@@ -125,8 +125,8 @@ func (c *Config) normalize() error {
 	if c.LongRope && c.Arch != "phi3" {
 		return fmt.Errorf("synth: long RoPE factors are written for phi3")
 	}
-	if c.RopeDim != 0 && c.Arch != "glm4" {
-		return fmt.Errorf("synth: a partial RoPE is written for glm4")
+	if c.RopeDim != 0 && c.Arch != "glm4" && c.Arch != "phi3" {
+		return fmt.Errorf("synth: a partial RoPE is written for glm4 and phi3 (Phi-4-mini)")
 	}
 	if c.SlidingWindow < 0 || c.SWAPattern < 0 || c.RopeDim < 0 || c.RopeDim%2 != 0 {
 		return fmt.Errorf("synth: SlidingWindow, SWAPattern and RopeDim must be non-negative (RopeDim even)")
@@ -178,6 +178,15 @@ func (c *Config) normalize() error {
 	return nil
 }
 
+// ropeDim is rope.dimension_count: the whole head, or RopeDim (glm4:
+// half the head by default).
+func (c *Config) ropeDim() int {
+	if c.Arch == "glm4" {
+		return cmp.Or(c.RopeDim, c.headDim()/2)
+	}
+	return cmp.Or(c.RopeDim, c.headDim())
+}
+
 func (c *Config) headDim() int {
 	if c.HeadDim > 0 {
 		return c.HeadDim
@@ -223,10 +232,7 @@ func addMetadata(w *gguf.Writer, c Config) error {
 		// phi3 (Phi-3's added tokens start with it).
 		tokens[len(tokens)-1], types[len(types)-1] = "<|endoftext|>", typeControl
 	}
-	ropeDim := headDim
-	if c.Arch == "glm4" {
-		ropeDim = uint32(cmp.Or(c.RopeDim, c.headDim()/2))
-	}
+	ropeDim := uint32(c.ropeDim())
 	kvs := []keyValue{
 		{"general.architecture", c.Arch},
 		{"general.name", fmt.Sprintf("synth-%s-%dL-%d-%s", c.Arch, c.NLayer, c.NEmbd, c.Type)},
@@ -432,13 +438,13 @@ func phi3Specs(c Config, matrix func(string, uint64, uint64) *tensorSpec, norm f
 	if c.LongRope {
 		// Phi-3-128k's factors grow with the frequency index; the short ones
 		// stay near 1.
-		long, short := make([]float32, hd/2), make([]float32, hd/2)
+		long, short := make([]float32, c.ropeDim()/2), make([]float32, c.ropeDim()/2)
 		for i := range long {
 			long[i] = float32(1 + 0.15*float64(i))
 			short[i] = float32(1 + 0.01*float64(i%5))
 		}
-		specs = append(specs, &tensorSpec{name: "rope_factors_long.weight", typ: ggml.F32, dims: []uint64{hd / 2}, data: long},
-			&tensorSpec{name: "rope_factors_short.weight", typ: ggml.F32, dims: []uint64{hd / 2}, data: short})
+		specs = append(specs, &tensorSpec{name: "rope_factors_long.weight", typ: ggml.F32, dims: []uint64{uint64(len(long))}, data: long},
+			&tensorSpec{name: "rope_factors_short.weight", typ: ggml.F32, dims: []uint64{uint64(len(short))}, data: short})
 	}
 	for i := 0; i < c.NLayer; i++ {
 		p := fmt.Sprintf("blk.%d.", i)

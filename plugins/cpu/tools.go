@@ -448,7 +448,7 @@ func newSynthCmd() *cobra.Command {
 	f.IntVar(&cfg.SWAPattern, "swa-pattern", 0, "gemma2/gemma3: attention.sliding_window_pattern (0: 2 for gemma2, 6 for gemma3)")
 	f.Float32Var(&cfg.RopeBaseSWA, "rope-base-swa", 0, "gemma2/gemma3: rope.freq_base_swa of the local layers (0: not written)")
 	f.BoolVar(&cfg.LongRope, "long-rope", false, "phi3: rope_factors_long/short and their original context (--rope-orig-ctx, default n-ctx/4)")
-	f.IntVar(&cfg.RopeDim, "rope-dim", 0, "glm4: rope.dimension_count (0: half the head)")
+	f.IntVar(&cfg.RopeDim, "rope-dim", 0, "glm4, phi3: rope.dimension_count (0: glm4 half the head, phi3 all of it)")
 	f.Float64Var(&cfg.NormNoise, "norm-noise", 0, "norm weights 1 + N(0, this) instead of 1")
 	f.StringVar(&cfg.RopeScaling, "rope-scaling", "", "rope.scaling.type: linear or yarn (with --rope-factor)")
 	f.Float32Var(&cfg.RopeFactor, "rope-factor", 0, "rope.scaling.factor")

@@ -2,7 +2,7 @@
 // its ggml libraries, loaded without cgo) as an evalrun backend. The host
 // launches it; it is not run by hand.
 //
-// Options: lib_dir, threads, flash_attn, kv_type, cpu_variant, n_gpu_layers,
+// Options: lib_dir, threads, flash_attn, kv_type, swa_full, cpu_variant, n_gpu_layers,
 // devices, fault_abort_after (see README.md, "llamacpp").
 package main
 

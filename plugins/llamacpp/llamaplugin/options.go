@@ -25,10 +25,13 @@ const InstallDir = "third_party/llamacpp/v0.5.0"
 
 // Options are the plugin's options from the spec.
 type Options struct {
-	LibDir     string   `json:"lib_dir"`     // a directory with libllama and the ggml libraries
-	Threads    int      `json:"threads"`     // 0: LoadRequest.Threads
-	FlashAttn  any      `json:"flash_attn"`  // off (default), on, auto; or a bool
-	KVType     string   `json:"kv_type"`     // f32 (default), f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl
+	LibDir    string `json:"lib_dir"`    // a directory with libllama and the ggml libraries
+	Threads   int    `json:"threads"`    // 0: LoadRequest.Threads
+	FlashAttn any    `json:"flash_attn"` // off (default), on, auto; or a bool
+	KVType    string `json:"kv_type"`    // f32 (default), f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl
+	// SWAFull is llama_context_params' swa_full (default true, libllama's):
+	// false gives sliding-window layers the ring cache llama.cpp's tools use.
+	SWAFull    *bool    `json:"swa_full"`
 	CPUVariant string   `json:"cpu_variant"` // load only libggml-cpu-<variant>.so
 	NGPULayers *int     `json:"n_gpu_layers"`
 	Devices    []string `json:"devices"`
@@ -182,5 +185,8 @@ func RepoLibDir(from string) (string, bool) {
 
 func describeOptions(o *Options) string {
 	fa := map[int32]string{llama.FlashAttnOff: "off", llama.FlashAttnOn: "on", llama.FlashAttnAuto: "auto"}[o.flashAttn]
+	if o.SWAFull != nil && !*o.SWAFull {
+		return fmt.Sprintf("flash_attn %s, kv %s, swa_full off", fa, o.KVType)
+	}
 	return fmt.Sprintf("flash_attn %s, kv %s", fa, o.KVType)
 }

@@ -320,6 +320,8 @@ var archVariants = []struct {
 	// beyond the original 512).
 	{"phi3", synth.Config{Arch: "phi3", NormNoise: 0.2}, false},
 	{"phi3-longrope", synth.Config{Arch: "phi3", LongRope: true, RopeOrigCtx: 512, NormNoise: 0.2}, false},
+	// Phi-4-mini: 3/4 of each head rotated, long factors, tied output.
+	{"phi4-mini", synth.Config{Arch: "phi3", LongRope: true, RopeOrigCtx: 512, RopeDim: 48, NormNoise: 0.2}, false},
 	{"minicpm-biases", synth.Config{Arch: "minicpm", Biases: true, NormNoise: 0.2}, false},
 	{"internlm2", synth.Config{Arch: "internlm2", RopeBase: 1000000, NormNoise: 0.2}, false},
 	// GLM-4: Q/K/V biases, half the head rotated, post norms, fused gate/up.
