@@ -24,6 +24,9 @@ func TestParseOptions(t *testing.T) {
 	if err != nil || o.flashAttn != llama.FlashAttnOn || o.kvType != 8 || o.Threads != 3 || *o.NGPULayers != -1 || o.Devices[0] != "CPU" {
 		t.Fatalf("parsed %+v, %v", o, err)
 	}
+	if o, err := parseOptions(map[string]any{"swa_full": false}); err != nil || o.SWAFull == nil || *o.SWAFull || describeOptions(o) != "flash_attn off, kv f32, swa_full off" {
+		t.Errorf("swa_full false: %+v, %v", o, err)
+	}
 	for in, want := range map[any]int32{true: llama.FlashAttnOn, false: llama.FlashAttnOff, "auto": llama.FlashAttnAuto, "off": llama.FlashAttnOff} {
 		if o, err := parseOptions(map[string]any{"flash_attn": in}); err != nil || o.flashAttn != want {
 			t.Errorf("flash_attn %v: %v, %v", in, o, err)
@@ -33,7 +36,7 @@ func TestParseOptions(t *testing.T) {
 		opts map[string]any
 		text string
 	}{
-		{map[string]any{"flash": "on"}, `unknown option "flash" (valid options: cpu_variant, devices, fault_abort_after, flash_attn, kv_type, lib_dir, n_gpu_layers, threads)`},
+		{map[string]any{"flash": "on"}, `unknown option "flash" (valid options: cpu_variant, devices, fault_abort_after, flash_attn, kv_type, lib_dir, n_gpu_layers, swa_full, threads)`},
 		{map[string]any{"kv_type": "q3_k"}, `option "kv_type": "q3_k", want one of f32, f16, bf16, q8_0`},
 		{map[string]any{"flash_attn": "maybe"}, `option "flash_attn": maybe, want off, on or auto`},
 		{map[string]any{"threads": "two"}, `option "threads": want int, got JSON string`},
@@ -42,6 +45,7 @@ func TestParseOptions(t *testing.T) {
 		{map[string]any{"devices": []any{""}}, `option "devices": entry 0 is empty`},
 		{map[string]any{"cpu_variant": "../x"}, `not a path`},
 		{map[string]any{"fault_abort_after": float64(-1)}, `option "fault_abort_after": -1`},
+		{map[string]any{"swa_full": "no"}, `option "swa_full"`},
 	} {
 		_, err := parseOptions(tc.opts)
 		if !errors.Is(err, backend.ErrInvalidArgument) || !strings.Contains(fmt.Sprint(err), tc.text) {
