@@ -118,10 +118,11 @@ func parseLiteralClass(expr string) []runeSpan {
 	return merged
 }
 
-// classSplitter splits each piece like a regex matching one class, searched
-// left to right: [X] (many false: one code point per match), [X]+, or with
-// optSpace \s?[X]+. Matches and the gaps between them become pieces.
-func classSplitter(in func(rune) bool, many, optSpace bool) splitFunc {
+// matchSplitter splits each piece at the matches of a regex searched left
+// to right, as std::regex_iterator does: match returns the length of the
+// match that starts at pos within [pos, end) (0: none starts there).
+// Matches and the gaps between them become pieces.
+func matchSplitter(match func(cpts []rune, pos, end int) int) splitFunc {
 	return func(cpts []rune, offsets []int) []int {
 		out := make([]int, 0, len(offsets))
 		start := 0
@@ -129,23 +130,16 @@ func classSplitter(in func(rune) bool, many, optSpace bool) splitFunc {
 			end := start + off
 			prev := start
 			for pos := start; pos < end; {
-				from := pos
-				switch {
-				case in(cpts[pos]):
-					pos++
-				case optSpace && pos+1 < end && isWhitespace(cpts[pos]) && in(cpts[pos+1]):
-					pos += 2
-				default:
+				n := match(cpts, pos, end)
+				if n == 0 {
 					pos++
 					continue
 				}
-				for many && pos < end && in(cpts[pos]) {
-					pos++
+				if pos > prev {
+					out = append(out, pos-prev)
 				}
-				if from > prev {
-					out = append(out, from-prev)
-				}
-				out = append(out, pos-from)
+				out = append(out, n)
+				pos += n
 				prev = pos
 			}
 			if end > prev {
@@ -157,34 +151,36 @@ func classSplitter(in func(rune) bool, many, optSpace bool) splitFunc {
 	}
 }
 
-// splitDigitTriples is [0-9][0-9][0-9]: every three ASCII digits in a row,
-// left to right, become a piece.
-func splitDigitTriples(cpts []rune, offsets []int) []int {
-	isDigit := func(c rune) bool { return c >= '0' && c <= '9' }
-	out := make([]int, 0, len(offsets))
-	start := 0
-	for _, off := range offsets {
-		end := start + off
-		prev := start
-		for pos := start; pos < end; {
-			if pos+3 <= end && isDigit(cpts[pos]) && isDigit(cpts[pos+1]) && isDigit(cpts[pos+2]) {
-				if pos > prev {
-					out = append(out, pos-prev)
-				}
-				out = append(out, 3)
-				pos += 3
-				prev = pos
-				continue
-			}
+// classSplitter splits each piece like a regex matching one class, searched
+// left to right: [X] (many false: one code point per match), [X]+, or with
+// optSpace \s?[X]+.
+func classSplitter(in func(rune) bool, many, optSpace bool) splitFunc {
+	return matchSplitter(func(cpts []rune, pos, end int) int {
+		from := pos
+		switch {
+		case in(cpts[pos]):
+			pos++
+		case optSpace && pos+1 < end && isWhitespace(cpts[pos]) && in(cpts[pos+1]):
+			pos += 2
+		default:
+			return 0
+		}
+		for many && pos < end && in(cpts[pos]) {
 			pos++
 		}
-		if end > prev {
-			out = append(out, end-prev)
-		}
-		start = end
-	}
-	return out
+		return pos - from
+	})
 }
+
+// splitDigitTriples is [0-9][0-9][0-9]: every three ASCII digits in a row,
+// left to right, become a piece.
+var splitDigitTriples = matchSplitter(func(cpts []rune, pos, end int) int {
+	isDigit := func(c rune) bool { return c >= '0' && c <= '9' }
+	if pos+3 <= end && isDigit(cpts[pos]) && isDigit(cpts[pos+1]) && isDigit(cpts[pos+2]) {
+		return 3
+	}
+	return 0
+})
 
 // splitTrailingSpace is \s+$: the whitespace that ends a piece becomes a
 // piece of its own ($ is the end of the piece, which is all std::regex sees).
@@ -211,34 +207,13 @@ func splitTrailingSpace(cpts []rune, offsets []int) []int {
 // classRunsSplitter is [X]{1,max}: runs of the class cut every max code
 // points, left to right (\p{N}{1,3}).
 func classRunsSplitter(in func(rune) bool, maxRun int) splitFunc {
-	return func(cpts []rune, offsets []int) []int {
-		out := make([]int, 0, len(offsets))
-		start := 0
-		for _, off := range offsets {
-			end := start + off
-			prev := start
-			for pos := start; pos < end; {
-				if !in(cpts[pos]) {
-					pos++
-					continue
-				}
-				if pos > prev {
-					out = append(out, pos-prev)
-				}
-				from := pos
-				for pos < end && pos-from < maxRun && in(cpts[pos]) {
-					pos++
-				}
-				out = append(out, pos-from)
-				prev = pos
-			}
-			if end > prev {
-				out = append(out, end-prev)
-			}
-			start = end
+	return matchSplitter(func(cpts []rune, pos, end int) int {
+		n := 0
+		for pos+n < end && n < maxRun && in(cpts[pos+n]) {
+			n++
 		}
-		return out
-	}
+		return n
+	})
 }
 
 // splitNewlines is unicode_regex_split_custom_newlines, [^\n]+|[\n]+:
