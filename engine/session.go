@@ -111,7 +111,9 @@ func (s *Session) Truncate(pos int) {
 // forward pass (one llama_decode) and calls emit, in order, with the logits
 // of every row i for which want(i) (want nil = every row). The logits slice
 // is only valid during the call. On success the position advances even if
-// emit returns an error.
+// emit returns an error. A model with sliding windows decodes a batch of
+// more than 512 tokens as llama_decode does, in micro-batches of 512; an
+// error stops it after the micro-batches already decoded.
 func (s *Session) Decode(tokens []int32, want func(i int) bool, emit func(i int, logits []float32) error) error {
 	c := s.m.Config
 	T := len(tokens)
