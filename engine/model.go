@@ -24,12 +24,13 @@ type Options struct {
 	MatMul func(cpu MatMuler) MatMuler
 	// KVCache is how sessions store keys and values (zero: f32).
 	KVCache KVCache
-	// SWARing gives sliding-window layers a cache of the window plus a
-	// micro-batch that new positions overwrite as a ring, as llama.cpp's
-	// tools (swa_full off: llama-perplexity, llama-server) place them;
-	// false: a full-size cache, as libllama's default context. The two
-	// differ in the order attention sums, in the last bits.
-	SWARing bool
+	// SWAFull gives sliding-window layers a full-size cache, as libllama's
+	// default context parameters do; false (the default): a cache of the
+	// window plus a micro-batch that new positions overwrite as a ring, as
+	// llama.cpp's tools place them (common's swa_full off: llama-cli,
+	// llama-server, llama-perplexity). The two sum attention in another
+	// order, and gemma's fp16 GELU table turns that into a KLD of ~4e-5.
+	SWAFull bool
 }
 
 // Model is a loaded llama-family model: hyperparameters, weights bound by
@@ -46,7 +47,7 @@ type Model struct {
 	mm       MatMuler // what Decode calls: cpu, or a device wrapping it
 	kv       KVCache
 	kc, vc   *kvCodec // nil: f32
-	swaRing  bool     // Options.SWARing
+	swaFull  bool     // Options.SWAFull
 	numerics Numerics
 	rope     ropeParams // the RoPE cache's constants
 
@@ -109,7 +110,7 @@ func LoadGGUF(f *gguf.File, opts Options) (*Model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", f.Path, err)
 	}
-	m := &Model{Config: cfg, file: f, swaRing: opts.SWARing, numerics: opts.Numerics}
+	m := &Model{Config: cfg, file: f, swaFull: opts.SWAFull, numerics: opts.Numerics}
 	if err := m.bindWeights(opts.Numerics); err != nil {
 		return nil, fmt.Errorf("%s: %w", f.Path, err)
 	}

@@ -63,9 +63,9 @@ func (m *Model) NewSession(nCtx int) *Session {
 		s.ropeP = &m.ropeLongP // llama_model::get_rope_factors: n_ctx_seq > n_ctx_orig_yarn
 	}
 	if m.Config.NSWA > 0 {
-		size := pad256(nCtx) // swa_full
-		if m.swaRing {
-			size = swaCacheSize(nCtx, m.Config.NSWA)
+		size := swaCacheSize(nCtx, m.Config.NSWA)
+		if m.swaFull {
+			size = pad256(nCtx)
 		}
 		s.swa = newSWACells(size, m.Config.NSWA)
 	}

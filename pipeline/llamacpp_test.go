@@ -187,11 +187,12 @@ func TestKLDBaseOfLlamaCppB10587(t *testing.T) {
 		{"llama3.2-rope-freqs", synth.Config{Arch: "llama", RopeFreqs: true, RopeBase: 500000}, ""},
 		{"llama-biases-headdim", synth.Config{Arch: "llama", Biases: true, HeadDim: 128}, ""},
 		{"qwen3", synth.Config{Arch: "qwen3", RopeBase: 1000000}, ""},
-		// llama-perplexity's sliding-window cache is a ring (swa_full off);
-		// windows of 100 and 300 cross it many times in 2048 positions.
+		// llama-perplexity's sliding-window cache is a ring (swa_full off),
+		// the cpu plugin's default; windows of 100 and 300 cross it many
+		// times in 2048 positions.
 		{"gemma3", synth.Config{Arch: "gemma3", SlidingWindow: 100, SWAPattern: 2, RopeBase: 1000000, RopeBaseSWA: 10000,
-			RopeScaling: "linear", RopeFactor: 8}, ", swa_full: false"},
-		{"gemma2", synth.Config{Arch: "gemma2", SlidingWindow: 300}, ", swa_full: false"},
+			RopeScaling: "linear", RopeFactor: 8}, ""},
+		{"gemma2", synth.Config{Arch: "gemma2", SlidingWindow: 300}, ""},
 		{"phi3-longrope", synth.Config{Arch: "phi3", LongRope: true, RopeOrigCtx: 512}, ""},
 		{"glm4", synth.Config{Arch: "glm4"}, ""},
 	} {

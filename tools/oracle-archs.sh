@@ -23,9 +23,9 @@ variants=(
   "qwen3-biases-headdim|--arch qwen3 --biases --head-dim 128 --n-ctx 4096"
   "gemma2|--arch gemma2 --sliding-window 100 --n-ctx 4096"
   "gemma3|--arch gemma3 --sliding-window 100 --swa-pattern 2 --rope-base 1000000 --rope-base-swa 10000 --rope-scaling linear --rope-factor 8 --n-ctx 4096"
-  "gemma3-ring|--arch gemma3 --sliding-window 100 --swa-pattern 2 --rope-base 1000000 --rope-base-swa 10000 --n-ctx 4096"
+  "gemma3-full|--arch gemma3 --sliding-window 100 --swa-pattern 2 --rope-base 1000000 --rope-base-swa 10000 --n-ctx 4096"
   "phi3|--arch phi3 --n-ctx 4096"
-  "gemma2-ring|--arch gemma2 --sliding-window 300 --n-ctx 4096"
+  "gemma2-full|--arch gemma2 --sliding-window 300 --n-ctx 4096"
   "phi3-longrope|--arch phi3 --long-rope --rope-orig-ctx 512 --n-ctx 4096"
   "phi4-mini|--arch phi3 --long-rope --rope-orig-ctx 512 --rope-dim 48 --n-ctx 4096"
   "minicpm-biases|--arch minicpm --biases --n-ctx 4096"
@@ -41,9 +41,9 @@ for v in "${variants[@]}"; do
     "$EVALRUN" synth $shape $flags --type "$t" --out "$m" >/dev/null
     spec=configs/llamacpp-oracle-long.yaml
     case $name in
-      *-ring) # llama.cpp's tools' sliding-window cache, in libllama and in the engine
-        spec="$OUT/ring.yaml"
-        sed 's|kv_type: f32}|kv_type: f32, swa_full: false}|; s|{numerics: \([a-z]*\)}|{numerics: \1, swa_full: false}|; s|\.\./|'"$PWD"'/|g' \
+      *-full) # libllama's default full-size sliding-window cache, in both plugins
+        spec="$OUT/full.yaml"
+        sed 's|kv_type: f32}|kv_type: f32, swa_full: true}|; s|{numerics: \([a-z]*\)}|{numerics: \1, swa_full: true}|; s|\.\./|'"$PWD"'/|g' \
           configs/llamacpp-oracle-long.yaml >"$spec" ;;
     esac
     if ! EVALRUN_MODEL_PATH="$PWD/$m" "$EVALRUN" run "$spec" --out "$OUT/$name-$t" --force >"$OUT/$name-$t.txt" 2>"$OUT/$name-$t.log"; then

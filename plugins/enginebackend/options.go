@@ -148,15 +148,15 @@ func parseEngineOptions(opts map[string]any) (engine.Options, error) {
 	if err != nil {
 		return o, err
 	}
-	// swa_full (llama.cpp's name, default true as in libllama's context
-	// params): false places sliding-window positions in a ring cache, as
-	// llama-perplexity and llama-server do.
+	// swa_full (llama.cpp's name and default for its tools: false, the
+	// ring cache llama-perplexity and llama-server use); true: libllama's
+	// default context's full-size cache.
 	if v, ok := opts["swa_full"]; ok {
 		full, isBool := v.(bool)
 		if !isBool {
 			return o, backend.Errorf(backend.ErrInvalidArgument, "option \"swa_full\": want true or false, got %v", v)
 		}
-		o.SWARing = !full
+		o.SWAFull = full
 	}
 	return o, nil
 }

@@ -305,8 +305,8 @@ func TestLayerOpsOnGemma3(t *testing.T) {
 		}
 		return rows
 	}
-	ref := run(engine.Options{Numerics: engine.Exact, Threads: 2, SWARing: true}, false)
-	got := run(engine.Options{Numerics: engine.Exact, Threads: 2, SWARing: true, KVCache: engine.KVCache{Key: engine.KVQ8_0, Value: engine.KVQ8_0}}, true)
+	ref := run(engine.Options{Numerics: engine.Exact, Threads: 2}, false)
+	got := run(engine.Options{Numerics: engine.Exact, Threads: 2, KVCache: engine.KVCache{Key: engine.KVQ8_0, Value: engine.KVQ8_0}}, true)
 	moved := 0
 	for i := range ref {
 		for _, v := range got[i] {

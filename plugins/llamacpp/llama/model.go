@@ -130,10 +130,10 @@ type ContextParams struct {
 	Threads                        int
 	FlashAttn                      int32
 	TypeK, TypeV                   int32 // ggml types
-	// SWARing sets swa_full off: sliding-window layers get a cache of the
-	// window plus a micro-batch, used as a ring (llama.cpp's tools' default),
-	// instead of libllama's default full-size one.
-	SWARing bool
+	// SWAFull is swa_full: true gives sliding-window layers a full-size
+	// cache (libllama's default); false, a cache of the window plus a
+	// micro-batch used as a ring, as llama.cpp's tools set it.
+	SWAFull bool
 	// Observe, if set, sees the graph's nodes as they are computed
 	// (llama.cpp's cb_eval).
 	Observe *Observer
@@ -163,7 +163,7 @@ func (m *Model) NewContext(p ContextParams) (*Context, error) {
 	}{
 		{"n_ctx", uint32(p.NCtx)}, {"n_batch", uint32(p.NBatch)}, {"n_ubatch", uint32(p.NUBatch)}, {"n_seq_max", uint32(p.NSeqMax)},
 		{"n_threads", int32(p.Threads)}, {"n_threads_batch", int32(p.Threads)},
-		{"flash_attn_type", p.FlashAttn}, {"type_k", p.TypeK}, {"type_v", p.TypeV}, {"swa_full", !p.SWARing},
+		{"flash_attn_type", p.FlashAttn}, {"type_k", p.TypeK}, {"type_v", p.TypeV}, {"swa_full", p.SWAFull},
 		// Logits for every row the caller asks for, and timings off.
 		{"no_perf", true},
 	} {

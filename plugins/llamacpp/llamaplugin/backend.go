@@ -188,7 +188,7 @@ func (b *Backend) Load(ctx context.Context, req backend.LoadRequest) (backend.Lo
 		// One KV-cache stream of nCtx cells per session (kv_unified off
 		// splits n_ctx evenly over n_seq_max).
 		NCtx: nCtx * MaxSessions, NBatch: UBatch, NUBatch: UBatch, NSeqMax: MaxSessions,
-		Threads: threads, FlashAttn: opts.flashAttn, TypeK: opts.kvType, TypeV: opts.kvType, SWARing: opts.SWAFull != nil && !*opts.SWAFull,
+		Threads: threads, FlashAttn: opts.flashAttn, TypeK: opts.kvType, TypeV: opts.kvType, SWAFull: opts.SWAFull,
 	})
 	if err != nil {
 		m.Free()

@@ -23,7 +23,7 @@ func (b *Backend) Bench(ctx context.Context, req backend.BenchRequest) (backend.
 	}
 	c, err := b.model.NewContext(llama.ContextParams{
 		NCtx: req.NPrompt + max(req.NGen, 1), NBatch: nBatch, NUBatch: min(nBatch, UBatch), NSeqMax: 1,
-		Threads: b.threads, FlashAttn: b.opts.flashAttn, TypeK: b.opts.kvType, TypeV: b.opts.kvType, SWARing: b.opts.SWAFull != nil && !*b.opts.SWAFull,
+		Threads: b.threads, FlashAttn: b.opts.flashAttn, TypeK: b.opts.kvType, TypeV: b.opts.kvType, SWAFull: b.opts.SWAFull,
 	})
 	if err != nil {
 		return backend.BenchResult{}, err

@@ -29,9 +29,10 @@ type Options struct {
 	Threads   int    `json:"threads"`    // 0: LoadRequest.Threads
 	FlashAttn any    `json:"flash_attn"` // off (default), on, auto; or a bool
 	KVType    string `json:"kv_type"`    // f32 (default), f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl
-	// SWAFull is llama_context_params' swa_full (default true, libllama's):
-	// false gives sliding-window layers the ring cache llama.cpp's tools use.
-	SWAFull    *bool    `json:"swa_full"`
+	// SWAFull is llama_context_params' swa_full, default false as
+	// llama.cpp's tools set it (the ring cache llama-perplexity uses); true
+	// is libllama's own default, a full-size cache.
+	SWAFull    bool     `json:"swa_full"`
 	CPUVariant string   `json:"cpu_variant"` // load only libggml-cpu-<variant>.so
 	NGPULayers *int     `json:"n_gpu_layers"`
 	Devices    []string `json:"devices"`
@@ -185,8 +186,8 @@ func RepoLibDir(from string) (string, bool) {
 
 func describeOptions(o *Options) string {
 	fa := map[int32]string{llama.FlashAttnOff: "off", llama.FlashAttnOn: "on", llama.FlashAttnAuto: "auto"}[o.flashAttn]
-	if o.SWAFull != nil && !*o.SWAFull {
-		return fmt.Sprintf("flash_attn %s, kv %s, swa_full off", fa, o.KVType)
+	if o.SWAFull {
+		return fmt.Sprintf("flash_attn %s, kv %s, swa_full on", fa, o.KVType)
 	}
 	return fmt.Sprintf("flash_attn %s, kv %s", fa, o.KVType)
 }

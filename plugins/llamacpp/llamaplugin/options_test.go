@@ -24,8 +24,8 @@ func TestParseOptions(t *testing.T) {
 	if err != nil || o.flashAttn != llama.FlashAttnOn || o.kvType != 8 || o.Threads != 3 || *o.NGPULayers != -1 || o.Devices[0] != "CPU" {
 		t.Fatalf("parsed %+v, %v", o, err)
 	}
-	if o, err := parseOptions(map[string]any{"swa_full": false}); err != nil || o.SWAFull == nil || *o.SWAFull || describeOptions(o) != "flash_attn off, kv f32, swa_full off" {
-		t.Errorf("swa_full false: %+v, %v", o, err)
+	if o, err := parseOptions(map[string]any{"swa_full": true}); err != nil || !o.SWAFull || describeOptions(o) != "flash_attn off, kv f32, swa_full on" {
+		t.Errorf("swa_full true: %+v, %v", o, err)
 	}
 	for in, want := range map[any]int32{true: llama.FlashAttnOn, false: llama.FlashAttnOff, "auto": llama.FlashAttnAuto, "off": llama.FlashAttnOff} {
 		if o, err := parseOptions(map[string]any{"flash_attn": in}); err != nil || o.flashAttn != want {

@@ -296,7 +296,7 @@ func (r recorder) MatMul(op *engine.MatMulOp, x, out []float32) error {
 var archVariants = []struct {
 	name string
 	cfg  synth.Config
-	ring bool // swa_full off in both: the sliding-window cache as a ring
+	full bool // swa_full in both: a full-size sliding-window cache (else the ring)
 }{
 	{"llama3-rope-freqs", synth.Config{Arch: "llama", RopeFreqs: true, RopeBase: 500000, NormNoise: 0.2}, false},
 	{"llama-biases-headdim", synth.Config{Arch: "llama", Biases: true, HeadDim: 128, NormNoise: 0.2}, false},
@@ -306,16 +306,16 @@ var archVariants = []struct {
 	{"qwen2-yarn", synth.Config{Arch: "qwen2", RopeScaling: "yarn", RopeFactor: 4, RopeOrigCtx: 512, NormNoise: 0.2}, false},
 	{"qwen3", synth.Config{Arch: "qwen3", RopeBase: 1000000, NormNoise: 0.2}, false},
 	{"qwen3-biases-headdim", synth.Config{Arch: "qwen3", Biases: true, HeadDim: 128, NormNoise: 0.2}, false},
-	// Gemma 2: soft caps, GEGLU, post norms; a window of 100 on layer 0.
-	{"gemma2", synth.Config{Arch: "gemma2", SlidingWindow: 100, NormNoise: 0.2}, false},
-	// Gemma 3 (4B+): Q/K norms, a window of 100 on layer 0 with its own
-	// RoPE base, the global layer linearly scaled; in libllama's full-size
-	// cache and in the ring llama.cpp's tools use.
+	// Gemma 2: soft caps, GEGLU, post norms; a window on layer 0. Gemma 3
+	// (4B+): Q/K norms, the window's own RoPE base, the global layer
+	// linearly scaled. In the ring llama.cpp's tools use (the default) and
+	// in libllama's full-size cache (-full).
+	{"gemma2", synth.Config{Arch: "gemma2", SlidingWindow: 300, NormNoise: 0.2}, false},
 	{"gemma3", synth.Config{Arch: "gemma3", SlidingWindow: 100, SWAPattern: 2, RopeBase: 1000000, RopeBaseSWA: 10000,
-		RopeScaling: "linear", RopeFactor: 8, NormNoise: 0.2}, false},
-	{"gemma3-ring", synth.Config{Arch: "gemma3", SlidingWindow: 100, SWAPattern: 2, RopeBase: 1000000, RopeBaseSWA: 10000,
-		NormNoise: 0.2}, true},
-	{"gemma2-ring", synth.Config{Arch: "gemma2", SlidingWindow: 300, NormNoise: 0.2}, true},
+		NormNoise: 0.2}, false},
+	{"gemma2-full", synth.Config{Arch: "gemma2", SlidingWindow: 100, NormNoise: 0.2}, true},
+	{"gemma3-full", synth.Config{Arch: "gemma3", SlidingWindow: 100, SWAPattern: 2, RopeBase: 1000000, RopeBaseSWA: 10000,
+		RopeScaling: "linear", RopeFactor: 8, NormNoise: 0.2}, true},
 	// Phi-3: fused QKV and gate/up; Phi-3-128k's long factors (context 2048
 	// beyond the original 512).
 	{"phi3", synth.Config{Arch: "phi3", NormNoise: 0.2}, false},
@@ -371,13 +371,13 @@ func TestArchitectures(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer lm.Free()
-				em, err := engine.Open(path, engine.Options{Numerics: engine.GGML, Threads: 2, SWARing: v.ring})
+				em, err := engine.Open(path, engine.Options{Numerics: engine.GGML, Threads: 2, SWAFull: v.full})
 				if err != nil {
 					t.Fatal(err)
 				}
 				defer em.Close()
 				ctx, err := lm.NewContext(llama.ContextParams{NCtx: nCtx, NBatch: batch, NUBatch: batch, NSeqMax: 1, Threads: 2,
-					FlashAttn: llama.FlashAttnOff, TypeK: int32(ggml.F32), TypeV: int32(ggml.F32), SWARing: v.ring})
+					FlashAttn: llama.FlashAttnOff, TypeK: int32(ggml.F32), TypeV: int32(ggml.F32), SWAFull: v.full})
 				if err != nil {
 					t.Fatal(err)
 				}
