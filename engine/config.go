@@ -315,7 +315,7 @@ func readArchScales(f *gguf.File, traits archSpec, c *Config,
 			return err
 		}
 	}
-	if _, ok := archs[c.Arch].keys["final_logit_softcapping"]; ok {
+	if _, ok := traits.keys["final_logit_softcapping"]; ok {
 		// llama.cpp's default is 30; gemma3 sets 0 (none) before reading it.
 		def := float32(30)
 		if c.Arch == "gemma3" {

@@ -42,6 +42,8 @@ type Session struct {
 	// ropeP is the RoPE of the layers without a window: the model's, or
 	// Phi-3's long factors for a context beyond the original one.
 	ropeP *ropeParams
+	// cellBuf holds a Decode's cells of the layers without a window.
+	cellBuf []int
 }
 
 // SetLayerHook makes Decode call hook after every layer il with its output,
@@ -387,16 +389,23 @@ type forward struct {
 	cells    []int // the cells of the other layers: pos0..pos0+T-1
 }
 
+// seqCells returns the cells pos0..pos0+T-1 of the layers without a window
+// (cell = position), in a buffer the session reuses.
+func (s *Session) seqCells(pos0, T int) []int {
+	s.cellBuf = slices.Grow(s.cellBuf[:0], T)[:T]
+	for t := range s.cellBuf {
+		s.cellBuf[t] = pos0 + t
+	}
+	return s.cellBuf
+}
+
 func (f *forward) init() {
 	s := f.s
 	f.rope = s.ropeRows(&s.rope, s.ropeP, f.pos0, f.T)
 	if s.swa != nil {
 		f.ropeSWA = s.ropeRows(&s.ropeSWA, &s.m.ropeSWA, f.pos0, f.T)
 	}
-	f.cells = make([]int, f.T)
-	for t := range f.cells {
-		f.cells[t] = f.pos0 + t
-	}
+	f.cells = s.seqCells(f.pos0, f.T)
 }
 
 // ropeRows returns the (cos, sin) rows of positions [pos0, pos0+T) from

@@ -1,7 +1,5 @@
 package engine
 
-import "slices"
-
 // ubatchSize is llama.cpp's default n_ubatch, which sizes the
 // sliding-window cache (llama_kv_cache_iswa) and splits a batch into the
 // micro-batches each placed in it at once.
@@ -29,6 +27,7 @@ type swaCells struct {
 	head int
 	used int
 	nSWA int
+	buf  []int // place's result, reused by the next place
 }
 
 func newSWACells(size, nSWA int) *swaCells {
@@ -46,7 +45,13 @@ func (c *swaCells) reset() {
 }
 
 // maxPos is the sequence's last position in the cache (-1: none).
-func (c *swaCells) maxPos() int32 { return slices.Max(append([]int32{-1}, c.pos...)) }
+func (c *swaCells) maxPos() int32 {
+	m := int32(-1)
+	for _, p := range c.pos {
+		m = max(m, p)
+	}
+	return m
+}
 
 // minPos is its first position (-1: none).
 func (c *swaCells) minPos() int32 {
@@ -81,6 +86,7 @@ func (c *swaCells) visible(i int, p int32) bool {
 // ones whose position the window has left for the first new position,
 // searched from the head; overwriting a position purges every older one.
 // ok is false when the cache has no room (llama.cpp fails the decode).
+// cells is valid until the next place.
 func (c *swaCells) place(pos0, n int) (cells []int, ok bool) {
 	size := len(c.pos)
 	if n > size {
@@ -92,6 +98,8 @@ func (c *swaCells) place(pos0, n int) (cells []int, ok bool) {
 	}
 	next := c.maxPos() + 1
 	tested := 0
+	cells = c.buf[:0]
+	defer func() { c.buf = cells[:0] }()
 	for len(cells) < n {
 		if head+1 > size {
 			tested += size - head

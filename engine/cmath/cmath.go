@@ -1,5 +1,6 @@
 // Package cmath gives the engine the C library's single-precision expf,
-// sinf, cosf, powf, logf and tanhf, the functions llama.cpp's CPU backend calls
+// sinf, cosf, powf and logf (and tanhf, written here as x86-64 glibc
+// computes it: tanhf.go), the functions llama.cpp's CPU backend calls
 // (RoPE's cos/sin cache, its scale and YaRN's corrections, SiLU on the
 // elements past a 16-lane block). The
 // C library's results are not always correctly rounded, so matching
@@ -22,7 +23,7 @@ type libm struct {
 
 var (
 	once   sync.Once
-	fns    = libm{goExpf, goSinf, goCosf, goLogf, goTanhf, goPowf}
+	fns    = libm{expf: goExpf, sinf: goSinf, cosf: goCosf, logf: goLogf, powf: goPowf}
 	source = "go"
 )
 
@@ -50,9 +51,6 @@ func Cosf(x float32) float32 { load(); return fns.cosf(x) }
 // Logf is the C library's logf.
 func Logf(x float32) float32 { load(); return fns.logf(x) }
 
-// libmTanhf is the loaded C library's tanhf, which Tanhf reproduces.
-func libmTanhf(x float32) float32 { load(); return fns.tanhf(x) }
-
 // Powf is the C library's powf.
 func Powf(x, y float32) float32 { load(); return fns.powf(x, y) }
 
@@ -61,5 +59,4 @@ func goExpf(x float32) float32    { return float32(math.Exp(float64(x))) }
 func goSinf(x float32) float32    { return float32(math.Sin(float64(x))) }
 func goCosf(x float32) float32    { return float32(math.Cos(float64(x))) }
 func goLogf(x float32) float32    { return float32(math.Log(float64(x))) }
-func goTanhf(x float32) float32   { return float32(math.Tanh(float64(x))) }
 func goPowf(x, y float32) float32 { return float32(math.Pow(float64(x), float64(y))) }
