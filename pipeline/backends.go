@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/evalrun/evalrun/backend"
+	"github.com/evalrun/evalrun/internal/exitcode"
 	"github.com/evalrun/evalrun/pipeline/digest"
 	"github.com/evalrun/evalrun/pipeline/kldbase"
 	"github.com/evalrun/evalrun/pipeline/spec"
@@ -143,7 +144,7 @@ var optionRE = regexp.MustCompile(`option "([^"]+)"`)
 // start launches the plugin and has it validate the Load it will get
 // (backend.Validator; a plugin without it is checked by Load alone), before
 // any plugin computes. A plugin that is not found or refuses its options is
-// the user's to fix: an *backend.InputError at the spec's line. A plugin that cannot
+// the user's to fix: an *exitcode.InputError at the spec's line. A plugin that cannot
 // run is a result (recorded on rb).
 func (rb *runBackend) start(ctx context.Context, s *spec.Spec, launcher Launcher, l Launch) error {
 	startCtx, cancel := context.WithTimeout(ctx, rb.timeouts.Start)
@@ -151,9 +152,9 @@ func (rb *runBackend) start(ctx context.Context, s *spec.Spec, launcher Launcher
 	be, proc, err := launcher(startCtx, rb.Backend, l)
 	switch {
 	case errors.Is(err, backend.ErrPluginNotFound) && rb.PluginPath != "":
-		return &backend.InputError{Err: s.Err(rb.Key+".plugin_path", "%v", err)}
+		return &exitcode.InputError{Err: s.Err(rb.Key+".plugin_path", "%v", err)}
 	case errors.Is(err, backend.ErrPluginNotFound):
-		return &backend.InputError{Err: s.Err(rb.Key+".plugin", "%v", err)}
+		return &exitcode.InputError{Err: s.Err(rb.Key+".plugin", "%v", err)}
 	case err != nil:
 		rb.fail(ctx, "start", timedOut(startCtx, rb.timeouts.Start, err))
 		return nil
@@ -196,7 +197,7 @@ func (rb *runBackend) refusal(s *spec.Spec, what string, err error) error {
 	} else if what == "refused its options" {
 		what = "refused the model" // Validate checks the model too
 	}
-	return &backend.InputError{Err: s.Err(key, "%s %s: %v", rb.Name, what, err)}
+	return &exitcode.InputError{Err: s.Err(key, "%s %s: %v", rb.Name, what, err)}
 }
 
 // loadModel loads the model in a started plugin and checks what Load reports.

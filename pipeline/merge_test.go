@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/evalrun/evalrun/backend"
+	"github.com/evalrun/evalrun/internal/exitcode"
 	"github.com/evalrun/evalrun/pipeline/merge"
 	"github.com/evalrun/evalrun/pipeline/plan"
 	"github.com/evalrun/evalrun/pipeline/shard"
@@ -160,8 +160,8 @@ func TestMergeRefusesIncompleteDuplicateAndForeignShards(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "missing shard 1/3") || !strings.Contains(err.Error(), "score/score/chunk-2") {
 		t.Fatalf("missing shard: %v", err)
 	}
-	if _, ok := err.(*backend.InputError); !ok {
-		t.Fatalf("missing shard: %T, want an backend.InputError (exit 2)", err)
+	if _, ok := err.(*exitcode.InputError); !ok {
+		t.Fatalf("missing shard: %T, want an exitcode.InputError (exit 2)", err)
 	}
 
 	dup := filepath.Join(dir, "copy-of-2")

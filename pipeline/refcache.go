@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/evalrun/evalrun/backend"
+	"github.com/evalrun/evalrun/internal/exitcode"
 	"github.com/evalrun/evalrun/pipeline/refcache"
 	"github.com/evalrun/evalrun/pipeline/stream"
 )
@@ -26,7 +27,7 @@ func (r *runner) openCache() error {
 	}
 	c, err := refcache.Open(dir)
 	if err != nil {
-		return &backend.InputError{Err: err}
+		return &exitcode.InputError{Err: err}
 	}
 	r.cache = c
 	return nil

@@ -6,8 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/evalrun/evalrun/backend"
 	"github.com/evalrun/evalrun/internal/atomicfile"
+	"github.com/evalrun/evalrun/internal/exitcode"
 	"github.com/evalrun/evalrun/pipeline/shard"
 	"github.com/evalrun/evalrun/pipeline/summary"
 	"github.com/evalrun/evalrun/pipeline/verdict"
@@ -25,13 +25,13 @@ import (
 // same bits (timings aside).
 
 // resumeFrom reads the interrupted run in dir and takes over its completed
-// units. It refuses (an *backend.InputError) a directory with nothing to resume,
+// units. It refuses (an *exitcode.InputError) a directory with nothing to resume,
 // another shard's directory, another spec's run and one another build of a
 // plugin made.
 func (r *runner) resumeFrom(dir string) error {
 	f, err := shard.Read(dir)
 	if err != nil {
-		return backend.BadInput("--resume: nothing to resume: %v", err)
+		return exitcode.Input("--resume: nothing to resume: %v", err)
 	}
 	if f.Note != "" {
 		r.log.Warn("--resume: " + f.Note)
@@ -40,18 +40,18 @@ func (r *runner) resumeFrom(dir string) error {
 	units := r.planUnits()
 	switch m := f.Manifest; {
 	case m.Shard != want && m.Shard.Total == 1:
-		return backend.BadInput("--resume: %s holds a whole run, not shard %s: resume it without --shard", dir, want)
+		return exitcode.Input("--resume: %s holds a whole run, not shard %s: resume it without --shard", dir, want)
 	case m.Shard != want:
-		return backend.BadInput("--resume: %s holds shard %s of a run: resume it with --shard %s", dir, m.Shard, m.Shard)
+		return exitcode.Input("--resume: %s holds shard %s of a run: resume it with --shard %s", dir, m.Shard, m.Shard)
 	case m.SpecDigest != r.specDigest():
-		return backend.BadInput("--resume: %s was run with another spec (models, datasets, backends, options or gates differ): spec digest %.12s, this spec's %.12s", dir, m.SpecDigest, r.specDigest())
+		return exitcode.Input("--resume: %s was run with another spec (models, datasets, backends, options or gates differ): spec digest %.12s, this spec's %.12s", dir, m.SpecDigest, r.specDigest())
 	case len(m.Units) != len(units):
-		return backend.BadInput("--resume: %s plans %d units, this spec %d", dir, len(m.Units), len(units))
+		return exitcode.Input("--resume: %s plans %d units, this spec %d", dir, len(m.Units), len(units))
 	}
 	for _, now := range r.plugins() {
 		for _, was := range f.Manifest.Plugins {
 			if was.Backend == now.Backend && was != now {
-				return backend.BadInput("--resume: backend %s: %s was run by plugin %s %s, this run's is %s %s: its results would mix two builds (--force runs it again)",
+				return exitcode.Input("--resume: backend %s: %s was run by plugin %s %s, this run's is %s %s: its results would mix two builds (--force runs it again)",
 					now.Backend, dir, was.Name, was.Version, now.Name, now.Version)
 			}
 		}

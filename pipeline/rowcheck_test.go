@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/evalrun/evalrun/backend"
+	"github.com/evalrun/evalrun/internal/exitcode"
 	"github.com/evalrun/evalrun/pipeline/spec"
 	"github.com/evalrun/evalrun/pipeline/summary"
 )
@@ -101,7 +102,7 @@ func TestRunChecksTheVocabularyAtLoadAndEveryRow(t *testing.T) {
 	if g := by["good"]; g.Status != summary.StatusOK || !g.Accuracy.Complete {
 		t.Errorf("the healthy backend: %s %+v", g.Status, g.Accuracy)
 	}
-	if s.Verdict.ExitCode != backend.ExitBackend {
-		t.Errorf("verdict %+v, want exit %d", s.Verdict, backend.ExitBackend)
+	if s.Verdict.ExitCode != exitcode.Backend {
+		t.Errorf("verdict %+v, want exit %d", s.Verdict, exitcode.Backend)
 	}
 }

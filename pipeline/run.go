@@ -6,7 +6,7 @@
 // The stages have one owner each: package spec reads the file (its types
 // are the plan's), plan.New checks it against the model and tokenizes, Run
 // drives the backends (runBackend, stream.Call), compares (verdict.Comparison)
-// and decides (finish, verdict.Builder), and the CLI maps the outcome to backend.Exit* codes.
+// and decides (finish, verdict.Builder), and the CLI maps the outcome to exitcode codes.
 package pipeline
 
 import (
@@ -24,6 +24,7 @@ import (
 
 	"github.com/evalrun/evalrun/backend"
 	"github.com/evalrun/evalrun/internal/atomicfile"
+	"github.com/evalrun/evalrun/internal/exitcode"
 	"github.com/evalrun/evalrun/pipeline/diag"
 	"github.com/evalrun/evalrun/pipeline/kldbase"
 	"github.com/evalrun/evalrun/pipeline/plan"
@@ -72,7 +73,7 @@ type Result struct {
 }
 
 // Run executes a planned experiment. A returned error means the run could
-// not start or its results could not be written: an *backend.InputError (exit code
+// not start or its results could not be written: an *exitcode.InputError (exit code
 // 2: the results directory, a plugin refusing its options or the model) or
 // another error (exit code 3). Otherwise the verdict in the summary carries
 // the exit code. Results computed before a backend failure or an
@@ -85,7 +86,7 @@ func Run(ctx context.Context, p *plan.Plan, opt Options) (*Result, error) {
 	runID := started.UTC().Format("20060102-150405") + "-" + s.Name
 	outDir := cmp.Or(opt.OutDir, filepath.Join(s.Output.Dir, runID))
 	if opt.Resume && (opt.Force || opt.OutDir == "") {
-		return nil, backend.BadInput("--resume continues the run in --out: it needs --out, and does not go with --force")
+		return nil, exitcode.Input("--resume continues the run in --out: it needs --out, and does not go with --force")
 	}
 	if err := summary.CheckDir(outDir, opt.Force || opt.Resume); err != nil {
 		return nil, err
@@ -152,7 +153,7 @@ func (opt Options) withDefaults() Options {
 // found, started and asked to validate its options (paths in them resolved
 // against the spec's directory); nothing loads or computes. It returns the
 // plugins' warnings, "backend: warning". A problem with the input is an
-// *backend.InputError; a plugin that could not start another error.
+// *exitcode.InputError; a plugin that could not start another error.
 func Validate(ctx context.Context, p *plan.Plan, opt Options) ([]string, error) {
 	opt = opt.withDefaults()
 	r := &runner{plan: p, opt: opt, log: opt.Log, sum: &summary.Summary{}}
@@ -230,7 +231,7 @@ type candidate struct {
 func (r *runner) openOutputs(ctx context.Context, outDir string) (err error) {
 	if formats := r.plan.Spec.Output.Formats; len(formats) == 0 || slices.Contains(formats, "jsonl") {
 		if r.promptLog, err = atomicfile.CreateLines(filepath.Join(outDir, "prompts.jsonl")); err != nil {
-			return &backend.InputError{Err: fmt.Errorf("results directory %s: %w", outDir, err)}
+			return &exitcode.InputError{Err: fmt.Errorf("results directory %s: %w", outDir, err)}
 		}
 	}
 	if err := r.startShard(outDir); err != nil {
@@ -252,7 +253,7 @@ func (r *runner) preflight(ctx context.Context) error {
 	if r.opt.RelativeGates == nil {
 		for _, b := range s.Backends() {
 			if rel := b.Gates.BaselineRun(); len(rel) > 0 {
-				return &backend.InputError{Err: s.Err(b.Key+".gates", "%s: gate %s compares with a baseline run: set baseline: in the spec or --baseline", b.Name, rel[0].Name)}
+				return &exitcode.InputError{Err: s.Err(b.Key+".gates", "%s: gate %s compares with a baseline run: set baseline: in the spec or --baseline", b.Name, rel[0].Name)}
 			}
 		}
 	}
@@ -262,14 +263,14 @@ func (r *runner) preflight(ctx context.Context) error {
 	if path := p.Spec.Reference.KLDBase; path != "" {
 		b, err := kldbase.Open(path)
 		if err != nil {
-			return &backend.InputError{Err: err}
+			return &exitcode.InputError{Err: err}
 		}
 		r.base = b
 		switch {
 		case b.NVocab() != p.Model.NVocab:
-			return backend.BadInput("reference kld_base %s: n_vocab %d differs from the model's %d", path, b.NVocab(), p.Model.NVocab)
+			return exitcode.Input("reference kld_base %s: n_vocab %d differs from the model's %d", path, b.NVocab(), p.Model.NVocab)
 		case b.NCtx() > p.NCtxTrain:
-			return backend.BadInput("reference kld_base %s: n_ctx %d exceeds the model's context_length %d", path, b.NCtx(), p.NCtxTrain)
+			return exitcode.Input("reference kld_base %s: n_ctx %d exceeds the model's context_length %d", path, b.NCtx(), p.NCtxTrain)
 		}
 		r.sum.Datasets = append(r.sum.Datasets, summary.DatasetSummary{
 			Name: "kld_base", Path: path, Mode: string(spec.ModeScore),

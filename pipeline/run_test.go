@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/evalrun/evalrun/backend"
+	"github.com/evalrun/evalrun/internal/exitcode"
 	"github.com/evalrun/evalrun/pipeline/digest"
 	"github.com/evalrun/evalrun/pipeline/plan"
 	"github.com/evalrun/evalrun/pipeline/shard"
@@ -96,7 +97,7 @@ func TestRunIdenticalBackendsPass(t *testing.T) {
 	ref, same := newFake(64), newFake(64)
 	res, out := runFakes(t, p, map[string]*fakeBackend{"ref": ref, "same": same})
 	s := readSummary(t, res.Dir)
-	if s.Verdict.ExitCode != backend.ExitPass || s.Verdict.Status != summary.VerdictPass {
+	if s.Verdict.ExitCode != exitcode.Pass || s.Verdict.Status != summary.VerdictPass {
 		t.Fatalf("verdict %+v\n%s", s.Verdict, out)
 	}
 	b := s.Backends[0]
@@ -185,7 +186,7 @@ func TestRunNoisyCandidateFailsGate(t *testing.T) {
 		spec.Backend{Name: "noisy", Plugin: "fake", Gates: spec.Gates{KLDMeanMax: ptr(0.001), SameTopPMin: ptr(0.5)}})
 	res, out := runFakes(t, p, map[string]*fakeBackend{"ref": newFake(64), "noisy": noisy})
 	s := res.Summary
-	if s.Verdict.ExitCode != backend.ExitGateFailed || s.Verdict.Status != summary.VerdictFail {
+	if s.Verdict.ExitCode != exitcode.GateFailed || s.Verdict.Status != summary.VerdictFail {
 		t.Fatalf("verdict %+v\n%s", s.Verdict, out)
 	}
 	b := s.Backends[0]
@@ -218,7 +219,7 @@ func TestRunCrashAndHangKeepOtherResults(t *testing.T) {
 	p.Spec.Timeouts.Eval = 300 * time.Millisecond
 	res, out := runFakes(t, p, map[string]*fakeBackend{"ref": newFake(64), "crash": crash, "good": newFake(64), "hang": hang})
 	s := readSummary(t, res.Dir)
-	if s.Verdict.ExitCode != backend.ExitBackend || s.Verdict.Status != summary.VerdictError {
+	if s.Verdict.ExitCode != exitcode.Backend || s.Verdict.Status != summary.VerdictError {
 		t.Fatalf("verdict %+v\n%s", s.Verdict, out)
 	}
 	by := map[string]summary.BackendSummary{}
@@ -246,7 +247,7 @@ func TestRunNaNFailsEvenWithoutGates(t *testing.T) {
 	p := testPlan(t, 64, 128, 32, 0, spec.Backend{Name: "nan", Plugin: "fake"})
 	res, _ := runFakes(t, p, map[string]*fakeBackend{"ref": newFake(64), "nan": nan})
 	b := res.Summary.Backends[0]
-	if b.Accuracy.NaNCount != 1 || b.Pass || res.Summary.Verdict.ExitCode != backend.ExitGateFailed {
+	if b.Accuracy.NaNCount != 1 || b.Pass || res.Summary.Verdict.ExitCode != exitcode.GateFailed {
 		t.Fatalf("NaN count %d pass %v verdict %+v", b.Accuracy.NaNCount, b.Pass, res.Summary.Verdict)
 	}
 }
@@ -260,7 +261,7 @@ func TestRunReferenceLoadFailureSkipsCandidates(t *testing.T) {
 	if s.Reference.Status != summary.StatusFailed || !strings.Contains(s.Reference.Error, "no device") {
 		t.Fatalf("reference %s %q", s.Reference.Status, s.Reference.Error)
 	}
-	if s.Backends[0].Status != summary.StatusSkipped || s.Verdict.ExitCode != backend.ExitBackend {
+	if s.Backends[0].Status != summary.StatusSkipped || s.Verdict.ExitCode != exitcode.Backend {
 		t.Fatalf("candidate %s, verdict %+v", s.Backends[0].Status, s.Verdict)
 	}
 }
@@ -333,7 +334,7 @@ func TestRunInterruptedKeepsResults(t *testing.T) {
 	}
 	s := readSummary(t, res.Dir)
 	b := s.Backends[0]
-	if s.Verdict.ExitCode != backend.ExitBackend || !strings.Contains(strings.Join(s.Verdict.Reasons, ";"), "interrupted") {
+	if s.Verdict.ExitCode != exitcode.Backend || !strings.Contains(strings.Join(s.Verdict.Reasons, ";"), "interrupted") {
 		t.Fatalf("verdict %+v", s.Verdict)
 	}
 	if b.Status != summary.StatusOK || b.Accuracy == nil || b.Accuracy.Tokens == 0 || b.Accuracy.Complete || b.Pass {
@@ -458,7 +459,7 @@ func TestRunRelativeGateNeedsABaseline(t *testing.T) {
 			launched = true
 			return nil, nil, errors.New("unreachable")
 		}})
-	var ie *backend.InputError
+	var ie *exitcode.InputError
 	if !errors.As(err, &ie) || !strings.Contains(err.Error(), "kld_mean_max_increase compares with a baseline run") || launched {
 		t.Fatalf("err %v, launched %v", err, launched)
 	}
@@ -497,7 +498,7 @@ func TestRunSpeedBaselineJudgesInTheRun(t *testing.T) {
 	if g := b[3].Gates; !b[3].Pass || len(g) != 2 || !g[0].Skipped {
 		t.Fatalf("a simulated device: %+v", g)
 	}
-	if v := res.Summary.Verdict; v.ExitCode != backend.ExitGateFailed || !strings.Contains(strings.Join(v.Reasons, "\n"), "slower: gate pp_ts_max_slowdown") {
+	if v := res.Summary.Verdict; v.ExitCode != exitcode.GateFailed || !strings.Contains(strings.Join(v.Reasons, "\n"), "slower: gate pp_ts_max_slowdown") {
 		t.Fatalf("verdict %+v", v)
 	}
 }
@@ -523,7 +524,7 @@ func TestRunWithoutGatesSaysSo(t *testing.T) {
 	p := testPlan(t, 64, 128, 32, 0, spec.Backend{Name: "free", Plugin: "fake"})
 	res, _ := runFakes(t, p, map[string]*fakeBackend{"ref": newFake(64), "free": newFake(64)})
 	s := readSummary(t, res.Dir)
-	if s.Verdict.Status != summary.VerdictNoGates || s.Verdict.ExitCode != backend.ExitPass || !s.Backends[0].Pass {
+	if s.Verdict.Status != summary.VerdictNoGates || s.Verdict.ExitCode != exitcode.Pass || !s.Backends[0].Pass {
 		t.Fatalf("verdict %+v, backend pass %v", s.Verdict, s.Backends[0].Pass)
 	}
 	if !strings.Contains(strings.Join(s.Verdict.Reasons, "\n"), "no gates configured") {
@@ -561,7 +562,7 @@ func TestRunKeepsEarlierResultsAndListsRuns(t *testing.T) {
 			launched = true
 			return nil, nil, errors.New("unreachable")
 		}})
-	var ie *backend.InputError
+	var ie *exitcode.InputError
 	if !errors.As(err, &ie) || !strings.Contains(err.Error(), "holds the results of an earlier run (summary.json): choose another --out, or --force") || launched {
 		t.Fatalf("second run into %s: %v (plugins launched: %v)", res.Dir, err, launched)
 	}
@@ -589,7 +590,7 @@ func TestRunPartOfTheChunksWritesNoKLDBase(t *testing.T) {
 		p.Spec.Candidates[0].Output.KLDBase = out
 		opt.OutDir, opt.Stderr, opt.Launch = t.TempDir(), io.Discard, fakeLauncher(map[string]*fakeBackend{"ref": newFake(32), "b": newFake(32)})
 		_, err := Run(context.Background(), p, opt)
-		var ie *backend.InputError
+		var ie *exitcode.InputError
 		if !errors.As(err, &ie) || !strings.Contains(err.Error(), "backends[0].output.kld_base: a shard or a resumed run cannot write a kld-base file") {
 			t.Errorf("shard %v resume %v: err %v", opt.Shard, opt.Resume, err)
 		}
@@ -658,8 +659,8 @@ func TestRunRefusesImpossibleBenchTimings(t *testing.T) {
 			if good.Status != summary.StatusOK || good.Throughput == nil {
 				t.Errorf("good: %s %q", good.Status, good.Error)
 			}
-			if s.Verdict.ExitCode != backend.ExitBackend {
-				t.Errorf("exit %d, want %d", s.Verdict.ExitCode, backend.ExitBackend)
+			if s.Verdict.ExitCode != exitcode.Backend {
+				t.Errorf("exit %d, want %d", s.Verdict.ExitCode, exitcode.Backend)
 			}
 		})
 	}

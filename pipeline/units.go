@@ -8,7 +8,7 @@ import (
 	"encoding/json"
 	"path/filepath"
 
-	"github.com/evalrun/evalrun/backend"
+	"github.com/evalrun/evalrun/internal/exitcode"
 	"github.com/evalrun/evalrun/pipeline/shard"
 	"github.com/evalrun/evalrun/pipeline/verdict"
 )
@@ -50,7 +50,7 @@ func (r *runner) planUnits() []shard.Unit {
 func (r *runner) startShard(outDir string) error {
 	for _, b := range r.plan.Spec.Backends() {
 		if b.Output.KLDBase != "" && (r.opt.Shard != nil || r.opt.Resume) {
-			return &backend.InputError{Err: r.plan.Spec.Err(b.Key+".output.kld_base", "a shard or a resumed run cannot write a kld-base file (it scores only part of the chunks)")}
+			return &exitcode.InputError{Err: r.plan.Spec.Err(b.Key+".output.kld_base", "a shard or a resumed run cannot write a kld-base file (it scores only part of the chunks)")}
 		}
 	}
 	sh := r.shard()
@@ -68,7 +68,7 @@ func (r *runner) startShard(outDir string) error {
 	}
 	w, err := shard.Create(outDir, m)
 	if err != nil {
-		return &backend.InputError{Err: err}
+		return &exitcode.InputError{Err: err}
 	}
 	r.unitsOut = w
 	return nil

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/evalrun/evalrun/backend"
+	"github.com/evalrun/evalrun/internal/exitcode"
 )
 
 // The host sends the digest of the vocabulary it tokenizes with, and a
@@ -23,7 +23,7 @@ func TestPlanSendsTheHostsVocabulary(t *testing.T) {
 	}
 	p.VocabDigest = strings.Repeat("0", 64)
 	_, err := Run(context.Background(), p, Options{OutDir: t.TempDir(), Stderr: io.Discard, Launch: engineLauncher})
-	var ie *backend.InputError
+	var ie *exitcode.InputError
 	if !errors.As(err, &ie) || !strings.Contains(err.Error(), "not the one the host tokenizes with") || !strings.Contains(err.Error(), "reference.model") {
 		t.Fatalf("reference with another vocabulary: err = %v, want an input error at reference.model", err)
 	}

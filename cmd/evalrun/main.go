@@ -23,6 +23,7 @@ import (
 
 	"github.com/evalrun/evalrun/backend"
 	"github.com/evalrun/evalrun/internal/atomicfile"
+	"github.com/evalrun/evalrun/internal/exitcode"
 	"github.com/evalrun/evalrun/internal/toolcmd"
 )
 
@@ -46,7 +47,7 @@ func inputOrInterrupted(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return backendErr(fmt.Errorf("interrupted: %w", err))
 	}
-	return &exitError{Code: backend.ExitBadInput, Err: err}
+	return &exitError{Code: exitcode.BadInput, Err: err}
 }
 
 func newRoot() *cobra.Command {
@@ -109,7 +110,7 @@ func main() {
 		atomicfile.RemoveTemporaries()
 		backend.RemoveSocketDirs()
 		fmt.Fprintln(os.Stderr, "evalrun: interrupted")
-		os.Exit(backend.ExitBackend)
+		os.Exit(exitcode.Backend)
 	}()
 	err := newRoot().ExecuteContext(ctx)
 	ending.Lock() // a quit under way ends the process here
@@ -133,16 +134,16 @@ func vcsRevision() string {
 // exitCode prints err and maps it to evalrun's exit codes.
 func exitCode(err error) int {
 	if err == nil {
-		return backend.ExitPass
+		return exitcode.Pass
 	}
 	var ee *exitError
 	if errors.As(err, &ee) {
-		if ee.Err != nil && ee.Code != backend.ExitGateFailed {
+		if ee.Err != nil && ee.Code != exitcode.GateFailed {
 			fmt.Fprintln(os.Stderr, "evalrun:", ee.Err)
 		}
 		return ee.Code
 	}
 	fmt.Fprintln(os.Stderr, "evalrun:", err)
 	// cobra's own errors (unknown command, bad args) are usage errors.
-	return backend.ExitBadInput
+	return exitcode.BadInput
 }

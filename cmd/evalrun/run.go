@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/evalrun/evalrun/backend"
+	"github.com/evalrun/evalrun/internal/exitcode"
 	"github.com/evalrun/evalrun/pipeline"
 	"github.com/evalrun/evalrun/pipeline/report"
 	"github.com/evalrun/evalrun/pipeline/runcompare"
@@ -88,10 +88,10 @@ func finishRun(w io.Writer, res *pipeline.Result, base *runcompare.Run, formats 
 		return backendErr(fmt.Errorf("writing results to %s: %w", res.Dir, err))
 	}
 	code := res.Summary.Verdict.ExitCode
-	if shard && code == backend.ExitGateFailed { // a shard's gates see part of the run: evalrun merge gates it
-		code = backend.ExitPass
+	if shard && code == exitcode.GateFailed { // a shard's gates see part of the run: evalrun merge gates it
+		code = exitcode.Pass
 	}
-	if code != backend.ExitPass {
+	if code != exitcode.Pass {
 		return &exitError{Code: code, Err: fmt.Errorf("verdict %s", res.Summary.Verdict.Status)}
 	}
 	return nil

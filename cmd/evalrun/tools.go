@@ -4,11 +4,15 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/evalrun/evalrun/backend"
 	"github.com/evalrun/evalrun/internal/toolcmd"
+	"github.com/evalrun/evalrun/pipeline/plan"
+	"github.com/evalrun/evalrun/pipeline/spec"
 )
 
 // pluginTools are the commands evalrun runs in a plugin binary, with the
@@ -43,6 +47,11 @@ func newToolCmd(plugin, name, short string) *cobra.Command {
 		if ctx == nil { // cobra's help command does not pass one on
 			ctx = context.Background()
 		}
+		if name == "kernels" {
+			if args, err = kernelsSpecArgs(ctx, args); err != nil {
+				return err
+			}
+		}
 		return toolcmd.Exec(ctx, path, append([]string{name}, args...), cmd.OutOrStdout(), cmd.ErrOrStderr())
 	}
 	cmd := &cobra.Command{
@@ -57,4 +66,59 @@ func newToolCmd(plugin, name, short string) *cobra.Command {
 		}
 	})
 	return cmd
+}
+
+// kernelsSpecArgs does the host's part of evalrun kernels --spec SPEC: it
+// reads and plans the spec here (the plugin links no host package) and hands
+// the rknn plugin the model the run's rknn backend loads and the run's Eval
+// calls as --model M --tokens T:O,...; other arguments pass unchanged.
+func kernelsSpecArgs(ctx context.Context, args []string) ([]string, error) {
+	var specPath string
+	var rest []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "-h" || a == "--help":
+			return args, nil
+		case a == "--spec" && i+1 < len(args):
+			specPath = args[i+1]
+			i++
+		case strings.HasPrefix(a, "--spec="):
+			specPath = strings.TrimPrefix(a, "--spec=")
+		case a == "--model" || a == "-m" || a == "--tokens" || strings.HasPrefix(a, "--model=") || strings.HasPrefix(a, "--tokens="):
+			if slices.Contains(args, "--spec") || slices.ContainsFunc(args, func(s string) bool { return strings.HasPrefix(s, "--spec=") }) {
+				return nil, usageErr("--spec gives the model and the token counts: leave out --model and --tokens")
+			}
+			rest = append(rest, a)
+		default:
+			rest = append(rest, a)
+		}
+	}
+	if specPath == "" {
+		return args, nil
+	}
+	s, err := spec.Load(ctx, specPath)
+	if err != nil {
+		return nil, usageErr("--spec: %w", err)
+	}
+	p, err := plan.New(ctx, s)
+	if err != nil {
+		return nil, usageErr("--spec: %w", err)
+	}
+	model := s.Model.Path
+	for _, b := range s.Backends() {
+		if b.Plugin == "rknn" && b.Model != "" {
+			model = b.Model
+			break
+		}
+	}
+	evals, err := p.Batches()
+	if err != nil {
+		return nil, usageErr("--spec: %w", err)
+	}
+	tokens := make([]string, len(evals))
+	for i, e := range evals {
+		tokens[i] = fmt.Sprintf("%d:%d", e.Tokens, e.Outputs)
+	}
+	return append(rest, "--model", model, "--tokens", strings.Join(tokens, ",")), nil
 }

@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/evalrun/evalrun/backend"
+	"github.com/evalrun/evalrun/internal/exitcode"
 	"github.com/evalrun/evalrun/pipeline"
 	"github.com/evalrun/evalrun/pipeline/plan"
 	"github.com/evalrun/evalrun/pipeline/runcompare"
@@ -49,7 +49,7 @@ func loadBaseline(path string, gates *verdict.RelativeGates) (*runcompare.Run, e
 
 // runErr maps an error of pipeline.Run or Validate to an exit code.
 func runErr(cmd *cobra.Command, err error) error {
-	var ie *backend.InputError
+	var ie *exitcode.InputError
 	if errors.As(err, &ie) {
 		return inputOrInterrupted(cmd.Context(), err)
 	}

@@ -3,7 +3,7 @@
 // generate, evalrun ops (the host runs the binary with Exec, the arguments
 // passed on and the exit code back), so they speak as evalrun (Run):
 // messages start "evalrun:", the root is called evalrun in usage lines, and
-// the exit codes are backend.Exit*.
+// the exit codes are exitcode.*.
 package toolcmd
 
 import (
@@ -19,8 +19,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/evalrun/evalrun/backend"
 	"github.com/evalrun/evalrun/internal/atomicfile"
+	"github.com/evalrun/evalrun/internal/exitcode"
 )
 
 // Error carries one of backend's exit codes out of a command. Err is nil
@@ -41,11 +41,11 @@ func (e *Error) Unwrap() error { return e.Err }
 
 // UsageErr is bad input: a flag, an argument, a file (exit 2).
 func UsageErr(format string, args ...any) error {
-	return &Error{backend.ExitBadInput, fmt.Errorf(format, args...)}
+	return &Error{exitcode.BadInput, fmt.Errorf(format, args...)}
 }
 
 // BackendErr is a failure to compute (exit 3).
-func BackendErr(err error) error { return &Error{backend.ExitBackend, err} }
+func BackendErr(err error) error { return &Error{exitcode.Backend, err} }
 
 // interruptGrace is how long a command has, after SIGINT or SIGTERM, to
 // stop by itself (its context is cancelled) before Run ends the process.
@@ -92,7 +92,7 @@ func Run(args []string, cmds ...*cobra.Command) (code int, ran bool) {
 		if AwaitInterruption(sigs, interruptGrace, func(os.Signal) { cancel() }, done) && ending.TryLock() {
 			atomicfile.RemoveTemporaries()
 			fmt.Fprintf(os.Stderr, "evalrun: %s: interrupted\n", args[0])
-			os.Exit(backend.ExitBackend)
+			os.Exit(exitcode.Backend)
 		}
 	}()
 
@@ -100,7 +100,7 @@ func Run(args []string, cmds ...*cobra.Command) (code int, ran bool) {
 	stopped := ctx.Err() != nil // before a late signal can change it
 	ending.Lock()               // a forced exit under way ends the process here
 	if err == nil {
-		return backend.ExitPass, true
+		return exitcode.Pass, true
 	}
 	// A command that stopped on its context's end is interrupted; one that
 	// finished anyway keeps its result (a gate failure, a full disk).
@@ -112,7 +112,7 @@ func Run(args []string, cmds ...*cobra.Command) (code int, ran bool) {
 	if errors.As(err, &e) {
 		return e.Code, true
 	}
-	return backend.ExitBadInput, true // cobra's own: unknown flag, missing argument
+	return exitcode.BadInput, true // cobra's own: unknown flag, missing argument
 }
 
 // interruptSignals are the signals Run catches.

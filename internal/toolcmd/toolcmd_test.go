@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/evalrun/evalrun/backend"
+	"github.com/evalrun/evalrun/internal/exitcode"
 )
 
 // tool is a command whose outcome is chosen by its --fail flag.
@@ -23,7 +23,7 @@ func tool(stderr *bytes.Buffer) *cobra.Command {
 			case "backend":
 				return BackendErr(errors.New("decode: out of memory"))
 			case "gate":
-				return &Error{backend.ExitGateFailed, errors.New("2 of 36 ops failed")}
+				return &Error{exitcode.GateFailed, errors.New("2 of 36 ops failed")}
 			case "plain":
 				return errors.New("something else")
 			}
@@ -41,13 +41,13 @@ func TestRunExitCodesAndMessages(t *testing.T) {
 		code   int
 		stderr string
 	}{
-		{[]string{"tool"}, backend.ExitPass, ""},
-		{[]string{"tool", "--fail", "usage"}, backend.ExitBadInput, "evalrun: --model: x.txt is not a GGUF file\n"},
-		{[]string{"tool", "--fail", "backend"}, backend.ExitBackend, "evalrun: decode: out of memory\n"},
-		{[]string{"tool", "--fail", "gate"}, backend.ExitGateFailed, "evalrun: 2 of 36 ops failed\n"},
-		{[]string{"tool", "--fail", "plain"}, backend.ExitBadInput, "evalrun: something else\n"},
-		{[]string{"tool", "--bogus"}, backend.ExitBadInput, "evalrun: unknown flag: --bogus (see 'evalrun tool --help')\n"},
-		{[]string{"tool", "extra"}, backend.ExitBadInput, "evalrun: unknown command \"extra\" for \"evalrun tool\"\n"},
+		{[]string{"tool"}, exitcode.Pass, ""},
+		{[]string{"tool", "--fail", "usage"}, exitcode.BadInput, "evalrun: --model: x.txt is not a GGUF file\n"},
+		{[]string{"tool", "--fail", "backend"}, exitcode.Backend, "evalrun: decode: out of memory\n"},
+		{[]string{"tool", "--fail", "gate"}, exitcode.GateFailed, "evalrun: 2 of 36 ops failed\n"},
+		{[]string{"tool", "--fail", "plain"}, exitcode.BadInput, "evalrun: something else\n"},
+		{[]string{"tool", "--bogus"}, exitcode.BadInput, "evalrun: unknown flag: --bogus (see 'evalrun tool --help')\n"},
+		{[]string{"tool", "extra"}, exitcode.BadInput, "evalrun: unknown command \"extra\" for \"evalrun tool\"\n"},
 	} {
 		var stderr bytes.Buffer
 		code, ran := Run(c.args, tool(&stderr))

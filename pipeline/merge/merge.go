@@ -9,8 +9,8 @@ import (
 	"reflect"
 	"time"
 
-	"github.com/evalrun/evalrun/backend"
 	"github.com/evalrun/evalrun/internal/atomicfile"
+	"github.com/evalrun/evalrun/internal/exitcode"
 	"github.com/evalrun/evalrun/pipeline/diag"
 	"github.com/evalrun/evalrun/pipeline/digest"
 	"github.com/evalrun/evalrun/pipeline/shard"
@@ -36,7 +36,7 @@ type Options struct {
 // in plan order, so summary.json equals an unsharded run's except for
 // timings and run ids, and prompts.jsonl holds the same lines. Shards of
 // different specs or plugin versions, duplicate shards and (unless
-// AllowPartial) missing shards are refused with an *backend.InputError naming them.
+// AllowPartial) missing shards are refused with an *exitcode.InputError naming them.
 func Run(opt Options) (*summary.Summary, error) {
 	now := opt.Now
 	if now == nil {
@@ -46,34 +46,34 @@ func Run(opt Options) (*summary.Summary, error) {
 	for _, dir := range opt.Dirs {
 		f, err := shard.Read(dir)
 		if err != nil {
-			return nil, &backend.InputError{Err: err}
+			return nil, &exitcode.InputError{Err: err}
 		}
 		files = append(files, f)
 	}
 	set, err := shard.Collect(files, opt.AllowPartial)
 	if err != nil {
-		return nil, &backend.InputError{Err: err}
+		return nil, &exitcode.InputError{Err: err}
 	}
 	sums := map[*shard.File]*summary.Summary{}
 	for _, f := range files {
 		s, err := summary.Read(filepath.Join(f.Dir, "summary.json"))
 		if err != nil {
-			return nil, &backend.InputError{Err: err}
+			return nil, &exitcode.InputError{Err: err}
 		}
 		if s.Run.Shard == nil || s.Run.Shard.SpecDigest != f.Manifest.SpecDigest || s.Run.Shard.Shard != f.Manifest.Shard {
-			return nil, backend.BadInput("%s: summary.json and %s are not of the same shard", f.Dir, shard.FileName)
+			return nil, exitcode.Input("%s: summary.json and %s are not of the same shard", f.Dir, shard.FileName)
 		}
 		sums[f] = s
 	}
 	for _, b := range set.Manifest.Backends {
 		if rel := b.Gates.BaselineRun(); len(rel) > 0 && opt.RelativeGates == nil {
-			return nil, backend.BadInput("backend %s: gate %s compares with a baseline run: give the merge a --baseline", b.Name, rel[0].Name)
+			return nil, exitcode.Input("backend %s: gate %s compares with a baseline run: give the merge a --baseline", b.Name, rel[0].Name)
 		}
 	}
 	first := sums[set.Files[0]]
 	for _, f := range set.Files[1:] {
 		if err := samePlugins(first, sums[f], set.Files[0].Dir, f.Dir); err != nil {
-			return nil, &backend.InputError{Err: err}
+			return nil, &exitcode.InputError{Err: err}
 		}
 	}
 	if err := summary.CheckDir(opt.OutDir, false); err != nil {

@@ -9,32 +9,26 @@ import (
 	"github.com/evalrun/evalrun/pipeline/spec"
 )
 
-// Batch is one kind of forward pass a run makes: Tokens fed at once, the
-// last Outputs of them with logits (the last layer's FFN and the output
-// head only run on those).
+// Batch is one kind of Eval call a run makes: Tokens fed at once, the last
+// Outputs of them with logits (the last layer's FFN and the output head
+// only run on those).
 type Batch struct{ Tokens, Outputs int }
 
-// Batches lists the distinct forward passes a run of the plan makes on an
-// engine plugin that decodes at most evalBatch tokens per pass: score
+// Batches lists the distinct Eval calls a run of the plan makes: score
 // chunks (n_ctx−1 tokens, logits from n_ctx/2), prompt prefills (logits for
 // the last token) and generate steps, and the bench's prompt chunks and
-// single tokens. A kernel list written for them names exactly the matmul
-// shapes the run executes (evalrun kernels --spec).
-func (p *Plan) Batches(evalBatch int) ([]Batch, error) {
+// single tokens. A plugin splits a call into the forward passes it decodes
+// at once; a kernel list written for those names exactly the matmul shapes
+// the run executes (evalrun kernels --spec hands these to the rknn plugin).
+func (p *Plan) Batches() ([]Batch, error) {
 	var out []Batch
 	add := func(b Batch) {
 		if b.Tokens > 0 && !slices.Contains(out, b) {
 			out = append(out, b)
 		}
 	}
-	// split is an Eval of n tokens with logits from row from, decoded in
-	// passes of at most evalBatch tokens.
-	split := func(n, from int) {
-		for lo := 0; lo < n; lo += evalBatch {
-			hi := min(lo+evalBatch, n)
-			add(Batch{hi - lo, hi - max(lo, min(from, hi))})
-		}
-	}
+	// split is an Eval of n tokens with logits from row from.
+	split := func(n, from int) { add(Batch{n, n - from}) }
 	nCtxs := map[int]bool{}
 	if path := p.Spec.Reference.KLDBase; path != "" {
 		b, err := kldbase.Open(path)

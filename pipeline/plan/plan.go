@@ -16,6 +16,7 @@ import (
 	"github.com/evalrun/evalrun/engine/gguf"
 	"github.com/evalrun/evalrun/engine/tokenizer"
 	"github.com/evalrun/evalrun/internal/atomicfile"
+	"github.com/evalrun/evalrun/internal/exitcode"
 	"github.com/evalrun/evalrun/internal/filehash"
 	"github.com/evalrun/evalrun/pipeline/dataset"
 	"github.com/evalrun/evalrun/pipeline/kldbase"
@@ -58,7 +59,7 @@ type Prompt struct {
 // New checks the model (sha256, hyperparameters and tensors, special
 // token ids, that every backend's model override has its vocabulary),
 // tokenizes every dataset once and checks every size against the model's
-// context. Every error is an *backend.InputError; a cancelled ctx returns its error.
+// context. Every error is an *exitcode.InputError; a cancelled ctx returns its error.
 func New(ctx context.Context, s *spec.Spec) (*Plan, error) {
 	p := &Plan{Spec: s, BOS: -1}
 	tok, err := p.openModel(ctx)
@@ -81,7 +82,7 @@ func New(ctx context.Context, s *spec.Spec) (*Plan, error) {
 	}
 	for i, d := range s.Datasets {
 		if d.Mode == spec.ModeScore && d.NCtx > p.NCtxTrain {
-			return nil, &backend.InputError{Err: s.Err(fmt.Sprintf("datasets[%d].n_ctx", i), "%d exceeds the model's context_length %d", d.NCtx, p.NCtxTrain)}
+			return nil, &exitcode.InputError{Err: s.Err(fmt.Sprintf("datasets[%d].n_ctx", i), "%d exceeds the model's context_length %d", d.NCtx, p.NCtxTrain)}
 		}
 		dp := Dataset{Dataset: d}
 		if err := p.tokenize(ctx, tok, &dp); err != nil {
@@ -90,12 +91,12 @@ func New(ctx context.Context, s *spec.Spec) (*Plan, error) {
 		p.Datasets = append(p.Datasets, dp)
 	}
 	if b := s.Bench; b.Enabled && b.NPrompt+b.NGen > p.NCtxTrain {
-		return nil, &backend.InputError{Err: s.Err("bench.n_prompt", "n_prompt %d + n_gen %d exceed the model's context_length %d", b.NPrompt, b.NGen, p.NCtxTrain)}
+		return nil, &exitcode.InputError{Err: s.Err("bench.n_prompt", "n_prompt %d + n_gen %d exceed the model's context_length %d", b.NPrompt, b.NGen, p.NCtxTrain)}
 	}
 	if need := p.longestPass(); need > 0 {
 		for _, b := range s.Backends() {
 			if n, ok := backendCtx[b.Key]; ok && n < need {
-				return nil, &backend.InputError{Err: s.Err(b.Key+".model", "%s: context_length %d, but the run feeds %d positions", b.Model, n, need)}
+				return nil, &exitcode.InputError{Err: s.Err(b.Key+".model", "%s: context_length %d, but the run feeds %d positions", b.Model, n, need)}
 			}
 		}
 	}
@@ -113,24 +114,24 @@ func (p *Plan) openModel(ctx context.Context) (*tokenizer.Tokenizer, error) {
 		return nil, inputOr(ctx, err, "model: %v", err)
 	}
 	if want := p.Spec.Model.SHA256; want != "" && sum != want {
-		return nil, &backend.InputError{Err: p.Spec.Err("model.sha256", "%s has sha256 %s", path, sum)}
+		return nil, &exitcode.InputError{Err: p.Spec.Err("model.sha256", "%s has sha256 %s", path, sum)}
 	}
 	f, err := gguf.Open(path)
 	if err != nil {
-		return nil, &backend.InputError{Err: err}
+		return nil, &exitcode.InputError{Err: err}
 	}
 	defer f.Close()
 	arch, nCtxTrain, err := f.ArchContext()
 	if err != nil {
-		return nil, &backend.InputError{Err: fmt.Errorf("model %w", err)}
+		return nil, &exitcode.InputError{Err: fmt.Errorf("model %w", err)}
 	}
 	tok, err := tokenizer.FromGGUF(f)
 	if err != nil {
-		return nil, backend.BadInput("model %s: %v", path, err)
+		return nil, exitcode.Input("model %s: %v", path, err)
 	}
 	n := tok.VocabSize()
 	if err := checkSpecialIDs(f, n); err != nil {
-		return nil, backend.BadInput("model %s: %v", path, err)
+		return nil, exitcode.Input("model %s: %v", path, err)
 	}
 	p.Model = summary.ModelSummary{Path: path, SHA256: sum, Arch: arch, NParams: int64(f.NParams()), NVocab: n, SizeBytes: f.Size}
 	p.NCtxTrain = nCtxTrain
@@ -148,12 +149,12 @@ func checkSpecialIDs(f *gguf.File, n int) error {
 	return nil
 }
 
-// inputOr is an backend.InputError, or ctx's error when the run was interrupted.
+// inputOr is an exitcode.InputError, or ctx's error when the run was interrupted.
 func inputOr(ctx context.Context, err error, format string, args ...any) error {
 	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 		return err
 	}
-	return backend.BadInput(format, args...)
+	return exitcode.Input(format, args...)
 }
 
 // checkSameVocab refuses a backend model override whose vocabulary differs
@@ -161,11 +162,11 @@ func inputOr(ctx context.Context, err error, format string, args ...any) error {
 // compared position by position. (Its plugin checks the rest at Validate.)
 func checkSameVocab(s *spec.Spec, tok *tokenizer.Tokenizer, b spec.Backend) (nCtxTrain int, err error) {
 	bad := func(format string, args ...any) error {
-		return &backend.InputError{Err: s.Err(b.Key+".model", "%s: "+format, append([]any{b.Model}, args...)...)}
+		return &exitcode.InputError{Err: s.Err(b.Key+".model", "%s: "+format, append([]any{b.Model}, args...)...)}
 	}
 	f, err := gguf.Open(b.Model)
 	if err != nil {
-		return 0, &backend.InputError{Err: s.Err(b.Key+".model", "%v", err)}
+		return 0, &exitcode.InputError{Err: s.Err(b.Key+".model", "%v", err)}
 	}
 	defer f.Close()
 	_, nCtxTrain, err = f.ArchContext()
@@ -197,7 +198,7 @@ func (p *Plan) tokenize(ctx context.Context, tok *tokenizer.Tokenizer, d *Datase
 	}
 	r, err := dataset.Open(d.Path)
 	if err != nil {
-		return &backend.InputError{Err: err}
+		return &exitcode.InputError{Err: err}
 	}
 	defer r.Close()
 	nVocab := int32(tok.VocabSize())
@@ -210,7 +211,7 @@ func (p *Plan) tokenize(ctx context.Context, tok *tokenizer.Tokenizer, d *Datase
 			break
 		}
 		if err != nil {
-			return &backend.InputError{Err: err}
+			return &exitcode.InputError{Err: err}
 		}
 		ids := rec.Tokens
 		if ids == nil {
@@ -218,7 +219,7 @@ func (p *Plan) tokenize(ctx context.Context, tok *tokenizer.Tokenizer, d *Datase
 		}
 		for _, id := range ids {
 			if id < 0 || id >= nVocab {
-				return backend.BadInput("%s:%d: token %d is outside the vocabulary (0..%d)", d.Path, rec.Line, id, nVocab-1)
+				return exitcode.Input("%s:%d: token %d is outside the vocabulary (0..%d)", d.Path, rec.Line, id, nVocab-1)
 			}
 		}
 		d.Records++
@@ -228,19 +229,19 @@ func (p *Plan) tokenize(ctx context.Context, tok *tokenizer.Tokenizer, d *Datase
 			d.Stream = append(d.Stream, ids...)
 		case spec.ModeGenerate:
 			if len(ids) == 0 {
-				return backend.BadInput("%s:%d: record %q has no tokens to generate from", d.Path, rec.Line, rec.ID)
+				return exitcode.Input("%s:%d: record %q has no tokens to generate from", d.Path, rec.Line, rec.ID)
 			}
 			if len(ids)+d.MaxNewTokens > p.NCtxTrain {
-				return backend.BadInput("%s:%d: record %q: %d prompt tokens + max_new_tokens %d exceed the model's context_length %d", d.Path, rec.Line, rec.ID, len(ids), d.MaxNewTokens, p.NCtxTrain)
+				return exitcode.Input("%s:%d: record %q: %d prompt tokens + max_new_tokens %d exceed the model's context_length %d", d.Path, rec.Line, rec.ID, len(ids), d.MaxNewTokens, p.NCtxTrain)
 			}
 			d.Prompts = append(d.Prompts, Prompt{Dataset: d.Name, ID: rec.ID, Tokens: ids, MaxNew: d.MaxNewTokens})
 		}
 	}
 	if d.Records == 0 {
-		return backend.BadInput("dataset %s (%s): no records", d.Name, d.Path)
+		return exitcode.Input("dataset %s (%s): no records", d.Name, d.Path)
 	}
 	if d.Mode == spec.ModeScore && len(d.Stream) < d.NCtx {
-		return backend.BadInput("dataset %s (%s): %d tokens, fewer than n_ctx %d: nothing to score", d.Name, d.Path, len(d.Stream), d.NCtx)
+		return exitcode.Input("dataset %s (%s): %d tokens, fewer than n_ctx %d: nothing to score", d.Name, d.Path, len(d.Stream), d.NCtx)
 	}
 	return nil
 }
@@ -260,11 +261,11 @@ func (p *Plan) checkOutputs() error {
 		}
 		key := b.Key + ".output.kld_base"
 		if p.Spec.Reference.KLDBase == "" && nScore != 1 {
-			return &backend.InputError{Err: p.Spec.Err(key, "needs exactly one score dataset (a kld-base file holds one token stream with one n_ctx), the spec has %d", nScore)}
+			return &exitcode.InputError{Err: p.Spec.Err(key, "needs exactly one score dataset (a kld-base file holds one token stream with one n_ctx), the spec has %d", nScore)}
 		}
 		f, err := atomicfile.Create(b.Output.KLDBase)
 		if err != nil {
-			return &backend.InputError{Err: p.Spec.Err(key, "cannot write %s: %v", b.Output.KLDBase, strings.TrimPrefix(err.Error(), b.Output.KLDBase+": "))}
+			return &exitcode.InputError{Err: p.Spec.Err(key, "cannot write %s: %v", b.Output.KLDBase, strings.TrimPrefix(err.Error(), b.Output.KLDBase+": "))}
 		}
 		f.Abort()
 	}

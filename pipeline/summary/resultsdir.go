@@ -6,8 +6,8 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/evalrun/evalrun/backend"
 	"github.com/evalrun/evalrun/internal/atomicfile"
+	"github.com/evalrun/evalrun/internal/exitcode"
 	"github.com/evalrun/evalrun/pipeline/shard"
 )
 
@@ -24,13 +24,13 @@ func CheckDir(dir string, force bool) error {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil
 	case err != nil:
-		return backend.BadInput("results directory: %v", err)
+		return exitcode.Input("results directory: %v", err)
 	case !st.IsDir():
-		return backend.BadInput("results directory %s: exists and is not a directory", dir)
+		return exitcode.Input("results directory %s: exists and is not a directory", dir)
 	}
 	for _, f := range resultFiles {
 		if _, err := os.Stat(filepath.Join(dir, f)); err == nil && !force {
-			return backend.BadInput("results directory %s holds the results of an earlier run (%s): choose another --out, or --force to overwrite them (--resume continues an interrupted run)", dir, f)
+			return exitcode.Input("results directory %s holds the results of an earlier run (%s): choose another --out, or --force to overwrite them (--resume continues an interrupted run)", dir, f)
 		}
 	}
 	return nil
@@ -40,11 +40,11 @@ func CheckDir(dir string, force bool) error {
 // run; with force it then removes an earlier run's results.
 func OpenDir(dir string, force bool) (unlock func(), err error) {
 	if err := os.MkdirAll(dir, 0o777); err != nil {
-		return nil, backend.BadInput("results directory: %v", err)
+		return nil, exitcode.Input("results directory: %v", err)
 	}
 	unlock, err = atomicfile.LockDir(dir)
 	if err != nil {
-		return nil, backend.BadInput("results directory %s: %v (another evalrun is writing there)", dir, err)
+		return nil, exitcode.Input("results directory %s: %v (another evalrun is writing there)", dir, err)
 	}
 	for _, f := range resultFiles {
 		if !force {
@@ -52,7 +52,7 @@ func OpenDir(dir string, force bool) (unlock func(), err error) {
 		}
 		if err := os.Remove(filepath.Join(dir, f)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			unlock()
-			return nil, backend.BadInput("results directory %s: --force: %v", dir, err)
+			return nil, exitcode.Input("results directory %s: --force: %v", dir, err)
 		}
 	}
 	return unlock, nil

@@ -39,7 +39,7 @@ const (
 	StatusSkipped = "skipped" // not run (e.g. the reference could not run)
 )
 
-// Verdict statuses; their exit codes are backend.ExitPass, ExitGateFailed
+// Verdict statuses; their exit codes are exitcode.Pass, ExitGateFailed
 // and ExitBackend.
 const (
 	VerdictPass = "pass" // exit 0

@@ -3,7 +3,7 @@ package verdict
 import (
 	"fmt"
 
-	"github.com/evalrun/evalrun/backend"
+	"github.com/evalrun/evalrun/internal/exitcode"
 	"github.com/evalrun/evalrun/pipeline/diag"
 	"github.com/evalrun/evalrun/pipeline/spec"
 	"github.com/evalrun/evalrun/pipeline/summary"
@@ -113,14 +113,14 @@ func (v *Builder) Note(reason string) { v.reasons = append(v.reasons, reason) }
 func (v *Builder) Result() summary.Verdict {
 	switch {
 	case v.errorSeen:
-		return summary.Verdict{Status: summary.VerdictError, ExitCode: backend.ExitBackend, Reasons: v.reasons}
+		return summary.Verdict{Status: summary.VerdictError, ExitCode: exitcode.Backend, Reasons: v.reasons}
 	case v.gateFailed:
-		return summary.Verdict{Status: summary.VerdictFail, ExitCode: backend.ExitGateFailed, Reasons: v.reasons}
+		return summary.Verdict{Status: summary.VerdictFail, ExitCode: exitcode.GateFailed, Reasons: v.reasons}
 	case !v.gated:
 		reasons := append(v.reasons, "no gates configured: every backend ran, but no limit was checked (set gates: in the spec)")
-		return summary.Verdict{Status: summary.VerdictNoGates, ExitCode: backend.ExitPass, Reasons: reasons}
+		return summary.Verdict{Status: summary.VerdictNoGates, ExitCode: exitcode.Pass, Reasons: reasons}
 	default:
-		return summary.Verdict{Status: summary.VerdictPass, ExitCode: backend.ExitPass, Reasons: v.reasons}
+		return summary.Verdict{Status: summary.VerdictPass, ExitCode: exitcode.Pass, Reasons: v.reasons}
 	}
 }
 

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/evalrun/evalrun/backend"
+	"github.com/evalrun/evalrun/internal/exitcode"
 	"github.com/evalrun/evalrun/pipeline/metrics"
 	"github.com/evalrun/evalrun/pipeline/spec"
 	"github.com/evalrun/evalrun/pipeline/summary"
@@ -69,7 +69,7 @@ func TestBuilderIncomplete(t *testing.T) {
 		if got.Status != tc.want || bs.Pass != (tc.want != summary.VerdictFail) {
 			t.Errorf("planned %d: verdict %s (pass %v), want %s; reasons %q", tc.planned, got.Status, bs.Pass, tc.want, got.Reasons)
 		}
-		if tc.want == summary.VerdictFail && (got.ExitCode != backend.ExitGateFailed || !strings.Contains(strings.Join(got.Reasons, "\n"), "only 3 of 4 positions")) {
+		if tc.want == summary.VerdictFail && (got.ExitCode != exitcode.GateFailed || !strings.Contains(strings.Join(got.Reasons, "\n"), "only 3 of 4 positions")) {
 			t.Errorf("incomplete: exit %d, reasons %q", got.ExitCode, got.Reasons)
 		}
 	}

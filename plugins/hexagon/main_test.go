@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/evalrun/evalrun/backend"
+	"github.com/evalrun/evalrun/internal/exitcode"
 	"github.com/evalrun/evalrun/internal/testkit"
 	"github.com/evalrun/evalrun/plugins/enginebackend"
 	"github.com/evalrun/evalrun/plugins/hexagon/htp"
@@ -140,8 +141,8 @@ func TestRunRefusesBadOptions(t *testing.T) {
 		cmd := exec.Command(filepath.Join(binDir, "evalrun"), "run", path, "--out", filepath.Join(dir, "out"))
 		out, err := cmd.CombinedOutput()
 		var ee *exec.ExitError
-		if !errors.As(err, &ee) || ee.ExitCode() != backend.ExitBadInput || !strings.Contains(string(out), c.want) {
-			t.Errorf("%s: exit %v, want %d with %q; output:\n%s", c.options, err, backend.ExitBadInput, c.want, out)
+		if !errors.As(err, &ee) || ee.ExitCode() != exitcode.BadInput || !strings.Contains(string(out), c.want) {
+			t.Errorf("%s: exit %v, want %d with %q; output:\n%s", c.options, err, exitcode.BadInput, c.want, out)
 		}
 	}
 }

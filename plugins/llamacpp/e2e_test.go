@@ -16,6 +16,7 @@ import (
 	"github.com/evalrun/evalrun/engine/ggml"
 	"github.com/evalrun/evalrun/engine/gguf"
 	"github.com/evalrun/evalrun/engine/synth"
+	"github.com/evalrun/evalrun/internal/exitcode"
 	"github.com/evalrun/evalrun/pipeline"
 	"github.com/evalrun/evalrun/pipeline/plan"
 	"github.com/evalrun/evalrun/pipeline/report"
@@ -87,8 +88,8 @@ output: {dir: ` + filepath.Join(tmp, "results") + `, formats: [json, md]}
 	if abort.Status != summary.StatusCrashed || !strings.Contains(abort.Error, "GGML_ASSERT") {
 		t.Errorf("aborting libllama: status %s, error %q; want crashed with the library's GGML_ASSERT message", abort.Status, abort.Error)
 	}
-	if sum.Verdict.ExitCode != backend.ExitBackend {
-		t.Errorf("exit code %d, want %d", sum.Verdict.ExitCode, backend.ExitBackend)
+	if sum.Verdict.ExitCode != exitcode.Backend {
+		t.Errorf("exit code %d, want %d", sum.Verdict.ExitCode, exitcode.Backend)
 	}
 }
 
@@ -276,7 +277,7 @@ output: {dir: ` + filepath.Join(tmp, "results") + `, formats: [json]}
 
 			p = write("cpu", `  - {name: cpu, plugin: cpu}`)
 			_, err = pipeline.Validate(context.Background(), p, pipeline.Options{PluginDir: pluginDir, Stderr: &stderr})
-			var in *backend.InputError
+			var in *exitcode.InputError
 			if !errors.As(err, &in) || !strings.Contains(err.Error(), model) || !strings.Contains(err.Error(), `unsupported architecture "`+arch+`"`) {
 				t.Errorf("a cpu backend on %s: %v; want an input error naming the model and the architecture", arch, err)
 			}

@@ -1,18 +1,15 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/evalrun/evalrun/backend"
 	"github.com/evalrun/evalrun/engine"
+	"github.com/evalrun/evalrun/internal/exitcode"
 	"github.com/evalrun/evalrun/internal/toolcmd"
-	"github.com/evalrun/evalrun/pipeline/plan"
-	"github.com/evalrun/evalrun/pipeline/spec"
 	"github.com/evalrun/evalrun/plugins/enginebackend"
 	"github.com/evalrun/evalrun/plugins/rknn/kernels"
 	"github.com/evalrun/evalrun/plugins/rknn/opscheck"
@@ -22,7 +19,7 @@ import (
 // evalrun kernels and evalrun ops, which pass their arguments on).
 func tools() []*cobra.Command { return []*cobra.Command{newKernelsCmd(), newOpsCmd()} }
 
-// parseBatchSizes reads --tokens "1,128": positive batch sizes.
+// parseBatchSizes reads ops' --tokens "1,128": positive batch sizes.
 func parseBatchSizes(s string) ([]int, error) {
 	var ts []int
 	for _, f := range strings.Split(s, ",") {
@@ -33,6 +30,25 @@ func parseBatchSizes(s string) ([]int, error) {
 		ts = append(ts, t)
 	}
 	return ts, nil
+}
+
+// parseEvals reads --tokens "1,128" or "127:64,1": Eval calls of T tokens,
+// the last O of them with logits (all T without :O).
+func parseEvals(s string) ([]kernels.Batch, error) {
+	var out []kernels.Batch
+	for _, f := range strings.Split(s, ",") {
+		ts, os, hasOutputs := strings.Cut(strings.TrimSpace(f), ":")
+		t, err := strconv.Atoi(ts)
+		o := t
+		if err == nil && hasOutputs {
+			o, err = strconv.Atoi(os)
+		}
+		if err != nil || t <= 0 || o <= 0 || o > t {
+			return nil, toolcmd.UsageErr("--tokens: %q is not a token count T or T:O with 0 < O <= T logit rows (want e.g. 1,128 or 127:64)", f)
+		}
+		out = append(out, kernels.Batch{Tokens: t, Outputs: o})
+	}
+	return out, nil
 }
 
 // parseOps reads --ops "ffn_up,ffn_gate": base names of weight matmuls.
@@ -53,7 +69,7 @@ func parseOps(s string) ([]string, error) {
 func newKernelsCmd() *cobra.Command {
 	var model, tokens, ops, out, specPath string
 	cmd := &cobra.Command{
-		Use:   "kernels (--spec SPEC | --model M [--tokens 1[,128]]) [--ops ffn_up,ffn_gate,...] [--out FILE]",
+		Use:   "kernels (--spec SPEC | --model M [--tokens 1[,128|,T:O]]) [--ops ffn_up,ffn_gate,...] [--out FILE]",
 		Short: "Write the llama.cpp RKNN backend's kernel list (mat_kernel_size.json) for a model",
 		Long: `kernels lists every weight matmul the model runs for the given batch sizes
 (tokens per forward pass) as the llama.cpp RKNN backend's mat_kernel_size.json:
@@ -64,7 +80,11 @@ chunk of n_ctx evaluates n_ctx-1 tokens with logits from n_ctx/2 (the last
 layer's FFN and the output head run on those rows only), a generate prompt
 is prefilled with logits for its last token and continued one token at a
 time, and the bench runs its prompt in chunks of 512 and single tokens.
---tokens T lists passes of T tokens that all have logits.
+(evalrun kernels reads the spec and hands this command the model and those
+Eval calls as --model and --tokens.)
+--tokens T lists Eval calls of T tokens that all have logits, T:O calls
+whose last O tokens have logits; a call longer than 512 tokens is decoded
+in passes of 512, as the plugin does.
 --ops keeps only some matmuls (wqkv, Qcur, Vcur, Kcur, attn_out, ffn_gate,
 ffn_up, ffn_out, result_output; wqkv is a fused Q/K/V, and a fused FFN's
 ffn_up computes gate and up rows). The list is the rknn plugin's "kernels"
@@ -75,25 +95,17 @@ option.`,
 			if err != nil {
 				return err
 			}
-			var batches []kernels.Batch
 			switch {
-			case specPath != "" && (model != "" || cmd.Flags().Changed("tokens")):
-				return toolcmd.UsageErr("--spec gives the model and the token counts: leave out --model and --tokens")
 			case specPath != "":
-				if model, batches, err = specBatches(cmd.Context(), specPath); err != nil {
-					return toolcmd.UsageErr("--spec: %w", err)
-				}
+				return toolcmd.UsageErr("--spec is read by evalrun kernels, which plans the spec's run and passes --model and --tokens on: run evalrun kernels --spec %s", specPath)
 			case model == "":
 				return toolcmd.UsageErr("give --spec or --model")
-			default:
-				ts, err := parseBatchSizes(tokens)
-				if err != nil {
-					return err
-				}
-				for _, t := range ts {
-					batches = append(batches, kernels.Batch{Tokens: t, Outputs: t})
-				}
 			}
+			evals, err := parseEvals(tokens)
+			if err != nil {
+				return err
+			}
+			batches := kernels.Passes(evals, enginebackend.EvalBatch)
 			m, err := engine.Open(model, engine.Options{Threads: 1})
 			if err != nil {
 				return toolcmd.UsageErr("%v", err)
@@ -113,40 +125,10 @@ option.`,
 	}
 	cmd.Flags().StringVar(&specPath, "spec", "", "experiment spec whose run the list is for (model and token counts)")
 	cmd.Flags().StringVarP(&model, "model", "m", "", "GGUF model file")
-	cmd.Flags().StringVar(&tokens, "tokens", "1", "comma-separated batch sizes (tokens per forward pass)")
+	cmd.Flags().StringVar(&tokens, "tokens", "1", "comma-separated Eval calls: T tokens, or T:O with logits for the last O")
 	cmd.Flags().StringVar(&ops, "ops", "", "comma-separated ops to keep (default all)")
 	cmd.Flags().StringVarP(&out, "out", "o", "", "output file (default stdout)")
 	return cmd
-}
-
-// specBatches reads an experiment spec and returns the model its rknn
-// backend loads (the spec's model if none overrides it) and the forward
-// passes its run makes.
-func specBatches(ctx context.Context, path string) (string, []kernels.Batch, error) {
-	s, err := spec.Load(ctx, path)
-	if err != nil {
-		return "", nil, err
-	}
-	p, err := plan.New(ctx, s)
-	if err != nil {
-		return "", nil, err
-	}
-	model := s.Model.Path
-	for _, b := range s.Backends() {
-		if b.Plugin == "rknn" && b.Model != "" {
-			model = b.Model
-			break
-		}
-	}
-	bs, err := p.Batches(enginebackend.EvalBatch)
-	if err != nil {
-		return "", nil, err
-	}
-	out := make([]kernels.Batch, len(bs))
-	for i, b := range bs {
-		out[i] = kernels.Batch{Tokens: b.Tokens, Outputs: b.Outputs}
-	}
-	return model, out, nil
 }
 
 func newOpsCmd() *cobra.Command {
@@ -198,7 +180,7 @@ Exit status 1 when any op fails.`,
 				return toolcmd.UsageErr("%w", err)
 			}
 			if !rep.OK {
-				return &toolcmd.Error{Code: backend.ExitGateFailed, Err: fmt.Errorf("%d of %d ops failed", len(rep.Results)-rep.Passed, len(rep.Results))}
+				return &toolcmd.Error{Code: exitcode.GateFailed, Err: fmt.Errorf("%d of %d ops failed", len(rep.Results)-rep.Passed, len(rep.Results))}
 			}
 			return nil
 		},

@@ -6,10 +6,12 @@ package kernels
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/evalrun/evalrun/engine"
@@ -290,4 +292,22 @@ func rawOffset(data, raw []byte, from int64) int64 {
 		return from + int64(i)
 	}
 	return from
+}
+
+// Passes splits Eval calls into the forward passes an engine plugin decodes
+// them in (at most evalBatch tokens each, a call's logit rows falling in its
+// last passes), each pass once, smallest first.
+func Passes(evals []Batch, evalBatch int) []Batch {
+	var out []Batch
+	for _, e := range evals {
+		from := e.Tokens - e.Outputs // first row with logits
+		for lo := 0; lo < e.Tokens; lo += evalBatch {
+			hi := min(lo+evalBatch, e.Tokens)
+			if b := (Batch{hi - lo, hi - max(lo, min(from, hi))}); !slices.Contains(out, b) {
+				out = append(out, b)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b Batch) int { return cmp.Or(a.Tokens-b.Tokens, a.Outputs-b.Outputs) })
+	return out
 }
