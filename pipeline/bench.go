@@ -8,6 +8,7 @@ import (
 
 	"github.com/evalrun/evalrun/backend"
 	"github.com/evalrun/evalrun/pipeline/shard"
+	"github.com/evalrun/evalrun/pipeline/speedstat"
 	"github.com/evalrun/evalrun/pipeline/summary"
 )
 
@@ -126,7 +127,7 @@ func (m *benched) throughput(tests [2]backend.BenchRequest) *summary.Throughput 
 		if len(m.samples[i]) == 0 {
 			continue
 		}
-		bt := summary.NewBenchTest(req.NPrompt, req.NGen, m.samples[i])
+		bt := speedstat.NewBenchTest(req.NPrompt, req.NGen, m.samples[i])
 		bt.HostS = m.hostS[i]
 		if req.NGen > 0 {
 			t.TG = bt

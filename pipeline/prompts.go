@@ -12,7 +12,7 @@ import (
 // run digest.
 func (r *runner) addPrompt(rb *runBackend, p summary.PromptResult, h *digest.Hasher) {
 	d := h.Sum()
-	p.Prompt = &d
+	p.PromptDigest = &d
 	rb.digest.Add(p.Dataset, p.ID, d)
 	line, err := json.Marshal(p)
 	if err != nil {

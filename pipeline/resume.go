@@ -8,6 +8,7 @@ import (
 
 	"github.com/evalrun/evalrun/internal/atomicfile"
 	"github.com/evalrun/evalrun/internal/exitcode"
+	"github.com/evalrun/evalrun/pipeline/resultsdir"
 	"github.com/evalrun/evalrun/pipeline/shard"
 	"github.com/evalrun/evalrun/pipeline/summary"
 	"github.com/evalrun/evalrun/pipeline/verdict"
@@ -29,7 +30,7 @@ import (
 // another shard's directory, another spec's run and one another build of a
 // plugin made.
 func (r *runner) resumeFrom(dir string) error {
-	f, err := shard.Read(dir)
+	f, err := resultsdir.ReadUnits(dir)
 	if err != nil {
 		return exitcode.Input("--resume: nothing to resume: %v", err)
 	}
@@ -56,7 +57,7 @@ func (r *runner) resumeFrom(dir string) error {
 			}
 		}
 	}
-	records := map[string]shard.Record{}
+	records := map[string]resultsdir.Record{}
 	for _, rec := range f.Units {
 		records[rec.Unit] = rec
 	}
@@ -80,7 +81,7 @@ func (r *runner) resumeFrom(dir string) error {
 		for i, p := range prompts {
 			for _, rb := range r.backends() {
 				if rb.Name == p.Backend {
-					rb.digest.Add(p.Dataset, p.ID, *p.Prompt)
+					rb.digest.Add(p.Dataset, p.ID, *p.PromptDigest)
 				}
 			}
 			r.promptLog.WriteLine(rec.Prompts[i])
@@ -100,14 +101,14 @@ func (r *runner) resumeFrom(dir string) error {
 // finished the unit: each candidate's comparison of all its positions (by
 // backend) and every backend's prompts.jsonl line. A bench unit is always
 // run again (it is last in the plan and its figures are timings).
-func (r *runner) unitComplete(u shard.Unit, rec shard.Record) (cmps map[string]*verdict.Comparison, prompts []summary.PromptResult, ok bool) {
+func (r *runner) unitComplete(u shard.Unit, rec resultsdir.Record) (cmps map[string]*verdict.Comparison, prompts []summary.PromptResult, ok bool) {
 	if strings.HasPrefix(u.ID, shard.BenchUnit("")) || rec.Unit != u.ID {
 		return nil, nil, false
 	}
 	backends := map[string]bool{}
 	for _, l := range rec.Prompts {
 		var p summary.PromptResult
-		if json.Unmarshal(l, &p) != nil || p.Prompt == nil || shard.PromptUnit(p.Mode, p.Dataset, p.ID) != u.ID {
+		if json.Unmarshal(l, &p) != nil || p.PromptDigest == nil || shard.PromptUnit(p.Mode, p.Dataset, p.ID) != u.ID {
 			return nil, nil, false
 		}
 		backends[p.Backend] = true
@@ -136,8 +137,8 @@ func (r *runner) unitComplete(u shard.Unit, rec shard.Record) (cmps map[string]*
 // was writing (this run holds the directory's lock; its own are kept).
 func (r *runner) removeLeftovers(dir string) {
 	left := r.unitsOut.Leftovers(dir)
-	left = append(left, atomicfile.Leftovers(filepath.Join(dir, "prompts.jsonl"), r.promptLog.File())...)
-	left = append(left, atomicfile.Leftovers(filepath.Join(dir, "summary.json"))...)
+	left = append(left, atomicfile.Leftovers(filepath.Join(dir, resultsdir.PromptsFile), r.promptLog.File())...)
+	left = append(left, atomicfile.Leftovers(filepath.Join(dir, resultsdir.SummaryFile))...)
 	for _, name := range left {
 		if os.Remove(name) == nil {
 			r.log.Info("removed a killed run's temporary file", "file", name)

@@ -29,6 +29,7 @@ import (
 	"github.com/evalrun/evalrun/pipeline/kldbase"
 	"github.com/evalrun/evalrun/pipeline/plan"
 	"github.com/evalrun/evalrun/pipeline/refcache"
+	"github.com/evalrun/evalrun/pipeline/resultsdir"
 	"github.com/evalrun/evalrun/pipeline/shard"
 	"github.com/evalrun/evalrun/pipeline/spec"
 	"github.com/evalrun/evalrun/pipeline/speedstat"
@@ -88,7 +89,7 @@ func Run(ctx context.Context, p *plan.Plan, opt Options) (*Result, error) {
 	if opt.Resume && (opt.Force || opt.OutDir == "") {
 		return nil, exitcode.Input("--resume continues the run in --out: it needs --out, and does not go with --force")
 	}
-	if err := summary.CheckDir(outDir, opt.Force || opt.Resume); err != nil {
+	if err := resultsdir.Check(outDir, opt.Force || opt.Resume); err != nil {
 		return nil, err
 	}
 	sum := &summary.Summary{
@@ -109,7 +110,7 @@ func Run(ctx context.Context, p *plan.Plan, opt Options) (*Result, error) {
 	for _, w := range fewRepsWarnings(p.Spec) {
 		r.log.Warn(w)
 	}
-	unlock, err := summary.OpenDir(outDir, opt.Force)
+	unlock, err := resultsdir.Open(outDir, opt.Force)
 	if err != nil {
 		return nil, err
 	}
@@ -125,11 +126,11 @@ func Run(ctx context.Context, p *plan.Plan, opt Options) (*Result, error) {
 
 	res := &Result{Summary: r.sum, Dir: outDir}
 	// Every file is committed; the first error is reported.
-	err = cmp.Or(summary.Write(outDir, r.sum), r.promptLog.Commit(), r.unitsOut.Commit(!r.interrupted))
+	err = cmp.Or(resultsdir.WriteSummary(outDir, r.sum), r.promptLog.Commit(), r.unitsOut.Commit(!r.interrupted))
 	if err != nil {
 		return res, fmt.Errorf("writing results to %s: %w", outDir, err)
 	}
-	if err := summary.AppendIndex(outDir, r.sum); err != nil {
+	if err := resultsdir.AppendIndex(outDir, r.sum); err != nil {
 		return res, fmt.Errorf("results index: %w", err)
 	}
 	return res, nil
@@ -205,9 +206,9 @@ type runner struct {
 	mu        sync.Mutex
 	promptLog *atomicfile.Lines // prompts.jsonl, streamed
 
-	cache    *refcache.Cache // reference logits kept between runs; nil: none
-	owned    map[string]bool // a shard's units, or a resumed run's units left; nil: every unit
-	unitsOut *shard.Writer   // the units file
+	cache    *refcache.Cache    // reference logits kept between runs; nil: none
+	owned    map[string]bool    // a shard's units, or a resumed run's units left; nil: every unit
+	unitsOut *resultsdir.Writer // the units file
 
 	refTput     *summary.Throughput
 	problems    []string // run-level failures for the verdict (outputs not written)
@@ -230,7 +231,7 @@ type candidate struct {
 // backend.
 func (r *runner) openOutputs(ctx context.Context, outDir string) (err error) {
 	if formats := r.plan.Spec.Output.Formats; len(formats) == 0 || slices.Contains(formats, "jsonl") {
-		if r.promptLog, err = atomicfile.CreateLines(filepath.Join(outDir, "prompts.jsonl")); err != nil {
+		if r.promptLog, err = atomicfile.CreateLines(filepath.Join(outDir, resultsdir.PromptsFile)); err != nil {
 			return &exitcode.InputError{Err: fmt.Errorf("results directory %s: %w", outDir, err)}
 		}
 	}

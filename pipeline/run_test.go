@@ -357,13 +357,13 @@ func promptDigests(t *testing.T, dir string) map[string]map[string]digest.Prompt
 		if err := dec.Decode(&p); err != nil {
 			t.Fatal(err)
 		}
-		if p.Prompt == nil || p.Rows() == 0 {
+		if p.PromptDigest == nil || p.Rows() == 0 {
 			t.Fatalf("line without a digest: %+v", p)
 		}
 		if out[p.Backend] == nil {
 			out[p.Backend] = map[string]digest.Prompt{}
 		}
-		out[p.Backend][p.Dataset+"/"+p.ID] = *p.Prompt
+		out[p.Backend][p.Dataset+"/"+p.ID] = *p.PromptDigest
 	}
 	return out
 }

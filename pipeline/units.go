@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/evalrun/evalrun/internal/exitcode"
+	"github.com/evalrun/evalrun/pipeline/resultsdir"
 	"github.com/evalrun/evalrun/pipeline/shard"
 	"github.com/evalrun/evalrun/pipeline/verdict"
 )
@@ -56,7 +57,7 @@ func (r *runner) startShard(outDir string) error {
 	sh := r.shard()
 	m := r.manifest(sh)
 	if r.opt.Shard != nil {
-		marker := &shard.Marker{Shard: sh, SpecDigest: m.SpecDigest}
+		marker := &shard.Marker{Index: sh.Index, Total: sh.Total, SpecDigest: m.SpecDigest}
 		r.owned = map[string]bool{}
 		for i, u := range m.Units {
 			if sh.Owns(m.Units, i) {
@@ -66,7 +67,7 @@ func (r *runner) startShard(outDir string) error {
 		}
 		r.sum.Run.Shard = marker
 	}
-	w, err := shard.Create(outDir, m)
+	w, err := resultsdir.CreateUnits(outDir, m)
 	if err != nil {
 		return &exitcode.InputError{Err: err}
 	}
@@ -83,11 +84,11 @@ func (r *runner) shard() shard.Shard {
 }
 
 // manifest is the units file's first line for shard sh of the run.
-func (r *runner) manifest(sh shard.Shard) shard.Manifest {
-	m := shard.Manifest{SpecDigest: r.specDigest(), Shard: sh, Units: r.planUnits()}
+func (r *runner) manifest(sh shard.Shard) resultsdir.Manifest {
+	m := resultsdir.Manifest{SpecDigest: r.specDigest(), Shard: sh, Units: r.planUnits()}
 	for _, b := range r.plan.Spec.Backends() {
 		if b.Key != "reference" {
-			m.Backends = append(m.Backends, shard.Backend{Name: b.Name, Gates: b.Gates})
+			m.Backends = append(m.Backends, resultsdir.Backend{Name: b.Name, Gates: b.Gates})
 		}
 	}
 	m.Plugins = r.plugins()
@@ -95,11 +96,11 @@ func (r *runner) manifest(sh shard.Shard) shard.Manifest {
 }
 
 // plugins lists what the started backends' plugins said they were.
-func (r *runner) plugins() []shard.Plugin {
-	var out []shard.Plugin
+func (r *runner) plugins() []resultsdir.Plugin {
+	var out []resultsdir.Plugin
 	for _, rb := range r.backends() {
 		if rb.info != nil {
-			out = append(out, shard.Plugin{Backend: rb.Name, Name: rb.info.Name, Version: rb.info.Version})
+			out = append(out, resultsdir.Plugin{Backend: rb.Name, Name: rb.info.Name, Version: rb.info.Version})
 		}
 	}
 	return out
@@ -112,15 +113,15 @@ func (r *runner) mine(unit string) bool { return r.owned == nil || r.owned[unit]
 // candidates' and records them, with the unit's prompts.jsonl lines, in the
 // units file (for a merge or a resume), durably.
 func (r *runner) unitDone(unit string, cands []*candidate, per []*verdict.Comparison) {
-	var results []shard.Result
+	var results []resultsdir.Result
 	for i, c := range cands {
 		c.cmp.Add(per[i])
 		st, err := per[i].MarshalState()
 		if err != nil {
-			r.problem("%s: unit %s not recorded: %v", shard.FileName, unit, err)
+			r.problem("%s: unit %s not recorded: %v", resultsdir.UnitsFile, unit, err)
 			continue
 		}
-		results = append(results, shard.Result{Backend: c.rb.Name, State: st})
+		results = append(results, resultsdir.Result{Backend: c.rb.Name, State: st})
 	}
 	r.unitsOut.Add(unit, results)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/evalrun/evalrun/backend"
+	"github.com/evalrun/evalrun/pipeline/speedstat"
 	"github.com/evalrun/evalrun/pipeline/summary"
 )
 
@@ -106,7 +107,7 @@ rates ± their sample standard deviation, as llama-bench computes them.
 					return backendErr(err)
 				}
 				rows = append(rows, benchRow{info: info, load: load, model: model, threads: threads,
-					name: req.String(), test: summary.NewBenchTest(req.NPrompt, req.NGen, res.SamplesNS)})
+					name: req.String(), test: speedstat.NewBenchTest(req.NPrompt, req.NGen, res.SamplesNS)})
 			}
 			return printBench(cmd.OutOrStdout(), output, rows)
 		},
@@ -172,10 +173,7 @@ func printBench(w io.Writer, format string, rows []benchRow) error {
 		var recs []map[string]any
 		for _, r := range rows {
 			m := r.load.Model
-			samplesTS := make([]float64, len(r.test.SamplesNS))
-			for i, ns := range r.test.SamplesNS {
-				samplesTS[i] = 1e9 * float64(r.test.NPrompt+r.test.NGen) / float64(ns)
-			}
+			samplesTS := speedstat.SamplesTS(r.test)
 			// Every field llama-bench writes (compare-llama-bench.py
 			// requires them), describing what the engine plugins do: F32 KV
 			// cache, no flash attention, no offload to a GPU, mmap'ed model.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/evalrun/evalrun/internal/atomicfile"
 	"github.com/evalrun/evalrun/pipeline/report"
+	"github.com/evalrun/evalrun/pipeline/resultsdir"
 	"github.com/evalrun/evalrun/pipeline/runcompare"
 )
 
@@ -60,13 +61,13 @@ Exit codes: 0 compared, 2 a run could not be read.`,
 			if err := report.HTMLCompared(&page, newRun.Summary, res); err != nil {
 				return err
 			}
-			if err := atomicfile.WriteFile(filepath.Join(dir, "compare.html"), page.Bytes()); err != nil {
+			if err := atomicfile.WriteFile(filepath.Join(dir, resultsdir.CompareHTML), page.Bytes()); err != nil {
 				return usageErr("writing the comparison: %v", err)
 			}
 			if err := runcompare.Print(cmd.OutOrStdout(), res); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "\ncomparison: %s\n", filepath.Join(dir, "compare.md"))
+			fmt.Fprintf(cmd.OutOrStdout(), "\ncomparison: %s\n", filepath.Join(dir, resultsdir.CompareMD))
 			return nil
 		},
 	}

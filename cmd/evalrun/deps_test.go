@@ -54,3 +54,19 @@ func TestPluginsLinkNoHostPackage(t *testing.T) {
 		}
 	}
 }
+// TestSummaryIsOnlyTheSchema: package summary, the schema of the result
+// files that reports, comparisons and merges read, imports no other
+// pipeline package.
+func TestSummaryIsOnlyTheSchema(t *testing.T) {
+	cmd := exec.Command("go", "list", "-f", `{{join .Imports "\n"}}`, "./pipeline/summary")
+	cmd.Dir = testkit.Root()
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, pkg := range strings.Fields(string(out)) {
+		if strings.HasPrefix(pkg, "github.com/evalrun/evalrun/pipeline") {
+			t.Errorf("summary imports %s", pkg)
+		}
+	}
+}

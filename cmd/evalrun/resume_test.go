@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/evalrun/evalrun/pipeline/shard"
+	"github.com/evalrun/evalrun/pipeline/resultsdir"
 )
 
 // TestResumeAfterSIGINT interrupts a run of the default spec with SIGINT
@@ -170,7 +170,7 @@ func TestResumeAfterSIGKILL(t *testing.T) {
 	}
 
 	killAfterFirstChunk(t, env, "run", specFile, "--out", killed)
-	f, err := shard.Read(killed)
+	f, err := resultsdir.ReadUnits(killed)
 	if err != nil || f.Complete || len(f.Units) == 0 || f.Units[0].Unit != "score/stories/chunk-1" || len(f.Units[0].Prompts) != 1+len(f.Manifest.Backends) {
 		t.Fatalf("the killed run's units.jsonl: %+v %v", f, err)
 	}
@@ -180,7 +180,7 @@ func TestResumeAfterSIGKILL(t *testing.T) {
 		}
 	}
 	t.Logf("killed with %d of %d units recorded", len(f.Units), len(f.Manifest.Units))
-	units, err := os.OpenFile(filepath.Join(killed, shard.FileName), os.O_WRONLY|os.O_APPEND, 0)
+	units, err := os.OpenFile(filepath.Join(killed, resultsdir.UnitsFile), os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +200,7 @@ func TestResumeAfterSIGKILL(t *testing.T) {
 	if got, _ := os.ReadFile(filepath.Join(killed, "prompts.jsonl")); string(got) != string(wantPrompts) {
 		t.Fatalf("resumed prompts.jsonl differs from the uninterrupted run's: %s", firstDiff(string(wantPrompts), string(got)))
 	}
-	if f, err := shard.Read(killed); err != nil || !f.Complete || f.Note != "" {
+	if f, err := resultsdir.ReadUnits(killed); err != nil || !f.Complete || f.Note != "" {
 		t.Fatalf("the resumed run's units.jsonl: complete %v, note %q, %v", f != nil && f.Complete, f.Note, err)
 	}
 	entries, _ := os.ReadDir(killed)
@@ -238,10 +238,10 @@ func TestResumeAfterSIGKILL(t *testing.T) {
 	}
 
 	// A run another build of a plugin made is not resumed.
-	path := filepath.Join(whole, shard.FileName)
+	path := filepath.Join(whole, resultsdir.UnitsFile)
 	data, _ := os.ReadFile(path)
 	head, rest, _ := strings.Cut(string(data), "\n")
-	var m shard.Manifest
+	var m resultsdir.Manifest
 	if err := json.Unmarshal([]byte(head), &m); err != nil || len(m.Plugins) != 1+len(m.Backends) {
 		t.Fatalf("manifest plugins %+v: %v", m.Plugins, err)
 	}
@@ -262,7 +262,7 @@ func resealUnits(t *testing.T, manifest []byte, rest string) []byte {
 	sum := sha256.Sum256(manifest)
 	prev := sum[:]
 	for _, line := range strings.Split(strings.TrimSuffix(rest, "\n"), "\n") {
-		var r shard.Record
+		var r resultsdir.Record
 		if err := json.Unmarshal([]byte(line), &r); err != nil {
 			t.Fatal(err)
 		}

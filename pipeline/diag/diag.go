@@ -14,33 +14,14 @@ import (
 	"strings"
 
 	"github.com/evalrun/evalrun/backend"
+	"github.com/evalrun/evalrun/pipeline/summary"
 )
 
-// Report is one candidate's diagnostics in summary.json.
-type Report struct {
-	// Shadow: every offloaded matmul was also computed on the CPU path on
-	// the same input; Ops compares them, worst NMSE first.
-	Shadow bool              `json:"shadow"`
-	Ops    []backend.OpError `json:"ops,omitempty"`
-	// LayerDrift compares the residual stream after each layer with the
-	// reference's (shadow mode only).
-	LayerDrift *LayerDrift `json:"layer_drift,omitempty"`
-	// Kernels is the kernel accounting; nil when the plugin has none.
-	Kernels *Kernels `json:"kernels,omitempty"`
-	// Warnings are findings that do not fail the run by themselves (a
-	// listed kernel that never ran fails only under require_offload).
-	Warnings []string `json:"warnings,omitempty"`
-}
+// Report is one candidate's diagnostics: summary.Diagnostics.
+type Report = summary.Diagnostics
 
-// Kernels is the kernel accounting: device calls per kernel since Load.
-type Kernels struct {
-	List     string              `json:"list"`   // "auto" or the kernel list's path
-	Listed   int                 `json:"listed"` // entries of the list (0 for auto)
-	Ran      int                 `json:"ran"`    // kernels with at least one device call
-	NeverRan []string            `json:"never_ran,omitempty"`
-	Calls    int64               `json:"npu_calls"` // device calls in all
-	Entries  []backend.KernelUse `json:"entries,omitempty"`
-}
+// Kernels is the kernel accounting: summary.KernelAccounting.
+type Kernels = summary.KernelAccounting
 
 // New builds the report from a plugin's diagnostics (nil: the plugin has
 // none, and so does the report).
@@ -75,7 +56,7 @@ func New(d *backend.Diagnostics) *Report {
 
 // OffloadProblem is what require_offload fails on ("" = every listed kernel
 // ran and the device computed something).
-func (r *Report) OffloadProblem() string {
+func OffloadProblem(r *Report) string {
 	switch {
 	case r == nil || r.Kernels == nil:
 		return "the plugin reports no kernel accounting"
@@ -109,28 +90,11 @@ func list(ns []string) string {
 	return fmt.Sprintf("%s, … (%d more)", strings.Join(ns[:show], ", "), len(ns)-show)
 }
 
-// LayerDrift is the candidate's residual stream after each layer against
-// the reference's, on the same tokens.
-type LayerDrift struct {
-	Dataset   string       `json:"dataset"`
-	Chunk     int          `json:"chunk"`     // 1-based score chunk
-	Positions []int        `json:"positions"` // compared positions in the chunk
-	Layers    []LayerError `json:"layers"`
-	// Grows is the layer whose NMSE rose most above the previous layer's
-	// (layer 0's above 0): where the error enters or is amplified most.
-	Grows int `json:"grows_most_at"`
-}
+// LayerDrift is summary.LayerDrift.
+type LayerDrift = summary.LayerDrift
 
-// LayerError compares one layer's output over the compared positions.
-type LayerError struct {
-	Layer  int     `json:"layer"`
-	NMSE   float64 `json:"nmse"` // Σ(cand−ref)²/Σref²
-	Cosine float64 `json:"cosine"`
-	MaxAbs float64 `json:"max_abs"`
-	// Growth is NMSE over the previous layer's (0 for layer 0, or when the
-	// previous layer's was 0).
-	Growth float64 `json:"growth"`
-}
+// LayerError is summary.LayerError.
+type LayerError = summary.LayerError
 
 // Positions picks up to n positions spread over rows first..last
 // (inclusive), last always among them.

@@ -76,7 +76,7 @@ func TestReportFromDiagnostics(t *testing.T) {
 	if len(r.Warnings) != 1 || !strings.Contains(r.Warnings[0], "1 of 2 listed kernels never ran on the device: ffn_up-0 128×64×172") {
 		t.Errorf("warnings %q", r.Warnings)
 	}
-	if p := r.OffloadProblem(); !strings.Contains(p, "never ran") {
+	if p := OffloadProblem(r); !strings.Contains(p, "never ran") {
 		t.Errorf("require_offload problem %q", p)
 	}
 	var b bytes.Buffer
@@ -97,15 +97,15 @@ func TestReportFromDiagnostics(t *testing.T) {
 	}
 
 	all := New(&backend.Diagnostics{KernelList: "auto", Kernels: []backend.KernelUse{{Name: "Qcur-0", Shape: "1×64×64", Calls: 4}}})
-	if all.OffloadProblem() != "" || len(all.Warnings) != 0 {
-		t.Errorf("auto with calls: %q %q", all.OffloadProblem(), all.Warnings)
+	if OffloadProblem(all) != "" || len(all.Warnings) != 0 {
+		t.Errorf("auto with calls: %q %q", OffloadProblem(all), all.Warnings)
 	}
 	none := New(&backend.Diagnostics{KernelList: "auto"})
-	if none.OffloadProblem() != "no matmul ran on the device" || len(none.Warnings) != 1 {
-		t.Errorf("auto without calls: %q %q", none.OffloadProblem(), none.Warnings)
+	if OffloadProblem(none) != "no matmul ran on the device" || len(none.Warnings) != 1 {
+		t.Errorf("auto without calls: %q %q", OffloadProblem(none), none.Warnings)
 	}
 	var nilReport *Report
-	if New(nil) != nil || !strings.Contains(nilReport.OffloadProblem(), "no kernel accounting") {
+	if New(nil) != nil || !strings.Contains(OffloadProblem(nilReport), "no kernel accounting") {
 		t.Error("a plugin without diagnostics")
 	}
 }

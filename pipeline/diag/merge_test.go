@@ -19,7 +19,7 @@ func TestMergeSumsKernelCalls(t *testing.T) {
 		t.Fatalf("shard 0 alone: %+v", s0)
 	}
 	m := Merge([]*Report{s0, nil, s1})
-	if m.Kernels.Calls != 15 || m.Kernels.Ran != 2 || len(m.Kernels.NeverRan) != 0 || len(m.Warnings) != 0 || m.OffloadProblem() != "" {
+	if m.Kernels.Calls != 15 || m.Kernels.Ran != 2 || len(m.Kernels.NeverRan) != 0 || len(m.Warnings) != 0 || OffloadProblem(m) != "" {
 		t.Fatalf("merged: %+v %+v", m.Kernels, m.Warnings)
 	}
 	if m.Kernels.Entries[0].Calls != 12 || s0.Kernels.Entries[0].Calls != 5 {

@@ -14,7 +14,7 @@ func WriteText(w io.Writer, backend string, r *Report) {
 	if r == nil {
 		return
 	}
-	for _, s := range r.sections(false) {
+	for _, s := range sections(r, false) {
 		fmt.Fprintf(w, "\n%s: %s\n", backend, s.title)
 		if len(s.rows) > 0 {
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -35,7 +35,7 @@ func WriteMarkdown(w io.Writer, r *Report) {
 	if r == nil {
 		return
 	}
-	for _, s := range r.sections(true) {
+	for _, s := range sections(r, true) {
 		fmt.Fprintf(w, "\n### %s\n\n", s.title)
 		if len(s.rows) > 0 {
 			fmt.Fprintf(w, "| %s |\n|%s\n", strings.Join(s.head, " | "), strings.Repeat("---|", len(s.head)))
@@ -57,7 +57,7 @@ type section struct {
 	notes []string
 }
 
-func (r *Report) sections(md bool) []section {
+func sections(r *Report, md bool) []section {
 	warn := "WARNING: "
 	if md {
 		warn = "**Warning:** "

@@ -18,40 +18,13 @@ import (
 	"unsafe"
 
 	"github.com/cespare/xxhash/v2"
+
+	"github.com/evalrun/evalrun/pipeline/summary"
 )
 
 // Prompt is the digest of one backend's logits for one score chunk or
-// generate prompt, as written in prompts.jsonl.
-type Prompt struct {
-	// LogitsSHA256 is the SHA-256 of every logits row of the chunk or
-	// prompt, float32 little-endian, concatenated in row order.
-	LogitsSHA256 string `json:"logits_sha256"`
-	// TokensSHA256 is the SHA-256 of the token ids the backend was fed
-	// (int32 little-endian): a score chunk's input, or a generate prompt
-	// followed by the reference's greedy tokens.
-	TokensSHA256 string `json:"tokens_sha256"`
-	// LogitsFrom is the position (in the chunk or prompt) of the first
-	// row; row k is at position LogitsFrom+k.
-	LogitsFrom int `json:"logits_from"`
-	// RowXXH64 is each row's xxHash64 (hex), in row order: what compare
-	// uses to find the first position that changed.
-	RowXXH64 []string `json:"row_xxh64"`
-}
-
-// Rows is the number of rows hashed.
-func (p Prompt) Rows() int { return len(p.RowXXH64) }
-
-// FirstDiff returns the index of the first row whose hash differs between
-// p and q (including a row one of them lacks), or -1 when every row
-// agrees.
-func (p Prompt) FirstDiff(q Prompt) int {
-	for i := range max(len(p.RowXXH64), len(q.RowXXH64)) {
-		if i >= len(p.RowXXH64) || i >= len(q.RowXXH64) || p.RowXXH64[i] != q.RowXXH64[i] {
-			return i
-		}
-	}
-	return -1
-}
+// generate prompt: summary.PromptDigest, the schema's.
+type Prompt = summary.PromptDigest
 
 // Hasher accumulates one chunk's or prompt's digest. The zero value is not
 // ready: use NewHasher.
@@ -122,16 +95,8 @@ var littleEndian = func() bool {
 	return *(*byte)(unsafe.Pointer(&x)) == 1
 }()
 
-// Run is the digest of a whole run for one backend, in summary.json: a
-// SHA-256 over its prompts' digests in the order they ran, so two runs
-// agree on it exactly when every chunk and prompt was fed the same tokens
-// and returned the same logits bits.
-type Run struct {
-	LogitsSHA256 string `json:"logits_sha256"`
-	TokensSHA256 string `json:"tokens_sha256"`
-	Prompts      int    `json:"prompts"` // chunks and prompts hashed
-	Rows         int    `json:"rows"`    // logits rows hashed
-}
+// Run is the digest of a whole run for one backend: summary.RunDigest.
+type Run = summary.RunDigest
 
 // RunHasher folds prompt digests into a Run.
 type RunHasher struct {

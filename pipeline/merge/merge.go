@@ -13,6 +13,7 @@ import (
 	"github.com/evalrun/evalrun/internal/exitcode"
 	"github.com/evalrun/evalrun/pipeline/diag"
 	"github.com/evalrun/evalrun/pipeline/digest"
+	"github.com/evalrun/evalrun/pipeline/resultsdir"
 	"github.com/evalrun/evalrun/pipeline/shard"
 	"github.com/evalrun/evalrun/pipeline/summary"
 	"github.com/evalrun/evalrun/pipeline/verdict"
@@ -42,26 +43,26 @@ func Run(opt Options) (*summary.Summary, error) {
 	if now == nil {
 		now = time.Now
 	}
-	var files []*shard.File
+	var files []*resultsdir.File
 	for _, dir := range opt.Dirs {
-		f, err := shard.Read(dir)
+		f, err := resultsdir.ReadUnits(dir)
 		if err != nil {
 			return nil, &exitcode.InputError{Err: err}
 		}
 		files = append(files, f)
 	}
-	set, err := shard.Collect(files, opt.AllowPartial)
+	set, err := resultsdir.Collect(files, opt.AllowPartial)
 	if err != nil {
 		return nil, &exitcode.InputError{Err: err}
 	}
-	sums := map[*shard.File]*summary.Summary{}
+	sums := map[*resultsdir.File]*summary.Summary{}
 	for _, f := range files {
-		s, err := summary.Read(filepath.Join(f.Dir, "summary.json"))
+		s, err := resultsdir.ReadSummary(filepath.Join(f.Dir, resultsdir.SummaryFile))
 		if err != nil {
 			return nil, &exitcode.InputError{Err: err}
 		}
-		if s.Run.Shard == nil || s.Run.Shard.SpecDigest != f.Manifest.SpecDigest || s.Run.Shard.Shard != f.Manifest.Shard {
-			return nil, exitcode.Input("%s: summary.json and %s are not of the same shard", f.Dir, shard.FileName)
+		if s.Run.Shard == nil || s.Run.Shard.SpecDigest != f.Manifest.SpecDigest || (shard.Shard{Index: s.Run.Shard.Index, Total: s.Run.Shard.Total}) != f.Manifest.Shard {
+			return nil, exitcode.Input("%s: summary.json and %s are not of the same shard", f.Dir, resultsdir.UnitsFile)
 		}
 		sums[f] = s
 	}
@@ -76,10 +77,10 @@ func Run(opt Options) (*summary.Summary, error) {
 			return nil, &exitcode.InputError{Err: err}
 		}
 	}
-	if err := summary.CheckDir(opt.OutDir, false); err != nil {
+	if err := resultsdir.Check(opt.OutDir, false); err != nil {
 		return nil, err
 	}
-	unlock, err := summary.OpenDir(opt.OutDir, false)
+	unlock, err := resultsdir.Open(opt.OutDir, false)
 	if err != nil {
 		return nil, err
 	}
@@ -88,13 +89,13 @@ func Run(opt Options) (*summary.Summary, error) {
 	m := &merger{set: set, sums: sums}
 	m.readPrompts()
 	s := m.summary(now().UTC(), opt)
-	if err := summary.Write(opt.OutDir, s); err != nil {
+	if err := resultsdir.WriteSummary(opt.OutDir, s); err != nil {
 		return nil, fmt.Errorf("writing results to %s: %w", opt.OutDir, err)
 	}
-	if err := m.writePrompts(filepath.Join(opt.OutDir, "prompts.jsonl")); err != nil {
+	if err := m.writePrompts(filepath.Join(opt.OutDir, resultsdir.PromptsFile)); err != nil {
 		return s, fmt.Errorf("writing results to %s: %w", opt.OutDir, err)
 	}
-	if err := summary.AppendIndex(opt.OutDir, s); err != nil {
+	if err := resultsdir.AppendIndex(opt.OutDir, s); err != nil {
 		return s, fmt.Errorf("results index: %w", err)
 	}
 	return s, nil
@@ -117,8 +118,8 @@ func samePlugins(a, b *summary.Summary, dirA, dirB string) error {
 }
 
 type merger struct {
-	set     *shard.Set
-	sums    map[*shard.File]*summary.Summary
+	set     *resultsdir.Set
+	sums    map[*resultsdir.File]*summary.Summary
 	digests map[string]*digest.RunHasher // run digests per backend, rebuilt from the lines
 }
 
@@ -248,13 +249,13 @@ func (m *merger) readPrompts() {
 	for _, unit := range m.set.Prompts {
 		for _, l := range unit {
 			var p summary.PromptResult
-			if err := json.Unmarshal(l, &p); err != nil || p.Prompt == nil {
+			if err := json.Unmarshal(l, &p); err != nil || p.PromptDigest == nil {
 				continue
 			}
 			if m.digests[p.Backend] == nil {
 				m.digests[p.Backend] = &digest.RunHasher{}
 			}
-			m.digests[p.Backend].Add(p.Dataset, p.ID, *p.Prompt)
+			m.digests[p.Backend].Add(p.Dataset, p.ID, *p.PromptDigest)
 		}
 	}
 }

@@ -1,6 +1,10 @@
 package metrics
 
-import "math"
+import (
+	"math"
+
+	"github.com/evalrun/evalrun/pipeline/summary"
+)
 
 // Histogram bins of per-token KLD: log10 from HistLo in steps of
 // HistWidth, HistBins of them. The first bin also counts everything below,
@@ -11,13 +15,8 @@ const (
 	HistBins  = 64 // up to 10^2
 )
 
-// KLDHistogram is the distribution of per-token KLD over log-spaced bins.
-type KLDHistogram struct {
-	Zero   int64   `json:"zero"`     // tokens with KLD ≤ 0: bit-identical distributions
-	Lo     float64 `json:"log10_lo"` // log10 of the first bin's lower edge
-	Width  float64 `json:"log10_width"`
-	Counts []int64 `json:"counts"`
-}
+// KLDHistogram is summary.KLDHistogram.
+type KLDHistogram = summary.KLDHistogram
 
 // HistogramKLD bins per-token KLD values (KLD.Values).
 func HistogramKLD(kld []float32) *KLDHistogram {
@@ -99,19 +98,11 @@ func (m *positionBucket) add(b positionBucket) {
 	m.sumKLD += b.sumKLD
 }
 
-// PositionProfile is the result: buckets of Width positions from 0.
-type PositionProfile struct {
-	Width   int              `json:"bucket_width"`
-	Buckets []PositionBucket `json:"buckets"` // only buckets with rows
-}
+// PositionProfile is summary.PositionProfile.
+type PositionProfile = summary.PositionProfile
 
-// PositionBucket holds the rows at positions Pos .. Pos+Width−1.
-type PositionBucket struct {
-	Pos      int      `json:"pos"`
-	N        int64    `json:"n"`
-	KLDMean  *float64 `json:"kld_mean"` // over the rows with a finite KLD; null if none
-	SameTopP float64  `json:"same_top_p"`
-}
+// PositionBucket is summary.PositionBucket.
+type PositionBucket = summary.PositionBucket
 
 // Result returns the profile, nil when no row was added.
 func (p *Positions) Result() *PositionProfile {

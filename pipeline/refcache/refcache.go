@@ -28,6 +28,7 @@ import (
 
 	"github.com/evalrun/evalrun/internal/atomicfile"
 	"github.com/evalrun/evalrun/internal/userfile"
+	"github.com/evalrun/evalrun/pipeline/summary"
 )
 
 // Key is what decides a reference's logits rows.
@@ -50,18 +51,8 @@ func (k Key) ID() string {
 	return hex.EncodeToString(sum[:])
 }
 
-// Stats counts a run's use of the cache.
-type Stats struct {
-	Hits    int `json:"hits"`    // score chunks read from the cache
-	Misses  int `json:"misses"`  // score chunks the reference computed
-	Corrupt int `json:"corrupt"` // entries that failed their checksum (recomputed)
-	Written int `json:"written"` // entries written
-}
-
-// Add sums another's counts into s (a merge of shards).
-func (s *Stats) Add(o *Stats) {
-	s.Hits, s.Misses, s.Corrupt, s.Written = s.Hits+o.Hits, s.Misses+o.Misses, s.Corrupt+o.Corrupt, s.Written+o.Written
-}
+// Stats counts a run's use of the cache: summary.CacheStats.
+type Stats = summary.CacheStats
 
 // Cache is a cache directory.
 type Cache struct {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/evalrun/evalrun/pipeline/metrics"
 	"github.com/evalrun/evalrun/pipeline/runcompare"
+	"github.com/evalrun/evalrun/pipeline/speedstat"
 	"github.com/evalrun/evalrun/pipeline/summary"
 )
 
@@ -428,7 +429,7 @@ func throughputChart(s *summary.Summary) string {
 	}
 	xmax := 0.0
 	for _, b := range bars {
-		for _, r := range b.t.Rates() {
+		for _, r := range speedstat.TestRates(b.t) {
 			xmax = math.Max(xmax, r)
 		}
 	}
@@ -455,7 +456,7 @@ func throughputChart(s *summary.Summary) string {
 			fmt.Fprintf(&p.b, `<path d="M%.1f %.1fV%.1fM%.1f %.1fH%.1fM%.1f %.1fV%.1f" stroke="#222" fill="none"/>`,
 				p.x(*st.Lo), yc-5, yc+5, p.x(*st.Lo), yc, p.x(*st.Hi), p.x(*st.Hi), yc-5, yc+5)
 		}
-		for _, r := range b.t.Rates() {
+		for _, r := range speedstat.TestRates(b.t) {
 			fmt.Fprintf(&p.b, `<circle cx="%.1f" cy="%.1f" r="2.2" fill="#222"/>`, p.x(r), yc)
 		}
 		p.b.WriteString(`</g>`)

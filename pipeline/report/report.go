@@ -14,13 +14,14 @@ import (
 
 	"github.com/evalrun/evalrun/internal/atomicfile"
 	"github.com/evalrun/evalrun/pipeline"
+	"github.com/evalrun/evalrun/pipeline/resultsdir"
 	"github.com/evalrun/evalrun/pipeline/runcompare"
 	"github.com/evalrun/evalrun/pipeline/summary"
 )
 
 // Files of each output format beside summary.json (written by the run) and
 // prompts.jsonl (streamed by the run).
-var files = map[string]string{"md": "report.md", "junit": "junit.xml", "html": "report.html"}
+var files = map[string]string{"md": resultsdir.ReportMD, "junit": resultsdir.JUnitFile, "html": resultsdir.ReportHTML}
 
 // Write writes the formats' files into dir, each atomically. summary.json
 // and prompts.jsonl are the run's own; other formats are ignored. cmp, the

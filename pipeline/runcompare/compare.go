@@ -249,11 +249,11 @@ func compareSpeed(base, new *summary.Throughput, shift *MachineShift, backend st
 		if t.b == nil && t.n == nil {
 			continue
 		}
-		rates := shift.remove(t.n.Name(), backend, t.n.Rates())
-		c := SpeedChange{Simulated: new.Simulated || base.Simulated, Comparison: speedstat.Compare(t.b.Rates(), rates),
-			baseRates: t.b.Rates(), newRates: rates}
+		rates := shift.remove(t.n.Name(), backend, speedstat.TestRates(t.n))
+		c := SpeedChange{Simulated: new.Simulated || base.Simulated, Comparison: speedstat.Compare(speedstat.TestRates(t.b), rates),
+			baseRates: speedstat.TestRates(t.b), newRates: rates}
 		if shift != nil && c.Delta != nil {
-			c.New = speedstat.Summarize(t.n.Rates()) // as measured
+			c.New = speedstat.Summarize(speedstat.TestRates(t.n)) // as measured
 			raw := c.New.Fast/c.Base.Fast - 1
 			c.DeltaRaw = &raw
 		}
@@ -310,7 +310,7 @@ func machineShift(base, new map[string]*summary.Throughput) *MachineShift {
 			}
 			// From the samples: a baseline written before p95 was recorded
 			// has none in its stats.
-			if b, n := speedstat.Summarize(t.b.Rates()), speedstat.Summarize(t.n.Rates()); b != nil && n != nil && b.Fast > 0 {
+			if b, n := speedstat.Summarize(speedstat.TestRates(t.b)), speedstat.Summarize(speedstat.TestRates(t.n)); b != nil && n != nil && b.Fast > 0 {
 				l := math.Log(n.Fast / b.Fast)
 				all = append(all, l)
 				test := t.n.Name()

@@ -70,7 +70,7 @@ func accuracyGate(r summary.GateResult, gate spec.Gate, base, new *summary.Accur
 // slowdownGate judges a slowdown gate against the baseline run, the
 // machine's shift between the runs divided out (verdict.Slowdown).
 func slowdownGate(r summary.GateResult, gate spec.Gate, base, new *summary.Throughput, g spec.Gates, shift *MachineShift, backend string) summary.GateResult {
-	if summary.SkipSpeedGate(g, new) {
+	if verdict.SkipSpeedGate(g, new) {
 		r.Pass, r.Skipped, r.Note = true, true, summary.NoteSimulated
 		return r
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/evalrun/evalrun/internal/userfile"
 	"github.com/evalrun/evalrun/pipeline/digest"
+	"github.com/evalrun/evalrun/pipeline/resultsdir"
 	"github.com/evalrun/evalrun/pipeline/summary"
 )
 
@@ -48,14 +49,14 @@ func Load(path string) (*Run, error) {
 	if fi, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	} else if fi.IsDir() {
-		file, dir = filepath.Join(path, "summary.json"), path
+		file, dir = filepath.Join(path, resultsdir.SummaryFile), path
 	}
-	s, err := summary.Read(file)
+	s, err := resultsdir.ReadSummary(file)
 	if err != nil {
 		return nil, fmt.Errorf("%s: not a run (%w)", path, err)
 	}
 	r := &Run{Dir: dir, Summary: s}
-	if r.Prompts, err = loadPrompts(filepath.Join(dir, "prompts.jsonl")); err != nil {
+	if r.Prompts, err = loadPrompts(filepath.Join(dir, resultsdir.PromptsFile)); err != nil {
 		return nil, err
 	}
 	return r, nil
@@ -78,10 +79,10 @@ func loadPrompts(path string) (map[string][]PromptDigest, error) {
 		if err := json.Unmarshal(sc.Bytes(), &p); err != nil {
 			return nil, fmt.Errorf("%s:%d: %w", path, n, err)
 		}
-		if p.Prompt == nil { // a run from before digests: nothing to compare
+		if p.PromptDigest == nil { // a run from before digests: nothing to compare
 			continue
 		}
-		out[p.Backend] = append(out[p.Backend], PromptDigest{Dataset: p.Dataset, ID: p.ID, Prompt: *p.Prompt})
+		out[p.Backend] = append(out[p.Backend], PromptDigest{Dataset: p.Dataset, ID: p.ID, Prompt: *p.PromptDigest})
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)

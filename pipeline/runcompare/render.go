@@ -10,6 +10,7 @@ import (
 
 	"github.com/evalrun/evalrun/internal/atomicfile"
 	"github.com/evalrun/evalrun/internal/texttable"
+	"github.com/evalrun/evalrun/pipeline/resultsdir"
 	"github.com/evalrun/evalrun/pipeline/speedstat"
 )
 
@@ -66,10 +67,10 @@ func Write(dir string, r *Result) error {
 	if err := Markdown(&md, r); err != nil {
 		return err
 	}
-	if err := atomicfile.WriteFile(filepath.Join(dir, "compare.json"), append(js, '\n')); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(dir, resultsdir.CompareJSON), append(js, '\n')); err != nil {
 		return err
 	}
-	return atomicfile.WriteFile(filepath.Join(dir, "compare.md"), md.Bytes())
+	return atomicfile.WriteFile(filepath.Join(dir, resultsdir.CompareMD), md.Bytes())
 }
 
 func summaryTable(w io.Writer, r *Result, md bool) error {

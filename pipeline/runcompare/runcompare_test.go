@@ -33,9 +33,9 @@ func bench(nGen int, rate float64, reps int) *summary.BenchTest {
 		ns[i] = int64(float64(max(nGen, 1)) * 1e9 / (rate * (1 + 0.002*float64(i-reps/2))))
 	}
 	if nGen == 0 {
-		return summary.NewBenchTest(1, 0, ns)
+		return speedstat.NewBenchTest(1, 0, ns)
 	}
-	return summary.NewBenchTest(0, nGen, ns)
+	return speedstat.NewBenchTest(0, nGen, ns)
 }
 
 // writeRun writes a run directory with one candidate "b" whose chunk 2
@@ -50,8 +50,8 @@ func writeRun(t *testing.T, kld, kldErr float64, rows2 []float32, tgRate float64
 		rd, cd := hashed(64, 1, 2, 3), hashed(64, rows...)
 		ref.Add("s", id, rd)
 		cand.Add("s", id, cd)
-		lines = append(lines, summary.PromptResult{Backend: "ref", Reference: true, Dataset: "s", ID: id, Prompt: &rd},
-			summary.PromptResult{Backend: "b", Dataset: "s", ID: id, Prompt: &cd})
+		lines = append(lines, summary.PromptResult{Backend: "ref", Reference: true, Dataset: "s", ID: id, PromptDigest: &rd},
+			summary.PromptResult{Backend: "b", Dataset: "s", ID: id, PromptDigest: &cd})
 	}
 	s := summary.Summary{Schema: summary.SchemaVersion, Run: summary.RunInfo{ID: filepath.Base(dir)},
 		Reference: summary.BackendSummary{Name: "ref", Status: summary.StatusOK, Digest: ref.Sum()},

@@ -20,6 +20,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/evalrun/evalrun/pipeline/summary"
 )
 
 // Shard is shard Index (0-based) of Total.
@@ -139,18 +141,18 @@ func BenchedApart(units []Unit, total int, a, b string) string {
 // and id).
 func PromptUnit(mode, dataset, id string) string { return mode + "/" + dataset + "/" + id }
 
-// Marker marks a shard's summary.json (run.shard).
-type Marker struct {
-	Shard
-	SpecDigest string   `json:"spec_digest"`
-	Units      []string `json:"units"` // the units this shard ran
-}
+// Marker marks a shard's summary.json: summary.ShardMarker.
+type Marker = summary.ShardMarker
 
-// Merged marks a merged summary.json (run.merged).
-type Merged struct {
-	SpecDigest string   `json:"spec_digest"`
-	Shards     []string `json:"shards"` // the shards' results directories, by shard index
-	// Partial is set when units were missing (merge --allow-partial).
-	Partial bool     `json:"partial,omitempty"`
-	Missing []string `json:"missing,omitempty"`
+// Merged marks a merged summary.json: summary.MergeMarker.
+type Merged = summary.MergeMarker
+
+// Unit is one unit of the plan.
+type Unit struct {
+	ID   string `json:"id"`
+	Rows int    `json:"rows,omitempty"` // positions a candidate compares in it
+	// With is the unit whose shard runs this one too: a backend's bench
+	// goes with the bench of its speed_baseline, so that one process
+	// interleaves the two (Owns).
+	With string `json:"with,omitempty"`
 }

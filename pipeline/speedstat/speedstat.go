@@ -21,6 +21,8 @@ import (
 
 	"github.com/aclements/go-moremath/stats"
 	"golang.org/x/perf/benchmath"
+
+	"github.com/evalrun/evalrun/pipeline/summary"
 )
 
 // Confidence is the level of the confidence intervals.
@@ -32,22 +34,8 @@ const Alpha = 0.05
 // FastQuantile is the quantile of the rates that comparisons judge (p95).
 const FastQuantile = 0.95
 
-// Summary is the center and spread of one test's rates (tokens/s).
-type Summary struct {
-	N      int     `json:"n"`         // repetitions
-	Median float64 `json:"median_ts"` // median of the per-repetition rates
-	// Lo and Hi bound the median's confidence interval (order statistics);
-	// null when N is too small for one (see MinRepsCI).
-	Lo         *float64 `json:"ci_lo_ts"`
-	Hi         *float64 `json:"ci_hi_ts"`
-	Confidence float64  `json:"ci_level"` // the interval's actual level (>= Confidence)
-	// Fast is the FastQuantile of the rates: the speed the fastest 5 % of
-	// the repetitions reach; FastLo and FastHi bound its Confidence
-	// interval (null below about 80 repetitions).
-	Fast   float64  `json:"p95_ts"`
-	FastLo *float64 `json:"p95_ci_lo_ts"`
-	FastHi *float64 `json:"p95_ci_hi_ts"`
-}
+// Summary is a test's center and spread: summary.SpeedStats.
+type Summary = summary.SpeedStats
 
 // Rates converts per-repetition durations of a test of n tokens into
 // tokens/s, ascending. Non-positive durations are dropped; no tokens, no
@@ -59,7 +47,7 @@ func Rates(samplesNS []int64, tokens int) []float64 {
 	out := make([]float64, 0, len(samplesNS))
 	for _, ns := range samplesNS {
 		if ns > 0 {
-			out = append(out, float64(tokens)*1e9/float64(ns))
+			out = append(out, Rate(ns, tokens))
 		}
 	}
 	slices.Sort(out)

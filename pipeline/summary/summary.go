@@ -6,24 +6,13 @@ package summary
 
 import (
 	"bufio"
-	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"time"
 
 	"github.com/evalrun/evalrun/backend"
-	"github.com/evalrun/evalrun/internal/atomicfile"
-	"github.com/evalrun/evalrun/internal/userfile"
-	"github.com/evalrun/evalrun/pipeline/diag"
-	"github.com/evalrun/evalrun/pipeline/digest"
-	"github.com/evalrun/evalrun/pipeline/metrics"
-	"github.com/evalrun/evalrun/pipeline/refcache"
-	"github.com/evalrun/evalrun/pipeline/shard"
-	"github.com/evalrun/evalrun/pipeline/spec"
-	"github.com/evalrun/evalrun/pipeline/speedstat"
 )
 
 // SchemaVersion names the layout of summary.json. Fields are only ever added
@@ -88,7 +77,7 @@ type PromptResult struct {
 	GeneratedTokens []int32  `json:"generated_tokens,omitempty"`
 	// The exact digests of the logits rows the backend returned and of the
 	// tokens it was fed (package digest).
-	*digest.Prompt
+	*PromptDigest
 }
 
 // HostTiming splits the wall time of the accuracy passes (score and
@@ -125,8 +114,8 @@ type RunInfo struct {
 	EffectiveSpec map[string]any `json:"effective_spec,omitempty"`
 	// Shard marks one shard of a run (evalrun run --shard), Merged a merge
 	// of shards (evalrun merge).
-	Shard  *shard.Marker `json:"shard,omitempty"`
-	Merged *shard.Merged `json:"merged,omitempty"`
+	Shard  *ShardMarker `json:"shard,omitempty"`
+	Merged *MergeMarker `json:"merged,omitempty"`
 }
 
 // HostInfo describes the machine the host ran on.
@@ -183,15 +172,15 @@ type BackendSummary struct {
 	PeakRSSBytes *int64 `json:"peak_rss_bytes,omitempty"`
 	// Digest fingerprints every logits row the backend returned and every
 	// token it was fed, over the chunks and prompts it completed.
-	Digest *digest.Run `json:"digest,omitempty"`
+	Digest *RunDigest `json:"digest,omitempty"`
 	// Diagnostics are the device's: kernel accounting and, in shadow mode,
 	// per-op and per-layer errors (null: the plugin reports none).
-	Diagnostics *diag.Report `json:"diagnostics,omitempty"`
+	Diagnostics *Diagnostics `json:"diagnostics,omitempty"`
 	Gates       []GateResult `json:"gates,omitempty"`
 	Pass        bool         `json:"pass"`
 	// Cache is the reference's use of the reference-logits cache (spec
 	// cache:): score chunks read (hits) and computed (misses).
-	Cache *refcache.Stats `json:"cache,omitempty"`
+	Cache *CacheStats `json:"cache,omitempty"`
 }
 
 // EvalTiming is where one backend's Eval calls spent their time.
@@ -273,8 +262,8 @@ type Accuracy struct {
 // AccuracyProfile is the shape behind the accuracy figures: the
 // distribution of per-token KLD and KLD and top-1 agreement by position.
 type AccuracyProfile struct {
-	KLDHistogram *metrics.KLDHistogram    `json:"kld_histogram"`
-	ByPosition   *metrics.PositionProfile `json:"by_position"`
+	KLDHistogram *KLDHistogram    `json:"kld_histogram"`
+	ByPosition   *PositionProfile `json:"by_position"`
 }
 
 // Throughput holds llama-bench style results measured inside the plugin.
@@ -296,22 +285,6 @@ func (t *Throughput) Test(metric string) *BenchTest {
 		return t.TG
 	}
 	return t.PP
-}
-
-// NewBenchTest computes llama-bench's statistics and the median with its
-// confidence interval (package speedstat) for one test.
-func NewBenchTest(nPrompt, nGen int, samples []int64) *BenchTest {
-	avgNS, sdNS, avgTS, sdTS := metrics.BenchStats(samples, nPrompt+nGen)
-	return &BenchTest{NPrompt: nPrompt, NGen: nGen, AvgNS: avgNS, StddevNS: sdNS, AvgTS: avgTS, StddevTS: sdTS, SamplesNS: samples,
-		Stats: speedstat.Summarize(speedstat.Rates(samples, nPrompt+nGen))}
-}
-
-// Rates are the test's per-repetition tokens/s.
-func (b *BenchTest) Rates() []float64 {
-	if b == nil {
-		return nil
-	}
-	return speedstat.Rates(b.SamplesNS, b.NPrompt+b.NGen)
 }
 
 // Name is the test's llama-bench name, ppN or tgN; "" for none.
@@ -337,7 +310,7 @@ type BenchTest struct {
 	HostS     float64 `json:"host_s"` // wall time of the Bench call seen by the host (includes IPC and warm-up)
 	// Stats is the median rate of the repetitions with its 95 % confidence
 	// interval: robust to a repetition slowed by another process.
-	Stats *speedstat.Summary `json:"stats,omitempty"`
+	Stats *SpeedStats `json:"stats,omitempty"`
 }
 
 // GateResult is one checked gate.
@@ -373,12 +346,6 @@ func (g GateResult) Describe() string {
 // NoteSimulated explains a speed gate not applied to a simulated device.
 const NoteSimulated = "not applied: simulated device throughput (speed_gates_on_simulated: true applies it)"
 
-// SkipSpeedGate reports whether speed gates are not applied to a backend
-// whose throughput is t: a simulated device, unless the gates say so.
-func SkipSpeedGate(gates spec.Gates, t *Throughput) bool {
-	return t != nil && t.Simulated && !gates.SpeedOnSimulated()
-}
-
 // Add sums another's eval calls into e (a merge of shards).
 func (e *EvalTiming) Add(o *EvalTiming) {
 	e.Calls += o.Calls
@@ -405,36 +372,6 @@ func (t *HostTiming) SetHostIPC() {
 		share := hostIPC / t.PassesS
 		t.HostIPCS, t.HostIPCShare = &hostIPC, &share
 	}
-}
-
-// MaxFileSize bounds a summary.json that Read reads (compare, merge and
-// --baseline read files a user names).
-const MaxFileSize = 256 << 20
-
-// Read reads a summary.json and checks its schema.
-func Read(path string) (*Summary, error) {
-	data, err := userfile.ReadFile(path, MaxFileSize)
-	if err != nil {
-		return nil, err
-	}
-	var s Summary
-	if err := json.Unmarshal(data, &s); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if s.Schema != SchemaVersion {
-		return nil, fmt.Errorf("%s: schema %q, want %q", path, s.Schema, SchemaVersion)
-	}
-	return &s, nil
-}
-
-// Write writes dir/summary.json atomically; the other result files are
-// rendered from it by package report.
-func Write(dir string, s *Summary) error {
-	data, err := json.MarshalIndent(s, "", "  ")
-	if err != nil {
-		return err
-	}
-	return atomicfile.WriteFile(filepath.Join(dir, "summary.json"), append(data, '\n'))
 }
 
 // ThisHost describes the machine a run (or a merge) ran on.
@@ -481,27 +418,4 @@ type IndexBE struct {
 	Name   string `json:"name"`
 	Status string `json:"status"`
 	Pass   bool   `json:"pass"`
-}
-
-// AppendIndex adds the run in dir to index.jsonl beside it: one line,
-// written with a single append so runs sharing a root never interleave.
-func AppendIndex(dir string, s *Summary) error {
-	e := IndexEntry{ID: s.Run.ID, Name: s.Run.Name, Dir: dir, Spec: s.Run.Spec, Started: s.Run.Started.Format("2006-01-02T15:04:05Z07:00"),
-		DurationS: s.Run.DurationS, GitCommit: s.Run.GitCommit, ModelSHA256: s.Model.SHA256, Verdict: s.Verdict.Status, ExitCode: s.Verdict.ExitCode}
-	for _, b := range s.Backends {
-		e.Backends = append(e.Backends, IndexBE{b.Name, b.Status, b.Pass})
-	}
-	line, err := json.Marshal(e)
-	if err != nil {
-		return err
-	}
-	f, err := os.OpenFile(filepath.Join(filepath.Dir(dir), "index.jsonl"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o666)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(append(line, '\n')); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }

@@ -36,13 +36,13 @@ func Slowdown(r summary.GateResult, gate spec.Gate, base, new *summary.Throughpu
 		r.Note = fmt.Sprintf("not comparable: %s ran %s, this backend %s", against, bt.Name(), nt.Name())
 		return r
 	}
-	rates := nt.Rates()
+	rates := speedstat.TestRates(nt)
 	for i := range rates {
 		rates[i] /= factor
 	}
 	slow := 1 - ns.Fast/factor/bs.Fast
 	r.Value = &slow
-	exceeds, p, _ := speedstat.SlowdownExceeds(bt.Rates(), rates, gate.Limit)
+	exceeds, p, _ := speedstat.SlowdownExceeds(speedstat.TestRates(bt), rates, gate.Limit)
 	r.Pass = !exceeds
 	verdict := "not significant"
 	if exceeds {
@@ -58,5 +58,11 @@ func summarize(t *summary.BenchTest) *speedstat.Summary {
 	if t == nil {
 		return nil
 	}
-	return speedstat.Summarize(t.Rates())
+	return speedstat.Summarize(speedstat.TestRates(t))
+}
+
+// SkipSpeedGate reports whether speed gates are not applied to a backend
+// whose throughput is t: a simulated device, unless the gates say so.
+func SkipSpeedGate(gates spec.Gates, t *summary.Throughput) bool {
+	return t != nil && t.Simulated && !gates.SpeedOnSimulated()
 }

@@ -90,7 +90,7 @@ func (v *Builder) inRun(bs summary.BackendSummary, g spec.Gates) []summary.GateR
 			apart = v.BenchedApart(name, bs.Name)
 		}
 		switch st := v.Statuses[name]; {
-		case summary.SkipSpeedGate(g, bs.Throughput):
+		case SkipSpeedGate(g, bs.Throughput):
 			r.Pass, r.Skipped, r.Note = true, true, summary.NoteSimulated
 		case apart != "":
 			r.Note = "not measured: " + apart
@@ -150,7 +150,7 @@ func Gates(gates spec.Gates, a *summary.Accuracy, t *summary.Throughput) []summa
 		v, known := metricValue(g.Metric, a, t)
 		r := summary.GateResult{Name: g.Name, Limit: g.Limit, Value: v}
 		switch {
-		case spec.IsSpeedMetric(g.Metric) && summary.SkipSpeedGate(gates, t):
+		case spec.IsSpeedMetric(g.Metric) && SkipSpeedGate(gates, t):
 			r.Pass, r.Skipped, r.Note = true, true, summary.NoteSimulated
 		case !known:
 			r.Note = "unknown metric " + g.Metric
@@ -171,7 +171,7 @@ func Gates(gates spec.Gates, a *summary.Accuracy, t *summary.Throughput) []summa
 // offloadGate is require_offload: every listed kernel ran on the device.
 func offloadGate(rep *diag.Report) summary.GateResult {
 	g := summary.GateResult{Name: "require_offload", Limit: 0}
-	if why := rep.OffloadProblem(); why != "" {
+	if why := diag.OffloadProblem(rep); why != "" {
 		g.Note = why
 		if rep != nil && rep.Kernels != nil {
 			n := float64(len(rep.Kernels.NeverRan))

@@ -9,6 +9,7 @@ import (
 	"github.com/evalrun/evalrun/internal/exitcode"
 	"github.com/evalrun/evalrun/pipeline/metrics"
 	"github.com/evalrun/evalrun/pipeline/spec"
+	"github.com/evalrun/evalrun/pipeline/speedstat"
 	"github.com/evalrun/evalrun/pipeline/summary"
 )
 
@@ -86,7 +87,7 @@ func TestInRunGate(t *testing.T) {
 		for i := range samples {
 			samples[i] = int64(1e6 + i)
 		}
-		return &summary.Throughput{PP: summary.NewBenchTest(64, 0, samples)}
+		return &summary.Throughput{PP: speedstat.NewBenchTest(64, 0, samples)}
 	}
 	gates := spec.Gates{PPTSMaxSlowdown: &limit, SpeedBaseline: &old}
 	for _, c := range []struct {

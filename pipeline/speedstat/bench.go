@@ -1,6 +1,10 @@
-package metrics
+package speedstat
 
-import "math"
+import (
+	"math"
+
+	"github.com/evalrun/evalrun/pipeline/summary"
+)
 
 // BenchStats computes llama-bench's avg_ns, stddev_ns, avg_ts and
 // stddev_ts from the per-repetition times of one test that processed
@@ -30,7 +34,7 @@ func BenchStats(samplesNS []int64, nTokens int) (avgNS, stddevNS uint64, avgTS, 
 	ts := make([]float64, n)
 	var sumTS, sqTS float64
 	for i, s := range samplesNS {
-		ts[i] = 1e9 * float64(nTokens) / float64(s)
+		ts[i] = Rate(s, nTokens)
 		sumTS += ts[i]
 	}
 	for _, v := range ts {
@@ -45,4 +49,35 @@ func BenchStats(samplesNS []int64, nTokens int) (avgNS, stddevNS uint64, avgTS, 
 		stddevTS = math.Sqrt(sqTS/(fn-1) - float64(avgTS*avgTS*fn)/(fn-1))
 	}
 	return avgNS, stddevNS, avgTS, stddevTS
+}
+
+// Rate is a repetition's tokens/s: tokens processed in ns nanoseconds, as
+// llama-bench computes samples_ts. Every rate evalrun shows comes from it.
+func Rate(ns int64, tokens int) float64 { return 1e9 * float64(tokens) / float64(ns) }
+
+// SamplesTS are a test's per-repetition rates in repetition order
+// (llama-bench's samples_ts).
+func SamplesTS(b *summary.BenchTest) []float64 {
+	out := make([]float64, len(b.SamplesNS))
+	for i, ns := range b.SamplesNS {
+		out[i] = Rate(ns, b.NPrompt+b.NGen)
+	}
+	return out
+}
+
+// TestRates are a test's per-repetition tokens/s, ascending (Rates); none
+// for no test.
+func TestRates(b *summary.BenchTest) []float64 {
+	if b == nil {
+		return nil
+	}
+	return Rates(b.SamplesNS, b.NPrompt+b.NGen)
+}
+
+// NewBenchTest computes llama-bench's statistics and the median with its
+// confidence interval for one test.
+func NewBenchTest(nPrompt, nGen int, samples []int64) *summary.BenchTest {
+	avgNS, sdNS, avgTS, sdTS := BenchStats(samples, nPrompt+nGen)
+	return &summary.BenchTest{NPrompt: nPrompt, NGen: nGen, AvgNS: avgNS, StddevNS: sdNS, AvgTS: avgTS, StddevTS: sdTS, SamplesNS: samples,
+		Stats: Summarize(Rates(samples, nPrompt+nGen))}
 }

@@ -1,4 +1,4 @@
-package shard
+package resultsdir
 
 import (
 	"cmp"
@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+
+	"github.com/evalrun/evalrun/pipeline/shard"
 )
 
 // Set is the shards of one run, checked against each other: every unit of
@@ -115,7 +117,7 @@ func (s *Set) describeMissing() string {
 		}
 		for i := range total {
 			if !have[i] {
-				shards = append(shards, Shard{i, total}.String())
+				shards = append(shards, shard.Shard{Index: i, Total: total}.String())
 			}
 		}
 	}

@@ -1,4 +1,4 @@
-package shard
+package resultsdir
 
 import (
 	"bufio"
@@ -16,11 +16,9 @@ import (
 
 	"github.com/evalrun/evalrun/internal/atomicfile"
 	"github.com/evalrun/evalrun/internal/userfile"
+	"github.com/evalrun/evalrun/pipeline/shard"
 	"github.com/evalrun/evalrun/pipeline/spec"
 )
-
-// FileName is the units file of a results directory.
-const FileName = "units.jsonl"
 
 // Format names the layout of the units file's first line.
 const Format = "evalrun/units/v3"
@@ -32,10 +30,10 @@ type Manifest struct {
 	// SpecDigest covers everything that decides the results (model, tokens,
 	// backends, options, gates, bench settings) and nothing that differs
 	// between machines (paths, output directories, timeouts).
-	SpecDigest string    `json:"spec_digest"`
-	Shard      Shard     `json:"shard"`
-	Units      []Unit    `json:"units"`    // every unit of the run, in plan order
-	Backends   []Backend `json:"backends"` // the candidates, in spec order
+	SpecDigest string       `json:"spec_digest"`
+	Shard      shard.Shard  `json:"shard"`
+	Units      []shard.Unit `json:"units"`    // every unit of the run, in plan order
+	Backends   []Backend    `json:"backends"` // the candidates, in spec order
 	// Plugins are what each backend's plugin said it was when it started
 	// (the reference first): a resume refuses a run another build made.
 	Plugins []Plugin `json:"plugins,omitempty"`
@@ -46,16 +44,6 @@ type Plugin struct {
 	Backend string `json:"backend"`
 	Name    string `json:"name"`
 	Version string `json:"version"`
-}
-
-// Unit is one unit of the plan.
-type Unit struct {
-	ID   string `json:"id"`
-	Rows int    `json:"rows,omitempty"` // positions a candidate compares in it
-	// With is the unit whose shard runs this one too: a backend's bench
-	// goes with the bench of its speed_baseline, so that one process
-	// interleaves the two (Owns).
-	With string `json:"with,omitempty"`
 }
 
 // Backend is a candidate and the gates it is judged by.
@@ -100,7 +88,7 @@ type Result struct {
 
 // Writer writes a units file as the run goes. The manifest and the records
 // a resumed run carries over go to a temporary file, which replaces
-// FileName with the first new unit (or on Commit), so an interrupted
+// UnitsFile with the first new unit (or on Commit), so an interrupted
 // rewrite never loses the file being resumed; then every unit is synced
 // before Add returns: a crash loses at most the unit in flight.
 type Writer struct {
@@ -111,10 +99,10 @@ type Writer struct {
 	prev    []byte // the digest of the last line written
 }
 
-// Create starts dir's units file with its manifest.
-func Create(dir string, m Manifest) (*Writer, error) {
+// CreateUnits starts dir's units file with its manifest.
+func CreateUnits(dir string, m Manifest) (*Writer, error) {
 	m.Format = Format
-	f, err := atomicfile.Create(filepath.Join(dir, FileName))
+	f, err := atomicfile.Create(filepath.Join(dir, UnitsFile))
 	if err != nil {
 		return nil, err
 	}
@@ -219,7 +207,7 @@ func (w *Writer) Leftovers(dir string) []string {
 	if w != nil {
 		live = w.f
 	}
-	return atomicfile.Leftovers(filepath.Join(dir, FileName), live)
+	return atomicfile.Leftovers(filepath.Join(dir, UnitsFile), live)
 }
 
 // File is a units file as read back.
@@ -240,12 +228,12 @@ type File struct {
 // MaxLine bounds one line of a units file (a unit's per-token values).
 const MaxLine = 256 << 20
 
-// Read reads dir's units file. Errors name the file and line.
-func Read(dir string) (*File, error) {
-	path := filepath.Join(dir, FileName)
+// ReadUnits reads dir's units file. Errors name the file and line.
+func ReadUnits(dir string) (*File, error) {
+	path := filepath.Join(dir, UnitsFile)
 	f, err := userfile.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("%s: no %s: not the results directory of a run, or one killed before it finished a unit", dir, FileName)
+		return nil, fmt.Errorf("%s: no %s: not the results directory of a run, or one killed before it finished a unit", dir, UnitsFile)
 	}
 	if err != nil {
 		return nil, err
@@ -399,7 +387,7 @@ func (m *Manifest) check() error {
 	switch {
 	case m.Format != Format:
 		return fmt.Errorf("format %q, want %q", m.Format, Format)
-	case m.Shard.Total < 1 || m.Shard.Total > MaxTotal || m.Shard.Index < 0 || m.Shard.Index >= m.Shard.Total:
+	case m.Shard.Total < 1 || m.Shard.Total > shard.MaxTotal || m.Shard.Index < 0 || m.Shard.Index >= m.Shard.Total:
 		return fmt.Errorf("shard %s out of range", m.Shard)
 	case m.SpecDigest == "":
 		return errors.New("no spec_digest")
