@@ -54,6 +54,7 @@ func TestPluginsLinkNoHostPackage(t *testing.T) {
 		}
 	}
 }
+
 // TestSummaryIsOnlyTheSchema: package summary, the schema of the result
 // files that reports, comparisons and merges read, imports no other
 // pipeline package.
