@@ -23,8 +23,9 @@ type Session struct {
 	k, v     [][]float32
 	capacity int // positions the cache holds (layers without a sliding window)
 	// swa places the sliding-window layers' positions in their cache of
-	// swaSize cells as llama.cpp does (swa.go); nil: no such layers. Their
-	// K and V are in k, v (or kq, vq) too, one row per cell.
+	// swaCacheSize cells (with SWAFull, the whole context's) as llama.cpp does
+	// (swa.go); nil: no such layers. Their K and V are in k, v (or kq, vq) too,
+	// one row per cell.
 	swa *swaCells
 	// A quantized side (Model.kc, Model.vc) keeps its rows position-major
 	// in kq or vq instead, one codec row per position, and attention reads
