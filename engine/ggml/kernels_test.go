@@ -259,7 +259,7 @@ func TestFMA32(t *testing.T) {
 		// a normal one: 1 + 2^-24 (halfway) + 2^-80 (lost by float64)
 		{1 + 0x1p-23, 1 + 0x1p-23, -(0x1p-22 + 0x1p-46)},
 		// halfway near the float32 maximum with the smallest c (an exact
-		// redo in 256 bits gives 0x7f000000)
+		// redo in 256 bits gives 0x7f000000, not 0x7f000001)
 		{f32(0x64c2c200), f32(0x59a84000), f32(0x00000001)},
 		// tiny results of either sign, and zeros
 		{0x1p-100, -0x1p-100, 0}, {0x1p-75, 0x1p-75, f32(1)}, {3, 5, -15}, {-3, 5, 15},
