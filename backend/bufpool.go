@@ -15,8 +15,9 @@ import (
 // rowPool is the buffer pool of the host's and the plugins' gRPC transport.
 // gRPC's default pool clears every buffer it hands out (1 MB for a row of
 // 0.5 MB); its users here overwrite what they get (a frame read from the
-// socket, a message marshaled into it), so this one does not: at a 128k
-// vocabulary that was a quarter of the CPU time of moving a row.
+// socket, a message marshaled into it), so this one does not: clearing is
+// a large share of the CPU time of moving a row (measured:
+// docs/design-notes.md).
 var rowPool mem.BufferPool = &dirtyPool{}
 
 // dirtyPool keeps buffers in classes of powers of two, from 256 bytes to

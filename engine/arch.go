@@ -11,9 +11,9 @@ import (
 // archSpec is what the engine computes of one architecture: the graph of
 // llama.cpp's src/models/ARCH.cpp and the tensors its load_arch_tensors
 // creates (llama.cpp b10587). Every tensor of a file must be one of these
-// and every ARCH.* metadata key one of archKeys, else the model is refused
-// by name: a weight or setting the engine ignored would make a silently
-// wrong reference.
+// and every ARCH.* metadata key one of archKeys or of the architecture's
+// keys, else the model is refused by name: a weight or setting the engine
+// ignored would make a silently wrong reference.
 type archSpec struct {
 	neox   bool // RoPE rotates pairs (i, i+n/2) (LLAMA_ROPE_TYPE_NEOX)
 	qkNorm bool // attn_q_norm/attn_k_norm: RMS norm of each Q and K head before RoPE (required)
@@ -87,10 +87,12 @@ const (
 	keyDefaultOnly
 )
 
-// archKeys are the ARCH.* keys of llama.cpp's llama-arch.cpp that a llama,
-// qwen2 or qwen3 file may carry. Any other ARCH.* key (sliding windows,
-// softcapping, logit/residual/embedding/attention scales, per-layer
-// arrays, MoE, ...) is refused by name.
+// archKeys are the ARCH.* keys of llama.cpp's llama-arch.cpp that a file of
+// any architecture the engine computes may carry; an architecture's own
+// keys (gemma's sliding windows and soft caps, minicpm's scales, ...) are
+// in its archSpec.keys. Any other ARCH.* key (a sliding window, soft cap or
+// scale where the graph has none, per-layer arrays, MoE, ...) is refused by
+// name.
 var archKeys = map[string]keyUse{
 	"context_length":                       keyModelled,
 	"embedding_length":                     keyModelled,

@@ -20,7 +20,7 @@ type Config struct {
 	HeadDim   int // per-head size of Q, K and V
 	NFF       int
 	NCtxTrain int
-	RopeDim   int     // dimensions of each head that RoPE rotates (the whole head in these graphs)
+	RopeDim   int     // dimensions of each head that RoPE rotates (the whole head unless a phi3 or glm4 file says fewer)
 	RopeBase  float32 // freq_base
 	RopeScale float32 // freq_scale: positions are multiplied by it (1/factor of linear and YaRN scaling)
 	RopeNeox  bool    // rotate pairs (i, i+RopeDim/2) instead of adjacent pairs
@@ -158,7 +158,7 @@ func readConfig(f *gguf.File) (Config, error) {
 		return c, fmt.Errorf("metadata %s %d: must be even and at most the head size %d", key("rope.dimension_count"), c.RopeDim, c.HeadDim)
 	}
 	// llama.cpp's graphs rotate whole heads (GGML_ASSERT(n_embd_head ==
-	// n_rot)) except glm4's.
+	// n_rot)) except phi3's (Phi-4-mini) and glm4's.
 	if c.RopeDim != c.HeadDim && !traits.partialRope {
 		return c, fmt.Errorf("metadata %s %d: the %s graph rotates whole heads of %d (llama.cpp refuses a partial rotation too)", key("rope.dimension_count"), c.RopeDim, arch, c.HeadDim)
 	}

@@ -76,13 +76,8 @@ type cpuMatMul struct {
 // saves and makes the time erratic (on a shared machine a worker preempted
 // in the middle of its range holds the whole job up), while an op reading
 // more than 256 KB is bound by memory, which one thread cannot saturate.
-// Measured on stories260K (all its weights 1 MB), 2 threads against 1: with
-// every op above 32K multiply-adds on the pool, 2 threads were 25-40 %
-// slower than 1 and 40-70 % of the tg16 repetitions fell into a slow mode
-// at 1.5-2x; with none under 1M, as fast as 1 thread and as steady. On a
-// GPT-2-sized model (768 × 768 attention output, 2.4 MB in F32) the 1M rule
-// alone cost 20 % of the F32 decode speed. The NPU simulator uses it too
-// (sim.Options.Small).
+// The measurements behind both thresholds are in docs/design-notes.md
+// (engine.Small). The NPU simulator uses it too (sim.Options.Small).
 func Small(macs, bytes int) bool { return macs < parallelMin && bytes < parallelMinBytes }
 
 // parallelMin and parallelMinBytes are Small's thresholds, variables so

@@ -29,12 +29,14 @@ type Options struct {
 	// window plus a micro-batch that new positions overwrite as a ring, as
 	// llama.cpp's tools place them (common's swa_full off: llama-cli,
 	// llama-server, llama-perplexity). The two sum attention in another
-	// order, and gemma's fp16 GELU table turns that into a KLD of ~4e-5.
+	// order, and gemma's fp16 GELU table turns those last-bit differences
+	// into fp16 steps: a small KLD between the two (docs/design-notes.md).
 	SWAFull bool
 }
 
-// Model is a loaded llama-family model: hyperparameters, weights bound by
-// their GGUF names, and the matmul dispatch.
+// Model is a loaded model of one of the architectures the engine computes
+// (Archs): hyperparameters, weights bound by their GGUF names, and the
+// matmul dispatch.
 type Model struct {
 	Config Config
 

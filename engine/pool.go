@@ -12,14 +12,15 @@ import (
 // computed by exactly one goroutine in a fixed order: results do not depend
 // on the number of threads or on which goroutine claims which range.
 //
-// A decode step runs about a hundred small jobs (one per matmul), tens of
-// microseconds each. Handing each to a parked goroutine costs a futex wake-up
-// that often takes longer than the job, and the Go scheduler tends to run the
-// woken goroutine after the caller instead of beside it. So workers spin
-// (yielding their P to any other runnable goroutine) for a while after a job
-// before they park, the ranges are claimed dynamically from a shared counter,
-// large ones first and small ones last, so a late or preempted worker never
-// holds the others up, and the caller works on the job too.
+// A decode step runs many small jobs (a matmul, or the matmuls that read
+// the same activations, an attention). Handing each to a parked goroutine
+// costs a futex wake-up that can take longer than the job, and the Go
+// scheduler tends to run the woken goroutine after the caller instead of
+// beside it. So workers spin (yielding their P to any other runnable
+// goroutine) for a while after a job before they park, the ranges are
+// claimed dynamically from a shared counter, large ones first and small
+// ones last, so a late or preempted worker never holds the others up, and
+// the caller works on the job too.
 type Pool struct {
 	threads int
 	spin    bool // GOMAXPROCS leaves room for the workers to spin

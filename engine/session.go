@@ -17,13 +17,15 @@ type Session struct {
 	// Per layer K and V for positions [0, pos), F32 like llama.cpp's plain
 	// configuration, head-major: head h's row for position p is at
 	// (h*capacity + p)*HeadDim, so attention streams one head's keys and
-	// values sequentially (position-major rows were 4 cache lines every
-	// kvDim floats, latency-bound once the weights evict the cache).
+	// values sequentially (in position-major rows a head's keys are HeadDim
+	// floats out of every kvDim: short strided runs, latency-bound once the
+	// weights evict the cache).
 	k, v     [][]float32
 	capacity int // positions the cache holds (layers without a sliding window)
 	// swa places the sliding-window layers' positions in their cache of
-	// swaSize cells as llama.cpp does (swa.go); nil: no such layers. Their
-	// K and V are in k, v (or kq, vq) too, one row per cell.
+	// swaCacheSize cells (with SWAFull, the whole context's) as llama.cpp does
+	// (swa.go); nil: no such layers. Their K and V are in k, v (or kq, vq) too,
+	// one row per cell.
 	swa *swaCells
 	// A quantized side (Model.kc, Model.vc) keeps its rows position-major
 	// in kq or vq instead, one codec row per position, and attention reads
@@ -702,10 +704,10 @@ func (f *forward) gatherRows(x []float32, rows []int, n int) []float32 {
 }
 
 // arena hands out a Decode's float buffers from one block that the next
-// Decode reuses, so a decode step allocates (and clears) nothing: the
-// garbage collector used to run every few dozen tokens, taking one of the
-// decode threads' cores while it marked. Contents are undefined; every
-// caller overwrites its buffer.
+// Decode reuses, so a decode step allocates (and clears) nothing and gives
+// the garbage collector no reason to run (it takes one of the decode
+// threads' cores while it marks). Contents are undefined; every caller
+// overwrites its buffer.
 type arena struct {
 	block []float32
 	off   int // the first float not handed out

@@ -24,8 +24,9 @@ import (
 	"github.com/evalrun/evalrun/pipeline/summary"
 )
 
-// The cases of issue 9 that used to hang, mislabel or exit with the wrong
-// code, each run as a user runs evalrun.
+// The ways evalrun could hang, mislabel a backend or exit with the wrong
+// code, each run as a user runs evalrun (the issues they come from:
+// docs/design-notes.md, "Host robustness cases").
 
 // caseSpec is a small spec over the bundled model; ROOT is the repository.
 const caseSpec = `name: cases
@@ -114,7 +115,8 @@ func scriptEnv(t *testing.T) (env []string, pidFile string) {
 	return []string{"EVALRUN_TEST_PIDFILE=" + pidFile, "EVALRUN_TEST_PLUGIN=" + filepath.Join(binDir, "evalrun-plugin-cpu")}, pidFile
 }
 
-// Case 1: a plugin whose child keeps its output open.
+// TestPluginChildrenCannotHangTheHost: a plugin whose child keeps its
+// output open does not hang the host.
 func TestPluginChildrenCannotHangTheHost(t *testing.T) {
 	env, pidFile := scriptEnv(t)
 	spec := strings.Replace(caseSpec, "    plugin: cpu\n", "    plugin_path: ROOT/cmd/evalrun/testdata/print-and-sleep.sh\n", 1)
@@ -164,9 +166,9 @@ func TestHostSignalsEndThePluginTree(t *testing.T) {
 	}
 }
 
-// Case 5: SIGTERM to the whole process group during the bench pass stops
-// it, blames no backend, benchmarks nothing more, and keeps the repetitions
-// measured so far.
+// TestSIGTERMToTheGroupDuringBench: SIGTERM to the whole process group
+// during the bench pass stops it, blames no backend, benchmarks nothing
+// more, and keeps the repetitions measured so far.
 func TestSIGTERMToTheGroupDuringBench(t *testing.T) {
 	// Short tests, many rounds: a round takes milliseconds, the pass seconds.
 	spec := strings.Replace(caseSpec, "bench: {enabled: false}", "bench: {n_prompt: 16, n_gen: 4, reps: 1000}", 1)
@@ -202,8 +204,8 @@ func TestSIGTERMToTheGroupDuringBench(t *testing.T) {
 	}
 }
 
-// Case 3: Ctrl-C works before the passes: reading a spec from a FIFO, and
-// tokenizing a large dataset.
+// TestInterruptBeforeThePasses: Ctrl-C works before the passes: reading a
+// spec from a FIFO, and tokenizing a large dataset.
 func TestInterruptBeforeThePasses(t *testing.T) {
 	fifo := filepath.Join(t.TempDir(), "spec.fifo")
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
@@ -225,8 +227,9 @@ func TestInterruptBeforeThePasses(t *testing.T) {
 	f.Close()
 	spec := strings.Replace(caseSpec, "ROOT/datasets/stories.jsonl, mode: score, n_ctx: 64, limit: 2", big+", mode: score, n_ctx: 64", 1)
 	s = start(t, nil, "run", writeCase(t, spec), "--out", t.TempDir())
-	// Signal while evalrun reads the dataset (hashed, then tokenized): a
-	// fixed sleep let a quiet machine finish tokenizing first.
+	// Signal while evalrun reads the dataset (hashed, then tokenized): once
+	// it has the file open, not after a fixed sleep, which a quiet machine
+	// can outrun.
 	waitForOpen(t, s.cmd.Process.Pid, big)
 	time.Sleep(50 * time.Millisecond) // likely past the hash, into the tokenizer; either stage is before the passes
 	s.cmd.Process.Signal(syscall.SIGINT)
@@ -310,7 +313,7 @@ func rewriteModelWith(t *testing.T, key string, value any, tensor string) string
 // computed with, in seconds even on a loaded machine.
 const badInputLimit = 30 * time.Second
 
-// Cases 2, 4, 6, 8: bad input exits 2 (not 3, not 1), within a bounded
+// TestBadInputExitsTwo: bad input exits 2 (not 3, not 1), within a bounded
 // time, with a message that names the file, line and key where there is one.
 func TestBadInputExitsTwo(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "a-file")
@@ -377,7 +380,9 @@ func TestBadInputExitsTwo(t *testing.T) {
 	}
 }
 
-// Case 7: result files.
+// TestResultFiles: --out naming a directory leaves nothing behind, result
+// files follow the umask, and an earlier run's results (or a directory
+// another evalrun is writing) are refused.
 func TestResultFiles(t *testing.T) {
 	// The temporary file would go beside DIR, in its parent.
 	parent := t.TempDir()
@@ -400,7 +405,7 @@ func TestResultFiles(t *testing.T) {
 		}
 	}
 
-	// Issue 10: an earlier run's results are kept unless --force.
+	// An earlier run's results are kept unless --force.
 	r = evalrun(t, nil, "run", writeCase(t, caseSpec), "--out", out)
 	if r.code != 2 || !strings.Contains(r.stderr, "holds the results of an earlier run (summary.json): choose another --out, or --force") {
 		t.Errorf("--out holding a run: exit %d\n%s", r.code, r.stderr)
@@ -417,8 +422,9 @@ func TestResultFiles(t *testing.T) {
 	}
 }
 
-// Case 8: plugins by path only when the spec says so (above), checksums
-// from a lock file beside the plugins, and bench --plugin PATH.
+// TestPluginLockFileAndPaths: plugins by path only when the spec says so
+// (TestBadInputExitsTwo), checksums from a lock file beside the plugins,
+// and bench --plugin PATH.
 func TestPluginLockFileAndPaths(t *testing.T) {
 	dir := t.TempDir()
 	for _, name := range []string{"evalrun", "evalrun-plugin-cpu"} {
@@ -444,7 +450,7 @@ func TestPluginLockFileAndPaths(t *testing.T) {
 	}
 }
 
-// Issue 31, cases 1, 2 and 7: a path a user gives — the reference model, a
+// TestUserPathsNeverHang: a path a user gives — the reference model, a
 // backend's model, a dataset, a kernel list, a run to compare or merge —
 // that is a FIFO, a device, a directory, a symlink loop or a 2 GB sparse
 // file is refused with exit 2 and its name at once, never read without
@@ -512,10 +518,10 @@ func TestUserPathsNeverHang(t *testing.T) {
 	}
 }
 
-// Issue 31 case 5: a grandchild the plugin detaches with setsid (its own
-// session and process group) ends with the run, whether the plugin is
-// stopped at the end of the run or crashed before (its orphan is then the
-// host's, a child subreaper).
+// TestDetachedGrandchildEndsWithTheRun: a grandchild the plugin detaches
+// with setsid (its own session and process group) ends with the run,
+// whether the plugin is stopped at the end of the run or crashed before
+// (its orphan is then the host's, a child subreaper).
 func TestDetachedGrandchildEndsWithTheRun(t *testing.T) {
 	for _, c := range []struct {
 		name, plugin, options string
@@ -538,9 +544,10 @@ func TestDetachedGrandchildEndsWithTheRun(t *testing.T) {
 	}
 }
 
-// Issue 31 case 6: Ctrl-C while the plugins start leaves no socket
-// directory (go-plugin's plugin-dir*, made before a plugin starts) in the
-// temporary directory, at whatever moment it lands; nor does a whole run.
+// TestEarlyInterruptLeavesNoSocketDir: Ctrl-C while the plugins start
+// leaves no socket directory (go-plugin's plugin-dir*, made before a plugin
+// starts) in the temporary directory, at whatever moment it lands; nor does
+// a whole run.
 func TestEarlyInterruptLeavesNoSocketDir(t *testing.T) {
 	tmp := t.TempDir()
 	spec := writeCase(t, caseSpec)
@@ -570,11 +577,12 @@ func TestEarlyInterruptLeavesNoSocketDir(t *testing.T) {
 	}
 }
 
-// Issue 31: a plugin that lies in each way the contract allows (the liar:
-// the CPU plugin with one answer bent, $EVALRUN_TEST_LIE) gets the label of
-// its fault and exit 3 — or, where its lie is an accuracy result (NaN
-// logits), the verdict's — while the reference and the honest candidate
-// keep their results, and no process of its tree outlives the run.
+// TestLyingPlugins: a plugin that lies in each way the contract allows (the
+// liar: the CPU plugin with one answer bent, $EVALRUN_TEST_LIE) gets the
+// label of its fault and exit 3 — or, where its lie is an accuracy result
+// (NaN logits), the verdict's — while the reference and the honest
+// candidate keep their results, and no process of its tree outlives the
+// run.
 func TestLyingPlugins(t *testing.T) {
 	spec := strings.Replace(caseSpec, "backends:\n", "backends:\n  - {name: liar, plugin_path: "+filepath.Join(binDir, "evalrun-plugin-liar")+", threads: 1}\n", 1)
 	spec = strings.Replace(spec, "bench: {enabled: false}", "bench: {enabled: true, n_prompt: 8, n_gen: 2, reps: 2}\ntimeouts: {eval: 8s, bench: 3s}", 1)

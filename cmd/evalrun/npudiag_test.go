@@ -29,11 +29,11 @@ bench: {enabled: false}
 gates: {kld_mean_max: 0.001%s}
 `
 
-// TestKernelAccounting: a kernel list written with --tokens 1,128 (the old
-// hint of configs/rknn-sim.yaml) matches nothing a score chunk of n_ctx 128
-// runs (127 tokens, logits for 63): the run warns in the table and in
-// summary.json, passes without require_offload and exits 1 with it; the
-// list evalrun kernels --spec writes ran entirely.
+// TestKernelAccounting: a kernel list written with --tokens 1,128 (the
+// batch sizes one would guess from n_ctx 128) matches nothing a score chunk
+// of n_ctx 128 runs (127 tokens, logits for 63): the run warns in the table
+// and in summary.json, passes without require_offload and exits 1 with it;
+// the list evalrun kernels --spec writes ran entirely.
 func TestKernelAccounting(t *testing.T) {
 	dir := t.TempDir()
 	stale := filepath.Join(dir, "stale.json")

@@ -11,11 +11,11 @@ import (
 	"github.com/evalrun/evalrun/internal/testkit"
 )
 
-// Issue 10, preflight: every class of bad input that run finds before any
-// backend computes, through `evalrun validate` and `evalrun run`: exit 2,
-// the spec's file:line where there is one, no backend loaded, nothing
-// written, and quickly (each is timed; the bound only catches a hang, the
-// figures are in the test log).
+// TestPreflightRefusesBeforeAnyPluginComputes: every class of bad input
+// that run finds before any backend computes, through `evalrun validate`
+// and `evalrun run`: exit 2, the spec's file:line where there is one, no
+// backend loaded, nothing written, and quickly (each is timed; the bound
+// only catches a hang, the figures are in the test log).
 func TestPreflightRefusesBeforeAnyPluginComputes(t *testing.T) {
 	dir := t.TempDir()
 	spec := filepath.Join(dir, "specs", "p.yaml") // relative paths start here, not at the cwd
@@ -41,7 +41,7 @@ func TestPreflightRefusesBeforeAnyPluginComputes(t *testing.T) {
 	unboundTensor := rewriteModelWith(t, "", nil, "blk.0.attn_q_norm.weight")
 	softcap := rewriteModel(t, "llama.final_logit_softcapping", float32(30))
 
-	// Issue 31 case 8: a backend's own model is checked as the reference's.
+	// A backend's own model is checked as the reference's.
 	badBOS := rewriteModel(t, "tokenizer.ggml.bos_token_id", uint32(100000))
 	shortCtx := rewriteModel(t, "llama.context_length", uint32(32))
 	badTokenizer := rewriteModel(t, "tokenizer.ggml.model", "banana")
@@ -132,8 +132,8 @@ func TestEngineCommandsRefuseUnmodelledModels(t *testing.T) {
 	}
 }
 
-// Issue 31 case 10: the smaller refusals say what is wrong with the value
-// given, with exit 2.
+// TestSmallRefusalsNameTheValue: the smaller refusals say what is wrong
+// with the value given, with exit 2.
 func TestSmallRefusalsNameTheValue(t *testing.T) {
 	cache := t.TempDir()
 	formats := writeCase(t, caseSpec+"output: {formats: []}\n")

@@ -44,10 +44,10 @@ func TestAgainstGo(t *testing.T) {
 	}
 }
 
-// TestTanhfIsLibms holds Tanhf to the C library's tanhf (glibc's on this
-// project's x86-64 machines: the one llama.cpp's ggml-cpu calls for TANH
-// and for its GELU table) at every float of a stride through the whole
-// range, the special values, and densely where the branches meet.
+// TestTanhfIsLibms holds Tanhf to the C library's tanhf (on x86-64 Linux,
+// glibc's: the one llama.cpp's ggml-cpu calls for TANH and for its GELU
+// table) at every float of a stride through the whole range, the special
+// values, and densely where the branches meet.
 func TestTanhfIsLibms(t *testing.T) {
 	// libm's tanhf is loaded for this comparison only.
 	libmTanhf := func(x float32) float32 { load(); return fns.tanhf(x) }

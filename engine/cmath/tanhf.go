@@ -6,10 +6,11 @@ import "math"
 // libm llama.cpp's CPU backend calls there): fdlibm's float tanh, from
 // expm1f, each operation rounded to float32 with no fused multiply-add.
 // It is computed here rather than called: gemma's soft caps take a tanh
-// per attention score and per logit, and a call into libm per element
-// cost more than the rest of the model; the same bits on every
-// architecture, too (aarch64's glibc fuses multiply-adds). TestTanhfIsLibms
-// holds it to the loaded libm.
+// per attention score and per logit, and a call into libm (through purego)
+// per element costs more than the model's own arithmetic (measured:
+// docs/design-notes.md); and it gives the same bits on every architecture
+// (aarch64's glibc fuses multiply-adds). TestTanhfIsLibms holds it to the
+// loaded libm.
 func Tanhf(x float32) float32 {
 	bits := math.Float32bits(x)
 	ix := bits & 0x7fffffff

@@ -23,7 +23,7 @@ func FMA32(a, b, c float32) float32 {
 	// monotonic and the halfway points are float64 values): for a normal
 	// result, 29 low bits of 1 followed by zeros; for a subnormal one, an
 	// odd multiple of 2^-150. Redo those exactly: a·b+c spans at most 427
-	// bits (256 rounded some products near the float32 maximum).
+	// bits (256 would round some products near the float32 maximum).
 	bits := math.Float64bits(r)
 	if bits&(1<<29-1) == 1<<28 || (bits&^(1<<63)-1 < subnormal32Bits-1 && oddMultiple(math.Abs(r)*0x1p150)) {
 		x := new(big.Float).SetPrec(512).SetFloat64(float64(a))

@@ -12,9 +12,9 @@ import (
 
 // TestGeluTableIsLibggmls compares every entry of the fp16 GELU table with
 // the one libggml-cpu builds at ggml_cpu_init (the llamacpp plugin's
-// library, `make llamacpp`; its haswell variant runs on every x86 machine
-// of this project's kind and is built with FMA, like the variants libllama
-// picks on AVX-512 machines). NaN inputs give NaN in both; the payload is
+// library, `make llamacpp`; its haswell variant runs on any x86-64 CPU
+// with AVX2 and FMA and is built with FMA, like the variants libllama picks
+// on AVX-512 machines). NaN inputs give NaN in both; the payload is
 // not compared.
 func TestGeluTableIsLibggmls(t *testing.T) {
 	lib, _ := filepath.Abs(filepath.Join("..", "..", "third_party", "llamacpp", "v0.5.0", "libggml-cpu-haswell.so"))

@@ -82,7 +82,7 @@ var avx512Exact = map[Type]exactAsm{
 // with that scale decodes to, float32(q-8)*d for q = 0..15 (decodeQ4_0's
 // operations, so the same bits): the matvec kernel loads a block's table
 // instead of converting d and multiplying, two of the ten 512-bit
-// micro-ops a row's block cost (a 768x2048 matvec 17.0 -> 20.5 Gweights/s).
+// micro-ops a row's block costs (measured: docs/design-notes.md).
 // 4 MiB, built on first use; a tensor's blocks read only the lines of the
 // scales it holds, which stay in L2.
 var q4_0Tables = sync.OnceValue(func() *[1 << 20]float32 {
@@ -118,7 +118,8 @@ func (avx512Kernels) MatVec(t Type, w []byte, x []float32, out []float32) {
 // whole row length. The activation rows of a block stay in L2.
 
 // actRows is how many activation rows a block holds: as many as keep it
-// within about 512 KiB (half the L2 of current x86 cores).
+// within about 512 KiB (half of a 1 MiB L2; a larger L2 only leaves more
+// room).
 func actRows(k int) int {
 	r := (512 << 10) / (4 * max(k, 1)) &^ 3
 	return min(max(r, 4), 64)

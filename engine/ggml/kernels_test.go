@@ -252,14 +252,14 @@ func TestFMA32(t *testing.T) {
 	}
 	f32 := math.Float32frombits
 	cases := [][3]float32{
-		// a subnormal result the float64 rounding puts halfway (found by
-		// review: 0x00400002 before the subnormal case was redone exactly)
+		// a subnormal result the float64 rounding puts halfway (rounded
+		// again to float32 it gives 0x00400002, not 0x00400001)
 		{0x1.fffffcp-25, f32(0x00800001), f32(0x00400001)},
 		{0x1.fffffcp-25, -f32(0x00800001), -f32(0x00400001)},
 		// a normal one: 1 + 2^-24 (halfway) + 2^-80 (lost by float64)
 		{1 + 0x1p-23, 1 + 0x1p-23, -(0x1p-22 + 0x1p-46)},
-		// halfway near the float32 maximum with the smallest c: 0x7f000000
-		// when the exact redo had 256 bits (found by review)
+		// halfway near the float32 maximum with the smallest c (an exact
+		// redo in 256 bits gives 0x7f000000, not 0x7f000001)
 		{f32(0x64c2c200), f32(0x59a84000), f32(0x00000001)},
 		// tiny results of either sign, and zeros
 		{0x1p-100, -0x1p-100, 0}, {0x1p-75, 0x1p-75, f32(1)}, {3, 5, -15}, {-3, 5, 15},

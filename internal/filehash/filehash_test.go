@@ -11,8 +11,8 @@ import (
 )
 
 // TestSHA256StopsWhenInterrupted: hashing a model (gigabytes) or a
-// dataset gives way to Ctrl-C (issue 9 case 3) and otherwise hashes all of
-// the file, across its 4 MiB reads.
+// dataset gives way to Ctrl-C and otherwise hashes all of the file, across
+// its 4 MiB reads.
 func TestSHA256StopsWhenInterrupted(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "f")
 	data := make([]byte, 9<<20+7)

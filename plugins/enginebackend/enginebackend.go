@@ -1,7 +1,7 @@
 // Package enginebackend implements backend.Backend on top of the evalrun
-// engine. The cpu and rknn plugins share it and differ only in their Config:
-// which options they accept and which device they attach to the loaded
-// model (see Device).
+// engine. The cpu, rknn and hexagon plugins share it and differ only in
+// their Config: which options they accept and which device they attach to
+// the loaded model (see Device).
 //
 // Concurrency: the engine runs one model with one worker pool, so all calls
 // except Describe are serialized; Eval calls on different sessions run one

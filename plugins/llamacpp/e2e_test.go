@@ -214,11 +214,11 @@ func writeDuplicateTokenModel(t *testing.T, src, dst string) {
 }
 
 // TestLlamaCppOnlySpecs: a spec whose every backend is llamacpp runs on an
-// architecture evalrun's engine does not compute (Gemma 3, Phi-3 layouts,
-// as real conversions lay them out): the host plans it without the engine,
-// and llama.cpp with flash attention off is compared with llama.cpp with
-// it on and an F16 KV cache, to a verdict. The same file with an engine
-// backend in the spec is refused before any plugin loads, naming the
+// architecture evalrun's engine does not compute (synth.LlamaCppArchs, laid
+// out as real conversions lay them out): the host plans it without the
+// engine, and llama.cpp with flash attention off is compared with llama.cpp
+// with it on and an F16 KV cache, to a verdict. The same file with an
+// engine backend in the spec is refused before any plugin loads, naming the
 // model and the architecture (exit 2).
 func TestLlamaCppOnlySpecs(t *testing.T) {
 	libDir, pluginDir := buildPlugin(t)

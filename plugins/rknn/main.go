@@ -275,8 +275,8 @@ func attach(m *engine.Model, o *options) (enginebackend.Device, error) {
 	// run together as one job of the model's worker pool (sim RunCores);
 	// behind the fault layer, which has no RunCores, one after another,
 	// each spread over the pool (three cores as three goroutines on two
-	// CPUs took 2/3 of the work's time instead of 1/2, and goroutines
-	// started per run waited for wake-ups).
+	// CPUs leave one CPU idle for a third of the work, and goroutines
+	// started per run wait for wake-ups; measured: docs/design-notes.md).
 	if o.Driver != "hardware" {
 		cfg.Sequential = true
 	}

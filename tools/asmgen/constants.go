@@ -18,8 +18,9 @@ var (
 	dword0, dword3, dword15, dword16, dword32 Mem // one uint32 each, for broadcasts
 
 	// tailMasks[r] (8 bytes each) for the last r < 16 elements of a row of a
-	// plain type: the load mask (bits 0..r-1), then the masks of the two
-	// 8-lane adds of a row pair (see combinePair).
+	// plain type: the load mask (bits 0..r-1), which the kernels read; then
+	// those of the r lanes that fall in lanes 0..7 and in lanes 8..15, each
+	// as an 8-bit mask in both bytes, and a zero word, which no kernel reads.
 	tailMasks Mem
 
 	// Q4_K/Q5_K scale unpacking (see kScales).

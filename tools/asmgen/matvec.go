@@ -117,10 +117,9 @@ func matVecGroup(t qtype, R int, w, stride Register, x0, k Op, out Register) {
 	// The hardware prefetchers alone do not stream rows at full bandwidth
 	// (R interleaved streams, short ones for the quantized types): walk a
 	// later group's bytes with software prefetches, R blocks' worth per
-	// block (measured: F16 24 -> 33 GB/s, Q8_0 rows more than twice as
-	// fast). The plain types go one row at a time, one sequential stream:
-	// decode of a 12-layer 768-wide model 58 -> 70 t/s (F32), 120 -> 130
-	// (F16) against 4 rows.
+	// block. The plain types go one row at a time, one sequential stream,
+	// which decodes faster than 4 interleaved rows. Both measured:
+	// docs/design-notes.md.
 	var pf Register
 	if pfGroups > 0 {
 		pf = GP64()

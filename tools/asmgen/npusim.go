@@ -72,11 +72,11 @@ func transpose16(r []VecVirtual) []VecVirtual {
 	return w
 }
 
-// genFP16Transpose: bt[kb][k][j] = float32(B[j][32kb+k]) for the kBlocks
-// native blocks of one group of 16 output channels (1024 bytes each).
 // fp16PrefetchBlocks is how far ahead the fp16 kernel prefetches B.
 var fp16PrefetchBlocks = 8
 
+// genFP16Transpose: bt[kb][k][j] = float32(B[j][32kb+k]) for the kBlocks
+// native blocks of one group of 16 output channels (1024 bytes each).
 func genFP16Transpose() {
 	TEXT("fp16TransposeAVX512", NOSPLIT, "func(b []byte, kBlocks int, bt []float32)")
 	Pragma("noescape")
@@ -87,8 +87,8 @@ func genFP16Transpose() {
 	TESTQ(n, n)
 	JZ(LabelRef("done"))
 	// B streams from memory once per call: prefetch a few blocks ahead
-	// (the hardware prefetchers alone left this kernel at a third of the
-	// bandwidth).
+	// (the hardware prefetchers alone leave this kernel far below the
+	// memory bandwidth; measured: docs/design-notes.md).
 	for off := 0; off < 1024; off += 64 {
 		PREFETCHT0(Mem{Base: bp, Disp: fp16PrefetchBlocks*1024 + off})
 	}
@@ -220,8 +220,8 @@ func fp16Group(G, nb int, ap, cp Register) {
 	JZ(LabelRef("kb_done" + tag))
 	s := zeroAcc(G, nb)
 	// B's vectors for k are loaded once and used by every row: G×nb
-	// multiply-adds per nb loads and G broadcasts (with memory operands B
-	// was read G times, which made L2 the limit).
+	// multiply-adds per nb loads and G broadcasts (memory operands would
+	// read B G times and make L2 the limit).
 	for k := 0; k < 32; k++ {
 		bv := make([]VecVirtual, nb)
 		for j := range bv {
@@ -529,23 +529,16 @@ func blockLoop(name string, bp, kBlocks Register, body func(b Register)) {
 // instructions spread between the sum steps, so that the unpacks (ports 1
 // and 5) run beside the conversions and FMAs (ports 0 and 1) instead of
 // taking turns with them; and the sums are a loop (fp16PairSums), so the
-// code stays small. Against the order "transpose, then sum", written out
-// (thread CPU time, 30 interleaved pairs): pipelining 1.22–1.26× in cache
-// and 1.06–1.13× streaming from memory, the loop another 1.2× and
-// 1.3–1.4×; a decode step of an F16 768×12 model through the offload 1.08×
-// and then 1.22× (the fp16 / CPU time 1.34 → 1.10). With 3 and 4 rows the
+// code stays small. Both are faster than the order "transpose, then sum"
+// written out, in cache and streaming from memory (measured, with the
+// forms tried and not kept: docs/design-notes.md). With 3 and 4 rows the
 // sums alone hold 12 and 16 registers and the transposition's beside them
 // do not fit the 32 (avo fails to allocate them), so the next pair is
 // transposed before the sums instead of between.
 //
 // Everything is 256 bits wide: with no 512-bit operation in flight port 1
 // runs vector operations too; 512-bit unpacks and conversions run on port
-// 5 alone. Measured and not kept: a 512-bit pipelined form (the fourth
-// round of lane permutes replaced by storing each 128-bit lane to its
-// place) no faster than the written-out 256-bit one; groups of four blocks
-// (eight chains per row) 0.7–0.85× the unpipelined kernel, at 256 and at
-// 512 bits (their code was twice as long: the loop above suggests that
-// was the cost, not the chains).
+// 5 alone.
 func genFP16Direct(rows int) {
 	// Not NOSPLIT: the 4 KB staging frame needs the stack check.
 	name := fmt.Sprintf("fp16Direct%dAVX512", rows)
@@ -651,8 +644,8 @@ type staging struct{ bp, bstep, buf Register }
 // 2 blocks: four chains per row), and, with next, the transposition of
 // rows 8l..8l+7 of block h of the next pair, spread between its steps. A
 // loop, not 64 steps written out: the summing code is 4 times smaller (the
-// whole 1-row kernel half as long), and the kernel 1.3–1.4× faster from
-// memory (1.2× in cache) for it.
+// whole 1-row kernel half as long), and the kernel faster for it, from
+// memory and in cache (measured: docs/design-notes.md).
 func fp16PairSums(rows int, arow []Register, astep, buf Register, acc [][]VecVirtual, second Register, next *staging, lbl string) {
 	sums := make([][][]VecVirtual, 2) // [block][s][row]
 	for j := range sums {

@@ -180,10 +180,10 @@ func (t *q8_0Type) chunk(r int, blk Mem, c int) VecVirtual {
 	return z
 }
 
-// tableType is the legacy nibble quants: the 16 (or 32) values a block can
-// hold are computed once per block into a table, and each chunk is a
-// permutation of it by the quants (VPERMPS uses the low 4 index bits,
-// VPERMI2PS the low 5).
+// q4_0Type is Q4_0, the first of the legacy nibble quants (q4_1Type,
+// q5Type): the 16 (or 32) values a block can hold are computed once per
+// block into a table, and each chunk is a permutation of it by the quants
+// (VPERMPS uses the low 4 index bits, VPERMI2PS the low 5).
 type q4_0Type struct {
 	noTail
 	tab, q [4]VecVirtual

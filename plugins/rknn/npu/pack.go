@@ -204,7 +204,8 @@ func unpack[T Elem](fn string, info *MatmulInfo, name string, src []byte, dst []
 // native A (or C) of several rows from float32 into fp16, or from int8 into
 // int8, written a row at a time (one bulk conversion, then 16-byte atoms
 // to their places [cols/Sub][Rows][Sub]) instead of one conversion call per
-// 8-element atom (3.6 ns an element). It reports whether it packed.
+// 8-element atom, whose call overhead would dominate (measured:
+// docs/design-notes.md). It reports whether it packed.
 func packAtoms[T Elem](o Operand, src []T, r0, rows, cols int, transposed bool, dst []byte) bool {
 	if o.Layout != LayoutNative || o.Name == "B" || transposed || o.Rows < 2 || !littleEndian || o.Sub != 8 && o.Sub != 16 {
 		return false

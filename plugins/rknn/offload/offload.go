@@ -707,9 +707,11 @@ func (o *MatMuler) convertRows(k *kernel, info *npu.MatmulInfo, x []float32, lo,
 }
 
 // gatherAll gathers every core's C of a device call into its op's output
-// (each core writes its own columns): on one thread a prefill's gather took
-// a tenth of the call. It returns the saturated results, or the first error
-// with the index of its op.
+// (each core writes its own columns), spread over the host's threads from
+// parallelGatherRows rows up: on one thread a prefill's gather is a
+// noticeable share of the call (measured: docs/design-notes.md). It
+// returns the saturated results, or the first error with the index of its
+// op.
 func (o *MatMuler) gatherAll(ks []*kernel, ops []*engine.MatMulOp, M int, outs [][]float32) (saturated int64, op int, err error) {
 	var mu sync.Mutex
 	errCore := 0

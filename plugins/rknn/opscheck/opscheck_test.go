@@ -86,7 +86,7 @@ func TestBundledModelOps(t *testing.T) {
 
 // TestInt4TypeAwareLimit: int4 (amax/7) sits near its quantization noise
 // 1/(2·7²) on uniform inputs, far above MUL_MAT's 5e-4: judged by 5e-4 every
-// int4 kernel failed; judged by MaxNMSEInt4 they pass, with the limit in
+// int4 kernel would fail; judged by MaxNMSEInt4 they pass, with the limit in
 // the output line of a failure.
 func TestInt4TypeAwareLimit(t *testing.T) {
 	var out bytes.Buffer

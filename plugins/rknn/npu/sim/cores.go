@@ -11,9 +11,9 @@ var _ npu.CoreRunner = (*Driver)(nil)
 // RunCores runs ctxs as the cores of one matmul: each as its Run would (the
 // same checks, faults in the same run order, the same bits in C, counted
 // alike), but the phases of all of them go to the host's threads together,
-// one job per phase instead of one per core and phase: a decode step's
-// hundred matmuls on three cores were three hundred hand-overs to the
-// worker pool, each ending with threads waiting for the last range. The
+// one job per phase instead of one per core and phase: a matmul on three
+// cores is one hand-over to the worker pool, not three, each of which ends
+// with threads waiting for the last range. The
 // contexts are locked in the order given (callers running overlapping sets
 // from several goroutines must keep one order).
 func (d *Driver) RunCores(ctxs []npu.Context) []error {

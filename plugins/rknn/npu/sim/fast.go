@@ -47,8 +47,8 @@ func segments(K, N, subN, bBits int, fn func(k0, kBlocks, off int)) {
 // the same activations, each from its own buffer. A run whose A is the
 // same bytes in the same type, layout and shape as an earlier one computes
 // from that decoding instead of its own (the values are a function of the
-// bytes, so nothing changes but the time: a 128-row prefill's Q, K and V
-// on three cores decoded A nine times, on one thread).
+// bytes, so nothing changes but the time: a prefill's Q, K and V on three
+// cores would otherwise decode the same A nine times, on one thread).
 type decodedAs []decodedA
 
 type decodedA struct {
@@ -148,8 +148,8 @@ func (c *Context) planFast(w *workspace, b []byte, M, K, N int, aNative bool, sh
 			}
 			// Ranges of whole pairs of groups, each range with a transposed
 			// pair from the pool (a host pool calls fn for many small
-			// ranges: a fresh 2·kBlocks KB each time cost more than the
-			// work).
+			// ranges: allocating a fresh 2·kBlocks KB each time costs more
+			// than the work).
 			phases = append(phases, phase{n: nBlocks, align: 2, fn: func(lo, hi int) {
 				bp := transposed.Get().(*[]float32)
 				defer transposed.Put(bp)

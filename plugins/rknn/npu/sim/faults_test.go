@@ -10,7 +10,7 @@ import (
 	"github.com/evalrun/evalrun/plugins/rknn/npu"
 )
 
-// onesRun binds A = B = 1 (fp16) so every C element is K.
+// onesSetup binds A = B = 1 (fp16) so every C element is K.
 func onesSetup(t *testing.T, d npu.Driver, typ npu.MatmulType) *bound {
 	t.Helper()
 	in := mkInfo(typ, 2, 32, 16, npu.LayoutNative, npu.LayoutNative)

@@ -61,7 +61,8 @@ func grow[E any](s []E, n int) []E {
 	return s[:n]
 }
 
-// layoutLen is the element count of an operand in its layout, padding included.
+// aLen and bLen are the element counts of A and B in their layouts,
+// padding included.
 func aLen(M, K int, native bool, subK int) int {
 	if !native {
 		return M * K
@@ -406,8 +407,9 @@ func (c *Context) plan(w *workspace, shared *decodedAs) (phases []phase, finish 
 }
 
 // scatterPhase writes a row-major result straight into a 32-bit native C
-// with M > 1, its column groups spread over the threads (on one thread, a
-// prefill's C took a fifth of the device call).
+// with M > 1, its column groups spread over the threads (on one thread the
+// scatter is a large share of a prefill's device call; measured:
+// docs/design-notes.md).
 func scatterPhase[E float32 | int32](src, view []E, M, N, subNC int) phase {
 	return phase{n: ceilDiv(N, subNC), align: 1, fn: func(lo, hi int) { scatterCAtoms(src, view, M, N, subNC, lo, hi) }}
 }
@@ -535,9 +537,9 @@ func (d *Driver) parallel(n, align int, fn func(lo, hi int)) {
 }
 
 // parallelGroups splits [0,n) into threads near-equal ranges (the fast
-// path's channel groups, which need no multiple of 4): rounding 11 groups
-// up to ranges of 8 gave one thread 8 and the other 3. Each output is
-// still computed by one goroutine in a fixed order.
+// path's channel groups, which need no multiple of 4): rounding ranges up
+// to multiples of 4 would give one of two threads 8 of 11 groups and the
+// other 3. Each output is still computed by one goroutine in a fixed order.
 func parallelGroups(n, threads int, fn func(lo, hi int)) {
 	threads = min(threads, n)
 	if threads <= 1 {
