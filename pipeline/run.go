@@ -26,6 +26,7 @@ import (
 	"github.com/evalrun/evalrun/internal/atomicfile"
 	"github.com/evalrun/evalrun/internal/exitcode"
 	"github.com/evalrun/evalrun/pipeline/diag"
+	"github.com/evalrun/evalrun/pipeline/gate"
 	"github.com/evalrun/evalrun/pipeline/kldbase"
 	"github.com/evalrun/evalrun/pipeline/plan"
 	"github.com/evalrun/evalrun/pipeline/refcache"
@@ -184,7 +185,7 @@ func fewRepsWarnings(s *spec.Spec) []string {
 	var out []string
 	for _, b := range s.Backends() {
 		for _, g := range b.Gates.Relative() {
-			if spec.IsSpeedMetric(g.Metric) {
+			if g.Bound == gate.MaxSlowdown {
 				out = append(out, fmt.Sprintf("%s: gate %s: bench.reps is %d, and the p95 test needs >= %d repetitions a side to find a slowdown: the gate will fail as not measured (unless skipped: a simulated device without speed_gates_on_simulated)", b.Name, g.Name, s.Bench.Reps, least))
 			}
 		}

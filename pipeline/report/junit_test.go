@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/evalrun/evalrun/pipeline/summary"
+	"github.com/evalrun/evalrun/pipeline/gate"
 )
 
 // xmllint validates a file against testdata/junit-10.xsd (the Jenkins
@@ -94,7 +94,7 @@ func TestJUnitValidatesAgainstXSD(t *testing.T) {
 	if e := by["evalrun.default.npu_hang/run"]; e.is() != "error" || e.Outcome.Type != "timeout" {
 		t.Fatalf("timed-out backend (dots in its name become _): %+v", by)
 	}
-	if c := by["evalrun.default.npu-fp16/tg_ts_min"]; c.is() != "skipped" || c.Outcome.Text != summary.NoteSimulated {
+	if c := by["evalrun.default.npu-fp16/tg_ts_min"]; c.is() != "skipped" || c.Outcome.Text != gate.NoteSimulated {
 		t.Fatalf("speed gate on a simulated device: %+v", c.Outcome)
 	}
 	if by["evalrun.default.later/run"].is() != "skipped" {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/evalrun/evalrun/pipeline/diag"
+	"github.com/evalrun/evalrun/pipeline/gate"
 	"github.com/evalrun/evalrun/pipeline/summary"
 )
 
@@ -42,7 +43,7 @@ func troubled(t *testing.T) *summary.Summary {
 	fp16 := by["npu-fp16"]
 	fp16.Diagnostics = &diag.Report{Shadow: true, LayerDrift: &diag.LayerDrift{Dataset: "stories", Chunk: 1, Layers: []diag.LayerError{
 		{Layer: 0, NMSE: 1e-9, Cosine: 1}, {Layer: 1, NMSE: 4e-9, Cosine: 1}, {Layer: 2, NMSE: 3e-8, Cosine: 0.999999}}}}
-	fp16.Gates = append(fp16.Gates, summary.GateResult{Name: "tg_ts_min", Limit: 1e6, Pass: true, Skipped: true, Note: summary.NoteSimulated})
+	fp16.Gates = append(fp16.Gates, summary.GateResult{Name: "tg_ts_min", Limit: 1e6, Pass: true, Skipped: true, Note: gate.NoteSimulated})
 	by["npu-fp16"].Warnings = []string{"kernels: the list offloads nothing\nthat the run executes"}
 	int8 := by["npu-int8"]
 	v := 0.0123

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/evalrun/evalrun/pipeline/gate"
 	"github.com/evalrun/evalrun/pipeline/speedstat"
 	"github.com/evalrun/evalrun/pipeline/summary"
 )
@@ -128,43 +129,6 @@ type SpeedChange struct {
 	baseRates, newRates []float64 // what P was computed on
 }
 
-// metric describes one accuracy statistic: how to read it (and its ±) and
-// which direction is worse.
-type metric struct {
-	name        string
-	get         func(a *summary.Accuracy) (v, err *float64)
-	higherWorse bool
-}
-
-func val(f func(a *summary.Accuracy) *float64) func(a *summary.Accuracy) (*float64, *float64) {
-	return func(a *summary.Accuracy) (*float64, *float64) { return f(a), nil }
-}
-
-func count(f func(a *summary.Accuracy) int64) func(a *summary.Accuracy) (*float64, *float64) {
-	return func(a *summary.Accuracy) (*float64, *float64) { v := float64(f(a)); return &v, nil }
-}
-
-// metrics are the accuracy block's statistics, in the summary's order.
-var metrics = []metric{
-	{"kld_mean", func(a *summary.Accuracy) (*float64, *float64) { return a.KLDMean, a.KLDMeanErr }, true},
-	{"kld_p99", val(func(a *summary.Accuracy) *float64 { return a.KLDP99 }), true},
-	{"kld_max", val(func(a *summary.Accuracy) *float64 { return a.KLDMax }), true},
-	{"kld_median", val(func(a *summary.Accuracy) *float64 { return a.KLDMedian }), true},
-	{"same_top_p", func(a *summary.Accuracy) (*float64, *float64) { return a.SameTopP, a.SameTopPErr }, false},
-	{"rms_dp", func(a *summary.Accuracy) (*float64, *float64) { return a.RMSDp, a.RMSDpErr }, true},
-	{"ppl", func(a *summary.Accuracy) (*float64, *float64) { return a.PPL, a.PPLErr }, true},
-	{"ppl_ratio", func(a *summary.Accuracy) (*float64, *float64) { return a.PPLRatio, a.PPLRatioErr }, true},
-	{"delta_ppl", func(a *summary.Accuracy) (*float64, *float64) { return a.DeltaPPL, a.DeltaPPLErr }, true},
-	{"nmse", val(func(a *summary.Accuracy) *float64 { return a.NMSE }), true},
-	{"cosine_min", val(func(a *summary.Accuracy) *float64 { return a.CosineMin }), false},
-	{"max_abs_diff", val(func(a *summary.Accuracy) *float64 { return a.MaxAbsDiff }), true},
-	{"top5_overlap", val(func(a *summary.Accuracy) *float64 { return a.Top5Overlap }), false},
-	{"greedy_match", val(func(a *summary.Accuracy) *float64 { return a.GreedyMatch }), false},
-	{"first_divergence_mean", val(func(a *summary.Accuracy) *float64 { return a.FirstDivergenceMean }), false},
-	{"nan_count", count(func(a *summary.Accuracy) int64 { return a.NaNCount }), true},
-	{"inf_count", count(func(a *summary.Accuracy) int64 { return a.InfCount }), true},
-}
-
 // DefaultMinChange is the smallest relative throughput change called
 // significant: runs made at different times on a shared machine drift by
 // more than sampling noise (another job's load), which no test on the
@@ -216,13 +180,13 @@ func compareMetrics(base, new *summary.Accuracy) []MetricChange {
 		return nil
 	}
 	var out []MetricChange
-	for _, m := range metrics {
-		bv, be := m.get(base)
-		nv, ne := m.get(new)
+	for _, m := range gate.Accuracy() {
+		bv, be := m.Value(base)
+		nv, ne := m.Value(new)
 		if bv == nil && nv == nil {
 			continue
 		}
-		c := MetricChange{Name: m.name, Base: bv, New: nv, BaseErr: be, NewErr: ne}
+		c := MetricChange{Name: m.Name, Base: bv, New: nv, BaseErr: be, NewErr: ne}
 		if bv != nil && nv != nil {
 			d := *nv - *bv
 			c.Delta = &d
@@ -233,7 +197,7 @@ func compareMetrics(base, new *summary.Accuracy) []MetricChange {
 			} else {
 				c.Beyond = d != 0
 			}
-			c.Worse = c.Beyond && (d > 0) == m.higherWorse
+			c.Worse = c.Beyond && (d > 0) == m.HigherWorse
 		}
 		out = append(out, c)
 	}

@@ -5,15 +5,15 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"reflect"
 	"runtime"
-	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/evalrun/evalrun/pipeline/gate"
 )
 
 // Spec is one experiment: a model, prompt sets, a reference backend, the
@@ -295,82 +295,56 @@ type Gates struct {
 	SpeedBaseline *string `yaml:"speed_baseline,omitempty"`
 }
 
-// gateSuffixes end the gates' keys: _max and _min bound the metric the key
-// names before them; the others mark the gates that compare with a baseline
-// run (the metric may change for the worse by at most the limit).
-var gateSuffixes = []string{"_max_increase", "_max_drop", "_max_slowdown", "_max", "_min"}
-
-// Gate is one set threshold.
-type Gate struct {
-	Name   string  // the spec key, e.g. "kld_mean_max"
-	Metric string  // the metric it limits, e.g. "kld_mean"
-	Max    bool    // true: the metric must be <= Limit; false: >= Limit
-	Limit  float64 // the threshold
-}
-
-// Pass reports whether value meets the gate. NaN never passes.
-func (g Gate) Pass(value float64) bool {
-	if math.IsNaN(value) {
-		return false
-	}
-	if g.Max {
-		return value <= g.Limit
-	}
-	return value >= g.Limit
-}
-
 // List returns the set absolute gates in schema order.
-func (g Gates) List() []Gate { return g.list(false) }
+func (g Gates) List() []gate.Gate { return g.list(false) }
 
 // Relative returns the set gates that compare with a baseline run, in
 // schema order; Metric is the metric compared (kld_mean, same_top_p,
 // ppl_ratio, tg_ts, pp_ts) and Limit the largest change for the worse.
-func (g Gates) Relative() []Gate { return g.list(true) }
+func (g Gates) Relative() []gate.Gate { return g.list(true) }
 
 // BaselineRun returns the relative gates that compare with a baseline run:
 // all of them, less the slowdown gates when SpeedBaseline names a backend of
 // this run to judge them against.
-func (g Gates) BaselineRun() []Gate { return g.relative(false) }
+func (g Gates) BaselineRun() []gate.Gate { return g.relative(false) }
 
 // InRun returns the slowdown gates judged against SpeedBaseline's backend
 // in this run; none without it.
-func (g Gates) InRun() []Gate { return g.relative(true) }
+func (g Gates) InRun() []gate.Gate { return g.relative(true) }
 
 // relative returns the relative gates judged in this run (inRun) or
 // against the baseline run.
-func (g Gates) relative(inRun bool) []Gate {
-	var out []Gate
-	for _, gate := range g.Relative() {
-		if (g.SpeedBaseline != nil && IsSpeedMetric(gate.Metric)) == inRun {
-			out = append(out, gate)
+func (g Gates) relative(inRun bool) []gate.Gate {
+	var out []gate.Gate
+	for _, r := range g.Relative() {
+		if (g.SpeedBaseline != nil && r.Bound == gate.MaxSlowdown) == inRun {
+			out = append(out, r)
 		}
 	}
 	return out
 }
-
-// IsSpeedMetric reports whether a gated metric is a throughput.
-func IsSpeedMetric(metric string) bool { return metric == "tg_ts" || metric == "pp_ts" }
 
 // SpeedOnSimulated reports whether speed gates apply to simulated devices.
 func (g Gates) SpeedOnSimulated() bool {
 	return g.SpeedGatesOnSimulated != nil && *g.SpeedGatesOnSimulated
 }
 
-func (g Gates) list(relative bool) []Gate {
-	var out []Gate
+// list parses the set gate keys (package gate's catalog knows their
+// metrics) that are relative or not.
+func (g Gates) list(relative bool) []gate.Gate {
+	var out []gate.Gate
 	rv := reflect.ValueOf(g)
 	for _, f := range fieldsOf(reflect.TypeFor[Gates]()) {
 		p, ok := rv.FieldByIndex(f.index).Interface().(*float64)
 		if !ok || p == nil {
 			continue
 		}
-		for _, suf := range gateSuffixes {
-			if metric, cut := strings.CutSuffix(f.key, suf); cut {
-				if isRelative := suf != "_max" && suf != "_min"; isRelative == relative {
-					out = append(out, Gate{Name: f.key, Metric: metric, Max: suf == "_max", Limit: *p})
-				}
-				break
-			}
+		r, err := gate.Parse(f.key, *p)
+		if err != nil {
+			panic("spec: Gates: " + err.Error()) // the struct's keys are the catalog's (TestEveryGateKeyIsTheCatalogs)
+		}
+		if r.Relative() == relative {
+			out = append(out, r)
 		}
 	}
 	return out

@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/evalrun/evalrun/pipeline/gate"
 )
 
 // checker fills defaults, validates and resolves one decoded spec. The
@@ -228,13 +230,14 @@ func (k *checker) backend(b Backend) {
 }
 
 func (k *checker) gates(path string, g Gates) {
-	for _, gate := range append(g.List(), g.Relative()...) {
-		if gate.Limit < 0 {
-			k.add(path+"."+gate.Name, "must be >= 0, got %g", gate.Limit)
-		} else if (gate.Metric == "same_top_p" || gate.Metric == "greedy_match") && gate.Limit > 1 {
-			k.add(path+"."+gate.Name, "is a fraction between 0 and 1, got %g", gate.Limit)
-		} else if strings.HasSuffix(gate.Name, "_max_slowdown") && gate.Limit >= 1 {
-			k.add(path+"."+gate.Name, "is a fraction of the baseline's tokens/s, below 1, got %g", gate.Limit)
+	for _, r := range append(g.List(), g.Relative()...) {
+		m, _ := gate.Lookup(r.Metric)
+		if r.Limit < 0 {
+			k.add(path+"."+r.Name, "must be >= 0, got %g", r.Limit)
+		} else if m.Fraction && r.Limit > 1 {
+			k.add(path+"."+r.Name, "is a fraction between 0 and 1, got %g", r.Limit)
+		} else if r.Bound == gate.MaxSlowdown && r.Limit >= 1 {
+			k.add(path+"."+r.Name, "is a fraction of the baseline's tokens/s, below 1, got %g", r.Limit)
 		}
 	}
 }

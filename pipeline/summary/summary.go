@@ -275,18 +275,6 @@ type Throughput struct {
 	Simulated bool `json:"simulated,omitempty"`
 }
 
-// Test is the bench test a speed metric (tg_ts, pp_ts) measures; nil when
-// it did not run.
-func (t *Throughput) Test(metric string) *BenchTest {
-	switch {
-	case t == nil:
-		return nil
-	case metric == "tg_ts":
-		return t.TG
-	}
-	return t.PP
-}
-
 // Name is the test's llama-bench name, ppN or tgN; "" for none.
 func (b *BenchTest) Name() string {
 	if b == nil {
@@ -342,9 +330,6 @@ func (g GateResult) Describe() string {
 	}
 	return fmt.Sprintf("%s: %.6g against limit %g", g.Name, *g.Value, g.Limit)
 }
-
-// NoteSimulated explains a speed gate not applied to a simulated device.
-const NoteSimulated = "not applied: simulated device throughput (speed_gates_on_simulated: true applies it)"
 
 // Add sums another's eval calls into e (a merge of shards).
 func (e *EvalTiming) Add(o *EvalTiming) {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/evalrun/evalrun/internal/exitcode"
 	"github.com/evalrun/evalrun/pipeline/diag"
+	"github.com/evalrun/evalrun/pipeline/gate"
 	"github.com/evalrun/evalrun/pipeline/spec"
 	"github.com/evalrun/evalrun/pipeline/summary"
 )
@@ -55,7 +56,7 @@ func (v *Builder) Candidate(bs summary.BackendSummary, cmp *Comparison, gates sp
 		v.gateFailed = true
 		return bs
 	}
-	bs.Gates = Gates(gates, bs.Accuracy, bs.Throughput)
+	bs.Gates = gate.Absolute(gates.List(), gate.SkipSpeed(gates.SpeedOnSimulated(), bs.Throughput), bs.Accuracy, bs.Throughput)
 	if ro := gates.RequireOffload; ro != nil && *ro {
 		bs.Gates = append(bs.Gates, offloadGate(bs.Diagnostics))
 	}
@@ -82,16 +83,16 @@ func (v *Builder) Candidate(bs summary.BackendSummary, cmp *Comparison, gates sp
 // another backend of this run whose bench was interleaved with its own.
 func (v *Builder) inRun(bs summary.BackendSummary, g spec.Gates) []summary.GateResult {
 	var out []summary.GateResult
-	for _, gate := range g.InRun() {
-		r := summary.GateResult{Name: gate.Name, Limit: gate.Limit}
+	for _, slow := range g.InRun() {
+		r := summary.GateResult{Name: slow.Name, Limit: slow.Limit}
 		name := *g.SpeedBaseline
 		apart := ""
 		if v.BenchedApart != nil {
 			apart = v.BenchedApart(name, bs.Name)
 		}
 		switch st := v.Statuses[name]; {
-		case SkipSpeedGate(g, bs.Throughput):
-			r.Pass, r.Skipped, r.Note = true, true, summary.NoteSimulated
+		case gate.SkipSpeed(g.SpeedOnSimulated(), bs.Throughput):
+			r.Pass, r.Skipped, r.Note = true, true, gate.NoteSimulated
 		case apart != "":
 			r.Note = "not measured: " + apart
 		case st != "" && st != summary.StatusOK:
@@ -99,7 +100,7 @@ func (v *Builder) inRun(bs summary.BackendSummary, g spec.Gates) []summary.GateR
 			// and the machine's state then, would be missing from one side.
 			r.Note = fmt.Sprintf("not measured: %s %s", name, st)
 		default:
-			r = Slowdown(r, gate, v.Speeds[name], bs.Throughput, 1, "", name+" in this run")
+			r = gate.Slowdown(slow, v.Speeds[name], bs.Throughput, 1, "", name+" in this run")
 		}
 		out = append(out, r)
 	}
@@ -122,50 +123,6 @@ func (v *Builder) Result() summary.Verdict {
 	default:
 		return summary.Verdict{Status: summary.VerdictPass, ExitCode: exitcode.Pass, Reasons: v.reasons}
 	}
-}
-
-// metricValue looks up a gated metric; nil when it was not measured.
-func metricValue(metric string, a *summary.Accuracy, t *summary.Throughput) (v *float64, known bool) {
-	switch metric {
-	case "tg_ts", "pp_ts":
-		if b := t.Test(metric); b != nil {
-			return &b.AvgTS, true
-		}
-		return nil, true
-	}
-	if a == nil {
-		a = &summary.Accuracy{}
-	}
-	p, ok := map[string]*float64{"kld_mean": a.KLDMean, "kld_p99": a.KLDP99, "same_top_p": a.SameTopP, "nmse": a.NMSE,
-		"greedy_match": a.GreedyMatch, "max_abs_diff": a.MaxAbsDiff, "ppl_ratio": a.PPLRatio}[metric]
-	return p, ok
-}
-
-// Gates checks every absolute gate. A gate whose statistic could not be
-// computed fails: a check that saw nothing must not pass (the test-backend-ops
-// "0/0 OK" lesson). NaN or Inf in the logits always fails.
-func Gates(gates spec.Gates, a *summary.Accuracy, t *summary.Throughput) []summary.GateResult {
-	var out []summary.GateResult
-	for _, g := range gates.List() {
-		v, known := metricValue(g.Metric, a, t)
-		r := summary.GateResult{Name: g.Name, Limit: g.Limit, Value: v}
-		switch {
-		case spec.IsSpeedMetric(g.Metric) && SkipSpeedGate(gates, t):
-			r.Pass, r.Skipped, r.Note = true, true, summary.NoteSimulated
-		case !known:
-			r.Note = "unknown metric " + g.Metric
-		case v == nil:
-			r.Note = "not measured"
-		default:
-			r.Pass = g.Pass(*v)
-		}
-		out = append(out, r)
-	}
-	if a != nil && (a.NaNCount > 0 || a.InfCount > 0) {
-		n := float64(a.NaNCount + a.InfCount)
-		out = append(out, summary.GateResult{Name: "finite_logits", Limit: 0, Value: &n, Note: fmt.Sprintf("%d NaN, %d Inf logits", a.NaNCount, a.InfCount)})
-	}
-	return out
 }
 
 // offloadGate is require_offload: every listed kernel ran on the device.
