@@ -501,7 +501,6 @@ gates: {kld_mean_max: 0.01, same_top_p_min: 0.9}
 	}
 }
 
-
 // TestShippedConfigs loads every example in configs/ against the real files
 // of the repository and checks what each promises its reader.
 func TestShippedConfigs(t *testing.T) {
