@@ -82,7 +82,7 @@ func TestOptionErrors(t *testing.T) {
 	}{
 		{map[string]any{"sessions": 0}, `option "sessions": 0 outside 1..16`},
 		{map[string]any{"sessions": 17}, `option "sessions": 17 outside 1..16`},
-		{map[string]any{"sessions": "two"}, `option "sessions": want int`},
+		{map[string]any{"sessions": "two"}, `option "sessions": want an integer, got "two"`},
 		{map[string]any{"sessions": 6}, `option "sessions": 6 exceeds the model's 5 layers`},
 		{map[string]any{"ops": "attention"}, `option "ops": "attention" unknown (want matmul or layer)`},
 		{map[string]any{"faults": map[string]any{"nan_after": -1}}, `option "faults": nan_after: -1 must be >= 0`},
