@@ -157,8 +157,10 @@ func TestAgainstCPU(t *testing.T) {
 	}
 }
 
-// TestCoreSplitBitIdentical: 1, 2 or 3 cores, concurrent or sequential, give
-// the same bits: each output element is accumulated by one context in K order.
+// TestCoreSplitBitIdentical: 1, 2 or 3 cores, run together by the driver
+// (npu.CoreRunner, the simulator) or each on its own goroutine (any other
+// driver), give the same bits: each output element is accumulated by one
+// context in K order.
 func TestCoreSplitBitIdentical(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	w := randWeight(rng, "w", 96, 300)
@@ -167,15 +169,19 @@ func TestCoreSplitBitIdentical(t *testing.T) {
 	for _, typ := range []Type{FP16, Int8, Int4} {
 		var first []float32
 		for _, cores := range []int{1, 2, 3} {
-			for _, seq := range []bool{false, true} {
-				out := run(t, newOffload(t, Config{Type: typ, Cores: cores, ACLayout: npu.LayoutNative, Sequential: seq}), op, x)
+			for _, together := range []bool{true, false} {
+				var drv npu.Driver = sim.New(sim.Options{})
+				if !together {
+					drv = struct{ npu.Driver }{drv} // hides RunCores
+				}
+				out := run(t, newOffload(t, Config{Driver: drv, Type: typ, Cores: cores, ACLayout: npu.LayoutNative}), op, x)
 				if first == nil {
 					first = out
 					continue
 				}
 				for i := range out {
 					if math.Float32bits(out[i]) != math.Float32bits(first[i]) {
-						t.Fatalf("%s cores=%d sequential=%v: out[%d] = %v, 1 core gave %v", typ, cores, seq, i, out[i], first[i])
+						t.Fatalf("%s cores=%d run together %v: out[%d] = %v, 1 core gave %v", typ, cores, together, i, out[i], first[i])
 					}
 				}
 			}
