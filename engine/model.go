@@ -18,10 +18,6 @@ import (
 type Options struct {
 	Numerics Numerics
 	Threads  int // <= 0: one per CPU
-	// MatMul wraps the CPU matmul, e.g. to offload some ops; nil = CPU only.
-	// A device that needs the loaded model to plan is attached after Open
-	// with UseMatMul instead.
-	MatMul func(cpu MatMuler) MatMuler
 	// KVCache is how sessions store keys and values (zero: f32).
 	KVCache KVCache
 	// SWAFull gives sliding-window layers a full-size cache, as libllama's
@@ -147,12 +143,6 @@ func LoadGGUF(f *gguf.File, opts Options) (*Model, error) {
 	m.pool = NewPool(opts.Threads)
 	m.cpu = NewCPUMatMul(opts.Numerics, m.pool, m.kern)
 	m.mm = m.cpu
-	if opts.MatMul != nil {
-		if m.mm = opts.MatMul(m.mm); m.mm == nil {
-			m.pool.Close()
-			return nil, fmt.Errorf("%s: Options.MatMul returned nil", f.Path)
-		}
-	}
 	return m, nil
 }
 

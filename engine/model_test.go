@@ -62,16 +62,17 @@ func (r *recorder) MatMul(op *MatMulOp, x, out []float32) error {
 	return nil
 }
 
-// TestMatMulDispatch: every weight matmul goes through Options.MatMul with
-// llama.cpp's names and shapes, in the order MatMulOps lists, and a
-// backend's results are what the model uses.
+// TestMatMulDispatch: every weight matmul goes through the MatMuler
+// UseMatMul attaches, with llama.cpp's names and shapes, in the order
+// MatMulOps lists, and a backend's results are what the model uses.
 func TestMatMulDispatch(t *testing.T) {
-	rec := &recorder{bumps: map[string]float32{"result_output": 1}}
-	m, err := Open(modelPath("F32"), Options{Threads: 2, MatMul: func(cpu MatMuler) MatMuler { rec.cpu = cpu; return rec }})
+	m, err := Open(modelPath("F32"), Options{Threads: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close()
+	rec := &recorder{cpu: m.CPUMatMul(), bumps: map[string]float32{"result_output": 1}}
+	m.UseMatMul(rec)
 	ref := openModel(t, modelPath("F32"), Exact, 1)
 	ids := loadLogitsGolden(t, "p2", "F32").TokenIDs
 

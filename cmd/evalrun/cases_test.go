@@ -528,7 +528,7 @@ func TestDetachedGrandchildEndsWithTheRun(t *testing.T) {
 		want                  int
 	}{
 		{"stopped", "evalrun-plugin-cpu", "", 0},
-		{"crashed", "evalrun-plugin-rknn", "    options: {fault_crash_after: 3}\n", 3},
+		{"crashed", "evalrun-plugin-rknn", "    options: {faults: {crash_after: 3}}\n", 3},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			pidFile := filepath.Join(t.TempDir(), "pids")

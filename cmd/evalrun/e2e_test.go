@@ -172,10 +172,10 @@ datasets:
 reference: {name: cpu, plugin: cpu, threads: 1}
 backends:
   - {name: healthy, plugin: rknn, threads: 1, options: {type: fp16}}
-  - {name: crash, plugin: rknn, threads: 1, options: {fault_crash_after: 150}}
-  - {name: hang, plugin: rknn, threads: 1, options: {fault_hang_after: 150}}
-  - {name: nan, plugin: rknn, threads: 1, options: {fault_nan_after: 40}}
-  - {name: bitflip, plugin: rknn, threads: 1, options: {fault_bitflip_after: 40, fault_bitflip_bit: 26}}
+  - {name: crash, plugin: rknn, threads: 1, options: {faults: {crash_after: 150}}}
+  - {name: hang, plugin: rknn, threads: 1, options: {faults: {hang_after: 150}}}
+  - {name: nan, plugin: rknn, threads: 1, options: {faults: {nan_after: 40}}}
+  - {name: bitflip, plugin: rknn, threads: 1, options: {faults: {bitflip_after: 40, bitflip_bit: 26}}}
 bench: {n_prompt: 8, n_gen: 2, reps: 1}
 gates: {kld_mean_max: 0.001}
 timeouts: {eval: 3s}

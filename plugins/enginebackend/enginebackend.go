@@ -25,6 +25,7 @@ import (
 	"github.com/evalrun/evalrun/engine"
 	"github.com/evalrun/evalrun/engine/gguf"
 	"github.com/evalrun/evalrun/engine/tokenizer"
+	"github.com/evalrun/evalrun/plugins/internal/optdecode"
 )
 
 // Config describes one engine plugin.
@@ -96,15 +97,20 @@ func (b *Backend) parse(req backend.LoadRequest) (engine.Options, Attach, []stri
 	case req.NCtx < 0:
 		return none, nil, nil, backend.Errorf(backend.ErrInvalidArgument, "load: n_ctx %d is negative", req.NCtx)
 	}
-	engineOpts, ownOpts, err := splitOptions(req.Options, b.cfg.Options)
+	var engineOpts engineOptions
+	dsts := []any{&engineOpts}
+	own := b.cfg.Options.newOptions()
+	if own != nil {
+		dsts = append(dsts, own)
+	}
+	if err := optdecode.Decode(req.Options, dsts...); err != nil {
+		return none, nil, nil, backend.Errorf(backend.ErrInvalidArgument, "%v", err)
+	}
+	opts, err := engineOpts.engine()
 	if err != nil {
 		return none, nil, nil, err
 	}
-	opts, err := parseEngineOptions(engineOpts)
-	if err != nil {
-		return none, nil, nil, err
-	}
-	attach, warnings, err := b.cfg.Options.Parse(ownOpts, req.BaseDir)
+	attach, warnings, err := b.cfg.Options.prepare(own, req.BaseDir)
 	if err != nil {
 		return none, nil, nil, backend.Errorf(backend.ErrInvalidArgument, "%v", err)
 	}

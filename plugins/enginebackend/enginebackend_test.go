@@ -270,9 +270,9 @@ func TestBadRequests(t *testing.T) {
 		{backend.LoadRequest{ModelPath: model, Options: map[string]any{"numercs": "exact"}}, backend.ErrInvalidArgument, `unknown option "numercs" (valid options: kv_cache, numerics, swa_full)`},
 		{backend.LoadRequest{ModelPath: model, Options: map[string]any{"kv_cache": map[string]any{"key": "fp8_e4m3"}}}, backend.ErrInvalidArgument, `option "kv_cache": key: "fp8_e4m3" unknown (want f32, f16, q8_0, int8_asym)`},
 		{backend.LoadRequest{ModelPath: model, Options: map[string]any{"kv_cache": map[string]any{"value": "int4"}}}, backend.ErrInvalidArgument, `option "kv_cache": value: "int4" unknown`},
-		{backend.LoadRequest{ModelPath: model, Options: map[string]any{"kv_cache": map[string]any{"keys": "f16"}}}, backend.ErrInvalidArgument, `option "kv_cache": unknown field "keys" (want key, value)`},
-		{backend.LoadRequest{ModelPath: model, Options: map[string]any{"kv_cache": "f16"}}, backend.ErrInvalidArgument, `option "kv_cache": want {key: TYPE, value: TYPE}`},
-		{backend.LoadRequest{ModelPath: model, Options: map[string]any{"kv_cache": map[string]any{"key": 8}}}, backend.ErrInvalidArgument, `option "kv_cache": key: want a type name`},
+		{backend.LoadRequest{ModelPath: model, Options: map[string]any{"kv_cache": map[string]any{"keys": "f16"}}}, backend.ErrInvalidArgument, `unknown option "kv_cache.keys" (valid options in "kv_cache": key, value)`},
+		{backend.LoadRequest{ModelPath: model, Options: map[string]any{"kv_cache": "f16"}}, backend.ErrInvalidArgument, `option "kv_cache": want an object {key, value}, got "f16"`},
+		{backend.LoadRequest{ModelPath: model, Options: map[string]any{"kv_cache": map[string]any{"key": 8}}}, backend.ErrInvalidArgument, `option "kv_cache.key": want a string, got 8`},
 		{backend.LoadRequest{ModelPath: model, Options: map[string]any{"numerics": "fast"}}, backend.ErrInvalidArgument, `option "numerics": unknown numerics "fast"`},
 		{backend.LoadRequest{ModelPath: model, Options: map[string]any{"numerics": 1.0}}, backend.ErrInvalidArgument, `option "numerics"`},
 		{backend.LoadRequest{ModelPath: model, Threads: -1}, backend.ErrInvalidArgument, "threads -1"},
@@ -548,10 +548,10 @@ func TestDeviceAndPluginOptions(t *testing.T) {
 		text string
 	}{
 		{map[string]any{"core": 1}, `unknown option "core" (valid options: cores, kernels, kv_cache, numerics, swa_full)`},
-		{map[string]any{"cores": "two"}, `option "cores": want int, got JSON string`},
+		{map[string]any{"cores": "two"}, `option "cores": want an integer, got "two"`},
 		{map[string]any{"cores": 7}, `option "cores": 7, want 1..3`},
 		{map[string]any{"Secret": 7}, `unknown option "Secret"`},
-		{map[string]any{"swa_full": "no"}, `option "swa_full": want true or false, got no`},
+		{map[string]any{"swa_full": "no"}, `option "swa_full": want true or false, got "no"`},
 	} {
 		_, err := b.Load(ctx, backend.LoadRequest{ModelPath: abs(t, modelF32), Options: tc.opts})
 		if !errors.Is(err, backend.ErrInvalidArgument) || !strings.Contains(fmt.Sprint(err), tc.text) {

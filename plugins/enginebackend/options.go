@@ -1,30 +1,27 @@
 package enginebackend
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"reflect"
-	"sort"
 	"strings"
 
 	"github.com/evalrun/evalrun/backend"
 	"github.com/evalrun/evalrun/engine"
 )
 
-// OptionsParser validates a plugin's own options (the spec's free-form
-// object) before the model is opened. The engine's options (numerics,
-// kv_cache) are handled by the Backend itself and never reach the parser.
+// OptionsParser is a plugin's own options (the spec's free-form object,
+// beside the engine's numerics, kv_cache and swa_full, which the Backend
+// handles itself): NoOptions, or DeviceOptions with the plugin's option
+// struct. Both are checked before the model is opened.
 type OptionsParser interface {
-	// Names lists the options the plugin accepts.
-	Names() []string
-	// Parse validates opts, whose keys are all from Names, and returns how
-	// to attach the plugin's device once the model is loaded (nil: every
-	// matmul on the CPU). Relative paths in opts start at dir (the spec's
-	// directory; "" = the working directory). Errors should name the option;
-	// warnings (Warner) say what will run but likely not as meant.
-	Parse(opts map[string]any, dir string) (attach Attach, warnings []string, err error)
+	// newOptions returns a pointer to a zero option struct for
+	// optdecode.Decode, nil if the plugin has no options.
+	newOptions() any
+	// prepare checks the decoded options (relative paths start at dir, the
+	// spec's directory; "" = the working directory) and returns how to
+	// attach the plugin's device once the model is loaded (nil: every
+	// matmul on the CPU) and the options' warnings (Warner).
+	prepare(opts any, dir string) (attach Attach, warnings []string, err error)
 }
 
 // Attach creates a plugin's device for a loaded model.
@@ -54,8 +51,8 @@ func NoOptions() OptionsParser { return noOptions{} }
 
 type noOptions struct{}
 
-func (noOptions) Names() []string                                        { return nil }
-func (noOptions) Parse(map[string]any, string) (Attach, []string, error) { return nil, nil, nil }
+func (noOptions) newOptions() any                               { return nil }
+func (noOptions) prepare(any, string) (Attach, []string, error) { return nil, nil, nil }
 
 // Validator is implemented by option structs that check their values as a
 // whole after decoding.
@@ -70,57 +67,26 @@ type Warner interface{ Warnings() []string }
 // Validate, ResolvePaths makes relative ones start at dir.
 type PathResolver interface{ ResolvePaths(dir string) }
 
-// DeviceOptions decodes the options into an O through O's json tags (the
-// tag names are the option names); if *O implements Validator, Validate runs
-// after decoding (ResolvePaths first, for a PathResolver). O's zero value, or defaults set by Validate, stand for
-// missing options. attach then receives them with the loaded model.
+// DeviceOptions decodes the options into an O with optdecode (the json tag
+// names are the option names); if *O implements Validator, Validate runs
+// after decoding (ResolvePaths first, for a PathResolver). O's zero value,
+// or defaults set by Validate, stand for missing options. attach then
+// receives them with the loaded model.
 func DeviceOptions[O any](attach func(m *engine.Model, opts *O) (Device, error)) OptionsParser {
-	var names []string
-	t := reflect.TypeFor[O]()
-	if t.Kind() != reflect.Struct {
+	if t := reflect.TypeFor[O](); t.Kind() != reflect.Struct {
 		panic(fmt.Sprintf("enginebackend.DeviceOptions: %v is not a struct", t))
 	}
-	for f := range t.Fields() {
-		if !f.IsExported() {
-			continue
-		}
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		switch name {
-		case "-":
-			continue
-		case "":
-			name = f.Name
-		}
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	return deviceOptions[O]{names: names, attach: attach}
+	return deviceOptions[O]{attach: attach}
 }
 
 type deviceOptions[O any] struct {
-	names  []string
 	attach func(*engine.Model, *O) (Device, error)
 }
 
-func (d deviceOptions[O]) Names() []string { return d.names }
+func (deviceOptions[O]) newOptions() any { return new(O) }
 
-func (d deviceOptions[O]) Parse(opts map[string]any, dir string) (Attach, []string, error) {
-	v := new(O)
-	if len(opts) > 0 {
-		js, err := json.Marshal(opts)
-		if err != nil {
-			return nil, nil, fmt.Errorf("options: %v", err)
-		}
-		dec := json.NewDecoder(bytes.NewReader(js))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(v); err != nil {
-			var te *json.UnmarshalTypeError
-			if errors.As(err, &te) {
-				return nil, nil, fmt.Errorf("option %q: want %s, got JSON %s", te.Field, te.Type, te.Value)
-			}
-			return nil, nil, fmt.Errorf("options: %v", err)
-		}
-	}
+func (d deviceOptions[O]) prepare(opts any, dir string) (Attach, []string, error) {
+	v := opts.(*O)
 	if r, ok := any(v).(PathResolver); ok && dir != "" {
 		r.ResolvePaths(dir)
 	}
@@ -136,100 +102,37 @@ func (d deviceOptions[O]) Parse(opts map[string]any, dir string) (Attach, []stri
 	return func(m *engine.Model) (Device, error) { return d.attach(m, v) }, warnings, nil
 }
 
-// engineOptions are the options every engine plugin accepts: numerics
-// (exact, the default, or ggml) and kv_cache ({key, value}: the KV cache's
-// types, f32 by default).
-var engineOptions = map[string]bool{"numerics": true, "kv_cache": true, "swa_full": true}
-
-// parseEngineOptions reads the engine's options; errors name the option.
-func parseEngineOptions(opts map[string]any) (engine.Options, error) {
-	numerics, kv, err := parseNumericsKV(opts)
-	o := engine.Options{Numerics: numerics, KVCache: kv}
-	if err != nil {
-		return o, err
-	}
-	// swa_full (llama.cpp's name and default for its tools: false, the
-	// ring cache llama-perplexity and llama-server use); true: libllama's
+// engineOptions are the options every engine plugin accepts, decoded
+// beside the plugin's own.
+type engineOptions struct {
+	// Numerics: exact (the default) or ggml.
+	Numerics *string `json:"numerics"`
+	// KVCache: the KV cache's types, f32 by default.
+	KVCache *struct {
+		Key   string `json:"key"`
+		Value string `json:"value"`
+	} `json:"kv_cache"`
+	// SWAFull (llama.cpp's name and default for its tools: false, the ring
+	// cache llama-perplexity and llama-server use); true: libllama's
 	// default context's full-size cache.
-	if v, ok := opts["swa_full"]; ok {
-		full, isBool := v.(bool)
-		if !isBool {
-			return o, backend.Errorf(backend.ErrInvalidArgument, "option \"swa_full\": want true or false, got %v", v)
+	SWAFull bool `json:"swa_full"`
+}
+
+// engine checks the values; errors name the option.
+func (e *engineOptions) engine() (engine.Options, error) {
+	o := engine.Options{Numerics: engine.Exact, SWAFull: e.SWAFull}
+	if e.Numerics != nil {
+		n, err := engine.ParseNumerics(*e.Numerics)
+		if err != nil {
+			return o, backend.Errorf(backend.ErrInvalidArgument, "option \"numerics\": %v", err)
 		}
-		o.SWAFull = full
+		o.Numerics = n
+	}
+	if kv := e.KVCache; kv != nil {
+		o.KVCache = engine.KVCache{Key: engine.KVType(strings.ToLower(kv.Key)), Value: engine.KVType(strings.ToLower(kv.Value))}
+		if err := o.KVCache.Validate(); err != nil {
+			return o, backend.Errorf(backend.ErrInvalidArgument, "option \"kv_cache\": %v", err)
+		}
 	}
 	return o, nil
-}
-
-func parseNumericsKV(opts map[string]any) (engine.Numerics, engine.KVCache, error) {
-	numerics := engine.Exact
-	var kv engine.KVCache
-	if v, ok := opts["numerics"]; ok {
-		s, isString := v.(string)
-		if !isString {
-			return 0, kv, backend.Errorf(backend.ErrInvalidArgument, "option \"numerics\": want \"exact\" or \"ggml\", got %v", v)
-		}
-		var err error
-		if numerics, err = engine.ParseNumerics(s); err != nil {
-			return 0, kv, backend.Errorf(backend.ErrInvalidArgument, "option \"numerics\": %v", err)
-		}
-	}
-	if v, ok := opts["kv_cache"]; ok {
-		m, isMap := v.(map[string]any)
-		if !isMap {
-			return 0, kv, backend.Errorf(backend.ErrInvalidArgument, "option \"kv_cache\": want {key: TYPE, value: TYPE}, got %v", v)
-		}
-		for k, t := range m {
-			s, isString := t.(string)
-			switch {
-			case k != "key" && k != "value":
-				return 0, kv, backend.Errorf(backend.ErrInvalidArgument, "option \"kv_cache\": unknown field %q (want key, value)", k)
-			case !isString:
-				return 0, kv, backend.Errorf(backend.ErrInvalidArgument, "option \"kv_cache\": %s: want a type name, got %v", k, t)
-			case k == "key":
-				kv.Key = engine.KVType(strings.ToLower(s))
-			default:
-				kv.Value = engine.KVType(strings.ToLower(s))
-			}
-		}
-		if err := kv.Validate(); err != nil {
-			return 0, kv, backend.Errorf(backend.ErrInvalidArgument, "option \"kv_cache\": %v", err)
-		}
-	}
-	return numerics, kv, nil
-}
-
-// splitOptions separates the engine's options from the plugin's, rejecting
-// unknown names with the full list of valid ones.
-func splitOptions(opts map[string]any, plugin OptionsParser) (engine map[string]any, own map[string]any, err error) {
-	valid := map[string]bool{}
-	for n := range engineOptions {
-		valid[n] = true
-	}
-	for _, n := range plugin.Names() {
-		valid[n] = true
-	}
-	names := make([]string, 0, len(opts))
-	for k := range opts {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	engine, own = map[string]any{}, map[string]any{}
-	for _, k := range names {
-		switch {
-		case engineOptions[k]:
-			engine[k] = opts[k]
-		case valid[k]:
-			own[k] = opts[k]
-		default:
-			list := make([]string, 0, len(valid))
-			for n := range valid {
-				list = append(list, n)
-			}
-			sort.Strings(list)
-			return nil, nil, backend.Errorf(backend.ErrInvalidArgument,
-				"unknown option %q (valid options: %s)", k, strings.Join(list, ", "))
-		}
-	}
-	return engine, own, nil
 }

@@ -12,7 +12,7 @@
 //	numerics   exact | ggml: the CPU part (default exact)
 //	faults     {crash_after, hang_after, nan_after, inf_after, bitflip_after: N,
 //	           bitflip_bit: B}: simulated device faults from the (N+1)-th
-//	           HTP matmul after Load (0 = the first one of the first Eval)
+//	           HTP matmul after Load (package plugins/internal/faults)
 package main
 
 import (
@@ -24,6 +24,7 @@ import (
 	"github.com/evalrun/evalrun/engine"
 	"github.com/evalrun/evalrun/plugins/enginebackend"
 	"github.com/evalrun/evalrun/plugins/hexagon/htp"
+	"github.com/evalrun/evalrun/plugins/internal/faults"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -49,9 +50,9 @@ func config(log hclog.Logger) enginebackend.Config {
 
 // options are the plugin's own Load options.
 type options struct {
-	Ops      string      `json:"ops"`
-	Sessions *int        `json:"sessions"`
-	Faults   *htp.Faults `json:"faults"`
+	Ops      string          `json:"ops"`
+	Sessions *int            `json:"sessions"`
+	Faults   *faults.Options `json:"faults"`
 
 	sessions int
 }
@@ -76,19 +77,16 @@ func (o *options) Validate() error {
 	if o.sessions < 1 || o.sessions > maxSessions {
 		return fmt.Errorf("option \"sessions\": %d outside 1..%d", o.sessions, maxSessions)
 	}
-	if o.Faults != nil {
-		if err := o.Faults.Check(); err != nil {
-			return fmt.Errorf("option \"faults\": %w", err)
-		}
-	}
-	return nil
+	return o.Faults.Validate()
 }
 
-// device is the HTP attached to a loaded model, with its plan.
+// device is the HTP attached to a loaded model, with its plan and its
+// faults (nil: none), armed after the warm-up.
 type device struct {
 	*htp.Device
-	plan []backend.PlanEntry
-	log  hclog.Logger
+	plan   []backend.PlanEntry
+	faults *faults.Injector
+	log    hclog.Logger
 }
 
 func (d *device) Plan() ([]backend.PlanEntry, string) { return d.plan, d.Summary() }
@@ -97,13 +95,7 @@ func (d *device) Plan() ([]backend.PlanEntry, string) { return d.plan, d.Summary
 // throughput simulated.
 func (d *device) Simulated() bool { return true }
 
-func (d *device) Arm() {
-	if f := d.faults(); f != nil {
-		f.Arm()
-	}
-}
-
-func (d *device) faults() *htp.Faults { return d.Device.Faults() }
+func (d *device) Arm() { d.faults.Arm() }
 
 // Close logs what ran on every session, then releases the device.
 func (d *device) Close() error {
@@ -121,11 +113,12 @@ func attach(m *engine.Model, o *options, log hclog.Logger) (enginebackend.Device
 	if o.sessions > m.Config.NLayer {
 		return nil, backend.Errorf(backend.ErrInvalidArgument, "option \"sessions\": %d exceeds the model's %d layers (one session per layer at most)", o.sessions, m.Config.NLayer)
 	}
-	dev, err := htp.New(m, htp.Config{Sessions: o.sessions, Faults: o.Faults, Layer: o.Ops == "layer"}, m.File().Evict)
+	injector := faults.New(o.Faults)
+	dev, err := htp.New(m, htp.Config{Sessions: o.sessions, Faults: injector, Layer: o.Ops == "layer"}, m.File().Evict)
 	if err != nil {
 		return nil, err
 	}
-	d := &device{Device: dev, log: log}
+	d := &device{Device: dev, faults: injector, log: log}
 	for _, op := range m.MatMulOps(1) {
 		e := backend.PlanEntry{Op: op.Name, Device: "cpu", Shape: enginebackend.Shape(op)}
 		if s, ok := dev.Claims(&op); ok {

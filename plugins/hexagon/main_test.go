@@ -17,7 +17,7 @@ import (
 	"github.com/evalrun/evalrun/internal/exitcode"
 	"github.com/evalrun/evalrun/internal/testkit"
 	"github.com/evalrun/evalrun/plugins/enginebackend"
-	"github.com/evalrun/evalrun/plugins/hexagon/htp"
+	"github.com/evalrun/evalrun/plugins/internal/faults"
 )
 
 var pluginPath, binDir string
@@ -83,12 +83,12 @@ func TestOptionErrors(t *testing.T) {
 	}{
 		{map[string]any{"sessions": 0}, `option "sessions": 0 outside 1..16`},
 		{map[string]any{"sessions": 17}, `option "sessions": 17 outside 1..16`},
-		{map[string]any{"sessions": "two"}, `option "sessions": want int`},
+		{map[string]any{"sessions": "two"}, `option "sessions": want an integer, got "two"`},
 		{map[string]any{"sessions": 6}, `option "sessions": 6 exceeds the model's 5 layers`},
 		{map[string]any{"ops": "attention"}, `option "ops": "attention" unknown (want matmul or layer)`},
-		{map[string]any{"faults": map[string]any{"nan_after": -1}}, `option "faults": nan_after: -1 must be >= 0`},
-		{map[string]any{"faults": map[string]any{"bitflip_bit": 3}}, `option "faults": bitflip_bit needs bitflip_after`},
-		{map[string]any{"faults": map[string]any{"bitflip_after": 0, "bitflip_bit": 32}}, `option "faults": bitflip_bit: 32 outside 0..31`},
+		{map[string]any{"faults": map[string]any{"nan_after": -1}}, `option "faults.nan_after": -1 must be >= 0`},
+		{map[string]any{"faults": map[string]any{"bitflip_bit": 3}}, `option "faults.bitflip_bit" needs faults.bitflip_after`},
+		{map[string]any{"faults": map[string]any{"bitflip_after": 0, "bitflip_bit": 32}}, `option "faults.bitflip_bit": 32 outside 0..31`},
 		{map[string]any{"cores": 3}, `unknown option "cores"`},
 	} {
 		_, _, err := load(t, "-q8_0", c.opts)
@@ -117,18 +117,21 @@ func TestFaultCrashThroughThePlugin(t *testing.T) {
 	for !c.Exited() && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if code := c.ExitCode(); !c.Exited() || code != htp.CrashExitCode {
-		t.Errorf("plugin exited %v with %d, want %d", c.Exited(), code, htp.CrashExitCode)
+	if code := c.ExitCode(); !c.Exited() || code != faults.CrashExitCode {
+		t.Errorf("plugin exited %v with %d, want %d", c.Exited(), code, faults.CrashExitCode)
 	}
 }
 
-// TestRunRefusesBadOptions: through evalrun run, a bad sessions or kv_cache
-// value is bad input (exit 2) reported at the option's line of the spec.
+// TestRunRefusesBadOptions: through evalrun run, a bad sessions, kv_cache or
+// faults value is bad input (exit 2) reported at the option's line of the
+// spec, a nested one by its full name.
 func TestRunRefusesBadOptions(t *testing.T) {
 	dataset, _ := filepath.Abs("../../datasets/stories.jsonl")
 	for _, c := range []struct{ options, want string }{
 		{"{sessions: 9}", `spec.yaml:9: backends[0].options.sessions: htp refused`},
 		{"{kv_cache: {key: fp8_e4m3}}", `spec.yaml:9: backends[0].options.kv_cache: htp refused its options: option "kv_cache": key: "fp8_e4m3" unknown`},
+		{"{faults: {nan_after: -1}}", `spec.yaml:9: backends[0].options.faults.nan_after: htp refused its options: option "faults.nan_after": -1 must be >= 0`},
+		{"{faults: {crash_after_runs: 1}}", `spec.yaml:9: backends[0].options.faults.crash_after_runs: htp refused its options: unknown option "faults.crash_after_runs" (valid options in "faults": bitflip_after, bitflip_bit, crash_after, hang_after, inf_after, nan_after)`},
 	} {
 		dir := t.TempDir()
 		spec := "name: bad\nmodel: {path: " + model("-q8_0") + "}\ndatasets:\n  - {name: s, path: " + dataset + ", mode: score, n_ctx: 64}\n" +

@@ -28,10 +28,10 @@
 //	int4_overflow      saturate | wrap: the simulated int16 output (sim)
 //	fp16_accumulation  blocks32 | ideal: the simulated fp32 accumulation in
 //	                   blocks of 32, or float64 with one rounding (sim)
-//	fault_crash_after, fault_hang_after, fault_nan_after, fault_inf_after,
-//	fault_bitflip_after N: simulated device faults from the (N+1)-th NPU run
-//	    after Load (0 = the first run of the first Eval); sim only
-//	fault_bitflip_bit B: the bit fault_bitflip_after flips (default 0)
+//	faults     {crash_after, hang_after, nan_after, inf_after, bitflip_after: N,
+//	           bitflip_bit: B}: simulated device faults from the (N+1)-th
+//	           NPU run after Load, each core's run one (package
+//	           plugins/internal/faults); driver sim only
 package main
 
 import (
@@ -44,6 +44,7 @@ import (
 	"github.com/evalrun/evalrun/engine"
 	"github.com/evalrun/evalrun/internal/toolcmd"
 	"github.com/evalrun/evalrun/plugins/enginebackend"
+	"github.com/evalrun/evalrun/plugins/internal/faults"
 	"github.com/evalrun/evalrun/plugins/rknn/kernels"
 	"github.com/evalrun/evalrun/plugins/rknn/npu"
 	"github.com/evalrun/evalrun/plugins/rknn/npu/rknnrt"
@@ -93,13 +94,7 @@ type options struct {
 	FP16Accumulation string `json:"fp16_accumulation"`
 	simReadings      sim.Options
 
-	// Fault counts are pointers: 0 is a valid count, absent means off.
-	FaultCrashAfter   *int `json:"fault_crash_after"`
-	FaultHangAfter    *int `json:"fault_hang_after"`
-	FaultNaNAfter     *int `json:"fault_nan_after"`
-	FaultInfAfter     *int `json:"fault_inf_after"`
-	FaultBitflipAfter *int `json:"fault_bitflip_after"`
-	FaultBitflipBit   *int `json:"fault_bitflip_bit"`
+	Faults *faults.Options `json:"faults"`
 
 	cfg      offload.Config
 	listName string
@@ -164,21 +159,11 @@ func (o *options) Validate() error {
 		}
 		o.cfg.Kernels, o.listName = &l, o.Kernels
 	}
-	for _, a := range o.faults().after() {
-		if a.v != nil && *a.v < 0 {
-			return fmt.Errorf("option %q: %d must be >= 0", a.name, *a.v)
-		}
-		if a.v != nil && o.Driver != "sim" {
-			return fmt.Errorf("option %q: fault injection needs driver sim", a.name)
-		}
+	if err := o.Faults.Validate(); err != nil {
+		return err
 	}
-	if b := o.FaultBitflipBit; b != nil {
-		if *b < 0 || *b > 31 {
-			return fmt.Errorf("option \"fault_bitflip_bit\": %d outside 0..31", *b)
-		}
-		if o.FaultBitflipAfter == nil {
-			return errors.New("option \"fault_bitflip_bit\" needs fault_bitflip_after")
-		}
+	if o.Faults.Any() && o.Driver != "sim" {
+		return errors.New("option \"faults\": fault injection needs driver sim")
 	}
 	return nil
 }
@@ -214,17 +199,10 @@ func (o *options) readings() error {
 	return nil
 }
 
-func (o *options) faults() faults {
-	f := faults{crash: o.FaultCrashAfter, hang: o.FaultHangAfter, nan: o.FaultNaNAfter, inf: o.FaultInfAfter, bitflip: o.FaultBitflipAfter}
-	if o.FaultBitflipBit != nil {
-		f.bit = *o.FaultBitflipBit
-	}
-	return f
-}
-
 // openDriver opens the NPU driver the options name; a simulated one
-// computes on threads, through parallel if not nil (sim.Options).
-func (o *options) openDriver(threads int, parallel func(n, align int, fn func(lo, hi int))) (npu.Driver, error) {
+// computes on threads, through parallel if not nil, with the faults
+// injected (sim.Options).
+func (o *options) openDriver(threads int, parallel func(n, align int, fn func(lo, hi int)), injector *faults.Injector) (npu.Driver, error) {
 	if o.Driver == "hardware" {
 		drv, err := rknnrt.New()
 		if err != nil {
@@ -233,18 +211,18 @@ func (o *options) openDriver(threads int, parallel func(n, align int, fn func(lo
 		return drv, nil
 	}
 	opts := o.simReadings
-	opts.Threads, opts.Parallel, opts.Small = threads, parallel, engine.Small
+	opts.Threads, opts.Parallel, opts.Small, opts.Faults = threads, parallel, engine.Small, injector
 	return sim.New(opts), nil
 }
 
 // npuDevice is the offload attached to a loaded model, with its plan and
-// the fault layer (nil without fault options), armed after the warm-up.
+// its faults (nil: none), armed after the warm-up.
 type npuDevice struct {
 	*offload.MatMuler
 	plan     []backend.PlanEntry
 	summary  string
 	listName string
-	faults   *faultDriver
+	faults   *faults.Injector
 	sim      bool // the simulated NPU: its speed is the simulator's
 }
 
@@ -258,9 +236,7 @@ func (d *npuDevice) Plan() ([]backend.PlanEntry, string) { return d.plan, d.summ
 // Arm runs after Load's warm-up: faults and diagnostics count from here.
 func (d *npuDevice) Arm() {
 	d.ResetDiagnostics()
-	if d.faults != nil {
-		d.faults.arm()
-	}
+	d.faults.Arm()
 }
 
 // attach opens the driver, converts the weights and creates the contexts
@@ -271,23 +247,12 @@ func attach(m *engine.Model, o *options) (enginebackend.Device, error) {
 	}
 	cfg := o.cfg
 	cfg.Evict = m.File().Evict // the CPU keeps no copy of offloaded weights
+	dev := &npuDevice{sim: o.Driver != "hardware", listName: o.listName, faults: faults.New(o.Faults)}
 	// The simulator computes on the host's threads: the cores of a matmul
-	// run together as one job of the model's worker pool (sim RunCores);
-	// behind the fault layer, which has no RunCores, one after another,
-	// each spread over the pool (three cores as three goroutines on two
-	// CPUs leave one CPU idle for a third of the work, and goroutines
-	// started per run wait for wake-ups; measured: docs/design-notes.md).
-	if o.Driver != "hardware" {
-		cfg.Sequential = true
-	}
-	drv, err := o.openDriver(m.Threads(), m.Parallel)
+	// run together as one job of the model's worker pool (sim RunCores).
+	drv, err := o.openDriver(m.Threads(), m.Parallel, dev.faults)
 	if err != nil {
 		return nil, err
-	}
-	dev := &npuDevice{sim: o.Driver != "hardware", listName: o.listName}
-	if f := o.faults(); f.any() {
-		dev.faults = newFaultDriver(drv, f)
-		drv = dev.faults
 	}
 	cfg.Driver = drv
 	dev.MatMuler, dev.plan, dev.summary, err = offload.Attach(m, m.CPUMatMul(), cfg, o.listName)

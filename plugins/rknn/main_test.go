@@ -13,8 +13,8 @@ import (
 	"github.com/evalrun/evalrun/backend"
 	"github.com/evalrun/evalrun/engine"
 	"github.com/evalrun/evalrun/internal/testkit"
+	"github.com/evalrun/evalrun/plugins/internal/faults"
 	"github.com/evalrun/evalrun/plugins/rknn/npu/rknnrt"
-	"github.com/evalrun/evalrun/plugins/rknn/npu/sim"
 )
 
 // pluginPath is evalrun-plugin-rknn, built once by TestMain.
@@ -128,8 +128,10 @@ func TestOptionErrors(t *testing.T) {
 		{map[string]any{"ac_layout": "tp"}, `option "ac_layout"`},
 		{map[string]any{"kernels": filepath.Join(t.TempDir(), "none.json")}, `option "kernels"`},
 		{map[string]any{"kernels": list}, `pairs[0] ("ffn_up-0"): src0.col 64 != src1.row 32`},
-		{map[string]any{"fault_nan_after": -1}, `option "fault_nan_after": -1 must be >= 0`},
-		{map[string]any{"fault_bitflip_bit": 3}, `needs fault_bitflip_after`},
+		{map[string]any{"faults": map[string]any{"nan_after": -1}}, `option "faults.nan_after": -1 must be >= 0`},
+		{map[string]any{"faults": map[string]any{"bitflip_bit": 3}}, `option "faults.bitflip_bit" needs faults.bitflip_after`},
+		{map[string]any{"faults": map[string]any{"crash_after": 0}, "driver": "hardware"}, `option "faults": fault injection needs driver sim`},
+		{map[string]any{"fault_nan_after": 0}, `unknown option "fault_nan_after"`},
 		{map[string]any{"numerics": "fast"}, `numerics`},
 		{map[string]any{"shadow": "yes"}, `option "shadow"`},
 		{map[string]any{"cpu_ops": []string{"blk.3.ffn_dwn"}}, `option "cpu_ops": "blk.3.ffn_dwn" is neither a matmul nor a weight`},
@@ -168,18 +170,18 @@ func TestKernelListOption(t *testing.T) {
 }
 
 // TestFaultCrash: the simulated device kills the plugin process mid-Eval;
-// the host sees a crash with the sim's exit status.
+// the host sees a crash with the faults' exit status.
 func TestFaultCrash(t *testing.T) {
 	c := launch(t)
-	if _, err := load(c, map[string]any{"fault_crash_after": 3}); err != nil {
+	if _, err := load(c, map[string]any{"faults": map[string]any{"crash_after": 3}}); err != nil {
 		t.Fatalf("Load must survive: the warm-up's runs do not count: %v", err)
 	}
 	_, err := eval(c, context.Background())
 	if !errors.Is(err, backend.ErrCrashed) {
 		t.Fatalf("Eval: err = %v, want ErrCrashed", err)
 	}
-	if code := c.ExitCode(); code != sim.CrashExitCode {
-		t.Errorf("exit code %d, want %d", code, sim.CrashExitCode)
+	if code := c.ExitCode(); code != faults.CrashExitCode {
+		t.Errorf("exit code %d, want %d", code, faults.CrashExitCode)
 	}
 }
 
@@ -187,7 +189,7 @@ func TestFaultCrash(t *testing.T) {
 // the host.
 func TestFaultNaN(t *testing.T) {
 	c := launch(t)
-	if _, err := load(c, map[string]any{"fault_nan_after": 0}); err != nil {
+	if _, err := load(c, map[string]any{"faults": map[string]any{"nan_after": 0}}); err != nil {
 		t.Fatal(err)
 	}
 	rows, err := eval(c, context.Background())
@@ -209,12 +211,12 @@ func TestFaultNaN(t *testing.T) {
 
 // TestFaultCountsStartAfterLoad: the fault counts start after the warm-up
 // even when the warm-up ran nothing on the NPU (a kernel list without T=1
-// ops): fault_nan_after 0 hits the first NPU run of the first Eval.
+// ops): faults.nan_after 0 hits the first NPU run of the first Eval.
 func TestFaultCountsStartAfterLoad(t *testing.T) {
 	c := launch(t)
 	list := filepath.Join(t.TempDir(), "k.json")
 	os.WriteFile(list, []byte(`{"pairs":[{"src0":{"row":8,"col":64},"src1":{"row":64,"col":172},"name":"ffn_up-0"}]}`), 0o644)
-	if _, err := load(c, map[string]any{"kernels": list, "fault_nan_after": 0}); err != nil {
+	if _, err := load(c, map[string]any{"kernels": list, "faults": map[string]any{"nan_after": 0}}); err != nil {
 		t.Fatal(err)
 	}
 	rows, err := eval(c, context.Background())
@@ -230,7 +232,7 @@ func TestFaultCountsStartAfterLoad(t *testing.T) {
 // plugin can then be killed.
 func TestFaultHang(t *testing.T) {
 	c := launch(t)
-	if _, err := load(c, map[string]any{"fault_hang_after": 5}); err != nil {
+	if _, err := load(c, map[string]any{"faults": map[string]any{"hang_after": 5}}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)

@@ -170,7 +170,7 @@ Exit status 1 when any op fails.`,
 					return err
 				}
 			}
-			drv, err := o.openDriver(1, nil)
+			drv, err := o.openDriver(1, nil, nil)
 			if err != nil {
 				return toolcmd.BackendErr(err)
 			}

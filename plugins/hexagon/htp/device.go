@@ -2,7 +2,6 @@ package htp
 
 import (
 	"fmt"
-	"math"
 	"sort"
 	"strings"
 	"sync"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/evalrun/evalrun/engine"
 	"github.com/evalrun/evalrun/engine/ggml"
+	"github.com/evalrun/evalrun/plugins/internal/faults"
 )
 
 // Config configures a simulated HTP attached to a loaded model.
@@ -18,8 +18,9 @@ type Config struct {
 	// layers are split across: contiguous runs of layers, layer il on
 	// session il·Sessions/NLayer; result_output on the last one.
 	Sessions int
-	// Faults are injected into the device's matmuls (nil: none).
-	Faults *Faults
+	// Faults are injected into the device's matmuls, one device run each
+	// (nil: none).
+	Faults *faults.Injector
 	// Layer runs every op of a layer on its session (ops: layer), not only
 	// the matmuls.
 	Layer bool
@@ -33,7 +34,7 @@ type Device struct {
 	parallel func(n, align int, fn func(lo, hi int)) // the model's threads
 	weights  map[*engine.Weight]*weight
 	sessions []*Session
-	faults   *Faults
+	faults   *faults.Injector
 	acts     sync.Pool // *ggml.GGMLActivations
 	scratch  sync.Pool // *[]byte: ggml blocks of one row chunk
 	ops      []engine.MatMulOp
@@ -158,9 +159,7 @@ func (d *Device) MatMul(op *engine.MatMulOp, x, out []float32) error {
 	if T == 0 {
 		return nil
 	}
-	if err := d.faults.before(); err != nil {
-		return err
-	}
+	faultRun := d.faults.Begin()
 	w.session.add("MUL_MAT", 1)
 	a := d.acts.Get().(*ggml.GGMLActivations)
 	defer d.acts.Put(a)
@@ -186,7 +185,7 @@ func (d *Device) MatMul(op *engine.MatMulOp, x, out []float32) error {
 			d.kern.MatMulGGML(kern, w.typ, tile, r1-r0, a, out[r0:], N)
 		}
 	})
-	d.faults.after(out[:T*N])
+	faultRun.CorruptFloat32(out[:T*N])
 	return nil
 }
 
@@ -252,11 +251,3 @@ func layerRange(layers []int) string {
 // Close releases the device. Its threads are the model's (a second pool's
 // spinning workers would compete with the model's for the same cores).
 func (d *Device) Close() error { return nil }
-
-// setFirst writes v into element 0 (the fault layer's NaN/Inf).
-func setFirst(out []float32, v float32) { out[0] = v }
-
-// flipBit flips bit b of element 0.
-func flipBit(out []float32, b int) {
-	out[0] = math.Float32frombits(math.Float32bits(out[0]) ^ 1<<b)
-}

@@ -35,9 +35,6 @@ func (d *Device) LayerOps(il int) engine.LayerOps {
 	return layerOps{d.layerSession[il]}
 }
 
-// Faults returns the device's fault layer (nil: none).
-func (d *Device) Faults() *Faults { return d.faults }
-
 // sum32 adds v in 32 fp32 lanes and reduces them pairwise.
 func sum32(v []float32, f func(x float32) float32) float32 {
 	var l [32]float32

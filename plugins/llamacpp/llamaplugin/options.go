@@ -1,18 +1,14 @@
 package llamaplugin
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"reflect"
-	"sort"
 	"strings"
 
 	"github.com/evalrun/evalrun/backend"
 	"github.com/evalrun/evalrun/engine/ggml"
+	"github.com/evalrun/evalrun/plugins/internal/optdecode"
 	"github.com/evalrun/evalrun/plugins/llamacpp/llama"
 )
 
@@ -46,46 +42,14 @@ type Options struct {
 	kvType    int32
 }
 
-func optionNames() []string {
-	var names []string
-	for f := range reflect.TypeFor[Options]().Fields() {
-		if name, _, _ := strings.Cut(f.Tag.Get("json"), ","); f.IsExported() && name != "" {
-			names = append(names, name)
-		}
-	}
-	sort.Strings(names)
-	return names
-}
-
 // kvTypes are the ggml types llama.cpp accepts for its KV cache.
 var kvTypes = []string{"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl"}
 
 // parseOptions validates the spec's options; errors name the option.
 func parseOptions(opts map[string]any) (*Options, error) {
-	valid := optionNames()
-	for k := range opts {
-		found := false
-		for _, n := range valid {
-			found = found || n == k
-		}
-		if !found {
-			return nil, backend.Errorf(backend.ErrInvalidArgument, "unknown option %q (valid options: %s)", k, strings.Join(valid, ", "))
-		}
-	}
 	o := &Options{}
-	if len(opts) > 0 {
-		js, err := json.Marshal(opts)
-		if err != nil {
-			return nil, backend.Errorf(backend.ErrInvalidArgument, "options: %v", err)
-		}
-		dec := json.NewDecoder(bytes.NewReader(js))
-		if err := dec.Decode(o); err != nil {
-			var te *json.UnmarshalTypeError
-			if errors.As(err, &te) {
-				return nil, backend.Errorf(backend.ErrInvalidArgument, "option %q: want %s, got JSON %s", te.Field, te.Type, te.Value)
-			}
-			return nil, backend.Errorf(backend.ErrInvalidArgument, "options: %v", err)
-		}
+	if err := optdecode.Decode(opts, o); err != nil {
+		return nil, backend.Errorf(backend.ErrInvalidArgument, "%v", err)
 	}
 	bad := func(format string, args ...any) error {
 		return backend.Errorf(backend.ErrInvalidArgument, format, args...)

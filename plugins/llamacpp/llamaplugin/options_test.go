@@ -39,7 +39,7 @@ func TestParseOptions(t *testing.T) {
 		{map[string]any{"flash": "on"}, `unknown option "flash" (valid options: cpu_variant, devices, fault_abort_after, flash_attn, kv_type, lib_dir, n_gpu_layers, swa_full, threads)`},
 		{map[string]any{"kv_type": "q3_k"}, `option "kv_type": "q3_k", want one of f32, f16, bf16, q8_0`},
 		{map[string]any{"flash_attn": "maybe"}, `option "flash_attn": maybe, want off, on or auto`},
-		{map[string]any{"threads": "two"}, `option "threads": want int, got JSON string`},
+		{map[string]any{"threads": "two"}, `option "threads": want an integer, got "two"`},
 		{map[string]any{"threads": float64(-2)}, `option "threads": -2 is negative`},
 		{map[string]any{"n_gpu_layers": float64(-5)}, `option "n_gpu_layers": -5`},
 		{map[string]any{"devices": []any{""}}, `option "devices": entry 0 is empty`},

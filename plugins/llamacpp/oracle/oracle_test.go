@@ -233,13 +233,12 @@ func TestSyntheticModels(t *testing.T) {
 // node by node, which can itself change its numbers: a hint, not a proof).
 func (p *pair) firstNode(t *testing.T, tokens []int32) string {
 	var ours []nodeData
-	em, err := engine.Open(p.path, engine.Options{Numerics: engine.GGML, Threads: 1, MatMul: func(c engine.MatMuler) engine.MatMuler {
-		return recorder{c, &ours}
-	}})
+	em, err := engine.Open(p.path, engine.Options{Numerics: engine.GGML, Threads: 1})
 	if err != nil {
 		return err.Error()
 	}
 	defer em.Close()
+	em.UseMatMul(recorder{em.CPUMatMul(), &ours})
 	theirs := map[string][]float32{}
 	ctx := p.context(t, 1, &llama.Observer{Node: func(tt *llama.Tensor) {
 		if d := tt.F32(); d != nil && tt.Op == ggmlOpMulMat {

@@ -38,7 +38,7 @@ func BenchmarkDecode(b *testing.B) {
 					typ = Int8
 				}
 				cfg := Config{Driver: sim.New(sim.Options{Threads: m.Threads(), Parallel: m.Parallel}), Type: typ, Cores: 3,
-					ACLayout: npu.LayoutNative, Sequential: true}
+					ACLayout: npu.LayoutNative}
 				o, _, _, err := Attach(m, m.CPUMatMul(), cfg, "")
 				if err != nil {
 					b.Fatal(err)

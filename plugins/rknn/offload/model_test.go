@@ -14,15 +14,11 @@ import (
 
 const modelF32 = "../../../models/stories260K.gguf"
 
-// openOffloaded opens the model with cfg's offload attached (nil cfg: CPU).
+// openOffloaded opens the model with cfg's offload attached as the plugin
+// attaches it (MatMulShared included); nil cfg: CPU.
 func openOffloaded(t *testing.T, path string, cfg *Config) (*engine.Model, *MatMuler, []backend.PlanEntry, string) {
 	t.Helper()
-	var cpu engine.MatMuler
-	sw := &switchMM{}
-	m, err := engine.Open(path, engine.Options{Threads: 1, MatMul: func(c engine.MatMuler) engine.MatMuler {
-		cpu, sw.inner = c, c
-		return sw
-	}})
+	m, err := engine.Open(path, engine.Options{Threads: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,19 +29,13 @@ func openOffloaded(t *testing.T, path string, cfg *Config) (*engine.Model, *MatM
 	if cfg.Driver == nil {
 		cfg.Driver = sim.New(sim.Options{})
 	}
-	o, plan, summary, err := Attach(m, cpu, *cfg, "list.json")
+	o, plan, summary, err := Attach(m, m.CPUMatMul(), *cfg, "list.json")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { o.Close() })
-	sw.inner = o
+	m.UseMatMul(o)
 	return m, o, plan, summary
-}
-
-type switchMM struct{ inner engine.MatMuler }
-
-func (s *switchMM) MatMul(op *engine.MatMulOp, x, out []float32) error {
-	return s.inner.MatMul(op, x, out)
 }
 
 func promptTokens(t *testing.T, m *engine.Model) []int32 {

@@ -33,10 +33,6 @@ type Config struct {
 	// Kernels limits offloading to the listed (name, T, K, N); nil offloads
 	// every weight matmul at any T ("auto").
 	Kernels *kernels.List
-	// Sequential runs the cores of one matmul one after another instead of
-	// concurrently (results are identical either way). A driver that is an
-	// npu.CoreRunner runs them its own way whatever this says.
-	Sequential bool
 	// MaxMs bounds how many token counts (M) keep contexts per weight in
 	// auto mode; the least recently used is destroyed beyond it. 0 means 8.
 	MaxMs int
@@ -632,7 +628,7 @@ func (o *MatMuler) run(ks []*kernel, ops []*engine.MatMulOp, x []float32, outs [
 	var errs []error
 	if r, ok := o.cfg.Driver.(npu.CoreRunner); ok && len(ctxs) > 1 {
 		errs = r.RunCores(ctxs)
-	} else if errs = make([]error, len(ctxs)); o.cfg.Sequential || len(ctxs) == 1 {
+	} else if errs = make([]error, len(ctxs)); len(ctxs) == 1 {
 		for j, c := range ctxs {
 			errs[j] = c.Run()
 		}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/evalrun/evalrun/plugins/internal/faults"
 	"github.com/evalrun/evalrun/plugins/rknn/kernels"
 	"github.com/evalrun/evalrun/plugins/rknn/npu"
 	"github.com/evalrun/evalrun/plugins/rknn/npu/sim"
@@ -134,13 +135,16 @@ func TestLlama32_1BShapes(t *testing.T) {
 // is right.
 func TestNaNIsAFailure(t *testing.T) {
 	var out bytes.Buffer
-	drv := sim.New(sim.Options{Faults: sim.Faults{NaNAfterRuns: 1}})
+	nanAfter := 1
+	injector := faults.New(&faults.Options{NaNAfter: &nanAfter})
+	injector.Arm()
+	drv := sim.New(sim.Options{Faults: injector})
 	list := &kernels.List{Pairs: []kernels.Pair{kernels.NewPair("Qcur-0", 2, 64, 64)}}
 	rep, err := Run(context.Background(), Config{Kernels: list, Driver: drv, Cores: 1, ACLayout: npu.LayoutNative, MinTime: time.Nanosecond}, &out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The sim counts runs per driver: run 1 (the first check) is clean,
+	// The faults count runs per driver: run 1 (the first check) is clean,
 	// every later run writes NaN into C(0,0).
 	if !rep.OK {
 		t.Fatalf("first run should be clean:\n%s", out.String())

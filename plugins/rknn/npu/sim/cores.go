@@ -3,6 +3,7 @@ package sim
 import (
 	"slices"
 
+	"github.com/evalrun/evalrun/plugins/internal/faults"
 	"github.com/evalrun/evalrun/plugins/rknn/npu"
 )
 
@@ -21,7 +22,7 @@ func (d *Driver) RunCores(ctxs []npu.Context) []error {
 	errs := make([]error, len(ctxs))
 	type started struct {
 		c      *Context
-		run    int64
+		run    faults.Run
 		w      *workspace
 		phases []phase
 		finish func()

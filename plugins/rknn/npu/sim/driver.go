@@ -19,22 +19,18 @@ package sim
 
 import (
 	"fmt"
-	"os"
 	"runtime"
 	"sync"
-	"sync/atomic"
 
+	"github.com/evalrun/evalrun/plugins/internal/faults"
 	"github.com/evalrun/evalrun/plugins/rknn/npu"
 )
 
 // Options configure a simulated device.
 type Options struct {
-	Faults Faults
-	// Exit ends the process for Faults.CrashAfterRuns; nil means os.Exit.
-	Exit func(code int)
-	// Hang releases a run hung by Faults.HangAfterRuns when closed; nil
-	// hangs forever, like a wedged device.
-	Hang <-chan struct{}
+	// Faults, if set, are injected into the runs (the rknn plugin's option
+	// faults): every context run, each core of a matmul, is one device run.
+	Faults *faults.Injector
 	// Threads splits each run's output columns over goroutines; results are
 	// identical for any value. 0 means 1 (one NPU core per context).
 	Threads int
@@ -68,25 +64,18 @@ type Options struct {
 	Int4BHighFirst bool
 }
 
-// CrashExitCode is the exit status of a simulated device crash.
-const CrashExitCode = 70
-
 // Driver is a simulated RK3588 NPU.
 type Driver struct {
-	opts    Options
-	workMu  sync.Mutex
-	work    []*workspace // free decode buffers: as many as runs ever overlapped
-	started atomic.Int64 // runs that passed validation (fault schedule)
-	count   npu.Counters
+	opts   Options
+	workMu sync.Mutex
+	work   []*workspace // free decode buffers: as many as runs ever overlapped
+	count  npu.Counters
 }
 
 var _ npu.Driver = (*Driver)(nil)
 
 // New returns a simulated device.
 func New(opts Options) *Driver {
-	if opts.Exit == nil {
-		opts.Exit = os.Exit
-	}
 	if opts.Threads <= 0 {
 		opts.Threads = 1
 	}
@@ -166,11 +155,8 @@ func (d *Driver) Create(info *npu.MatmulInfo) (npu.Context, npu.IOAttr, error) {
 	if err != nil {
 		return nil, npu.IOAttr{}, rkErr("rknn_matmul_create", npu.ErrParamInvalid, "%v", err)
 	}
-	if f := d.opts.Faults; f.BitFlipAfterRuns > 0 {
-		if bits := attrs.C.Type.Bits(); f.BitFlipBit >= bits {
-			return nil, npu.IOAttr{}, rkErr("rknn_matmul_create", npu.ErrParamInvalid,
-				"fault bitflip_bit=%d outside the %d-bit %s output element", f.BitFlipBit, bits, attrs.C.Type)
-		}
+	if err := d.opts.Faults.CheckOutput(faults.Element{Bits: attrs.C.Type.Bits(), Float: attrs.C.Type.IsFloat()}); err != nil {
+		return nil, npu.IOAttr{}, rkErr("rknn_matmul_create", npu.ErrParamInvalid, "%v (C is %s)", err, attrs.C.Type)
 	}
 	c := &Context{
 		drv:   d,

@@ -3,10 +3,9 @@ package sim
 import (
 	"encoding/binary"
 	"math"
-	"strings"
 	"testing"
-	"time"
 
+	"github.com/evalrun/evalrun/plugins/internal/faults"
 	"github.com/evalrun/evalrun/plugins/rknn/npu"
 )
 
@@ -38,60 +37,26 @@ func cValues(t *testing.T, bd *bound, typ npu.MatmulType) []float32 {
 	return c
 }
 
-func TestCrashAfterRuns(t *testing.T) {
-	var exits []int
-	d := New(Options{Faults: Faults{CrashAfterRuns: 2}, Exit: func(code int) { exits = append(exits, code) }})
-	bd := onesSetup(t, d, npu.Float16MMFloat16ToFloat32)
-	for i := 0; i < 2; i++ {
-		if err := bd.ctx.Run(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if len(exits) != 0 {
-		t.Fatalf("crashed early: %v", exits)
-	}
-	// The run counter is per driver: a second context crashes too.
-	other := onesSetup(t, d, npu.Float16MMFloat16ToFloat32)
-	wantCode(t, "run 3", other.ctx.Run(), npu.ErrDeviceUnavailable, "crash at run 3")
-	if len(exits) != 1 || exits[0] != CrashExitCode || CrashExitCode != 70 {
-		t.Errorf("exit calls %v, want [70]", exits)
-	}
-	if d.Stats().Runs != 2 {
-		t.Errorf("runs %d, want 2", d.Stats().Runs)
-	}
+// armed is an armed injector of o, as the plugin arms it after Load.
+func armed(o faults.Options) *faults.Injector {
+	in := faults.New(&o)
+	in.Arm()
+	return in
 }
 
-func TestHangAfterRuns(t *testing.T) {
-	release := make(chan struct{})
-	d := New(Options{Faults: Faults{HangAfterRuns: 1}, Hang: release})
-	bd := onesSetup(t, d, npu.Float16MMFloat16ToFloat32)
-	if err := bd.ctx.Run(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- bd.ctx.Run() }()
-	select {
-	case err := <-done:
-		t.Fatalf("run 2 returned %v instead of hanging", err)
-	case <-time.After(50 * time.Millisecond):
-	}
-	close(release)
-	select {
-	case err := <-done:
-		wantCode(t, "released hang", err, npu.ErrTimeout, "hang at run 2")
-	case <-time.After(5 * time.Second):
-		t.Fatal("run did not return after release")
-	}
-}
+func ptr(v int) *int { return &v }
 
-func TestNaNAndInfAfterRuns(t *testing.T) {
+// TestFaultsCorruptC: every context run is a device run of the schedule,
+// and a run's output faults land in C element (0,0) in C's own type: NaN
+// and +Inf in fp32 and fp16 outputs, none in integer ones.
+func TestFaultsCorruptC(t *testing.T) {
 	for _, typ := range []npu.MatmulType{npu.Float16MMFloat16ToFloat32, npu.Float16MMFloat16ToFloat16} {
 		for _, inf := range []bool{false, true} {
-			f := Faults{NaNAfterRuns: 1}
+			o := faults.Options{NaNAfter: ptr(1)}
 			if inf {
-				f = Faults{InfAfterRuns: 1}
+				o = faults.Options{InfAfter: ptr(1)}
 			}
-			d := New(Options{Faults: f})
+			d := New(Options{Faults: armed(o)})
 			bd := onesSetup(t, d, typ)
 			for run := 1; run <= 3; run++ {
 				if err := bd.ctx.Run(); err != nil {
@@ -116,7 +81,7 @@ func TestNaNAndInfAfterRuns(t *testing.T) {
 		}
 	}
 	// Integer outputs have no NaN: left intact.
-	d := New(Options{Faults: Faults{NaNAfterRuns: 1, InfAfterRuns: 1}})
+	d := New(Options{Faults: armed(faults.Options{NaNAfter: ptr(0), InfAfter: ptr(0)})})
 	bd := setup(t, d, mkInfo(npu.Int8MMInt8ToInt32, 1, 32, 32, 0, 0))
 	for i := range bd.a.Bytes() {
 		bd.a.Bytes()[i] = 1
@@ -124,19 +89,19 @@ func TestNaNAndInfAfterRuns(t *testing.T) {
 	for i := range bd.b.Bytes() {
 		bd.b.Bytes()[i] = 2
 	}
-	for run := 0; run < 2; run++ {
-		if err := bd.ctx.Run(); err != nil {
-			t.Fatal(err)
-		}
+	if err := bd.ctx.Run(); err != nil {
+		t.Fatal(err)
 	}
 	if v := int32(binary.LittleEndian.Uint32(bd.c.Bytes())); v != 64 {
 		t.Errorf("int32 C[0] = %d, want 64", v)
 	}
 }
 
-func TestBitFlipAfterRuns(t *testing.T) {
+// TestBitflipInCsType: the bit flips in C's element type; a bit outside it
+// is refused when the context is created.
+func TestBitflipInCsType(t *testing.T) {
 	// fp32 out, bit 31: the sign of C[0] flips from run 2 on.
-	d := New(Options{Faults: Faults{BitFlipAfterRuns: 1, BitFlipBit: 31}})
+	d := New(Options{Faults: armed(faults.Options{BitflipAfter: ptr(1), BitflipBit: ptr(31)})})
 	bd := onesSetup(t, d, npu.Float16MMFloat16ToFloat32)
 	for run, want := range []float32{32, -32, -32} {
 		if err := bd.ctx.Run(); err != nil {
@@ -147,7 +112,7 @@ func TestBitFlipAfterRuns(t *testing.T) {
 		}
 	}
 	// int16 out (int4 type), bit 3: 32 -> 40.
-	d = New(Options{Faults: Faults{BitFlipAfterRuns: 1, BitFlipBit: 3}})
+	d = New(Options{Faults: armed(faults.Options{BitflipAfter: ptr(0), BitflipBit: ptr(3)})})
 	in := mkInfo(npu.Int4MMInt4ToInt16, 1, 32, 64, 0, 0)
 	ib := setup(t, d, in)
 	for i := range ib.a.Bytes() {
@@ -156,48 +121,14 @@ func TestBitFlipAfterRuns(t *testing.T) {
 	for i := range ib.b.Bytes() {
 		ib.b.Bytes()[i] = 0x11
 	}
-	for run, want := range []int16{32, 40} {
-		if err := ib.ctx.Run(); err != nil {
-			t.Fatal(err)
-		}
-		if v := int16(binary.LittleEndian.Uint16(ib.c.Bytes())); v != want {
-			t.Errorf("int16 run %d: C[0] = %d, want %d", run+1, v, want)
-		}
+	if err := ib.ctx.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if v := int16(binary.LittleEndian.Uint16(ib.c.Bytes())); v != 40 {
+		t.Errorf("int16 C[0] = %d, want 32 with bit 3 flipped (40)", v)
 	}
 	// A bit outside the 16-bit element is refused at create.
-	d = New(Options{Faults: Faults{BitFlipAfterRuns: 1, BitFlipBit: 20}})
+	d = New(Options{Faults: armed(faults.Options{BitflipAfter: ptr(1), BitflipBit: ptr(20)})})
 	_, _, err := d.Create(in)
-	wantCode(t, "bit 20 of int16", err, npu.ErrParamInvalid, "bitflip_bit=20")
-}
-
-func TestParseFaults(t *testing.T) {
-	f, err := ParseFaults(map[string]any{
-		"crash_after_runs": 3, "hang-after-runs": int64(4), "nanafterruns": uint8(5),
-		"InfAfterRuns": 6.0, "bitflip_after_runs": int32(7), "bitflip_bit": 31,
-	})
-	want := Faults{CrashAfterRuns: 3, HangAfterRuns: 4, NaNAfterRuns: 5, InfAfterRuns: 6, BitFlipAfterRuns: 7, BitFlipBit: 31}
-	if err != nil || f != want || !f.Any() {
-		t.Errorf("got %+v, %v; want %+v", f, err, want)
-	}
-	if f, err := ParseFaults(nil); err != nil || f.Any() {
-		t.Errorf("empty: %+v %v", f, err)
-	}
-	bad := []struct {
-		opts map[string]any
-		msg  string
-	}{
-		{map[string]any{"crash_after": 1}, `unknown key "crash_after"`},
-		{map[string]any{"crash_after_runs": "3"}, "crash_after_runs: want an integer, got string"},
-		{map[string]any{"nan_after_runs": 1.5}, "nan_after_runs: 1.5 is not an integer"},
-		{map[string]any{"hang_after_runs": -1}, "hang_after_runs: -1 must be >= 0"},
-		{map[string]any{"bitflip_bit": 32}, "bitflip_bit: 32 outside 0..31"},
-		{map[string]any{"inf_after_runs": true}, "inf_after_runs: want an integer, got bool"},
-		{map[string]any{"inf_after_runs": uint64(1) << 40}, "out of range"},
-	}
-	for _, b := range bad {
-		_, err := ParseFaults(b.opts)
-		if err == nil || !strings.Contains(err.Error(), b.msg) {
-			t.Errorf("%v: error %v, want %q", b.opts, err, b.msg)
-		}
-	}
+	wantCode(t, "bit 20 of int16", err, npu.ErrParamInvalid, `option "faults.bitflip_bit": bit 20 is outside the 16-bit output element`, "C is INT16")
 }

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -420,12 +419,6 @@ func TestStats(t *testing.T) {
 	if s != want {
 		t.Errorf("stats %+v, want %+v", s, want)
 	}
-}
-
-func ExampleParseFaults() {
-	f, err := ParseFaults(map[string]any{"crash_after_runs": 3, "BitFlipAfterRuns": 1, "bitflip-bit": 30.0})
-	fmt.Printf("%+v %v\n", f, err)
-	// Output: {CrashAfterRuns:3 HangAfterRuns:0 NaNAfterRuns:0 InfAfterRuns:0 BitFlipAfterRuns:1 BitFlipBit:30} <nil>
 }
 
 // TestNativeBShapes: native B (the layout the offload uses, computed by the

@@ -8,6 +8,7 @@ import (
 
 	"github.com/x448/float16"
 
+	"github.com/evalrun/evalrun/plugins/internal/faults"
 	"github.com/evalrun/evalrun/plugins/rknn/npu"
 )
 
@@ -239,66 +240,32 @@ func (c *Context) Run() error {
 	return nil
 }
 
-// begin checks a run (c.mu held) and applies the faults that strike before
-// it computes; it returns the run's number in the fault schedule.
-func (c *Context) begin() (int64, error) {
+// begin checks a run (c.mu held) and starts it in the fault schedule,
+// which applies the faults that strike before it computes.
+func (c *Context) begin() (faults.Run, error) {
 	const fn = "rknn_matmul_run"
 	if err := c.alive(fn); err != nil {
-		return 0, err
+		return faults.Run{}, err
 	}
 	for _, op := range []struct {
 		name string
 		m    *Mem
 	}{{"A", c.a}, {"B", c.b}, {"C", c.c}} {
 		if op.m == nil {
-			return 0, rkErr(fn, npu.ErrParamInvalid, "%s memory not set (call SetIOMem with io_attr.%s)", op.name, op.name)
+			return faults.Run{}, rkErr(fn, npu.ErrParamInvalid, "%s memory not set (call SetIOMem with io_attr.%s)", op.name, op.name)
 		}
 		if op.m.freed.Load() {
-			return 0, rkErr(fn, npu.ErrParamInvalid, "%s memory was destroyed", op.name)
+			return faults.Run{}, rkErr(fn, npu.ErrParamInvalid, "%s memory was destroyed", op.name)
 		}
 	}
-	d := c.drv
-	f := d.opts.Faults
-	run := d.started.Add(1)
-	if f.CrashAfterRuns > 0 && run > int64(f.CrashAfterRuns) {
-		d.opts.Exit(CrashExitCode)
-		return 0, rkErr(fn, npu.ErrDeviceUnavailable, "simulated device crash at run %d", run)
-	}
-	if f.HangAfterRuns > 0 && run > int64(f.HangAfterRuns) {
-		if d.opts.Hang == nil {
-			select {} // a wedged device never answers
-		}
-		<-d.opts.Hang
-		return 0, rkErr(fn, npu.ErrTimeout, "simulated device hang at run %d", run)
-	}
-	return run, nil
+	return c.drv.opts.Faults.Begin(), nil
 }
 
 // end applies the faults that corrupt a computed C and counts the run.
-func (c *Context) end(run int64) {
-	f := c.drv.opts.Faults
-	cbuf := c.c.buf
+func (c *Context) end(run faults.Run) {
 	_, _, cBits := widths(c.info.Type)
-	if isFloat(c.info.Type) {
-		if f.NaNAfterRuns > 0 && run > int64(f.NaNAfterRuns) {
-			setFirstFloat(cbuf, cBits, float32(math.NaN()))
-		}
-		if f.InfAfterRuns > 0 && run > int64(f.InfAfterRuns) {
-			setFirstFloat(cbuf, cBits, float32(math.Inf(1)))
-		}
-	}
-	if f.BitFlipAfterRuns > 0 && run > int64(f.BitFlipAfterRuns) {
-		cbuf[f.BitFlipBit/8] ^= 1 << (f.BitFlipBit % 8) // little-endian element 0
-	}
+	run.Corrupt(c.c.buf, faults.Element{Bits: cBits, Float: isFloat(c.info.Type)})
 	c.drv.count.Count(&c.info, &c.attrs)
-}
-
-func setFirstFloat(buf []byte, bits int, v float32) {
-	if bits == 32 {
-		binary.LittleEndian.PutUint32(buf, math.Float32bits(v))
-		return
-	}
-	binary.LittleEndian.PutUint16(buf, float16.Fromfloat32(v).Bits())
 }
 
 // phase is one parallel step of a run: fn over [0, n) in ranges whose
