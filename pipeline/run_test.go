@@ -602,8 +602,8 @@ func TestRunPartOfTheChunksWritesNoKLDBase(t *testing.T) {
 
 // The bench's order within a round is the same for every run and puts each
 // backend in each place about equally often, so no backend is always the
-// one after the simulator's turn (README: the first place measured ~1.4 %
-// slower).
+// one after the simulator's turn (docs/spec.md, "Bench": the first place measured
+// ~1.4 % slower).
 func TestRoundOrderBalancesPlaces(t *testing.T) {
 	const rounds, n = 300, 4
 	var places [n][n]int

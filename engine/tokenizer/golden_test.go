@@ -127,7 +127,7 @@ func TestGoldenStories260K(t *testing.T) {
 
 // TestGoldenPerplexityText checks the 6 KB story text against the tokens
 // llama-perplexity stored in its KL-divergence base file (the text's first
-// n_chunk*n_ctx tokens, BOS included) and the README's total of 3137.
+// n_chunk*n_ctx tokens, BOS included) and testdata/llamacpp/README.md's total of 3137.
 func TestGoldenPerplexityText(t *testing.T) {
 	tok := storiesTokenizer(t)
 	text, err := os.ReadFile("../../testdata/llamacpp/perplexity/kld-text.txt")

@@ -1,6 +1,6 @@
 // Package spec reads an evalrun experiment spec: a YAML file naming the model,
 // the prompt sets, the reference backend, the candidate backends and the gates
-// that decide the verdict. README.md ("The experiment spec") documents the
+// that decide the verdict. docs/spec.md documents the
 // keys, defaults, paths and EVALRUN_ overrides; configs/*.yaml are examples.
 //
 // Load walks the YAML (yaml.v3 nodes) against the Spec struct before

@@ -185,6 +185,12 @@ func Load(ctx context.Context, path string) (*Spec, error) {
 	return readSpec(ctx, path, options{env: true, checkFiles: true})
 }
 
+// Parse checks a spec's text as Load checks a file, less the environment's
+// overrides and the checks that the files it names exist: for examples
+// whose files are elsewhere (the docs' test). path names the file in errors
+// and anchors relative paths.
+func Parse(data []byte, path string) (*Spec, error) { return parse(data, path, options{}) }
+
 // options are what tests leave out: the environment's overrides, the
 // checks that input files exist.
 type options struct{ env, checkFiles bool }

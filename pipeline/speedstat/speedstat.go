@@ -10,7 +10,7 @@
 // with that share; the fast mode's speed is the code's. Four sets of six
 // identical runs of the bundled spec (300 repetitions), compared pairwise:
 // the p95 test called 0-4 of 120 rows significant per set; the U test on
-// the medians, over the same samples, up to 53 (README, "evalrun compare").
+// the medians, over the same samples, up to 53 (docs/results.md, "Comparing runs").
 package speedstat
 
 import (

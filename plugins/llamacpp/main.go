@@ -3,7 +3,7 @@
 // launches it; it is not run by hand.
 //
 // Options: lib_dir, threads, flash_attn, kv_type, swa_full, cpu_variant, n_gpu_layers,
-// devices, fault_abort_after (see README.md, "llamacpp").
+// devices, fault_abort_after (see docs/backends.md, "llamacpp").
 package main
 
 import (

@@ -88,7 +88,7 @@ type options struct {
 	Shadow   bool     `json:"shadow"`
 	CPUOps   []string `json:"cpu_ops"`
 
-	// The readings the RKNN documents leave open (README).
+	// The readings the RKNN documents leave open (docs/npu-plugins.md).
 	Int4BNibbles     string `json:"int4_b_nibbles"`
 	Int4Overflow     string `json:"int4_overflow"`
 	FP16Accumulation string `json:"fp16_accumulation"`
@@ -101,7 +101,7 @@ type options struct {
 }
 
 // ResolvePaths makes a relative kernels path start at dir (the spec's
-// directory), as the README promises for every path in a spec.
+// directory), as docs/spec.md promises for every path in a spec.
 func (o *options) ResolvePaths(dir string) {
 	if o.Kernels != "" && o.Kernels != "auto" && !filepath.IsAbs(o.Kernels) {
 		o.Kernels = filepath.Join(dir, o.Kernels)

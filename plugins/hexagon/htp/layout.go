@@ -2,8 +2,8 @@
 // ggml-hexagon backend drives) for evalrun's engine: weights repacked at
 // load into the HTP's row layout, activations quantized to Q8_0 on the
 // device, integer block dots with fp32 accumulation, layers split across
-// several HTP sessions, and injected faults. See the README's "hexagon"
-// section for what is modelled and what is a documented choice.
+// several HTP sessions, and injected faults. See docs/npu-plugins.md ("hexagon")
+// for what is modelled and what is a documented choice.
 package htp
 
 import (

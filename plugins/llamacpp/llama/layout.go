@@ -31,8 +31,8 @@ type Layout struct {
 	ContextDefaults map[string]any
 }
 
-// Layouts are the supported versions, newest first. README.md ("llama.cpp
-// versions") says how to add one.
+// Layouts are the supported versions, newest first. docs/backends.md
+// ("Supported struct layouts") says how to add one.
 var Layouts = []*Layout{layoutV050}
 
 // llama_model_params of llama.cpp v0.5.0 (include/llama.h).

@@ -11,7 +11,7 @@ import (
 )
 
 // ErrNotBuilt is returned by New when the hardware driver is not compiled in.
-var ErrNotBuilt = errors.New("hardware driver not built: rebuild with -tags rknpu on the board (needs librknnrt.so; see README)")
+var ErrNotBuilt = errors.New("hardware driver not built: rebuild with -tags rknpu on the board (needs librknnrt.so; see docs/npu-plugins.md)")
 
 // New reports that the hardware driver is not part of this build.
 func New() (npu.Driver, error) { return nil, ErrNotBuilt }

@@ -48,7 +48,7 @@ type Options struct {
 	// holds the whole call up (engine.Small, which the rknn plugin sets).
 	Small func(macs, bBytes int) bool
 
-	// The readings of what the RKNN documents leave open (README,
+	// The readings of what the RKNN documents leave open (docs/npu-plugins.md,
 	// "Simulator and offload assumptions"); the zero values are ours.
 	//
 	// Int4Wrap: an int4×int4 sum beyond int16 wraps modulo 2^16 instead of
