@@ -145,7 +145,7 @@ func TestLockFileChecksums(t *testing.T) {
 
 // hostEnv makes the test binary a stand-in host (see TestMain): it launches
 // the plugin named by the variable and waits to be killed.
-const hostEnv = "EVALRUN_TEST_STANDIN_HOST"
+const hostEnv = "TEST_EVALRUN_STANDIN_HOST"
 
 func standInHost(path string) {
 	c, err := backend.Launch(context.Background(), backend.LaunchConfig{Path: path, StartTimeout: 20 * time.Second})

@@ -112,7 +112,7 @@ func pids(t *testing.T, file string) (child, plugin int) {
 
 func scriptEnv(t *testing.T) (env []string, pidFile string) {
 	pidFile = filepath.Join(t.TempDir(), "pids")
-	return []string{"EVALRUN_TEST_PIDFILE=" + pidFile, "EVALRUN_TEST_PLUGIN=" + filepath.Join(binDir, "evalrun-plugin-cpu")}, pidFile
+	return []string{"TEST_EVALRUN_PIDFILE=" + pidFile, "TEST_EVALRUN_PLUGIN=" + filepath.Join(binDir, "evalrun-plugin-cpu")}, pidFile
 }
 
 // TestPluginChildrenCannotHangTheHost: a plugin whose child keeps its
@@ -532,7 +532,7 @@ func TestDetachedGrandchildEndsWithTheRun(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			pidFile := filepath.Join(t.TempDir(), "pids")
-			env := []string{"EVALRUN_TEST_PIDFILE=" + pidFile, "EVALRUN_TEST_PLUGIN=" + filepath.Join(binDir, c.plugin)}
+			env := []string{"TEST_EVALRUN_PIDFILE=" + pidFile, "TEST_EVALRUN_PLUGIN=" + filepath.Join(binDir, c.plugin)}
 			spec := strings.Replace(caseSpec, "    plugin: cpu\n", "    plugin_path: ROOT/cmd/evalrun/testdata/setsid-plugin.sh\n"+c.options, 1)
 			s := start(t, env, "run", writeCase(t, spec), "--out", t.TempDir())
 			child, _ := pids(t, pidFile)
@@ -578,7 +578,7 @@ func TestEarlyInterruptLeavesNoSocketDir(t *testing.T) {
 }
 
 // TestLyingPlugins: a plugin that lies in each way the contract allows (the
-// liar: the CPU plugin with one answer bent, $EVALRUN_TEST_LIE) gets the
+// liar: the CPU plugin with one answer bent, $TEST_EVALRUN_LIE) gets the
 // label of its fault and exit 3 — or, where its lie is an accuracy result
 // (NaN logits), the verdict's — while the reference and the honest
 // candidate keep their results, and no process of its tree outlives the
@@ -609,7 +609,7 @@ func TestLyingPlugins(t *testing.T) {
 		t.Run(c.lie, func(t *testing.T) {
 			pidFile := filepath.Join(t.TempDir(), "pid")
 			out := t.TempDir()
-			s := start(t, []string{"EVALRUN_TEST_LIE=" + c.lie, "EVALRUN_TEST_PIDFILE=" + pidFile}, "run", specFile, "--out", out)
+			s := start(t, []string{"TEST_EVALRUN_LIE=" + c.lie, "TEST_EVALRUN_PIDFILE=" + pidFile}, "run", specFile, "--out", out)
 			code := s.wait(t, 60*time.Second)
 			sum := readSummary(t, out)
 			liar, good := sum.Backends[0], sum.Backends[1]

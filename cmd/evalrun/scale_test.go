@@ -82,10 +82,10 @@ func firstDiff(a, b string) string {
 // evalrun process, all at once), merges each set and diffs: summary.json is
 // equal in every field but timings and run ids, prompts.jsonl has the same
 // lines. The datasets are cut to a few chunks and prompts to keep the test
-// short; EVALRUN_TEST_FULL_SPECS=1 runs the specs as shipped.
+// short; TEST_EVALRUN_FULL_SPECS=1 runs the specs as shipped.
 func TestShardedRunsMergeToTheUnshardedRun(t *testing.T) {
 	env := []string{"EVALRUN_BENCH_REPS=1", "EVALRUN_BENCH_N_PROMPT=8", "EVALRUN_BENCH_N_GEN=2"}
-	if os.Getenv("EVALRUN_TEST_FULL_SPECS") == "" {
+	if os.Getenv("TEST_EVALRUN_FULL_SPECS") == "" {
 		env = append(env, "EVALRUN_DATASETS_0_LIMIT=2", "EVALRUN_DATASETS_1_LIMIT=3", "EVALRUN_DATASETS_1_MAX_NEW_TOKENS=6")
 	}
 	for _, specFile := range []string{"configs/default.yaml", "configs/rknn-sim.yaml"} {

@@ -127,7 +127,7 @@ func TestToolCommandsEndWithEvalrun(t *testing.T) {
 		t.Skip("the parent-death signal is Linux's")
 	}
 	dir := t.TempDir() // a cpu plugin whose command runs until killed
-	if err := os.WriteFile(filepath.Join(dir, "evalrun-plugin-cpu"), []byte("#!/bin/sh\necho \"$$ $$\" > \"$EVALRUN_TEST_PIDFILE\"\nexec sleep 1000\n"), 0o755); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "evalrun-plugin-cpu"), []byte("#!/bin/sh\necho \"$$ $$\" > \"$TEST_EVALRUN_PIDFILE\"\nexec sleep 1000\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
@@ -137,7 +137,7 @@ func TestToolCommandsEndWithEvalrun(t *testing.T) {
 		sig := c.sig
 		t.Run(fmt.Sprintf("%v group=%v", sig, c.group), func(t *testing.T) {
 			pidFile := filepath.Join(t.TempDir(), "pids")
-			s := start(t, []string{"EVALRUN_PLUGIN_DIR=" + dir, "EVALRUN_TEST_PIDFILE=" + pidFile}, "generate", "--model", "models/stories260K.gguf", "--prompt", "x")
+			s := start(t, []string{"EVALRUN_PLUGIN_DIR=" + dir, "TEST_EVALRUN_PIDFILE=" + pidFile}, "generate", "--model", "models/stories260K.gguf", "--prompt", "x")
 			pid, _ := pids(t, pidFile)
 			if c.group {
 				syscall.Kill(-s.cmd.Process.Pid, sig) // start made evalrun a group leader
@@ -174,7 +174,7 @@ func TestQuitAtOnceRemovesTheCommandsFiles(t *testing.T) {
 	}{{700 * time.Millisecond, true}, {50 * time.Millisecond, false}} {
 		t.Run(fmt.Sprint(c.gap), func(t *testing.T) {
 			out, pidFile := t.TempDir(), filepath.Join(t.TempDir(), "pids")
-			s := start(t, []string{"EVALRUN_PLUGIN_DIR=" + plugins, "EVALRUN_TEST_PIDFILE=" + pidFile, "EVALRUN_TEST_OUT=" + filepath.Join(out, "model.gguf")}, "generate")
+			s := start(t, []string{"EVALRUN_PLUGIN_DIR=" + plugins, "TEST_EVALRUN_PIDFILE=" + pidFile, "TEST_EVALRUN_OUT=" + filepath.Join(out, "model.gguf")}, "generate")
 			pid, _ := pids(t, pidFile)
 			s.cmd.Process.Signal(syscall.SIGTERM)
 			if c.quit { // the gap counted from evalrun's first signal

@@ -121,9 +121,9 @@ func chromium(t *testing.T) string {
 }
 
 // artifacts is where a test leaves files for a person to look at:
-// $EVALRUN_TEST_ARTIFACTS if set, else the test's temporary directory.
+// $TEST_EVALRUN_ARTIFACTS if set, else the test's temporary directory.
 func artifacts(t *testing.T) string {
-	if d := os.Getenv("EVALRUN_TEST_ARTIFACTS"); d != "" {
+	if d := os.Getenv("TEST_EVALRUN_ARTIFACTS"); d != "" {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
 		}

@@ -17,7 +17,8 @@ import (
 const envPrefix = "EVALRUN"
 
 // OtherEnv lists the EVALRUN_ variables that are not spec keys (read by the
-// plugin glue, the plugins and their tests; EVALRUN_TEST_* are the tests').
+// plugin glue and the plugins; the tests' own variables begin TEST_EVALRUN_,
+// outside this namespace).
 // Any other EVALRUN_ variable must name a key of the spec: a typo such as
 // EVALRUN_BENCH_REP is refused, not ignored.
 var OtherEnv = []string{"EVALRUN_PLUGIN", "EVALRUN_PLUGIN_MTLS", "EVALRUN_PLUGIN_LOG_LEVEL", "EVALRUN_LLAMACPP_LIB_DIR",
@@ -86,7 +87,7 @@ func applyEnv(s *Spec, w *walker, c *collector) {
 	})
 	for _, kv := range os.Environ() {
 		name, val, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(name, envPrefix+"_") && val != "" && !slices.Contains(known, name) && !strings.HasPrefix(name, "EVALRUN_TEST_") {
+		if strings.HasPrefix(name, envPrefix+"_") && val != "" && !slices.Contains(known, name) {
 			unknownEnv(s, c, name, known)
 		}
 	}

@@ -366,7 +366,7 @@ func TestEnvOverrides(t *testing.T) {
 		"EVALRUN_DATASETS_0_LIMIT":          "2",
 		"EVALRUN_MODEL_SHA256":              strings.Repeat("0", 64), // digits only: still a string
 		"EVALRUN_PLUGIN_MTLS":               "0",                     // not a spec key, but evalrun's
-		"EVALRUN_TEST_ANYTHING":             "x",                     // the tests'
+		"TEST_EVALRUN_ANYTHING":             "x",                     // the tests': outside the namespace
 		"EVALRUN_NAME":                      "",                      // empty = unset, so name stays "t"
 	}
 	s, msg := load(t, base, env, "other.gguf")

@@ -1,5 +1,5 @@
 // Command liar is a plugin for the host's tests that lies in one way the
-// contract allows, chosen by $EVALRUN_TEST_LIE: it is the CPU plugin (the
+// contract allows, chosen by $TEST_EVALRUN_LIE: it is the CPU plugin (the
 // engine) with its Load, Eval or Bench answers bent, or with processes it
 // leaves behind. The host must label each lie, keep the other backends'
 // results and leave nothing running (cmd/evalrun's TestLyingPlugins).
@@ -26,17 +26,17 @@ func main() {
 	log := backend.NewPluginLogger("liar")
 	be := enginebackend.New(enginebackend.Config{Name: "liar", Version: "test", Device: "cpu",
 		Options: enginebackend.NoOptions(), Logger: log})
-	backend.Serve(&liar{Backend: be, lie: os.Getenv("EVALRUN_TEST_LIE")}, backend.WithLogger(log))
+	backend.Serve(&liar{Backend: be, lie: os.Getenv("TEST_EVALRUN_LIE")}, backend.WithLogger(log))
 }
 
 // leaveChild starts a sleep the plugin never waits for, in its process
 // group (fork) or in a session of its own (setsid), and writes its pid to
-// $EVALRUN_TEST_PIDFILE.
+// $TEST_EVALRUN_PIDFILE.
 func leaveChild(setsid bool) {
 	cmd := exec.Command("sleep", "1000")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: setsid}
 	if cmd.Start() == nil {
-		os.WriteFile(os.Getenv("EVALRUN_TEST_PIDFILE"), []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o644)
+		os.WriteFile(os.Getenv("TEST_EVALRUN_PIDFILE"), []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o644)
 	}
 }
 

@@ -224,7 +224,7 @@ func TestStructSetGet(t *testing.T) {
 // EVALRUN_LLAMACPP_FOREIGN_DIR), in a child process so this one stays free
 // to load a supported build.
 func TestOpenRefusesForeignLibrary(t *testing.T) {
-	if dir := os.Getenv("EVALRUN_TEST_OPEN_DIR"); dir != "" {
+	if dir := os.Getenv("TEST_EVALRUN_OPEN_DIR"); dir != "" {
 		_, err := Open(dir, "")
 		fmt.Printf("OPEN-RESULT: %v\n", err)
 		return
@@ -239,7 +239,7 @@ func TestOpenRefusesForeignLibrary(t *testing.T) {
 		}
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestOpenRefusesForeignLibrary$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "EVALRUN_TEST_OPEN_DIR="+dir)
+	cmd.Env = append(os.Environ(), "TEST_EVALRUN_OPEN_DIR="+dir)
 	out, _ := cmd.CombinedOutput()
 	i := bytes.Index(out, []byte("OPEN-RESULT: "))
 	if i < 0 {
@@ -264,8 +264,8 @@ func tail(b []byte) string {
 // baseline every x86-64 CPU runs) in a child process and checks that ggml
 // loaded exactly that library; an unknown variant is refused with the list.
 func TestPinnedCPUVariant(t *testing.T) {
-	if v := os.Getenv("EVALRUN_TEST_VARIANT"); v != "" {
-		lib, err := Open(os.Getenv("EVALRUN_TEST_OPEN_DIR"), v)
+	if v := os.Getenv("TEST_EVALRUN_VARIANT"); v != "" {
+		lib, err := Open(os.Getenv("TEST_EVALRUN_OPEN_DIR"), v)
 		if err != nil {
 			fmt.Printf("VARIANT-RESULT: error %v\n", err)
 			return
@@ -282,7 +282,7 @@ func TestPinnedCPUVariant(t *testing.T) {
 	}
 	run := func(variant string) string {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestPinnedCPUVariant$", "-test.count=1")
-		cmd.Env = append(os.Environ(), "EVALRUN_TEST_OPEN_DIR="+dir, "EVALRUN_TEST_VARIANT="+variant)
+		cmd.Env = append(os.Environ(), "TEST_EVALRUN_OPEN_DIR="+dir, "TEST_EVALRUN_VARIANT="+variant)
 		out, _ := cmd.CombinedOutput()
 		i := bytes.Index(out, []byte("VARIANT-RESULT: "))
 		if i < 0 {

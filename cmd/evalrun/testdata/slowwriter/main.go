@@ -1,6 +1,6 @@
 // Command slowwriter is a plugin binary for evalrun's tests: its generate
-// command writes its pid to $EVALRUN_TEST_PIDFILE, starts writing
-// $EVALRUN_TEST_OUT atomically and never finishes, ignoring a stop request.
+// command writes its pid to $TEST_EVALRUN_PIDFILE, starts writing
+// $TEST_EVALRUN_OUT atomically and never finishes, ignoring a stop request.
 // Only a quit at once ends it before its grace: it must then remove its
 // temporary file.
 package main
@@ -18,12 +18,12 @@ import (
 
 func main() {
 	cmd := &cobra.Command{Use: "generate", RunE: func(*cobra.Command, []string) error {
-		f, err := atomicfile.Create(os.Getenv("EVALRUN_TEST_OUT"))
+		f, err := atomicfile.Create(os.Getenv("TEST_EVALRUN_OUT"))
 		if err != nil {
 			return err
 		}
 		f.WriteString("part of a model")
-		os.WriteFile(os.Getenv("EVALRUN_TEST_PIDFILE"), fmt.Appendf(nil, "%d %d\n", os.Getpid(), os.Getpid()), 0o644)
+		os.WriteFile(os.Getenv("TEST_EVALRUN_PIDFILE"), fmt.Appendf(nil, "%d %d\n", os.Getpid(), os.Getpid()), 0o644)
 		time.Sleep(time.Hour)
 		return f.Commit()
 	}}
