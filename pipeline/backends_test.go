@@ -9,7 +9,7 @@ import (
 	"github.com/evalrun/evalrun/pipeline/stream"
 )
 
-// Issue 31 case 4: a call the plugin's side ends as its deadline comes
+// TestTimedOutAtTheDeadline: a call the plugin's side ends as its deadline comes
 // (gRPC's RST_STREAM CANCEL, a moment before the host's own timer) is
 // labelled a timeout like one the host's timer ended; an error well before
 // the deadline, or with no deadline, is the plugin's failure.

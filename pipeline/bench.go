@@ -24,12 +24,10 @@ type benched struct {
 // benchPass measures throughput in rounds: each round runs one repetition
 // of every test on every backend in turn (backends never overlap), so a
 // backend's repetitions spread over the whole pass and every backend samples
-// the machine's state alike. Run back to back, a backend's repetitions
-// shared a fraction of a second of that state, and two identical runs'
-// medians differed far beyond their confidence intervals. The order within
-// a round is shuffled, the same for every run (roundOrder): in spec order
-// the first backend of each round, after the simulated NPU's turn, measured
-// about 1.4 % slower, a bias between two builds of one plugin in one run.
+// the machine's state alike (run back to back, they would share a fraction
+// of a second of it). The order within a round is shuffled, the same for
+// every run (roundOrder), so no backend always takes the place after the
+// simulated NPU's turn, which measures slower (docs/design-notes.md).
 // Each round is a Bench call with its own warm-up (the plugin measures in a
 // fresh session, as llama-bench does per test). An interruption or a crash
 // keeps the repetitions measured so far (stats.n says how many); only a

@@ -600,10 +600,10 @@ func TestRunPartOfTheChunksWritesNoKLDBase(t *testing.T) {
 	}
 }
 
-// The bench's order within a round is the same for every run and puts each
-// backend in each place about equally often, so no backend is always the
-// one after the simulator's turn (docs/spec.md, "Bench": the first place measured
-// ~1.4 % slower).
+// TestRoundOrderBalancesPlaces: the bench's order within a round is the
+// same for every run and puts each backend in each place about equally
+// often, so no backend is always the one after the simulator's turn (a
+// place that measures slower: docs/design-notes.md, roundOrder).
 func TestRoundOrderBalancesPlaces(t *testing.T) {
 	const rounds, n = 300, 4
 	var places [n][n]int
@@ -631,7 +631,7 @@ func TestRoundOrderBalancesPlaces(t *testing.T) {
 	}
 }
 
-// Issue 31 case 3: a plugin reporting bench timings no clock can have
+// TestRunRefusesImpossibleBenchTimings: a plugin reporting bench timings no clock can have
 // measured (a negative repetition, 0 ns, longer than the bench's time
 // limit) is failed with a message saying so, its accuracy kept, the exit
 // code a backend's fault; the honest backend's throughput stands.

@@ -82,7 +82,7 @@ func TestBaseAgainstItself(t *testing.T) {
 				}
 			}
 			// The decoded records sum to 1 within ~1e-4, so Q is the base up
-			// to that: KLD ≈ 0 (printed 0.000025 here), same top everywhere.
+			// to that: KLD ≈ 0, same top everywhere.
 			if res.SameTop.Value != 1 || math.Abs(res.KLD.Value) > 1e-4 || res.KLDQuantiles[0] > 1e-4 {
 				t.Errorf("file base vs itself: same top %v, mean KLD %g, max KLD %g; want 1, ≈0, ≈0",
 					res.SameTop.Value, res.KLD.Value, res.KLDQuantiles[0])

@@ -8,7 +8,8 @@ import (
 
 // The log-softmaxes behind the KL divergence take one exponential per
 // vocabulary entry: three to four passes over a 128k row per scored
-// position, most of the host's time at a Llama-3 vocabulary. expShifted
+// position, the bulk of the host's work at a Llama-3 vocabulary
+// (docs/design-notes.md). expShifted
 // computes them apart from the sums that use them, so that they can run on
 // several cores and, on amd64 with AVX-512, eight at a time; every value is
 // bit for bit math.Exp's, and the sums keep their sequential index order,
@@ -33,7 +34,8 @@ func expShifted(dst []float64, src []float32, shift float64) {
 	wg.Wait()
 }
 
-// minExpPart is the shortest stretch worth a goroutine (a few tens of µs).
+// minExpPart is the shortest stretch worth a goroutine (measured:
+// docs/design-notes.md).
 const minExpPart = 8192
 
 // expRange is expShifted on one goroutine: the vector kernel while its

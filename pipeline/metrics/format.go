@@ -43,8 +43,6 @@ func FormatLlamaPerplexity(r Result) string {
 	return b.String()
 }
 
-// padLabel widens a quantile label to llama.cpp's 7 columns ("99.9%  ",
-// "Median ", "Maximum").
 // cf makes a float print like C's printf: "nan", "-nan", "inf", "-inf"
 // instead of Go's "NaN" and "+Inf" (finite values print identically).
 type cf float64
@@ -66,6 +64,8 @@ func (v cf) Format(s fmt.State, verb rune) {
 	fmt.Fprintf(s, "%*s", w, text)
 }
 
+// padLabel widens a quantile label to llama.cpp's 7 columns ("99.9%  ",
+// "Median ", "Maximum").
 func padLabel(label string) string {
 	return fmt.Sprintf("%-7s", label)
 }

@@ -189,7 +189,7 @@ func newCandRow(values []float32) *candRow {
 
 // kld is LiveKLDRow after the checks (nan counts the row's NaNs). With
 // stats non-nil the pass that sums the candidate's exponentials also
-// gathers its logit statistics (statsPass: the same bits as alone).
+// gathers its logit statistics (rowStats.pass: the same bits as alone).
 func (c *candRow) kld(ref *RefRow, tok int32, nan int, stats *rowStats) KLDRow {
 	logits := c.values
 	imax := argmax(logits, c.top, nan)

@@ -10,9 +10,9 @@ import (
 	"testing"
 )
 
-// oracleLiveKLDRow is LiveKLDRow as it was written before the exponentials
-// moved to expShifted: one math.Exp per term, inside the sums. The fast
-// path must give the same bits.
+// oracleLiveKLDRow is LiveKLDRow written the straightforward way: one
+// math.Exp per term, inside the sums. The fast path (expShifted) must give
+// the same bits.
 func oracleLiveKLDRow(logits, ref []float32, tok int32) KLDRow {
 	norm := func(l []float32) (imax int, norm float64) {
 		for i, v := range l[1:] {

@@ -7,9 +7,9 @@ import (
 	"testing"
 )
 
-// oracleAddLogitRow is AddLogitRow and RefRow.Set's statistics as they were
-// written before the passes were restructured: one loop over the elements,
-// every accumulator updated per element.
+// oracleAddLogitRow is AddLogitRow and RefRow.Set's statistics written the
+// straightforward way: one loop over the elements, every accumulator
+// updated per element.
 func oracleAddLogitRow(cand, refRow []float32, accs ...*LogitStats) {
 	var ref struct {
 		nan, inf int

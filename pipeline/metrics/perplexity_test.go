@@ -64,7 +64,7 @@ func TestPerplexityShiftInvariant(t *testing.T) {
 	}
 }
 
-// Perplexity accumulates plain llama-perplexity (§1.1): the negative
+// Perplexity accumulates plain llama-perplexity (llamacpp-reference.md §1.1): the negative
 // log-likelihood of each scored token, summed in float64. It lives with the
 // tests, which check it (and so the shared NLL arithmetic) against
 // llama.cpp's printed figures; the host reports perplexity from the KL

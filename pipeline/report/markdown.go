@@ -251,10 +251,11 @@ func firstLine(s string, n int) string {
 
 func baseName(p string) string { return p[strings.LastIndexAny(p, `/\`)+1:] }
 
-// mdEscape keeps text from a plugin or a spec from being read as Markdown
-// or HTML markup.
+// mdEscaper is mdEscape's replacer.
 var mdEscaper = strings.NewReplacer("<", "&lt;", ">", "&gt;", "&", "&amp;", "*", `\*`, "_", `\_`, "`", "\\`", "[", `\[`, "]", `\]`)
 
+// mdEscape keeps text from a plugin or a spec from being read as Markdown
+// or HTML markup.
 func mdEscape(s string) string { return mdEscaper.Replace(s) }
 
 // mdCell is mdEscape for a table cell: no pipes, no line breaks.

@@ -8,8 +8,8 @@ import (
 )
 
 // The charts of report.html are SVG written here rather than drawn by a
-// JavaScript library: the file stays small (a few tens of KiB instead of
-// echarts' 1 MB per report), needs no network and no script to show its
+// JavaScript library: the file stays a small fraction of a charting
+// library's size (docs/design-notes.md), needs no network and no script to show its
 // charts, renders the same in any browser and can be checked as text.
 
 // palette colours series by backend, in the summary's order.

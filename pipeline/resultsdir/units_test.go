@@ -50,7 +50,7 @@ func sealed(t *testing.T, manifest string, records ...string) []byte {
 	return b.Bytes()
 }
 
-// Issue 31: a record edited, dropped or moved in a units file is refused by
+// TestEditedRecordsAreRefused: a record edited, dropped or moved in a units file is refused by
 // the reader (resume and merge), naming the line.
 func TestEditedRecordsAreRefused(t *testing.T) {
 	good := sealed(t, `{"format":"evalrun/units/v3","spec_digest":"abc","shard":{"index":0,"total":1},"units":[{"id":"u1","rows":3},{"id":"u2","rows":3}],"backends":[{"name":"x"}]}`,

@@ -34,11 +34,9 @@ type Result struct {
 
 // MachineShift is the move of every backend's speed between two runs. A
 // shared machine's speed changes between runs far beyond sampling noise
-// (measured here: 2-17 % in p95 between back-to-back runs of the same
-// binaries, up to 70 % within minutes) and moves every backend alike, since
-// the bench interleaves them round by round; but not every test alike: a
-// prompt batch and single-token decodes load the machine differently (two
-// identical runs here: pp64 +37 %, tg16 +5 %, on every backend). So each
+// and moves every backend alike, since the bench interleaves them round by
+// round; but not every test alike: a prompt batch and single-token decodes
+// load the machine differently (measured: docs/design-notes.md). So each
 // test has its own shift: the median, over the backends that ran it in
 // both runs, of new p95 / base p95. A backend's row is judged against the
 // shift of the other backends when they are at least MinShiftBackends

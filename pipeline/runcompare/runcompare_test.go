@@ -392,9 +392,10 @@ func TestCompareRemovesTheMachineShift(t *testing.T) {
 		t.Errorf("printed machine shift: %v\n%s", err, out.String())
 	}
 
-	// Two identical runs measured here: pp +37 %, tg +5 % on every
-	// backend. One shift for both tests (+21 %) made every backend's pp
-	// "faster" and tg "slower"; each test's own shift explains both.
+	// Two identical runs as once measured (docs/design-notes.md,
+	// MachineShift): pp +37 %, tg +5 % on every backend. One shift for both
+	// tests (+21 %) would make every backend's pp "faster" and tg "slower";
+	// each test's own shift explains both.
 	split := Compare(base, fleetPP(t, 4*1.37/1.05, 2100, 1050, 1575, 840), DefaultMinChange)
 	for k, v := range verdicts(split) {
 		if v != speedstat.NoChange {

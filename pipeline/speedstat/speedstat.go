@@ -7,10 +7,9 @@
 // Why p95: on a shared VM the repetitions of one test fall into a fast mode
 // (nothing else on the core) and slower ones, and the share of slow ones
 // changes with the neighbours' load from minute to minute. The median moves
-// with that share; the fast mode's speed is the code's. Four sets of six
-// identical runs of the bundled spec (300 repetitions), compared pairwise:
-// the p95 test called 0-4 of 120 rows significant per set; the U test on
-// the medians, over the same samples, up to 53 (docs/results.md, "Comparing runs").
+// with that share; the fast mode's speed is the code's. Between identical
+// runs the p95 test calls far fewer rows significant than a U test on the
+// medians of the same samples (measured: docs/design-notes.md).
 package speedstat
 
 import (
@@ -279,10 +278,9 @@ func abs(x int) int { return max(x, -x) }
 // logFastSD is the standard deviation of log p95 for one repetition,
 // sqrt(q(1-q)) / f(p95) with the density f of the log rates at p95 from
 // the spacing of the quantiles 2.5 points either side (a sparsity
-// estimate: no distribution assumed). Maritz-Jarrett's error, tried
-// first, was 15-30 % low this far in the tail, and the sizes it gave found
-// a 5 % change half the time instead of 80 %. 0 below 40 rates or when
-// they are all equal.
+// estimate: no distribution assumed; Maritz-Jarrett's error runs low this
+// far in the tail, docs/design-notes.md). 0 below 40 rates or when they are
+// all equal.
 func logFastSD(rates []float64) float64 {
 	const q, h = FastQuantile, 0.025
 	if len(rates) < 40 {

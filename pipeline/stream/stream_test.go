@@ -283,7 +283,7 @@ func TestPool(t *testing.T) {
 	p.Release(make([]float32, 1)) // the pool is full: dropped, not blocked
 }
 
-// Issue 31 case 9: a row whose index is not the next one due (a duplicate,
+// TestCallRefusesRowsOutOfOrder: a row whose index is not the next one due (a duplicate,
 // one skipped, 2^30) ends the call with an error naming both, and the
 // backend is failed by its caller; in-order rows pass.
 func TestCallRefusesRowsOutOfOrder(t *testing.T) {
