@@ -166,8 +166,11 @@ func details(b summary.BackendSummary, what string) string {
 	var d strings.Builder
 	fmt.Fprintf(&d, "%s\n\nbackend %s (plugin %s), status %s\n", what, b.Name, b.Plugin, b.Status)
 	if a := b.Accuracy; a != nil {
-		fmt.Fprintf(&d, "tokens compared %d, KLD mean %s, KLD p99 %s, same top-1 %s, PPL ratio %s, NMSE %s, NaN %d, Inf %d\n",
-			a.Tokens, fmtSmall(a.KLDMean, a.KLDMeanErr), fmtG(a.KLDP99), fmtPct(a.SameTopP), fmtPM(a.PPLRatio, a.PPLRatioErr, 1, 4), fmtG(a.NMSE), a.NaNCount, a.InfCount)
+		fmt.Fprintf(&d, "tokens compared %d", a.Tokens)
+		for _, c := range junitColumns {
+			fmt.Fprintf(&d, ", %s %s", c.metric.Label, c.cell(a))
+		}
+		d.WriteString("\n")
 	}
 	if t := b.Throughput; t != nil {
 		fmt.Fprintf(&d, "throughput: pp %s t/s, tg %s t/s\n", fmtTS(t.PP, t.Simulated), fmtTS(t.TG, t.Simulated))

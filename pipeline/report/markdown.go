@@ -142,14 +142,7 @@ func summaryRows(s *summary.Summary) []summaryRow {
 			name += " (ref)"
 			gates = "-"
 		}
-		kld, same, ppl := "-", "-", "-"
-		if a := b.Accuracy; a != nil {
-			kld = fmtSmall(a.KLDMean, a.KLDMeanErr)
-			if a.SameTopP != nil {
-				same = fmtPM(a.SameTopP, a.SameTopPErr, 100, 2) + "%"
-			}
-			ppl = fmtPM(a.PPLRatio, a.PPLRatioErr, 1, 4)
-		}
+		kld, same, ppl := headlineColumns[0].cell(b.Accuracy), headlineColumns[1].cell(b.Accuracy), headlineColumns[2].cell(b.Accuracy)
 		tg := "-"
 		if b.Throughput != nil && b.Throughput.TG != nil && b.Throughput.TG.Stats != nil {
 			tg = fmt.Sprintf("%.0f", b.Throughput.TG.Stats.Median) // the median: robust to a slowed repetition

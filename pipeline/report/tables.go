@@ -9,6 +9,7 @@ import (
 
 	"github.com/evalrun/evalrun/internal/texttable"
 	"github.com/evalrun/evalrun/pipeline/diag"
+	"github.com/evalrun/evalrun/pipeline/gate"
 	"github.com/evalrun/evalrun/pipeline/summary"
 )
 
@@ -64,31 +65,81 @@ func verdictCell(b summary.BackendSummary) string {
 	}
 }
 
+// column is a metric of the catalog shown in a table, with its ± or not.
+type column struct {
+	metric  gate.Metric
+	withErr bool
+}
+
+func columns(names ...string) []column {
+	var out []column
+	for _, n := range names {
+		name, withErr := strings.CutSuffix(n, "±")
+		out = append(out, column{gate.MustLookup(name), withErr})
+	}
+	return out
+}
+
+// headlineColumns are the one-screen summary's metrics.
+var headlineColumns = columns("kld_mean±", "same_top_p±", "ppl_ratio±")
+
+// junitColumns are the figures a JUnit failure's body lists.
+var junitColumns = columns("kld_mean±", "kld_p99", "same_top_p", "ppl_ratio±", "nmse", "nan_count", "inf_count")
+
+// accuracyColumns are the run table's metrics.
+var accuracyColumns = columns("kld_mean±", "kld_p99", "same_top_p±", "rms_dp", "ppl_ratio±", "nmse", "max_abs_diff")
+
+// cell prints a metric as the catalog's format says; "-" when not measured.
+func (c column) cell(a *summary.Accuracy) string {
+	v, e := c.metric.Value(a)
+	if v == nil {
+		return "-"
+	}
+	if !c.withErr {
+		e = nil
+	}
+	switch c.metric.Format {
+	case gate.Small:
+		return fmtSmall(v, e)
+	case gate.Percent:
+		if e == nil {
+			return fmtPct(v)
+		}
+		return fmtPM(v, e, 100, 2) + "%"
+	case gate.Ratio:
+		return fmtPM(v, e, 1, 4)
+	case gate.Count:
+		return fmt.Sprintf("%.0f", *v)
+	case gate.Position:
+		return fmt.Sprintf("%.1f", *v)
+	}
+	return fmtG(v)
+}
+
 func accuracyTable(w io.Writer, s *summary.Summary, md bool) error {
 	t := texttable.New(w, md)
-	t.Header("backend", "status", "tokens", "KLD mean", "KLD p99", "same top p", "RMS Δp", "PPL ratio", "NMSE", "max |Δlogit|", "greedy", "verdict")
+	header := []string{"backend", "status", "tokens"}
+	for _, c := range accuracyColumns {
+		header = append(header, c.metric.Label)
+	}
+	t.Header(append(header, "greedy", "verdict"))
 	for _, b := range s.Backends {
-		row := []string{b.Name, b.Status, "-", "-", "-", "-", "-", "-", "-", "-", "-", verdictCell(b)}
-		if a := b.Accuracy; a != nil {
+		row := []string{b.Name, b.Status, "-"}
+		a := b.Accuracy
+		if a != nil {
 			row[2] = fmt.Sprint(a.Tokens)
-			row[3] = fmtSmall(a.KLDMean, a.KLDMeanErr)
-			row[4] = fmtG(a.KLDP99)
-			row[5] = fmtPM(a.SameTopP, a.SameTopPErr, 100, 2) + "%"
-			if a.SameTopP == nil {
-				row[5] = "-"
-			}
-			row[6] = fmtPct(a.RMSDp)
-			row[7] = fmtPM(a.PPLRatio, a.PPLRatioErr, 1, 4)
-			row[8] = fmtG(a.NMSE)
-			row[9] = fmtG(a.MaxAbsDiff)
-			if a.GreedyMatch != nil {
-				row[10] = fmt.Sprintf("%.0f%% (div@%.1f)", *a.GreedyMatch*100, *a.FirstDivergenceMean)
-			}
 			if a.NaNCount+a.InfCount > 0 {
 				row[1] += fmt.Sprintf(" (%d NaN, %d Inf)", a.NaNCount, a.InfCount)
 			}
 		}
-		if err := t.Append(row); err != nil {
+		for _, c := range accuracyColumns {
+			row = append(row, c.cell(a))
+		}
+		greedy := "-"
+		if a != nil && a.GreedyMatch != nil {
+			greedy = fmt.Sprintf("%.0f%% (div@%.1f)", *a.GreedyMatch*100, *a.FirstDivergenceMean)
+		}
+		if err := t.Append(append(row, greedy, verdictCell(b))); err != nil {
 			return err
 		}
 	}
