@@ -99,6 +99,8 @@ var catalog = []Metric{
 		accuracy: func(a *summary.Accuracy) (*float64, *float64) { return a.NMSE, nil }},
 	{Name: "cosine_min", Label: "cos min", Doc: "smallest cosine similarity of a logits row with the reference's", Format: General,
 		accuracy: func(a *summary.Accuracy) (*float64, *float64) { return a.CosineMin, nil }},
+	{Name: "cosine_mean", Label: "cos mean", Doc: "mean cosine similarity of a logits row with the reference's", Format: General,
+		accuracy: func(a *summary.Accuracy) (*float64, *float64) { return a.CosineMean, nil }},
 	{Name: "max_abs_diff", Label: "max |Δlogit|", Doc: "largest |logit difference|", HigherWorse: true,
 		accuracy: func(a *summary.Accuracy) (*float64, *float64) { return a.MaxAbsDiff, nil }},
 	{Name: "top5_overlap", Label: "top-5 overlap", Doc: "mean share of the reference's 5 most likely tokens among the backend's 5", Fraction: true, Format: Percent,

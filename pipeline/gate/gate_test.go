@@ -35,7 +35,7 @@ func TestEveryGateKeyIsTheCatalogs(t *testing.T) {
 		}
 		n++
 	}
-	if n < 14 {
+	if n < 16 {
 		t.Fatalf("only %d gate keys in spec.Gates", n)
 	}
 }
@@ -84,17 +84,17 @@ func mustParse(t *testing.T, key string, limit float64) gate.Gate {
 // not measured fails; a speed gate on a simulated device is skipped;
 // non-finite logits always fail.
 func TestAbsolute(t *testing.T) {
-	a := &summary.Accuracy{KLDMean: ptr(0.002), SameTopP: ptr(0.95), Top5Overlap: ptr(0.97), NaNCount: 1}
+	a := &summary.Accuracy{KLDMean: ptr(0.002), SameTopP: ptr(0.95), Top5Overlap: ptr(0.97), CosineMean: ptr(0.9995), NaNCount: 1}
 	tp := &summary.Throughput{TG: speedstat.NewBenchTest(0, 16, []int64{1e9, 1e9}), Simulated: true}
 	gates := []gate.Gate{mustParse(t, "kld_mean_max", 0.001), mustParse(t, "same_top_p_min", 0.9), mustParse(t, "top5_overlap_min", 0.99),
-		mustParse(t, "nmse_max", 1), mustParse(t, "tg_ts_min", 100)}
+		mustParse(t, "nmse_max", 1), mustParse(t, "cosine_mean_min", 0.999), mustParse(t, "tg_ts_min", 100)}
 	got := gate.Absolute(gates, true, a, tp)
 	want := []struct {
 		name       string
 		pass, skip bool
 		note       string
 	}{{"kld_mean_max", false, false, ""}, {"same_top_p_min", true, false, ""}, {"top5_overlap_min", false, false, ""},
-		{"nmse_max", false, false, "not measured"}, {"tg_ts_min", true, true, gate.NoteSimulated}, {"finite_logits", false, false, "1 NaN, 0 Inf logits"}}
+		{"nmse_max", false, false, "not measured"}, {"cosine_mean_min", true, false, ""}, {"tg_ts_min", true, true, gate.NoteSimulated}, {"finite_logits", false, false, "1 NaN, 0 Inf logits"}}
 	if len(got) != len(want) {
 		t.Fatalf("%d results, want %d: %+v", len(got), len(want), got)
 	}
@@ -103,7 +103,7 @@ func TestAbsolute(t *testing.T) {
 			t.Errorf("%d: %+v, want %+v", i, g, w)
 		}
 	}
-	if got := gate.Absolute(gates[4:], false, a, tp); got[0].Skipped || got[0].Pass || *got[0].Value != 16 {
+	if got := gate.Absolute(gates[5:], false, a, tp); got[0].Skipped || got[0].Pass || *got[0].Value != 16 {
 		t.Errorf("tg_ts_min applied: %+v", got[0])
 	}
 }

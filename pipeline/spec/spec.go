@@ -273,6 +273,7 @@ type Gates struct {
 	GreedyMatchMin *float64 `yaml:"greedy_match_min,omitempty"` // fraction of free-running greedy tokens equal to the reference's, 0..1
 	MaxAbsDiffMax  *float64 `yaml:"max_abs_diff_max,omitempty"` // largest |logit difference|
 	PPLRatioMax    *float64 `yaml:"ppl_ratio_max,omitempty"`    // candidate PPL / reference PPL
+	CosineMeanMin  *float64 `yaml:"cosine_mean_min,omitempty"`  // mean cosine similarity of the logits rows with the reference's
 	TGTSMin        *float64 `yaml:"tg_ts_min,omitempty"`        // generation tokens/s
 	PPTSMin        *float64 `yaml:"pp_ts_min,omitempty"`        // prompt processing tokens/s
 
@@ -280,6 +281,7 @@ type Gates struct {
 	KLDMeanMaxIncrease  *float64 `yaml:"kld_mean_max_increase,omitempty"`  // kld_mean may grow by at most this (nats)
 	SameTopPMaxDrop     *float64 `yaml:"same_top_p_max_drop,omitempty"`    // same_top_p may fall by at most this (fraction)
 	PPLRatioMaxIncrease *float64 `yaml:"ppl_ratio_max_increase,omitempty"` // ppl_ratio may grow by at most this
+	CosineMeanMaxDrop   *float64 `yaml:"cosine_mean_max_drop,omitempty"`   // cosine_mean may fall by at most this
 	TGTSMaxSlowdown     *float64 `yaml:"tg_ts_max_slowdown,omitempty"`     // tg t/s may fall by at most this fraction, unless not significant
 	PPTSMaxSlowdown     *float64 `yaml:"pp_ts_max_slowdown,omitempty"`     // pp t/s likewise
 
