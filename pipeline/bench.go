@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/evalrun/evalrun/backend"
-	"github.com/evalrun/evalrun/pipeline/shard"
+	"github.com/evalrun/evalrun/pipeline/resultsdir"
 	"github.com/evalrun/evalrun/pipeline/speedstat"
 	"github.com/evalrun/evalrun/pipeline/summary"
 )
@@ -35,11 +35,11 @@ type benched struct {
 // --resume.
 func (r *runner) benchPass(ctx context.Context) {
 	var all []*benched
-	if r.ref != nil && r.ref.ok() && r.mine(shard.BenchUnit(r.ref.Name)) {
+	if r.ref != nil && r.ref.ok() && r.mine(resultsdir.BenchUnit(r.ref.Name)) {
 		all = append(all, &benched{rb: r.ref, out: &r.refTput})
 	}
 	for _, c := range r.liveCands() {
-		if r.mine(shard.BenchUnit(c.rb.Name)) {
+		if r.mine(resultsdir.BenchUnit(c.rb.Name)) {
 			all = append(all, &benched{rb: c.rb, out: &c.tput})
 		}
 	}

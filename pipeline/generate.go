@@ -11,7 +11,7 @@ import (
 	"github.com/evalrun/evalrun/pipeline/digest"
 	"github.com/evalrun/evalrun/pipeline/metrics"
 	"github.com/evalrun/evalrun/pipeline/plan"
-	"github.com/evalrun/evalrun/pipeline/shard"
+	"github.com/evalrun/evalrun/pipeline/resultsdir"
 	"github.com/evalrun/evalrun/pipeline/spec"
 	"github.com/evalrun/evalrun/pipeline/stream"
 	"github.com/evalrun/evalrun/pipeline/summary"
@@ -164,8 +164,8 @@ func (r *runner) generateOne(ctx context.Context, p plan.Prompt) {
 	}
 }
 
-// promptUnit is a generate prompt's unit id (package shard).
-func promptUnit(p plan.Prompt) string { return shard.GenerateUnit(p.Dataset, p.ID) }
+// promptUnit is a generate prompt's unit id (package resultsdir).
+func promptUnit(p plan.Prompt) string { return resultsdir.GenerateUnit(p.Dataset, p.ID) }
 
 // freeRun lets a backend generate greedily on its own tokens.
 func (r *runner) freeRun(ctx context.Context, rb *runBackend, p plan.Prompt) ([]int32, error) {

@@ -14,7 +14,7 @@ import (
 	"github.com/evalrun/evalrun/internal/exitcode"
 	"github.com/evalrun/evalrun/pipeline/merge"
 	"github.com/evalrun/evalrun/pipeline/plan"
-	"github.com/evalrun/evalrun/pipeline/shard"
+	"github.com/evalrun/evalrun/pipeline/resultsdir"
 	"github.com/evalrun/evalrun/pipeline/spec"
 	"github.com/evalrun/evalrun/pipeline/summary"
 )
@@ -77,7 +77,7 @@ func runShards(t *testing.T, p *plan.Plan, n int, dir string) []string {
 	for i := range n {
 		out := filepath.Join(dir, fmt.Sprintf("shard-%d", i))
 		var errb bytes.Buffer
-		_, err := Run(context.Background(), p, Options{OutDir: out, Stderr: &errb, Launch: fakeLauncher(shardFakes()), Version: "test", Shard: &shard.Shard{Index: i, Total: n}})
+		_, err := Run(context.Background(), p, Options{OutDir: out, Stderr: &errb, Launch: fakeLauncher(shardFakes()), Version: "test", Shard: &resultsdir.Shard{Index: i, Total: n}})
 		if err != nil {
 			t.Fatalf("shard %d/%d: %v\n%s", i, n, err, errb.String())
 		}
@@ -213,7 +213,7 @@ func TestShardsBenchASpeedBaselinePairTogether(t *testing.T) {
 		for i := range n {
 			out := filepath.Join(dir, fmt.Sprintf("shard-%d", i))
 			var errb bytes.Buffer
-			if _, err := Run(context.Background(), p, Options{OutDir: out, Stderr: &errb, Launch: fakeLauncher(fakes()), Version: "test", Shard: &shard.Shard{Index: i, Total: n}}); err != nil {
+			if _, err := Run(context.Background(), p, Options{OutDir: out, Stderr: &errb, Launch: fakeLauncher(fakes()), Version: "test", Shard: &resultsdir.Shard{Index: i, Total: n}}); err != nil {
 				t.Fatalf("shard %d/%d: %v\n%s", i, n, err, errb.String())
 			}
 			dirs = append(dirs, out)

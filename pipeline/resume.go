@@ -9,7 +9,6 @@ import (
 	"github.com/evalrun/evalrun/internal/atomicfile"
 	"github.com/evalrun/evalrun/internal/exitcode"
 	"github.com/evalrun/evalrun/pipeline/resultsdir"
-	"github.com/evalrun/evalrun/pipeline/shard"
 	"github.com/evalrun/evalrun/pipeline/summary"
 	"github.com/evalrun/evalrun/pipeline/verdict"
 )
@@ -61,7 +60,7 @@ func (r *runner) resumeFrom(dir string) error {
 	for _, rec := range f.Units {
 		records[rec.Unit] = rec
 	}
-	var todo []shard.Unit // this run's units, in plan order
+	var todo []resultsdir.Unit // this run's units, in plan order
 	for _, u := range units {
 		if r.mine(u.ID) {
 			todo = append(todo, u)
@@ -101,14 +100,14 @@ func (r *runner) resumeFrom(dir string) error {
 // finished the unit: each candidate's comparison of all its positions (by
 // backend) and every backend's prompts.jsonl line. A bench unit is always
 // run again (it is last in the plan and its figures are timings).
-func (r *runner) unitComplete(u shard.Unit, rec resultsdir.Record) (cmps map[string]*verdict.Comparison, prompts []summary.PromptResult, ok bool) {
-	if strings.HasPrefix(u.ID, shard.BenchUnit("")) || rec.Unit != u.ID {
+func (r *runner) unitComplete(u resultsdir.Unit, rec resultsdir.Record) (cmps map[string]*verdict.Comparison, prompts []summary.PromptResult, ok bool) {
+	if strings.HasPrefix(u.ID, resultsdir.BenchUnit("")) || rec.Unit != u.ID {
 		return nil, nil, false
 	}
 	backends := map[string]bool{}
 	for _, l := range rec.Prompts {
 		var p summary.PromptResult
-		if json.Unmarshal(l, &p) != nil || p.PromptDigest == nil || shard.PromptUnit(p.Mode, p.Dataset, p.ID) != u.ID {
+		if json.Unmarshal(l, &p) != nil || p.PromptDigest == nil || resultsdir.PromptUnit(p.Mode, p.Dataset, p.ID) != u.ID {
 			return nil, nil, false
 		}
 		backends[p.Backend] = true

@@ -31,7 +31,6 @@ import (
 	"github.com/evalrun/evalrun/pipeline/plan"
 	"github.com/evalrun/evalrun/pipeline/refcache"
 	"github.com/evalrun/evalrun/pipeline/resultsdir"
-	"github.com/evalrun/evalrun/pipeline/shard"
 	"github.com/evalrun/evalrun/pipeline/spec"
 	"github.com/evalrun/evalrun/pipeline/speedstat"
 	"github.com/evalrun/evalrun/pipeline/stream"
@@ -61,8 +60,8 @@ type Options struct {
 	// RelativeGates checks the relative gates against the baseline run;
 	// nil when there is none, and then a spec with relative gates is refused.
 	RelativeGates verdict.RelativeGates
-	// Shard runs only this shard's units (package shard); nil runs all.
-	Shard *shard.Shard
+	// Shard runs only this shard's units (package resultsdir); nil runs all.
+	Shard *resultsdir.Shard
 	// Resume continues the interrupted run in OutDir: its completed units
 	// are kept, the others run.
 	Resume bool
@@ -414,7 +413,7 @@ func (r *runner) finish(ctx context.Context, end time.Time) {
 	v := &verdict.Builder{Relative: r.opt.RelativeGates, LiveRef: r.base == nil}
 	if sh := r.shard(); sh.Total > 1 {
 		units := r.planUnits()
-		v.BenchedApart = func(a, b string) string { return shard.BenchedApart(units, sh.Total, a, b) }
+		v.BenchedApart = func(a, b string) string { return resultsdir.BenchedApart(units, sh.Total, a, b) }
 	}
 	if r.base != nil {
 		s.Reference = summary.BackendSummary{Name: r.plan.Spec.Reference.Name, Kind: "kld_base", Model: r.plan.Spec.Reference.KLDBase, Status: summary.StatusOK, Pass: true}

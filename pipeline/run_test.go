@@ -21,7 +21,7 @@ import (
 	"github.com/evalrun/evalrun/internal/exitcode"
 	"github.com/evalrun/evalrun/pipeline/digest"
 	"github.com/evalrun/evalrun/pipeline/plan"
-	"github.com/evalrun/evalrun/pipeline/shard"
+	"github.com/evalrun/evalrun/pipeline/resultsdir"
 	"github.com/evalrun/evalrun/pipeline/spec"
 	"github.com/evalrun/evalrun/pipeline/summary"
 )
@@ -584,7 +584,7 @@ func TestRunKeepsEarlierResultsAndListsRuns(t *testing.T) {
 // it wrote would be incomplete, so output.kld_base is refused at its key
 // (exit 2), nothing overwritten.
 func TestRunPartOfTheChunksWritesNoKLDBase(t *testing.T) {
-	for _, opt := range []Options{{Shard: &shard.Shard{Index: 0, Total: 2}}, {Resume: true}} {
+	for _, opt := range []Options{{Shard: &resultsdir.Shard{Index: 0, Total: 2}}, {Resume: true}} {
 		p := testPlan(t, 32, 64, 32, 0, spec.Backend{Name: "b", Plugin: "fake"})
 		out := filepath.Join(t.TempDir(), "b.kld")
 		p.Spec.Candidates[0].Output.KLDBase = out

@@ -12,15 +12,15 @@ import (
 	"github.com/evalrun/evalrun/pipeline/kldbase"
 	"github.com/evalrun/evalrun/pipeline/metrics"
 	"github.com/evalrun/evalrun/pipeline/plan"
-	"github.com/evalrun/evalrun/pipeline/shard"
+	"github.com/evalrun/evalrun/pipeline/resultsdir"
 	"github.com/evalrun/evalrun/pipeline/spec"
 	"github.com/evalrun/evalrun/pipeline/stream"
 	"github.com/evalrun/evalrun/pipeline/summary"
 	"github.com/evalrun/evalrun/pipeline/verdict"
 )
 
-// chunkUnit is a score chunk's unit id (package shard).
-func chunkUnit(c plan.Chunk) string { return shard.ScoreUnit(c.Dataset, c.Index) }
+// chunkUnit is a score chunk's unit id (package resultsdir).
+func chunkUnit(c plan.Chunk) string { return resultsdir.ScoreUnit(c.Dataset, c.Index) }
 
 // scorePass evaluates every score chunk on the reference (or reads it from
 // the kld_base file) and on every live candidate, comparing row by row.

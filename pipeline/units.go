@@ -10,34 +10,34 @@ import (
 
 	"github.com/evalrun/evalrun/internal/exitcode"
 	"github.com/evalrun/evalrun/pipeline/resultsdir"
-	"github.com/evalrun/evalrun/pipeline/shard"
+	"github.com/evalrun/evalrun/pipeline/summary"
 	"github.com/evalrun/evalrun/pipeline/verdict"
 )
 
-// The run's units (package shard): every score chunk, every generate prompt
+// The run's units (package resultsdir): every score chunk, every generate prompt
 // and every backend's bench. Each candidate's comparison is accumulated
 // per unit and merged into the run's in plan order (verdict.Comparison.Add), so a
 // run split into shards and merged gives the same bits as one process.
 
 // planUnits lists the units in plan order, with the positions a candidate
 // compares in each.
-func (r *runner) planUnits() []shard.Unit {
-	var out []shard.Unit
+func (r *runner) planUnits() []resultsdir.Unit {
+	var out []resultsdir.Unit
 	for _, ch := range r.scoreChunks() {
-		out = append(out, shard.Unit{ID: chunkUnit(ch), Rows: ch.Rows()})
+		out = append(out, resultsdir.Unit{ID: chunkUnit(ch), Rows: ch.Rows()})
 	}
 	if r.base == nil {
 		for _, d := range r.plan.Datasets {
 			for _, p := range d.Prompts {
-				out = append(out, shard.Unit{ID: promptUnit(p), Rows: p.MaxNew})
+				out = append(out, resultsdir.Unit{ID: promptUnit(p), Rows: p.MaxNew})
 			}
 		}
 	}
 	if r.plan.Spec.Bench.Enabled {
 		for _, b := range r.plan.Spec.Backends() {
-			u := shard.Unit{ID: shard.BenchUnit(b.Name)}
+			u := resultsdir.Unit{ID: resultsdir.BenchUnit(b.Name)}
 			if len(b.Gates.InRun()) > 0 {
-				u.With = shard.BenchUnit(*b.Gates.SpeedBaseline) // one shard benches both
+				u.With = resultsdir.BenchUnit(*b.Gates.SpeedBaseline) // one shard benches both
 			}
 			out = append(out, u)
 		}
@@ -57,7 +57,7 @@ func (r *runner) startShard(outDir string) error {
 	sh := r.shard()
 	m := r.manifest(sh)
 	if r.opt.Shard != nil {
-		marker := &shard.Marker{Index: sh.Index, Total: sh.Total, SpecDigest: m.SpecDigest}
+		marker := &summary.ShardMarker{Index: sh.Index, Total: sh.Total, SpecDigest: m.SpecDigest}
 		r.owned = map[string]bool{}
 		for i, u := range m.Units {
 			if sh.Owns(m.Units, i) {
@@ -76,15 +76,15 @@ func (r *runner) startShard(outDir string) error {
 }
 
 // shard is the run's shard: 0/1 for a run not split into shards.
-func (r *runner) shard() shard.Shard {
+func (r *runner) shard() resultsdir.Shard {
 	if r.opt.Shard != nil {
 		return *r.opt.Shard
 	}
-	return shard.Shard{Index: 0, Total: 1}
+	return resultsdir.Shard{Index: 0, Total: 1}
 }
 
 // manifest is the units file's first line for shard sh of the run.
-func (r *runner) manifest(sh shard.Shard) resultsdir.Manifest {
+func (r *runner) manifest(sh resultsdir.Shard) resultsdir.Manifest {
 	m := resultsdir.Manifest{SpecDigest: r.specDigest(), Shard: sh, Units: r.planUnits()}
 	for _, b := range r.plan.Spec.Backends() {
 		if b.Key != "reference" {
@@ -130,7 +130,7 @@ func (r *runner) unitDone(unit string, cands []*candidate, per []*verdict.Compar
 // merge takes its figures from the summary).
 func (r *runner) benchDone(ctx context.Context, name string) {
 	if ctx.Err() == nil {
-		r.unitsOut.Add(shard.BenchUnit(name), nil)
+		r.unitsOut.Add(resultsdir.BenchUnit(name), nil)
 	}
 }
 

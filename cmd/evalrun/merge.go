@@ -7,7 +7,7 @@ import (
 
 	"github.com/evalrun/evalrun/pipeline"
 	"github.com/evalrun/evalrun/pipeline/merge"
-	"github.com/evalrun/evalrun/pipeline/shard"
+	"github.com/evalrun/evalrun/pipeline/resultsdir"
 )
 
 func newMergeCmd() *cobra.Command {
@@ -52,15 +52,15 @@ compare.json beside the merged results.`,
 
 // shardFlag is --shard I/N, or JOB_COMPLETION_INDEX with EVALRUN_SHARDS
 // (a Kubernetes Indexed Job); nil when neither is given.
-func shardFlag(v string) (*shard.Shard, error) {
+func shardFlag(v string) (*resultsdir.Shard, error) {
 	if v != "" {
-		s, err := shard.Parse(v)
+		s, err := resultsdir.ParseShard(v)
 		if err != nil {
 			return nil, usageErr("--shard: %v", err)
 		}
 		return &s, nil
 	}
-	s, ok, err := shard.FromEnv(os.Getenv)
+	s, ok, err := resultsdir.ShardFromEnv(os.Getenv)
 	if err != nil {
 		return nil, usageErr("%v", err)
 	}

@@ -14,7 +14,6 @@ import (
 	"github.com/evalrun/evalrun/pipeline/diag"
 	"github.com/evalrun/evalrun/pipeline/digest"
 	"github.com/evalrun/evalrun/pipeline/resultsdir"
-	"github.com/evalrun/evalrun/pipeline/shard"
 	"github.com/evalrun/evalrun/pipeline/summary"
 	"github.com/evalrun/evalrun/pipeline/verdict"
 )
@@ -61,7 +60,7 @@ func Run(opt Options) (*summary.Summary, error) {
 		if err != nil {
 			return nil, &exitcode.InputError{Err: err}
 		}
-		if s.Run.Shard == nil || s.Run.Shard.SpecDigest != f.Manifest.SpecDigest || (shard.Shard{Index: s.Run.Shard.Index, Total: s.Run.Shard.Total}) != f.Manifest.Shard {
+		if s.Run.Shard == nil || s.Run.Shard.SpecDigest != f.Manifest.SpecDigest || (resultsdir.Shard{Index: s.Run.Shard.Index, Total: s.Run.Shard.Total}) != f.Manifest.Shard {
 			return nil, exitcode.Input("%s: summary.json and %s are not of the same shard", f.Dir, resultsdir.UnitsFile)
 		}
 		sums[f] = s
@@ -132,13 +131,13 @@ func (m *merger) summary(now time.Time, opt Options) *summary.Summary {
 		Started: first.Run.Started, Finished: first.Run.Finished, EvalrunVersion: opt.Version, GitCommit: opt.GitCommit,
 		Host:          summary.ThisHost(),
 		EffectiveSpec: first.Run.EffectiveSpec,
-		Merged:        &shard.Merged{SpecDigest: set.Manifest.SpecDigest, Partial: len(set.Missing) > 0, Missing: set.Missing}}
+		Merged:        &summary.MergeMarker{SpecDigest: set.Manifest.SpecDigest, Partial: len(set.Missing) > 0, Missing: set.Missing}}
 	for _, f := range set.Files {
 		s.Run.Merged.Shards = append(s.Run.Merged.Shards, f.Dir)
 	}
 	v := &verdict.Builder{Relative: opt.RelativeGates, LiveRef: first.Reference.Kind != "kld_base",
 		BenchedApart: func(a, b string) string {
-			return shard.BenchedApart(set.Manifest.Units, set.Files[0].Manifest.Shard.Total, a, b)
+			return resultsdir.BenchedApart(set.Manifest.Units, set.Files[0].Manifest.Shard.Total, a, b)
 		}}
 	s.Reference = m.backend(first.Reference, func(x *summary.Summary) summary.BackendSummary { return x.Reference })
 	v.Reference(&s.Reference)
@@ -206,7 +205,7 @@ func (m *merger) summary(now time.Time, opt Options) *summary.Summary {
 func (m *merger) backend(base summary.BackendSummary, of func(*summary.Summary) summary.BackendSummary) summary.BackendSummary {
 	out := base
 	out.Status, out.Error, out.Eval, out.Throughput, out.PeakRSSBytes, out.Gates, out.Accuracy, out.Pass, out.Digest, out.Cache = summary.StatusOK, "", nil, nil, nil, nil, nil, false, nil, nil
-	bench := shard.BenchUnit(base.Name)
+	bench := resultsdir.BenchUnit(base.Name)
 	var reports []*diag.Report
 	for _, f := range m.set.Files {
 		b := of(m.sums[f])

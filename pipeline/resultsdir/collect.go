@@ -7,8 +7,6 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-
-	"github.com/evalrun/evalrun/pipeline/shard"
 )
 
 // Set is the shards of one run, checked against each other: every unit of
@@ -117,7 +115,7 @@ func (s *Set) describeMissing() string {
 		}
 		for i := range total {
 			if !have[i] {
-				shards = append(shards, shard.Shard{Index: i, Total: total}.String())
+				shards = append(shards, Shard{Index: i, Total: total}.String())
 			}
 		}
 	}

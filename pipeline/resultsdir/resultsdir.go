@@ -3,6 +3,19 @@
 // overwrite an earlier run, summary.json's reading and writing, the units
 // file (units.jsonl: the run as it goes, which resume and merge read) and
 // the results root's index.jsonl. Every write is atomic (atomicfile).
+//
+// A run's work is split into units that independent processes (CI matrix
+// jobs, Kubernetes Indexed Job pods, boards) can execute as shards, and
+// their results directories are merged back exactly. A unit is one score
+// chunk, one generate prompt or the bench of one backend, named by an id
+// that is stable for a given spec (ScoreUnit, GenerateUnit, BenchUnit).
+// Shard I of N owns the units whose position in the plan's unit list is I
+// modulo N, and a unit that goes With another goes to that one's shard:
+// every unit lands in exactly one shard whatever N is. Every run writes its
+// units file (an unsharded one as shard 0/1): the plan (every unit, in
+// order, and the spec's digest) and, for each unit it ran and each
+// candidate, the unit's accumulated comparison, from which a resume or a
+// merge rebuilds every statistic with the bits of one unsharded run.
 package resultsdir
 
 import (

@@ -16,7 +16,6 @@ import (
 
 	"github.com/evalrun/evalrun/internal/atomicfile"
 	"github.com/evalrun/evalrun/internal/userfile"
-	"github.com/evalrun/evalrun/pipeline/shard"
 	"github.com/evalrun/evalrun/pipeline/spec"
 )
 
@@ -30,10 +29,10 @@ type Manifest struct {
 	// SpecDigest covers everything that decides the results (model, tokens,
 	// backends, options, gates, bench settings) and nothing that differs
 	// between machines (paths, output directories, timeouts).
-	SpecDigest string       `json:"spec_digest"`
-	Shard      shard.Shard  `json:"shard"`
-	Units      []shard.Unit `json:"units"`    // every unit of the run, in plan order
-	Backends   []Backend    `json:"backends"` // the candidates, in spec order
+	SpecDigest string    `json:"spec_digest"`
+	Shard      Shard     `json:"shard"`
+	Units      []Unit    `json:"units"`    // every unit of the run, in plan order
+	Backends   []Backend `json:"backends"` // the candidates, in spec order
 	// Plugins are what each backend's plugin said it was when it started
 	// (the reference first): a resume refuses a run another build made.
 	Plugins []Plugin `json:"plugins,omitempty"`
@@ -387,7 +386,7 @@ func (m *Manifest) check() error {
 	switch {
 	case m.Format != Format:
 		return fmt.Errorf("format %q, want %q", m.Format, Format)
-	case m.Shard.Total < 1 || m.Shard.Total > shard.MaxTotal || m.Shard.Index < 0 || m.Shard.Index >= m.Shard.Total:
+	case m.Shard.Total < 1 || m.Shard.Total > MaxShards || m.Shard.Index < 0 || m.Shard.Index >= m.Shard.Total:
 		return fmt.Errorf("shard %s out of range", m.Shard)
 	case m.SpecDigest == "":
 		return errors.New("no spec_digest")

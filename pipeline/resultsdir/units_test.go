@@ -9,8 +9,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/evalrun/evalrun/pipeline/shard"
 )
 
 const (
@@ -81,7 +79,7 @@ func TestEditedRecordsAreRefused(t *testing.T) {
 
 func TestParseNamesTheLine(t *testing.T) {
 	f, err := parse("d", "d/units.jsonl", bytes.NewReader(manifestFile(t)))
-	if err != nil || len(f.Units) != 1 || len(f.Units[0].Results) != 1 || len(f.Units[0].Prompts) != 1 || !f.Complete || f.Note != "" || f.Manifest.Shard != (shard.Shard{Index: 0, Total: 2}) {
+	if err != nil || len(f.Units) != 1 || len(f.Units[0].Results) != 1 || len(f.Units[0].Prompts) != 1 || !f.Complete || f.Note != "" || f.Manifest.Shard != (Shard{Index: 0, Total: 2}) {
 		t.Fatalf("%+v %v", f, err)
 	}
 	for _, bad := range []struct{ line, why string }{
@@ -157,7 +155,7 @@ func TestCollectChecksOwnership(t *testing.T) {
 // that leaves the old file as it was.
 func TestWriterIsDurableAsItGoes(t *testing.T) {
 	dir := t.TempDir()
-	m := Manifest{SpecDigest: "abc", Shard: shard.Shard{Index: 0, Total: 1}, Units: []shard.Unit{{ID: "u1", Rows: 2}, {ID: "u2", Rows: 2}, {ID: "bench/x"}}}
+	m := Manifest{SpecDigest: "abc", Shard: Shard{Index: 0, Total: 1}, Units: []Unit{{ID: "u1", Rows: 2}, {ID: "u2", Rows: 2}, {ID: "bench/x"}}}
 	w, err := CreateUnits(dir, m)
 	if err != nil {
 		t.Fatal(err)

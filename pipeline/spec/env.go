@@ -23,7 +23,7 @@ const envPrefix = "EVALRUN"
 // EVALRUN_BENCH_REP is refused, not ignored.
 var OtherEnv = []string{"EVALRUN_PLUGIN", "EVALRUN_PLUGIN_MTLS", "EVALRUN_PLUGIN_LOG_LEVEL", "EVALRUN_LLAMACPP_LIB_DIR",
 	"EVALRUN_LLAMACPP_LOG", "EVALRUN_LLAMACPP_BACKTRACE", "EVALRUN_LLAMACPP_FOREIGN_DIR", "EVALRUN_RKNNRT_FAKE",
-	"EVALRUN_SHARDS",  // the number of shards with JOB_COMPLETION_INDEX (package shard)
+	"EVALRUN_SHARDS",  // the number of shards with JOB_COMPLETION_INDEX (package resultsdir)
 	"EVALRUN_KERNELS"} // the engine plugins' kernel set (ggml.KernelsEnv)
 
 // envName is the variable for a key path: upper case, '_' for '.' and for

@@ -1,4 +1,4 @@
-package shard
+package resultsdir
 
 import (
 	"fmt"
@@ -47,25 +47,25 @@ func TestEveryUnitInExactlyOneShard(t *testing.T) {
 }
 
 func TestParseAndEnv(t *testing.T) {
-	if s, err := Parse("2/5"); err != nil || s != (Shard{2, 5}) {
+	if s, err := ParseShard("2/5"); err != nil || s != (Shard{2, 5}) {
 		t.Fatalf("2/5: %v %v", s, err)
 	}
 	for _, bad := range []string{"5/5", "-1/3", "1", "a/b", "0/0", "1/200000"} {
-		if _, err := Parse(bad); err == nil {
+		if _, err := ParseShard(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
 	}
 	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
-	if s, ok, err := FromEnv(env(map[string]string{EnvIndex: "3", EnvTotal: "4"})); !ok || err != nil || s != (Shard{3, 4}) {
+	if s, ok, err := ShardFromEnv(env(map[string]string{EnvIndex: "3", EnvTotal: "4"})); !ok || err != nil || s != (Shard{3, 4}) {
 		t.Fatalf("env: %v %v %v", s, ok, err)
 	}
-	if _, ok, err := FromEnv(env(nil)); ok || err != nil {
+	if _, ok, err := ShardFromEnv(env(nil)); ok || err != nil {
 		t.Fatal("no variables must mean no shard")
 	}
-	if _, _, err := FromEnv(env(map[string]string{EnvIndex: "3"})); err == nil || !strings.Contains(err.Error(), EnvTotal) {
+	if _, _, err := ShardFromEnv(env(map[string]string{EnvIndex: "3"})); err == nil || !strings.Contains(err.Error(), EnvTotal) {
 		t.Fatalf("index without total: %v", err)
 	}
-	if _, _, err := FromEnv(env(map[string]string{EnvIndex: "4", EnvTotal: "4"})); err == nil {
+	if _, _, err := ShardFromEnv(env(map[string]string{EnvIndex: "4", EnvTotal: "4"})); err == nil {
 		t.Fatal("index 4 of 4 accepted")
 	}
 }

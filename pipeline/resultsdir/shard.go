@@ -1,17 +1,4 @@
-// Package shard splits a run's work into units that independent processes
-// (CI matrix jobs, Kubernetes Indexed Job pods, boards) execute, and reads
-// their results back for an exact merge.
-//
-// A unit is one score chunk, one generate prompt or the bench of one
-// backend, named by an id that is stable for a given spec (ScoreUnit,
-// GenerateUnit, BenchUnit). Shard I of N owns the units whose position in
-// the plan's unit list is I modulo N, and a unit that goes With another
-// goes to that one's shard: every unit lands in exactly one shard whatever
-// N is. A shard writes a normal results directory plus units.jsonl:
-// the plan (every unit, in order, and the spec's digest) and, for each unit
-// it ran and each candidate, the unit's accumulated comparison, from which
-// the merge rebuilds every statistic with the bits of one unsharded run.
-package shard
+package resultsdir
 
 import (
 	"fmt"
@@ -20,8 +7,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-
-	"github.com/evalrun/evalrun/pipeline/summary"
 )
 
 // Shard is shard Index (0-based) of Total.
@@ -32,11 +17,11 @@ type Shard struct {
 
 func (s Shard) String() string { return fmt.Sprintf("%d/%d", s.Index, s.Total) }
 
-// MaxTotal bounds N: a run is not split into more shards than this.
-const MaxTotal = 100_000
+// MaxShards bounds N: a run is not split into more shards than this.
+const MaxShards = 100_000
 
-// Parse reads "I/N" (0 <= I < N).
-func Parse(v string) (Shard, error) {
+// ParseShard reads "I/N" (0 <= I < N).
+func ParseShard(v string) (Shard, error) {
 	i, n, ok := strings.Cut(v, "/")
 	if !ok {
 		return Shard{}, fmt.Errorf("shard %q: want I/N, e.g. 0/4 (I counts from 0)", v)
@@ -50,8 +35,8 @@ func newShard(what, i, n string) (Shard, error) {
 	switch {
 	case err1 != nil || err2 != nil:
 		return Shard{}, fmt.Errorf("shard %s: want integers I/N", what)
-	case total < 1 || total > MaxTotal:
-		return Shard{}, fmt.Errorf("shard %s: N must be 1..%d", what, MaxTotal)
+	case total < 1 || total > MaxShards:
+		return Shard{}, fmt.Errorf("shard %s: N must be 1..%d", what, MaxShards)
 	case index < 0 || index >= total:
 		return Shard{}, fmt.Errorf("shard %s: I must be 0..%d (shards count from 0)", what, total-1)
 	}
@@ -66,9 +51,9 @@ const (
 	EnvTotal = "EVALRUN_SHARDS"
 )
 
-// FromEnv reads the shard from EnvIndex and EnvTotal. ok is false when
+// ShardFromEnv reads the shard from EnvIndex and EnvTotal. ok is false when
 // neither is set; one without the other is an error.
-func FromEnv(getenv func(string) string) (s Shard, ok bool, err error) {
+func ShardFromEnv(getenv func(string) string) (s Shard, ok bool, err error) {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
@@ -140,12 +125,6 @@ func BenchedApart(units []Unit, total int, a, b string) string {
 // PromptUnit is the unit a prompts.jsonl line belongs to (its mode, dataset
 // and id).
 func PromptUnit(mode, dataset, id string) string { return mode + "/" + dataset + "/" + id }
-
-// Marker marks a shard's summary.json: summary.ShardMarker.
-type Marker = summary.ShardMarker
-
-// Merged marks a merged summary.json: summary.MergeMarker.
-type Merged = summary.MergeMarker
 
 // Unit is one unit of the plan.
 type Unit struct {
