@@ -12,7 +12,6 @@ import (
 	"testing"
 
 	"github.com/evalrun/evalrun/internal/exitcode"
-	"github.com/evalrun/evalrun/pipeline/merge"
 	"github.com/evalrun/evalrun/pipeline/plan"
 	"github.com/evalrun/evalrun/pipeline/resultsdir"
 	"github.com/evalrun/evalrun/pipeline/spec"
@@ -87,7 +86,7 @@ func runShards(t *testing.T, p *plan.Plan, n int, dir string) []string {
 }
 
 func mergeShards(dirs []string, out string, partial bool) (*Result, error) {
-	s, err := merge.Run(merge.Options{Dirs: dirs, OutDir: out, AllowPartial: partial, Version: "test"})
+	s, err := Merge(MergeOptions{Dirs: dirs, OutDir: out, AllowPartial: partial, Version: "test"})
 	return &Result{Summary: s, Dir: out}, err
 }
 

@@ -26,7 +26,6 @@ import (
 	"github.com/evalrun/evalrun/internal/atomicfile"
 	"github.com/evalrun/evalrun/internal/exitcode"
 	"github.com/evalrun/evalrun/pipeline/diag"
-	"github.com/evalrun/evalrun/pipeline/gate"
 	"github.com/evalrun/evalrun/pipeline/kldbase"
 	"github.com/evalrun/evalrun/pipeline/plan"
 	"github.com/evalrun/evalrun/pipeline/refcache"
@@ -37,6 +36,10 @@ import (
 	"github.com/evalrun/evalrun/pipeline/summary"
 	"github.com/evalrun/evalrun/pipeline/verdict"
 )
+
+// RelativeGates checks a finished candidate's gates against a baseline run
+// (runcompare.Gates).
+type RelativeGates = verdict.RelativeGates
 
 // Options are the host-side settings of a run that are not part of the spec.
 type Options struct {
@@ -59,7 +62,7 @@ type Options struct {
 	Force bool
 	// RelativeGates checks the relative gates against the baseline run;
 	// nil when there is none, and then a spec with relative gates is refused.
-	RelativeGates verdict.RelativeGates
+	RelativeGates RelativeGates
 	// Shard runs only this shard's units (package resultsdir); nil runs all.
 	Shard *resultsdir.Shard
 	// Resume continues the interrupted run in OutDir: its completed units
@@ -183,10 +186,8 @@ func fewRepsWarnings(s *spec.Spec) []string {
 	}
 	var out []string
 	for _, b := range s.Backends() {
-		for _, g := range b.Gates.Relative() {
-			if g.Bound == gate.MaxSlowdown {
-				out = append(out, fmt.Sprintf("%s: gate %s: bench.reps is %d, and the p95 test needs >= %d repetitions a side to find a slowdown: the gate will fail as not measured (unless skipped: a simulated device without speed_gates_on_simulated)", b.Name, g.Name, s.Bench.Reps, least))
-			}
+		for _, g := range b.Gates.Slowdowns() {
+			out = append(out, fmt.Sprintf("%s: gate %s: bench.reps is %d, and the p95 test needs >= %d repetitions a side to find a slowdown: the gate will fail as not measured (unless skipped: a simulated device without speed_gates_on_simulated)", b.Name, g.Name, s.Bench.Reps, least))
 		}
 	}
 	return out

@@ -6,7 +6,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/evalrun/evalrun/pipeline"
-	"github.com/evalrun/evalrun/pipeline/merge"
 	"github.com/evalrun/evalrun/pipeline/resultsdir"
 )
 
@@ -28,12 +27,12 @@ relative gates against a baseline run and writes compare.md and
 compare.json beside the merged results.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts := merge.Options{Dirs: args, OutDir: absPath(outDir), AllowPartial: allowPartial, Version: version, GitCommit: gitCommit}
+			opts := pipeline.MergeOptions{Dirs: args, OutDir: absPath(outDir), AllowPartial: allowPartial, Version: version, GitCommit: gitCommit}
 			base, err := loadBaseline(baselinePath, &opts.RelativeGates)
 			if err != nil {
 				return err
 			}
-			s, err := merge.Run(opts)
+			s, err := pipeline.Merge(opts)
 			if err != nil {
 				return runErr(cmd, err)
 			}

@@ -14,7 +14,6 @@ import (
 	"github.com/evalrun/evalrun/pipeline/plan"
 	"github.com/evalrun/evalrun/pipeline/runcompare"
 	"github.com/evalrun/evalrun/pipeline/spec"
-	"github.com/evalrun/evalrun/pipeline/verdict"
 )
 
 // loadPlan reads a spec (with its EVALRUN_ overrides) and plans it: the
@@ -35,7 +34,7 @@ func loadPlan(cmd *cobra.Command, path string) (*plan.Plan, error) {
 // loadBaseline reads the baseline run the relative gates compare with ("" =
 // none) and sets gates to check them (Options.RelativeGates or
 // merge.Options.RelativeGates).
-func loadBaseline(path string, gates *verdict.RelativeGates) (*runcompare.Run, error) {
+func loadBaseline(path string, gates *pipeline.RelativeGates) (*runcompare.Run, error) {
 	if path == "" {
 		return nil, nil
 	}

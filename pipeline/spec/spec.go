@@ -320,6 +320,18 @@ func (g Gates) BaselineRun() []gate.Gate { return g.relative(false) }
 // in this run; none without it.
 func (g Gates) InRun() []gate.Gate { return g.relative(true) }
 
+// Slowdowns returns the slowdown gates, judged in this run or against the
+// baseline run.
+func (g Gates) Slowdowns() []gate.Gate {
+	var out []gate.Gate
+	for _, r := range g.Relative() {
+		if r.Bound == gate.MaxSlowdown {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 // relative returns the relative gates judged in this run (inRun) or
 // against the baseline run.
 func (g Gates) relative(inRun bool) []gate.Gate {

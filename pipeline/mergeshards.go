@@ -1,6 +1,7 @@
-// Package merge combines the results directories of a run's shards (evalrun
-// merge) into the results of the whole run.
-package merge
+// Merging: evalrun merge combines the results directories of a run's
+// shards into the results of the whole run, from the units they recorded.
+
+package pipeline
 
 import (
 	"encoding/json"
@@ -18,26 +19,26 @@ import (
 	"github.com/evalrun/evalrun/pipeline/verdict"
 )
 
-// Options are the settings of evalrun merge.
-type Options struct {
+// MergeOptions are the settings of evalrun merge.
+type MergeOptions struct {
 	Dirs         []string // the shards' results directories
 	OutDir       string
 	AllowPartial bool // merge although units are missing; the result is marked partial
 	// RelativeGates checks relative gates against a baseline; nil refuses
 	// shards of a spec that has them.
-	RelativeGates verdict.RelativeGates
+	RelativeGates RelativeGates
 	Version       string
 	GitCommit     string
 	Now           func() time.Time // nil = time.Now
 }
 
-// Run combines the results directories of a run's shards into the
+// Merge combines the results directories of a run's shards into the
 // results of the whole run: every statistic rebuilt from the shards' units
 // in plan order, so summary.json equals an unsharded run's except for
 // timings and run ids, and prompts.jsonl holds the same lines. Shards of
 // different specs or plugin versions, duplicate shards and (unless
 // AllowPartial) missing shards are refused with an *exitcode.InputError naming them.
-func Run(opt Options) (*summary.Summary, error) {
+func Merge(opt MergeOptions) (*summary.Summary, error) {
 	now := opt.Now
 	if now == nil {
 		now = time.Now
@@ -123,7 +124,7 @@ type merger struct {
 }
 
 // summary builds the merged summary.json.
-func (m *merger) summary(now time.Time, opt Options) *summary.Summary {
+func (m *merger) summary(now time.Time, opt MergeOptions) *summary.Summary {
 	set := m.set
 	first := m.sums[set.Files[0]]
 	s := &summary.Summary{Schema: summary.SchemaVersion, Model: first.Model, Datasets: first.Datasets}
