@@ -85,9 +85,9 @@ func runShards(t *testing.T, p *plan.Plan, n int, dir string) []string {
 	return dirs
 }
 
-func mergeShards(dirs []string, out string, partial bool) (*Result, error) {
+func mergeShards(dirs []string, out string, partial bool) (*resultsdir.Run, error) {
 	s, err := Merge(MergeOptions{Dirs: dirs, OutDir: out, AllowPartial: partial, Version: "test"})
-	return &Result{Summary: s, Dir: out}, err
+	return &resultsdir.Run{Summary: s, Dir: out}, err
 }
 
 func readFile(t *testing.T, path string) string {

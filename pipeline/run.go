@@ -70,19 +70,13 @@ type Options struct {
 	Resume bool
 }
 
-// Result is what Run hands back to the CLI.
-type Result struct {
-	Summary *summary.Summary
-	Dir     string // where the results were written
-}
-
 // Run executes a planned experiment. A returned error means the run could
 // not start or its results could not be written: an *exitcode.InputError (exit code
 // 2: the results directory, a plugin refusing its options or the model) or
 // another error (exit code 3). Otherwise the verdict in the summary carries
 // the exit code. Results computed before a backend failure or an
 // interruption are always kept.
-func Run(ctx context.Context, p *plan.Plan, opt Options) (*Result, error) {
+func Run(ctx context.Context, p *plan.Plan, opt Options) (*resultsdir.Run, error) {
 	opt = opt.withDefaults()
 	now := opt.Now
 	s := p.Spec
@@ -127,7 +121,7 @@ func Run(ctx context.Context, p *plan.Plan, opt Options) (*Result, error) {
 	r.closeAll() // the plugins' peak memory is read here
 	r.finish(ctx, now())
 
-	res := &Result{Summary: r.sum, Dir: outDir}
+	res := &resultsdir.Run{Summary: r.sum, Dir: outDir}
 	// Every file is committed; the first error is reported.
 	err = cmp.Or(resultsdir.WriteSummary(outDir, r.sum), r.promptLog.Commit(), r.unitsOut.Commit(!r.interrupted))
 	if err != nil {

@@ -66,7 +66,7 @@ func testPlan(t *testing.T, nVocab, nTok, nCtx, nGen int, cands ...spec.Backend)
 
 func ptr(v float64) *float64 { return &v }
 
-func runFakes(t *testing.T, p *plan.Plan, fakes map[string]*fakeBackend) (*Result, string) {
+func runFakes(t *testing.T, p *plan.Plan, fakes map[string]*fakeBackend) (*resultsdir.Run, string) {
 	t.Helper()
 	var errb bytes.Buffer
 	res, err := Run(context.Background(), p, Options{OutDir: filepath.Join(p.Spec.Output.Dir, "run"), Stderr: &errb, Launch: fakeLauncher(fakes), Version: "test"})

@@ -37,11 +37,11 @@ Exit codes: 0 compared, 2 a run could not be read.`,
 			if minChange < 0 || minChange >= 1 {
 				return usageErr("--min-change %g: a fraction between 0 and 1", minChange)
 			}
-			base, err := runcompare.Load(args[0])
+			base, err := resultsdir.Load(args[0])
 			if err != nil {
 				return usageErr("baseline: %v", err)
 			}
-			newRun, err := runcompare.Load(args[1])
+			newRun, err := resultsdir.Load(args[1])
 			if err != nil {
 				return usageErr("new run: %v", err)
 			}
@@ -79,11 +79,11 @@ Exit codes: 0 compared, 2 a run could not be read.`,
 
 // writeComparison compares a finished run (or merge) with its baseline into
 // the run's directory (compare.md, compare.json); nothing without a baseline.
-func writeComparison(base *runcompare.Run, dir string) (*runcompare.Result, error) {
+func writeComparison(base *resultsdir.Run, dir string) (*runcompare.Result, error) {
 	if base == nil {
 		return nil, nil
 	}
-	run, err := runcompare.Load(dir)
+	run, err := resultsdir.Load(dir)
 	if err == nil {
 		res := runcompare.Compare(base, run, runcompare.DefaultMinChange)
 		if err = runcompare.Write(dir, res); err == nil {

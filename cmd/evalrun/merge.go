@@ -36,7 +36,7 @@ compare.json beside the merged results.`,
 			if err != nil {
 				return runErr(cmd, err)
 			}
-			res := &pipeline.Result{Summary: s, Dir: opts.OutDir}
+			res := &resultsdir.Run{Summary: s, Dir: opts.OutDir}
 			return finishRun(cmd.OutOrStdout(), res, base, []string{"md", "junit", "html"}, annotations, false)
 		},
 	}

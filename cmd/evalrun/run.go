@@ -12,6 +12,7 @@ import (
 	"github.com/evalrun/evalrun/internal/exitcode"
 	"github.com/evalrun/evalrun/pipeline"
 	"github.com/evalrun/evalrun/pipeline/report"
+	"github.com/evalrun/evalrun/pipeline/resultsdir"
 	"github.com/evalrun/evalrun/pipeline/runcompare"
 )
 
@@ -79,7 +80,7 @@ one-screen summary is appended to $GITHUB_STEP_SUMMARY when it is set.`,
 
 // finishRun compares a run (or merge) with its baseline, if any, reports it
 // (reportRun) and exits with its verdict.
-func finishRun(w io.Writer, res *pipeline.Result, base *runcompare.Run, formats []string, annotations, shard bool) error {
+func finishRun(w io.Writer, res *resultsdir.Run, base *resultsdir.Run, formats []string, annotations, shard bool) error {
 	cmp, err := writeComparison(base, res.Dir)
 	if err != nil {
 		return err
@@ -100,7 +101,7 @@ func finishRun(w io.Writer, res *pipeline.Result, base *runcompare.Run, formats 
 // reportRun writes the report files the spec asks for (report.html with the
 // comparison with the baseline, if any), prints the tables and, for GitHub
 // Actions, the annotations and the step summary.
-func reportRun(w io.Writer, res *pipeline.Result, formats []string, cmp *runcompare.Result, annotations bool) error {
+func reportRun(w io.Writer, res *resultsdir.Run, formats []string, cmp *runcompare.Result, annotations bool) error {
 	if err := report.Write(res.Dir, res.Summary, formats, cmp); err != nil {
 		return err
 	}

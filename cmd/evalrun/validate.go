@@ -12,6 +12,7 @@ import (
 	"github.com/evalrun/evalrun/internal/exitcode"
 	"github.com/evalrun/evalrun/pipeline"
 	"github.com/evalrun/evalrun/pipeline/plan"
+	"github.com/evalrun/evalrun/pipeline/resultsdir"
 	"github.com/evalrun/evalrun/pipeline/runcompare"
 	"github.com/evalrun/evalrun/pipeline/spec"
 )
@@ -34,11 +35,11 @@ func loadPlan(cmd *cobra.Command, path string) (*plan.Plan, error) {
 // loadBaseline reads the baseline run the relative gates compare with ("" =
 // none) and sets gates to check them (Options.RelativeGates or
 // merge.Options.RelativeGates).
-func loadBaseline(path string, gates *pipeline.RelativeGates) (*runcompare.Run, error) {
+func loadBaseline(path string, gates *pipeline.RelativeGates) (*resultsdir.Run, error) {
 	if path == "" {
 		return nil, nil
 	}
-	base, err := runcompare.Load(path)
+	base, err := resultsdir.Load(path)
 	if err != nil {
 		return nil, usageErr("baseline: %v", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/evalrun/evalrun/pipeline/resultsdir"
 	"github.com/evalrun/evalrun/pipeline/runcompare"
 	"github.com/evalrun/evalrun/pipeline/summary"
 )
@@ -86,7 +87,7 @@ func compared(t *testing.T, s *summary.Summary) *runcompare.Result {
 			b.Accuracy = &a
 		}
 	}
-	return runcompare.Compare(&runcompare.Run{Summary: loadSummary(t)}, &runcompare.Run{Summary: s}, runcompare.DefaultMinChange)
+	return runcompare.Compare(&resultsdir.Run{Summary: loadSummary(t)}, &resultsdir.Run{Summary: s}, runcompare.DefaultMinChange)
 }
 
 // TestHTMLEmptyCharts: a run with nothing to draw still has every chart,

@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 
 	"github.com/evalrun/evalrun/internal/atomicfile"
-	"github.com/evalrun/evalrun/pipeline"
 	"github.com/evalrun/evalrun/pipeline/resultsdir"
 	"github.com/evalrun/evalrun/pipeline/runcompare"
 	"github.com/evalrun/evalrun/pipeline/summary"
@@ -48,7 +47,7 @@ func Write(dir string, s *summary.Summary, formats []string, cmp *runcompare.Res
 
 // Print prints what evalrun run ends with: the accuracy and throughput
 // tables, the verdict with its reasons, and where the results are.
-func Print(w io.Writer, res *pipeline.Result) error {
+func Print(w io.Writer, res *resultsdir.Run) error {
 	s := res.Summary
 	if err := printTables(w, s); err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/evalrun/evalrun/pipeline/gate"
+	"github.com/evalrun/evalrun/pipeline/resultsdir"
 	"github.com/evalrun/evalrun/pipeline/speedstat"
 	"github.com/evalrun/evalrun/pipeline/summary"
 )
@@ -141,14 +142,14 @@ const DetectChange = 0.05
 // Compare compares the new run with the baseline. Backends are matched by
 // name: the reference first, then the new run's candidates, then those only
 // the baseline has.
-func Compare(base, new *Run, minChange float64) *Result {
+func Compare(base, new *resultsdir.Run, minChange float64) *Result {
 	res := &Result{Schema: Schema, Base: ref(base), New: ref(new), MinChange: minChange, DetectChange: DetectChange,
-		Machine: machineShift(base.speeds(), new.speeds())}
+		Machine: machineShift(base.Speeds(), new.Speeds())}
 	seen := map[string]bool{}
-	for _, nb := range new.backends() {
+	for _, nb := range new.Backends() {
 		seen[nb.Name] = true
 		c := BackendChange{Name: nb.Name, Reference: nb.Name == new.Summary.Reference.Name, NewStatus: nb.Status, Presence: "new only"}
-		if bb, ok := base.backend(nb.Name); ok {
+		if bb, ok := base.Backend(nb.Name); ok {
 			c.Presence, c.BaseStatus = "both", bb.Status
 			c.Metrics = compareMetrics(bb.Accuracy, nb.Accuracy)
 			c.Speed = compareSpeed(bb.Throughput, nb.Throughput, res.Machine, nb.Name)
@@ -158,7 +159,7 @@ func Compare(base, new *Run, minChange float64) *Result {
 		}
 		res.Backends = append(res.Backends, c)
 	}
-	for _, bb := range base.backends() {
+	for _, bb := range base.Backends() {
 		if !seen[bb.Name] {
 			res.Backends = append(res.Backends, BackendChange{Name: bb.Name, Presence: "base only", BaseStatus: bb.Status,
 				Logits: LogitsChange{Verdict: NotComparable, Note: "not in the new run"}})
@@ -168,7 +169,7 @@ func Compare(base, new *Run, minChange float64) *Result {
 	return res
 }
 
-func ref(r *Run) RunRef {
+func ref(r *resultsdir.Run) RunRef {
 	s := r.Summary.Run
 	return RunRef{Dir: r.Dir, ID: s.ID, Started: s.Started.Format("2006-01-02 15:04:05 MST"), GitCommit: s.GitCommit}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/evalrun/evalrun/pipeline/gate"
+	"github.com/evalrun/evalrun/pipeline/resultsdir"
 	"github.com/evalrun/evalrun/pipeline/spec"
 	"github.com/evalrun/evalrun/pipeline/summary"
 )
@@ -15,9 +16,9 @@ import (
 // speed gate judges the candidate's rates divided by the machine shift
 // between the runs (see MachineShift) when this run and the baseline share
 // enough backends.
-func Gates(base *Run) func(b *summary.BackendSummary, g spec.Gates, speeds map[string]*summary.Throughput) []summary.GateResult {
+func Gates(base *resultsdir.Run) func(b *summary.BackendSummary, g spec.Gates, speeds map[string]*summary.Throughput) []summary.GateResult {
 	return func(b *summary.BackendSummary, g spec.Gates, speeds map[string]*summary.Throughput) []summary.GateResult {
-		bb, found := base.backend(b.Name)
+		bb, found := base.Backend(b.Name)
 		var out []summary.GateResult
 		for _, rel := range g.BaselineRun() {
 			var r summary.GateResult
@@ -25,7 +26,7 @@ func Gates(base *Run) func(b *summary.BackendSummary, g spec.Gates, speeds map[s
 			case !found:
 				r = summary.GateResult{Name: rel.Name, Limit: rel.Limit, Note: "not measured: no backend " + b.Name + " in the baseline " + base.Summary.Run.ID}
 			case rel.Bound == gate.MaxSlowdown:
-				r = slowdownGate(rel, bb.Throughput, b.Throughput, g.SpeedOnSimulated(), machineShift(base.speeds(), speeds), b.Name)
+				r = slowdownGate(rel, bb.Throughput, b.Throughput, g.SpeedOnSimulated(), machineShift(base.Speeds(), speeds), b.Name)
 			default:
 				r = gate.Change(rel, bb.Accuracy, b.Accuracy)
 			}

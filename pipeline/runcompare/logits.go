@@ -1,6 +1,7 @@
 package runcompare
 
 import (
+	"github.com/evalrun/evalrun/pipeline/resultsdir"
 	"github.com/evalrun/evalrun/pipeline/summary"
 )
 
@@ -37,7 +38,7 @@ type Position struct {
 	Row      *int   `json:"row,omitempty"`
 }
 
-func compareLogits(base, new *Run, bb, nb summary.BackendSummary) LogitsChange {
+func compareLogits(base, new *resultsdir.Run, bb, nb summary.BackendSummary) LogitsChange {
 	bd, nd := bb.Digest, nb.Digest
 	if bd == nil || nd == nil {
 		return LogitsChange{Verdict: NotComparable, Note: "no logits digest in " + which(bd == nil, nd == nil)}
@@ -54,7 +55,7 @@ func compareLogits(base, new *Run, bb, nb summary.BackendSummary) LogitsChange {
 		}
 		return c
 	}
-	byKey := make(map[string]PromptDigest, len(bp))
+	byKey := make(map[string]resultsdir.PromptDigest, len(bp))
 	for _, p := range bp {
 		byKey[p.Dataset+"\x00"+p.ID] = p
 	}
@@ -73,7 +74,7 @@ func compareLogits(base, new *Run, bb, nb summary.BackendSummary) LogitsChange {
 		c.ChangedPrompts++
 		if c.First == nil {
 			c.First = &Position{Dataset: p.Dataset, ID: p.ID}
-			if row := p.FirstDiff(q.Prompt); row >= 0 && p.Rows() > 0 && q.Rows() > 0 {
+			if row := p.FirstDiff(q.PromptDigest); row >= 0 && p.Rows() > 0 && q.Rows() > 0 {
 				pos := p.LogitsFrom + row
 				c.First.Row, c.First.Position = &row, &pos
 			}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/evalrun/evalrun/pipeline/digest"
+	"github.com/evalrun/evalrun/pipeline/resultsdir"
 	"github.com/evalrun/evalrun/pipeline/spec"
 	"github.com/evalrun/evalrun/pipeline/speedstat"
 	"github.com/evalrun/evalrun/pipeline/summary"
@@ -73,9 +74,9 @@ func writeRun(t *testing.T, kld, kldErr float64, rows2 []float32, tgRate float64
 	return dir
 }
 
-func load(t *testing.T, path string) *Run {
+func load(t *testing.T, path string) *resultsdir.Run {
 	t.Helper()
-	r, err := Load(path)
+	r, err := resultsdir.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +233,7 @@ func TestLoadErrors(t *testing.T) {
 		if c.prompts != "" {
 			write("prompts.jsonl", c.prompts)
 		}
-		if _, err := Load(dir); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := resultsdir.Load(dir); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: %v, want %q", c.summary, err, c.want)
 		}
 	}
@@ -265,7 +266,7 @@ func FuzzLoad(f *testing.F) {
 		dir := t.TempDir()
 		os.WriteFile(filepath.Join(dir, "summary.json"), summary, 0o644)
 		os.WriteFile(filepath.Join(dir, "prompts.jsonl"), prompts, 0o644)
-		r, err := Load(dir)
+		r, err := resultsdir.Load(dir)
 		if err != nil {
 			return
 		}
@@ -276,7 +277,7 @@ func FuzzLoad(f *testing.F) {
 		}
 		check := Gates(r)
 		for _, b := range r.Summary.Backends {
-			check(&b, spec.Gates{KLDMeanMaxIncrease: p(0), TGTSMaxSlowdown: p(0.1)}, r.speeds())
+			check(&b, spec.Gates{KLDMeanMaxIncrease: p(0), TGTSMaxSlowdown: p(0.1)}, r.Speeds())
 		}
 	})
 }
@@ -286,16 +287,16 @@ func FuzzLoad(f *testing.F) {
 // the candidate alone did.
 // fleet is a run of a reference and three candidates benched at the given
 // tg rates (reference first), pp at 4 × those.
-func fleet(t *testing.T, rates ...float64) *Run { return fleetPP(t, 4, rates...) }
+func fleet(t *testing.T, rates ...float64) *resultsdir.Run { return fleetPP(t, 4, rates...) }
 
 // fleetPP is fleet with pp at ppTimes × the tg rates.
-func fleetPP(t *testing.T, ppTimes float64, rates ...float64) *Run {
+func fleetPP(t *testing.T, ppTimes float64, rates ...float64) *resultsdir.Run {
 	return fleetN(t, 120, ppTimes, rates...)
 }
 
 // fleetN is fleetPP with reps repetitions per test and a reference plus
 // len(rates)-1 candidates (b, c, d).
-func fleetN(t *testing.T, reps int, ppTimes float64, rates ...float64) *Run {
+func fleetN(t *testing.T, reps int, ppTimes float64, rates ...float64) *resultsdir.Run {
 	r := load(t, writeRun(t, 0.001, 0.0001, nil, rates[1], false))
 	tput := func(rate float64) *summary.Throughput {
 		return &summary.Throughput{PP: bench(0, ppTimes*rate, reps), TG: bench(16, rate, reps)}
@@ -409,7 +410,7 @@ func TestCompareRemovesTheMachineShift(t *testing.T) {
 	g := spec.Gates{TGTSMaxSlowdown: p(0.1)}
 	gates := Gates(base)
 	for _, c := range []struct {
-		run  *Run
+		run  *resultsdir.Run
 		name string
 		pass bool
 	}{
@@ -417,8 +418,8 @@ func TestCompareRemovesTheMachineShift(t *testing.T) {
 		{fleet(t, 1400, 560, 1050, 560), "b", false},
 		{fleet(t, 1400, 560, 1050, 560), "c", true},
 	} {
-		bs, _ := c.run.backend(c.name)
-		res := gates(&bs, g, c.run.speeds())
+		bs, _ := c.run.Backend(c.name)
+		res := gates(&bs, g, c.run.Speeds())
 		if len(res) != 1 || res[0].Pass != c.pass {
 			t.Errorf("%s tg_ts_max_slowdown: %+v, want pass %v", c.name, res, c.pass)
 		}
@@ -431,8 +432,8 @@ func TestSlowdownGateNeedsTheSameTest(t *testing.T) {
 	base := fleet(t, 2000, 1000, 1500, 800)
 	run := fleet(t, 2000, 1000, 1500, 800)
 	run.Summary.Backends[0].Throughput.TG = bench(32, 1000, 120)
-	bs, _ := run.backend("b")
-	res := Gates(base)(&bs, spec.Gates{TGTSMaxSlowdown: p(0.1)}, run.speeds())
+	bs, _ := run.Backend("b")
+	res := Gates(base)(&bs, spec.Gates{TGTSMaxSlowdown: p(0.1)}, run.Speeds())
 	if len(res) != 1 || res[0].Pass || !strings.Contains(res[0].Note, "not comparable: the baseline ran tg16, this backend tg32") {
 		t.Errorf("tg16 against tg32: %+v", res)
 	}

@@ -1,11 +1,4 @@
-// Package runcompare compares two evalrun runs: per backend, every accuracy
-// statistic with its delta and whether the change is beyond the statistics'
-// own uncertainty, throughput with a significance verdict from the
-// per-repetition samples (package speedstat), status changes, and, from the
-// exact digests (package digest), whether the logits are bit-identical or
-// where they first changed. It also evaluates a run's relative gates
-// against a baseline run.
-package runcompare
+package resultsdir
 
 import (
 	"bufio"
@@ -17,24 +10,24 @@ import (
 	"path/filepath"
 
 	"github.com/evalrun/evalrun/internal/userfile"
-	"github.com/evalrun/evalrun/pipeline/digest"
-	"github.com/evalrun/evalrun/pipeline/resultsdir"
 	"github.com/evalrun/evalrun/pipeline/summary"
 )
 
-// Run is one run's results as read back from disk.
+// Run is one run's results: what evalrun run and merge produce, and what
+// Load reads back from disk.
 type Run struct {
 	Dir     string // the run directory
 	Summary *summary.Summary
-	// Prompts holds each backend's chunk and prompt digests in run order;
-	// nil when the run has no prompts.jsonl.
+	// Prompts holds each backend's chunk and prompt digests in run order, as
+	// Load reads them; nil when the run has no prompts.jsonl, and for a run
+	// just made (pipeline.Run, pipeline.Merge).
 	Prompts map[string][]PromptDigest
 }
 
 // PromptDigest is one prompts.jsonl line's digest.
 type PromptDigest struct {
 	Dataset, ID string
-	digest.Prompt
+	summary.PromptDigest
 }
 
 // maxLine bounds one prompts.jsonl line: a generate prompt's or score
@@ -49,14 +42,14 @@ func Load(path string) (*Run, error) {
 	if fi, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	} else if fi.IsDir() {
-		file, dir = filepath.Join(path, resultsdir.SummaryFile), path
+		file, dir = filepath.Join(path, SummaryFile), path
 	}
-	s, err := resultsdir.ReadSummary(file)
+	s, err := ReadSummary(file)
 	if err != nil {
 		return nil, fmt.Errorf("%s: not a run (%w)", path, err)
 	}
 	r := &Run{Dir: dir, Summary: s}
-	if r.Prompts, err = loadPrompts(filepath.Join(dir, resultsdir.PromptsFile)); err != nil {
+	if r.Prompts, err = loadPrompts(filepath.Join(dir, PromptsFile)); err != nil {
 		return nil, err
 	}
 	return r, nil
@@ -82,7 +75,7 @@ func loadPrompts(path string) (map[string][]PromptDigest, error) {
 		if p.PromptDigest == nil { // a run from before digests: nothing to compare
 			continue
 		}
-		out[p.Backend] = append(out[p.Backend], PromptDigest{Dataset: p.Dataset, ID: p.ID, Prompt: *p.PromptDigest})
+		out[p.Backend] = append(out[p.Backend], PromptDigest{Dataset: p.Dataset, ID: p.ID, PromptDigest: *p.PromptDigest})
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
@@ -90,23 +83,23 @@ func loadPrompts(path string) (map[string][]PromptDigest, error) {
 	return out, nil
 }
 
-// speeds is every backend's throughput by name, the reference's included.
-func (r *Run) speeds() map[string]*summary.Throughput {
+// Speeds is every backend's throughput by name, the reference's included.
+func (r *Run) Speeds() map[string]*summary.Throughput {
 	out := map[string]*summary.Throughput{}
-	for _, b := range r.backends() {
+	for _, b := range r.Backends() {
 		out[b.Name] = b.Throughput
 	}
 	return out
 }
 
-// backends lists the run's backends, reference first.
-func (r *Run) backends() []summary.BackendSummary {
+// Backends lists the run's backends, reference first.
+func (r *Run) Backends() []summary.BackendSummary {
 	return append([]summary.BackendSummary{r.Summary.Reference}, r.Summary.Backends...)
 }
 
-// backend finds a backend by name.
-func (r *Run) backend(name string) (summary.BackendSummary, bool) {
-	for _, b := range r.backends() {
+// Backend finds a backend by name.
+func (r *Run) Backend(name string) (summary.BackendSummary, bool) {
+	for _, b := range r.Backends() {
 		if b.Name == name {
 			return b, true
 		}
