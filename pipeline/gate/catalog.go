@@ -113,9 +113,9 @@ var catalog = []Metric{
 		accuracy: func(a *summary.Accuracy) (*float64, *float64) { return count(a.NaNCount) }},
 	{Name: "inf_count", Label: "Inf", Doc: "infinite logits", HigherWorse: true, Format: Count,
 		accuracy: func(a *summary.Accuracy) (*float64, *float64) { return count(a.InfCount) }},
-	{Name: "tg_ts", Label: "tg t/s", Doc: "generation tokens/s (the bench's tgN test)",
+	{Name: "tg_ts", Label: "tg t/s", Doc: "generation tokens/s: the p95 of the bench's tgN repetitions",
 		test: func(t *summary.Throughput) *summary.BenchTest { return t.TG }},
-	{Name: "pp_ts", Label: "pp t/s", Doc: "prompt processing tokens/s (the bench's ppN test)",
+	{Name: "pp_ts", Label: "pp t/s", Doc: "prompt processing tokens/s: the p95 of the bench's ppN repetitions",
 		test: func(t *summary.Throughput) *summary.BenchTest { return t.PP }},
 }
 

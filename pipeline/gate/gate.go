@@ -108,16 +108,21 @@ func SkipSpeed(onSimulated bool, t *summary.Throughput) bool {
 // Absolute checks absolute gates. A gate whose statistic could not be
 // computed fails: a check that saw nothing must not pass (the
 // test-backend-ops "0/0 OK" lesson). NaN or Inf in the logits always fails.
-// A speed gate reads the test's mean rate, llama-bench's avg_ts; it is not
-// applied when skipSpeed (SkipSpeed).
+// A speed gate reads the test's p95 rate, the speed the fastest 5 % of its
+// repetitions reach, as the slowdown gates and evalrun compare judge it
+// (not llama-bench's mean, which moves with how many repetitions a
+// neighbour slowed); it is not applied when skipSpeed (SkipSpeed).
 func Absolute(gates []Gate, skipSpeed bool, a *summary.Accuracy, t *summary.Throughput) []summary.GateResult {
 	var out []summary.GateResult
 	for _, g := range gates {
 		r := summary.GateResult{Name: g.Name, Limit: g.Limit}
 		m, known := Lookup(g.Metric)
-		if b := m.Test(t); b != nil {
-			r.Value = &b.AvgTS
-		} else if !m.Speed() {
+		var rates *speedstat.Summary
+		if m.Speed() {
+			if rates = summarize(m.Test(t)); rates != nil {
+				r.Value = &rates.Fast
+			}
+		} else {
 			r.Value, _ = m.Value(a)
 		}
 		switch {
@@ -129,6 +134,9 @@ func Absolute(gates []Gate, skipSpeed bool, a *summary.Accuracy, t *summary.Thro
 			r.Note = "not measured"
 		default:
 			r.Pass = g.Pass(*r.Value)
+			if rates != nil {
+				r.Note = fmt.Sprintf("p95 %.6g t/s of %d repetitions against limit %g", rates.Fast, rates.N, g.Limit)
+			}
 		}
 		out = append(out, r)
 	}

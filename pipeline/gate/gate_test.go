@@ -108,6 +108,30 @@ func TestAbsolute(t *testing.T) {
 	}
 }
 
+// TestAbsoluteSpeedReadsTheP95: tg_ts_min judges the rate the fastest 5 %
+// of the repetitions reach, as the slowdown gates and compare do, not
+// llama-bench's mean, which repetitions slowed by a neighbour pull down.
+func TestAbsoluteSpeedReadsTheP95(t *testing.T) {
+	samples := make([]int64, 100) // 16 tokens: 80 repetitions at 16 t/s, 20 slowed to 4 t/s
+	for i := range samples {
+		samples[i] = 1e9
+		if i%5 == 0 {
+			samples[i] = 4e9
+		}
+	}
+	tp := &summary.Throughput{TG: speedstat.NewBenchTest(0, 16, samples)}
+	if tp.TG.AvgTS >= 15 {
+		t.Fatalf("the mean %g is not below the limit: the test shows nothing", tp.TG.AvgTS)
+	}
+	got := gate.Absolute([]gate.Gate{mustParse(t, "tg_ts_min", 15)}, false, nil, tp)[0]
+	if !got.Pass || got.Value == nil || *got.Value != 16 || got.Note != "p95 16 t/s of 100 repetitions against limit 15" {
+		t.Errorf("tg_ts_min 15 on a p95 of 16 t/s (mean %g): %+v", tp.TG.AvgTS, got)
+	}
+	if got := gate.Absolute([]gate.Gate{mustParse(t, "pp_ts_min", 1)}, false, nil, tp)[0]; got.Pass || got.Note != "not measured" {
+		t.Errorf("pp_ts_min without a pp test: %+v", got)
+	}
+}
+
 // TestChangeFollowsTheDirection: a metric where higher is worse may grow
 // by the limit, one where lower is worse may fall by it.
 func TestChangeFollowsTheDirection(t *testing.T) {

@@ -84,14 +84,20 @@ func finite(lo, hi float64) (*float64, *float64) {
 
 // MinRepsCI is the fewest repetitions whose median has a Confidence
 // interval (6 at 95 %).
-func MinRepsCI() int {
-	for n := 2; n <= 50; n++ {
-		ci := stats.QuantileCI(n, 0.5, Confidence)
+func MinRepsCI() int { return minRepsQuantileCI(0.5) }
+
+// MinRepsFastCI is the fewest repetitions whose p95 has a Confidence
+// interval (76 at 95 %); with fewer, reports show the p95 and the count.
+func MinRepsFastCI() int { return minRepsQuantileCI(FastQuantile) }
+
+func minRepsQuantileCI(q float64) int {
+	for n := 2; n <= 1000; n++ {
+		ci := stats.QuantileCI(n, q, Confidence)
 		if ci.LoOrder > 0 && ci.HiOrder <= n {
 			return n
 		}
 	}
-	return 51
+	return 1001
 }
 
 // MinRepsCompare is the fewest repetitions per run with which the p95 test

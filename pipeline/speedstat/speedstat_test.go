@@ -38,8 +38,11 @@ func TestRatesAndSummary(t *testing.T) {
 }
 
 func TestMinReps(t *testing.T) {
-	if MinRepsCI() != 6 || MinRepsCompare(Alpha) != 60 || MinRepsCompare(Alpha/8) != 90 {
-		t.Fatalf("min reps: CI %d, compare %d and %d for 8 tests; want 6, 60 and 90", MinRepsCI(), MinRepsCompare(Alpha), MinRepsCompare(Alpha/8))
+	if MinRepsCI() != 6 || MinRepsFastCI() != 76 || MinRepsCompare(Alpha) != 60 || MinRepsCompare(Alpha/8) != 90 {
+		t.Fatalf("min reps: CI %d, p95 CI %d, compare %d and %d for 8 tests; want 6, 76, 60 and 90", MinRepsCI(), MinRepsFastCI(), MinRepsCompare(Alpha), MinRepsCompare(Alpha/8))
+	}
+	if n := MinRepsFastCI(); Summarize(spread(1000, n-1)).FastLo != nil || Summarize(spread(1000, n)).FastLo == nil {
+		t.Fatalf("the p95's interval does not start at %d repetitions", n)
 	}
 }
 
