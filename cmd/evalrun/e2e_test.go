@@ -79,7 +79,7 @@ func byName(s *summary.Summary) map[string]summary.BackendSummary {
 func TestRknnSimSpec(t *testing.T) {
 	out := t.TempDir()
 	r := evalrun(t, []string{"EVALRUN_BENCH_REPS=1", "EVALRUN_BENCH_N_PROMPT=16", "EVALRUN_BENCH_N_GEN=4"},
-		"run", "configs/rknn-sim.yaml", "--out", out)
+		"run", "configs/rknn-sim.yaml", "--out", out, "--wide")
 	if r.code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
@@ -106,7 +106,7 @@ func TestRknnSimSpec(t *testing.T) {
 		t.Fatalf("npu-int8 KLD %g not above fp16's %g", k8, k16)
 	}
 	if !strings.Contains(r.stdout, "36 of 36 matmuls on the NPU (fp16, 3 cores)") || !strings.Contains(r.stdout, "npu-int8") {
-		t.Fatalf("the table does not show the offload plans:\n%s", r.stdout)
+		t.Fatalf("the --wide table does not show the offload plans:\n%s", r.stdout)
 	}
 	for _, f := range []string{"prompts.jsonl", "report.md", "junit.xml", "report.html"} { // output.formats defaults to all
 		if _, err := os.Stat(filepath.Join(out, f)); err != nil {

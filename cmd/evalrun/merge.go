@@ -11,7 +11,7 @@ import (
 
 func newMergeCmd() *cobra.Command {
 	var outDir, baselinePath string
-	var allowPartial, annotations bool
+	var allowPartial, annotations, wide bool
 	cmd := &cobra.Command{
 		Use:   "merge SHARD_DIR... --out DIR",
 		Short: "Merge the results directories of a run's shards into the results of the whole run",
@@ -37,7 +37,8 @@ compare.json beside the merged results.`,
 				return runErr(cmd, err)
 			}
 			res := &resultsdir.Run{Summary: s, Dir: opts.OutDir}
-			return finishRun(cmd.OutOrStdout(), res, base, []string{"md", "junit", "html"}, annotations, false)
+			out := cmd.OutOrStdout()
+			return finishRun(out, tableWidth(out, wide), res, base, []string{"md", "junit", "html"}, annotations, false)
 		},
 	}
 	cmd.Flags().StringVarP(&outDir, "out", "o", "", "results directory of the merged run")
@@ -46,6 +47,7 @@ compare.json beside the merged results.`,
 		"print ::error/::warning workflow commands for failed gates and backends (default: on when GITHUB_ACTIONS=true)")
 	cmd.Flags().StringVar(&baselinePath, "baseline", "", "a baseline run (directory or summary.json) for the relative gates, as run --baseline")
 	cmd.Flags().BoolVar(&allowPartial, "allow-partial", false, "merge although shards are missing; the result is marked partial")
+	cmd.Flags().BoolVar(&wide, "wide", false, wideUsage)
 	return cmd
 }
 

@@ -3,12 +3,16 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/evalrun/evalrun/pipeline/resultsdir"
+	"github.com/evalrun/evalrun/pipeline/speedstat"
 	"github.com/evalrun/evalrun/pipeline/summary"
 )
 
@@ -38,7 +42,7 @@ func TestRunReportsForGitHubActions(t *testing.T) {
 	stepSummary := filepath.Join(dir, "step.md")
 	t.Setenv("GITHUB_STEP_SUMMARY", stepSummary)
 	var out bytes.Buffer
-	if err := reportRun(&out, &resultsdir.Run{Summary: &s, Dir: dir}, []string{"json", "md", "junit"}, nil, true); err != nil {
+	if err := reportRun(&out, 0, &resultsdir.Run{Summary: &s, Dir: dir}, []string{"json", "md", "junit"}, nil, true); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "verdict: pass (exit 0)") || !strings.Contains(out.String(), "::error file=") ||
@@ -52,10 +56,58 @@ func TestRunReportsForGitHubActions(t *testing.T) {
 	}
 	out.Reset()
 	t.Setenv("GITHUB_STEP_SUMMARY", "")
-	if err := reportRun(&out, &resultsdir.Run{Summary: &s, Dir: dir}, []string{"json"}, nil, false); err != nil {
+	if err := reportRun(&out, 0, &resultsdir.Run{Summary: &s, Dir: dir}, []string{"json"}, nil, false); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(out.String(), "::") {
 		t.Fatalf("annotations printed with the flag off:\n%s", out.String())
 	}
+}
+
+// TestRunTablesFitTheTerminal: the bundled spec's run prints no line wider
+// than 120 columns (runes: its ± – Δ are one column each) when its output
+// is no terminal and $COLUMNS is unset, saying which columns it hid; --wide
+// prints every column.
+func TestRunTablesFitTheTerminal(t *testing.T) {
+	reps := fmt.Sprint(speedstat.MinRepsFastCI()) // the p95 with its interval: the widest rate cells
+	narrow := evalrun(t, []string{"COLUMNS=", "EVALRUN_BENCH_REPS=" + reps}, "run", "configs/default.yaml", "--out", t.TempDir())
+	if narrow.code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", narrow.code, narrow.stdout, narrow.stderr)
+	}
+	for i, l := range strings.Split(narrow.stdout, "\n") {
+		if n := utf8.RuneCountInString(l); n > 120 {
+			t.Errorf("line %d is %d columns wide: %s", i+1, n, l)
+		}
+	}
+	for _, want := range []string{
+		"| backend | status | KLD mean | same top p | PPL ratio | verdict |",
+		"\n6 columns hidden (tokens, KLD p99, RMS Δp, NMSE, max |Δlogit|, greedy): --wide shows them\n",
+		"| backend | device | pp64 p95 t/s [95% CI] | tg16 p95 t/s [95% CI] |",
+	} {
+		if !strings.Contains(squeezed(narrow.stdout), want) {
+			t.Errorf("the output lacks %q:\n%s", want, narrow.stdout)
+		}
+	}
+	wide := evalrun(t, []string{"COLUMNS=", "EVALRUN_BENCH_REPS=6"}, "run", "configs/default.yaml", "--out", t.TempDir(), "--wide")
+	if wide.code != 0 {
+		t.Fatalf("--wide: exit %d\n%s\n%s", wide.code, wide.stdout, wide.stderr)
+	}
+	for _, want := range []string{
+		"| backend | status | tokens | KLD mean | KLD p99 | same top p | RMS Δp | PPL ratio | NMSE | max |Δlogit| | greedy | verdict |",
+		"| backend | device | kernels | threads | load s | warm-up s | pp64 p95 t/s | tg16 p95 t/s | peak RSS load / run | offload |",
+		"| 36 of 36 matmuls on the NPU (int8, 3 cores) |",
+	} {
+		if !strings.Contains(squeezed(wide.stdout), want) {
+			t.Errorf("--wide lacks %q:\n%s", want, wide.stdout)
+		}
+	}
+	if strings.Contains(wide.stdout, "hidden") {
+		t.Errorf("--wide hid columns:\n%s", wide.stdout)
+	}
+}
+
+// squeezed is text with every run of spaces one space: a table's cells
+// without their padding.
+func squeezed(text string) string {
+	return regexp.MustCompile(` {2,}`).ReplaceAllString(text, " ")
 }

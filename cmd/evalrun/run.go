@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/evalrun/evalrun/internal/exitcode"
+	"github.com/evalrun/evalrun/internal/texttable"
 	"github.com/evalrun/evalrun/pipeline"
 	"github.com/evalrun/evalrun/pipeline/report"
 	"github.com/evalrun/evalrun/pipeline/resultsdir"
@@ -18,7 +19,7 @@ import (
 
 func newRunCmd() *cobra.Command {
 	var outDir, pluginDir, baselinePath, shardSpec string
-	var verbose, annotations, force, resume bool
+	var verbose, annotations, force, resume, wide bool
 	cmd := &cobra.Command{
 		Use:   "run SPEC",
 		Short: "Run an experiment spec: compare every backend with the reference, measure speed, gate",
@@ -63,7 +64,8 @@ one-screen summary is appended to $GITHUB_STEP_SUMMARY when it is set.`,
 			if err != nil {
 				return runErr(cmd, err)
 			}
-			return finishRun(cmd.OutOrStdout(), res, base, s.Output.Formats, annotations, sh != nil)
+			out := cmd.OutOrStdout()
+			return finishRun(out, tableWidth(out, wide), res, base, s.Output.Formats, annotations, sh != nil)
 		},
 	}
 	cmd.Flags().StringVarP(&outDir, "out", "o", "", "results directory (default: the spec's output.dir/<run-id>)")
@@ -73,19 +75,33 @@ one-screen summary is appended to $GITHUB_STEP_SUMMARY when it is set.`,
 	cmd.Flags().StringVar(&baselinePath, "baseline", "", "a baseline run (directory or summary.json) for the relative gates; overrides the spec's baseline:")
 	cmd.Flags().StringVar(&shardSpec, "shard", "", "run only shard I of N (I/N, I from 0; default $JOB_COMPLETION_INDEX/$EVALRUN_SHARDS); merge the shards with evalrun merge")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "debug logging, including plugin logs")
+	cmd.Flags().BoolVar(&wide, "wide", false, wideUsage)
 	cmd.Flags().BoolVar(&annotations, "github-annotations", os.Getenv("GITHUB_ACTIONS") == "true",
 		"print ::error/::warning workflow commands for failed gates and backends (default: on when GITHUB_ACTIONS=true)")
 	return cmd
 }
 
+// wideUsage is the help of run's and merge's --wide.
+const wideUsage = "print every column of the tables, however wide (default: when they are wider than $COLUMNS, the terminal or 120 columns, only their key columns)"
+
+// tableWidth is the width the printed tables fit in: the terminal's (see
+// texttable.Width), or 0 (no limit) with --wide.
+func tableWidth(w io.Writer, wide bool) int {
+	if wide {
+		return 0
+	}
+	return texttable.Width(w)
+}
+
 // finishRun compares a run (or merge) with its baseline, if any, reports it
-// (reportRun) and exits with its verdict.
-func finishRun(w io.Writer, res *resultsdir.Run, base *resultsdir.Run, formats []string, annotations, shard bool) error {
+// (reportRun, its tables within width display columns) and exits with its
+// verdict.
+func finishRun(w io.Writer, width int, res *resultsdir.Run, base *resultsdir.Run, formats []string, annotations, shard bool) error {
 	cmp, err := writeComparison(base, res.Dir)
 	if err != nil {
 		return err
 	}
-	if err := reportRun(w, res, formats, cmp, annotations); err != nil {
+	if err := reportRun(w, width, res, formats, cmp, annotations); err != nil {
 		return backendErr(fmt.Errorf("writing results to %s: %w", res.Dir, err))
 	}
 	code := res.Summary.Verdict.ExitCode
@@ -99,13 +115,14 @@ func finishRun(w io.Writer, res *resultsdir.Run, base *resultsdir.Run, formats [
 }
 
 // reportRun writes the report files the spec asks for (report.html with the
-// comparison with the baseline, if any), prints the tables and, for GitHub
-// Actions, the annotations and the step summary.
-func reportRun(w io.Writer, res *resultsdir.Run, formats []string, cmp *runcompare.Result, annotations bool) error {
+// comparison with the baseline, if any), prints the tables within width
+// display columns (0: every column) and, for GitHub Actions, the
+// annotations and the step summary.
+func reportRun(w io.Writer, width int, res *resultsdir.Run, formats []string, cmp *runcompare.Result, annotations bool) error {
 	if err := report.Write(res.Dir, res.Summary, formats, cmp); err != nil {
 		return err
 	}
-	if err := report.Print(w, res); err != nil {
+	if err := report.Print(w, res, width); err != nil {
 		return err
 	}
 	if annotations {

@@ -47,7 +47,7 @@ func HTMLCompared(w io.Writer, s *summary.Summary, cmp *runcompare.Result) error
 			SVG: template.HTML(positionChart(s, false)), Legend: template.HTML(legend(names, nil))},
 		{ID: "plan", Title: "Per-matmul plan", Note: "where each named matmul ran, by layer (hover for shape and reason)",
 			SVG: template.HTML(planChart(s)), Legend: template.HTML(`<div class="legend"><span><i style="background:#2ca02c"></i>NPU</span><span><i style="background:#bbb"></i>CPU</span></div>`)},
-		{ID: "throughput", Title: "Throughput", Note: "tokens/s per backend and test: the median of the repetitions (bar) with its 95% confidence interval (whisker; none when too few repetitions), each repetition a dot; a simulated device's bars are pale and labelled",
+		{ID: "throughput", Title: "Throughput", Note: "tokens/s per backend and test: the p95 of the repetitions, the speed the fastest 5% of them reach (bar), with its 95% confidence interval (whisker; none below " + strconv.Itoa(speedstat.MinRepsFastCI()) + " repetitions), each repetition a dot; a simulated device's bars are pale and labelled",
 			SVG: template.HTML(throughputChart(s))},
 	}
 	if drift := layerDriftChart(s); drift != "" {
@@ -78,7 +78,7 @@ type htmlChart struct {
 // summaryTable is the one-screen summary as an HTML table.
 func summaryTable(s *summary.Summary) template.HTML {
 	var b strings.Builder
-	b.WriteString(`<table><tr><th></th><th>backend</th><th>status</th><th>KLD mean</th><th>same top-1</th><th>PPL ratio</th><th>tg t/s (median)</th><th>gates</th></tr>`)
+	b.WriteString(`<table><tr><th></th><th>backend</th><th>status</th><th>KLD mean</th><th>same top-1</th><th>PPL ratio</th><th>tg p95 t/s</th><th>gates</th></tr>`)
 	for _, r := range summaryRows(s) {
 		// A word, not the Markdown's emoji: a browser without an emoji font
 		// shows boxes.
@@ -390,12 +390,13 @@ func splitOp(op string) (kind, layer string) {
 	return op, "out"
 }
 
-// throughputChart draws horizontal bars of each backend's pp and tg rate
-// with the ± of its repetitions and each repetition as a dot.
+// throughputChart draws horizontal bars of each backend's pp and tg p95
+// rate with its confidence interval and each repetition as a dot.
 func throughputChart(s *summary.Summary) string {
 	type bar struct {
 		label string
 		t     *summary.BenchTest
+		stats *speedstat.Summary
 		sim   bool
 		color string
 	}
@@ -414,14 +415,15 @@ func throughputChart(s *summary.Summary) string {
 			if test == "tg" {
 				t = b.Throughput.TG
 			}
-			if t == nil || t.Stats == nil {
+			st := rateStats(t)
+			if st == nil {
 				continue
 			}
 			label := fmt.Sprintf("%s %s%d", b.Name, test, t.NPrompt+t.NGen)
 			if simulated(b) {
 				label += " (simulated)"
 			}
-			bars = append(bars, bar{label: label, t: t, sim: simulated(b), color: col})
+			bars = append(bars, bar{label: label, t: t, stats: st, sim: simulated(b), color: col})
 		}
 	}
 	if len(bars) == 0 {
@@ -445,16 +447,16 @@ func throughputChart(s *summary.Summary) string {
 			opacity = "0.35" // a simulator's speed is no device's
 		}
 		fmt.Fprintf(&p.b, `<g class="series" data-series="%s"><text x="%.1f" y="%.1f" text-anchor="end" font-size="11">%s</text>`, esc(b.label), p.left-6, yc+4, esc(b.label))
-		st := b.t.Stats
+		st := b.stats
 		ci := fmt.Sprintf("no confidence interval from %d repetitions", st.N)
-		if st.Lo != nil && st.Hi != nil {
-			ci = fmt.Sprintf("%.0f%% CI %.1f–%.1f", 100*st.Confidence, *st.Lo, *st.Hi)
+		if st.FastLo != nil && st.FastHi != nil {
+			ci = fmt.Sprintf("%.0f%% CI %.1f–%.1f", 100*speedstat.Confidence, *st.FastLo, *st.FastHi)
 		}
-		fmt.Fprintf(&p.b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s" fill-opacity="%s"><title>%s: median %.1f t/s (%s) over %d repetitions</title></rect>`,
-			p.x(0), yc-rowH*0.35, p.x(st.Median)-p.x(0), rowH*0.7, fill, opacity, esc(b.label), st.Median, ci, st.N)
-		if st.Lo != nil && st.Hi != nil {
+		fmt.Fprintf(&p.b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s" fill-opacity="%s"><title>%s: p95 %.1f t/s (%s) over %d repetitions</title></rect>`,
+			p.x(0), yc-rowH*0.35, p.x(st.Fast)-p.x(0), rowH*0.7, fill, opacity, esc(b.label), st.Fast, ci, st.N)
+		if st.FastLo != nil && st.FastHi != nil {
 			fmt.Fprintf(&p.b, `<path d="M%.1f %.1fV%.1fM%.1f %.1fH%.1fM%.1f %.1fV%.1f" stroke="#222" fill="none"/>`,
-				p.x(*st.Lo), yc-5, yc+5, p.x(*st.Lo), yc, p.x(*st.Hi), p.x(*st.Hi), yc-5, yc+5)
+				p.x(*st.FastLo), yc-5, yc+5, p.x(*st.FastLo), yc, p.x(*st.FastHi), p.x(*st.FastHi), yc-5, yc+5)
 		}
 		for _, r := range speedstat.TestRates(b.t) {
 			fmt.Fprintf(&p.b, `<circle cx="%.1f" cy="%.1f" r="2.2" fill="#222"/>`, p.x(r), yc)

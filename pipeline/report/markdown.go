@@ -33,11 +33,11 @@ func Markdown(w io.Writer, s *summary.Summary) error {
 		fmt.Fprintln(w)
 	}
 	fmt.Fprintf(w, "\n## Accuracy vs reference\n\n")
-	if err := accuracyTable(w, s, true); err != nil {
+	if err := accuracyGrid(s).draw(w, true, 0); err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "\n## Throughput\n\n")
-	if err := throughputTable(w, s, true); err != nil {
+	if err := throughputGrid(s).draw(w, true, 0); err != nil {
 		return err
 	}
 	for _, b := range s.Backends {
@@ -101,7 +101,7 @@ func stepSummary(w io.Writer, s *summary.Summary) error {
 	}
 	fmt.Fprintf(w, "Model `%s` (%s, %d params), reference **%s**, datasets %s; exit code %d, %.1f s.\n\n",
 		baseName(s.Model.Path), s.Model.Arch, s.Model.NParams, mdEscape(s.Reference.Name), mdEscape(strings.Join(ds, ", ")), s.Verdict.ExitCode, s.Run.DurationS)
-	fmt.Fprintf(w, "| | backend | status | KLD mean | same top-1 | PPL ratio | tg t/s (median) | gates |\n|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(w, "| | backend | status | KLD mean | same top-1 | PPL ratio | tg p95 t/s | gates |\n|---|---|---|---|---|---|---|---|\n")
 	for _, r := range summaryRows(s) {
 		c := r.cells
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", c[0], mdCell(c[1]), mdCell(c[2]), c[3], c[4], c[5], c[6], mdCell(c[7]))
@@ -144,11 +144,11 @@ func summaryRows(s *summary.Summary) []summaryRow {
 		}
 		kld, same, ppl := headlineColumns[0].cell(b.Accuracy), headlineColumns[1].cell(b.Accuracy), headlineColumns[2].cell(b.Accuracy)
 		tg := "-"
-		if b.Throughput != nil && b.Throughput.TG != nil && b.Throughput.TG.Stats != nil {
-			tg = fmt.Sprintf("%.0f", b.Throughput.TG.Stats.Median) // the median: robust to a slowed repetition
-			if simulated(b) {
-				tg += " (simulated)"
-			}
+		if b.Throughput != nil {
+			tg = fmtRate(rateStats(b.Throughput.TG))
+		}
+		if tg != "-" && simulated(b) {
+			tg += " (simulated)"
 		}
 		status := b.Status
 		if b.Error != "" {

@@ -46,10 +46,13 @@ func Write(dir string, s *summary.Summary, formats []string, cmp *runcompare.Res
 }
 
 // Print prints what evalrun run ends with: the accuracy and throughput
-// tables, the verdict with its reasons, and where the results are.
-func Print(w io.Writer, res *resultsdir.Run) error {
+// tables, the verdict with its reasons, and where the results are. The
+// tables fit in width display columns by showing only their key columns
+// when every column does not fit (with a line naming the hidden ones);
+// width 0 shows every column, however wide (--wide).
+func Print(w io.Writer, res *resultsdir.Run, width int) error {
 	s := res.Summary
-	if err := printTables(w, s); err != nil {
+	if err := printTables(w, s, width); err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "\nverdict: %s (exit %d)", s.Verdict.Status, s.Verdict.ExitCode)

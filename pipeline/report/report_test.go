@@ -183,7 +183,7 @@ func TestNoGatesIsNotAPass(t *testing.T) {
 	}
 	s.Verdict = summary.Verdict{Status: summary.VerdictNoGates, Reasons: []string{"no gates configured: every backend ran, but no limit was checked (set gates: in the spec)"}}
 	var table, md strings.Builder
-	if err := accuracyTable(&table, s, false); err != nil {
+	if err := accuracyGrid(s).draw(&table, false, 0); err != nil {
 		t.Fatal(err)
 	}
 	if err := Markdown(&md, s); err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/evalrun/evalrun/internal/texttable"
 	"github.com/evalrun/evalrun/pipeline/diag"
 	"github.com/evalrun/evalrun/pipeline/gate"
+	"github.com/evalrun/evalrun/pipeline/speedstat"
 	"github.com/evalrun/evalrun/pipeline/summary"
 )
 
@@ -116,13 +117,112 @@ func (c column) cell(a *summary.Accuracy) string {
 	return fmtG(v)
 }
 
-func accuracyTable(w io.Writer, s *summary.Summary, md bool) error {
-	t := texttable.New(w, md)
-	header := []string{"backend", "status", "tokens"}
-	for _, c := range accuracyColumns {
-		header = append(header, c.metric.Label)
+// grid is a table's cells before they are drawn, with the key columns
+// that a table printed within a width shows when not every column fits.
+type grid struct {
+	header []string
+	key    []bool // per column
+	rows   [][]string
+}
+
+// column adds a column to the header; key: shown however narrow the table.
+func (g *grid) column(name string, key bool) {
+	g.header = append(g.header, name)
+	g.key = append(g.key, key)
+}
+
+// keyOnly is g with its key columns only, and the names of the others.
+func (g grid) keyOnly() (grid, []string) {
+	var out grid
+	var hidden []string
+	for i, h := range g.header {
+		if !g.key[i] {
+			hidden = append(hidden, h)
+			continue
+		}
+		out.column(h, true)
 	}
-	t.Header(append(header, "greedy", "verdict"))
+	for _, row := range g.rows {
+		var kept []string
+		for i, c := range row {
+			if g.key[i] {
+				kept = append(kept, c)
+			}
+		}
+		out.rows = append(out.rows, kept)
+	}
+	return out, hidden
+}
+
+// draw writes g as a table: in Markdown when md (every column: a file is
+// no terminal); otherwise within width display columns (0: no limit, every
+// column). When not every column fits, only the key columns show, followed
+// by a line that names the hidden ones; when even those do not fit, their
+// cells wrap.
+func (g grid) draw(w io.Writer, md bool, width int) error {
+	shown, hidden := g, []string(nil)
+	fits := func(g grid) bool {
+		return md || width <= 0 || texttable.TableWidth(append([][]string{g.header}, g.rows...)...) <= width
+	}
+	if !fits(g) {
+		shown, hidden = g.keyOnly()
+	}
+	t := texttable.New(w, md)
+	if !fits(shown) {
+		t = texttable.NewWithin(w, width)
+	}
+	cells := func(row []string) []string { return row }
+	if md { // a pipe in a cell ("max |Δlogit|") would end it
+		cells = func(row []string) []string {
+			var out []string
+			for _, c := range row {
+				out = append(out, strings.ReplaceAll(c, "|", `\|`))
+			}
+			return out
+		}
+	}
+	t.Header(cells(shown.header))
+	for _, row := range shown.rows {
+		if err := t.Append(cells(row)); err != nil {
+			return err
+		}
+	}
+	if err := t.Render(); err != nil {
+		return err
+	}
+	if len(hidden) > 0 {
+		note := fmt.Sprintf("%d columns hidden (%s): --wide shows them", len(hidden), strings.Join(hidden, ", "))
+		if texttable.DisplayWidth(note) > width {
+			note = fmt.Sprintf("%d columns hidden: --wide shows them", len(hidden))
+		}
+		fmt.Fprintln(w, note)
+	}
+	return nil
+}
+
+// headline reports whether an accuracy column is one of the one-screen
+// summary's metrics, which a narrow table keeps.
+func headline(c column) bool {
+	for _, h := range headlineColumns {
+		if h.metric.Name == c.metric.Name {
+			return true
+		}
+	}
+	return false
+}
+
+// accuracyGrid is the accuracy table: a row per candidate; narrow, its
+// name, status, the headline metrics and its verdict.
+func accuracyGrid(s *summary.Summary) grid {
+	var g grid
+	g.column("backend", true)
+	g.column("status", true)
+	g.column("tokens", false)
+	for _, c := range accuracyColumns {
+		g.column(c.metric.Label, headline(c))
+	}
+	g.column("greedy", false)
+	g.column("verdict", true)
 	for _, b := range s.Backends {
 		row := []string{b.Name, b.Status, "-"}
 		a := b.Accuracy
@@ -139,24 +239,43 @@ func accuracyTable(w io.Writer, s *summary.Summary, md bool) error {
 		if a != nil && a.GreedyMatch != nil {
 			greedy = fmt.Sprintf("%.0f%% (div@%.1f)", *a.GreedyMatch*100, *a.FirstDivergenceMean)
 		}
-		if err := t.Append(append(row, greedy, verdictCell(b))); err != nil {
-			return err
-		}
+		g.rows = append(g.rows, append(row, greedy, verdictCell(b)))
 	}
-	return t.Render()
+	return g
 }
 
-// fmtTS shows a test's median rate with its 95 % confidence interval (or
-// the repetition count when too few for one), marked when simulated.
-func fmtTS(b *summary.BenchTest, simulated bool) string {
-	if b == nil || b.Stats == nil {
+// rateStats are a test's rate statistics computed from its repetitions,
+// as evalrun compare and the speed gates compute them (a summary written
+// before the p95 existed has none in its stats); the summary's own when it
+// kept no repetitions; nil when the test did not run.
+func rateStats(b *summary.BenchTest) *speedstat.Summary {
+	if b == nil {
+		return nil
+	}
+	if st := speedstat.Summarize(speedstat.TestRates(b)); st != nil {
+		return st
+	}
+	return b.Stats
+}
+
+// fmtRate shows a test's p95 rate, the speed the fastest 5 % of its
+// repetitions reach, with its 95 % confidence interval, or with the
+// repetition count when they are too few for one.
+func fmtRate(st *speedstat.Summary) string {
+	switch {
+	case st == nil:
 		return "-"
+	case st.FastLo == nil || st.FastHi == nil:
+		return fmt.Sprintf("%.0f (n=%d)", st.Fast, st.N)
 	}
-	s := fmt.Sprintf("%.0f (n=%d)", b.Stats.Median, b.Stats.N)
-	if b.Stats.Lo != nil {
-		s = fmt.Sprintf("%.0f [%.0f–%.0f]", b.Stats.Median, *b.Stats.Lo, *b.Stats.Hi)
-	}
-	if simulated {
+	return fmt.Sprintf("%.0f [%.0f–%.0f]", st.Fast, *st.FastLo, *st.FastHi)
+}
+
+// fmtTS is fmtRate for a test of the throughput table, marked when the
+// device is simulated.
+func fmtTS(b *summary.BenchTest, simulated bool) string {
+	s := fmtRate(rateStats(b))
+	if s != "-" && simulated {
 		s += " simulated"
 	}
 	return s
@@ -169,19 +288,38 @@ func fmtBytes(n *int64) string {
 	return fmt.Sprintf("%.1f MiB", float64(*n)/(1<<20))
 }
 
-func throughputTable(w io.Writer, s *summary.Summary, md bool) error {
-	t := texttable.New(w, md)
-	ppName, tgName := "pp t/s", "tg t/s" // median [95% CI]
+// throughputGrid is the throughput table: a row per benched backend, the
+// reference first; narrow, its name, device and rates.
+func throughputGrid(s *summary.Summary) grid {
+	ppName, tgName := "pp p95 t/s", "tg p95 t/s"
+	ppCI, tgCI := "", "" // named when a cell shows the interval
 	all := append([]summary.BackendSummary{s.Reference}, s.Backends...)
 	for _, b := range all {
-		if b.Throughput != nil && b.Throughput.PP != nil {
-			ppName = fmt.Sprintf("pp%d t/s [95%% CI]", b.Throughput.PP.NPrompt)
+		if b.Throughput == nil {
+			continue
 		}
-		if b.Throughput != nil && b.Throughput.TG != nil {
-			tgName = fmt.Sprintf("tg%d t/s [95%% CI]", b.Throughput.TG.NGen)
+		if t := b.Throughput.PP; t != nil {
+			ppName = fmt.Sprintf("pp%d p95 t/s", t.NPrompt)
+			if st := rateStats(t); st != nil && st.FastLo != nil {
+				ppCI = " [95% CI]"
+			}
+		}
+		if t := b.Throughput.TG; t != nil {
+			tgName = fmt.Sprintf("tg%d p95 t/s", t.NGen)
+			if st := rateStats(t); st != nil && st.FastLo != nil {
+				tgCI = " [95% CI]"
+			}
 		}
 	}
-	t.Header("backend", "device", "kernels", "threads", "load s", "warm-up s", ppName, tgName, "peak RSS load / run", "offload")
+	ppName, tgName = ppName+ppCI, tgName+tgCI
+	var g grid
+	for _, c := range []struct {
+		name string
+		key  bool
+	}{{"backend", true}, {"device", true}, {"kernels", false}, {"threads", false}, {"load s", false}, {"warm-up s", false},
+		{ppName, true}, {tgName, true}, {"peak RSS load / run", false}, {"offload", false}} {
+		g.column(c.name, c.key)
+	}
 	for _, b := range all {
 		if b.Kind == "kld_base" {
 			continue
@@ -210,21 +348,20 @@ func throughputTable(w io.Writer, s *summary.Summary, md bool) error {
 		if b.Name == s.Reference.Name {
 			name += " (ref)"
 		}
-		if err := t.Append([]string{name, dev, kern, fmt.Sprint(b.Threads), load, warm, pp, tg, peakLoad + " / " + fmtBytes(b.PeakRSSBytes), plan}); err != nil {
-			return err
-		}
+		g.rows = append(g.rows, []string{name, dev, kern, fmt.Sprint(b.Threads), load, warm, pp, tg, peakLoad + " / " + fmtBytes(b.PeakRSSBytes), plan})
 	}
-	return t.Render()
+	return g
 }
 
-// printTables prints the accuracy and throughput tables.
-func printTables(w io.Writer, s *summary.Summary) error {
+// printTables prints the accuracy and throughput tables within width
+// display columns (0: every column, however wide).
+func printTables(w io.Writer, s *summary.Summary, width int) error {
 	fmt.Fprintf(w, "\n%s: %s (%s, %d params) — reference %s\n\naccuracy vs reference\n", s.Run.Name, filepath.Base(s.Model.Path), s.Model.Arch, s.Model.NParams, s.Reference.Name)
-	if err := accuracyTable(w, s, false); err != nil {
+	if err := accuracyGrid(s).draw(w, false, width); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\nthroughput (llama-bench style, timed inside each plugin)\n")
-	if err := throughputTable(w, s, false); err != nil {
+	fmt.Fprintf(w, "\nthroughput (timed inside each plugin, llama-bench style; p95: the rate the fastest 5%% of repetitions reach)\n")
+	if err := throughputGrid(s).draw(w, false, width); err != nil {
 		return err
 	}
 	if h := s.Host; h != nil && h.HostIPCShare != nil {

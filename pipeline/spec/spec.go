@@ -109,7 +109,7 @@ type Bench struct {
 	Enabled bool `yaml:"enabled"`                      // default true
 	NPrompt int  `yaml:"n_prompt" check:"0..16777216"` // default 64; 0 = no pp test
 	NGen    int  `yaml:"n_gen" check:"0..16777216"`    // default 16; 0 = no tg test
-	Reps    int  `yaml:"reps" check:"1..1000"`         // default 100 (a median's 95% CI needs 6, compare 90 for 8 tests)
+	Reps    int  `yaml:"reps" check:"1..1000"`         // default 100 (the p95's 95% CI needs 76, compare 90 for 8 tests)
 	Warmup  bool `yaml:"warmup"`                       // default true
 }
 
@@ -274,8 +274,8 @@ type Gates struct {
 	MaxAbsDiffMax  *float64 `yaml:"max_abs_diff_max,omitempty"` // largest |logit difference|
 	PPLRatioMax    *float64 `yaml:"ppl_ratio_max,omitempty"`    // candidate PPL / reference PPL
 	CosineMeanMin  *float64 `yaml:"cosine_mean_min,omitempty"`  // mean cosine similarity of the logits rows with the reference's
-	TGTSMin        *float64 `yaml:"tg_ts_min,omitempty"`        // generation tokens/s
-	PPTSMin        *float64 `yaml:"pp_ts_min,omitempty"`        // prompt processing tokens/s
+	TGTSMin        *float64 `yaml:"tg_ts_min,omitempty"`        // generation tokens/s (the p95 of the repetitions)
+	PPTSMin        *float64 `yaml:"pp_ts_min,omitempty"`        // prompt processing tokens/s (the p95)
 
 	// Relative to the baseline run's same-named backend (see Relative).
 	KLDMeanMaxIncrease  *float64 `yaml:"kld_mean_max_increase,omitempty"`  // kld_mean may grow by at most this (nats)

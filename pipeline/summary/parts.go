@@ -163,7 +163,7 @@ type SpeedStats struct {
 	Confidence float64  `json:"ci_level"` // the interval's actual level (>= Confidence)
 	// Fast is the 95th percentile of the rates (speedstat.FastQuantile): the speed the fastest 5 % of
 	// the repetitions reach; FastLo and FastHi bound its confidence
-	// interval (null below about 80 repetitions).
+	// interval (null below 76 repetitions, speedstat.MinRepsFastCI).
 	Fast   float64  `json:"p95_ts"`
 	FastLo *float64 `json:"p95_ci_lo_ts"`
 	FastHi *float64 `json:"p95_ci_hi_ts"`

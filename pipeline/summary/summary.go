@@ -296,8 +296,9 @@ type BenchTest struct {
 	StddevTS  float64 `json:"stddev_ts"`
 	SamplesNS []int64 `json:"samples_ns"`
 	HostS     float64 `json:"host_s"` // wall time of the Bench call seen by the host (includes IPC and warm-up)
-	// Stats is the median rate of the repetitions with its 95 % confidence
-	// interval: robust to a repetition slowed by another process.
+	// Stats are the median and the p95 rate of the repetitions, each with
+	// its 95 % confidence interval; reports, compare and the speed gates
+	// judge the p95 (see speedstat).
 	Stats *SpeedStats `json:"stats,omitempty"`
 }
 

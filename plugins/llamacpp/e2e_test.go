@@ -68,7 +68,7 @@ output: {dir: ` + filepath.Join(tmp, "results") + `, formats: [json, md]}
 		t.Fatalf("Run: %v\n%s", err, stderr.String())
 	}
 	sum := res.Summary
-	if err := report.Print(&stdout, res); err != nil {
+	if err := report.Print(&stdout, res, 0); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("\n%s", stdout.String())
