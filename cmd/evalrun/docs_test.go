@@ -37,14 +37,17 @@ import (
 
 	"github.com/evalrun/evalrun/internal/testkit"
 	"github.com/evalrun/evalrun/pipeline/spec"
+	"github.com/evalrun/evalrun/pipeline/speedstat"
 )
 
 const readmeMaxLines = 300
 
 // benchReps is EVALRUN_BENCH_REPS for the console blocks' runs, unless the
-// block sets it: the bench's repetitions change only figures normalize
-// masks (rates, the NPU call counts), and 300 would take 20 s a run.
-const benchReps = "6"
+// block sets it: the fewest with which a test's p95 has its interval, as in
+// `make run`'s 300, whose output the README shows; more change only figures
+// normalize masks (rates, the NPU call counts), and 300 would take 20 s a
+// run.
+var benchReps = strconv.Itoa(speedstat.MinRepsFastCI())
 
 // mdFile is a markdown file split into what the tests check.
 type mdFile struct {
@@ -222,12 +225,12 @@ func scratchRepo(t *testing.T) string {
 }
 
 // docEnv is the environment of a doc's command: the test's, less what would
-// change evalrun's output (its own variables, GitHub Actions'), plus the
-// command's assignments.
+// change evalrun's output (its own variables, GitHub Actions', the width
+// its tables fit in), plus the command's assignments.
 func docEnv(assign []string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "EVALRUN_") && !strings.HasPrefix(kv, "GITHUB_") {
+		if !strings.HasPrefix(kv, "EVALRUN_") && !strings.HasPrefix(kv, "GITHUB_") && !strings.HasPrefix(kv, "COLUMNS=") {
 			env = append(env, kv)
 		}
 	}
