@@ -360,7 +360,7 @@ func printTables(w io.Writer, s *summary.Summary, width int) error {
 	if err := accuracyGrid(s).draw(w, false, width); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\nthroughput (timed inside each plugin, llama-bench style; p95: the rate the fastest 5%% of repetitions reach)\n")
+	fmt.Fprintf(w, "\nthroughput (timed inside each plugin; p95: the rate the fastest 5%% of repetitions reach)\n")
 	if err := throughputGrid(s).draw(w, false, width); err != nil {
 		return err
 	}
