@@ -180,7 +180,7 @@ func TestCompareRuns(t *testing.T) {
 	ac := filepath.Join(dir, "ac")
 	r = evalrun(t, nil, "compare", a, c, "--out", ac)
 	if !strings.Contains(r.stdout, "changed @ stories/chunk-1 pos 64") ||
-		!strings.Contains(r.stdout, "what changed (baseline -> new)\n  spec gates.kld_mean_max_increase: - -> 0\n  spec reference[cpu-exact].options.numerics: exact -> ggml\n") {
+		!strings.Contains(r.stdout, "what changed (baseline -> new)\n  spec gates.kld_mean_max_increase: - -> 0\n  spec reference.options.numerics: exact -> ggml\n") {
 		t.Fatalf("compare a c: exit %d\n%s", r.code, r.stdout)
 	}
 	if cmp := readCompare(t, ac); r.code != cmp.Verdict.ExitCode || (r.code == 1) != (cmp.Verdict.Status == runcompare.VerdictRegression) {
@@ -194,7 +194,7 @@ func TestCompareRuns(t *testing.T) {
 		t.Fatalf("report.html does not show the comparison (%v)", err)
 	}
 	page, err = os.ReadFile(filepath.Join(ac, "compare.html"))
-	h1, changed, table := strings.Index(string(page), "<h1 class="), strings.Index(string(page), "changed: spec reference[cpu-exact].options.numerics: exact -&gt; ggml"),
+	h1, changed, table := strings.Index(string(page), "<h1 class="), strings.Index(string(page), "changed: spec reference.options.numerics: exact -&gt; ggml"),
 		strings.Index(string(page), "<td>cpu-exact</td><td>ok</td><td>changed: first in stories/chunk-1 at position 64")
 	if err != nil || h1 < 0 || changed < h1 || table < changed || !strings.Contains(string(page)[h1:h1+80], "evalrun compare: ") {
 		t.Fatalf("compare.html: verdict at %d, change at %d, table at %d (%v)", h1, changed, table, err)
@@ -267,4 +267,40 @@ func listFiles(t *testing.T, dir string) []string {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// TestPlantedSlowdownFailsTheInRunGate: tonight's plugin 5 % slower than
+// last night's (the liar plugin sleeping 5 % more per repetition), benched
+// in the same rounds of one run: its slowdown gate against last night's
+// backend (gates.speed_baseline) fails, exit 1, and the other backend's
+// speed is untouched.
+func TestPlantedSlowdownFailsTheInRunGate(t *testing.T) {
+	spec := writeCase(t, `name: planted
+model: {path: ROOT/models/stories260K.gguf}
+datasets:
+  - {name: stories, path: ROOT/datasets/stories.jsonl, mode: score, n_ctx: 64, limit: 2}
+reference: {name: ref, plugin: cpu, threads: 1}
+backends:
+  - name: tonight
+    plugin_path: `+filepath.Join(binDir, "evalrun-plugin-liar")+`
+    threads: 1
+    gates: {speed_baseline: last, pp_ts_max_slowdown: 0, tg_ts_max_slowdown: 0}
+  - {name: last, plugin: cpu, threads: 1}
+bench: {enabled: true, n_prompt: 64, n_gen: 16, reps: 300}
+`)
+	out := t.TempDir()
+	r := evalrun(t, []string{"TEST_EVALRUN_LIE=bench-slower-5"}, "run", spec, "--out", out)
+	if r.code != 1 {
+		t.Fatalf("exit %d, want 1 (a slowdown gate)\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	failed := 0
+	for _, g := range byName(readSummary(t, out))["tonight"].Gates {
+		t.Logf("%s: pass %v: %s", g.Name, g.Pass, g.Note)
+		if strings.HasSuffix(g.Name, "_max_slowdown") && !g.Pass && strings.Contains(g.Note, "(last in this run)") {
+			failed++
+		}
+	}
+	if failed == 0 {
+		t.Fatalf("no slowdown gate failed against last:\n%s", r.stdout)
+	}
 }

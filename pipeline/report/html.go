@@ -96,10 +96,9 @@ func HTMLCompare(w io.Writer, s *summary.Summary, cmp *runcompare.Result) error 
 		Verdict: class,
 		Meta:    fmt.Sprintf("baseline %s -> new %s · exit %d", cmp.Base.ID, cmp.New.ID, cmp.Verdict.ExitCode),
 		Reasons: reasons,
-		Summary: template.HTML(compareTable(cmp)),
 		Charts: []htmlChart{{ID: "compare", Title: "Against the baseline " + cmp.Base.ID,
-			Note: "KLD mean and generation speed in the baseline (hollow) and this run (filled) with their ±; red: a change beyond its uncertainty that makes the backend worse, or a significant slowdown",
-			SVG:  template.HTML(compareChart(cmp))}},
+			Note: "per backend: the logits against the baseline's (digests), then KLD mean and generation speed in the baseline (hollow) and this run (filled) with their ±; red: a change beyond its uncertainty that makes the backend worse, or a significant slowdown",
+			SVG:  template.HTML(compareTable(cmp) + compareChart(cmp))}},
 	}
 	for _, c := range run.Charts {
 		c.Title = "New run: " + c.Title
