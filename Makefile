@@ -6,13 +6,18 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X main.version=$(VERSION) -X main.gitCommit=$(COMMIT)
 
-.PHONY: fma-peak bench-vs-llamacpp oracle oracle-archs npu-archs all build run test test-go test-avx2 test-rknpu test-arm64 test-darwin test-llamacpp-note vet bench fuzz proto llamacpp clean
+.PHONY: deps fma-peak bench-vs-llamacpp oracle oracle-archs npu-archs all build run test test-go test-avx2 test-rknpu test-arm64 test-darwin test-llamacpp-note vet bench fuzz proto llamacpp clean
 
 all: build
 
+## deps: every Go module the build and the tests use (go.sum-checked), fetched once: the only step that uses
+## the network (the Go module proxy); the tests then run with GOPROXY=off, so none downloads anything
+deps:
+	@$(GO) mod download && cd tools/manifests && $(GO) mod download
+
 ## build: evalrun and its plugins into bin/ (evalrun finds plugins beside itself),
 ## and bin/plugins.sha256, the lock file evalrun checks every plugin against
-build:
+build: deps
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/evalrun ./cmd/evalrun
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/evalrun-plugin-cpu ./plugins/cpu
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/evalrun-plugin-rknn ./plugins/rknn
@@ -26,7 +31,10 @@ run: build
 
 ## test: vet, unit and end-to-end tests, the cgo NPU driver against the fake librknnrt,
 ## and the arm64 tests under qemu-user-static (skipped, with a note, where it is missing)
-test: vet test-go test-avx2 test-manifests test-rknpu test-arm64 test-darwin test-llamacpp-note
+test: deps vet test-go test-avx2 test-manifests test-rknpu test-arm64 test-darwin test-llamacpp-note
+
+# The tests download nothing: a module missing from the cache is an error, not a fetch.
+vet test-go test-avx2 test-manifests test-rknpu test-arm64 test-darwin: export GOPROXY = off
 
 vet:
 	$(GO) vet ./...

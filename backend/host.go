@@ -179,6 +179,7 @@ func Launch(ctx context.Context, cfg LaunchConfig) (*Client, error) {
 			// The host environment first so cfg.Env wins (exec keeps the
 			// last duplicate), then go-plugin's handshake variables.
 			cmd.Env = append(append(os.Environ(), cfg.Env...), spec.Env...)
+			cmd.Env = append(cmd.Env, fmt.Sprintf("%s=%d", HostPIDEnv, os.Getpid()))
 			c.proc = newProcess(cmd, socketDir)
 			return c.proc, nil
 		}

@@ -3,6 +3,7 @@ package backend
 import (
 	"context"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -108,7 +109,7 @@ func Serve(b Backend, opts ...ServeOption) {
 		cfg.logger = NewPluginLogger("")
 	}
 	if cfg.test == nil {
-		go watchParent(os.Getppid(), cfg.watchInterval, cfg.logger)
+		go watchParent(hostPID(), cfg.watchInterval, cfg.logger)
 	}
 	plugin.Serve(&plugin.ServeConfig{
 		HandshakeConfig:  Handshake,
@@ -121,15 +122,30 @@ func Serve(b Backend, opts ...ServeOption) {
 	})
 }
 
-// watchParent exits the plugin once it has been re-parented, i.e. the host
-// died without killing it (SIGKILL of the host, or a host on an OS without
-// Pdeathsig): an orphaned plugin would otherwise keep its model in memory.
+// HostPIDEnv names the variable in which the host tells a plugin its pid:
+// a host that dies while the plugin is still starting leaves it a parent
+// other than the host before the plugin could note its parent.
+const HostPIDEnv = "EVALRUN_PLUGIN_HOST_PID"
+
+// hostPID is the pid of the process that started the plugin: HostPIDEnv's,
+// else the parent's now.
+func hostPID() int {
+	if pid, err := strconv.Atoi(os.Getenv(HostPIDEnv)); err == nil && pid > 0 {
+		return pid
+	}
+	return os.Getppid()
+}
+
+// watchParent exits the plugin once it is no longer the host's child, i.e.
+// the host died without killing it (SIGKILL of the host, or a host on an
+// OS without Pdeathsig): an orphaned plugin would otherwise keep its model
+// in memory. It checks at once, then every interval.
 func watchParent(ppid int, every time.Duration, log hclog.Logger) {
 	for {
-		time.Sleep(every)
 		if os.Getppid() != ppid {
 			log.Error("host process is gone; exiting", "host_pid", ppid)
 			os.Exit(2)
 		}
+		time.Sleep(every)
 	}
 }

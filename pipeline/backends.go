@@ -14,6 +14,7 @@ import (
 
 	"github.com/evalrun/evalrun/backend"
 	"github.com/evalrun/evalrun/internal/exitcode"
+	"github.com/evalrun/evalrun/internal/filehash"
 	"github.com/evalrun/evalrun/pipeline/digest"
 	"github.com/evalrun/evalrun/pipeline/kldbase"
 	"github.com/evalrun/evalrun/pipeline/spec"
@@ -32,8 +33,10 @@ type runBackend struct {
 	nLayer   int // the loaded model's, for hidden states
 	req      backend.LoadRequest
 	proc     Process
-	be       backend.Backend
-	rows     stream.Pool // recycled logits rows
+	// pluginSHA256 is the started binary's (LaunchPlugin's), for the summary.
+	pluginSHA256 string
+	be           backend.Backend
+	rows         stream.Pool // recycled logits rows
 
 	mu     sync.Mutex
 	status string
@@ -130,12 +133,25 @@ func LaunchPlugin(ctx context.Context, b spec.Backend, l Launch) (backend.Backen
 	if err != nil {
 		return nil, nil, err
 	}
+	sum, err := filehash.SHA256(ctx, path)
+	if err != nil {
+		return nil, nil, err
+	}
 	c, err := backend.Launch(ctx, backend.LaunchConfig{Path: path, StartTimeout: l.StartTimeout, Logger: l.Logger, Stderr: l.Stderr})
 	if err != nil {
 		return nil, nil, err
 	}
-	return c, c, nil
+	return c, pluginProcess{c, sum}, nil
 }
+
+// pluginProcess is a started plugin binary and its sha256, which the
+// summary records so that compare can say a plugin changed.
+type pluginProcess struct {
+	*backend.Client
+	sha256 string
+}
+
+func (p pluginProcess) BinarySHA256() string { return p.sha256 }
 
 // optionRE finds the option a plugin's error names (backend's convention:
 // `option "type": ...`, `unknown option "typo"`).
@@ -160,6 +176,9 @@ func (rb *runBackend) start(ctx context.Context, s *spec.Spec, launcher Launcher
 		return nil
 	}
 	rb.be, rb.proc = be, proc
+	if b, ok := proc.(interface{ BinarySHA256() string }); ok {
+		rb.pluginSHA256 = b.BinarySHA256()
+	}
 	if err := rb.describe(ctx, startCtx); err != nil {
 		return nil
 	}

@@ -462,6 +462,7 @@ func (r *runner) backendSummary(rb *runBackend) summary.BackendSummary {
 		bs.Status, bs.Error = summary.StatusSkipped, "the run was interrupted"
 	}
 	bs.Info, bs.Load, bs.PeakRSSBytes, bs.Digest = rb.info, rb.load, rb.peakRSS, rb.digest.Sum()
+	bs.PluginSHA256 = rb.pluginSHA256
 	if rb.eval.Calls > 0 {
 		e := rb.eval
 		bs.Eval = &e

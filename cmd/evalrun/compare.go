@@ -16,26 +16,41 @@ import (
 
 func newCompareCmd() *cobra.Command {
 	var outDir string
-	var minChange float64
+	var minChange, maxSlowdown float64
+	var wide bool
 	cmd := &cobra.Command{
 		Use:   "compare BASE NEW",
-		Short: "Compare a run with a baseline run: accuracy deltas, logits digests, throughput significance",
+		Short: "Compare a run with a baseline run: what changed, and whether it regressed",
 		Long: `compare reads two runs (their directories or summary.json files; prompts.jsonl
-beside them gives the per-chunk digests) and prints, per backend: whether its
-logits are bit-identical to the baseline's or the first chunk/prompt and
-position where they changed, every accuracy statistic's delta and whether it
-is beyond the statistics' own ± (the two runs' standard errors in
-quadrature), throughput p95s with a significance verdict from the per-repetition
-samples (Fisher's exact test at the 95th percentile, the machine's shift
-removed), and status changes. It writes compare.md,
-compare.json and compare.html (NEW's report.html with the changes drawn)
-into --out (default: NEW's run directory).
+beside them gives the per-chunk digests) and prints:
+  - the verdict: no change, changed (no regression), or regression, with why;
+  - what changed between the runs' setups: the effective specs, each backend's
+    plugin (version, device, binary sha256, CPU kernels), the model's and the
+    datasets' sha256, evalrun's version, the machine;
+  - per backend: whether its logits are bit-identical to the baseline's or the
+    first chunk/prompt and position where they changed, and the headline
+    accuracy deltas with their uncertainty (the two runs' standard errors in
+    quadrature);
+  - throughput p95s with a significance verdict from the per-repetition
+    samples (Fisher's exact test at the 95th percentile, the machine's shift
+    removed, Holm-adjusted over the table).
+A regression is a backend that ran in the baseline and failed, crashed, timed
+out or is missing now; an accuracy statistic worse beyond its ± by at least
+--min-change of the baseline's value; or a test significantly slower by more
+than --max-slowdown (simulated devices' speed is not judged).
+Nothing is written into either run: --out DIR writes compare.md, compare.json
+and compare.html (the verdict and the changes first, then the new run's
+charts) into DIR.
 
-Exit codes: 0 compared, 2 a run could not be read.`,
+Exit codes: 0 no change, or a change that is no regression; 1 a regression;
+2 a run could not be read, or a bad flag.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if minChange < 0 || minChange >= 1 {
 				return usageErr("--min-change %g: a fraction between 0 and 1", minChange)
+			}
+			if maxSlowdown < 0 || maxSlowdown >= 1 {
+				return usageErr("--max-slowdown %g: a fraction between 0 and 1", maxSlowdown)
 			}
 			base, err := resultsdir.Load(args[0])
 			if err != nil {
@@ -46,35 +61,45 @@ Exit codes: 0 compared, 2 a run could not be read.`,
 				return usageErr("new run: %v", err)
 			}
 			res := runcompare.Compare(base, newRun, minChange)
-			dir := newRun.Dir
+			res.Judge(maxSlowdown)
+			if err := runcompare.Print(cmd.OutOrStdout(), res, wide); err != nil {
+				return err
+			}
 			if outDir != "" {
-				dir = absPath(outDir)
-				if err := os.MkdirAll(dir, 0o777); err != nil {
+				dir := absPath(outDir)
+				if err := writeCompare(dir, newRun, res); err != nil {
 					return usageErr("--out: %v", err)
 				}
+				fmt.Fprintf(cmd.OutOrStdout(), "\ncomparison: %s\n", filepath.Join(dir, resultsdir.CompareMD))
 			}
-			if err := runcompare.Write(dir, res); err != nil {
-				return usageErr("writing the comparison: %v", err)
+			if res.Verdict.ExitCode != 0 {
+				return &exitError{Code: res.Verdict.ExitCode}
 			}
-			// NEW's report.html with the changes: compare.html.
-			var page bytes.Buffer
-			if err := report.HTMLCompared(&page, newRun.Summary, res); err != nil {
-				return err
-			}
-			if err := atomicfile.WriteFile(filepath.Join(dir, resultsdir.CompareHTML), page.Bytes()); err != nil {
-				return usageErr("writing the comparison: %v", err)
-			}
-			if err := runcompare.Print(cmd.OutOrStdout(), res); err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "\ncomparison: %s\n", filepath.Join(dir, resultsdir.CompareMD))
 			return nil
 		},
 	}
-	cmd.Flags().StringVarP(&outDir, "out", "o", "", "directory for compare.md and compare.json (default: NEW's run directory)")
+	cmd.Flags().StringVarP(&outDir, "out", "o", "", "write compare.md, compare.json and compare.html into this directory (default: print only)")
 	cmd.Flags().Float64Var(&minChange, "min-change", runcompare.DefaultMinChange,
-		"smallest relative throughput change reported as significant (runs at different times on a shared machine drift)")
+		"smallest relative change reported as significant (speed) and called a regression (accuracy beyond its ±)")
+	cmd.Flags().Float64Var(&maxSlowdown, "max-slowdown", runcompare.DefaultMaxSlowdown,
+		"largest significant slowdown (p95, the machine's change removed) that is not a regression")
+	cmd.Flags().BoolVar(&wide, "wide", false, "also print every accuracy statistic of every backend")
 	return cmd
+}
+
+// writeCompare writes compare.md, compare.json and compare.html into dir.
+func writeCompare(dir string, newRun *resultsdir.Run, res *runcompare.Result) error {
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		return err
+	}
+	if err := runcompare.Write(dir, res); err != nil {
+		return err
+	}
+	var page bytes.Buffer
+	if err := report.HTMLCompare(&page, newRun.Summary, res); err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(filepath.Join(dir, resultsdir.CompareHTML), page.Bytes())
 }
 
 // writeComparison compares a finished run (or merge) with its baseline into

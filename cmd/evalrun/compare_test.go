@@ -5,8 +5,10 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/evalrun/evalrun/pipeline/runcompare"
 	"github.com/evalrun/evalrun/pipeline/speedstat"
@@ -26,6 +28,30 @@ func readCompare(t *testing.T, dir string) *runcompare.Result {
 		t.Fatal(err)
 	}
 	return &r
+}
+
+// defaultSpecWith is configs/default.yaml with paths made absolute (so it
+// runs from a temp dir) and one line replaced.
+func defaultSpecWith(t *testing.T, line, with string) string {
+	t.Helper()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, err := os.ReadFile("../../configs/default.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := strings.ReplaceAll(string(text), "../", root+"/")
+	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(line) + `.*$`)
+	if len(re.FindAllString(s, -1)) != 1 {
+		t.Fatalf("configs/default.yaml: %q is not one line", line)
+	}
+	path := filepath.Join(t.TempDir(), "spec.yaml")
+	if err := os.WriteFile(path, []byte(re.ReplaceAllString(s, with)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // ggmlReferenceSpec is configs/default.yaml with the reference's numerics
@@ -73,11 +99,33 @@ func TestCompareRuns(t *testing.T) {
 			t.Fatalf("run %s: exit %d\n%s\n%s", out, r.code, r.stdout, r.stderr)
 		}
 	}
+	before := listFiles(t, dir)
 	r := evalrun(t, nil, "compare", a, b)
-	if r.code != 0 || !strings.Contains(r.stdout, "bit-identical") {
+	if r.code != 0 || !strings.Contains(r.stdout, "bit-identical") || !strings.Contains(r.stdout, "what changed (baseline -> new)\n  nothing:") {
 		t.Fatalf("compare: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
-	res := readCompare(t, b)
+	if after := listFiles(t, dir); !slices.Equal(before, after) {
+		t.Fatalf("compare wrote into the runs: %v", slices.DeleteFunc(after, func(f string) bool { return slices.Contains(before, f) }))
+	}
+	// Two runs of one spec: no change, unless the machine made a test's
+	// speed differ significantly (then a change, no regression unless it
+	// is a slowdown beyond 5 %): exit 0 either way here.
+	if !strings.Contains(r.stdout, "verdict: no change (exit 0)") && !strings.Contains(r.stdout, "verdict: changed, no regression (exit 0)") {
+		t.Fatalf("two runs of the default spec:\n%s", r.stdout)
+	}
+	for _, line := range strings.Split(r.stdout, "\n") {
+		if w := utf8.RuneCountInString(line); w > 120 {
+			t.Errorf("compare's line is %d columns wide: %s", w, line)
+		}
+	}
+	if r := evalrun(t, nil, "compare", a, b, "--out", filepath.Join(dir, "ab")); r.code != 0 {
+		t.Fatalf("compare --out: %d %s", r.code, r.stderr)
+	}
+	res := readCompare(t, filepath.Join(dir, "ab"))
+	if res.Verdict.ExitCode != 0 || len(res.Changes) != 0 {
+		t.Fatalf("compare.json: verdict %+v, changes %+v", res.Verdict, res.Changes)
+	}
+
 	if len(res.Backends) != 4 {
 		t.Fatalf("%d backends compared", len(res.Backends))
 	}
@@ -129,18 +177,27 @@ func TestCompareRuns(t *testing.T) {
 		ref.Logits.First.Dataset != "stories" || ref.Logits.First.ID != "chunk-1" || ref.Logits.First.Position == nil || *ref.Logits.First.Position != 64 {
 		t.Fatalf("reference: %+v first %+v", ref.Logits, ref.Logits.First)
 	}
-	r = evalrun(t, nil, "compare", a, c)
-	if r.code != 0 || !strings.Contains(r.stdout, "changed from stories chunk-1 position 64") {
+	ac := filepath.Join(dir, "ac")
+	r = evalrun(t, nil, "compare", a, c, "--out", ac)
+	if !strings.Contains(r.stdout, "changed @ stories/chunk-1 pos 64") ||
+		!strings.Contains(r.stdout, "what changed (baseline -> new)\n  spec gates.kld_mean_max_increase: - -> 0\n  spec reference.options.numerics: exact -> ggml\n") {
 		t.Fatalf("compare a c: exit %d\n%s", r.code, r.stdout)
 	}
-	// report.html of the run with --baseline, and compare's compare.html,
-	// draw the changes.
-	for _, f := range []string{"report.html", "compare.html"} {
-		page, err := os.ReadFile(filepath.Join(c, f))
-		if err != nil || !strings.Contains(string(page), `<figure class="chart" id="compare"><h2>Against the baseline `) ||
-			!strings.Contains(string(page), "<td>cpu-exact</td><td>ok</td><td>changed: first in stories/chunk-1 at position 64") {
-			t.Fatalf("%s does not show the comparison (%v)", f, err)
-		}
+	if cmp := readCompare(t, ac); r.code != cmp.Verdict.ExitCode || (r.code == 1) != (cmp.Verdict.Status == runcompare.VerdictRegression) {
+		t.Fatalf("compare a c: exit %d, verdict %+v", r.code, cmp.Verdict)
+	}
+	// report.html of the run with --baseline draws the changes; compare's
+	// compare.html opens with the verdict and what changed.
+	page, err := os.ReadFile(filepath.Join(c, "report.html"))
+	if err != nil || !strings.Contains(string(page), `<figure class="chart" id="compare"><h2>Against the baseline `) ||
+		!strings.Contains(string(page), "<td>cpu-exact</td><td>ok</td><td>changed: first in stories/chunk-1 at position 64") {
+		t.Fatalf("report.html does not show the comparison (%v)", err)
+	}
+	page, err = os.ReadFile(filepath.Join(ac, "compare.html"))
+	h1, changed, table := strings.Index(string(page), "<h1 class="), strings.Index(string(page), "changed: spec reference.options.numerics: exact -&gt; ggml"),
+		strings.Index(string(page), "<td>cpu-exact</td><td>ok</td><td>changed: first in stories/chunk-1 at position 64")
+	if err != nil || h1 < 0 || changed < h1 || table < changed || !strings.Contains(string(page)[h1:h1+80], "evalrun compare: ") {
+		t.Fatalf("compare.html: verdict at %d, change at %d, table at %d (%v)", h1, changed, table, err)
 	}
 	for _, be := range res.Backends[1:] {
 		if be.Logits.Verdict != runcompare.BitIdentical {
@@ -156,6 +213,18 @@ func TestCompareRuns(t *testing.T) {
 	// by more than its ±.
 	if g := res.Backends[3]; g.Name != "cpu-ggml" || *g.Metrics[0].New != 0 || !g.Metrics[0].Beyond || g.Metrics[0].Worse {
 		t.Errorf("cpu-ggml: %+v", g.Metrics[0])
+	}
+
+	// npu-int8 computing in int4: a regression, exit 1; what changed shows
+	// the option first.
+	d := filepath.Join(dir, "d")
+	if r := evalrun(t, []string{"EVALRUN_BENCH_ENABLED=false"}, "run", defaultSpecWith(t, "      type: int8", "      type: int4"), "--out", d); r.code != 1 {
+		t.Fatalf("int4 run: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	r = evalrun(t, nil, "compare", a, d)
+	first := strings.Index(r.stdout, "what changed (baseline -> new)\n  spec backends[npu-int8].options.type: int8 -> int4\n")
+	if r.code != 1 || first < 0 || !strings.Contains(r.stdout, "verdict: regression (exit 1)\n  - npu-int8: kld_mean ") || first > strings.Index(r.stdout, "accuracy and logits") {
+		t.Fatalf("compare a d (int8 -> int4): exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 
 	// A baseline that is not a run: exit 2 before anything runs.
@@ -181,5 +250,57 @@ func TestBenchLabelsSimulatedSpeed(t *testing.T) {
 		if r.code != 0 || strings.Count(r.stdout, "(simulated)") != map[bool]int{true: 2, false: 0}[c.sim] {
 			t.Fatalf("%v: exit %d\n%s%s", c.args, r.code, r.stdout, r.stderr)
 		}
+	}
+}
+
+// listFiles lists every file below dir.
+func listFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			out = append(out, path)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestPlantedSlowdownFailsTheInRunGate: tonight's plugin 5 % slower than
+// last night's (the liar plugin sleeping 5 % more per repetition), benched
+// in the same rounds of one run: its slowdown gate against last night's
+// backend (gates.speed_baseline) fails, exit 1, and the other backend's
+// speed is untouched.
+func TestPlantedSlowdownFailsTheInRunGate(t *testing.T) {
+	spec := writeCase(t, `name: planted
+model: {path: ROOT/models/stories260K.gguf}
+datasets:
+  - {name: stories, path: ROOT/datasets/stories.jsonl, mode: score, n_ctx: 64, limit: 2}
+reference: {name: ref, plugin: cpu, threads: 1}
+backends:
+  - name: tonight
+    plugin_path: `+filepath.Join(binDir, "evalrun-plugin-liar")+`
+    threads: 1
+    gates: {speed_baseline: last, pp_ts_max_slowdown: 0, tg_ts_max_slowdown: 0}
+  - {name: last, plugin: cpu, threads: 1}
+bench: {enabled: true, n_prompt: 64, n_gen: 16, reps: 300}
+`)
+	out := t.TempDir()
+	r := evalrun(t, []string{"TEST_EVALRUN_LIE=bench-slower-5"}, "run", spec, "--out", out)
+	if r.code != 1 {
+		t.Fatalf("exit %d, want 1 (a slowdown gate)\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	failed := 0
+	for _, g := range byName(readSummary(t, out))["tonight"].Gates {
+		t.Logf("%s: pass %v: %s", g.Name, g.Pass, g.Note)
+		if strings.HasSuffix(g.Name, "_max_slowdown") && !g.Pass && strings.Contains(g.Note, "(last in this run)") {
+			failed++
+		}
+	}
+	if failed == 0 {
+		t.Fatalf("no slowdown gate failed against last:\n%s", r.stdout)
 	}
 }

@@ -25,9 +25,23 @@ func HTML(w io.Writer, s *summary.Summary) error { return HTMLCompared(w, s, nil
 // HTMLCompared is HTML with the changes from a baseline run, as evalrun
 // compare found them (nil: none).
 func HTMLCompared(w io.Writer, s *summary.Summary, cmp *runcompare.Result) error {
+	page, err := runPage(s)
+	if err != nil {
+		return err
+	}
+	if cmp != nil {
+		page.Charts = append(page.Charts, htmlChart{ID: "compare", Title: "Against the baseline " + cmp.Base.ID,
+			Note: "per backend: the logits against the baseline's (digests), then KLD mean and generation speed in the baseline (hollow) and this run (filled) with their ±; red: a change beyond its uncertainty that makes the backend worse, or a significant slowdown",
+			SVG:  template.HTML(compareTable(cmp) + compareChart(cmp))})
+	}
+	return pageTemplate.Execute(w, page)
+}
+
+// runPage is a run's report page.
+func runPage(s *summary.Summary) (htmlPage, error) {
 	var sum strings.Builder
 	if err := stepSummary(&sum, s); err != nil {
-		return err
+		return htmlPage{}, err
 	}
 	page := htmlPage{
 		Title:   fmt.Sprintf("evalrun %s: %s", s.Run.Name, strings.ToUpper(s.Verdict.Status)),
@@ -55,12 +69,49 @@ func HTMLCompared(w io.Writer, s *summary.Summary, cmp *runcompare.Result) error
 			Note: "NMSE of each layer's output (the residual stream) against the reference's on the same tokens, log scale",
 			SVG:  template.HTML(drift), Legend: template.HTML(legend(names, nil))})
 	}
-	if cmp != nil {
-		page.Charts = append(page.Charts, htmlChart{ID: "compare", Title: "Against the baseline " + cmp.Base.ID,
-			Note: "per backend: the logits against the baseline's (digests), then KLD mean and generation speed in the baseline (hollow) and this run (filled) with their ±; red: a change beyond its uncertainty that makes the backend worse, or a significant slowdown",
-			SVG:  template.HTML(compareTable(cmp) + compareChart(cmp))})
+	return page, nil
+}
+
+// HTMLCompare writes compare.html: the comparison's verdict and what changed
+// first, then the comparison's table and charts, then the new run's own
+// charts.
+func HTMLCompare(w io.Writer, s *summary.Summary, cmp *runcompare.Result) error {
+	run, err := runPage(s)
+	if err != nil {
+		return err
 	}
-	return pageTemplate.Execute(w, page)
+	class := "pass"
+	if cmp.Verdict.Status == runcompare.VerdictRegression {
+		class = "fail"
+	}
+	reasons := slices.Clone(cmp.Verdict.Reasons)
+	if len(cmp.Changes) == 0 {
+		reasons = append(reasons, "what changed: nothing (the same spec, plugins, model, datasets, evalrun and machine)")
+	}
+	for _, c := range cmp.Changes {
+		reasons = append(reasons, fmt.Sprintf("changed: %s: %s -> %s", c.What, dashIfEmpty(c.Base), dashIfEmpty(c.New)))
+	}
+	cp := htmlPage{
+		Title:   fmt.Sprintf("evalrun compare: %s", strings.ToUpper(cmp.Verdict.Status)),
+		Verdict: class,
+		Meta:    fmt.Sprintf("baseline %s -> new %s · exit %d", cmp.Base.ID, cmp.New.ID, cmp.Verdict.ExitCode),
+		Reasons: reasons,
+		Charts: []htmlChart{{ID: "compare", Title: "Against the baseline " + cmp.Base.ID,
+			Note: "per backend: the logits against the baseline's (digests), then KLD mean and generation speed in the baseline (hollow) and this run (filled) with their ±; red: a change beyond its uncertainty that makes the backend worse, or a significant slowdown",
+			SVG:  template.HTML(compareTable(cmp) + compareChart(cmp))}},
+	}
+	for _, c := range run.Charts {
+		c.Title = "New run: " + c.Title
+		cp.Charts = append(cp.Charts, c)
+	}
+	return pageTemplate.Execute(w, cp)
+}
+
+func dashIfEmpty(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 type htmlPage struct {

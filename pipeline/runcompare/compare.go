@@ -28,6 +28,14 @@ type Result struct {
 	// DetectChange is the change every speed row's reps_to_detect is
 	// estimated for.
 	DetectChange float64 `json:"detect_change"`
+	// Changes is what differs between the runs' setups (spec, plugins,
+	// model, datasets, evalrun, machine): what changed, before any statistic.
+	Changes []Change `json:"changes"`
+	// MaxSlowdown is the largest significant slowdown not called a
+	// regression (Judge).
+	MaxSlowdown float64 `json:"max_slowdown"`
+	// Verdict: no change, changed with no regression, or a regression.
+	Verdict Verdict `json:"verdict"`
 	// Machine is how much every backend's speed moved together between
 	// the runs; nil when fewer than MinShiftBackends were measured in both.
 	Machine *MachineShift `json:"machine_shift,omitempty"`
@@ -166,6 +174,8 @@ func Compare(base, new *resultsdir.Run, minChange float64) *Result {
 		}
 	}
 	res.judgeSpeed()
+	res.Changes = changes(base.Summary, new.Summary)
+	res.Judge(DefaultMaxSlowdown)
 	return res
 }
 

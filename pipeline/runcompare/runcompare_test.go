@@ -114,7 +114,7 @@ func TestCompareFindsTheFirstChangedPosition(t *testing.T) {
 		}
 	}
 	var out bytes.Buffer
-	if err := Print(&out, res); err != nil || !strings.Contains(out.String(), "changed from s chunk-2 position 65 (1 of 2 chunks/prompts)") {
+	if err := Print(&out, res, false); err != nil || !strings.Contains(out.String(), "changed @ s/chunk-2 pos 65 (1/2)") {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
 	// Within its ±: not beyond.
@@ -272,7 +272,7 @@ func FuzzLoad(f *testing.F) {
 		}
 		res := Compare(r, r, DefaultMinChange)
 		var out bytes.Buffer
-		if err := Print(&out, res); err != nil {
+		if err := Print(&out, res, false); err != nil {
 			t.Fatal(err)
 		}
 		check := Gates(r)
@@ -389,7 +389,7 @@ func TestCompareRemovesTheMachineShift(t *testing.T) {
 		}
 	}
 	var out bytes.Buffer
-	if err := Print(&out, alone); err != nil || !strings.Contains(out.String(), "machine: every backend -30.0% (median over 8 tests of 4 backends): pp1 -30.0%, tg16 -30.0%") {
+	if err := Print(&out, alone, false); err != nil || !strings.Contains(out.String(), "machine: every backend -30.0% (median over 8 tests of 4 backends): pp1 -30.0%, tg16 -30.0%") {
 		t.Errorf("printed machine shift: %v\n%s", err, out.String())
 	}
 

@@ -153,20 +153,23 @@ type DatasetSummary struct {
 
 // BackendSummary is one backend's results.
 type BackendSummary struct {
-	Name       string         `json:"name"`
-	Plugin     string         `json:"plugin"`
-	Kind       string         `json:"kind"` // "plugin" or "kld_base"
-	Model      string         `json:"model,omitempty"`
-	Threads    int            `json:"threads,omitempty"`
-	Options    map[string]any `json:"options,omitempty"`
-	Status     string         `json:"status"`
-	Error      string         `json:"error,omitempty"`
-	Warnings   []string       `json:"warnings,omitempty"` // the plugin's, from validating its options
-	Info       *PluginInfo    `json:"info,omitempty"`
-	Load       *LoadSummary   `json:"load,omitempty"`
-	Accuracy   *Accuracy      `json:"accuracy,omitempty"`
-	Throughput *Throughput    `json:"throughput,omitempty"`
-	Eval       *EvalTiming    `json:"eval,omitempty"`
+	Name     string         `json:"name"`
+	Plugin   string         `json:"plugin"`
+	Kind     string         `json:"kind"` // "plugin" or "kld_base"
+	Model    string         `json:"model,omitempty"`
+	Threads  int            `json:"threads,omitempty"`
+	Options  map[string]any `json:"options,omitempty"`
+	Status   string         `json:"status"`
+	Error    string         `json:"error,omitempty"`
+	Warnings []string       `json:"warnings,omitempty"` // the plugin's, from validating its options
+	Info     *PluginInfo    `json:"info,omitempty"`
+	// PluginSHA256 is the sha256 of the plugin binary the host started
+	// ("" for an in-process backend or a kld_base reference).
+	PluginSHA256 string       `json:"plugin_sha256,omitempty"`
+	Load         *LoadSummary `json:"load,omitempty"`
+	Accuracy     *Accuracy    `json:"accuracy,omitempty"`
+	Throughput   *Throughput  `json:"throughput,omitempty"`
+	Eval         *EvalTiming  `json:"eval,omitempty"`
 	// PeakRSSBytes is the plugin process's peak resident set size over the
 	// whole run (Linux VmHWM, read before Close); null elsewhere.
 	PeakRSSBytes *int64 `json:"peak_rss_bytes,omitempty"`

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"strconv"
 	"syscall"
+	"time"
 
 	"github.com/evalrun/evalrun/backend"
 	"github.com/evalrun/evalrun/plugins/enginebackend"
@@ -95,6 +96,14 @@ func (l *liar) Bench(ctx context.Context, req backend.BenchRequest) (backend.Ben
 		res.SamplesNS[0] = -1
 	case "bench-count":
 		res.SamplesNS = res.SamplesNS[:len(res.SamplesNS)-1]
+	case "bench-slower-5":
+		// A plugin 5 % slower: each repetition takes 5 % longer (it sleeps
+		// that long), and says so.
+		for i, ns := range res.SamplesNS {
+			extra := ns / 20
+			time.Sleep(time.Duration(extra))
+			res.SamplesNS[i] = ns + extra
+		}
 	}
 	return res, err
 }
