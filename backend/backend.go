@@ -83,7 +83,9 @@ type ModelInfo struct {
 	NLayer    int    `json:"n_layer"`
 	NEmbd     int    `json:"n_embd"`
 	FileType  string `json:"file_type,omitempty"`
-	SizeBytes int64  `json:"size_bytes"`
+	// SizeBytes is the tensors' data bytes, as llama.cpp's llama_model_size
+	// counts them (not the file's size, which adds the header and padding).
+	SizeBytes int64 `json:"size_bytes"`
 }
 
 // PlanEntry says where one named matmul runs.

@@ -267,15 +267,16 @@ func (x *LoadRequest) GetBaseDir() string {
 }
 
 type ModelInfo struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Arch          string                 `protobuf:"bytes,1,opt,name=arch,proto3" json:"arch,omitempty"`
-	NVocab        int64                  `protobuf:"varint,2,opt,name=n_vocab,json=nVocab,proto3" json:"n_vocab,omitempty"`
-	NParams       int64                  `protobuf:"varint,3,opt,name=n_params,json=nParams,proto3" json:"n_params,omitempty"`
-	NCtxTrain     int64                  `protobuf:"varint,4,opt,name=n_ctx_train,json=nCtxTrain,proto3" json:"n_ctx_train,omitempty"`
-	NLayer        int64                  `protobuf:"varint,5,opt,name=n_layer,json=nLayer,proto3" json:"n_layer,omitempty"`
-	NEmbd         int64                  `protobuf:"varint,6,opt,name=n_embd,json=nEmbd,proto3" json:"n_embd,omitempty"`
-	FileType      string                 `protobuf:"bytes,7,opt,name=file_type,json=fileType,proto3" json:"file_type,omitempty"`
-	SizeBytes     int64                  `protobuf:"varint,8,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Arch      string                 `protobuf:"bytes,1,opt,name=arch,proto3" json:"arch,omitempty"`
+	NVocab    int64                  `protobuf:"varint,2,opt,name=n_vocab,json=nVocab,proto3" json:"n_vocab,omitempty"`
+	NParams   int64                  `protobuf:"varint,3,opt,name=n_params,json=nParams,proto3" json:"n_params,omitempty"`
+	NCtxTrain int64                  `protobuf:"varint,4,opt,name=n_ctx_train,json=nCtxTrain,proto3" json:"n_ctx_train,omitempty"`
+	NLayer    int64                  `protobuf:"varint,5,opt,name=n_layer,json=nLayer,proto3" json:"n_layer,omitempty"`
+	NEmbd     int64                  `protobuf:"varint,6,opt,name=n_embd,json=nEmbd,proto3" json:"n_embd,omitempty"`
+	FileType  string                 `protobuf:"bytes,7,opt,name=file_type,json=fileType,proto3" json:"file_type,omitempty"`
+	// The tensors' data bytes (llama_model_size), not the file's size.
+	SizeBytes     int64 `protobuf:"varint,8,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
