@@ -656,6 +656,56 @@ func TestHiddenRows(t *testing.T) {
 	}
 }
 
+// posLog records the session's position (n_past) at every decode.
+type posLog struct {
+	*benchSession
+	at []int
+}
+
+func (p *posLog) Decode(tokens []int32) error {
+	p.at = append(p.at, p.Pos())
+	return p.benchSession.Decode(tokens)
+}
+
+// tg2 @ d512 runs with 512 tokens in the session's KV cache: the depth
+// prompt (one chunk of 512) is decoded once, outside the clock, and every
+// repetition's generated tokens are decoded at n_past 512 and 513, the
+// session truncated back to the depth in between. A model with sliding
+// windows, whose cache cells later positions overwrite, decodes the depth
+// again instead.
+func TestBenchDepth(t *testing.T) {
+	rec := &recorder{}
+	b, _ := load(t, Config{Name: "rec", Options: recording(rec)}, backend.LoadRequest{})
+	rec.take() // Load's warm-up
+	ctx := context.Background()
+	req := backend.BenchRequest{NGen: 2, NDepth: 512, Reps: 3, Warmup: true, Seed: 1}
+	res, err := b.Bench(ctx, req)
+	if err != nil || res.NDepth != 512 || len(res.SamplesNS) != 3 {
+		t.Fatalf("Bench: %+v, %v", res, err)
+	}
+	ops := rec.take()
+	if n, m := count(ops, "Qcur-0/512"), count(ops, "Qcur-0/1"); n != 1 || m != 1+3*2 {
+		t.Errorf("Qcur-0: %d decodes of 512 tokens, %d of 1; want the depth once and 1+3×2 tokens", n, m)
+	}
+
+	req.Warmup = false
+	s := &posLog{benchSession: b.benchSession(req)}
+	if _, err := backend.RunBench(ctx, req, s, nVocab260, req.Batch(), 1); err != nil {
+		t.Fatal(err)
+	}
+	if want := []int{0, 512, 513, 512, 513, 512, 513}; !reflect.DeepEqual(s.at, want) {
+		t.Errorf("n_past at each decode %v, want %v", s.at, want)
+	}
+	w := &posLog{benchSession: b.benchSession(req)}
+	w.window = true
+	if _, err := backend.RunBench(ctx, req, w, nVocab260, req.Batch(), 1); err != nil {
+		t.Fatal(err)
+	}
+	if want := []int{0, 512, 513, 0, 512, 513, 0, 512, 513}; !reflect.DeepEqual(w.at, want) {
+		t.Errorf("sliding windows: n_past at each decode %v, want %v", w.at, want)
+	}
+}
+
 // The model's size and parameters are llama_model_size's and
 // llama_model_n_params': the tensors' data bytes, not the file's size. The
 // figures are llama-bench b10587's model_size and model_n_params for these
