@@ -83,7 +83,9 @@ type ModelInfo struct {
 	NLayer    int    `json:"n_layer"`
 	NEmbd     int    `json:"n_embd"`
 	FileType  string `json:"file_type,omitempty"`
-	SizeBytes int64  `json:"size_bytes"`
+	// SizeBytes is the tensors' data bytes, as llama.cpp's llama_model_size
+	// counts them (not the file's size, which adds the header and padding).
+	SizeBytes int64 `json:"size_bytes"`
 }
 
 // PlanEntry says where one named matmul runs.
@@ -181,6 +183,8 @@ type KernelUse struct {
 
 // BenchRequest mirrors llama-bench: one test of NPrompt prompt tokens and/or
 // NGen generated tokens, Reps timed repetitions after an optional warm-up.
+// NDepth tokens are in the KV cache when each repetition's clock starts
+// (llama-bench's -d): decoded before it as a prompt, not timed.
 type BenchRequest struct {
 	NPrompt int   `json:"n_prompt"`
 	NGen    int   `json:"n_gen"`
@@ -188,6 +192,7 @@ type BenchRequest struct {
 	Warmup  bool  `json:"warmup"`
 	Seed    int64 `json:"seed"`
 	NBatch  int   `json:"n_batch"`
+	NDepth  int   `json:"n_depth"`
 }
 
 // Validate checks a request the way every plugin must refuse it
@@ -202,6 +207,8 @@ func (r BenchRequest) Validate() error {
 		return Errorf(ErrInvalidArgument, "bench: reps %d, want at least 1", r.Reps)
 	case r.NBatch < 0:
 		return Errorf(ErrInvalidArgument, "bench: n_batch %d is negative", r.NBatch)
+	case r.NDepth < 0:
+		return Errorf(ErrInvalidArgument, "bench: n_depth %d is negative", r.NDepth)
 	}
 	return nil
 }
@@ -218,21 +225,34 @@ func (r BenchRequest) Batch() int {
 	return r.NBatch
 }
 
-// String names the test as llama-bench does: "pp512", "tg128", "pp512+tg128".
+// Positions is how many cache cells the test fills: NDepth + NPrompt + NGen
+// (llama-bench's n_ctx for it).
+func (r BenchRequest) Positions() int { return r.NDepth + r.NPrompt + r.NGen }
+
+// String names the test as llama-bench does: "pp512", "tg128",
+// "pp512+tg128", with " @ d4096" for a depth.
 func (r BenchRequest) String() string {
+	var name string
 	switch {
 	case r.NPrompt > 0 && r.NGen > 0:
-		return fmt.Sprintf("pp%d+tg%d", r.NPrompt, r.NGen)
+		name = fmt.Sprintf("pp%d+tg%d", r.NPrompt, r.NGen)
 	case r.NPrompt > 0:
-		return fmt.Sprintf("pp%d", r.NPrompt)
+		name = fmt.Sprintf("pp%d", r.NPrompt)
+	default:
+		name = fmt.Sprintf("tg%d", r.NGen)
 	}
-	return fmt.Sprintf("tg%d", r.NGen)
+	if r.NDepth > 0 {
+		name += fmt.Sprintf(" @ d%d", r.NDepth)
+	}
+	return name
 }
 
 // BenchResult holds the per-repetition wall times measured inside the plugin.
+// NDepth echoes the request's: a plugin that predates it leaves it 0.
 type BenchResult struct {
 	NPrompt   int     `json:"n_prompt"`
 	NGen      int     `json:"n_gen"`
+	NDepth    int     `json:"n_depth"`
 	SamplesNS []int64 `json:"samples_ns"`
 	WarmupNS  int64   `json:"warmup_ns"`
 }

@@ -137,6 +137,7 @@ func (s *grpcServer) Bench(ctx context.Context, in *backendpb.BenchRequest) (*ba
 		Warmup:  in.Warmup,
 		Seed:    in.Seed,
 		NBatch:  int(in.NBatch),
+		NDepth:  int(in.NDepth),
 	})
 	if err != nil {
 		return nil, toStatus(err)
@@ -144,6 +145,7 @@ func (s *grpcServer) Bench(ctx context.Context, in *backendpb.BenchRequest) (*ba
 	return &backendpb.BenchResponse{
 		NPrompt:   int64(res.NPrompt),
 		NGen:      int64(res.NGen),
+		NDepth:    int64(res.NDepth),
 		SamplesNs: res.SamplesNS,
 		WarmupNs:  res.WarmupNS,
 	}, nil
@@ -300,6 +302,7 @@ func (c *grpcClient) Bench(ctx context.Context, req BenchRequest) (BenchResult, 
 		Warmup:  req.Warmup,
 		Seed:    req.Seed,
 		NBatch:  int64(req.NBatch),
+		NDepth:  int64(req.NDepth),
 	})
 	if err != nil {
 		return BenchResult{}, fromStatus(err)
@@ -307,6 +310,7 @@ func (c *grpcClient) Bench(ctx context.Context, req BenchRequest) (BenchResult, 
 	return BenchResult{
 		NPrompt:   int(r.NPrompt),
 		NGen:      int(r.NGen),
+		NDepth:    int(r.NDepth),
 		SamplesNS: r.SamplesNs,
 		WarmupNS:  r.WarmupNs,
 	}, nil

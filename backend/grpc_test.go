@@ -321,3 +321,44 @@ func TestValidateCrossesTheBoundary(t *testing.T) {
 		t.Errorf("Describe after Validate: %v", err)
 	}
 }
+
+// benchSpy keeps the BenchRequest the plugin received; with ignoreDepth it
+// measures as a plugin built before n_depth would, at depth 0.
+type benchSpy struct {
+	*backendtest.Fake
+	got         backend.BenchRequest
+	ignoreDepth bool
+}
+
+func (b *benchSpy) Bench(ctx context.Context, req backend.BenchRequest) (backend.BenchResult, error) {
+	b.got = req
+	if b.ignoreDepth {
+		req.NDepth = 0
+	}
+	return b.Fake.Bench(ctx, req)
+}
+
+// n_depth reaches the plugin and comes back; a plugin that measured at
+// another depth (one that predates n_depth) is an error, not a result.
+func TestBenchDepth(t *testing.T) {
+	ctx := context.Background()
+	req := backend.BenchRequest{NGen: 4, Reps: 2, NDepth: 512}
+	spy := &benchSpy{Fake: &backendtest.Fake{}}
+	c := serveInProcess(t, spy)
+	if _, err := c.Load(ctx, backend.LoadRequest{ModelPath: "m.gguf"}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Bench(ctx, req)
+	if err != nil || res.NDepth != 512 || spy.got != req {
+		t.Fatalf("Bench: %+v, %v; the plugin got %+v", res, err, spy.got)
+	}
+
+	old := &benchSpy{Fake: &backendtest.Fake{}, ignoreDepth: true}
+	c = serveInProcess(t, old)
+	if _, err := c.Load(ctx, backend.LoadRequest{ModelPath: "m.gguf"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Bench(ctx, req); !errors.Is(err, backend.ErrUnsupported) || !strings.Contains(err.Error(), "n_depth 512") {
+		t.Errorf("a plugin that ignored n_depth: %v, want ErrUnsupported naming n_depth 512", err)
+	}
+}

@@ -392,7 +392,14 @@ func (c *Client) Bench(ctx context.Context, req BenchRequest) (BenchResult, erro
 		return BenchResult{}, err
 	}
 	res, err := c.backend.Bench(ctx, req)
-	return res, c.callErr(ctx, "Bench", err)
+	if err != nil {
+		return res, c.callErr(ctx, "Bench", err)
+	}
+	if res.NDepth != req.NDepth {
+		// A plugin built before n_depth ignores it and measures at depth 0.
+		return BenchResult{}, Errorf(ErrUnsupported, "%s: Bench: asked for n_depth %d, the plugin measured at %d (does it predate n_depth?)", c.name, req.NDepth, res.NDepth)
+	}
+	return res, nil
 }
 
 // Diagnostics implements Diagnoser: nil when the plugin has no diagnostics.

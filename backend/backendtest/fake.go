@@ -165,7 +165,7 @@ func (f *Fake) Bench(ctx context.Context, req backend.BenchRequest) (backend.Ben
 	if req.Reps < 1 {
 		return backend.BenchResult{}, backend.Errorf(backend.ErrInvalidArgument, "bench: reps %d, want at least 1", req.Reps)
 	}
-	res := backend.BenchResult{NPrompt: req.NPrompt, NGen: req.NGen}
+	res := backend.BenchResult{NPrompt: req.NPrompt, NGen: req.NGen, NDepth: req.NDepth}
 	for r := range req.Reps {
 		res.SamplesNS = append(res.SamplesNS, int64(r+1))
 	}

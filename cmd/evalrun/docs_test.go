@@ -365,16 +365,18 @@ var (
 	runIDRE    = regexp.MustCompile(`\b\d{8}-\d{6}\b`)
 	numberRE   = regexp.MustCompile(`\d+(\.\d+)?(e[-+]?\d+)?`)
 	kernelsRE  = regexp.MustCompile(`\b(avx512|avx2|generic)\b`)
-	benchRowRE = regexp.MustCompile(`\| (pp|tg)\d+ \|`)
+	benchRowRE = regexp.MustCompile(`\| (pp\d+|tg\d+|pp\d+\+tg\d+)( @ d\d+)? \|`)
+	// benchCSVRE is a row of bench -o csv: every field quoted.
+	benchCSVRE = regexp.MustCompile(`^"[^"]*"(,"[^"]*")+$`)
 	npuCallsRE = regexp.MustCompile(`\b\d+ NPU calls\b`)
 )
 
 // measured reports whether a line of evalrun's output holds measured
 // figures (times, rates, memory, the CPU kernel set): the throughput
 // sections of run and compare (to a blank line), the host + IPC line,
-// bench's table rows.
+// bench's table and csv rows.
 func measured(line string, inThroughput bool) bool {
-	return inThroughput || strings.HasPrefix(line, "host + IPC:") || benchRowRE.MatchString(line)
+	return inThroughput || strings.HasPrefix(line, "host + IPC:") || benchRowRE.MatchString(line) || benchCSVRE.MatchString(line)
 }
 
 // normalize makes the lines comparable: trailing spaces and blank lines at

@@ -19,10 +19,20 @@ func modelInfo(m *engine.Model) backend.ModelInfo {
 		NEmbd:     m.Config.NEmbd,
 	}
 	if f := m.File(); f != nil {
-		info.SizeBytes = f.Size
+		info.SizeBytes = tensorBytes(f)
 		info.FileType = fileType(f)
 	}
 	return info
+}
+
+// tensorBytes is llama_model_size: the bytes of the tensors' data, without
+// the file's header, metadata and alignment padding.
+func tensorBytes(f *gguf.File) int64 {
+	var n int64
+	for _, t := range f.Tensors {
+		n += int64(t.Size)
+	}
+	return n
 }
 
 // ftypeNames are llama.cpp's names for general.file_type (llama_model_ftype_name).

@@ -267,15 +267,16 @@ func (x *LoadRequest) GetBaseDir() string {
 }
 
 type ModelInfo struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Arch          string                 `protobuf:"bytes,1,opt,name=arch,proto3" json:"arch,omitempty"`
-	NVocab        int64                  `protobuf:"varint,2,opt,name=n_vocab,json=nVocab,proto3" json:"n_vocab,omitempty"`
-	NParams       int64                  `protobuf:"varint,3,opt,name=n_params,json=nParams,proto3" json:"n_params,omitempty"`
-	NCtxTrain     int64                  `protobuf:"varint,4,opt,name=n_ctx_train,json=nCtxTrain,proto3" json:"n_ctx_train,omitempty"`
-	NLayer        int64                  `protobuf:"varint,5,opt,name=n_layer,json=nLayer,proto3" json:"n_layer,omitempty"`
-	NEmbd         int64                  `protobuf:"varint,6,opt,name=n_embd,json=nEmbd,proto3" json:"n_embd,omitempty"`
-	FileType      string                 `protobuf:"bytes,7,opt,name=file_type,json=fileType,proto3" json:"file_type,omitempty"`
-	SizeBytes     int64                  `protobuf:"varint,8,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Arch      string                 `protobuf:"bytes,1,opt,name=arch,proto3" json:"arch,omitempty"`
+	NVocab    int64                  `protobuf:"varint,2,opt,name=n_vocab,json=nVocab,proto3" json:"n_vocab,omitempty"`
+	NParams   int64                  `protobuf:"varint,3,opt,name=n_params,json=nParams,proto3" json:"n_params,omitempty"`
+	NCtxTrain int64                  `protobuf:"varint,4,opt,name=n_ctx_train,json=nCtxTrain,proto3" json:"n_ctx_train,omitempty"`
+	NLayer    int64                  `protobuf:"varint,5,opt,name=n_layer,json=nLayer,proto3" json:"n_layer,omitempty"`
+	NEmbd     int64                  `protobuf:"varint,6,opt,name=n_embd,json=nEmbd,proto3" json:"n_embd,omitempty"`
+	FileType  string                 `protobuf:"bytes,7,opt,name=file_type,json=fileType,proto3" json:"file_type,omitempty"`
+	// The tensors' data bytes (llama_model_size), not the file's size.
+	SizeBytes     int64 `protobuf:"varint,8,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -692,13 +693,17 @@ func (x *EvalChunk) GetHidden() []byte {
 }
 
 type BenchRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	NPrompt       int64                  `protobuf:"varint,1,opt,name=n_prompt,json=nPrompt,proto3" json:"n_prompt,omitempty"`
-	NGen          int64                  `protobuf:"varint,2,opt,name=n_gen,json=nGen,proto3" json:"n_gen,omitempty"`
-	Reps          int64                  `protobuf:"varint,3,opt,name=reps,proto3" json:"reps,omitempty"`
-	Warmup        bool                   `protobuf:"varint,4,opt,name=warmup,proto3" json:"warmup,omitempty"`
-	Seed          int64                  `protobuf:"varint,5,opt,name=seed,proto3" json:"seed,omitempty"`
-	NBatch        int64                  `protobuf:"varint,6,opt,name=n_batch,json=nBatch,proto3" json:"n_batch,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	NPrompt int64                  `protobuf:"varint,1,opt,name=n_prompt,json=nPrompt,proto3" json:"n_prompt,omitempty"`
+	NGen    int64                  `protobuf:"varint,2,opt,name=n_gen,json=nGen,proto3" json:"n_gen,omitempty"`
+	Reps    int64                  `protobuf:"varint,3,opt,name=reps,proto3" json:"reps,omitempty"`
+	Warmup  bool                   `protobuf:"varint,4,opt,name=warmup,proto3" json:"warmup,omitempty"`
+	Seed    int64                  `protobuf:"varint,5,opt,name=seed,proto3" json:"seed,omitempty"`
+	NBatch  int64                  `protobuf:"varint,6,opt,name=n_batch,json=nBatch,proto3" json:"n_batch,omitempty"`
+	// Tokens already in the KV cache when each repetition's clock starts
+	// (llama-bench's n_depth): a prompt of n_depth tokens decoded before the
+	// timed part, not timed. The warm-up runs without it.
+	NDepth        int64 `protobuf:"varint,7,opt,name=n_depth,json=nDepth,proto3" json:"n_depth,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -775,12 +780,22 @@ func (x *BenchRequest) GetNBatch() int64 {
 	return 0
 }
 
+func (x *BenchRequest) GetNDepth() int64 {
+	if x != nil {
+		return x.NDepth
+	}
+	return 0
+}
+
 type BenchResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	NPrompt       int64                  `protobuf:"varint,1,opt,name=n_prompt,json=nPrompt,proto3" json:"n_prompt,omitempty"`
-	NGen          int64                  `protobuf:"varint,2,opt,name=n_gen,json=nGen,proto3" json:"n_gen,omitempty"`
-	SamplesNs     []int64                `protobuf:"varint,3,rep,packed,name=samples_ns,json=samplesNs,proto3" json:"samples_ns,omitempty"`
-	WarmupNs      int64                  `protobuf:"varint,4,opt,name=warmup_ns,json=warmupNs,proto3" json:"warmup_ns,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	NPrompt   int64                  `protobuf:"varint,1,opt,name=n_prompt,json=nPrompt,proto3" json:"n_prompt,omitempty"`
+	NGen      int64                  `protobuf:"varint,2,opt,name=n_gen,json=nGen,proto3" json:"n_gen,omitempty"`
+	SamplesNs []int64                `protobuf:"varint,3,rep,packed,name=samples_ns,json=samplesNs,proto3" json:"samples_ns,omitempty"`
+	WarmupNs  int64                  `protobuf:"varint,4,opt,name=warmup_ns,json=warmupNs,proto3" json:"warmup_ns,omitempty"`
+	// The request's n_depth, echoed: a plugin that leaves it 0 for a request
+	// with a depth did not measure at that depth.
+	NDepth        int64 `protobuf:"varint,5,opt,name=n_depth,json=nDepth,proto3" json:"n_depth,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -839,6 +854,13 @@ func (x *BenchResponse) GetSamplesNs() []int64 {
 func (x *BenchResponse) GetWarmupNs() int64 {
 	if x != nil {
 		return x.WarmupNs
+	}
+	return 0
+}
+
+func (x *BenchResponse) GetNDepth() int64 {
+	if x != nil {
+		return x.NDepth
 	}
 	return 0
 }
@@ -1241,20 +1263,22 @@ const file_backend_proto_rawDesc = "" +
 	"\x06logits\x18\x03 \x01(\fR\x06logits\x12\x1d\n" +
 	"\n" +
 	"compute_ns\x18\x04 \x01(\x03R\tcomputeNs\x12\x16\n" +
-	"\x06hidden\x18\x05 \x01(\fR\x06hidden\"\x97\x01\n" +
+	"\x06hidden\x18\x05 \x01(\fR\x06hidden\"\xb0\x01\n" +
 	"\fBenchRequest\x12\x19\n" +
 	"\bn_prompt\x18\x01 \x01(\x03R\anPrompt\x12\x13\n" +
 	"\x05n_gen\x18\x02 \x01(\x03R\x04nGen\x12\x12\n" +
 	"\x04reps\x18\x03 \x01(\x03R\x04reps\x12\x16\n" +
 	"\x06warmup\x18\x04 \x01(\bR\x06warmup\x12\x12\n" +
 	"\x04seed\x18\x05 \x01(\x03R\x04seed\x12\x17\n" +
-	"\an_batch\x18\x06 \x01(\x03R\x06nBatch\"{\n" +
+	"\an_batch\x18\x06 \x01(\x03R\x06nBatch\x12\x17\n" +
+	"\an_depth\x18\a \x01(\x03R\x06nDepth\"\x94\x01\n" +
 	"\rBenchResponse\x12\x19\n" +
 	"\bn_prompt\x18\x01 \x01(\x03R\anPrompt\x12\x13\n" +
 	"\x05n_gen\x18\x02 \x01(\x03R\x04nGen\x12\x1d\n" +
 	"\n" +
 	"samples_ns\x18\x03 \x03(\x03R\tsamplesNs\x12\x1b\n" +
-	"\twarmup_ns\x18\x04 \x01(\x03R\bwarmupNs\"\x0e\n" +
+	"\twarmup_ns\x18\x04 \x01(\x03R\bwarmupNs\x12\x17\n" +
+	"\an_depth\x18\x05 \x01(\x03R\x06nDepth\"\x0e\n" +
 	"\fCloseRequest\"\x0f\n" +
 	"\rCloseResponse\"\x14\n" +
 	"\x12DiagnosticsRequest\"\xaf\x01\n" +

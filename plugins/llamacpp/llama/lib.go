@@ -68,6 +68,9 @@ type funcs struct {
 	memorySeqRm    func(mem uintptr, seq, p0, p1 int32) bool
 	memoryClear    func(mem uintptr, data bool)
 	memorySeqPosMx func(mem uintptr, seq int32) int32
+	stateSeqSize   func(ctx uintptr, seq int32) uintptr
+	stateSeqGet    func(ctx uintptr, dst *byte, size uintptr, seq int32) uintptr
+	stateSeqSet    func(ctx uintptr, src *byte, size uintptr, seq int32) uintptr
 	logitsIth      func(ctx uintptr, i int32) *float32
 	synchronize    func(ctx uintptr)
 	nCtx           func(ctx uintptr) uint32
@@ -233,6 +236,9 @@ func open(dir, cpuVariant string) (*Library, error) {
 	bind(&f.memorySeqRm, "llama_memory_seq_rm")
 	bind(&f.memoryClear, "llama_memory_clear")
 	bind(&f.memorySeqPosMx, "llama_memory_seq_pos_max")
+	bind(&f.stateSeqSize, "llama_state_seq_get_size")
+	bind(&f.stateSeqGet, "llama_state_seq_get_data")
+	bind(&f.stateSeqSet, "llama_state_seq_set_data")
 	bind(&f.logitsIth, "llama_get_logits_ith")
 	bind(&f.synchronize, "llama_synchronize")
 	bind(&f.nCtx, "llama_n_ctx")

@@ -281,6 +281,25 @@ func (c *Context) SeqRm(seq int32, p0, p1 int) bool {
 // SeqPosMax is the largest position of seq in the memory (-1: empty).
 func (c *Context) SeqPosMax(seq int32) int { return int(c.m.lib.f.memorySeqPosMx(c.mem, seq)) }
 
+// SeqState is llama_state_seq_get_data: sequence seq's part of the memory
+// (its KV cache cells) as bytes SetSeqState takes back.
+func (c *Context) SeqState(seq int32) []byte {
+	buf := make([]byte, c.m.lib.f.stateSeqSize(c.ptr, seq))
+	if len(buf) == 0 {
+		return nil
+	}
+	return buf[:c.m.lib.f.stateSeqGet(c.ptr, &buf[0], uintptr(len(buf)), seq)]
+}
+
+// SetSeqState is llama_state_seq_set_data: it puts a SeqState into sequence
+// seq; false: the library refused it (no room, another model or layout).
+func (c *Context) SetSeqState(seq int32, state []byte) bool {
+	if len(state) == 0 {
+		return false
+	}
+	return c.m.lib.f.stateSeqSet(c.ptr, &state[0], uintptr(len(state)), seq) != 0
+}
+
 // Clear empties the memory (KV cache) of every sequence.
 func (c *Context) Clear() { c.m.lib.f.memoryClear(c.mem, true) }
 

@@ -142,8 +142,7 @@ func (b *Backend) Load(ctx context.Context, req backend.LoadRequest) (backend.Lo
 	if err != nil {
 		return backend.LoadResult{}, err
 	}
-	st, err := os.Stat(req.ModelPath)
-	if err != nil {
+	if _, err := os.Stat(req.ModelPath); err != nil {
 		return backend.LoadResult{}, err // keeps fs.ErrNotExist recognizable
 	}
 	if err := ctx.Err(); err != nil {
@@ -216,7 +215,7 @@ func (b *Backend) Load(ctx context.Context, req backend.LoadRequest) (backend.Lo
 	arch, _ := m.Meta("general.architecture")
 	b.info = backend.ModelInfo{
 		Arch: arch, NVocab: m.NVocab(), NParams: int64(m.NParams()), NCtxTrain: m.NCtxTrain(),
-		NLayer: m.NLayer(), NEmbd: m.NEmbd(), FileType: fileType(m.Desc()), SizeBytes: st.Size(),
+		NLayer: m.NLayer(), NEmbd: m.NEmbd(), FileType: fileType(m.Desc()), SizeBytes: int64(m.Size()),
 	}
 	summary := fmt.Sprintf("llama.cpp %s (%s, layout %s), %s, %s, %d threads", lib.Version, lib.Commit, lib.Layout.Name,
 		strings.TrimPrefix(deviceSummary(lib), "llama.cpp "), describeOptions(opts), threads)

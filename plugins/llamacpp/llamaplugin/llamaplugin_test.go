@@ -342,6 +342,49 @@ func TestBench(t *testing.T) {
 	}
 }
 
+// posLog records how many tokens libllama's KV cache holds for the
+// sequence (llama_memory_seq_pos_max + 1) at every decode.
+type posLog struct {
+	*benchContext
+	cells []int
+}
+
+func (p *posLog) Decode(tokens []int32) error {
+	p.cells = append(p.cells, p.c.SeqPosMax(0)+1)
+	return p.benchContext.Decode(tokens)
+}
+
+// With a depth, libllama's KV cache holds n_depth tokens when each
+// repetition's timed part starts: the depth prompt is decoded once, its
+// state kept (llama_state_seq_get_data) and set back before the next
+// repetitions (llama_state_seq_set_data), as llama-bench does.
+func TestBenchDepth(t *testing.T) {
+	b, _ := load(t, variants["Q8_0"], 2, nil)
+	ctx := context.Background()
+	req := backend.BenchRequest{NPrompt: 8, NGen: 2, NDepth: 40, Reps: 3, Seed: 1, NBatch: 16}
+	res, err := b.Bench(ctx, req)
+	if err != nil || res.NDepth != 40 || len(res.SamplesNS) != 3 {
+		t.Fatalf("Bench: %+v, %v", res, err)
+	}
+
+	c, nBatch, err := b.benchContext(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.c.Free()
+	p := &posLog{benchContext: c}
+	if _, err := backend.RunBench(ctx, req, p, b.info.NVocab, nBatch, b.model.BOS()); err != nil {
+		t.Fatal(err)
+	}
+	// Depth: chunks of 16, 16, 8 from an empty cache; then per repetition
+	// the prompt at 40 and two tokens at 48 and 49.
+	rep := []int{40, 48, 49}
+	want := append(append(append([]int{0, 16, 32}, rep...), rep...), rep...)
+	if !reflect.DeepEqual(p.cells, want) {
+		t.Errorf("KV cache cells at each decode %v, want %v", p.cells, want)
+	}
+}
+
 // TestVocabularyMismatchRefused: the host's vocabulary digest is checked.
 func TestVocabularyMismatchRefused(t *testing.T) {
 	dir := libDir(t)
@@ -431,7 +474,7 @@ func TestDescribeReportsTheLibrary(t *testing.T) {
 		t.Errorf("PlanSummary %q", res.PlanSummary)
 	}
 	m := res.Model
-	if m.Arch != "llama" || m.NVocab != 512 || m.NLayer != 5 || m.NEmbd != 64 || m.NParams <= 0 || m.SizeBytes != 1185376 {
+	if m.Arch != "llama" || m.NVocab != 512 || m.NLayer != 5 || m.NEmbd != 64 || m.NParams != 292800 || m.SizeBytes != 1171200 { // llama_model_size: the tensors' bytes, not the file's 1185376
 		t.Errorf("ModelInfo %+v", m)
 	}
 }
