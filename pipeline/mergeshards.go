@@ -95,9 +95,8 @@ func Merge(opt MergeOptions) (*summary.Summary, error) {
 	if err := m.writePrompts(filepath.Join(opt.OutDir, resultsdir.PromptsFile)); err != nil {
 		return s, fmt.Errorf("writing results to %s: %w", opt.OutDir, err)
 	}
-	if err := resultsdir.AppendIndex(opt.OutDir, s); err != nil {
-		return s, fmt.Errorf("results index: %w", err)
-	}
+	// Like a run given --out, a merge writes nothing outside its --out: no
+	// index.jsonl beside it.
 	return s, nil
 }
 

@@ -43,7 +43,7 @@ type RelativeGates = verdict.RelativeGates
 
 // Options are the host-side settings of a run that are not part of the spec.
 type Options struct {
-	OutDir    string       // results directory; overrides the spec's output.dir/<run-id>
+	OutDir    string       // results directory; overrides the spec's output.dir/<run-id>, and then no index.jsonl is written
 	PluginDir string       // where plugins are looked up first; overrides the spec
 	Stderr    io.Writer    // progress and plugin logs
 	Log       *slog.Logger // host log
@@ -127,8 +127,12 @@ func Run(ctx context.Context, p *plan.Plan, opt Options) (*resultsdir.Run, error
 	if err != nil {
 		return res, fmt.Errorf("writing results to %s: %w", outDir, err)
 	}
-	if err := resultsdir.AppendIndex(outDir, r.sum); err != nil {
-		return res, fmt.Errorf("results index: %w", err)
+	// The index belongs to the results root: a run given its own directory
+	// (--out) writes nothing outside it.
+	if opt.OutDir == "" {
+		if err := resultsdir.AppendIndex(outDir, r.sum); err != nil {
+			return res, fmt.Errorf("results index: %w", err)
+		}
 	}
 	return res, nil
 }

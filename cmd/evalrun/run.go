@@ -66,7 +66,7 @@ one-screen summary is appended to $GITHUB_STEP_SUMMARY when it is set.`,
 			return finishRun(cmd.OutOrStdout(), res, base, s.Output.Formats, annotations, sh != nil)
 		},
 	}
-	cmd.Flags().StringVarP(&outDir, "out", "o", "", "results directory (default: the spec's output.dir/<run-id>)")
+	cmd.Flags().StringVarP(&outDir, "out", "o", "", "results directory (default: the spec's output.dir/<run-id>, listed in output.dir/index.jsonl); nothing is written outside it")
 	cmd.Flags().BoolVar(&force, "force", false, "overwrite the results of an earlier run in --out (refused otherwise)")
 	cmd.Flags().BoolVar(&resume, "resume", false, "continue the interrupted run in --out: its completed chunks and prompts are kept, the rest run")
 	cmd.Flags().StringVar(&pluginDir, "plugin-dir", "", "directory to look for plugins in first")
