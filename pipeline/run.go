@@ -96,6 +96,7 @@ func Run(ctx context.Context, p *plan.Plan, opt Options) (*resultsdir.Run, error
 			EvalrunVersion: opt.Version, GitCommit: opt.GitCommit,
 			Host:          summary.ThisHost(),
 			EffectiveSpec: s.Effective(),
+			Limit:         p.Limited(),
 		},
 		Model: p.Model,
 	}
@@ -410,6 +411,9 @@ func (r *runner) finish(ctx context.Context, end time.Time) {
 	s.Run.DurationS = end.Sub(s.Run.Started).Seconds()
 	r.interrupted = ctx.Err() != nil
 	v := &verdict.Builder{Relative: r.opt.RelativeGates, LiveRef: r.base == nil}
+	if s.Run.Limit > 0 {
+		v.Limited(s.Run.Limit)
+	}
 	if sh := r.shard(); sh.Total > 1 {
 		units := r.planUnits()
 		v.BenchedApart = func(a, b string) string { return resultsdir.BenchedApart(units, sh.Total, a, b) }

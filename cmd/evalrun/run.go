@@ -19,6 +19,7 @@ import (
 func newRunCmd() *cobra.Command {
 	var outDir, pluginDir, baselinePath, shardSpec string
 	var verbose, annotations, force, resume bool
+	var limit int
 	cmd := &cobra.Command{
 		Use:   "run SPEC",
 		Short: "Run an experiment spec: compare every backend with the reference, measure speed, gate",
@@ -28,6 +29,11 @@ as they stream in, measures throughput one backend at a time, writes
 summary.json, prompts.jsonl and the spec's output.formats (report.md,
 junit.xml, report.html), prints tables and exits with the verdict: 0 pass, 1 a gate failed, 2 bad input, 3 a backend could not run or
 the run was interrupted (Ctrl-C; what was computed is written).
+
+--limit N runs only the first N records of every dataset (a score set's
+records, then chunked; a generate set's prompts), as lm-eval's --limit: a
+quick look, marked in summary.json (run.limit), the verdict and the reports
+as not a full result.
 
 Every scalar spec key can be overridden from the environment as
 EVALRUN_<KEY_PATH>, e.g. EVALRUN_BENCH_REPS=1 or EVALRUN_OUTPUT_DIR=/tmp/out.
@@ -41,7 +47,10 @@ one-screen summary is appended to $GITHUB_STEP_SUMMARY when it is set.`,
 			if err != nil {
 				return err
 			}
-			p, err := loadPlan(cmd, args[0])
+			if cmd.Flags().Changed("limit") && limit < 1 {
+				return usageErr("--limit: want a number of records >= 1, got %d", limit)
+			}
+			p, err := loadPlan(cmd, args[0], limit)
 			if err != nil {
 				return err
 			}
@@ -69,6 +78,7 @@ one-screen summary is appended to $GITHUB_STEP_SUMMARY when it is set.`,
 	cmd.Flags().StringVarP(&outDir, "out", "o", "", "results directory (default: the spec's output.dir/<run-id>, listed in output.dir/index.jsonl); nothing is written outside it")
 	cmd.Flags().BoolVar(&force, "force", false, "overwrite the results of an earlier run in --out (refused otherwise)")
 	cmd.Flags().BoolVar(&resume, "resume", false, "continue the interrupted run in --out: its completed chunks and prompts are kept, the rest run")
+	cmd.Flags().IntVar(&limit, "limit", 0, "run only the first N records of every dataset (score: N records' tokens, then chunked; generate: N prompts): a quick look, marked as not a full result")
 	cmd.Flags().StringVar(&pluginDir, "plugin-dir", "", "directory to look for plugins in first")
 	cmd.Flags().StringVar(&baselinePath, "baseline", "", "a baseline run (directory or summary.json) for the relative gates; overrides the spec's baseline:")
 	cmd.Flags().StringVar(&shardSpec, "shard", "", "run only shard I of N (I/N, I from 0; default $JOB_COMPLETION_INDEX/$EVALRUN_SHARDS); merge the shards with evalrun merge")

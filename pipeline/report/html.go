@@ -30,7 +30,7 @@ func HTMLCompared(w io.Writer, s *summary.Summary, cmp *runcompare.Result) error
 		return err
 	}
 	page := htmlPage{
-		Title:   fmt.Sprintf("evalrun %s: %s", s.Run.Name, strings.ToUpper(s.Verdict.Status)),
+		Title:   fmt.Sprintf("evalrun %s: %s%s", s.Run.Name, strings.ToUpper(s.Verdict.Status), notFull(s)),
 		Verdict: s.Verdict.Status,
 		Summary: summaryTable(s),
 		Meta: fmt.Sprintf("run %s, started %s, %.1f s · model %s (%s, %d params) · reference %s · evalrun %s",

@@ -52,12 +52,33 @@ func Print(w io.Writer, res *resultsdir.Run) error {
 	if err := printTables(w, s); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\nverdict: %s (exit %d)", s.Verdict.Status, s.Verdict.ExitCode)
+	fmt.Fprintf(w, "\n%s", verdictLine(s))
 	for _, why := range s.Verdict.Reasons {
 		fmt.Fprintf(w, "\n  - %s", why)
 	}
 	fmt.Fprintf(w, "\nresults: %s\n", res.Dir)
 	return nil
+}
+
+// PrintVerdict prints what evalrun run --quiet prints: the verdict line
+// and where the results are, on one line.
+func PrintVerdict(w io.Writer, res *resultsdir.Run) error {
+	_, err := fmt.Fprintf(w, "%s; results: %s\n", verdictLine(res.Summary), res.Dir)
+	return err
+}
+
+// verdictLine is "verdict: pass (exit 0)", marked when --limit cut the run.
+func verdictLine(s *summary.Summary) string {
+	return fmt.Sprintf("verdict: %s (exit %d)%s", s.Verdict.Status, s.Verdict.ExitCode, notFull(s))
+}
+
+// notFull marks a run that --limit cut short: its verdict is the first
+// records' only.
+func notFull(s *summary.Summary) string {
+	if s.Run.Limit == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", not a full result (--limit %d)", s.Run.Limit)
 }
 
 // AppendStepSummary appends the one-screen summary (report.md's first
