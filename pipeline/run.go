@@ -43,9 +43,12 @@ type RelativeGates = verdict.RelativeGates
 
 // Options are the host-side settings of a run that are not part of the spec.
 type Options struct {
-	OutDir    string       // results directory; overrides the spec's output.dir/<run-id>, and then no index.jsonl is written
-	PluginDir string       // where plugins are looked up first; overrides the spec
-	Stderr    io.Writer    // progress and plugin logs
+	OutDir    string    // results directory; overrides the spec's output.dir/<run-id>, and then no index.jsonl is written
+	PluginDir string    // where plugins are looked up first; overrides the spec
+	Stderr    io.Writer // progress and plugin logs
+	// Progress shows the passes as they go; nil = one line per pass on
+	// Stderr (ProgressLines).
+	Progress  *Progress
 	Log       *slog.Logger // host log
 	Version   string
 	GitCommit string
@@ -100,7 +103,7 @@ func Run(ctx context.Context, p *plan.Plan, opt Options) (*resultsdir.Run, error
 		},
 		Model: p.Model,
 	}
-	r := &runner{plan: p, opt: opt, log: opt.Log, sum: sum}
+	r := &runner{plan: p, opt: opt, log: opt.Log, sum: sum, progress: opt.Progress}
 	defer r.closeAll()
 	if err := r.preflight(ctx); err != nil {
 		return nil, err
@@ -146,6 +149,9 @@ func (opt Options) withDefaults() Options {
 	if opt.Launch == nil {
 		opt.Launch = LaunchPlugin
 	}
+	if opt.Progress == nil {
+		opt.Progress = NewProgress(opt.Stderr, ProgressLines)
+	}
 	if opt.Now == nil {
 		opt.Now = time.Now
 	}
@@ -159,7 +165,7 @@ func (opt Options) withDefaults() Options {
 // *exitcode.InputError; a plugin that could not start another error.
 func Validate(ctx context.Context, p *plan.Plan, opt Options) ([]string, error) {
 	opt = opt.withDefaults()
-	r := &runner{plan: p, opt: opt, log: opt.Log, sum: &summary.Summary{}}
+	r := &runner{plan: p, opt: opt, log: opt.Log, sum: &summary.Summary{}, progress: opt.Progress}
 	defer r.closeAll()
 	if err := r.preflight(ctx); err != nil {
 		return nil, err
@@ -194,10 +200,11 @@ func fewRepsWarnings(s *spec.Spec) []string {
 
 // runner holds the state of one run.
 type runner struct {
-	plan *plan.Plan
-	opt  Options
-	log  *slog.Logger
-	sum  *summary.Summary
+	plan     *plan.Plan
+	opt      Options
+	log      *slog.Logger
+	sum      *summary.Summary
+	progress *Progress
 
 	ref   *runBackend // nil when the reference is a kld_base file
 	base  *kldbase.Reader
@@ -336,6 +343,11 @@ func (r *runner) loadBackends(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// liveBackends are the backends still running, reference first.
+func (r *runner) liveBackends() []*runBackend {
+	return slices.DeleteFunc(r.backends(), func(rb *runBackend) bool { return !rb.ok() })
 }
 
 func (r *runner) liveCands() []*candidate {

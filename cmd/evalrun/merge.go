@@ -37,7 +37,7 @@ compare.json beside the merged results.`,
 				return runErr(cmd, err)
 			}
 			res := &resultsdir.Run{Summary: s, Dir: opts.OutDir}
-			return finishRun(cmd.OutOrStdout(), res, base, []string{"md", "junit", "html"}, annotations, false)
+			return finishRun(cmd.OutOrStdout(), res, base, []string{"md", "junit", "html"}, annotations, false, false)
 		},
 	}
 	cmd.Flags().StringVarP(&outDir, "out", "o", "", "results directory of the merged run")

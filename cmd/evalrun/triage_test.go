@@ -11,7 +11,8 @@ import (
 // records of each dataset (stories' two records are 4 chunks of 128, openings'
 // two prompts), marks summary.json (run.limit and a verdict reason), the
 // printed verdict and report.md as not a full result, and, run with --out,
-// writes nothing beside its directory (no index.jsonl).
+// writes nothing beside its directory (no index.jsonl). Its stderr, not a
+// terminal, has one progress line per pass naming the backends.
 func TestRunLimit(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "a")
 	out := filepath.Join(root, "runA")
@@ -47,6 +48,17 @@ func TestRunLimit(t *testing.T) {
 	if !strings.HasPrefix(string(md), "# evalrun default: ✅ PASS, not a full result (--limit 2)\n") || !strings.Contains(string(md), note) {
 		t.Errorf("report.md does not say so:\n%.400s", md)
 	}
+	var passes []string
+	for _, l := range strings.Split(strings.TrimSpace(r.stderr), "\n") {
+		if !strings.HasPrefix(l, "time=") { // the log's lines
+			passes = append(passes, l)
+		}
+	}
+	const backends = " [cpu-exact (ref), npu-fp16, npu-int8, cpu-ggml]: "
+	if len(passes) != 2 || !strings.HasPrefix(passes[0], "score"+backends+"4/4 chunks (508 tokens), ") ||
+		!strings.HasPrefix(passes[1], "generate"+backends+"2/2 prompts (64 tokens), ") {
+		t.Errorf("progress: want one line per pass (score, generate), got:\n%s", r.stderr)
+	}
 	if entries, _ := os.ReadDir(root); len(entries) != 1 || entries[0].Name() != "runA" {
 		t.Errorf("--out %s wrote beside it: %v", out, entries)
 	}
@@ -59,5 +71,22 @@ func TestRunLimit(t *testing.T) {
 		if r.code != 2 || !strings.HasPrefix(r.stderr, "evalrun: --limit: ") {
 			t.Errorf("run %v: exit %d, stderr %q", bad.args, r.code, r.stderr)
 		}
+	}
+}
+
+// TestRunQuiet: --quiet prints one line, the verdict and where the results
+// are, and nothing on stderr (no progress, no log) when all goes well.
+func TestRunQuiet(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "q")
+	r := evalrun(t, []string{"EVALRUN_BENCH_ENABLED=false"}, "run", "configs/default.yaml", "--limit", "1", "--quiet", "--out", out)
+	want := "verdict: pass (exit 0), not a full result (--limit 1); results: " + out + "\n"
+	if r.code != 0 || r.stdout != want || r.stderr != "" {
+		t.Errorf("exit %d\nstdout %q, want %q\nstderr %q", r.code, r.stdout, want, r.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(out, "report.md")); err != nil {
+		t.Errorf("--quiet wrote no report.md: %v", err)
+	}
+	if r := evalrun(t, nil, "run", "configs/default.yaml", "--quiet", "--verbose"); r.code != 2 || !strings.Contains(r.stderr, "--quiet and --verbose") {
+		t.Errorf("--quiet --verbose: exit %d, %q", r.code, r.stderr)
 	}
 }
