@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/evalrun/evalrun/pipeline/diag"
 	"github.com/evalrun/evalrun/pipeline/metrics"
 	"github.com/evalrun/evalrun/pipeline/runcompare"
 	"github.com/evalrun/evalrun/pipeline/speedstat"
@@ -55,6 +56,13 @@ func HTMLCompared(w io.Writer, s *summary.Summary, cmp *runcompare.Result) error
 			Note: "NMSE of each layer's output (the residual stream) against the reference's on the same tokens, log scale",
 			SVG:  template.HTML(drift), Legend: template.HTML(legend(names, nil))})
 	}
+	for _, b := range s.Backends {
+		if b.Diagnostics != nil { // the per-op table of shadow mode in full, folded as in report.md
+			var d strings.Builder
+			diag.WriteHTML(&d, b.Diagnostics)
+			page.Diagnostics = append(page.Diagnostics, htmlDiag{Backend: b.Name, Body: template.HTML(d.String())})
+		}
+	}
 	if cmp != nil {
 		page.Charts = append(page.Charts, htmlChart{ID: "compare", Title: "Against the baseline " + cmp.Base.ID,
 			Note: "per backend: the logits against the baseline's (digests), then KLD mean and generation speed in the baseline (hollow) and this run (filled) with their ±; red: a change beyond its uncertainty that makes the backend worse, or a significant slowdown",
@@ -68,6 +76,13 @@ type htmlPage struct {
 	Summary              template.HTML
 	Reasons              []string
 	Charts               []htmlChart
+	Diagnostics          []htmlDiag
+}
+
+// htmlDiag is a backend's device diagnostics, rendered by package diag.
+type htmlDiag struct {
+	Backend string
+	Body    template.HTML
 }
 
 type htmlChart struct {
@@ -478,6 +493,7 @@ figure.chart{margin:24px 0;border-top:1px solid #ddd;padding-top:8px} figure.cha
 figure.chart p{color:#666;font-size:12px;margin:0 0 6px} svg{max-width:100%;height:auto;display:block}
 .legend span{margin-right:14px;font-size:12px} .legend i{display:inline-block;width:10px;height:10px;margin-right:4px;border-radius:2px}
 .pair{display:flex;gap:16px;flex-wrap:wrap}
+details.diagnostics{margin:12px 0} details.diagnostics h3{font-size:14px;margin:12px 0 4px}
 </style></head>
 <body data-charts="pending">
 <h1 class="{{.Verdict}}">{{.Title}}</h1>
@@ -485,6 +501,9 @@ figure.chart p{color:#666;font-size:12px;margin:0 0 6px} svg{max-width:100%;heig
 {{.Summary}}
 {{if .Reasons}}<ul>{{range .Reasons}}<li>{{.}}</li>{{end}}</ul>{{end}}
 {{range .Charts}}<figure class="chart" id="{{.ID}}"><h2>{{.Title}}</h2><p>{{.Note}}</p>{{.SVG}}{{.Legend}}</figure>
+{{end}}
+{{range .Diagnostics}}<details class="diagnostics"><summary>{{.Backend}}: device diagnostics (per-op errors, per-layer drift, kernel accounting)</summary>
+{{.Body}}</details>
 {{end}}
 <script>
 // Marks the page once every chart has laid out a drawing with a size: a

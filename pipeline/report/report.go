@@ -49,7 +49,7 @@ func Write(dir string, s *summary.Summary, formats []string, cmp *runcompare.Res
 // tables, the verdict with its reasons, and where the results are.
 func Print(w io.Writer, res *resultsdir.Run) error {
 	s := res.Summary
-	if err := printTables(w, s); err != nil {
+	if err := printTables(w, s, detailsFile(res.Dir)); err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "\n%s", verdictLine(s))
@@ -58,6 +58,17 @@ func Print(w io.Writer, res *resultsdir.Run) error {
 	}
 	fmt.Fprintf(w, "\nresults: %s\n", res.Dir)
 	return nil
+}
+
+// detailsFile is the file of a results directory that a person reads the
+// whole diagnostics in: report.md, else report.html, else summary.json.
+func detailsFile(dir string) string {
+	for _, f := range []string{resultsdir.ReportMD, resultsdir.ReportHTML} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
+			return f
+		}
+	}
+	return resultsdir.SummaryFile + " (diagnostics)"
 }
 
 // PrintVerdict prints what evalrun run --quiet prints: the verdict line

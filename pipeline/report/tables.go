@@ -217,8 +217,9 @@ func throughputTable(w io.Writer, s *summary.Summary, md bool) error {
 	return t.Render()
 }
 
-// printTables prints the accuracy and throughput tables.
-func printTables(w io.Writer, s *summary.Summary) error {
+// printTables prints the accuracy and throughput tables, and the device
+// diagnostics in short; full names the file that holds them whole.
+func printTables(w io.Writer, s *summary.Summary, full string) error {
 	fmt.Fprintf(w, "\n%s: %s (%s, %d params) — reference %s\n\naccuracy vs reference\n", s.Run.Name, filepath.Base(s.Model.Path), s.Model.Arch, s.Model.NParams, s.Reference.Name)
 	if err := accuracyTable(w, s, false); err != nil {
 		return err
@@ -232,7 +233,7 @@ func printTables(w io.Writer, s *summary.Summary) error {
 			100**h.HostIPCShare, h.PassesS, h.ComputeS, h.DecodeS, h.MetricsS)
 	}
 	for _, b := range s.Backends {
-		diag.WriteText(w, b.Name, b.Diagnostics)
+		diag.WriteText(w, b.Name, b.Diagnostics, full)
 	}
 	return nil
 }
