@@ -320,6 +320,14 @@ func (rb *runBackend) streamConfig() stream.Config {
 	return stream.Config{Pool: rb.rows, NVocab: rb.nVocab, Timeout: rb.timeouts.Eval, Book: rb.book}
 }
 
+// computeS is the time the backend's Eval calls have spent computing (as
+// the host timed the calls, for a plugin that does not report it).
+func (rb *runBackend) computeS() float64 {
+	rb.mu.Lock()
+	defer rb.mu.Unlock()
+	return cmp.Or(rb.eval.ComputeS, rb.eval.CallS)
+}
+
 // book adds a finished Eval call to the backend's timing.
 func (rb *runBackend) book(t stream.Timing) {
 	rb.mu.Lock()

@@ -48,10 +48,15 @@ func (r *runner) benchPass(ctx context.Context) {
 	if len(all) == 0 {
 		return
 	}
-	progress := newProgress(r.opt.Stderr, fmt.Sprintf("bench %s, %d backends, one repetition each per round", backend.BenchRequest{NPrompt: b.NPrompt, NGen: b.NGen}, len(all)), b.Reps)
+	rbs := make([]*runBackend, len(all))
+	for i, m := range all {
+		rbs[i] = m.rb
+	}
+	ph := r.startPhase("bench "+backend.BenchRequest{NPrompt: b.NPrompt, NGen: b.NGen}.String(), "rounds", "", b.Reps, b.Reps, rbs)
 	for round := 0; round < b.Reps && ctx.Err() == nil; round++ {
 		for _, k := range roundOrder(round, len(all)) {
 			m := all[k]
+			ph.benching(m.rb.Name)
 			for i, req := range tests {
 				if req.NPrompt+req.NGen == 0 || ctx.Err() != nil || !m.rb.ok() {
 					continue
@@ -62,8 +67,9 @@ func (r *runner) benchPass(ctx context.Context) {
 				}
 			}
 		}
-		progress.step(round+1, fmt.Sprintf("round %d", round+1))
+		ph.done(1)
 	}
+	ph.finish(ctx.Err() != nil)
 	for _, m := range all {
 		*m.out = m.throughput(tests)
 		if m.rb.ok() {

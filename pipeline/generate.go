@@ -32,14 +32,20 @@ func (r *runner) generatePass(ctx context.Context) {
 			c.cmp.Planned += p.MaxNew
 		}
 	}
-	progress := newProgress(r.opt.Stderr, "generate", len(prompts))
-	for i, p := range prompts {
+	tokens := 0
+	for _, p := range prompts {
+		tokens += p.MaxNew
+	}
+	ph := r.startPhase("generate", "prompts", "tokens", len(prompts), tokens, r.liveBackends())
+	for _, p := range prompts {
 		if ctx.Err() != nil || !r.ref.ok() {
+			ph.finish(true)
 			return
 		}
 		r.generateOne(ctx, p)
-		progress.step(i+1, p.Dataset+" "+p.ID)
+		ph.done(p.MaxNew)
 	}
+	ph.finish(ctx.Err() != nil)
 }
 
 // genPrompts lists the run's generate prompts.

@@ -227,3 +227,21 @@ func TestShardsBenchASpeedBaselinePairTogether(t *testing.T) {
 		}
 	}
 }
+
+// A run cut by --limit stays marked when its shards are merged: run.limit
+// and the verdict's reason, as the unsharded run has them.
+func TestMergeKeepsLimit(t *testing.T) {
+	p := shardPlan(t)
+	p.Datasets[0].Limit, p.Datasets[0].Cut = 1, true // as --limit 1 leaves a record out
+	whole, _ := runFakes(t, p, shardFakes())
+	dir := t.TempDir()
+	res, err := mergeShards(runShards(t, p, 2, dir), filepath.Join(dir, "merged"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, want := res.Summary, whole.Summary
+	if want.Run.Limit != 1 || got.Run.Limit != 1 || !slices.Equal(got.Verdict.Reasons, want.Verdict.Reasons) ||
+		!strings.HasPrefix(got.Verdict.Reasons[0], "--limit 1: not a full result") {
+		t.Errorf("merged: limit %d, reasons %q; unsharded: limit %d, reasons %q", got.Run.Limit, got.Verdict.Reasons, want.Run.Limit, want.Verdict.Reasons)
+	}
+}

@@ -95,9 +95,8 @@ func Merge(opt MergeOptions) (*summary.Summary, error) {
 	if err := m.writePrompts(filepath.Join(opt.OutDir, resultsdir.PromptsFile)); err != nil {
 		return s, fmt.Errorf("writing results to %s: %w", opt.OutDir, err)
 	}
-	if err := resultsdir.AppendIndex(opt.OutDir, s); err != nil {
-		return s, fmt.Errorf("results index: %w", err)
-	}
+	// Like a run given --out, a merge writes nothing outside its --out: no
+	// index.jsonl beside it.
 	return s, nil
 }
 
@@ -132,7 +131,8 @@ func (m *merger) summary(now time.Time, opt MergeOptions) *summary.Summary {
 		Started: first.Run.Started, Finished: first.Run.Finished, EvalrunVersion: opt.Version, GitCommit: opt.GitCommit,
 		Host:          summary.ThisHost(),
 		EffectiveSpec: first.Run.EffectiveSpec,
-		Merged:        &summary.MergeMarker{SpecDigest: set.Manifest.SpecDigest, Partial: len(set.Missing) > 0, Missing: set.Missing}}
+		Merged:        &summary.MergeMarker{SpecDigest: set.Manifest.SpecDigest, Partial: len(set.Missing) > 0, Missing: set.Missing},
+		Limit:         first.Run.Limit} // the shards' specs are the same (their digest): so is --limit
 	for _, f := range set.Files {
 		s.Run.Merged.Shards = append(s.Run.Merged.Shards, f.Dir)
 	}
@@ -140,6 +140,9 @@ func (m *merger) summary(now time.Time, opt MergeOptions) *summary.Summary {
 		BenchedApart: func(a, b string) string {
 			return resultsdir.BenchedApart(set.Manifest.Units, set.Files[0].Manifest.Shard.Total, a, b)
 		}}
+	if s.Run.Limit > 0 {
+		v.Limited(s.Run.Limit)
+	}
 	s.Reference = m.backend(first.Reference, func(x *summary.Summary) summary.BackendSummary { return x.Reference })
 	v.Reference(&s.Reference)
 	v.Speeds = map[string]*summary.Throughput{s.Reference.Name: s.Reference.Throughput}

@@ -43,9 +43,12 @@ type RelativeGates = verdict.RelativeGates
 
 // Options are the host-side settings of a run that are not part of the spec.
 type Options struct {
-	OutDir    string       // results directory; overrides the spec's output.dir/<run-id>
-	PluginDir string       // where plugins are looked up first; overrides the spec
-	Stderr    io.Writer    // progress and plugin logs
+	OutDir    string    // results directory; overrides the spec's output.dir/<run-id>, and then no index.jsonl is written
+	PluginDir string    // where plugins are looked up first; overrides the spec
+	Stderr    io.Writer // progress and plugin logs
+	// Progress shows the passes as they go; nil = one line per pass on
+	// Stderr (ProgressLines).
+	Progress  *Progress
 	Log       *slog.Logger // host log
 	Version   string
 	GitCommit string
@@ -96,10 +99,11 @@ func Run(ctx context.Context, p *plan.Plan, opt Options) (*resultsdir.Run, error
 			EvalrunVersion: opt.Version, GitCommit: opt.GitCommit,
 			Host:          summary.ThisHost(),
 			EffectiveSpec: s.Effective(),
+			Limit:         p.Limited(),
 		},
 		Model: p.Model,
 	}
-	r := &runner{plan: p, opt: opt, log: opt.Log, sum: sum}
+	r := &runner{plan: p, opt: opt, log: opt.Log, sum: sum, progress: opt.Progress}
 	defer r.closeAll()
 	if err := r.preflight(ctx); err != nil {
 		return nil, err
@@ -127,8 +131,12 @@ func Run(ctx context.Context, p *plan.Plan, opt Options) (*resultsdir.Run, error
 	if err != nil {
 		return res, fmt.Errorf("writing results to %s: %w", outDir, err)
 	}
-	if err := resultsdir.AppendIndex(outDir, r.sum); err != nil {
-		return res, fmt.Errorf("results index: %w", err)
+	// The index belongs to the results root: a run given its own directory
+	// (--out) writes nothing outside it.
+	if opt.OutDir == "" {
+		if err := resultsdir.AppendIndex(outDir, r.sum); err != nil {
+			return res, fmt.Errorf("results index: %w", err)
+		}
 	}
 	return res, nil
 }
@@ -140,6 +148,9 @@ func (opt Options) withDefaults() Options {
 	}
 	if opt.Launch == nil {
 		opt.Launch = LaunchPlugin
+	}
+	if opt.Progress == nil {
+		opt.Progress = NewProgress(opt.Stderr, ProgressLines)
 	}
 	if opt.Now == nil {
 		opt.Now = time.Now
@@ -154,7 +165,7 @@ func (opt Options) withDefaults() Options {
 // *exitcode.InputError; a plugin that could not start another error.
 func Validate(ctx context.Context, p *plan.Plan, opt Options) ([]string, error) {
 	opt = opt.withDefaults()
-	r := &runner{plan: p, opt: opt, log: opt.Log, sum: &summary.Summary{}}
+	r := &runner{plan: p, opt: opt, log: opt.Log, sum: &summary.Summary{}, progress: opt.Progress}
 	defer r.closeAll()
 	if err := r.preflight(ctx); err != nil {
 		return nil, err
@@ -189,10 +200,11 @@ func fewRepsWarnings(s *spec.Spec) []string {
 
 // runner holds the state of one run.
 type runner struct {
-	plan *plan.Plan
-	opt  Options
-	log  *slog.Logger
-	sum  *summary.Summary
+	plan     *plan.Plan
+	opt      Options
+	log      *slog.Logger
+	sum      *summary.Summary
+	progress *Progress
 
 	ref   *runBackend // nil when the reference is a kld_base file
 	base  *kldbase.Reader
@@ -333,6 +345,11 @@ func (r *runner) loadBackends(ctx context.Context) error {
 	return nil
 }
 
+// liveBackends are the backends still running, reference first.
+func (r *runner) liveBackends() []*runBackend {
+	return slices.DeleteFunc(r.backends(), func(rb *runBackend) bool { return !rb.ok() })
+}
+
 func (r *runner) liveCands() []*candidate {
 	return slices.DeleteFunc(slices.Clone(r.cands), func(c *candidate) bool { return !c.rb.ok() })
 }
@@ -406,6 +423,9 @@ func (r *runner) finish(ctx context.Context, end time.Time) {
 	s.Run.DurationS = end.Sub(s.Run.Started).Seconds()
 	r.interrupted = ctx.Err() != nil
 	v := &verdict.Builder{Relative: r.opt.RelativeGates, LiveRef: r.base == nil}
+	if s.Run.Limit > 0 {
+		v.Limited(s.Run.Limit)
+	}
 	if sh := r.shard(); sh.Total > 1 {
 		units := r.planUnits()
 		v.BenchedApart = func(a, b string) string { return resultsdir.BenchedApart(units, sh.Total, a, b) }

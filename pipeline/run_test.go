@@ -540,7 +540,8 @@ func TestRunWithoutGatesSaysSo(t *testing.T) {
 
 // Results safety: a second run into the same directory is refused unless
 // forced; every run is recorded with its effective spec, host CPU and
-// dataset digests, and listed in the results root's index.jsonl.
+// dataset digests. A run into the results root (no --out) is listed in the
+// root's index.jsonl; a run given its directory writes nothing outside it.
 func TestRunKeepsEarlierResultsAndListsRuns(t *testing.T) {
 	p := testPlan(t, 32, 64, 32, 0, spec.Backend{Name: "b", Plugin: "fake", Gates: spec.Gates{KLDMeanMax: ptr(0)}})
 	p.Datasets[0].SHA256 = strings.Repeat("ab", 32)
@@ -566,16 +567,32 @@ func TestRunKeepsEarlierResultsAndListsRuns(t *testing.T) {
 	if !errors.As(err, &ie) || !strings.Contains(err.Error(), "holds the results of an earlier run (summary.json): choose another --out, or --force") || launched {
 		t.Fatalf("second run into %s: %v (plugins launched: %v)", res.Dir, err, launched)
 	}
-	forced, err := Run(context.Background(), p, Options{OutDir: res.Dir, Force: true, Stderr: io.Discard, Launch: fakeLauncher(fakes())})
-	if err != nil {
+	if _, err := Run(context.Background(), p, Options{OutDir: res.Dir, Force: true, Stderr: io.Discard, Launch: fakeLauncher(fakes())}); err != nil {
 		t.Fatalf("--force: %v", err)
 	}
 	if _, err := os.Stat(stale); !os.IsNotExist(err) {
 		t.Errorf("--force kept the earlier run's report.html (%v)", err)
 	}
-	index := readLines(t, filepath.Join(filepath.Dir(res.Dir), "index.jsonl"))
-	if len(index) != 2 || index[0]["dir"] != res.Dir || index[1]["verdict"] != summary.VerdictPass ||
-		index[0]["id"] != s.Run.ID || index[1]["id"] != forced.Summary.Run.ID {
+	root := p.Spec.Output.Dir
+	if entries, _ := os.ReadDir(root); len(entries) != 1 || entries[0].Name() != filepath.Base(res.Dir) {
+		t.Fatalf("runs into --out %s wrote beside it: %v", res.Dir, entries)
+	}
+
+	var ids []string
+	for i := range 2 {
+		clock := func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5+i, 0, time.UTC) }
+		r, err := Run(context.Background(), p, Options{Stderr: io.Discard, Launch: fakeLauncher(fakes()), Now: clock})
+		if err != nil {
+			t.Fatalf("run %d into the results root: %v", i, err)
+		}
+		if filepath.Dir(r.Dir) != root {
+			t.Fatalf("run %d: results in %s, not in the root %s", i, r.Dir, root)
+		}
+		ids = append(ids, r.Summary.Run.ID)
+	}
+	index := readLines(t, filepath.Join(root, "index.jsonl"))
+	if len(index) != 2 || index[0]["dir"] != filepath.Join(root, ids[0]) || index[1]["verdict"] != summary.VerdictPass ||
+		index[0]["id"] != ids[0] || index[1]["id"] != ids[1] {
 		t.Fatalf("index.jsonl: %v", index)
 	}
 }

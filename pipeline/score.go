@@ -43,7 +43,13 @@ func (r *runner) scorePass(ctx context.Context) {
 	// takes a chunk's rows all in and asks for the next chunk before
 	// comparing them, so the plugins compute while the host compares.
 	prefetch, _ := r.prefetch()
-	progress := newProgress(r.opt.Stderr, "score", len(chunks))
+	fed := 0
+	for _, c := range chunks {
+		fed += len(c.Input())
+	}
+	ph := r.startPhase("score", "chunks", "tokens", len(chunks), fed, r.liveBackends())
+	stopped := true
+	defer func() { ph.finish(stopped) }()
 	var next *chunkEval
 	for i, ch := range chunks {
 		cur := next
@@ -61,9 +67,10 @@ func (r *runner) scorePass(ctx context.Context) {
 			r.startGenerate(ctx) // the reference computes while the host compares
 		}
 		r.scoreOne(ctx, ch, cur)
-		progress.step(i+1, fmt.Sprintf("%s chunk %d", ch.Dataset, ch.Index+1))
+		ph.done(len(ch.Input()))
 	}
 	next.abandon()
+	stopped = ctx.Err() != nil
 }
 
 // prefetchBudget bounds the logits rows the host holds to prefetch: the

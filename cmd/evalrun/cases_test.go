@@ -174,7 +174,8 @@ func TestSIGTERMToTheGroupDuringBench(t *testing.T) {
 	spec := strings.Replace(caseSpec, "bench: {enabled: false}", "bench: {n_prompt: 16, n_gen: 4, reps: 1000}", 1)
 	out := t.TempDir()
 	s := start(t, nil, "run", writeCase(t, spec), "--out", out)
-	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(s.err.String(), "bench pp16+tg4"); time.Sleep(20 * time.Millisecond) {
+	// The score pass's line: the bench comes next.
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(s.err.String(), "score [ref (ref), cand]: "); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no bench pass:\n%s", s.err)
 		}
@@ -233,7 +234,7 @@ func TestInterruptBeforeThePasses(t *testing.T) {
 	waitForOpen(t, s.cmd.Process.Pid, big)
 	time.Sleep(50 * time.Millisecond) // likely past the hash, into the tokenizer; either stage is before the passes
 	s.cmd.Process.Signal(syscall.SIGINT)
-	if code := s.wait(t, 10*time.Second); code != 3 || !strings.Contains(s.err.String(), "interrupted") || strings.Contains(s.err.String(), "score:") {
+	if code := s.wait(t, 10*time.Second); code != 3 || !strings.Contains(s.err.String(), "interrupted") || strings.Contains(s.err.String(), "score [") {
 		t.Errorf("large dataset: exit %d, want 3 and interrupted before the score pass\n%s", code, s.err)
 	}
 }

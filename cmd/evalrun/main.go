@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -80,6 +81,27 @@ not run or the run was interrupted.`,
 	return root
 }
 
+// messages is where evalrun's own messages during a command go: stderr,
+// or a run's progress while it shows one (above its bar).
+var messages = &messageWriter{w: os.Stderr}
+
+type messageWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (m *messageWriter) get() io.Writer {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.w
+}
+
+func (m *messageWriter) set(w io.Writer) {
+	m.mu.Lock()
+	m.w = w
+	m.mu.Unlock()
+}
+
 // interruptGrace is how long evalrun winds down after SIGINT or SIGTERM
 // (stopping plugins, writing what was computed) before it exits anyway.
 const interruptGrace = 20 * time.Second
@@ -97,7 +119,7 @@ func main() {
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	go func() {
 		stopping := func(sig os.Signal) {
-			fmt.Fprintf(os.Stderr, "evalrun: %v: stopping (again to quit at once)\n", sig)
+			fmt.Fprintf(messages.get(), "evalrun: %v: stopping (again to quit at once)\n", sig)
 			cancel()
 		}
 		if !toolcmd.AwaitInterruption(sigs, interruptGrace, stopping, nil) || !ending.TryLock() {

@@ -38,7 +38,7 @@ compare.json beside the merged results.`,
 			}
 			res := &resultsdir.Run{Summary: s, Dir: opts.OutDir}
 			out := cmd.OutOrStdout()
-			return finishRun(out, tableWidth(out, wide), res, base, []string{"md", "junit", "html"}, annotations, false)
+			return finishRun(out, tableWidth(out, wide), res, base, []string{"md", "junit", "html"}, annotations, false, false)
 		},
 	}
 	cmd.Flags().StringVarP(&outDir, "out", "o", "", "results directory of the merged run")

@@ -93,8 +93,10 @@ gates: {kld_mean_max: 0.01}
 `
 
 // TestShadowDrillDown: with shadow on, int8 reports all 36 matmuls ranked
-// by NMSE and the drift of every layer; keeping the worst op on the CPU
-// lowers the run's KLD.
+// by NMSE and the drift of every layer, in summary.json, report.md and
+// report.html; the printed output is short (the worst ops, the drift in a
+// line, where the rest is); keeping the worst op on the CPU lowers the
+// run's KLD.
 func TestShadowDrillDown(t *testing.T) {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "shadow")
@@ -117,14 +119,23 @@ func TestShadowDrillDown(t *testing.T) {
 			t.Errorf("layer %+v shows no drift", l)
 		}
 	}
-	for _, want := range []string{"per-op error against the CPU path", "per-layer drift of the residual stream", "the error grows most at layer"} {
+	for _, want := range []string{"per-op error against the CPU path (shadow mode): the 5 worst of 36 ops", "     1  " + d.Ops[0].Op + " ",
+		"the other 31 ops: report.md", "per-layer drift of the residual stream", "the error grows most at layer", "every layer: report.md"} {
 		if !strings.Contains(r.stdout, want) {
-			t.Errorf("table lacks %q:\n%s", want, r.stdout)
+			t.Errorf("output lacks %q:\n%s", want, r.stdout)
 		}
 	}
+	if n := strings.Count(r.stdout, "\n"); strings.Contains(r.stdout, " "+d.Ops[5].Op+" ") || n > 40 {
+		t.Errorf("output of %d lines shows more than the 5 worst ops:\n%s", n, r.stdout)
+	}
 	md, _ := os.ReadFile(filepath.Join(out, "report.md"))
-	if !strings.Contains(string(md), "| 1 | "+d.Ops[0].Op+" |") {
+	html, _ := os.ReadFile(filepath.Join(out, "report.html"))
+	last := d.Ops[len(d.Ops)-1].Op
+	if !strings.Contains(string(md), "| 1 | "+d.Ops[0].Op+" |") || !strings.Contains(string(md), "| 36 | "+last+" |") {
 		t.Errorf("report.md lacks the ranked op table")
+	}
+	if !strings.Contains(string(html), "<tr><td>36</td><td>"+last+"</td>") {
+		t.Errorf("report.html lacks the ranked op table")
 	}
 
 	top := d.Ops[0].Op

@@ -42,7 +42,7 @@ func TestRunReportsForGitHubActions(t *testing.T) {
 	stepSummary := filepath.Join(dir, "step.md")
 	t.Setenv("GITHUB_STEP_SUMMARY", stepSummary)
 	var out bytes.Buffer
-	if err := reportRun(&out, 0, &resultsdir.Run{Summary: &s, Dir: dir}, []string{"json", "md", "junit"}, nil, true); err != nil {
+	if err := reportRun(&out, 0, &resultsdir.Run{Summary: &s, Dir: dir}, []string{"json", "md", "junit"}, nil, true, false); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "verdict: pass (exit 0)") || !strings.Contains(out.String(), "::error file=") ||
@@ -56,7 +56,7 @@ func TestRunReportsForGitHubActions(t *testing.T) {
 	}
 	out.Reset()
 	t.Setenv("GITHUB_STEP_SUMMARY", "")
-	if err := reportRun(&out, 0, &resultsdir.Run{Summary: &s, Dir: dir}, []string{"json"}, nil, false); err != nil {
+	if err := reportRun(&out, 0, &resultsdir.Run{Summary: &s, Dir: dir}, []string{"json"}, nil, false, false); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(out.String(), "::") {

@@ -119,13 +119,18 @@ func dropCalls(v any) {
 }
 
 // signalAfterFirstChunk starts evalrun, sends sig to it (the host alone, as
-// the OOM killer would kill it) once it reports its first score chunk, and
-// returns its exit code (minus the signal's number when it killed it); then
-// it kills the plugins it may have left.
+// the OOM killer would kill it) once its units file (in args' --out) records
+// its first score chunk, and returns its exit code (minus the signal's
+// number when it killed it); then it kills the plugins it may have left.
 func signalAfterFirstChunk(t *testing.T, sig syscall.Signal, env []string, args ...string) int {
 	t.Helper()
+	units := filepath.Join(args[slices.Index(args, "--out")+1], "units.jsonl")
 	s := start(t, env, args...)
-	for deadline := time.Now().Add(60 * time.Second); !strings.Contains(s.err.String(), "score: 1/"); time.Sleep(5 * time.Millisecond) {
+	chunkDone := func() bool {
+		data, _ := os.ReadFile(units)
+		return strings.Contains(string(data), `"unit":"score/`)
+	}
+	for deadline := time.Now().Add(60 * time.Second); !chunkDone(); time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no score chunk done:\n%s", s.err)
 		}

@@ -18,12 +18,18 @@ import (
 )
 
 // loadPlan reads a spec (with its EVALRUN_ overrides) and plans it: the
-// checks that need no plugin.
-func loadPlan(cmd *cobra.Command, path string) (*plan.Plan, error) {
+// checks that need no plugin. limit, when > 0, is run --limit: every
+// dataset cut to its first limit records.
+func loadPlan(cmd *cobra.Command, path string, limit int) (*plan.Plan, error) {
 	ctx := cmd.Context()
 	s, err := spec.Load(ctx, path)
 	if err != nil {
 		return nil, inputOrInterrupted(ctx, err)
+	}
+	if limit > 0 {
+		if err := s.LimitRecords(limit); err != nil {
+			return nil, usageErr("--limit: %v", err)
+		}
 	}
 	p, err := plan.New(ctx, s)
 	if err != nil {
@@ -71,7 +77,7 @@ prints the plugins' warnings and exits 0 (valid), 2 (bad input) or 3 (a
 plugin could not start).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p, err := loadPlan(cmd, args[0])
+			p, err := loadPlan(cmd, args[0], 0)
 			if err != nil {
 				return err
 			}

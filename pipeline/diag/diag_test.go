@@ -2,12 +2,14 @@ package diag
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/evalrun/evalrun/backend"
+	"github.com/evalrun/evalrun/pipeline/summary"
 )
 
 func TestPositions(t *testing.T) {
@@ -80,7 +82,7 @@ func TestReportFromDiagnostics(t *testing.T) {
 		t.Errorf("require_offload problem %q", p)
 	}
 	var b bytes.Buffer
-	WriteText(&b, "npu-int8", r)
+	WriteText(&b, "npu-int8", r, "report.md")
 	out := b.String()
 	for _, want := range []string{"per-op error against the CPU path", "WARNING: 1 of 2 listed kernels never ran", "2 listed, 1 ran, 1 never ran; 9 NPU calls"} {
 		if !strings.Contains(out, want) {
@@ -89,6 +91,11 @@ func TestReportFromDiagnostics(t *testing.T) {
 	}
 	if strings.Index(out, "ffn_out-0") > strings.Index(out, "Qcur-0") {
 		t.Errorf("table not ranked:\n%s", out)
+	}
+	b.Reset()
+	WriteHTML(&b, r)
+	if !strings.Contains(b.String(), "<tr><td>2</td><td>ffn_out-0</td>") || !strings.Contains(b.String(), "<p>WARNING: 1 of 2") {
+		t.Errorf("html:\n%s", b.String())
 	}
 	b.Reset()
 	WriteMarkdown(&b, r)
@@ -107,5 +114,34 @@ func TestReportFromDiagnostics(t *testing.T) {
 	var nilReport *Report
 	if New(nil) != nil || !strings.Contains(OffloadProblem(nilReport), "no kernel accounting") {
 		t.Error("a plugin without diagnostics")
+	}
+}
+
+// evalrun run prints the worst WorstOps ops and the drift in a line, and
+// says where the rest is; the report files have every op and layer.
+func TestWriteTextIsShort(t *testing.T) {
+	var ops []backend.OpError
+	for i := range 9 {
+		ops = append(ops, backend.OpError{Op: fmt.Sprintf("op-%d", i), NMSE: float64(i + 1)})
+	}
+	r := New(&backend.Diagnostics{Shadow: true, Ops: ops})
+	r.LayerDrift = &summary.LayerDrift{Dataset: "d", Chunk: 1, Positions: []int{3}, Grows: 2,
+		Layers: []summary.LayerError{{Layer: 0, NMSE: 1e-4}, {Layer: 1, NMSE: 2e-4, Growth: 2}, {Layer: 2, NMSE: 1e-3, Growth: 5}}}
+	var b bytes.Buffer
+	WriteText(&b, "npu", r, "report.md")
+	out := b.String()
+	for _, want := range []string{"the 5 worst of 9 ops", "     5  op-4 ", "the other 4 ops: report.md",
+		"NMSE 1.000e-04 at layer 0, 1.000e-03 at layer 2; the error grows most at layer 2 (×5.00); every layer: report.md"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "op-3 ") || strings.Count(out, "\n") > 14 {
+		t.Errorf("not short:\n%s", out)
+	}
+	b.Reset()
+	WriteMarkdown(&b, r)
+	if !strings.Contains(b.String(), "| 9 | op-0 |") || !strings.Contains(b.String(), "| 2 | 1.000e-03 |") {
+		t.Errorf("report.md lacks an op or a layer:\n%s", b.String())
 	}
 }

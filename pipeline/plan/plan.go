@@ -43,6 +43,7 @@ type Dataset struct {
 	spec.Dataset
 	SHA256  string // of the file, for the record
 	Records int
+	Cut     bool // evalrun run --limit left records out (Spec.LimitRecords)
 	Tokens  int
 	Stream  []int32  // score: every record's tokens (each with BOS), concatenated
 	Prompts []Prompt // generate
@@ -240,10 +241,30 @@ func (p *Plan) tokenize(ctx context.Context, tok *tokenizer.Tokenizer, d *Datase
 	if d.Records == 0 {
 		return exitcode.Input("dataset %s (%s): no records", d.Name, d.Path)
 	}
+	if d.RunLimited && d.Records == d.Limit {
+		_, err := r.Next() // a record more, or a bad line: either way the set goes on
+		d.Cut = !errors.Is(err, io.EOF)
+	}
 	if d.Mode == spec.ModeScore && len(d.Stream) < d.NCtx {
-		return exitcode.Input("dataset %s (%s): %d tokens, fewer than n_ctx %d: nothing to score", d.Name, d.Path, len(d.Stream), d.NCtx)
+		in := ""
+		if d.Cut {
+			in = fmt.Sprintf(" in the records --limit %d keeps", d.Limit)
+		}
+		return exitcode.Input("dataset %s (%s): %d tokens%s, fewer than n_ctx %d: nothing to score", d.Name, d.Path, len(d.Stream), in, d.NCtx)
 	}
 	return nil
+}
+
+// Limited is the n of evalrun run --limit n when it left records of a
+// dataset out (the results are then not the spec's full results); 0 when
+// every dataset ran as the spec says.
+func (p *Plan) Limited() int {
+	for _, d := range p.Datasets {
+		if d.Cut {
+			return d.Limit
+		}
+	}
+	return 0
 }
 
 // checkOutputs refuses output.kld_base files that cannot be written, and

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/evalrun/evalrun/pipeline/diag"
 	"github.com/evalrun/evalrun/pipeline/metrics"
 	"github.com/evalrun/evalrun/pipeline/runcompare"
 	"github.com/evalrun/evalrun/pipeline/speedstat"
@@ -44,7 +45,7 @@ func runPage(s *summary.Summary) (htmlPage, error) {
 		return htmlPage{}, err
 	}
 	page := htmlPage{
-		Title:   fmt.Sprintf("evalrun %s: %s", s.Run.Name, strings.ToUpper(s.Verdict.Status)),
+		Title:   fmt.Sprintf("evalrun %s: %s%s", s.Run.Name, strings.ToUpper(s.Verdict.Status), notFull(s)),
 		Verdict: s.Verdict.Status,
 		Summary: summaryTable(s),
 		Meta: fmt.Sprintf("run %s, started %s, %.1f s · model %s (%s, %d params) · reference %s · evalrun %s",
@@ -69,6 +70,13 @@ func runPage(s *summary.Summary) (htmlPage, error) {
 			Note: "NMSE of each layer's output (the residual stream) against the reference's on the same tokens, log scale",
 			SVG:  template.HTML(drift), Legend: template.HTML(legend(names, nil))})
 	}
+	for _, b := range s.Backends {
+		if b.Diagnostics != nil { // the per-op table of shadow mode in full, folded as in report.md
+			var d strings.Builder
+			diag.WriteHTML(&d, b.Diagnostics)
+			page.Diagnostics = append(page.Diagnostics, htmlDiag{Backend: b.Name, Body: template.HTML(d.String())})
+		}
+	}
 	return page, nil
 }
 
@@ -92,10 +100,11 @@ func HTMLCompare(w io.Writer, s *summary.Summary, cmp *runcompare.Result) error 
 		reasons = append(reasons, fmt.Sprintf("changed: %s: %s -> %s", c.What, dashIfEmpty(c.Base), dashIfEmpty(c.New)))
 	}
 	cp := htmlPage{
-		Title:   fmt.Sprintf("evalrun compare: %s", strings.ToUpper(cmp.Verdict.Status)),
-		Verdict: class,
-		Meta:    fmt.Sprintf("baseline %s -> new %s · exit %d", cmp.Base.ID, cmp.New.ID, cmp.Verdict.ExitCode),
-		Reasons: reasons,
+		Title:       fmt.Sprintf("evalrun compare: %s", strings.ToUpper(cmp.Verdict.Status)),
+		Verdict:     class,
+		Meta:        fmt.Sprintf("baseline %s -> new %s · exit %d", cmp.Base.ID, cmp.New.ID, cmp.Verdict.ExitCode),
+		Reasons:     reasons,
+		Diagnostics: run.Diagnostics,
 		Charts: []htmlChart{{ID: "compare", Title: "Against the baseline " + cmp.Base.ID,
 			Note: "per backend: the logits against the baseline's (digests), then KLD mean and generation speed in the baseline (hollow) and this run (filled) with their ±; red: a change beyond its uncertainty that makes the backend worse, or a significant slowdown",
 			SVG:  template.HTML(compareTable(cmp) + compareChart(cmp))}},
@@ -119,6 +128,13 @@ type htmlPage struct {
 	Summary              template.HTML
 	Reasons              []string
 	Charts               []htmlChart
+	Diagnostics          []htmlDiag
+}
+
+// htmlDiag is a backend's device diagnostics, rendered by package diag.
+type htmlDiag struct {
+	Backend string
+	Body    template.HTML
 }
 
 type htmlChart struct {
@@ -531,6 +547,7 @@ figure.chart{margin:24px 0;border-top:1px solid #ddd;padding-top:8px} figure.cha
 figure.chart p{color:#666;font-size:12px;margin:0 0 6px} svg{max-width:100%;height:auto;display:block}
 .legend span{margin-right:14px;font-size:12px} .legend i{display:inline-block;width:10px;height:10px;margin-right:4px;border-radius:2px}
 .pair{display:flex;gap:16px;flex-wrap:wrap}
+details.diagnostics{margin:12px 0} details.diagnostics h3{font-size:14px;margin:12px 0 4px}
 </style></head>
 <body data-charts="pending">
 <h1 class="{{.Verdict}}">{{.Title}}</h1>
@@ -538,6 +555,9 @@ figure.chart p{color:#666;font-size:12px;margin:0 0 6px} svg{max-width:100%;heig
 {{.Summary}}
 {{if .Reasons}}<ul>{{range .Reasons}}<li>{{.}}</li>{{end}}</ul>{{end}}
 {{range .Charts}}<figure class="chart" id="{{.ID}}"><h2>{{.Title}}</h2><p>{{.Note}}</p>{{.SVG}}{{.Legend}}</figure>
+{{end}}
+{{range .Diagnostics}}<details class="diagnostics"><summary>{{.Backend}}: device diagnostics (per-op errors, per-layer drift, kernel accounting)</summary>
+{{.Body}}</details>
 {{end}}
 <script>
 // Marks the page once every chart has laid out a drawing with a size: a

@@ -85,6 +85,9 @@ func JUnit(w io.Writer, s *summary.Summary) error {
 			{"evalrun_version", s.Run.EvalrunVersion},
 		},
 	}
+	if s.Run.Limit > 0 { // not a full result
+		suite.Properties = append(suite.Properties, junitProperty{"limit", fmt.Sprint(s.Run.Limit)})
+	}
 	var out strings.Builder
 	if err := stepSummary(&out, s); err == nil {
 		suite.SystemOut = out.String()

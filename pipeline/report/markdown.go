@@ -94,7 +94,7 @@ func backendSection(w io.Writer, b summary.BackendSummary) {
 // backend (status, key accuracy figures, generation speed, gates) and the
 // verdict's reasons.
 func stepSummary(w io.Writer, s *summary.Summary) error {
-	fmt.Fprintf(w, "# evalrun %s: %s %s\n\n", mdEscape(s.Run.Name), verdictMark(s.Verdict.Status), strings.ToUpper(s.Verdict.Status))
+	fmt.Fprintf(w, "# evalrun %s: %s %s%s\n\n", mdEscape(s.Run.Name), verdictMark(s.Verdict.Status), strings.ToUpper(s.Verdict.Status), notFull(s))
 	var ds []string
 	for _, d := range s.Datasets {
 		ds = append(ds, fmt.Sprintf("%s (%s, %d tokens)", d.Name, d.Mode, d.Tokens))

@@ -52,15 +52,47 @@ func Write(dir string, s *summary.Summary, formats []string, cmp *runcompare.Res
 // width 0 shows every column, however wide (--wide).
 func Print(w io.Writer, res *resultsdir.Run, width int) error {
 	s := res.Summary
-	if err := printTables(w, s, width); err != nil {
+	if err := printTables(w, s, width, detailsFile(res.Dir)); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\nverdict: %s (exit %d)", s.Verdict.Status, s.Verdict.ExitCode)
+	fmt.Fprintf(w, "\n%s", verdictLine(s))
 	for _, why := range s.Verdict.Reasons {
 		fmt.Fprintf(w, "\n  - %s", why)
 	}
 	fmt.Fprintf(w, "\nresults: %s\n", res.Dir)
 	return nil
+}
+
+// detailsFile is the file of a results directory that a person reads the
+// whole diagnostics in: report.md, else report.html, else summary.json.
+func detailsFile(dir string) string {
+	for _, f := range []string{resultsdir.ReportMD, resultsdir.ReportHTML} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
+			return f
+		}
+	}
+	return resultsdir.SummaryFile + " (diagnostics)"
+}
+
+// PrintVerdict prints what evalrun run --quiet prints: the verdict line
+// and where the results are, on one line.
+func PrintVerdict(w io.Writer, res *resultsdir.Run) error {
+	_, err := fmt.Fprintf(w, "%s; results: %s\n", verdictLine(res.Summary), res.Dir)
+	return err
+}
+
+// verdictLine is "verdict: pass (exit 0)", marked when --limit cut the run.
+func verdictLine(s *summary.Summary) string {
+	return fmt.Sprintf("verdict: %s (exit %d)%s", s.Verdict.Status, s.Verdict.ExitCode, notFull(s))
+}
+
+// notFull marks a run that --limit cut short: its verdict is the first
+// records' only.
+func notFull(s *summary.Summary) string {
+	if s.Run.Limit == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", not a full result (--limit %d)", s.Run.Limit)
 }
 
 // AppendStepSummary appends the one-screen summary (report.md's first

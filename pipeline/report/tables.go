@@ -354,8 +354,9 @@ func throughputGrid(s *summary.Summary) grid {
 }
 
 // printTables prints the accuracy and throughput tables within width
-// display columns (0: every column, however wide).
-func printTables(w io.Writer, s *summary.Summary, width int) error {
+// display columns (0: every column, however wide), and the device
+// diagnostics in short; full names the file that holds them whole.
+func printTables(w io.Writer, s *summary.Summary, width int, full string) error {
 	fmt.Fprintf(w, "\n%s: %s (%s, %d params) — reference %s\n\naccuracy vs reference\n", s.Run.Name, filepath.Base(s.Model.Path), s.Model.Arch, s.Model.NParams, s.Reference.Name)
 	if err := accuracyGrid(s).draw(w, false, width); err != nil {
 		return err
@@ -369,7 +370,7 @@ func printTables(w io.Writer, s *summary.Summary, width int) error {
 			100**h.HostIPCShare, h.PassesS, h.ComputeS, h.DecodeS, h.MetricsS)
 	}
 	for _, b := range s.Backends {
-		diag.WriteText(w, b.Name, b.Diagnostics)
+		diag.WriteText(w, b.Name, b.Diagnostics, full)
 	}
 	return nil
 }

@@ -126,11 +126,12 @@ func WriteSummary(dir string, s *summary.Summary) error {
 	return atomicfile.WriteFile(filepath.Join(dir, SummaryFile), append(data, '\n'))
 }
 
-// AppendIndex adds the run in dir to index.jsonl beside it: one line,
-// written with a single append so runs sharing a root never interleave.
+// AppendIndex adds the run in dir, a directory of the results root, to the
+// root's index.jsonl (beside dir): one line, written with a single append so
+// runs sharing a root never interleave.
 func AppendIndex(dir string, s *summary.Summary) error {
 	e := summary.IndexEntry{ID: s.Run.ID, Name: s.Run.Name, Dir: dir, Spec: s.Run.Spec, Started: s.Run.Started.Format("2006-01-02T15:04:05Z07:00"),
-		DurationS: s.Run.DurationS, GitCommit: s.Run.GitCommit, ModelSHA256: s.Model.SHA256, Verdict: s.Verdict.Status, ExitCode: s.Verdict.ExitCode}
+		DurationS: s.Run.DurationS, GitCommit: s.Run.GitCommit, ModelSHA256: s.Model.SHA256, Verdict: s.Verdict.Status, ExitCode: s.Verdict.ExitCode, Limit: s.Run.Limit}
 	for _, b := range s.Backends {
 		e.Backends = append(e.Backends, summary.IndexBE{Name: b.Name, Status: b.Status, Pass: b.Pass})
 	}

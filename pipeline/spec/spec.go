@@ -72,6 +72,10 @@ type Dataset struct {
 	NCtx         int    `yaml:"n_ctx" check:"8..16777216"`          // score: chunk size, default 128
 	MaxNewTokens int    `yaml:"max_new_tokens" check:"1..16777216"` // generate: default 32
 	Limit        int    `yaml:"limit" check:"0..2147483647"`        // first N records only; 0 = all
+
+	// RunLimited: LimitRecords lowered Limit (evalrun run --limit), so
+	// records the spec itself runs may be left out.
+	RunLimited bool `yaml:"-"`
 }
 
 // Backend is one candidate, or (from Backends) the reference.
@@ -150,6 +154,25 @@ func (s *Spec) Backends() []Backend {
 		out[i].Model = cmp.Or(out[i].Model, s.Model.Path)
 	}
 	return out
+}
+
+// LimitRecords is evalrun run --limit n: every dataset runs at most its
+// first n records (its limit key lowered to n; a smaller limit of its own
+// stays). A kld_base reference's chunks are the file's: it has no records
+// to cut.
+func (s *Spec) LimitRecords(n int) error {
+	if n < 1 {
+		return fmt.Errorf("want a number of records >= 1, got %d", n)
+	}
+	if s.Reference.KLDBase != "" {
+		return fmt.Errorf("the reference is a kld_base file (%s), whose tokens and chunks are the file's: there are no dataset records to cut", s.Reference.KLDBase)
+	}
+	for i := range s.Datasets {
+		if d := &s.Datasets[i]; d.Limit == 0 || d.Limit > n {
+			d.Limit, d.RunLimited = n, true
+		}
+	}
+	return nil
 }
 
 // Effective is the spec as a run uses it (environment overrides applied,

@@ -116,6 +116,10 @@ type RunInfo struct {
 	// of shards (evalrun merge).
 	Shard  *ShardMarker `json:"shard,omitempty"`
 	Merged *MergeMarker `json:"merged,omitempty"`
+	// Limit is N of evalrun run --limit N when it left records of a dataset
+	// out: every figure is the first N records' of each dataset, not a full
+	// result.
+	Limit int `json:"limit,omitempty"`
 }
 
 // HostInfo describes the machine the host ran on.
@@ -399,6 +403,7 @@ type IndexEntry struct {
 	ModelSHA256 string    `json:"model_sha256"`
 	Verdict     string    `json:"verdict"`
 	ExitCode    int       `json:"exit_code"`
+	Limit       int       `json:"limit,omitempty"` // RunInfo.Limit: not a full result
 	Backends    []IndexBE `json:"backends"`
 }
 

@@ -107,6 +107,12 @@ func (v *Builder) inRun(bs summary.BackendSummary, g spec.Gates) []summary.GateR
 	return out
 }
 
+// Limited notes a run that evalrun run --limit n cut short: the verdict
+// stands for the first n records of each dataset only.
+func (v *Builder) Limited(n int) {
+	v.Note(fmt.Sprintf("--limit %d: not a full result: only the first %d records of each dataset ran", n, n))
+}
+
 // Note adds a reason that does not change the verdict.
 func (v *Builder) Note(reason string) { v.reasons = append(v.reasons, reason) }
 
