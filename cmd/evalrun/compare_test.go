@@ -31,8 +31,9 @@ func readCompare(t *testing.T, dir string) *runcompare.Result {
 }
 
 // defaultSpecWith is configs/default.yaml with paths made absolute (so it
-// runs from a temp dir) and one line replaced.
-func defaultSpecWith(t *testing.T, line, with string) string {
+// runs from a temp dir) and lines replaced: each pair is the start of one
+// line of the file and what replaces that whole line.
+func defaultSpecWith(t *testing.T, lineWith ...string) string {
 	t.Helper()
 	root, err := filepath.Abs("../..")
 	if err != nil {
@@ -43,42 +44,25 @@ func defaultSpecWith(t *testing.T, line, with string) string {
 		t.Fatal(err)
 	}
 	s := strings.ReplaceAll(string(text), "../", root+"/")
-	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(line) + `.*$`)
-	if len(re.FindAllString(s, -1)) != 1 {
-		t.Fatalf("configs/default.yaml: %q is not one line", line)
+	for i := 0; i+1 < len(lineWith); i += 2 {
+		re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(lineWith[i]) + `.*$`)
+		if len(re.FindAllString(s, -1)) != 1 {
+			t.Fatalf("configs/default.yaml: %q is not one line", lineWith[i])
+		}
+		s = re.ReplaceAllString(s, lineWith[i+1])
 	}
 	path := filepath.Join(t.TempDir(), "spec.yaml")
-	if err := os.WriteFile(path, []byte(re.ReplaceAllString(s, with)), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return path
 }
 
 // ggmlReferenceSpec is configs/default.yaml with the reference's numerics
-// swapped to ggml (paths made absolute so it runs from a temp dir), with
-// relative gates against a baseline.
+// swapped to ggml, with a relative gate against a baseline.
 func ggmlReferenceSpec(t *testing.T) string {
-	t.Helper()
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	text, err := os.ReadFile("../../configs/default.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := strings.ReplaceAll(string(text), "../", root+"/")
-	re := regexp.MustCompile(`(?m)^    numerics: exact .*$`)
-	if len(re.FindAllString(s, -1)) != 1 {
-		t.Fatal("configs/default.yaml: the reference's numerics line moved")
-	}
-	s = re.ReplaceAllString(s, "    numerics: ggml")
-	s = strings.Replace(s, "gates:\n  kld_mean_max: 0.001", "gates:\n  kld_mean_max_increase: 0\n  kld_mean_max: 0.001", 1)
-	path := filepath.Join(t.TempDir(), "ggml-ref.yaml")
-	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return defaultSpecWith(t, "    numerics: exact ", "    numerics: ggml",
+		"  kld_mean_max: 0.001 ", "  kld_mean_max_increase: 0\n  kld_mean_max: 0.001")
 }
 
 // Two runs of the shipped default spec: compare says every backend's

@@ -79,30 +79,31 @@ func TestRunTablesFitTheTerminal(t *testing.T) {
 			t.Errorf("line %d is %d columns wide: %s", i+1, n, l)
 		}
 	}
-	for _, want := range []string{
+	hasTableLines(t, "the output", narrow.stdout,
 		"| backend | status | KLD mean | same top p | PPL ratio | verdict |",
 		"\n6 columns hidden (tokens, KLD p99, RMS Δp, NMSE, max |Δlogit|, greedy): --wide shows them\n",
-		"| backend | device | pp64 p95 t/s [95% CI] | tg16 p95 t/s [95% CI] |",
-	} {
-		if !strings.Contains(squeezed(narrow.stdout), want) {
-			t.Errorf("the output lacks %q:\n%s", want, narrow.stdout)
-		}
-	}
+		"| backend | device | pp64 p95 t/s [95% CI] | tg16 p95 t/s [95% CI] |")
 	wide := evalrun(t, []string{"COLUMNS=", "EVALRUN_BENCH_REPS=6"}, "run", "configs/default.yaml", "--out", t.TempDir(), "--wide")
 	if wide.code != 0 {
 		t.Fatalf("--wide: exit %d\n%s\n%s", wide.code, wide.stdout, wide.stderr)
 	}
-	for _, want := range []string{
+	hasTableLines(t, "--wide", wide.stdout,
 		"| backend | status | tokens | KLD mean | KLD p99 | same top p | RMS Δp | PPL ratio | NMSE | max |Δlogit| | greedy | verdict |",
 		"| backend | device | kernels | threads | load s | warm-up s | pp64 p95 t/s | tg16 p95 t/s | peak RSS load / run | offload |",
-		"| 36 of 36 matmuls on the NPU (int8, 3 cores) |",
-	} {
-		if !strings.Contains(squeezed(wide.stdout), want) {
-			t.Errorf("--wide lacks %q:\n%s", want, wide.stdout)
-		}
-	}
+		"| 36 of 36 matmuls on the NPU (int8, 3 cores) |")
 	if strings.Contains(wide.stdout, "hidden") {
 		t.Errorf("--wide hid columns:\n%s", wide.stdout)
+	}
+}
+
+// hasTableLines checks that out, its cells' padding squeezed, holds every
+// wanted line.
+func hasTableLines(t *testing.T, what, out string, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
+		if !strings.Contains(squeezed(out), want) {
+			t.Errorf("%s lacks %q:\n%s", what, want, out)
+		}
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/olekukonko/tablewriter"
 )
 
 // TestWidth: $COLUMNS when set to a width; otherwise, on no terminal (a
@@ -43,32 +45,24 @@ func TestTableWidthIsTheDrawnWidth(t *testing.T) {
 		}
 		return n
 	}
-	var b bytes.Buffer
-	tab := New(&b, false)
-	tab.Header(rows[0])
-	for _, r := range rows[1:] {
-		if err := tab.Append(r); err != nil {
+	draw := func(tab *tablewriter.Table, b *bytes.Buffer) string {
+		tab.Header(rows[0])
+		for _, r := range rows[1:] {
+			if err := tab.Append(r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := tab.Render(); err != nil {
 			t.Fatal(err)
 		}
+		return b.String()
 	}
-	if err := tab.Render(); err != nil {
-		t.Fatal(err)
-	}
-	if got, want := widest(b.String()), TableWidth(rows...); got != want || want != 55 {
-		t.Errorf("drawn %d columns wide, TableWidth %d, want 55:\n%s", got, want, b.String())
+	var b bytes.Buffer
+	if out := draw(New(&b, false), &b); widest(out) != TableWidth(rows...) || TableWidth(rows...) != 55 {
+		t.Errorf("drawn %d columns wide, TableWidth %d, want 55:\n%s", widest(out), TableWidth(rows...), out)
 	}
 	b.Reset()
-	tab = NewWithin(&b, 45)
-	tab.Header(rows[0])
-	for _, r := range rows[1:] {
-		if err := tab.Append(r); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := tab.Render(); err != nil {
-		t.Fatal(err)
-	}
-	if got := widest(b.String()); got > 45 {
-		t.Errorf("NewWithin(45) drew %d columns:\n%s", got, b.String())
+	if out := draw(NewWithin(&b, 45), &b); widest(out) > 45 {
+		t.Errorf("NewWithin(45) drew %d columns:\n%s", widest(out), out)
 	}
 }
