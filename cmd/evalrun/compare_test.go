@@ -254,11 +254,14 @@ func listFiles(t *testing.T, dir string) []string {
 }
 
 // TestPlantedSlowdownFailsTheInRunGate: tonight's plugin 5 % slower than
-// last night's (the liar plugin sleeping 5 % more per repetition), benched
-// in the same rounds of one run: its slowdown gate against last night's
-// backend (gates.speed_baseline) fails, exit 1, and the other backend's
-// speed is untouched.
+// last night's, benched in the same rounds of one run: its slowdown gate
+// against last night's backend (gates.speed_baseline) fails, exit 1. Both
+// are the liar plugin timing a sleep per repetition, tonight's 5 % longer:
+// real compute differs by more than 5 % between two processes on a busy
+// 2-core machine (CI once measured last's p95 16 % under an identical
+// tonight's), so only a planted time is a 5 % that must be found.
 func TestPlantedSlowdownFailsTheInRunGate(t *testing.T) {
+	liar := filepath.Join(binDir, "evalrun-plugin-liar")
 	spec := writeCase(t, `name: planted
 model: {path: ROOT/models/stories260K.gguf}
 datasets:
@@ -266,14 +269,15 @@ datasets:
 reference: {name: ref, plugin: cpu, threads: 1}
 backends:
   - name: tonight
-    plugin_path: `+filepath.Join(binDir, "evalrun-plugin-liar")+`
+    plugin_path: `+liar+`
     threads: 1
+    options: {lie: bench-sleep-slower-5}
     gates: {speed_baseline: last, pp_ts_max_slowdown: 0, tg_ts_max_slowdown: 0}
-  - {name: last, plugin: cpu, threads: 1}
-bench: {enabled: true, n_prompt: 64, n_gen: 16, reps: 300}
+  - {name: last, plugin_path: `+liar+`, threads: 1, options: {lie: bench-sleep}}
+bench: {enabled: true, n_prompt: 64, n_gen: 16, reps: 150}
 `)
 	out := t.TempDir()
-	r := evalrun(t, []string{"TEST_EVALRUN_LIE=bench-slower-5"}, "run", spec, "--out", out)
+	r := evalrun(t, nil, "run", spec, "--out", out)
 	if r.code != 1 {
 		t.Fatalf("exit %d, want 1 (a slowdown gate)\n%s\n%s", r.code, r.stdout, r.stderr)
 	}

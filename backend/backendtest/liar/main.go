@@ -1,5 +1,7 @@
 // Command liar is a plugin for the host's tests that lies in one way the
-// contract allows, chosen by $TEST_EVALRUN_LIE: it is the CPU plugin (the
+// contract allows, chosen by its option "lie" or else $TEST_EVALRUN_LIE
+// (the option lets two backends of one run lie differently): it is the CPU
+// plugin (the
 // engine) with its Load, Eval or Bench answers bent, or with processes it
 // leaves behind. The host must label each lie, keep the other backends'
 // results and leave nothing running (cmd/evalrun's TestLyingPlugins).
@@ -7,6 +9,7 @@ package main
 
 import (
 	"context"
+	"maps"
 	"math"
 	"os"
 	"os/exec"
@@ -17,6 +20,19 @@ import (
 	"github.com/evalrun/evalrun/backend"
 	"github.com/evalrun/evalrun/plugins/enginebackend"
 )
+
+// benchSleep is one repetition of the bench-sleep lies.
+const benchSleep = 4 * time.Millisecond
+
+// wait waits d and returns how long it took: a sleep to within 1 ms of
+// the end (Go's sleeps may overshoot by up to a millisecond), then a spin.
+func wait(d time.Duration) time.Duration {
+	start := time.Now()
+	time.Sleep(d - time.Millisecond)
+	for time.Since(start) < d {
+	}
+	return time.Since(start)
+}
 
 type liar struct {
 	*enginebackend.Backend
@@ -41,8 +57,26 @@ func leaveChild(setsid bool) {
 	}
 }
 
+// takeLie moves the option "lie" out of req's options (the engine knows
+// no such option) into l.lie.
+func (l *liar) takeLie(req backend.LoadRequest) backend.LoadRequest {
+	lie, ok := req.Options["lie"].(string)
+	if !ok {
+		return req
+	}
+	l.lie = lie
+	opts := maps.Clone(req.Options)
+	delete(opts, "lie")
+	req.Options = opts
+	return req
+}
+
+func (l *liar) Validate(ctx context.Context, req backend.LoadRequest) ([]string, error) {
+	return l.Backend.Validate(ctx, l.takeLie(req))
+}
+
 func (l *liar) Load(ctx context.Context, req backend.LoadRequest) (backend.LoadResult, error) {
-	res, err := l.Backend.Load(ctx, req)
+	res, err := l.Backend.Load(ctx, l.takeLie(req))
 	switch l.lie {
 	case "load-memory":
 		res.MemoryBytes = -4096
@@ -96,13 +130,18 @@ func (l *liar) Bench(ctx context.Context, req backend.BenchRequest) (backend.Ben
 		res.SamplesNS[0] = -1
 	case "bench-count":
 		res.SamplesNS = res.SamplesNS[:len(res.SamplesNS)-1]
-	case "bench-slower-5":
-		// A plugin 5 % slower: each repetition takes 5 % longer (it sleeps
-		// that long), and says so.
-		for i, ns := range res.SamplesNS {
-			extra := ns / 20
-			time.Sleep(time.Duration(extra))
-			res.SamplesNS[i] = ns + extra
+	case "bench-sleep", "bench-sleep-slower-5":
+		// Each repetition is a timed wait, 5 % longer for the slower lie:
+		// a planted slowdown that a busy machine's noise in real compute
+		// (which exceeds 5 % between processes on 2 shared cores) cannot
+		// hide. The fastest repetitions, which the gates read, end within
+		// microseconds of the nominal time.
+		d := benchSleep
+		if l.lie == "bench-sleep-slower-5" {
+			d += d / 20
+		}
+		for i := range res.SamplesNS {
+			res.SamplesNS[i] = wait(d).Nanoseconds()
 		}
 	}
 	return res, err
