@@ -2,6 +2,7 @@ package backend
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -95,6 +96,10 @@ type Client struct {
 	pid     int
 	tail    *tailBuffer
 
+	// lockedSum is the binary's sha256 when the lock file listed it and
+	// the start checked it; nil otherwise.
+	lockedSum []byte
+
 	killed   atomic.Bool
 	killOnce sync.Once
 	release  chan struct{} // frees the OS thread that started the plugin
@@ -174,6 +179,7 @@ func Launch(ctx context.Context, cfg LaunchConfig) (*Client, error) {
 					os.RemoveAll(socketDir)
 					return nil, err
 				}
+				c.lockedSum = sum
 			}
 			cmd := exec.Command(cfg.Path, cfg.Args...)
 			// The host environment first so cfg.Env wins (exec keeps the
@@ -247,6 +253,10 @@ func Launch(ctx context.Context, cfg LaunchConfig) (*Client, error) {
 
 // Pid is the plugin's process id.
 func (c *Client) Pid() int { return c.pid }
+
+// LockedSHA256 is the binary's sha256 in hex when the plugins.sha256 lock
+// file listed it (Launch then checked the binary against it), "" otherwise.
+func (c *Client) LockedSHA256() string { return hex.EncodeToString(c.lockedSum) }
 
 // Exited reports whether the plugin process has ended (crashed or killed).
 func (c *Client) Exited() bool { return c.pc.Exited() }

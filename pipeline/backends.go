@@ -133,13 +133,17 @@ func LaunchPlugin(ctx context.Context, b spec.Backend, l Launch) (backend.Backen
 	if err != nil {
 		return nil, nil, err
 	}
-	sum, err := filehash.SHA256(ctx, path)
-	if err != nil {
-		return nil, nil, err
-	}
 	c, err := backend.Launch(ctx, backend.LaunchConfig{Path: path, StartTimeout: l.StartTimeout, Logger: l.Logger, Stderr: l.Stderr})
 	if err != nil {
 		return nil, nil, err
+	}
+	// Launch hashed the binary already when a lock file lists it.
+	sum := c.LockedSHA256()
+	if sum == "" {
+		if sum, err = filehash.SHA256(ctx, path); err != nil {
+			c.Kill()
+			return nil, nil, err
+		}
 	}
 	return c, pluginProcess{c, sum}, nil
 }

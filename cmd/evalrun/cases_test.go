@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -425,24 +426,50 @@ func TestResultFiles(t *testing.T) {
 
 // TestPluginLockFileAndPaths: plugins by path only when the spec says so
 // (TestBadInputExitsTwo), checksums from a lock file beside the plugins,
-// and bench --plugin PATH.
+// the binary's sha256 in summary.json with and without one, and bench
+// --plugin PATH.
 func TestPluginLockFileAndPaths(t *testing.T) {
 	dir := t.TempDir()
+	var pluginSum string
 	for _, name := range []string{"evalrun", "evalrun-plugin-cpu"} {
 		data, err := os.ReadFile(filepath.Join(binDir, name))
 		if err != nil {
 			t.Fatal(err)
 		}
 		os.WriteFile(filepath.Join(dir, name), data, 0o755)
+		pluginSum = fmt.Sprintf("%x", sha256.Sum256(data))
 	}
-	os.WriteFile(filepath.Join(dir, "plugins.sha256"), []byte(strings.Repeat("ab", 32)+"  evalrun-plugin-cpu\n"), 0o644)
-	cmd := exec.Command(filepath.Join(dir, "evalrun"), "run", writeCase(t, caseSpec), "--out", t.TempDir())
-	var stdout bytes.Buffer
-	cmd.Stdout = &stdout
-	err := cmd.Run()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != 3 || !strings.Contains(stdout.String(), "sha256 differs from plugins.sha256") {
-		t.Errorf("a plugin that does not match the lock file: %v\n%s", err, stdout.String())
+	run := func(lock string) (stdout string, code int, out string) {
+		os.WriteFile(filepath.Join(dir, "plugins.sha256"), []byte(lock+"  evalrun-plugin-cpu\n"), 0o644)
+		out = t.TempDir()
+		cmd := exec.Command(filepath.Join(dir, "evalrun"), "run", writeCase(t, caseSpec), "--out", out)
+		var buf bytes.Buffer
+		cmd.Stdout = &buf
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return buf.String(), ee.ExitCode(), out
+		}
+		return buf.String(), 0, out
+	}
+	if stdout, code, _ := run(strings.Repeat("ab", 32)); code != 3 || !strings.Contains(stdout, "sha256 differs from plugins.sha256") {
+		t.Errorf("a plugin that does not match the lock file: exit %d\n%s", code, stdout)
+	}
+	stdout, code, out := run(pluginSum)
+	if code != 0 {
+		t.Fatalf("a plugin the lock file lists: exit %d\n%s", code, stdout)
+	}
+	os.Remove(filepath.Join(dir, "plugins.sha256"))
+	unlocked := t.TempDir()
+	if r := evalrun(t, nil, "run", writeCase(t, caseSpec), "--out", unlocked); r.code != 0 {
+		t.Fatalf("exit %d\n%s", r.code, r.stdout)
+	}
+	for _, d := range []string{out, unlocked} {
+		for _, b := range readSummary(t, d).Backends {
+			if b.PluginSHA256 != pluginSum {
+				t.Errorf("%s: backend %s: plugin_sha256 %q, want the binary's %s", d, b.Name, b.PluginSHA256, pluginSum)
+			}
+		}
 	}
 
 	r := evalrun(t, nil, "bench", "--model", "models/stories260K.gguf", "--plugin", filepath.Join(binDir, "evalrun-plugin-cpu"), "-p", "8", "-n", "2", "-r", "1", "-t", "1", "-o", "json")
