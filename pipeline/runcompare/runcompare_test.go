@@ -407,6 +407,20 @@ func TestCompareRemovesTheMachineShift(t *testing.T) {
 		t.Errorf("shift by test %v, want pp1 1.37, tg16 1.05", f)
 	}
 
+	// The others 20 % faster, b 5 % faster as measured: -12.5 % after the
+	// shift, but not judged (the backends of a shared machine's run do
+	// not move together); b 10 % slower as measured is.
+	for _, c := range []struct {
+		b       float64
+		verdict string
+	}{{1050, speedstat.NoChange}, {900, speedstat.Slower}} {
+		res := Compare(base, fleet(t, 2400, c.b, 1800, 960), DefaultMinChange)
+		bt := res.Backends[1].Speed[1]
+		if bt.Verdict != c.verdict || c.verdict == speedstat.NoChange && !strings.Contains(bt.Note, "only once the machine's change is removed; as measured +5.0%") {
+			t.Errorf("others +20%%, b at %v: %s %q (judged Δ %+.3f)", c.b, bt.Verdict, bt.Note, *bt.Delta)
+		}
+	}
+
 	g := spec.Gates{TGTSMaxSlowdown: p(0.1)}
 	gates := Gates(base)
 	for _, c := range []struct {
