@@ -84,8 +84,11 @@ func (c KVCache) orF32() KVCache {
 // values) in a cache type.
 type kvCodec struct {
 	rowBytes int
-	encode   func(dst []byte, x []float32)
-	decode   func(src []byte, y []float32)
+	// f16: rows are binary16 values, which attention reads in place
+	// (ggml.ScoreRowsF16) instead of decoding them.
+	f16    bool
+	encode func(dst []byte, x []float32)
+	decode func(src []byte, y []float32)
 }
 
 // newKVCodec returns the codec of t for rows of heads×d values; nil for f32
@@ -96,7 +99,7 @@ func newKVCodec(t KVType, heads, d int) (*kvCodec, error) {
 	case "", KVF32:
 		return nil, nil
 	case KVF16:
-		return &kvCodec{rowBytes: 2 * n,
+		return &kvCodec{rowBytes: 2 * n, f16: hostLittleEndian,
 			encode: func(dst []byte, x []float32) {
 				if hostLittleEndian {
 					ggml.F32sToF16(u16View(dst), x)

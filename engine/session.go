@@ -336,27 +336,58 @@ func (s *Session) storeKV(il int, cells []int, k, v []float32) {
 	}
 }
 
-// cached returns layer il's keys and values for cells [0, n) head-major
-// and the distance between heads: the cache itself for f32, else the rows
-// dequantized into the session's scratch.
-func (s *Session) cached(il, n int) (k, v []float32, kHead, vHead int) {
-	c := s.m.Config
-	D := c.HeadDim
+// kvRows are a layer's keys (or values) for attention: float32 rows
+// head-major, head apart (the f32 cache itself, or a quantized side
+// decoded into the session's scratch), or an f16 side's binary16 rows in
+// place, position-major (all KV heads of a cell together).
+type kvRows struct {
+	f32  []float32
+	head int
+	f16  []uint16
+}
+
+// scores sets p[j] = the dot product of q with the row of cell j of KV
+// head g, for j < len(p).
+func (r kvRows) scores(kern ggml.Kernels, g, D, kvDim int, q, p []float32) {
+	if r.f16 != nil {
+		ggml.ScoreRowsF16(kern, r.f16[g*D:], kvDim, q, p)
+		return
+	}
+	kern.ScoreRows(r.f32[g*r.head:g*r.head+len(p)*D], D, q, p)
+}
+
+// weighted sets out = Σ_j p[j]·(the row of cell j of KV head g).
+func (r kvRows) weighted(kern ggml.Kernels, g, D, kvDim int, p []float32, lanes int, out []float32) {
+	if r.f16 != nil {
+		ggml.WeightedColumnsF16(kern, r.f16[g*D:], kvDim, p, lanes, out)
+		return
+	}
+	kern.WeightedColumns(r.f32[g*r.head:g*r.head+len(p)*D], D, p, lanes, out)
+}
+
+// cached returns layer il's keys and values for cells [0, n).
+func (s *Session) cached(il, n int) (k, v kvRows) {
+	D := s.m.Config.HeadDim
 	capacity := s.layerCap(il)
-	kHead, vHead = capacity*D, capacity*D
-	if s.k != nil {
-		k = s.k[il]
-	} else {
+	switch {
+	case s.k != nil:
+		k = kvRows{f32: s.k[il], head: capacity * D}
+	case s.m.kc.f16:
+		k = kvRows{f16: u16View(s.kq[il])}
+	default:
 		s.kf = s.dequantize(s.kf, s.kq[il], s.m.kc, n)
-		k, kHead = s.kf, n*D
+		k = kvRows{f32: s.kf, head: n * D}
 	}
-	if s.v != nil {
-		v = s.v[il]
-	} else {
+	switch {
+	case s.v != nil:
+		v = kvRows{f32: s.v[il], head: capacity * D}
+	case s.m.vc.f16:
+		v = kvRows{f16: u16View(s.vq[il])}
+	default:
 		s.vf = s.dequantize(s.vf, s.vq[il], s.m.vc, n)
-		v, vHead = s.vf, n*D
+		v = kvRows{f32: s.vf, head: n * D}
 	}
-	return k, v, kHead, vHead
+	return k, v
 }
 
 // dequantize decodes cells [0, n) of a quantized side into buf,
@@ -634,7 +665,8 @@ func (f *forward) attention(il int, q []float32, lops LayerOps, swa bool) []floa
 	if swa {
 		n0 = f.s.swa.usedEnd()
 	}
-	K, V, kHead, vHead := f.s.cached(il, n0)
+	K, V := f.s.cached(il, n0)
+	kvDim := c.NHeadKV * D
 	out := f.s.buf.alloc(T * c.NHead * D)
 	scores := f.s.buf.alloc(c.NHead * n0) // one row of probabilities per head
 	// kq is a vec_dot_f32 (its src1, the permuted Q, is not contiguous);
@@ -649,14 +681,14 @@ func (f *forward) attention(il int, q []float32, lops LayerOps, swa bool) []floa
 	work := func(lo, hi int) {
 		for h := lo; h < hi; h++ {
 			p := scores[h*n0 : (h+1)*n0]
-			kOff, vOff := (h/group)*kHead, (h/group)*vHead
+			g := h / group
 			for t := range T {
 				n := f.pos0 + t + 1 // causal: positions 0..pos0+t
 				if swa {
 					n = n0
 				}
 				qh := q[(t*c.NHead+h)*D : (t*c.NHead+h+1)*D]
-				kern.ScoreRows(K[kOff:kOff+n*D], D, qh, p[:n])
+				K.scores(kern, g, D, kvDim, qh, p[:n])
 				if c.AttnSoftcap != 0 {
 					ggml.SoftCap(p[:n], c.AttnSoftcap)
 				}
@@ -669,7 +701,7 @@ func (f *forward) attention(il int, q []float32, lops LayerOps, swa bool) []floa
 					}
 				}
 				lops.Softmax(p[:n], scale)
-				kern.WeightedColumns(V[vOff:vOff+n*D], D, p[:n], lanes, out[(t*c.NHead+h)*D:(t*c.NHead+h+1)*D])
+				V.weighted(kern, g, D, kvDim, p[:n], lanes, out[(t*c.NHead+h)*D:(t*c.NHead+h+1)*D])
 			}
 		}
 	}

@@ -42,21 +42,27 @@ func TestVariantDigests(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []string
-	for _, v := range []struct {
+	type variant struct {
 		name string
 		cfg  synth.Config
-	}{
-		{"llama3-rope-freqs", synth.Config{Arch: "llama", RopeFreqs: true, RopeBase: 500000}},
-		{"llama-biases-head32", synth.Config{Arch: "llama", Biases: true, HeadDim: 32}},
-		{"llama-yarn", synth.Config{Arch: "llama", RopeScaling: "yarn", RopeFactor: 4, RopeOrigCtx: 128}},
-		{"qwen2-linear", synth.Config{Arch: "qwen2", RopeScaling: "linear", RopeFactor: 2}},
-		{"qwen3-biases", synth.Config{Arch: "qwen3", Biases: true, RopeBase: 1000000}},
-		{"gemma2-window40", synth.Config{Arch: "gemma2", SlidingWindow: 40}},
-		{"gemma3-window40", synth.Config{Arch: "gemma3", SlidingWindow: 40, RopeBaseSWA: 10000, RopeBase: 1000000}},
-		{"phi3-longrope", synth.Config{Arch: "phi3", LongRope: true, RopeOrigCtx: 64}},
-		{"minicpm-biases", synth.Config{Arch: "minicpm", Biases: true}},
-		{"internlm2", synth.Config{Arch: "internlm2"}},
-		{"glm4", synth.Config{Arch: "glm4"}},
+		kv   KVCache // f32 when zero
+	}
+	for _, v := range []variant{
+		{"llama3-rope-freqs", synth.Config{Arch: "llama", RopeFreqs: true, RopeBase: 500000}, KVCache{}},
+		{"llama-biases-head32", synth.Config{Arch: "llama", Biases: true, HeadDim: 32}, KVCache{}},
+		{"llama-yarn", synth.Config{Arch: "llama", RopeScaling: "yarn", RopeFactor: 4, RopeOrigCtx: 128}, KVCache{}},
+		{"qwen2-linear", synth.Config{Arch: "qwen2", RopeScaling: "linear", RopeFactor: 2}, KVCache{}},
+		{"qwen3-biases", synth.Config{Arch: "qwen3", Biases: true, RopeBase: 1000000}, KVCache{}},
+		{"gemma2-window40", synth.Config{Arch: "gemma2", SlidingWindow: 40}, KVCache{}},
+		{"gemma3-window40", synth.Config{Arch: "gemma3", SlidingWindow: 40, RopeBaseSWA: 10000, RopeBase: 1000000}, KVCache{}},
+		{"phi3-longrope", synth.Config{Arch: "phi3", LongRope: true, RopeOrigCtx: 64}, KVCache{}},
+		{"minicpm-biases", synth.Config{Arch: "minicpm", Biases: true}, KVCache{}},
+		{"internlm2", synth.Config{Arch: "internlm2"}, KVCache{}},
+		{"glm4", synth.Config{Arch: "glm4"}, KVCache{}},
+		// The f16 cache read in place by attention (GQA: 2 heads per KV
+		// head; a window's ring of cells).
+		{"llama-kv-f16", synth.Config{Arch: "llama"}, KVCache{Key: KVF16, Value: KVF16}},
+		{"gemma3-window40-kv-f16", synth.Config{Arch: "gemma3", SlidingWindow: 40, RopeBaseSWA: 10000, RopeBase: 1000000}, KVCache{Key: KVF16, Value: KVF16}},
 	} {
 		cfg := v.cfg
 		cfg.NEmbd, cfg.NLayer, cfg.NHead, cfg.NHeadKV, cfg.NFF, cfg.NVocab = 64, 1, 4, 2, 128, 300
@@ -69,7 +75,7 @@ func TestVariantDigests(t *testing.T) {
 			name := v.name + "/" + num.String()
 			sums := map[int]string{}
 			for _, threads := range threadCounts() {
-				sums[threads] = logitsDigest(t, path, num, threads)
+				sums[threads] = logitsDigest(t, path, Options{Numerics: num, Threads: threads, KVCache: v.kv})
 			}
 			if len(sums) > 1 && sums[1] != sums[2] {
 				t.Errorf("%s: 1 thread %s, 2 threads %s", name, sums[1], sums[2])
@@ -89,9 +95,9 @@ func TestVariantDigests(t *testing.T) {
 }
 
 // logitsDigest decodes 512 tokens in batches of 128 and hashes every row.
-func logitsDigest(t *testing.T, path string, num Numerics, threads int) string {
+func logitsDigest(t *testing.T, path string, opts Options) string {
 	t.Helper()
-	m, err := Open(path, Options{Numerics: num, Threads: threads})
+	m, err := Open(path, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

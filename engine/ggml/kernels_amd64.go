@@ -229,6 +229,29 @@ func (avx512Kernels) WeightedColumns(v []float32, stride int, p []float32, lanes
 	}
 }
 
+func (avx512Kernels) scoreRowsF16(k []uint16, stride int, q []float32, out []float32) {
+	scoreRowsF16AVX512(k, stride, q, out)
+}
+
+func (avx512Kernels) weightedColumnsF16(v []uint16, stride int, p []float32, lanes int, out []float32) {
+	d := len(out)
+	if d == 0 {
+		return
+	}
+	buf := getScratch(lanes * d)
+	defer scratchPool.Put(buf)
+	acc := *buf
+	clear(acc)
+	if len(p) > 0 {
+		laneFMAF16AVX512(acc, lanes, 0, v, stride, p, d)
+	}
+	if lanes == 64 {
+		reduceLanes64AVX512(acc, d, out)
+	} else {
+		reduceLanes16AVX512(acc, d, out)
+	}
+}
+
 func (avx512Kernels) Softmax(p []float32, scale float32) {
 	if len(p) > 0 {
 		softmaxAVX512(p, scale)

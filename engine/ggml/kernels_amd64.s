@@ -6995,6 +6995,119 @@ done:
 	VZEROUPPER
 	RET
 
+// func scoreRowsF16AVX512(k []uint16, stride int, q []float32, out []float32)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL, F16C, FMA3
+TEXT ·scoreRowsF16AVX512(SB), NOSPLIT, $64-80
+	MOVQ k_base+0(FP), AX
+	MOVQ stride+24(FP), CX
+	MOVQ q_base+32(FP), DX
+	MOVQ q_len+40(FP), BX
+	MOVQ out_base+56(FP), SI
+	MOVQ out_len+64(FP), DI
+	SHLQ $0x01, CX
+	MOVQ BX, R8
+	ANDQ $-64, R8
+
+row:
+	TESTQ  DI, DI
+	JZ     done
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	XORQ   R9, R9
+
+step:
+	CMPQ        R9, R8
+	JAE         reduce
+	VCVTPH2PS   (AX)(R9*2), Z4
+	VFMADD231PS (DX)(R9*4), Z4, Z0
+	VCVTPH2PS   32(AX)(R9*2), Z4
+	VFMADD231PS 64(DX)(R9*4), Z4, Z1
+	VCVTPH2PS   64(AX)(R9*2), Z4
+	VFMADD231PS 128(DX)(R9*4), Z4, Z2
+	VCVTPH2PS   96(AX)(R9*2), Z4
+	VFMADD231PS 192(DX)(R9*4), Z4, Z3
+	ADDQ        $0x00000040, R9
+	JMP         step
+
+reduce:
+	VADDPS        Z2, Z0, Z0
+	VADDPS        Z3, Z1, Z1
+	VADDPS        Z1, Z0, Z0
+	VEXTRACTF32X8 $0x01, Z0, Y1
+	VADDPS        Y0, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X0
+	VADDPS        X1, X0, X0
+	VSHUFPS       $0x0e, X0, X0, X1
+	VADDPS        X1, X0, X0
+	VSHUFPS       $0x01, X0, X0, X1
+	VADDPS        X1, X0, X0
+
+left16:
+	MOVQ      BX, R10
+	SUBQ      R9, R10
+	CMPQ      R10, $0x00000010
+	JB        left8
+	VCVTPH2PS (AX)(R9*2), Z1
+	VMULPS    (DX)(R9*4), Z1, Z1
+	VMOVUPS   Z1, (SP)
+	VADDSS    (SP), X0, X0
+	VADDSS    4(SP), X0, X0
+	VADDSS    8(SP), X0, X0
+	VADDSS    12(SP), X0, X0
+	VADDSS    16(SP), X0, X0
+	VADDSS    20(SP), X0, X0
+	VADDSS    24(SP), X0, X0
+	VADDSS    28(SP), X0, X0
+	VADDSS    32(SP), X0, X0
+	VADDSS    36(SP), X0, X0
+	VADDSS    40(SP), X0, X0
+	VADDSS    44(SP), X0, X0
+	VADDSS    48(SP), X0, X0
+	VADDSS    52(SP), X0, X0
+	VADDSS    56(SP), X0, X0
+	VADDSS    60(SP), X0, X0
+	ADDQ      $0x00000010, R9
+	JMP       left16
+
+left8:
+	CMPQ      R10, $0x00000008
+	JB        left1
+	VCVTPH2PS (AX)(R9*2), Y1
+	VMULPS    (DX)(R9*4), Y1, Y1
+	VMOVUPS   Y1, (SP)
+	VADDSS    (SP), X0, X0
+	VADDSS    4(SP), X0, X0
+	VADDSS    8(SP), X0, X0
+	VADDSS    12(SP), X0, X0
+	VADDSS    16(SP), X0, X0
+	VADDSS    20(SP), X0, X0
+	VADDSS    24(SP), X0, X0
+	VADDSS    28(SP), X0, X0
+	ADDQ      $0x00000008, R9
+
+left1:
+	CMPQ        R9, BX
+	JAE         store
+	MOVWLZX     (AX)(R9*2), R10
+	VMOVD       R10, X1
+	VCVTPH2PS   X1, X1
+	VFMADD231SS (DX)(R9*4), X1, X0
+	INCQ        R9
+	JMP         left1
+
+store:
+	VMOVSS X0, (SI)
+	ADDQ   $0x00000004, SI
+	ADDQ   CX, AX
+	DECQ   DI
+	JMP    row
+
+done:
+	VZEROUPPER
+	RET
+
 // func laneFMAAVX512(acc []float32, lanes int, j0 int, v []float32, stride int, p []float32, d int)
 // Requires: AVX, AVX512F
 TEXT ·laneFMAAVX512(SB), NOSPLIT, $0-104
@@ -7038,6 +7151,70 @@ coltail:
 	TESTQ       R12, R12
 	JZ          next
 	VMOVUPS.Z   (BX)(R13*4), K1, Z1
+	VMOVUPS.Z   (R11)(R13*4), K1, Z2
+	VFMADD231PS Z0, Z1, Z2
+	VMOVUPS     Z2, K1, (R11)(R13*4)
+
+next:
+	ADDQ SI, BX
+	ADDQ $0x00000004, DI
+	INCQ DX
+	CMPQ DX, CX
+	JB   lane_ok
+	XORQ DX, DX
+
+lane_ok:
+	DECQ R8
+	JMP  row
+
+done:
+	VZEROUPPER
+	RET
+
+// func laneFMAF16AVX512(acc []float32, lanes int, j0 int, v []uint16, stride int, p []float32, d int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL
+TEXT ·laneFMAF16AVX512(SB), NOSPLIT, $0-104
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  lanes+24(FP), CX
+	MOVQ  j0+32(FP), DX
+	MOVQ  v_base+40(FP), BX
+	MOVQ  stride+64(FP), SI
+	MOVQ  p_base+72(FP), DI
+	MOVQ  p_len+80(FP), R8
+	MOVQ  d+96(FP), R9
+	SHLQ  $0x01, SI
+	MOVQ  R9, R10
+	SHLQ  $0x02, R10
+	LEAQ  tailMasks<>+0(SB), R11
+	MOVQ  R9, R12
+	ANDQ  $0x0000000f, R12
+	KMOVW (R11)(R12*8), K1
+	ANDQ  $-16, R9
+
+row:
+	TESTQ        R8, R8
+	JZ           done
+	MOVQ         DX, R11
+	IMULQ        R10, R11
+	ADDQ         AX, R11
+	VBROADCASTSS (DI), Z0
+	XORQ         R13, R13
+
+col:
+	CMPQ        R13, R9
+	JAE         coltail
+	VCVTPH2PS   (BX)(R13*2), Z1
+	VMOVUPS     (R11)(R13*4), Z2
+	VFMADD231PS Z0, Z1, Z2
+	VMOVUPS     Z2, (R11)(R13*4)
+	ADDQ        $0x00000010, R13
+	JMP         col
+
+coltail:
+	TESTQ       R12, R12
+	JZ          next
+	VMOVDQU16.Z (BX)(R13*2), K1, Y1
+	VCVTPH2PS   Y1, Z1
 	VMOVUPS.Z   (R11)(R13*4), K1, Z2
 	VFMADD231PS Z0, Z1, Z2
 	VMOVUPS     Z2, K1, (R11)(R13*4)

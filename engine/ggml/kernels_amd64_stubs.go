@@ -86,7 +86,13 @@ func gemmExact4x4AVX512(w []float32, ldw int, x []float32, k int, out []float32,
 func scoreRowsAVX512(k []float32, stride int, q []float32, out []float32)
 
 //go:noescape
+func scoreRowsF16AVX512(k []uint16, stride int, q []float32, out []float32)
+
+//go:noescape
 func laneFMAAVX512(acc []float32, lanes int, j0 int, v []float32, stride int, p []float32, d int)
+
+//go:noescape
+func laneFMAF16AVX512(acc []float32, lanes int, j0 int, v []uint16, stride int, p []float32, d int)
 
 //go:noescape
 func reduceLanes64AVX512(acc []float32, d int, out []float32)

@@ -533,7 +533,7 @@ func genVecDotFloatRows(f16 bool) {
 		Label("store")
 		VCVTSD2SS(d, s, s)
 	} else {
-		leftoversF32(w, xp, i, k, s)
+		leftoversF32(w, xp, i, k, s, false)
 		Label("store")
 	}
 	nextRow(s, out, stride, w, n)

@@ -51,8 +51,10 @@ func genGGML() {
 		genGemmExact(rows)
 	}
 	genOpsConstants()
-	genScoreRows()
-	genLaneFMA()
+	genScoreRows(false)
+	genScoreRows(true)
+	genLaneFMA(false)
+	genLaneFMA(true)
 	genReduceLanes(64)
 	genReduceLanes(16)
 	genSoftmax()

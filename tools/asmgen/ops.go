@@ -90,8 +90,15 @@ func vexpf(x VecVirtual) VecVirtual {
 }
 
 // genScoreRows: out[j] = ggml_vec_dot_f32(k[j*stride : j*stride+len(q)], q).
-func genScoreRows() {
-	TEXT("scoreRowsAVX512", NOSPLIT, "func(k []float32, stride int, q []float32, out []float32)")
+// With f16, k holds binary16 values (an f16 KV cache read in place),
+// converted exactly to float32 as they are loaded: the same sums as over
+// the converted rows.
+func genScoreRows(f16 bool) {
+	name, ktype, esize := "scoreRowsAVX512", "[]float32", 4
+	if f16 {
+		name, ktype, esize = "scoreRowsF16AVX512", "[]uint16", 2
+	}
+	TEXT(name, NOSPLIT, "func(k "+ktype+", stride int, q []float32, out []float32)")
 	Pragma("noescape")
 	local = AllocLocal(64)
 	kp := Load(Param("k").Base(), GP64())
@@ -100,7 +107,11 @@ func genScoreRows() {
 	n := Load(Param("q").Len(), GP64())
 	out := Load(Param("out").Base(), GP64())
 	rows := Load(Param("out").Len(), GP64())
-	SHLQ(U8(2), stride)
+	if f16 {
+		SHLQ(U8(1), stride)
+	} else {
+		SHLQ(U8(2), stride)
+	}
 	np := GP64()
 	MOVQ(n, np)
 	ANDQ(I32(-64), np)
@@ -120,7 +131,11 @@ func genScoreRows() {
 	JAE(LabelRef("reduce"))
 	for a := range acc {
 		v := ZMM()
-		VMOVUPS(Mem{Base: kp, Index: i, Scale: 4, Disp: 64 * a}, v)
+		if f16 {
+			VCVTPH2PS(Mem{Base: kp, Index: i, Scale: uint8(esize), Disp: 32 * a}, v)
+		} else {
+			VMOVUPS(Mem{Base: kp, Index: i, Scale: 4, Disp: 64 * a}, v)
+		}
 		VFMADD231PS(Mem{Base: qp, Index: i, Scale: 4, Disp: 64 * a}, v, acc[a])
 	}
 	ADDQ(U32(64), i)
@@ -130,7 +145,7 @@ func genScoreRows() {
 	VADDPS(acc[3], acc[1], acc[1])
 	VADDPS(acc[1], acc[0], acc[0])
 	s := reduce16(acc[0])
-	leftoversF32(kp, qp, i, n, s)
+	leftoversF32(kp, qp, i, n, s, f16)
 	Label("store")
 	nextRow(s, out, stride, kp, rows)
 }
@@ -138,9 +153,13 @@ func genScoreRows() {
 // leftoversF32 adds Σ w[j]·x[j] for j in [i, n) to s as GCC compiles
 // ggml's scalar loop for AVX-512: runs of 16, then one of 8, multiplied
 // first (rounded) and added in order; the last < 8 with fused
-// multiply-adds (engine/ggml's leftoversF32). It uses local's 64 bytes and
-// the labels left16, left8 and left1.
-func leftoversF32(w, x, i, n, s Register) {
+// multiply-adds (engine/ggml's leftoversF32). With f16, w holds binary16
+// values. It uses local's 64 bytes and the labels left16, left8 and left1.
+func leftoversF32(w, x, i, n, s Register, f16 bool) {
+	wmem := Mem{Base: w, Index: i, Scale: 4}
+	if f16 {
+		wmem.Scale = 2
+	}
 	left := GP64()
 	Label("left16")
 	MOVQ(n, left)
@@ -148,7 +167,11 @@ func leftoversF32(w, x, i, n, s Register) {
 	CMPQ(left, U32(16))
 	JB(LabelRef("left8"))
 	p16 := ZMM()
-	VMOVUPS(Mem{Base: w, Index: i, Scale: 4}, p16)
+	if f16 {
+		VCVTPH2PS(wmem, p16)
+	} else {
+		VMOVUPS(wmem, p16)
+	}
 	VMULPS(Mem{Base: x, Index: i, Scale: 4}, p16, p16)
 	VMOVUPS(p16, local)
 	for l := 0; l < 16; l++ {
@@ -160,7 +183,11 @@ func leftoversF32(w, x, i, n, s Register) {
 	CMPQ(left, U32(8))
 	JB(LabelRef("left1"))
 	p8 := YMM()
-	VMOVUPS(Mem{Base: w, Index: i, Scale: 4}, p8)
+	if f16 {
+		VCVTPH2PS(wmem, p8)
+	} else {
+		VMOVUPS(wmem, p8)
+	}
 	VMULPS(Mem{Base: x, Index: i, Scale: 4}, p8, p8)
 	VMOVUPS(p8, local)
 	for l := 0; l < 8; l++ {
@@ -171,7 +198,14 @@ func leftoversF32(w, x, i, n, s Register) {
 	CMPQ(i, n)
 	JAE(LabelRef("store"))
 	x1 := XMM()
-	VMOVSS(Mem{Base: w, Index: i, Scale: 4}, x1)
+	if f16 {
+		h := GP32()
+		MOVWLZX(wmem, h)
+		VMOVD(h, x1)
+		VCVTPH2PS(x1, x1)
+	} else {
+		VMOVSS(wmem, x1)
+	}
 	VFMADD231SS(Mem{Base: x, Index: i, Scale: 4}, x1, s)
 	INCQ(i)
 	JMP(LabelRef("left1"))
@@ -207,8 +241,13 @@ func reduce4(q VecVirtual) Register {
 // the accumulators of a dot product over j with `lanes` lanes (16 for
 // tinyBLAS, 64 = 4 accumulators of 16 for ggml_vec_dot_f32), for d columns
 // of v at once. j0 is the lane of row 0 (p is a window of a longer vector).
-func genLaneFMA() {
-	TEXT("laneFMAAVX512", NOSPLIT, "func(acc []float32, lanes int, j0 int, v []float32, stride int, p []float32, d int)")
+// With f16, v holds binary16 values, converted exactly as they are loaded.
+func genLaneFMA(f16 bool) {
+	name, vtype := "laneFMAAVX512", "[]float32"
+	if f16 {
+		name, vtype = "laneFMAF16AVX512", "[]uint16"
+	}
+	TEXT(name, NOSPLIT, "func(acc []float32, lanes int, j0 int, v "+vtype+", stride int, p []float32, d int)")
 	Pragma("noescape")
 	accp := Load(Param("acc").Base(), GP64())
 	lanes := Load(Param("lanes"), GP64())
@@ -218,7 +257,13 @@ func genLaneFMA() {
 	pp := Load(Param("p").Base(), GP64())
 	rows := Load(Param("p").Len(), GP64())
 	d := Load(Param("d"), GP64())
-	SHLQ(U8(2), stride)
+	vscale := uint8(4)
+	if f16 {
+		vscale = 2
+		SHLQ(U8(1), stride)
+	} else {
+		SHLQ(U8(2), stride)
+	}
 	rowBytes := GP64()
 	MOVQ(d, rowBytes)
 	SHLQ(U8(2), rowBytes)
@@ -249,7 +294,11 @@ func genLaneFMA() {
 	CMPQ(i, full)
 	JAE(LabelRef("coltail"))
 	x := ZMM()
-	VMOVUPS(Mem{Base: vp, Index: i, Scale: 4}, x)
+	if f16 {
+		VCVTPH2PS(Mem{Base: vp, Index: i, Scale: vscale}, x)
+	} else {
+		VMOVUPS(Mem{Base: vp, Index: i, Scale: 4}, x)
+	}
 	s := ZMM()
 	VMOVUPS(Mem{Base: a, Index: i, Scale: 4}, s)
 	VFMADD231PS(pj, x, s)
@@ -260,7 +309,14 @@ func genLaneFMA() {
 	TESTQ(rem, rem)
 	JZ(LabelRef("next"))
 	xt, st := ZMM(), ZMM()
-	VMOVUPS_Z(Mem{Base: vp, Index: i, Scale: 4}, kt, xt)
+	if f16 {
+		// A masked 16-bit load (no fault past the row), then convert.
+		ht := YMM()
+		VMOVDQU16_Z(Mem{Base: vp, Index: i, Scale: vscale}, kt, ht)
+		VCVTPH2PS(ht, xt)
+	} else {
+		VMOVUPS_Z(Mem{Base: vp, Index: i, Scale: 4}, kt, xt)
+	}
 	VMOVUPS_Z(Mem{Base: a, Index: i, Scale: 4}, kt, st)
 	VFMADD231PS(pj, xt, st)
 	VMOVUPS(st, kt, Mem{Base: a, Index: i, Scale: 4})

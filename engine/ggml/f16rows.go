@@ -1,0 +1,63 @@
+package ggml
+
+import "sync"
+
+// An f16 KV cache is read in place: ScoreRowsF16 and WeightedColumnsF16
+// are ScoreRows and WeightedColumns over binary16 rows, bit-identical to
+// them over the rows converted to float32 (the conversion is exact), so
+// the cache need not be converted whole at every decode step.
+
+// f16Rows is a kernel set that reads binary16 rows itself.
+type f16Rows interface {
+	scoreRowsF16(k []uint16, stride int, q []float32, out []float32)
+	weightedColumnsF16(v []uint16, stride int, p []float32, lanes int, out []float32)
+}
+
+// ScoreRowsF16 sets out[j] = kern's ScoreRows of the binary16 row
+// k[j*stride:j*stride+len(q)] (as float32) with q.
+func ScoreRowsF16(kern Kernels, k []uint16, stride int, q []float32, out []float32) {
+	checkRows("ScoreRowsF16", len(k), stride, len(q), len(out))
+	if len(out) == 0 {
+		return
+	}
+	if f, ok := kern.(f16Rows); ok {
+		f.scoreRowsF16(k, stride, q, out)
+		return
+	}
+	buf := f16Scratch(len(q))
+	defer f16Pool.Put(buf)
+	row := *buf
+	for j := range out {
+		F16sToF32(row, k[j*stride:j*stride+len(q)])
+		kern.ScoreRows(row, len(q), q, out[j:j+1])
+	}
+}
+
+// WeightedColumnsF16 is kern's WeightedColumns over binary16 rows of v.
+func WeightedColumnsF16(kern Kernels, v []uint16, stride int, p []float32, lanes int, out []float32) {
+	checkRows("WeightedColumnsF16", len(v), stride, len(out), len(p))
+	checkLanes(lanes)
+	if f, ok := kern.(f16Rows); ok {
+		f.weightedColumnsF16(v, stride, p, lanes, out)
+		return
+	}
+	d := len(out)
+	buf := f16Scratch(len(p) * d)
+	defer f16Pool.Put(buf)
+	rows := *buf
+	for j := range p {
+		F16sToF32(rows[j*d:(j+1)*d], v[j*stride:j*stride+d])
+	}
+	kern.WeightedColumns(rows, d, p, lanes, out)
+}
+
+var f16Pool sync.Pool
+
+func f16Scratch(n int) *[]float32 {
+	if p, ok := f16Pool.Get().(*[]float32); ok && cap(*p) >= n {
+		*p = (*p)[:n]
+		return p
+	}
+	s := make([]float32, n)
+	return &s
+}
