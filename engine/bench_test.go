@@ -113,3 +113,67 @@ func BenchmarkDecodeDeep(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPrefillArch: BenchmarkPrefill's 128-token decode on Q8_0 files
+// of each architecture family with ops of its own (Gemma's GEGLU, norms
+// and soft caps, Qwen3's Q/K norms, Phi-3's fused matmuls), 1 thread: the
+// figures to hold against llama's.
+func BenchmarkPrefillArch(b *testing.B) {
+	for _, arch := range []string{"llama", "gemma2", "gemma3", "qwen3", "phi3"} {
+		path := filepath.Join(b.TempDir(), arch+".gguf")
+		cfg := synth.Config{Arch: arch, NEmbd: 768, NLayer: 12, NHead: 12, NFF: 2048, NVocab: 32000, Type: ggml.Q8_0, Seed: 1, NCtx: 1024}
+		if arch == "gemma3" || arch == "gemma2" {
+			cfg.SlidingWindow = 512
+		}
+		if err := synth.Generate(cfg, path); err != nil {
+			b.Fatal(err)
+		}
+		for _, num := range []Numerics{Exact, GGML} {
+			b.Run(fmt.Sprintf("%s/%s", arch, num), func(b *testing.B) {
+				m := openModel(b, path, num, 1)
+				ids := benchTokens(128)
+				last := func(i int) bool { return i == len(ids)-1 }
+				s := m.NewSession(256)
+				start := time.Now()
+				for b.Loop() {
+					s.Reset()
+					if err := s.Decode(ids, last, noEmit); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(b.N*len(ids))/time.Since(start).Seconds(), "tokens/s")
+			})
+		}
+	}
+}
+
+// BenchmarkDecodeAtDepth: llama-bench's tg at depth 4096 (-d 4096 -n 1) on
+// the 768x12 Q8_0 file, with the f32 and f16 caches, 1 thread: attention
+// over 4096 cells is most of a step.
+func BenchmarkDecodeAtDepth(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "deep.gguf")
+	cfg := synth.Config{NEmbd: 768, NLayer: 12, NHead: 12, NFF: 2048, NVocab: 32000, Type: ggml.Q8_0, Seed: 1, NCtx: 4160}
+	if err := synth.Generate(cfg, path); err != nil {
+		b.Fatal(err)
+	}
+	for _, kv := range []KVCache{{}, {KVF16, KVF16}} {
+		b.Run(kv.String(), func(b *testing.B) {
+			m, err := Open(path, Options{Threads: 1, KVCache: kv, Numerics: GGML})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer m.Close()
+			s := m.NewSession(4160)
+			if err := s.Decode(benchTokens(4096), func(int) bool { return false }, noEmit); err != nil {
+				b.Fatal(err)
+			}
+			tok := []int32{300}
+			for b.Loop() {
+				s.Truncate(4096)
+				if err := s.Decode(tok, nil, noEmit); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

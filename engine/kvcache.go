@@ -84,11 +84,26 @@ func (c KVCache) orF32() KVCache {
 // values) in a cache type.
 type kvCodec struct {
 	rowBytes int
-	// f16: rows are binary16 values, which attention reads in place
-	// (ggml.ScoreRowsF16) instead of decoding them.
+	// f16: the cache holds binary16 values head-major (as the f32 cache
+	// holds floats), which attention reads in place (ggml.ScoreRowsF16);
+	// otherwise one encoded row per cell, which attention decodes.
 	f16    bool
 	encode func(dst []byte, x []float32)
 	decode func(src []byte, y []float32)
+}
+
+// store writes one cell's row of heads×d values into a cache of capacity
+// cells: head-major halves for f16, else the encoded row at the cell.
+func (kc *kvCodec) store(cache []byte, capacity, cell, d int, row []float32) {
+	if !kc.f16 {
+		kc.encode(cache[cell*kc.rowBytes:(cell+1)*kc.rowBytes], row)
+		return
+	}
+	halves := u16View(cache)
+	for h := 0; h*d < len(row); h++ {
+		dst := (h*capacity + cell) * d
+		ggml.F32sToF16(halves[dst:dst+d], row[h*d:(h+1)*d])
+	}
 }
 
 // newKVCodec returns the codec of t for rows of heads×d values; nil for f32

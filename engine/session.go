@@ -27,9 +27,10 @@ type Session struct {
 	// (swa.go); nil: no such layers. Their K and V are in k, v (or kq, vq) too,
 	// one row per cell.
 	swa *swaCells
-	// A quantized side (Model.kc, Model.vc) keeps its rows position-major
-	// in kq or vq instead, one codec row per position, and attention reads
-	// them dequantized into kf or vf (head-major, as k and v).
+	// A quantized side (Model.kc, Model.vc) keeps its rows in kq or vq
+	// instead: an f16 side head-major as k and v (attention reads it in
+	// place), the others position-major, one codec row per position, which
+	// attention reads dequantized into kf or vf (head-major, as k and v).
 	kq, vq [][]byte
 	kf, vf []float32
 	// layerHook sees the residual stream after each layer (SetLayerHook).
@@ -277,9 +278,15 @@ func (s *Session) reserve(n int) {
 		}
 		return buf
 	}
-	growQ := func(old []byte, c *kvCodec) []byte {
-		buf := make([]byte, capacity*c.rowBytes)
-		copy(buf, old[:s.pos*c.rowBytes])
+	growQ := func(old []byte, kc *kvCodec) []byte {
+		buf := make([]byte, capacity*kc.rowBytes)
+		if kc.f16 { // head-major
+			for h := range c.NHeadKV {
+				copy(buf[2*h*capacity*D:], old[2*h*s.capacity*D:2*(h*s.capacity+s.pos)*D])
+			}
+			return buf
+		}
+		copy(buf, old[:s.pos*kc.rowBytes])
 		return buf
 	}
 	for il := range c.NLayer {
@@ -308,8 +315,8 @@ func (s *Session) hasCache(il int) bool {
 }
 
 // storeKV writes T rows of K and V (position-major, kvDim floats each) into
-// layer il's cache, row t at cell cells[t]: head-major floats, or one codec
-// row per cell for a quantized side.
+// layer il's cache, row t at cell cells[t]: head-major floats or halves, or
+// one codec row per cell for the other quantized sides.
 func (s *Session) storeKV(il int, cells []int, k, v []float32) {
 	c := s.m.Config
 	D, kvDim := c.HeadDim, c.NHeadKV*c.HeadDim
@@ -318,10 +325,10 @@ func (s *Session) storeKV(il int, cells []int, k, v []float32) {
 		cell := cells[t]
 		if s.k == nil || s.v == nil {
 			if kc := s.m.kc; kc != nil {
-				kc.encode(s.kq[il][cell*kc.rowBytes:(cell+1)*kc.rowBytes], k[t*kvDim:(t+1)*kvDim])
+				kc.store(s.kq[il], capacity, cell, D, k[t*kvDim:(t+1)*kvDim])
 			}
 			if vc := s.m.vc; vc != nil {
-				vc.encode(s.vq[il][cell*vc.rowBytes:(cell+1)*vc.rowBytes], v[t*kvDim:(t+1)*kvDim])
+				vc.store(s.vq[il], capacity, cell, D, v[t*kvDim:(t+1)*kvDim])
 			}
 		}
 		for h := range c.NHeadKV {
@@ -336,30 +343,29 @@ func (s *Session) storeKV(il int, cells []int, k, v []float32) {
 	}
 }
 
-// kvRows are a layer's keys (or values) for attention: float32 rows
-// head-major, head apart (the f32 cache itself, or a quantized side
-// decoded into the session's scratch), or an f16 side's binary16 rows in
-// place, position-major (all KV heads of a cell together).
+// kvRows are a layer's keys (or values) for attention, head-major, head
+// apart: float32 (the f32 cache itself, or a quantized side decoded into
+// the session's scratch) or an f16 side's binary16 rows in place.
 type kvRows struct {
 	f32  []float32
-	head int
 	f16  []uint16
+	head int
 }
 
 // scores sets p[j] = the dot product of q with the row of cell j of KV
 // head g, for j < len(p).
-func (r kvRows) scores(kern ggml.Kernels, g, D, kvDim int, q, p []float32) {
+func (r kvRows) scores(kern ggml.Kernels, g, D int, q, p []float32) {
 	if r.f16 != nil {
-		ggml.ScoreRowsF16(kern, r.f16[g*D:], kvDim, q, p)
+		ggml.ScoreRowsF16(kern, r.f16[g*r.head:g*r.head+len(p)*D], D, q, p)
 		return
 	}
 	kern.ScoreRows(r.f32[g*r.head:g*r.head+len(p)*D], D, q, p)
 }
 
 // weighted sets out = Σ_j p[j]·(the row of cell j of KV head g).
-func (r kvRows) weighted(kern ggml.Kernels, g, D, kvDim int, p []float32, lanes int, out []float32) {
+func (r kvRows) weighted(kern ggml.Kernels, g, D int, p []float32, lanes int, out []float32) {
 	if r.f16 != nil {
-		ggml.WeightedColumnsF16(kern, r.f16[g*D:], kvDim, p, lanes, out)
+		ggml.WeightedColumnsF16(kern, r.f16[g*r.head:g*r.head+len(p)*D], D, p, lanes, out)
 		return
 	}
 	kern.WeightedColumns(r.f32[g*r.head:g*r.head+len(p)*D], D, p, lanes, out)
@@ -373,7 +379,7 @@ func (s *Session) cached(il, n int) (k, v kvRows) {
 	case s.k != nil:
 		k = kvRows{f32: s.k[il], head: capacity * D}
 	case s.m.kc.f16:
-		k = kvRows{f16: u16View(s.kq[il])}
+		k = kvRows{f16: u16View(s.kq[il]), head: capacity * D}
 	default:
 		s.kf = s.dequantize(s.kf, s.kq[il], s.m.kc, n)
 		k = kvRows{f32: s.kf, head: n * D}
@@ -382,7 +388,7 @@ func (s *Session) cached(il, n int) (k, v kvRows) {
 	case s.v != nil:
 		v = kvRows{f32: s.v[il], head: capacity * D}
 	case s.m.vc.f16:
-		v = kvRows{f16: u16View(s.vq[il])}
+		v = kvRows{f16: u16View(s.vq[il]), head: capacity * D}
 	default:
 		s.vf = s.dequantize(s.vf, s.vq[il], s.m.vc, n)
 		v = kvRows{f32: s.vf, head: n * D}
@@ -666,7 +672,6 @@ func (f *forward) attention(il int, q []float32, lops LayerOps, swa bool) []floa
 		n0 = f.s.swa.usedEnd()
 	}
 	K, V := f.s.cached(il, n0)
-	kvDim := c.NHeadKV * D
 	out := f.s.buf.alloc(T * c.NHead * D)
 	scores := f.s.buf.alloc(c.NHead * n0) // one row of probabilities per head
 	// kq is a vec_dot_f32 (its src1, the permuted Q, is not contiguous);
@@ -688,7 +693,7 @@ func (f *forward) attention(il int, q []float32, lops LayerOps, swa bool) []floa
 					n = n0
 				}
 				qh := q[(t*c.NHead+h)*D : (t*c.NHead+h+1)*D]
-				K.scores(kern, g, D, kvDim, qh, p[:n])
+				K.scores(kern, g, D, qh, p[:n])
 				if c.AttnSoftcap != 0 {
 					ggml.SoftCap(p[:n], c.AttnSoftcap)
 				}
@@ -701,7 +706,7 @@ func (f *forward) attention(il int, q []float32, lops LayerOps, swa bool) []floa
 					}
 				}
 				lops.Softmax(p[:n], scale)
-				V.weighted(kern, g, D, kvDim, p[:n], lanes, out[(t*c.NHead+h)*D:(t*c.NHead+h+1)*D])
+				V.weighted(kern, g, D, p[:n], lanes, out[(t*c.NHead+h)*D:(t*c.NHead+h+1)*D])
 			}
 		}
 	}
