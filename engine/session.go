@@ -642,13 +642,22 @@ func (f *forward) ffnActivation(l *layer, ops *[nLayerOps]MatMulOp, xn []float32
 		addBias(lops, up, l.bUp)
 		addBias(lops, gate, l.bGate)
 	}
-	for r := range rows {
-		g, u := gate[r*F:(r+1)*F], up[r*F:(r+1)*F]
-		if archs[c.Arch].gelu {
-			lops.Geglu(g, g, u)
-		} else {
-			lops.Swiglu(g, g, u)
+	activate := func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			g, u := gate[r*F:(r+1)*F], up[r*F:(r+1)*F]
+			if archs[c.Arch].gelu {
+				lops.Geglu(g, g, u)
+			} else {
+				lops.Swiglu(g, g, u)
+			}
 		}
+	}
+	// Rows are independent: the CPU's ops split them over the pool (a
+	// device's ops keep counters of their own and run in order).
+	if _, cpu := lops.(cpuOps); cpu && rows > 1 {
+		f.s.m.pool.Run(rows, activate)
+	} else {
+		activate(0, rows)
 	}
 	return gate, nil
 }

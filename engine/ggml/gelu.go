@@ -42,14 +42,27 @@ func Geglu(dst, gate, up []float32) {
 	t := geluTable()
 	up = up[:len(gate)]
 	dst = dst[:len(gate)]
-	for i, x := range gate {
-		switch {
-		case x <= -geluTableMax:
-			dst[i] = 0
-		case x >= geluTableMax:
-			dst[i] = x * up[i]
-		default:
-			dst[i] = F16ToF32(t[F32ToF16(x)]) * up[i]
+	// The conversions in bulk (F32sToF16's SIMD path rounds as F32ToF16
+	// does), the table read in between; dst may be gate.
+	var half [256]uint16
+	var gelu [256]float32
+	for lo := 0; lo < len(gate); lo += len(half) {
+		g := gate[lo:min(lo+len(half), len(gate))]
+		h := half[:len(g)]
+		F32sToF16(h, g)
+		for i, v := range h {
+			h[i] = t[v]
+		}
+		F16sToF32(gelu[:len(g)], h)
+		for i, x := range g {
+			switch {
+			case x <= -geluTableMax:
+				dst[lo+i] = 0
+			case x >= geluTableMax:
+				dst[lo+i] = x * up[lo+i]
+			default:
+				dst[lo+i] = gelu[i] * up[lo+i]
+			}
 		}
 	}
 }

@@ -2,8 +2,10 @@ package ggml
 
 import (
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"unsafe"
 
@@ -65,5 +67,44 @@ func TestGeglu(t *testing.T) {
 	}
 	if g := GeluF32(1); math.Abs(float64(g)-0.8411920) > 1e-6 {
 		t.Errorf("gelu(1) = %g, want 0.841192", g)
+	}
+}
+
+// TestGegluIsTheScalarLoop: Geglu (bulk fp16 conversions around the table)
+// equals ggml_vec_geglu_f32's element-by-element loop bit for bit, at the
+// ±10 bounds, for NaN, infinities, subnormals and rows longer than its
+// chunk, also when dst is the gate (as the engine calls it).
+func TestGegluIsTheScalarLoop(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	n := 1000
+	gate, up := make([]float32, n), make([]float32, n)
+	special := []float32{-10, 10, -9.999999, 9.999999, float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), 1e-40, -1e-40, 0, float32(math.Copysign(0, -1)), 65504, 65520, -70000}
+	for i := range gate {
+		gate[i] = float32(rng.NormFloat64() * 4)
+		up[i] = float32(rng.NormFloat64())
+		if i < len(special) {
+			gate[i], up[i] = special[i], 2 // -0·2 (the table at -10) is not 0
+		}
+	}
+	table := GeluTable()
+	want := make([]float32, n)
+	for i, x := range gate {
+		switch {
+		case x <= -10:
+			want[i] = 0
+		case x >= 10:
+			want[i] = x * up[i]
+		default:
+			want[i] = F16ToF32(table[F32ToF16(x)]) * up[i]
+		}
+	}
+	got := make([]float32, n)
+	Geglu(got, gate, up)
+	inPlace := slices.Clone(gate)
+	Geglu(inPlace, inPlace, up)
+	for i := range want {
+		if math.Float32bits(got[i]) != math.Float32bits(want[i]) || math.Float32bits(inPlace[i]) != math.Float32bits(want[i]) {
+			t.Fatalf("gate %v: Geglu %v (in place %v), the scalar loop %v", gate[i], got[i], inPlace[i], want[i])
+		}
 	}
 }
