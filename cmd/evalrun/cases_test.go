@@ -613,7 +613,7 @@ func TestEarlyInterruptLeavesNoSocketDir(t *testing.T) {
 // run.
 func TestLyingPlugins(t *testing.T) {
 	spec := strings.Replace(caseSpec, "backends:\n", "backends:\n  - {name: liar, plugin_path: "+filepath.Join(binDir, "evalrun-plugin-liar")+", threads: 1}\n", 1)
-	spec = strings.Replace(spec, "bench: {enabled: false}", "bench: {enabled: true, n_prompt: 8, n_gen: 2, reps: 2}\ntimeouts: {eval: 3s, bench: 3s}", 1)
+	spec = strings.Replace(spec, "bench: {enabled: false}", "bench: {enabled: true, n_prompt: 8, n_gen: 2, reps: 2}\ntimeouts: {eval: 8s, bench: 3s}", 1)
 	specFile := writeCase(t, spec)
 	for _, c := range []struct {
 		lie, status, error string
