@@ -25,6 +25,7 @@ func genTanhConstants() {
 	}{
 		{"abs", 0x7fffffff},
 		{"sign", 0x80000000},
+		{"quiet", 0x00400000}, // a NaN's quiet bit
 		// thresholds on the magnitude's bits
 		{"hInf", 0x7f800000},     // Inf/NaN
 		{"h22", 0x41b00000},      // tanh: |x| >= 22
@@ -145,17 +146,16 @@ func tanhBlock(v VecVirtual) VecVirtual {
 	VPXORD_BCST(tc("sign"), arg, kl, arg)
 	t := expm1Block(arg)
 
+	// One division per lane: 2/(t+2) where |x| >= 1, -t/(t+2) below.
 	tp2 := ZMM()
 	VADDPS_BCST(tc("two"), t, tp2) // t + 2
 	one := bc("one")
 	z := bc("two")
-	VDIVPS(tp2, z, z) // 2/(t+2)
-	VSUBPS(z, one, z) // |x| >= 1: 1 - 2/(t+2)
-	nt := ZMM()
-	VPXORD_BCST(tc("sign"), t, nt) // -t
-	VDIVPS(tp2, nt, nt)            // -t/(t+2)
 	kl = cmpd(1, ix, "one")
-	VMOVAPS(nt, kl, z)
+	VPXORD_BCST(tc("sign"), t, kl, z) // -t
+	VDIVPS(tp2, z, z)
+	kg := cmpd(5, ix, "one")
+	VSUBPS(z, one, kg, z)    // |x| >= 1: 1 - 2/(t+2)
 	kb := cmpd(5, ix, "h22") // |x| >= 22: 1
 	VMOVAPS(one, kb, z)
 	VPXORD(s, z, z) // -z where x < 0
@@ -169,13 +169,12 @@ func tanhBlock(v VecVirtual) VecVirtual {
 	kz := K()
 	VPTESTNMD(ix, ix, kz)
 	VMOVAPS(v, kz, z)
-	// ±Inf, NaN: 1/x + 1, 1/x - 1 (1/x + copysign(1, x): the same bits)
+	// ±Inf: 1/x ± 1 = ±1; NaN: 1/x ± 1 is x quieted (x86 returns a NaN
+	// operand with its quiet bit set), without a division.
 	kn := cmpd(5, ix, "hInf")
-	rcp := ZMM()
-	VDIVPS(v, one, rcp)
-	c1 := ZMM()
-	VPORD(s, one, c1)
-	VADDPS(c1, rcp, kn, z)
+	VPORD(s, one, kn, z)
+	kq := cmpd(6, ix, "hInf")
+	VPORD_BCST(tc("quiet"), v, kq, z)
 	return z
 }
 
