@@ -68,20 +68,41 @@ func Geglu(dst, gate, up []float32) {
 }
 
 // SoftCap is gemma's soft cap as llama.cpp's graph computes it: ggml_scale
-// by 1/cap, TANH, ggml_scale by cap, element by element.
+// by 1/cap, TANH, ggml_scale by cap, element by element (the tanh over a
+// chunk at a time: TanhInPlace).
 func SoftCap(x []float32, cap float32) {
 	inv := 1 / cap
-	for i, v := range x {
-		x[i] = cmath.Tanhf(v*inv) * cap
+	const chunk = 1024
+	for lo := 0; lo < len(x); lo += chunk {
+		c := x[lo:min(lo+chunk, len(x))]
+		for i, v := range c {
+			c[i] = v * inv
+		}
+		TanhInPlace(c)
+		for i, v := range c {
+			c[i] = v * cap
+		}
 	}
 }
 
 // GegluF32 is ggml_vec_geglu_f32 without GGML_GELU_FP16: dst = gelu(gate)·up
-// with GELU in f32 (the engine's exact numerics).
+// with GELU in f32 (the engine's exact numerics): GeluF32 of every element,
+// its tanh taken over a chunk at a time (TanhInPlace); dst may be gate.
 func GegluF32(dst, gate, up []float32) {
 	up = up[:len(gate)]
 	dst = dst[:len(gate)]
-	for i, x := range gate {
-		dst[i] = GeluF32(x) * up[i]
+	var buf [256]float32
+	for lo := 0; lo < len(gate); lo += len(buf) {
+		g := gate[lo:min(lo+len(buf), len(gate))]
+		t := buf[:len(g)]
+		for i, x := range g { // GeluF32's tanh argument
+			inner := FMA32(float32(geluCoefA*x), x, 1)
+			t[i] = float32(float32(sqrt2OverPi*x) * inner)
+		}
+		TanhInPlace(t)
+		for i, x := range g { // gate[lo+i] read before dst[lo+i] is written
+			gelu := float32(float32(float32(0.5)*x) * (1 + t[i]))
+			dst[lo+i] = gelu * up[lo+i]
+		}
 	}
 }

@@ -44,6 +44,9 @@ var (
 	quantizeSymFast = avx512Only(quantizeSymAVX512)
 )
 
+// tanhFast is TanhInPlace's kernel (cmath.Tanhf, 16 lanes at a time).
+var tanhFast = avx512Only(tanhfAVX512)
+
 func avx512Only[F any](f F) F {
 	if hasAVX512() {
 		return f

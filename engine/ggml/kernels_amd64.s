@@ -11476,3 +11476,334 @@ q_loop:
 q_done:
 	VZEROUPPER
 	RET
+
+DATA tanhConst<>+0(SB)/4, $0x7fffffff
+DATA tanhConst<>+4(SB)/4, $0x80000000
+DATA tanhConst<>+8(SB)/4, $0x00400000
+DATA tanhConst<>+12(SB)/4, $0x7f800000
+DATA tanhConst<>+16(SB)/4, $0x41b00000
+DATA tanhConst<>+20(SB)/4, $0x24000000
+DATA tanhConst<>+24(SB)/4, $0x3f800000
+DATA tanhConst<>+28(SB)/4, $0x4195b844
+DATA tanhConst<>+32(SB)/4, $0x42b17218
+DATA tanhConst<>+36(SB)/4, $0x3eb17218
+DATA tanhConst<>+40(SB)/4, $0x3f851592
+DATA tanhConst<>+44(SB)/4, $0x33000000
+DATA tanhConst<>+48(SB)/4, $0x40000000
+DATA tanhConst<>+52(SB)/4, $0xc0000000
+DATA tanhConst<>+56(SB)/4, $0x3f000000
+DATA tanhConst<>+60(SB)/4, $0x40400000
+DATA tanhConst<>+64(SB)/4, $0x40c00000
+DATA tanhConst<>+68(SB)/4, $0xbe800000
+DATA tanhConst<>+72(SB)/4, $0xbf800000
+DATA tanhConst<>+76(SB)/4, $0x7f800000
+DATA tanhConst<>+80(SB)/4, $0x42b17180
+DATA tanhConst<>+84(SB)/4, $0x3f317180
+DATA tanhConst<>+88(SB)/4, $0x3717f7d1
+DATA tanhConst<>+92(SB)/4, $0x3fb8aa3b
+DATA tanhConst<>+96(SB)/4, $0xbd088889
+DATA tanhConst<>+100(SB)/4, $0x3ad00d01
+DATA tanhConst<>+104(SB)/4, $0xb8a670cd
+DATA tanhConst<>+108(SB)/4, $0x36867e54
+DATA tanhConst<>+112(SB)/4, $0xb457edbb
+DATA tanhConst<>+116(SB)/4, $0x00000001
+DATA tanhConst<>+120(SB)/4, $0xffffffff
+DATA tanhConst<>+124(SB)/4, $0xfffffffe
+DATA tanhConst<>+128(SB)/4, $0x00000002
+DATA tanhConst<>+132(SB)/4, $0x00000017
+DATA tanhConst<>+136(SB)/4, $0x00000038
+DATA tanhConst<>+140(SB)/4, $0x0000007f
+DATA tanhConst<>+144(SB)/4, $0x01000000
+GLOBL tanhConst<>(SB), RODATA|NOPTR, $148
+
+// func tanhfAVX512(x []float32)
+// Requires: AVX, AVX512DQ, AVX512F
+TEXT ·tanhfAVX512(SB), NOSPLIT, $0-24
+	MOVQ x_base+0(FP), AX
+	MOVQ x_len+8(FP), CX
+	MOVQ CX, DX
+	ANDQ $-16, DX
+	ANDQ $0x0000000f, CX
+	XORQ BX, BX
+
+loop:
+	CMPQ         BX, DX
+	JAE          tail
+	VMOVUPS      (AX)(BX*4), Z0
+	VPANDD.BCST  tanhConst<>+0(SB), Z0, Z1
+	VPANDD.BCST  tanhConst<>+4(SB), Z0, Z2
+	VMULPS.BCST  tanhConst<>+48(SB), Z1, Z3
+	VPCMPD.BCST  $0x01, tanhConst<>+24(SB), Z1, K1
+	VPXORD.BCST  tanhConst<>+4(SB), Z3, K1, Z3
+	VPANDD.BCST  tanhConst<>+0(SB), Z3, Z4
+	VPANDD.BCST  tanhConst<>+4(SB), Z3, Z5
+	VPORD.BCST   tanhConst<>+56(SB), Z5, Z6
+	VMULPS.BCST  tanhConst<>+92(SB), Z3, Z7
+	VADDPS       Z6, Z7, Z7
+	VCVTTPS2DQ   Z7, Z6
+	VCVTDQ2PS    Z6, Z7
+	VMULPS.BCST  tanhConst<>+84(SB), Z7, Z8
+	VSUBPS       Z8, Z3, Z8
+	VMULPS.BCST  tanhConst<>+88(SB), Z7, Z7
+	VPCMPD.BCST  $0x01, tanhConst<>+40(SB), Z4, K1
+	VPORD.BCST   tanhConst<>+84(SB), Z5, Z9
+	VSUBPS       Z9, Z3, K1, Z8
+	VPORD.BCST   tanhConst<>+88(SB), Z5, K1, Z7
+	VPSRAD       $0x1f, Z3, Z9
+	VPORD.BCST   tanhConst<>+116(SB), Z9, K1, Z6
+	VPCMPD.BCST  $0x06, tanhConst<>+36(SB), Z4, K1
+	VMOVDQA32.Z  Z6, K1, Z6
+	VMOVAPS      Z3, Z5
+	VSUBPS       Z7, Z8, K1, Z5
+	VSUBPS       Z5, Z8, Z9
+	VSUBPS       Z7, Z9, Z9
+	VMULPS.BCST  tanhConst<>+56(SB), Z5, Z7
+	VMULPS       Z7, Z5, Z8
+	VMULPS.BCST  tanhConst<>+112(SB), Z8, Z10
+	VADDPS.BCST  tanhConst<>+108(SB), Z10, Z10
+	VMULPS       Z10, Z8, Z10
+	VADDPS.BCST  tanhConst<>+104(SB), Z10, Z10
+	VMULPS       Z10, Z8, Z10
+	VADDPS.BCST  tanhConst<>+100(SB), Z10, Z10
+	VMULPS       Z10, Z8, Z10
+	VADDPS.BCST  tanhConst<>+96(SB), Z10, Z10
+	VMULPS       Z10, Z8, Z10
+	VADDPS.BCST  tanhConst<>+24(SB), Z10, Z10
+	VMULPS       Z7, Z10, Z7
+	VPBROADCASTD tanhConst<>+60(SB), Z11
+	VSUBPS       Z7, Z11, Z7
+	VSUBPS       Z7, Z10, Z10
+	VMULPS       Z7, Z5, Z7
+	VPBROADCASTD tanhConst<>+64(SB), Z11
+	VSUBPS       Z7, Z11, Z7
+	VDIVPS       Z7, Z10, Z10
+	VMULPS       Z10, Z8, Z7
+	VMULPS       Z7, Z5, Z10
+	VSUBPS       Z8, Z10, Z10
+	VSUBPS       Z10, Z5, Z10
+	VSUBPS       Z9, Z7, Z7
+	VMULPS       Z7, Z5, Z7
+	VSUBPS       Z9, Z7, Z7
+	VSUBPS       Z8, Z7, Z7
+	VSUBPS       Z7, Z5, Z8
+	VSUBPS       Z5, Z7, Z9
+	VPSLLD       $0x17, Z6, Z11
+	VMULPS.BCST  tanhConst<>+56(SB), Z8, Z12
+	VPCMPD.BCST  $0x00, tanhConst<>+120(SB), Z6, K1
+	VSUBPS.BCST  tanhConst<>+56(SB), Z12, K1, Z10
+	VMULPS.BCST  tanhConst<>+48(SB), Z8, Z12
+	VADDPS.BCST  tanhConst<>+24(SB), Z12, Z12
+	VPCMPD.BCST  $0x00, tanhConst<>+116(SB), Z6, K1
+	VMOVAPS      Z12, K1, Z10
+	VADDPS.BCST  tanhConst<>+56(SB), Z5, Z8
+	VSUBPS       Z8, Z7, Z8
+	VMULPS.BCST  tanhConst<>+52(SB), Z8, Z8
+	VCMPPS.BCST  $0x11, tanhConst<>+68(SB), Z5, K2
+	KANDW        K1, K2, K2
+	VMOVAPS      Z8, K2, Z10
+	VPBROADCASTD tanhConst<>+24(SB), Z8
+	VSUBPS       Z9, Z8, Z12
+	VPADDD       Z11, Z12, Z12
+	VSUBPS       Z8, Z12, Z12
+	VPCMPD.BCST  $0x02, tanhConst<>+124(SB), Z6, K1
+	VPCMPD.BCST  $0x06, tanhConst<>+136(SB), Z6, K2
+	KORW         K2, K1, K1
+	VMOVAPS      Z12, K1, Z10
+	VPBROADCASTD tanhConst<>+144(SB), Z12
+	VPSRLVD      Z6, Z12, Z12
+	VPSUBD       Z12, Z8, Z12
+	VSUBPS       Z9, Z12, Z12
+	VPADDD       Z11, Z12, Z12
+	VPCMPD.BCST  $0x05, tanhConst<>+128(SB), Z6, K1
+	VPCMPD.BCST  $0x01, tanhConst<>+132(SB), Z6, K2
+	KANDW        K1, K2, K2
+	VMOVAPS      Z12, K2, Z10
+	VPBROADCASTD tanhConst<>+140(SB), Z9
+	VPSUBD       Z6, Z9, Z9
+	VPSLLD       $0x17, Z9, Z9
+	VADDPS       Z9, Z7, Z9
+	VSUBPS       Z9, Z5, Z9
+	VADDPS       Z8, Z9, Z9
+	VPADDD       Z11, Z9, Z9
+	VPCMPD.BCST  $0x05, tanhConst<>+132(SB), Z6, K1
+	VPCMPD.BCST  $0x02, tanhConst<>+136(SB), Z6, K2
+	KANDW        K1, K2, K2
+	VMOVAPS      Z9, K2, Z10
+	VPCMPD.BCST  $0x01, tanhConst<>+44(SB), Z4, K1
+	VMOVAPS      Z3, K1, Z10
+	VPCMPD.BCST  $0x05, tanhConst<>+28(SB), Z4, K1
+	VPCMPD.BCST  $0x02, tanhConst<>+12(SB), Z4, K1, K1
+	VPMOVD2M     Z3, K2
+	KANDW        K2, K1, K1
+	VBROADCASTSS tanhConst<>+72(SB), K1, Z10
+	VPCMPD.BCST  $0x05, tanhConst<>+32(SB), Z4, K1
+	VCMPPS.BCST  $0x1e, tanhConst<>+80(SB), Z3, K1, K1
+	VBROADCASTSS tanhConst<>+76(SB), K1, Z10
+	VPCMPD.BCST  $0x06, tanhConst<>+12(SB), Z4, K1
+	VADDPS       Z3, Z3, K1, Z10
+	VADDPS.BCST  tanhConst<>+48(SB), Z10, Z3
+	VPBROADCASTD tanhConst<>+24(SB), Z4
+	VPBROADCASTD tanhConst<>+48(SB), Z5
+	VPCMPD.BCST  $0x01, tanhConst<>+24(SB), Z1, K1
+	VPXORD.BCST  tanhConst<>+4(SB), Z10, K1, Z5
+	VDIVPS       Z3, Z5, Z5
+	VPCMPD.BCST  $0x05, tanhConst<>+24(SB), Z1, K1
+	VSUBPS       Z5, Z4, K1, Z5
+	VPCMPD.BCST  $0x05, tanhConst<>+16(SB), Z1, K1
+	VMOVAPS      Z4, K1, Z5
+	VPXORD       Z2, Z5, Z5
+	VPCMPD.BCST  $0x01, tanhConst<>+20(SB), Z1, K1
+	VADDPS       Z4, Z0, Z3
+	VMULPS       Z3, Z0, K1, Z5
+	VPTESTNMD    Z1, Z1, K1
+	VMOVAPS      Z0, K1, Z5
+	VPCMPD.BCST  $0x05, tanhConst<>+12(SB), Z1, K1
+	VPORD        Z2, Z4, K1, Z5
+	VPCMPD.BCST  $0x06, tanhConst<>+12(SB), Z1, K1
+	VPORD.BCST   tanhConst<>+8(SB), Z0, K1, Z5
+	VMOVUPS      Z5, (AX)(BX*4)
+	ADDQ         $0x00000010, BX
+	JMP          loop
+
+tail:
+	TESTQ        CX, CX
+	JZ           done
+	LEAQ         tailMasks<>+0(SB), DX
+	KMOVW        (DX)(CX*8), K1
+	VMOVUPS.Z    (AX)(BX*4), K1, Z0
+	VPANDD.BCST  tanhConst<>+0(SB), Z0, Z1
+	VPANDD.BCST  tanhConst<>+4(SB), Z0, Z2
+	VMULPS.BCST  tanhConst<>+48(SB), Z1, Z3
+	VPCMPD.BCST  $0x01, tanhConst<>+24(SB), Z1, K2
+	VPXORD.BCST  tanhConst<>+4(SB), Z3, K2, Z3
+	VPANDD.BCST  tanhConst<>+0(SB), Z3, Z4
+	VPANDD.BCST  tanhConst<>+4(SB), Z3, Z5
+	VPORD.BCST   tanhConst<>+56(SB), Z5, Z6
+	VMULPS.BCST  tanhConst<>+92(SB), Z3, Z7
+	VADDPS       Z6, Z7, Z7
+	VCVTTPS2DQ   Z7, Z6
+	VCVTDQ2PS    Z6, Z7
+	VMULPS.BCST  tanhConst<>+84(SB), Z7, Z8
+	VSUBPS       Z8, Z3, Z8
+	VMULPS.BCST  tanhConst<>+88(SB), Z7, Z7
+	VPCMPD.BCST  $0x01, tanhConst<>+40(SB), Z4, K2
+	VPORD.BCST   tanhConst<>+84(SB), Z5, Z9
+	VSUBPS       Z9, Z3, K2, Z8
+	VPORD.BCST   tanhConst<>+88(SB), Z5, K2, Z7
+	VPSRAD       $0x1f, Z3, Z9
+	VPORD.BCST   tanhConst<>+116(SB), Z9, K2, Z6
+	VPCMPD.BCST  $0x06, tanhConst<>+36(SB), Z4, K2
+	VMOVDQA32.Z  Z6, K2, Z6
+	VMOVAPS      Z3, Z5
+	VSUBPS       Z7, Z8, K2, Z5
+	VSUBPS       Z5, Z8, Z9
+	VSUBPS       Z7, Z9, Z9
+	VMULPS.BCST  tanhConst<>+56(SB), Z5, Z7
+	VMULPS       Z7, Z5, Z8
+	VMULPS.BCST  tanhConst<>+112(SB), Z8, Z10
+	VADDPS.BCST  tanhConst<>+108(SB), Z10, Z10
+	VMULPS       Z10, Z8, Z10
+	VADDPS.BCST  tanhConst<>+104(SB), Z10, Z10
+	VMULPS       Z10, Z8, Z10
+	VADDPS.BCST  tanhConst<>+100(SB), Z10, Z10
+	VMULPS       Z10, Z8, Z10
+	VADDPS.BCST  tanhConst<>+96(SB), Z10, Z10
+	VMULPS       Z10, Z8, Z10
+	VADDPS.BCST  tanhConst<>+24(SB), Z10, Z10
+	VMULPS       Z7, Z10, Z7
+	VPBROADCASTD tanhConst<>+60(SB), Z11
+	VSUBPS       Z7, Z11, Z7
+	VSUBPS       Z7, Z10, Z10
+	VMULPS       Z7, Z5, Z7
+	VPBROADCASTD tanhConst<>+64(SB), Z11
+	VSUBPS       Z7, Z11, Z7
+	VDIVPS       Z7, Z10, Z10
+	VMULPS       Z10, Z8, Z7
+	VMULPS       Z7, Z5, Z10
+	VSUBPS       Z8, Z10, Z10
+	VSUBPS       Z10, Z5, Z10
+	VSUBPS       Z9, Z7, Z7
+	VMULPS       Z7, Z5, Z7
+	VSUBPS       Z9, Z7, Z7
+	VSUBPS       Z8, Z7, Z7
+	VSUBPS       Z7, Z5, Z8
+	VSUBPS       Z5, Z7, Z9
+	VPSLLD       $0x17, Z6, Z11
+	VMULPS.BCST  tanhConst<>+56(SB), Z8, Z12
+	VPCMPD.BCST  $0x00, tanhConst<>+120(SB), Z6, K2
+	VSUBPS.BCST  tanhConst<>+56(SB), Z12, K2, Z10
+	VMULPS.BCST  tanhConst<>+48(SB), Z8, Z12
+	VADDPS.BCST  tanhConst<>+24(SB), Z12, Z12
+	VPCMPD.BCST  $0x00, tanhConst<>+116(SB), Z6, K2
+	VMOVAPS      Z12, K2, Z10
+	VADDPS.BCST  tanhConst<>+56(SB), Z5, Z8
+	VSUBPS       Z8, Z7, Z8
+	VMULPS.BCST  tanhConst<>+52(SB), Z8, Z8
+	VCMPPS.BCST  $0x11, tanhConst<>+68(SB), Z5, K3
+	KANDW        K2, K3, K3
+	VMOVAPS      Z8, K3, Z10
+	VPBROADCASTD tanhConst<>+24(SB), Z8
+	VSUBPS       Z9, Z8, Z12
+	VPADDD       Z11, Z12, Z12
+	VSUBPS       Z8, Z12, Z12
+	VPCMPD.BCST  $0x02, tanhConst<>+124(SB), Z6, K2
+	VPCMPD.BCST  $0x06, tanhConst<>+136(SB), Z6, K3
+	KORW         K3, K2, K2
+	VMOVAPS      Z12, K2, Z10
+	VPBROADCASTD tanhConst<>+144(SB), Z12
+	VPSRLVD      Z6, Z12, Z12
+	VPSUBD       Z12, Z8, Z12
+	VSUBPS       Z9, Z12, Z12
+	VPADDD       Z11, Z12, Z12
+	VPCMPD.BCST  $0x05, tanhConst<>+128(SB), Z6, K2
+	VPCMPD.BCST  $0x01, tanhConst<>+132(SB), Z6, K3
+	KANDW        K2, K3, K3
+	VMOVAPS      Z12, K3, Z10
+	VPBROADCASTD tanhConst<>+140(SB), Z9
+	VPSUBD       Z6, Z9, Z9
+	VPSLLD       $0x17, Z9, Z9
+	VADDPS       Z9, Z7, Z9
+	VSUBPS       Z9, Z5, Z9
+	VADDPS       Z8, Z9, Z9
+	VPADDD       Z11, Z9, Z9
+	VPCMPD.BCST  $0x05, tanhConst<>+132(SB), Z6, K2
+	VPCMPD.BCST  $0x02, tanhConst<>+136(SB), Z6, K3
+	KANDW        K2, K3, K3
+	VMOVAPS      Z9, K3, Z10
+	VPCMPD.BCST  $0x01, tanhConst<>+44(SB), Z4, K2
+	VMOVAPS      Z3, K2, Z10
+	VPCMPD.BCST  $0x05, tanhConst<>+28(SB), Z4, K2
+	VPCMPD.BCST  $0x02, tanhConst<>+12(SB), Z4, K2, K2
+	VPMOVD2M     Z3, K3
+	KANDW        K3, K2, K2
+	VBROADCASTSS tanhConst<>+72(SB), K2, Z10
+	VPCMPD.BCST  $0x05, tanhConst<>+32(SB), Z4, K2
+	VCMPPS.BCST  $0x1e, tanhConst<>+80(SB), Z3, K2, K2
+	VBROADCASTSS tanhConst<>+76(SB), K2, Z10
+	VPCMPD.BCST  $0x06, tanhConst<>+12(SB), Z4, K2
+	VADDPS       Z3, Z3, K2, Z10
+	VADDPS.BCST  tanhConst<>+48(SB), Z10, Z3
+	VPBROADCASTD tanhConst<>+24(SB), Z4
+	VPBROADCASTD tanhConst<>+48(SB), Z5
+	VPCMPD.BCST  $0x01, tanhConst<>+24(SB), Z1, K2
+	VPXORD.BCST  tanhConst<>+4(SB), Z10, K2, Z5
+	VDIVPS       Z3, Z5, Z5
+	VPCMPD.BCST  $0x05, tanhConst<>+24(SB), Z1, K2
+	VSUBPS       Z5, Z4, K2, Z5
+	VPCMPD.BCST  $0x05, tanhConst<>+16(SB), Z1, K2
+	VMOVAPS      Z4, K2, Z5
+	VPXORD       Z2, Z5, Z5
+	VPCMPD.BCST  $0x01, tanhConst<>+20(SB), Z1, K2
+	VADDPS       Z4, Z0, Z3
+	VMULPS       Z3, Z0, K2, Z5
+	VPTESTNMD    Z1, Z1, K2
+	VMOVAPS      Z0, K2, Z5
+	VPCMPD.BCST  $0x05, tanhConst<>+12(SB), Z1, K2
+	VPORD        Z2, Z4, K2, Z5
+	VPCMPD.BCST  $0x06, tanhConst<>+12(SB), Z1, K2
+	VPORD.BCST   tanhConst<>+8(SB), Z0, K2, Z5
+	VMOVUPS      Z5, K1, (AX)(BX*4)
+
+done:
+	VZEROUPPER
+	RET

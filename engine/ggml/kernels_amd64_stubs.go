@@ -204,3 +204,6 @@ func absMaxBitsAVX512(x []float32) uint32
 
 //go:noescape
 func quantizeSymAVX512(x []float32, scale float32, lim int32, q []int8)
+
+//go:noescape
+func tanhfAVX512(x []float32)

@@ -12,4 +12,5 @@ var (
 	f16ToF32Fast    func(src []uint16, dst []float32)
 	absMaxBitsFast  func(x []float32) uint32
 	quantizeSymFast func(x []float32, scale float32, lim int32, q []int8)
+	tanhFast        func(x []float32)
 )

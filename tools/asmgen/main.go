@@ -61,4 +61,6 @@ func genGGML() {
 	genSwiglu()
 	genRope()
 	genGGMLNumerics()
+	genTanhConstants()
+	genTanh()
 }
