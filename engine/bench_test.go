@@ -39,22 +39,27 @@ func BenchmarkPrefill(b *testing.B) {
 		for _, threads := range []int{1, 2} {
 			for _, num := range []Numerics{Exact, GGML} {
 				b.Run(fmt.Sprintf("%s/%s/t%d", typ, num, threads), func(b *testing.B) {
-					m := openModel(b, path, num, threads)
-					ids := benchTokens(128)
-					last := func(i int) bool { return i == len(ids)-1 }
-					s := m.NewSession(256)
-					start := time.Now()
-					for b.Loop() {
-						s.Reset()
-						if err := s.Decode(ids, last, noEmit); err != nil {
-							b.Fatal(err)
-						}
-					}
-					b.ReportMetric(float64(b.N*len(ids))/time.Since(start).Seconds(), "tokens/s")
+					benchPrefill128(b, openModel(b, path, num, threads))
 				})
 			}
 		}
 	}
+}
+
+// benchPrefill128 times one Decode of 128 tokens with the logits of the
+// last one, and reports tokens/s.
+func benchPrefill128(b *testing.B, m *Model) {
+	ids := benchTokens(128)
+	last := func(i int) bool { return i == len(ids)-1 }
+	s := m.NewSession(256)
+	start := time.Now()
+	for b.Loop() {
+		s.Reset()
+		if err := s.Decode(ids, last, noEmit); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*len(ids))/time.Since(start).Seconds(), "tokens/s")
 }
 
 // BenchmarkDecode: single-token decodes after a 64-token prefix.
@@ -130,18 +135,7 @@ func BenchmarkPrefillArch(b *testing.B) {
 		}
 		for _, num := range []Numerics{Exact, GGML} {
 			b.Run(fmt.Sprintf("%s/%s", arch, num), func(b *testing.B) {
-				m := openModel(b, path, num, 1)
-				ids := benchTokens(128)
-				last := func(i int) bool { return i == len(ids)-1 }
-				s := m.NewSession(256)
-				start := time.Now()
-				for b.Loop() {
-					s.Reset()
-					if err := s.Decode(ids, last, noEmit); err != nil {
-						b.Fatal(err)
-					}
-				}
-				b.ReportMetric(float64(b.N*len(ids))/time.Since(start).Seconds(), "tokens/s")
+				benchPrefill128(b, openModel(b, path, num, 1))
 			})
 		}
 	}

@@ -373,27 +373,21 @@ func (r kvRows) weighted(kern ggml.Kernels, g, D int, p []float32, lanes int, ou
 
 // cached returns layer il's keys and values for cells [0, n).
 func (s *Session) cached(il, n int) (k, v kvRows) {
+	return s.side(il, n, s.k, s.kq, s.m.kc, &s.kf), s.side(il, n, s.v, s.vq, s.m.vc, &s.vf)
+}
+
+// side is one side of layer il's cache for attention: the f32 cache, the
+// f16 halves in place, or the other formats decoded into *scratch.
+func (s *Session) side(il, n int, f32 [][]float32, q [][]byte, kc *kvCodec, scratch *[]float32) kvRows {
 	D := s.m.Config.HeadDim
-	capacity := s.layerCap(il)
 	switch {
-	case s.k != nil:
-		k = kvRows{f32: s.k[il], head: capacity * D}
-	case s.m.kc.f16:
-		k = kvRows{f16: u16View(s.kq[il]), head: capacity * D}
-	default:
-		s.kf = s.dequantize(s.kf, s.kq[il], s.m.kc, n)
-		k = kvRows{f32: s.kf, head: n * D}
+	case f32 != nil:
+		return kvRows{f32: f32[il], head: s.layerCap(il) * D}
+	case kc.f16:
+		return kvRows{f16: u16View(q[il]), head: s.layerCap(il) * D}
 	}
-	switch {
-	case s.v != nil:
-		v = kvRows{f32: s.v[il], head: capacity * D}
-	case s.m.vc.f16:
-		v = kvRows{f16: u16View(s.vq[il]), head: capacity * D}
-	default:
-		s.vf = s.dequantize(s.vf, s.vq[il], s.m.vc, n)
-		v = kvRows{f32: s.vf, head: n * D}
-	}
-	return k, v
+	*scratch = s.dequantize(*scratch, q[il], kc, n)
+	return kvRows{f32: *scratch, head: n * D}
 }
 
 // dequantize decodes cells [0, n) of a quantized side into buf,

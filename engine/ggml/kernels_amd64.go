@@ -214,6 +214,13 @@ func (avx512Kernels) ScoreRows(k []float32, stride int, q []float32, out []float
 func (avx512Kernels) WeightedColumns(v []float32, stride int, p []float32, lanes int, out []float32) {
 	checkRows("WeightedColumns", len(v), stride, len(out), len(p))
 	checkLanes(lanes)
+	weightedLanes(lanes, len(p), out, func(acc []float32) { laneFMAAVX512(acc, lanes, 0, v, stride, p, len(out)) })
+}
+
+// weightedLanes sums rows of weighted columns into out: fma accumulates
+// them in lanes×len(out) zeroed accumulators (when there are rows), which
+// are then reduced in the lane order.
+func weightedLanes(lanes, rows int, out []float32, fma func(acc []float32)) {
 	d := len(out)
 	if d == 0 {
 		return
@@ -222,8 +229,8 @@ func (avx512Kernels) WeightedColumns(v []float32, stride int, p []float32, lanes
 	defer scratchPool.Put(buf)
 	acc := *buf
 	clear(acc)
-	if len(p) > 0 {
-		laneFMAAVX512(acc, lanes, 0, v, stride, p, d)
+	if rows > 0 {
+		fma(acc)
 	}
 	if lanes == 64 {
 		reduceLanes64AVX512(acc, d, out)
@@ -237,22 +244,7 @@ func (avx512Kernels) scoreRowsF16(k []uint16, stride int, q []float32, out []flo
 }
 
 func (avx512Kernels) weightedColumnsF16(v []uint16, stride int, p []float32, lanes int, out []float32) {
-	d := len(out)
-	if d == 0 {
-		return
-	}
-	buf := getScratch(lanes * d)
-	defer scratchPool.Put(buf)
-	acc := *buf
-	clear(acc)
-	if len(p) > 0 {
-		laneFMAF16AVX512(acc, lanes, 0, v, stride, p, d)
-	}
-	if lanes == 64 {
-		reduceLanes64AVX512(acc, d, out)
-	} else {
-		reduceLanes16AVX512(acc, d, out)
-	}
+	weightedLanes(lanes, len(p), out, func(acc []float32) { laneFMAF16AVX512(acc, lanes, 0, v, stride, p, len(out)) })
 }
 
 func (avx512Kernels) Softmax(p []float32, scale float32) {
