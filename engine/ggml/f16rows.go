@@ -24,8 +24,8 @@ func ScoreRowsF16(kern Kernels, k []uint16, stride int, q []float32, out []float
 		f.scoreRowsF16(k, stride, q, out)
 		return
 	}
-	buf := f16Scratch(len(q))
-	defer f16Pool.Put(buf)
+	buf := getScratch(len(q))
+	defer scratchPool.Put(buf)
 	row := *buf
 	for j := range out {
 		F16sToF32(row, k[j*stride:j*stride+len(q)])
@@ -42,8 +42,8 @@ func WeightedColumnsF16(kern Kernels, v []uint16, stride int, p []float32, lanes
 		return
 	}
 	d := len(out)
-	buf := f16Scratch(len(p) * d)
-	defer f16Pool.Put(buf)
+	buf := getScratch(len(p) * d)
+	defer scratchPool.Put(buf)
 	rows := *buf
 	for j := range p {
 		F16sToF32(rows[j*d:(j+1)*d], v[j*stride:j*stride+d])
@@ -51,10 +51,13 @@ func WeightedColumnsF16(kern Kernels, v []uint16, stride int, p []float32, lanes
 	kern.WeightedColumns(rows, d, p, lanes, out)
 }
 
-var f16Pool sync.Pool
+// scratchPool recycles the kernels' float32 scratch buffers (getScratch).
+var scratchPool sync.Pool // *[]float32
 
-func f16Scratch(n int) *[]float32 {
-	if p, ok := f16Pool.Get().(*[]float32); ok && cap(*p) >= n {
+// getScratch returns a buffer of n floats from scratchPool (put it back
+// when done); its contents are undefined.
+func getScratch(n int) *[]float32 {
+	if p, ok := scratchPool.Get().(*[]float32); ok && cap(*p) >= n {
 		*p = (*p)[:n]
 		return p
 	}

@@ -128,17 +128,6 @@ func actRows(k int) int {
 	return min(max(r, 4), 64)
 }
 
-var scratchPool sync.Pool // *[]float32
-
-func getScratch(n int) *[]float32 {
-	if p, ok := scratchPool.Get().(*[]float32); ok && cap(*p) >= n {
-		*p = (*p)[:n]
-		return p
-	}
-	s := make([]float32, n)
-	return &s
-}
-
 var gemmExact = [4]func(w []float32, ldw int, x []float32, k int, out []float32, ldo int){
 	gemmExact4x1AVX512, gemmExact4x2AVX512, gemmExact4x3AVX512, gemmExact4x4AVX512}
 

@@ -372,7 +372,7 @@ func (res *Result) judgeSpeed() {
 		case math.Abs(*s.Delta) < res.MinChange:
 			s.Verdict = speedstat.NoChange
 			s.Note = fmt.Sprintf("significant (adjusted p=%.3g) but below the %.0f%% minimum change", adj, 100*res.MinChange)
-		case s.DeltaRaw != nil && (*s.DeltaRaw*sign(*s.Delta) < res.MinChange):
+		case s.DeltaRaw != nil && *s.DeltaRaw*math.Copysign(1, *s.Delta) < res.MinChange:
 			// The backends of one run do not move together on a shared
 			// machine (CI measured +0.8 % and +22 % for two of them between
 			// identical runs), so a change the correction alone creates is
@@ -385,12 +385,4 @@ func (res *Result) judgeSpeed() {
 			s.Verdict = speedstat.Faster
 		}
 	}
-}
-
-// sign is -1 for a negative x, else 1.
-func sign(x float64) float64 {
-	if x < 0 {
-		return -1
-	}
-	return 1
 }
