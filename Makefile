@@ -39,8 +39,10 @@ vet test-go test-avx2 test-manifests test-rknpu test-arm64 test-darwin: export G
 vet:
 	$(GO) vet ./...
 
+# -timeout: cmd/evalrun alone takes ~5 min quiet, and the default 10 min
+# is near beside a CPU hog; the tests bound their own waits.
 test-go:
-	$(GO) test -count=1 ./...
+	$(GO) test -count=1 -timeout 20m ./...
 
 ## test-manifests: docs/examples' Kubernetes manifests (official API types, strict) and Actions workflow (actionlint)
 test-manifests:

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -151,6 +152,32 @@ func rewriteModel(t *testing.T, src string, editKV func(kv *gguf.KV) bool, editT
 		t.Fatal(err)
 	}
 	defer f.Close()
+	path := filepath.Join(t.TempDir(), "edited.gguf")
+	if err := rewrittenModel(t, f, editKV, editTensor, add...).WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// rewriteModelInMemory is rewriteModel without a file: for tests that
+// check thousands of edits (a file each is fsync-bound, minutes on a busy
+// disk).
+func rewriteModelInMemory(t *testing.T, f *gguf.File, add ...func(w *gguf.Writer) error) *gguf.File {
+	t.Helper()
+	var buf bytes.Buffer
+	if _, err := rewrittenModel(t, f, nil, nil, add...).WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	edited, err := gguf.Parse(buf.Bytes(), "edited.gguf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return edited
+}
+
+// rewrittenModel is a writer holding f's keys and tensors, edited.
+func rewrittenModel(t *testing.T, f *gguf.File, editKV func(kv *gguf.KV) bool, editTensor func(name string, typ *ggml.Type, dims *[]uint64, data *[]byte) bool, add ...func(w *gguf.Writer) error) *gguf.Writer {
+	t.Helper()
 	w := gguf.NewWriter()
 	for _, kv := range f.KVs {
 		if kv.Key == "general.alignment" || (editKV != nil && !editKV(&kv)) {
@@ -175,11 +202,7 @@ func rewriteModel(t *testing.T, src string, editKV func(kv *gguf.KV) bool, editT
 			t.Fatal(err)
 		}
 	}
-	path := filepath.Join(t.TempDir(), "edited.gguf")
-	if err := w.WriteFile(path); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return w
 }
 
 // setKV is a KV edit for rewriteModel that sets key to v.

@@ -31,11 +31,31 @@ func Path(rel ...string) string { return filepath.Join(append([]string{Root()}, 
 // Build compiles main packages (paths relative to the repository's root, as
 // "./plugins/cpu") into dir, under the given file names.
 func Build(dir string, bins map[string]string) error {
+	// One go build for all: the links run in parallel and the packages
+	// load once. It names each binary after its package's directory, so
+	// it builds into a directory of its own and the names are given after.
+	stage, err := os.MkdirTemp(dir, "build-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(stage)
+	args := []string{"build", "-o", stage + string(filepath.Separator)}
+	bases := map[string]bool{}
+	for _, pkg := range bins {
+		if bases[filepath.Base(pkg)] {
+			return fmt.Errorf("testkit.Build: two packages named %s", filepath.Base(pkg))
+		}
+		bases[filepath.Base(pkg)] = true
+		args = append(args, pkg)
+	}
+	cmd := exec.Command("go", args...)
+	cmd.Dir, cmd.Stderr = Root(), os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("go build %s: %w", strings.Join(args[3:], " "), err)
+	}
 	for name, pkg := range bins {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, name), pkg)
-		cmd.Dir, cmd.Stderr = Root(), os.Stderr
-		if err := cmd.Run(); err != nil {
-			return fmt.Errorf("go build %s: %w", pkg, err)
+		if err := os.Rename(filepath.Join(stage, filepath.Base(pkg)), filepath.Join(dir, name)); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/evalrun/evalrun/backend"
@@ -76,6 +77,11 @@ type Call struct {
 	compute int64         // the last row's compute_ns: the call's compute so far
 	decode  time.Duration // written by the producer, read after ch is closed
 	replay  bool
+	// alive is when the plugin last showed progress (Unix ns): the call's
+	// start, a row arriving, or the host taking a row from a full buffer
+	// (the plugin may have been waiting for room). The time limit counts
+	// from it, so a wait that already ran (Received) is not waited again.
+	alive atomic.Int64
 }
 
 type row struct {
@@ -87,6 +93,7 @@ type row struct {
 func Start(ctx context.Context, be backend.Backend, req backend.EvalRequest, buffer int, cfg Config) *Call {
 	cctx, cancel := context.WithCancel(ctx)
 	s := &Call{cfg: cfg, ch: make(chan row, buffer), done: make(chan struct{}), cancel: cancel, start: time.Now()}
+	s.alive.Store(s.start.UnixNano())
 	go func() {
 		var t0 time.Time
 		buf := func(n int) []float32 {
@@ -94,18 +101,35 @@ func Start(ctx context.Context, be backend.Backend, req backend.EvalRequest, buf
 			return cfg.Pool.Take(n)
 		}
 		next := req.LogitsFrom // rows come in order, one per token from LogitsFrom
-		send := func(l backend.Logits, values []float32) error {
+		// check refuses a row the request did not ask for.
+		check := func(l backend.Logits, values []float32) error {
 			if len(values) != cfg.NVocab {
 				return fmt.Errorf("the plugin sent a row of %d logits, the vocabulary has %d", len(values), cfg.NVocab)
+			}
+			if next == len(req.Tokens) {
+				// At once: a row past the buffer would block the plugin's
+				// stream, and a caller waiting for the call to end would
+				// wait out the time limit.
+				return errors.New("the plugin sent 1 more logits rows than requested")
 			}
 			if l.Index != next {
 				return fmt.Errorf("the plugin sent the row of token %d where token %d's was due (rows come in order from logits_from %d)", l.Index, next, req.LogitsFrom)
 			}
+			return nil
+		}
+		send := func(l backend.Logits, values []float32) error {
+			err := check(l, values)
+			if err != nil {
+				cfg.Pool.Release(values)
+				return err
+			}
 			next++
+			s.alive.Store(time.Now().UnixNano())
 			select {
 			case s.ch <- row{values, l.ComputeNS}:
 				return nil
 			case <-cctx.Done():
+				cfg.Pool.Release(values)
 				return cctx.Err()
 			}
 		}
@@ -144,18 +168,34 @@ func Replay(data []float32, rows int, cfg Config) *Call {
 	return s
 }
 
-// Received waits, up to the time limit, until the call has ended and its
-// rows are all buffered. No call (nil) has nothing to wait for.
+// Received waits until the call has ended and its rows are all buffered,
+// or until the plugin has shown no progress for the time limit (false). No
+// call (nil) has nothing to wait for.
 func (s *Call) Received() bool {
 	if s == nil {
 		return true
 	}
-	select {
-	case <-s.done:
-		return true
-	case <-time.After(s.cfg.Timeout):
-		return false
+	for {
+		select {
+		case <-s.done:
+			return true
+		default:
+		}
+		left := s.left()
+		if left <= 0 {
+			return false
+		}
+		select {
+		case <-s.done:
+			return true
+		case <-time.After(left):
+		}
 	}
+}
+
+// left is what remains of the time limit since the plugin's last progress.
+func (s *Call) left() time.Duration {
+	return s.cfg.Timeout - time.Since(time.Unix(0, s.alive.Load()))
 }
 
 var errShort = errors.New("the plugin sent fewer logits rows than requested")
@@ -164,22 +204,42 @@ var errShort = errors.New("the plugin sent fewer logits rows than requested")
 // error that ended the call early, or ErrTimeout when the plugin produced
 // nothing for the time limit.
 func (s *Call) Next() ([]float32, error) {
-	timer := time.NewTimer(s.cfg.Timeout)
-	defer timer.Stop()
-	select {
-	case r, ok := <-s.ch:
-		if ok {
-			s.compute = r.computeNS
-			return r.values, nil
+	for {
+		full := len(s.ch) == cap(s.ch)
+		select {
+		case r, ok := <-s.ch:
+			return s.took(r, ok, full)
+		default:
 		}
+		left := s.left()
+		if left <= 0 {
+			s.cancel()
+			return nil, fmt.Errorf("%w after %s waiting for the next logits row", ErrTimeout, s.cfg.Timeout)
+		}
+		timer := time.NewTimer(left)
+		select {
+		case r, ok := <-s.ch:
+			timer.Stop()
+			return s.took(r, ok, full)
+		case <-timer.C:
+		}
+	}
+}
+
+// took is Next's answer for a receive from the call's rows; full: the
+// buffer was full before it, so the plugin may have been waiting for room.
+func (s *Call) took(r row, ok, full bool) ([]float32, error) {
+	if !ok {
 		if s.err != nil {
 			return nil, s.err
 		}
 		return nil, errShort
-	case <-timer.C:
-		s.cancel()
-		return nil, fmt.Errorf("%w after %s waiting for the next logits row", ErrTimeout, s.cfg.Timeout)
 	}
+	if full {
+		s.alive.Store(time.Now().UnixNano())
+	}
+	s.compute = r.computeNS
+	return r.values, nil
 }
 
 // One takes the only row of a call that must return exactly one.

@@ -36,6 +36,9 @@ func emitting(n, nVocab int, end error) *evalBackend {
 	}}
 }
 
+// tokens is a request for n rows.
+func tokens(n int) backend.EvalRequest { return backend.EvalRequest{Tokens: make([]int32, n)} }
+
 // hangingAfter sends n rows and then waits for its context, recording
 // that it was cancelled.
 func hangingAfter(n int) *evalBackend {
@@ -77,7 +80,7 @@ func testConfig(booked *[]Timing) Config {
 // lends one buffer for all), and its timing is booked once it ends.
 func TestCallDeliversRowsAndBooksTheCall(t *testing.T) {
 	var booked []Timing
-	s := Start(context.Background(), emitting(3, 4, nil), backend.EvalRequest{}, 1, testConfig(&booked))
+	s := Start(context.Background(), emitting(3, 4, nil), tokens(3), 1, testConfig(&booked))
 	var got [][]float32
 	for range 3 {
 		row, err := s.Next()
@@ -107,7 +110,7 @@ func TestCallDecodesIntoPooledRows(t *testing.T) {
 	recycled := make([]float32, 4)
 	cfg.Pool.Release(recycled)
 	d := &decoder{}
-	s := Start(context.Background(), d, backend.EvalRequest{}, 2, cfg)
+	s := Start(context.Background(), d, tokens(2), 2, cfg)
 	a, err := s.Next()
 	if err != nil {
 		t.Fatal(err)
@@ -126,10 +129,10 @@ func TestCallDecodesIntoPooledRows(t *testing.T) {
 func TestOne(t *testing.T) {
 	var booked []Timing
 	cfg := testConfig(&booked)
-	if row, err := Start(context.Background(), emitting(1, 4, nil), backend.EvalRequest{}, 1, cfg).One(); err != nil || len(row) != 4 {
+	if row, err := Start(context.Background(), emitting(1, 4, nil), tokens(1), 1, cfg).One(); err != nil || len(row) != 4 {
 		t.Fatalf("one row: %v, %v", row, err)
 	}
-	_, err := Start(context.Background(), emitting(2, 4, nil), backend.EvalRequest{}, 1, cfg).One()
+	_, err := Start(context.Background(), emitting(2, 4, nil), tokens(1), 1, cfg).One()
 	if err == nil || !strings.Contains(err.Error(), "1 more logits rows") {
 		t.Fatalf("two rows: %v", err)
 	}
@@ -148,7 +151,7 @@ func TestTimeoutCancelsTheCall(t *testing.T) {
 		return ctx.Err()
 	}}
 	var booked []Timing
-	s := Start(context.Background(), hung, backend.EvalRequest{}, 1, testConfig(&booked))
+	s := Start(context.Background(), hung, tokens(1), 1, testConfig(&booked))
 	start := time.Now()
 	if s.Received() {
 		t.Fatal("Received said a hung call had ended")
@@ -186,7 +189,7 @@ func TestCallErrors(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			var booked []Timing
 			start := time.Now()
-			s := Start(context.Background(), c.be, backend.EvalRequest{}, 4, testConfig(&booked))
+			s := Start(context.Background(), c.be, tokens(c.reads), 4, testConfig(&booked))
 			var err error
 			for i := 0; i < c.reads && err == nil; i++ {
 				_, err = s.Next()
@@ -207,6 +210,65 @@ func TestCallErrors(t *testing.T) {
 	}
 }
 
+// A row past those requested ends the call at once, even when the host's
+// buffer is full: waiting for the call to end (Received) does not wait out
+// the time limit.
+func TestExtraRowEndsTheCallAtOnce(t *testing.T) {
+	var booked []Timing
+	s := Start(context.Background(), emitting(3, 4, nil), tokens(2), 2, testConfig(&booked))
+	if !s.Received() {
+		t.Fatal("a call with a row too many held the host until its time limit")
+	}
+	for range 2 {
+		if _, err := s.Next(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Finish(2); err == nil || !strings.Contains(err.Error(), "1 more logits rows than requested") {
+		t.Fatalf("Finish: %v", err)
+	}
+}
+
+// The time limit counts from the plugin's last progress: a plugin that
+// stalls mid-call is given up on once, not again by each wait of the host
+// (Received, then Next), and a plugin that waits for room in a full buffer
+// is not timed meanwhile.
+func TestTimeLimitCountsFromTheLastProgress(t *testing.T) {
+	var booked []Timing
+	cfg := testConfig(&booked)
+	cfg.Timeout = 2 * time.Second
+	s := Start(context.Background(), hangingAfter(2), tokens(3), 4, cfg)
+	if s.Received() {
+		t.Fatal("Received said a stalled call had ended")
+	}
+	for range 2 {
+		if _, err := s.Next(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	if _, err := s.Next(); !errors.Is(err, ErrTimeout) {
+		t.Fatalf("the stalled row: %v", err)
+	}
+	if d := time.Since(start); d > cfg.Timeout/2 {
+		t.Errorf("the stalled row was waited for again: %s after Received had waited %s", d, cfg.Timeout)
+	}
+
+	// A buffer of 1 that the host empties slowly: the plugin waits for
+	// room longer than the limit in all, never for a row.
+	cfg.Timeout = 300 * time.Millisecond
+	s = Start(context.Background(), emitting(4, 4, nil), tokens(4), 1, cfg)
+	for i := range 4 {
+		time.Sleep(cfg.Timeout / 2)
+		if _, err := s.Next(); err != nil {
+			t.Fatalf("row %d: %v", i, err)
+		}
+	}
+	if err := s.Finish(4); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // Abandon does not wait for a plugin that never answers.
 func TestAbandonDoesNotWait(t *testing.T) {
 	release := make(chan struct{})
@@ -215,7 +277,7 @@ func TestAbandonDoesNotWait(t *testing.T) {
 	s := Start(context.Background(), &evalBackend{eval: func(context.Context, func(backend.Logits) error) error {
 		<-release // ignores its context
 		return nil
-	}}, backend.EvalRequest{}, 1, testConfig(&booked))
+	}}, tokens(1), 1, testConfig(&booked))
 	done := make(chan struct{})
 	go func() { s.Abandon(); close(done) }()
 	select {
@@ -224,7 +286,7 @@ func TestAbandonDoesNotWait(t *testing.T) {
 		t.Fatal("Abandon waited for the plugin")
 	}
 	cfg := testConfig(&booked)
-	s = Start(context.Background(), emitting(2, 4, nil), backend.EvalRequest{}, 2, cfg)
+	s = Start(context.Background(), emitting(2, 4, nil), tokens(2), 2, cfg)
 	s.Received()
 	s.Abandon()
 	for deadline := time.Now().Add(time.Second); len(cfg.Pool.rows) < 2; time.Sleep(time.Millisecond) {
