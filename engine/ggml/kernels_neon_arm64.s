@@ -18,6 +18,98 @@
 	WORD	$0x0e33d652	/* fadd v18.2s, v18.2s, v19.2s */ \
 	WORD	$0x7e30da52	/* faddp s18, v18.2s */
 
+// Q4_0 unpacking: V4 = 16 bytes of nibbles -> V5 = low nibbles - 8
+// (elements 0-15), V4 = high nibbles - 8 (elements 16-31), as int8;
+// V28 = 0x0f bytes, V29 = 8 bytes.
+#define Q4_UNPACK_V4 \
+	WORD	$0x4e3c1c85	/* and v5.16b, v4.16b, v28.16b */ \
+	WORD	$0x6f0c0484	/* ushr v4.16b, v4.16b, #4 */ \
+	WORD	$0x6e3d84a5	/* sub v5.16b, v5.16b, v29.16b */ \
+	WORD	$0x6e3d8484	/* sub v4.16b, v4.16b, v29.16b */
+
+// Float rows. The kernels below share one frame:
+//
+//	func(w []byte, wstride int, x []float32, xstride int, k int, n int, out []float32, ostride int)
+//
+// out[i*ostride] = the dot product of the k values at w + i*wstride (bytes;
+// float32, or binary16 in the F16 kernels, converted exactly by FCVTL) and
+// the k float32 at x + i*xstride (elements), for i < n. k is a multiple of
+// the kernel's step (16, or 64 for the vecDot ones).
+
+// Reduce16 of lanes 0-15 in V16-V19 into F20: h = a[8:16] + a[0:8],
+// q = h[4:8] + h[0:4], (q0+q2) + (q1+q3).
+#define REDUCE16 \
+	WORD	$0x4e30d654	/* fadd v20.4s, v18.4s, v16.4s */ \
+	WORD	$0x4e31d675	/* fadd v21.4s, v19.4s, v17.4s */ \
+	WORD	$0x4e34d6b4	/* fadd v20.4s, v21.4s, v20.4s */ \
+	WORD	$0x6e144295	/* ext v21.16b, v20.16b, v20.16b, #8 */ \
+	WORD	$0x0e35d694	/* fadd v20.2s, v20.2s, v21.2s */ \
+	WORD	$0x7e30da94	/* faddp s20, v20.2s */
+
+// 16 weights at (R8) into V0-V3, R8 advanced.
+#define LOADW_F32 \
+	VLD1.P	64(R8), [V0.S4, V1.S4, V2.S4, V3.S4]
+
+#define LOADW_F16 \
+	VLD1.P	32(R8), [V0.H8, V1.H8] \
+	WORD	$0x4e217823	/* fcvtl2 v3.4s, v1.8h */ \
+	WORD	$0x0e217822	/* fcvtl v2.4s, v1.4h */ \
+	WORD	$0x4e217801	/* fcvtl2 v1.4s, v0.8h */ \
+	WORD	$0x0e217800	/* fcvtl v0.4s, v0.4h */
+
+// 16 activations at (R9) into V4-V7, R9 advanced.
+#define LOADX \
+	VLD1.P	64(R9), [V4.S4, V5.S4, V6.S4, V7.S4]
+
+#define ZERO_V16_V19 \
+	VEOR	V16.B16, V16.B16, V16.B16 \
+	VEOR	V17.B16, V17.B16, V17.B16 \
+	VEOR	V18.B16, V18.B16, V18.B16 \
+	VEOR	V19.B16, V19.B16, V19.B16
+
+// The arguments: R0 w, R1 wstride (bytes), R2 x, R3 xstride (bytes), R5
+// k in steps of 1<<stepshift values, R6 n, R4 out, R7 ostride (bytes).
+#define ROWS_ARGS(stepshift) \
+	MOVD	w_base+0(FP), R0 \
+	MOVD	wstride+24(FP), R1 \
+	MOVD	x_base+32(FP), R2 \
+	MOVD	xstride+56(FP), R3 \
+	LSL	$2, R3, R3 \
+	MOVD	k+64(FP), R5 \
+	LSR	$stepshift, R5, R5 \
+	MOVD	n+72(FP), R6 \
+	MOVD	out_base+80(FP), R4 \
+	MOVD	ostride+104(FP), R7 \
+	LSL	$2, R7, R7
+
+// One output done: store F20, next row.
+#define ROWS_NEXT \
+	FMOVS	F20, (R4) \
+	ADD	R7, R4, R4 \
+	ADD	R1, R0, R0 \
+	ADD	R3, R2, R2 \
+	SUB	$1, R6, R6
+
+// Exact numerics' DotF32 (dot.go): element j to lane j%16, the product
+// rounded (FMUL) then added (FADD); then Reduce16.
+#define EXACT_MULADD \
+	WORD	$0x6e24dc00	/* fmul v0.4s, v0.4s, v4.4s */ \
+	WORD	$0x6e25dc21	/* fmul v1.4s, v1.4s, v5.4s */ \
+	WORD	$0x6e26dc42	/* fmul v2.4s, v2.4s, v6.4s */ \
+	WORD	$0x6e27dc63	/* fmul v3.4s, v3.4s, v7.4s */ \
+	WORD	$0x4e20d610	/* fadd v16.4s, v16.4s, v0.4s */ \
+	WORD	$0x4e21d631	/* fadd v17.4s, v17.4s, v1.4s */ \
+	WORD	$0x4e22d652	/* fadd v18.4s, v18.4s, v2.4s */ \
+	WORD	$0x4e23d673	/* fadd v19.4s, v19.4s, v3.4s */
+
+// TinyBLASDot (cpuops.go): one 16-lane accumulator, acc = fma(w, x, acc);
+// then Reduce16.
+#define TINY_FMA \
+	WORD	$0x4e24cc10	/* fmla v16.4s, v0.4s, v4.4s */ \
+	WORD	$0x4e25cc31	/* fmla v17.4s, v1.4s, v5.4s */ \
+	WORD	$0x4e26cc52	/* fmla v18.4s, v2.4s, v6.4s */ \
+	WORD	$0x4e27cc73	/* fmla v19.4s, v3.4s, v7.4s */
+
 // func vecDotQ8_0RowsNEON(w []byte, rowBytes int, y []byte, tab *[65536]float32, out []float32)
 // out[j] = VecDotQ8_0AVX(row j of w, y): per block, eight int32 lanes of
 // four byte products (SDOT), acc[l] = fma(dx*dy, float32(lane l), acc[l]),
@@ -70,15 +162,6 @@ q8empty:
 	B	q8row
 q8done:
 	RET
-
-// Q4_0 unpacking: V4 = 16 bytes of nibbles -> V5 = low nibbles - 8
-// (elements 0-15), V4 = high nibbles - 8 (elements 16-31), as int8;
-// V28 = 0x0f bytes, V29 = 8 bytes.
-#define Q4_UNPACK_V4 \
-	WORD	$0x4e3c1c85	/* and v5.16b, v4.16b, v28.16b */ \
-	WORD	$0x6f0c0484	/* ushr v4.16b, v4.16b, #4 */ \
-	WORD	$0x6e3d84a5	/* sub v5.16b, v5.16b, v29.16b */ \
-	WORD	$0x6e3d8484	/* sub v4.16b, v4.16b, v29.16b */
 
 // func vecDotQ4_0RowsNEON(w []byte, rowBytes int, y []byte, tab *[65536]float32, out []float32)
 // out[j] = VecDotQ4_0AVX(row j of w, y): Q8_0's lanes over the unpacked
@@ -180,4 +263,242 @@ q4rstore:
 	SUB	$1, R5, R5
 	B	q4rrow
 q4rdone:
+	RET
+
+// func dotF32RowsNEON(w []byte, wstride int, x []float32, xstride int, k int, n int, out []float32, ostride int)
+TEXT ·dotF32RowsNEON(SB), NOSPLIT, $0-112
+	ROWS_ARGS(4)
+row:
+	CBZ	R6, done
+	MOVD	R0, R8
+	MOVD	R2, R9
+	MOVD	R5, R10
+	ZERO_V16_V19
+	CBZ	R10, reduce
+step:
+	LOADW_F32
+	LOADX
+	EXACT_MULADD
+	SUBS	$1, R10, R10
+	BNE	step
+reduce:
+	REDUCE16
+	ROWS_NEXT
+	B	row
+done:
+	RET
+
+// func dotF16RowsNEON(w []byte, wstride int, x []float32, xstride int, k int, n int, out []float32, ostride int)
+TEXT ·dotF16RowsNEON(SB), NOSPLIT, $0-112
+	ROWS_ARGS(4)
+row:
+	CBZ	R6, done
+	MOVD	R0, R8
+	MOVD	R2, R9
+	MOVD	R5, R10
+	ZERO_V16_V19
+	CBZ	R10, reduce
+step:
+	LOADW_F16
+	LOADX
+	EXACT_MULADD
+	SUBS	$1, R10, R10
+	BNE	step
+reduce:
+	REDUCE16
+	ROWS_NEXT
+	B	row
+done:
+	RET
+
+// func tinyF32RowsNEON(w []byte, wstride int, x []float32, xstride int, k int, n int, out []float32, ostride int)
+TEXT ·tinyF32RowsNEON(SB), NOSPLIT, $0-112
+	ROWS_ARGS(4)
+row:
+	CBZ	R6, done
+	MOVD	R0, R8
+	MOVD	R2, R9
+	MOVD	R5, R10
+	ZERO_V16_V19
+	CBZ	R10, reduce
+step:
+	LOADW_F32
+	LOADX
+	TINY_FMA
+	SUBS	$1, R10, R10
+	BNE	step
+reduce:
+	REDUCE16
+	ROWS_NEXT
+	B	row
+done:
+	RET
+
+// func tinyF16RowsNEON(w []byte, wstride int, x []float32, xstride int, k int, n int, out []float32, ostride int)
+TEXT ·tinyF16RowsNEON(SB), NOSPLIT, $0-112
+	ROWS_ARGS(4)
+row:
+	CBZ	R6, done
+	MOVD	R0, R8
+	MOVD	R2, R9
+	MOVD	R5, R10
+	ZERO_V16_V19
+	CBZ	R10, reduce
+step:
+	LOADW_F16
+	LOADX
+	TINY_FMA
+	SUBS	$1, R10, R10
+	BNE	step
+reduce:
+	REDUCE16
+	ROWS_NEXT
+	B	row
+done:
+	RET
+
+// ggml_vec_dot_f32's body (VecDotF32, cpuops.go): four 16-lane FMA
+// accumulators (V16-V19, V20-V23, V24-V27, V28-V31) over steps of 64,
+// folded (x0+x2)+(x1+x3), then Reduce16; the k%64 leftovers are the
+// caller's.
+// func vecDotF32RowsNEON(w []byte, wstride int, x []float32, xstride int, k int, n int, out []float32, ostride int)
+TEXT ·vecDotF32RowsNEON(SB), NOSPLIT, $0-112
+	ROWS_ARGS(6)
+row:
+	CBZ	R6, done
+	MOVD	R0, R8
+	MOVD	R2, R9
+	MOVD	R5, R10
+	VEOR	V16.B16, V16.B16, V16.B16
+	VEOR	V17.B16, V17.B16, V17.B16
+	VEOR	V18.B16, V18.B16, V18.B16
+	VEOR	V19.B16, V19.B16, V19.B16
+	VEOR	V20.B16, V20.B16, V20.B16
+	VEOR	V21.B16, V21.B16, V21.B16
+	VEOR	V22.B16, V22.B16, V22.B16
+	VEOR	V23.B16, V23.B16, V23.B16
+	VEOR	V24.B16, V24.B16, V24.B16
+	VEOR	V25.B16, V25.B16, V25.B16
+	VEOR	V26.B16, V26.B16, V26.B16
+	VEOR	V27.B16, V27.B16, V27.B16
+	VEOR	V28.B16, V28.B16, V28.B16
+	VEOR	V29.B16, V29.B16, V29.B16
+	VEOR	V30.B16, V30.B16, V30.B16
+	VEOR	V31.B16, V31.B16, V31.B16
+	CBZ	R10, reduce
+step:
+	LOADW_F32
+	LOADX
+	WORD	$0x4e24cc10	// fmla v16.4s, v0.4s, v4.4s
+	WORD	$0x4e25cc31	// fmla v17.4s, v1.4s, v5.4s
+	WORD	$0x4e26cc52	// fmla v18.4s, v2.4s, v6.4s
+	WORD	$0x4e27cc73	// fmla v19.4s, v3.4s, v7.4s
+	LOADW_F32
+	LOADX
+	WORD	$0x4e24cc14	// fmla v20.4s, v0.4s, v4.4s
+	WORD	$0x4e25cc35	// fmla v21.4s, v1.4s, v5.4s
+	WORD	$0x4e26cc56	// fmla v22.4s, v2.4s, v6.4s
+	WORD	$0x4e27cc77	// fmla v23.4s, v3.4s, v7.4s
+	LOADW_F32
+	LOADX
+	WORD	$0x4e24cc18	// fmla v24.4s, v0.4s, v4.4s
+	WORD	$0x4e25cc39	// fmla v25.4s, v1.4s, v5.4s
+	WORD	$0x4e26cc5a	// fmla v26.4s, v2.4s, v6.4s
+	WORD	$0x4e27cc7b	// fmla v27.4s, v3.4s, v7.4s
+	LOADW_F32
+	LOADX
+	WORD	$0x4e24cc1c	// fmla v28.4s, v0.4s, v4.4s
+	WORD	$0x4e25cc3d	// fmla v29.4s, v1.4s, v5.4s
+	WORD	$0x4e26cc5e	// fmla v30.4s, v2.4s, v6.4s
+	WORD	$0x4e27cc7f	// fmla v31.4s, v3.4s, v7.4s
+	SUBS	$1, R10, R10
+	BNE	step
+reduce:
+	WORD	$0x4e38d610	// fadd v16.4s, v16.4s, v24.4s
+	WORD	$0x4e39d631	// fadd v17.4s, v17.4s, v25.4s
+	WORD	$0x4e3ad652	// fadd v18.4s, v18.4s, v26.4s
+	WORD	$0x4e3bd673	// fadd v19.4s, v19.4s, v27.4s
+	WORD	$0x4e3cd694	// fadd v20.4s, v20.4s, v28.4s
+	WORD	$0x4e3dd6b5	// fadd v21.4s, v21.4s, v29.4s
+	WORD	$0x4e3ed6d6	// fadd v22.4s, v22.4s, v30.4s
+	WORD	$0x4e3fd6f7	// fadd v23.4s, v23.4s, v31.4s
+	WORD	$0x4e34d610	// fadd v16.4s, v16.4s, v20.4s
+	WORD	$0x4e35d631	// fadd v17.4s, v17.4s, v21.4s
+	WORD	$0x4e36d652	// fadd v18.4s, v18.4s, v22.4s
+	WORD	$0x4e37d673	// fadd v19.4s, v19.4s, v23.4s
+	REDUCE16
+	ROWS_NEXT
+	B	row
+done:
+	RET
+
+// func vecDotF16RowsNEON(w []byte, wstride int, x []float32, xstride int, k int, n int, out []float32, ostride int)
+TEXT ·vecDotF16RowsNEON(SB), NOSPLIT, $0-112
+	ROWS_ARGS(6)
+row:
+	CBZ	R6, done
+	MOVD	R0, R8
+	MOVD	R2, R9
+	MOVD	R5, R10
+	VEOR	V16.B16, V16.B16, V16.B16
+	VEOR	V17.B16, V17.B16, V17.B16
+	VEOR	V18.B16, V18.B16, V18.B16
+	VEOR	V19.B16, V19.B16, V19.B16
+	VEOR	V20.B16, V20.B16, V20.B16
+	VEOR	V21.B16, V21.B16, V21.B16
+	VEOR	V22.B16, V22.B16, V22.B16
+	VEOR	V23.B16, V23.B16, V23.B16
+	VEOR	V24.B16, V24.B16, V24.B16
+	VEOR	V25.B16, V25.B16, V25.B16
+	VEOR	V26.B16, V26.B16, V26.B16
+	VEOR	V27.B16, V27.B16, V27.B16
+	VEOR	V28.B16, V28.B16, V28.B16
+	VEOR	V29.B16, V29.B16, V29.B16
+	VEOR	V30.B16, V30.B16, V30.B16
+	VEOR	V31.B16, V31.B16, V31.B16
+	CBZ	R10, reduce
+step:
+	LOADW_F16
+	LOADX
+	WORD	$0x4e24cc10	// fmla v16.4s, v0.4s, v4.4s
+	WORD	$0x4e25cc31	// fmla v17.4s, v1.4s, v5.4s
+	WORD	$0x4e26cc52	// fmla v18.4s, v2.4s, v6.4s
+	WORD	$0x4e27cc73	// fmla v19.4s, v3.4s, v7.4s
+	LOADW_F16
+	LOADX
+	WORD	$0x4e24cc14	// fmla v20.4s, v0.4s, v4.4s
+	WORD	$0x4e25cc35	// fmla v21.4s, v1.4s, v5.4s
+	WORD	$0x4e26cc56	// fmla v22.4s, v2.4s, v6.4s
+	WORD	$0x4e27cc77	// fmla v23.4s, v3.4s, v7.4s
+	LOADW_F16
+	LOADX
+	WORD	$0x4e24cc18	// fmla v24.4s, v0.4s, v4.4s
+	WORD	$0x4e25cc39	// fmla v25.4s, v1.4s, v5.4s
+	WORD	$0x4e26cc5a	// fmla v26.4s, v2.4s, v6.4s
+	WORD	$0x4e27cc7b	// fmla v27.4s, v3.4s, v7.4s
+	LOADW_F16
+	LOADX
+	WORD	$0x4e24cc1c	// fmla v28.4s, v0.4s, v4.4s
+	WORD	$0x4e25cc3d	// fmla v29.4s, v1.4s, v5.4s
+	WORD	$0x4e26cc5e	// fmla v30.4s, v2.4s, v6.4s
+	WORD	$0x4e27cc7f	// fmla v31.4s, v3.4s, v7.4s
+	SUBS	$1, R10, R10
+	BNE	step
+reduce:
+	WORD	$0x4e38d610	// fadd v16.4s, v16.4s, v24.4s
+	WORD	$0x4e39d631	// fadd v17.4s, v17.4s, v25.4s
+	WORD	$0x4e3ad652	// fadd v18.4s, v18.4s, v26.4s
+	WORD	$0x4e3bd673	// fadd v19.4s, v19.4s, v27.4s
+	WORD	$0x4e3cd694	// fadd v20.4s, v20.4s, v28.4s
+	WORD	$0x4e3dd6b5	// fadd v21.4s, v21.4s, v29.4s
+	WORD	$0x4e3ed6d6	// fadd v22.4s, v22.4s, v30.4s
+	WORD	$0x4e3fd6f7	// fadd v23.4s, v23.4s, v31.4s
+	WORD	$0x4e34d610	// fadd v16.4s, v16.4s, v20.4s
+	WORD	$0x4e35d631	// fadd v17.4s, v17.4s, v21.4s
+	WORD	$0x4e36d652	// fadd v18.4s, v18.4s, v22.4s
+	WORD	$0x4e37d673	// fadd v19.4s, v19.4s, v23.4s
+	REDUCE16
+	ROWS_NEXT
+	B	row
+done:
 	RET
