@@ -232,7 +232,61 @@ func (nk neonKernels) scoreRowsF16(k []uint16, stride int, q []float32, out []fl
 	}
 }
 
-// weightedColumnsF16 (f16Rows): the rows converted, then WeightedColumns.
-func (nk neonKernels) weightedColumnsF16(v []uint16, stride int, p []float32, lanes int, out []float32) {
-	weightedColumnsF16Generic(nk, v, stride, p, lanes, out)
+//go:noescape
+func laneFMANEON(acc []float32, lanes int, v []byte, stride int, p []float32, d int, dp int)
+
+//go:noescape
+func laneFMAF16NEON(acc []float32, lanes int, v []byte, stride int, p []float32, d int, dp int)
+
+//go:noescape
+func reduceLanes64NEON(acc []float32, dp int, out []float32)
+
+//go:noescape
+func reduceLanes16NEON(acc []float32, dp int, out []float32)
+
+//go:noescape
+func addZeroNEON(x []float32)
+
+func (neonKernels) WeightedColumns(v []float32, stride int, p []float32, lanes int, out []float32) {
+	checkRows("WeightedColumns", len(v), stride, len(out), len(p))
+	checkLanes(lanes)
+	weightedLanesNEON(lanes, len(p), out, func(acc []float32, dp int) {
+		laneFMANEON(acc, lanes, f32Bytes(v), 4*stride, p, len(out), dp)
+	})
+}
+
+// weightedColumnsF16 (f16Rows): WeightedColumns of binary16 rows.
+func (neonKernels) weightedColumnsF16(v []uint16, stride int, p []float32, lanes int, out []float32) {
+	weightedLanesNEON(lanes, len(p), out, func(acc []float32, dp int) {
+		laneFMAF16NEON(acc, lanes, u16Bytes(v), 2*stride, p, len(out), dp)
+	})
+}
+
+// weightedLanesNEON sums rows rows of weighted columns into out: fma
+// accumulates them in lanes rows of dp (len(out) rounded up to 4) zeroed
+// accumulators, which are then reduced in the lane order.
+func weightedLanesNEON(lanes, rows int, out []float32, fma func(acc []float32, dp int)) {
+	d := len(out)
+	if d == 0 {
+		return
+	}
+	dp := (d + 3) &^ 3
+	buf := getScratch(lanes*dp + dp)
+	defer scratchPool.Put(buf)
+	acc, res := (*buf)[:lanes*dp], (*buf)[lanes*dp:]
+	clear(acc)
+	if rows > 0 {
+		fma(acc, dp)
+	}
+	if lanes == 64 {
+		// The generic code's p is zero-padded to a multiple of 64: the
+		// padding's fma(0, 0, acc) adds +0 to the lanes past the last row.
+		if r := rows % 64; r != 0 && rows > 64 {
+			addZeroNEON(acc[r*dp:])
+		}
+		reduceLanes64NEON(acc, dp, res)
+	} else {
+		reduceLanes16NEON(acc, dp, res)
+	}
+	copy(out, res[:d])
 }

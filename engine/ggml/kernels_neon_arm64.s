@@ -502,3 +502,331 @@ reduce:
 	B	row
 done:
 	RET
+// Attention's weighted sum of V (WeightedColumns, cpuops.go): every output
+// column i is a lanes-lane FMA dot product over the rows j, so
+// accumulator lane L of column i is acc[L*dp+i] (dp: the columns rounded up
+// to 4), one FMLA by element updating four columns of a lane; then the lanes
+// of four columns at a time are reduced as VecDotF32 (64 lanes: the four
+// 16-lane accumulators folded (x0+x2)+(x1+x3)) or TinyBLASDot (16) do.
+
+// func laneFMANEON(acc []float32, lanes int, v []byte, stride int, p []float32, d int, dp int)
+// For every row j < len(p) of v (stride bytes apart; float32 values), with
+// lane L = j%lanes: acc[L*dp+i] = fma(v[j][i], p[j], acc[L*dp+i]) for i < d.
+TEXT ·laneFMANEON(SB), NOSPLIT, $0-104
+	MOVD	acc_base+0(FP), R0
+	MOVD	lanes+24(FP), R1
+	MOVD	v_base+32(FP), R2
+	MOVD	stride+56(FP), R3
+	MOVD	p_base+64(FP), R4
+	MOVD	p_len+72(FP), R5
+	MOVD	d+88(FP), R6
+	MOVD	dp+96(FP), R7
+	LSL	$2, R7, R7 // an accumulator row's bytes
+	MOVD	ZR, R8 // lane
+row:
+	CBZ	R5, done
+	MUL	R8, R7, R9
+	ADD	R0, R9, R9
+	FMOVS.P	4(R4), F30
+	MOVD	R2, R10
+	LSR	$2, R6, R11
+	CBZ	R11, tail
+col4:
+	VLD1.P	16(R10), [V0.S4]
+	VLD1	(R9), [V1.S4]
+	WORD	$0x4f9e1001	// fmla v1.4s, v0.4s, v30.s[0]
+	VST1.P	[V1.S4], 16(R9)
+	SUBS	$1, R11, R11
+	BNE	col4
+tail:
+	AND	$3, R6, R11
+	CBZ	R11, next
+col1:
+	FMOVS.P	4(R10), F0
+	FMOVS	(R9), F1
+	WORD	$0x1f1e0401	// fmadd s1, s0, s30, s1
+	FMOVS.P	F1, 4(R9)
+	SUBS	$1, R11, R11
+	BNE	col1
+next:
+	ADD	R3, R2, R2
+	ADD	$1, R8, R8
+	CMP	R1, R8
+	BLO	laneok
+	MOVD	ZR, R8
+laneok:
+	SUB	$1, R5, R5
+	B	row
+done:
+	RET
+
+// func laneFMAF16NEON(acc []float32, lanes int, v []byte, stride int, p []float32, d int, dp int)
+// For every row j < len(p) of v (stride bytes apart; binary16 values), with
+// lane L = j%lanes: acc[L*dp+i] = fma(v[j][i], p[j], acc[L*dp+i]) for i < d.
+TEXT ·laneFMAF16NEON(SB), NOSPLIT, $0-104
+	MOVD	acc_base+0(FP), R0
+	MOVD	lanes+24(FP), R1
+	MOVD	v_base+32(FP), R2
+	MOVD	stride+56(FP), R3
+	MOVD	p_base+64(FP), R4
+	MOVD	p_len+72(FP), R5
+	MOVD	d+88(FP), R6
+	MOVD	dp+96(FP), R7
+	LSL	$2, R7, R7 // an accumulator row's bytes
+	MOVD	ZR, R8 // lane
+row:
+	CBZ	R5, done
+	MUL	R8, R7, R9
+	ADD	R0, R9, R9
+	FMOVS.P	4(R4), F30
+	MOVD	R2, R10
+	LSR	$2, R6, R11
+	CBZ	R11, tail
+col4:
+	VLD1.P	8(R10), [V0.H4]
+	WORD	$0x0e217800	// fcvtl v0.4s, v0.4h
+	VLD1	(R9), [V1.S4]
+	WORD	$0x4f9e1001	// fmla v1.4s, v0.4s, v30.s[0]
+	VST1.P	[V1.S4], 16(R9)
+	SUBS	$1, R11, R11
+	BNE	col4
+tail:
+	AND	$3, R6, R11
+	CBZ	R11, next
+col1:
+	WORD	$0x7c402540	// ldr h0, [x10], #2
+	WORD	$0x1ee24000	// fcvt s0, h0
+	FMOVS	(R9), F1
+	WORD	$0x1f1e0401	// fmadd s1, s0, s30, s1
+	FMOVS.P	F1, 4(R9)
+	SUBS	$1, R11, R11
+	BNE	col1
+next:
+	ADD	R3, R2, R2
+	ADD	$1, R8, R8
+	CMP	R1, R8
+	BLO	laneok
+	MOVD	ZR, R8
+laneok:
+	SUB	$1, R5, R5
+	B	row
+done:
+	RET
+
+// func reduceLanes64NEON(acc []float32, dp int, out []float32)
+// out[i] = the reduction of the 64 lanes acc[L*dp+i], for i < dp (a
+// multiple of 4), four columns at a time.
+TEXT ·reduceLanes64NEON(SB), NOSPLIT, $0-56
+	MOVD	acc_base+0(FP), R0
+	MOVD	dp+24(FP), R1
+	MOVD	out_base+32(FP), R4
+	LSL	$2, R1, R7 // an accumulator row's bytes
+	LSR	$2, R1, R1
+col:
+	CBZ	R1, done
+	MOVD	R0, R10
+	LSL	$4, R7, R11
+	ADD	R0, R11, R14 // row 16
+	ADD	R14, R11, R15 // row 32
+	ADD	R15, R11, R16 // row 48
+	WORD	$0x4cc77940	// ld1 {v0.4s}, [x10], x7
+	WORD	$0x4cc779e1	// ld1 {v1.4s}, [x15], x7
+	WORD	$0x4cc779c2	// ld1 {v2.4s}, [x14], x7
+	WORD	$0x4cc77a03	// ld1 {v3.4s}, [x16], x7
+	WORD	$0x4e21d400	// fadd v0.4s, v0.4s, v1.4s
+	WORD	$0x4e23d442	// fadd v2.4s, v2.4s, v3.4s
+	WORD	$0x4e22d408	// fadd v8.4s, v0.4s, v2.4s
+	WORD	$0x4cc77940	// ld1 {v0.4s}, [x10], x7
+	WORD	$0x4cc779e1	// ld1 {v1.4s}, [x15], x7
+	WORD	$0x4cc779c2	// ld1 {v2.4s}, [x14], x7
+	WORD	$0x4cc77a03	// ld1 {v3.4s}, [x16], x7
+	WORD	$0x4e21d400	// fadd v0.4s, v0.4s, v1.4s
+	WORD	$0x4e23d442	// fadd v2.4s, v2.4s, v3.4s
+	WORD	$0x4e22d409	// fadd v9.4s, v0.4s, v2.4s
+	WORD	$0x4cc77940	// ld1 {v0.4s}, [x10], x7
+	WORD	$0x4cc779e1	// ld1 {v1.4s}, [x15], x7
+	WORD	$0x4cc779c2	// ld1 {v2.4s}, [x14], x7
+	WORD	$0x4cc77a03	// ld1 {v3.4s}, [x16], x7
+	WORD	$0x4e21d400	// fadd v0.4s, v0.4s, v1.4s
+	WORD	$0x4e23d442	// fadd v2.4s, v2.4s, v3.4s
+	WORD	$0x4e22d40a	// fadd v10.4s, v0.4s, v2.4s
+	WORD	$0x4cc77940	// ld1 {v0.4s}, [x10], x7
+	WORD	$0x4cc779e1	// ld1 {v1.4s}, [x15], x7
+	WORD	$0x4cc779c2	// ld1 {v2.4s}, [x14], x7
+	WORD	$0x4cc77a03	// ld1 {v3.4s}, [x16], x7
+	WORD	$0x4e21d400	// fadd v0.4s, v0.4s, v1.4s
+	WORD	$0x4e23d442	// fadd v2.4s, v2.4s, v3.4s
+	WORD	$0x4e22d40b	// fadd v11.4s, v0.4s, v2.4s
+	WORD	$0x4cc77940	// ld1 {v0.4s}, [x10], x7
+	WORD	$0x4cc779e1	// ld1 {v1.4s}, [x15], x7
+	WORD	$0x4cc779c2	// ld1 {v2.4s}, [x14], x7
+	WORD	$0x4cc77a03	// ld1 {v3.4s}, [x16], x7
+	WORD	$0x4e21d400	// fadd v0.4s, v0.4s, v1.4s
+	WORD	$0x4e23d442	// fadd v2.4s, v2.4s, v3.4s
+	WORD	$0x4e22d40c	// fadd v12.4s, v0.4s, v2.4s
+	WORD	$0x4cc77940	// ld1 {v0.4s}, [x10], x7
+	WORD	$0x4cc779e1	// ld1 {v1.4s}, [x15], x7
+	WORD	$0x4cc779c2	// ld1 {v2.4s}, [x14], x7
+	WORD	$0x4cc77a03	// ld1 {v3.4s}, [x16], x7
+	WORD	$0x4e21d400	// fadd v0.4s, v0.4s, v1.4s
+	WORD	$0x4e23d442	// fadd v2.4s, v2.4s, v3.4s
+	WORD	$0x4e22d40d	// fadd v13.4s, v0.4s, v2.4s
+	WORD	$0x4cc77940	// ld1 {v0.4s}, [x10], x7
+	WORD	$0x4cc779e1	// ld1 {v1.4s}, [x15], x7
+	WORD	$0x4cc779c2	// ld1 {v2.4s}, [x14], x7
+	WORD	$0x4cc77a03	// ld1 {v3.4s}, [x16], x7
+	WORD	$0x4e21d400	// fadd v0.4s, v0.4s, v1.4s
+	WORD	$0x4e23d442	// fadd v2.4s, v2.4s, v3.4s
+	WORD	$0x4e22d40e	// fadd v14.4s, v0.4s, v2.4s
+	WORD	$0x4cc77940	// ld1 {v0.4s}, [x10], x7
+	WORD	$0x4cc779e1	// ld1 {v1.4s}, [x15], x7
+	WORD	$0x4cc779c2	// ld1 {v2.4s}, [x14], x7
+	WORD	$0x4cc77a03	// ld1 {v3.4s}, [x16], x7
+	WORD	$0x4e21d400	// fadd v0.4s, v0.4s, v1.4s
+	WORD	$0x4e23d442	// fadd v2.4s, v2.4s, v3.4s
+	WORD	$0x4e22d40f	// fadd v15.4s, v0.4s, v2.4s
+	WORD	$0x4cc77940	// ld1 {v0.4s}, [x10], x7
+	WORD	$0x4cc779e1	// ld1 {v1.4s}, [x15], x7
+	WORD	$0x4cc779c2	// ld1 {v2.4s}, [x14], x7
+	WORD	$0x4cc77a03	// ld1 {v3.4s}, [x16], x7
+	WORD	$0x4e21d400	// fadd v0.4s, v0.4s, v1.4s
+	WORD	$0x4e23d442	// fadd v2.4s, v2.4s, v3.4s
+	WORD	$0x4e22d410	// fadd v16.4s, v0.4s, v2.4s
+	WORD	$0x4cc77940	// ld1 {v0.4s}, [x10], x7
+	WORD	$0x4cc779e1	// ld1 {v1.4s}, [x15], x7
+	WORD	$0x4cc779c2	// ld1 {v2.4s}, [x14], x7
+	WORD	$0x4cc77a03	// ld1 {v3.4s}, [x16], x7
+	WORD	$0x4e21d400	// fadd v0.4s, v0.4s, v1.4s
+	WORD	$0x4e23d442	// fadd v2.4s, v2.4s, v3.4s
+	WORD	$0x4e22d411	// fadd v17.4s, v0.4s, v2.4s
+	WORD	$0x4cc77940	// ld1 {v0.4s}, [x10], x7
+	WORD	$0x4cc779e1	// ld1 {v1.4s}, [x15], x7
+	WORD	$0x4cc779c2	// ld1 {v2.4s}, [x14], x7
+	WORD	$0x4cc77a03	// ld1 {v3.4s}, [x16], x7
+	WORD	$0x4e21d400	// fadd v0.4s, v0.4s, v1.4s
+	WORD	$0x4e23d442	// fadd v2.4s, v2.4s, v3.4s
+	WORD	$0x4e22d412	// fadd v18.4s, v0.4s, v2.4s
+	WORD	$0x4cc77940	// ld1 {v0.4s}, [x10], x7
+	WORD	$0x4cc779e1	// ld1 {v1.4s}, [x15], x7
+	WORD	$0x4cc779c2	// ld1 {v2.4s}, [x14], x7
+	WORD	$0x4cc77a03	// ld1 {v3.4s}, [x16], x7
+	WORD	$0x4e21d400	// fadd v0.4s, v0.4s, v1.4s
+	WORD	$0x4e23d442	// fadd v2.4s, v2.4s, v3.4s
+	WORD	$0x4e22d413	// fadd v19.4s, v0.4s, v2.4s
+	WORD	$0x4cc77940	// ld1 {v0.4s}, [x10], x7
+	WORD	$0x4cc779e1	// ld1 {v1.4s}, [x15], x7
+	WORD	$0x4cc779c2	// ld1 {v2.4s}, [x14], x7
+	WORD	$0x4cc77a03	// ld1 {v3.4s}, [x16], x7
+	WORD	$0x4e21d400	// fadd v0.4s, v0.4s, v1.4s
+	WORD	$0x4e23d442	// fadd v2.4s, v2.4s, v3.4s
+	WORD	$0x4e22d414	// fadd v20.4s, v0.4s, v2.4s
+	WORD	$0x4cc77940	// ld1 {v0.4s}, [x10], x7
+	WORD	$0x4cc779e1	// ld1 {v1.4s}, [x15], x7
+	WORD	$0x4cc779c2	// ld1 {v2.4s}, [x14], x7
+	WORD	$0x4cc77a03	// ld1 {v3.4s}, [x16], x7
+	WORD	$0x4e21d400	// fadd v0.4s, v0.4s, v1.4s
+	WORD	$0x4e23d442	// fadd v2.4s, v2.4s, v3.4s
+	WORD	$0x4e22d415	// fadd v21.4s, v0.4s, v2.4s
+	WORD	$0x4cc77940	// ld1 {v0.4s}, [x10], x7
+	WORD	$0x4cc779e1	// ld1 {v1.4s}, [x15], x7
+	WORD	$0x4cc779c2	// ld1 {v2.4s}, [x14], x7
+	WORD	$0x4cc77a03	// ld1 {v3.4s}, [x16], x7
+	WORD	$0x4e21d400	// fadd v0.4s, v0.4s, v1.4s
+	WORD	$0x4e23d442	// fadd v2.4s, v2.4s, v3.4s
+	WORD	$0x4e22d416	// fadd v22.4s, v0.4s, v2.4s
+	WORD	$0x4cc77940	// ld1 {v0.4s}, [x10], x7
+	WORD	$0x4cc779e1	// ld1 {v1.4s}, [x15], x7
+	WORD	$0x4cc779c2	// ld1 {v2.4s}, [x14], x7
+	WORD	$0x4cc77a03	// ld1 {v3.4s}, [x16], x7
+	WORD	$0x4e21d400	// fadd v0.4s, v0.4s, v1.4s
+	WORD	$0x4e23d442	// fadd v2.4s, v2.4s, v3.4s
+	WORD	$0x4e22d417	// fadd v23.4s, v0.4s, v2.4s
+	WORD	$0x4e28d608	// fadd v8.4s, v16.4s, v8.4s
+	WORD	$0x4e29d629	// fadd v9.4s, v17.4s, v9.4s
+	WORD	$0x4e2ad64a	// fadd v10.4s, v18.4s, v10.4s
+	WORD	$0x4e2bd66b	// fadd v11.4s, v19.4s, v11.4s
+	WORD	$0x4e2cd68c	// fadd v12.4s, v20.4s, v12.4s
+	WORD	$0x4e2dd6ad	// fadd v13.4s, v21.4s, v13.4s
+	WORD	$0x4e2ed6ce	// fadd v14.4s, v22.4s, v14.4s
+	WORD	$0x4e2fd6ef	// fadd v15.4s, v23.4s, v15.4s
+	WORD	$0x4e28d588	// fadd v8.4s, v12.4s, v8.4s
+	WORD	$0x4e29d5a9	// fadd v9.4s, v13.4s, v9.4s
+	WORD	$0x4e2ad5ca	// fadd v10.4s, v14.4s, v10.4s
+	WORD	$0x4e2bd5eb	// fadd v11.4s, v15.4s, v11.4s
+	WORD	$0x4e2ad508	// fadd v8.4s, v8.4s, v10.4s
+	WORD	$0x4e2bd529	// fadd v9.4s, v9.4s, v11.4s
+	WORD	$0x4e29d508	// fadd v8.4s, v8.4s, v9.4s
+	VST1.P	[V8.S4], 16(R4)
+	ADD	$16, R0, R0
+	SUB	$1, R1, R1
+	B	col
+done:
+	RET
+
+// func reduceLanes16NEON(acc []float32, dp int, out []float32)
+// out[i] = the reduction of the 16 lanes acc[L*dp+i], for i < dp (a
+// multiple of 4), four columns at a time.
+TEXT ·reduceLanes16NEON(SB), NOSPLIT, $0-56
+	MOVD	acc_base+0(FP), R0
+	MOVD	dp+24(FP), R1
+	MOVD	out_base+32(FP), R4
+	LSL	$2, R1, R7 // an accumulator row's bytes
+	LSR	$2, R1, R1
+col:
+	CBZ	R1, done
+	MOVD	R0, R10
+	WORD	$0x4cc77948	// ld1 {v8.4s}, [x10], x7
+	WORD	$0x4cc77949	// ld1 {v9.4s}, [x10], x7
+	WORD	$0x4cc7794a	// ld1 {v10.4s}, [x10], x7
+	WORD	$0x4cc7794b	// ld1 {v11.4s}, [x10], x7
+	WORD	$0x4cc7794c	// ld1 {v12.4s}, [x10], x7
+	WORD	$0x4cc7794d	// ld1 {v13.4s}, [x10], x7
+	WORD	$0x4cc7794e	// ld1 {v14.4s}, [x10], x7
+	WORD	$0x4cc7794f	// ld1 {v15.4s}, [x10], x7
+	WORD	$0x4cc77950	// ld1 {v16.4s}, [x10], x7
+	WORD	$0x4cc77951	// ld1 {v17.4s}, [x10], x7
+	WORD	$0x4cc77952	// ld1 {v18.4s}, [x10], x7
+	WORD	$0x4cc77953	// ld1 {v19.4s}, [x10], x7
+	WORD	$0x4cc77954	// ld1 {v20.4s}, [x10], x7
+	WORD	$0x4cc77955	// ld1 {v21.4s}, [x10], x7
+	WORD	$0x4cc77956	// ld1 {v22.4s}, [x10], x7
+	WORD	$0x4cc77957	// ld1 {v23.4s}, [x10], x7
+	WORD	$0x4e28d608	// fadd v8.4s, v16.4s, v8.4s
+	WORD	$0x4e29d629	// fadd v9.4s, v17.4s, v9.4s
+	WORD	$0x4e2ad64a	// fadd v10.4s, v18.4s, v10.4s
+	WORD	$0x4e2bd66b	// fadd v11.4s, v19.4s, v11.4s
+	WORD	$0x4e2cd68c	// fadd v12.4s, v20.4s, v12.4s
+	WORD	$0x4e2dd6ad	// fadd v13.4s, v21.4s, v13.4s
+	WORD	$0x4e2ed6ce	// fadd v14.4s, v22.4s, v14.4s
+	WORD	$0x4e2fd6ef	// fadd v15.4s, v23.4s, v15.4s
+	WORD	$0x4e28d588	// fadd v8.4s, v12.4s, v8.4s
+	WORD	$0x4e29d5a9	// fadd v9.4s, v13.4s, v9.4s
+	WORD	$0x4e2ad5ca	// fadd v10.4s, v14.4s, v10.4s
+	WORD	$0x4e2bd5eb	// fadd v11.4s, v15.4s, v11.4s
+	WORD	$0x4e2ad508	// fadd v8.4s, v8.4s, v10.4s
+	WORD	$0x4e2bd529	// fadd v9.4s, v9.4s, v11.4s
+	WORD	$0x4e29d508	// fadd v8.4s, v8.4s, v9.4s
+	VST1.P	[V8.S4], 16(R4)
+	ADD	$16, R0, R0
+	SUB	$1, R1, R1
+	B	col
+done:
+	RET
+
+// func addZeroNEON(x []float32)
+// x[i] += +0 for i < len(x) (a multiple of 4): what fma(0, 0, x[i])
+// does, turning -0 into +0.
+TEXT ·addZeroNEON(SB), NOSPLIT, $0-24
+	MOVD	x_base+0(FP), R0
+	MOVD	x_len+8(FP), R1
+	LSR	$2, R1, R1
+	VEOR	V1.B16, V1.B16, V1.B16
+loop:
+	CBZ	R1, done
+	VLD1	(R0), [V0.S4]
+	WORD	$0x4e21d400	// fadd v0.4s, v0.4s, v1.4s
+	VST1.P	[V0.S4], 16(R0)
+	SUB	$1, R1, R1
+	B	loop
+done:
+	RET
