@@ -107,7 +107,7 @@ type LoadResult struct {
 	// weights included), as the plugin measured it.
 	MemoryBytes int64 `json:"memory_bytes"`
 	// Kernels names the CPU kernel implementation the plugin's matmuls run
-	// ("avx512", "avx2", "generic", a llama.cpp CPU variant); "" = not said.
+	// ("avx512", "avx2", "neon", "generic", a llama.cpp CPU variant); "" = not said.
 	Kernels string `json:"kernels,omitempty"`
 }
 

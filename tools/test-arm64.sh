@@ -1,7 +1,7 @@
 #!/bin/sh
 # The arm64 (RK3588 boards are aarch64) tests under Debian's qemu-user-static:
 #  1. the pure-Go numeric packages (engine, NPU simulator, offload, metrics)
-#     built for GOARCH=arm64, so the generic kernels and the libm loading
+#     built for GOARCH=arm64, so the NEON and generic kernels and the libm loading
 #     (purego) are checked on the boards' architecture (the walk of
 #     llama.cpp's keys and tensors is the same Go logic on every
 #     architecture and runs natively only: 10x slower under qemu; so does
@@ -28,6 +28,13 @@ echo "arm64: pure-Go packages under $qemu"
 GOARCH=arm64 CGO_ENABLED=0 $GO test -count=1 -short -timeout 30m -exec "$qemu" -skip 'TestCgoDriverAgainstFakeLibrary|TestEveryLlamaCppKeyAndTensorIsModelledOrRefused|TestContiguousRunsAreConsecutive' \
 	./engine/... ./plugins/rknn/npu/... ./plugins/rknn/offload/ ./plugins/rknn/kernels/ \
 	./pipeline/metrics/ ./pipeline/kldbase/ ./pipeline/dataset/
+
+# The packages above ran the engine with the best set qemu's CPU runs (neon;
+# engine/ggml compares it with the generic code): the goldens once more with
+# the generic kernels, the boards' fallback.
+echo "arm64: the engine's goldens with EVALRUN_KERNELS=generic"
+EVALRUN_KERNELS=generic GOARCH=arm64 CGO_ENABLED=0 $GO test -count=1 -short -exec "$qemu" \
+	-run 'TestLogitsMatchLlamaCpp|TestGreedyMatchesLlamaCpp|TestKernelsEnv' ./engine/
 
 if ! command -v aarch64-linux-gnu-gcc >/dev/null; then
 	echo "arm64: SKIPPED the cgo RKNN driver on aarch64: needs gcc-aarch64-linux-gnu"

@@ -364,7 +364,7 @@ var (
 	spacesRE   = regexp.MustCompile(` {2,}`)
 	runIDRE    = regexp.MustCompile(`\b\d{8}-\d{6}\b`)
 	numberRE   = regexp.MustCompile(`\d+(\.\d+)?(e[-+]?\d+)?`)
-	kernelsRE  = regexp.MustCompile(`\b(avx512|avx2|generic)\b`)
+	kernelsRE  = regexp.MustCompile(`\b(avx512|avx2|neon|generic)\b`)
 	benchRowRE = regexp.MustCompile(`\| (pp\d+|tg\d+|pp\d+\+tg\d+)( @ d\d+)? \|`)
 	// benchCSVRE is a row of bench -o csv: every field quoted.
 	benchCSVRE = regexp.MustCompile(`^"[^"]*"(,"[^"]*")+$`)

@@ -96,15 +96,20 @@ func vecDotF32Lanes(a, b []float32, f16 bool) float32 {
 	for l := range 16 {
 		sum[0][l] += sum[1][l]
 	}
-	s := Reduce16(&sum[0])
+	return vecDotLeftovers(a[np:n], b[np:n], Reduce16(&sum[0]), f16)
+}
+
+// vecDotLeftovers adds the n%64 leftovers a·b to s, the reduced body of
+// VecDotF32 (f16 false) or VecDotF16.
+func vecDotLeftovers(a, b []float32, s float32, f16 bool) float32 {
 	if f16 {
 		d := float64(s)
-		for i := np; i < n; i++ {
+		for i := range a {
 			d += float64(a[i] * b[i])
 		}
 		return float32(d)
 	}
-	return leftoversF32(a[np:n], b[np:n], s)
+	return leftoversF32(a, b, s)
 }
 
 // leftoversF32 adds Σ a[i]*b[i] to s as GCC's AVX-512 code for the scalar

@@ -24,6 +24,11 @@ func ScoreRowsF16(kern Kernels, k []uint16, stride int, q []float32, out []float
 		f.scoreRowsF16(k, stride, q, out)
 		return
 	}
+	scoreRowsF16Generic(kern, k, stride, q, out)
+}
+
+// scoreRowsF16Generic is ScoreRowsF16 one converted row at a time.
+func scoreRowsF16Generic(kern Kernels, k []uint16, stride int, q []float32, out []float32) {
 	buf := getScratch(len(q))
 	defer scratchPool.Put(buf)
 	row := *buf
@@ -41,6 +46,11 @@ func WeightedColumnsF16(kern Kernels, v []uint16, stride int, p []float32, lanes
 		f.weightedColumnsF16(v, stride, p, lanes, out)
 		return
 	}
+	weightedColumnsF16Generic(kern, v, stride, p, lanes, out)
+}
+
+// weightedColumnsF16Generic is WeightedColumnsF16 on the rows converted.
+func weightedColumnsF16Generic(kern Kernels, v []uint16, stride int, p []float32, lanes int, out []float32) {
 	d := len(out)
 	buf := getScratch(len(p) * d)
 	defer scratchPool.Put(buf)

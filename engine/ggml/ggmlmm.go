@@ -108,6 +108,10 @@ func prepareGGML(t Type, x []float32, rows int, a *GGMLActivations) error {
 	return nil
 }
 
+// ggmlRowBlock is how many weight rows a batch streams through all its
+// activation rows at a time (about 64 KiB of Q8_0 weights: they stay in L2).
+func ggmlRowBlock(rb int) int { return max(16, (64<<10)/max(rb, 1)&^15) }
+
 // matMulGGML is the generic MatMulGGML.
 func matMulGGML(kern GGMLKernel, t Type, w []byte, n int, a *GGMLActivations, out []float32, ldo int) {
 	k := a.K

@@ -20,7 +20,7 @@ import (
 // loaded); a mismatch panics.
 type Kernels interface {
 	// Name identifies the implementation in reports: "avx512", "avx2",
-	// "generic" (KernelSets).
+	// "neon", "generic" (KernelSets).
 	Name() string
 	// MatVec sets out[n] = DotRow(t, row n of w, x) for n < len(out); the
 	// rows hold len(x) elements each, back to back.
@@ -183,7 +183,7 @@ func Best() Kernels { return Available()[0] }
 const KernelsEnv = "EVALRUN_KERNELS"
 
 // KernelSets names every set in some build, best first.
-var KernelSets = []string{"avx512", "avx2", "generic"}
+var KernelSets = []string{"avx512", "avx2", "neon", "generic"}
 
 // Select returns the set called name, or Best() for "". A set this build
 // or CPU cannot run is an error naming the sets it can.

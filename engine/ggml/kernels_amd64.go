@@ -300,10 +300,6 @@ func (avx512Kernels) PrepareGGML(t Type, x []float32, rows int, a *GGMLActivatio
 	return prepareGGML(t, x, rows, a)
 }
 
-// ggmlRowBlock is how many weight rows a batch streams through all its
-// activation rows at a time (about 64 KiB of Q8_0 weights: they stay in L2).
-func ggmlRowBlock(rb int) int { return max(16, (64<<10)/max(rb, 1)&^15) }
-
 func (avx512Kernels) MatMulGGML(kern GGMLKernel, t Type, w []byte, n int, a *GGMLActivations, out []float32, ldo int) {
 	k := a.K
 	if n == 0 || a.Rows == 0 || k == 0 {

@@ -1,9 +1,8 @@
-//go:build !amd64
+//go:build !amd64 && !arm64
 
 package ggml
 
-// simdKernels: only the generic kernels outside amd64 (NEON kernels for the
-// RK3588's aarch64 cores are future work).
+// simdKernels: only the generic kernels outside amd64 and arm64.
 func simdKernels() []Kernels { return nil }
 
 // No bulk conversion or quantization kernels: the Go loops do it all.
