@@ -222,6 +222,13 @@ func weightedLanes(lanes, rows int, out []float32, fma func(acc []float32)) {
 		fma(acc)
 	}
 	if lanes == 64 {
+		// The generic order pads p to 64 with zeros: fma(0, 0, acc) adds
+		// +0 to the lanes past the last row, which turns a -0 into +0.
+		if r := rows % 64; r != 0 {
+			for i := r * d; i < len(acc); i++ {
+				acc[i] += 0
+			}
+		}
 		reduceLanes64AVX512(acc, d, out)
 	} else {
 		reduceLanes16AVX512(acc, d, out)

@@ -43,25 +43,3 @@ func TestNEONSelection(t *testing.T) {
 		t.Logf("this CPU has no AdvSIMD: generic only")
 	}
 }
-
-// TestNEONWeightedColumnsZeroPadding: in the 64-lane order the generic
-// code runs fma(0, 0, acc) for p's zero padding, which turns a lane's -0
-// into +0; the NEON kernels do too (a column of tiny negative products
-// sums to +0, not -0).
-func TestNEONWeightedColumnsZeroPadding(t *testing.T) {
-	k := neonKernels{dot: true}
-	for _, n := range []int{65, 100, 130} {
-		const d = 5
-		v, p := make([]float32, n*d), make([]float32, n)
-		for i := range v {
-			v[i] = -1e-30
-		}
-		for i := range p {
-			p[i] = 1e-30
-		}
-		want, got := make([]float32, d), make([]float32, d)
-		Generic.WeightedColumns(v, d, p, 64, want)
-		k.WeightedColumns(v, d, p, 64, got)
-		expectSame(t, fmt.Sprintf("n=%d", n), want, got)
-	}
-}

@@ -480,3 +480,29 @@ func TestSelectKernels(t *testing.T) {
 		}
 	}
 }
+
+// TestWeightedColumnsZeroPadding: in the 64-lane order the generic code
+// runs fma(0, 0, acc) for p's zero padding (llama.cpp's KV cache is padded
+// with zero rows), which turns a lane's -0 into +0; every set does too, so a
+// column of tiny negative products (underflowing to -0) sums to +0.
+func TestWeightedColumnsZeroPadding(t *testing.T) {
+	for _, k := range Available() {
+		for _, n := range []int{65, 100, 130} {
+			const d = 5
+			v, h, p := make([]float32, n*d), make([]uint16, n*d), make([]float32, n)
+			for i := range v {
+				v[i], h[i] = -1e-30, F32ToF16(-1e-30) // -0 in binary16
+			}
+			for i := range p {
+				p[i] = 1e-30
+			}
+			want, got := make([]float32, d), make([]float32, d)
+			Generic.WeightedColumns(v, d, p, 64, want)
+			k.WeightedColumns(v, d, p, 64, got)
+			expectSame(t, fmt.Sprintf("%s n=%d", k.Name(), n), want, got)
+			WeightedColumnsF16(Generic, h, d, p, 64, want)
+			WeightedColumnsF16(k, h, d, p, 64, got)
+			expectSame(t, fmt.Sprintf("%s f16 n=%d", k.Name(), n), want, got)
+		}
+	}
+}
