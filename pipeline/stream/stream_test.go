@@ -254,17 +254,28 @@ func TestTimeLimitCountsFromTheLastProgress(t *testing.T) {
 		t.Errorf("the stalled row was waited for again: %s after Received had waited %s", d, cfg.Timeout)
 	}
 
-	// A buffer of 1 that the host empties slowly: the plugin waits for
-	// room longer than the limit in all, never for a row.
-	cfg.Timeout = 300 * time.Millisecond
-	s = Start(context.Background(), emitting(4, 4, nil), tokens(4), 1, cfg)
-	for i := range 4 {
-		time.Sleep(cfg.Timeout / 2)
+	// A plugin that waited for room in a full buffer longer than the limit
+	// is timed from when the host made room: its next row, computed
+	// afterwards, is not late.
+	cfg.Timeout = time.Second
+	s = Start(context.Background(), &evalBackend{eval: func(ctx context.Context, emit func(backend.Logits) error) error {
+		for i := range 3 {
+			if i == 2 {
+				time.Sleep(300 * time.Millisecond)
+			}
+			if err := emit(backend.Logits{Index: i, Values: make([]float32, 4)}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}}, tokens(3), 1, cfg)
+	time.Sleep(3 * cfg.Timeout / 2)
+	for i := range 3 {
 		if _, err := s.Next(); err != nil {
 			t.Fatalf("row %d: %v", i, err)
 		}
 	}
-	if err := s.Finish(4); err != nil {
+	if err := s.Finish(3); err != nil {
 		t.Fatal(err)
 	}
 }
