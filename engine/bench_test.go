@@ -142,15 +142,15 @@ func BenchmarkPrefillArch(b *testing.B) {
 }
 
 // BenchmarkDecodeAtDepth: llama-bench's tg at depth 4096 (-d 4096 -n 1) on
-// the 768x12 Q8_0 file, with the f32 and f16 caches, 1 thread: attention
-// over 4096 cells is most of a step.
+// the 768x12 Q8_0 file, with the f32, f16 and q8_0 caches, 1 thread:
+// attention over 4096 cells is most of a step.
 func BenchmarkDecodeAtDepth(b *testing.B) {
 	path := filepath.Join(b.TempDir(), "deep.gguf")
 	cfg := synth.Config{NEmbd: 768, NLayer: 12, NHead: 12, NFF: 2048, NVocab: 32000, Type: ggml.Q8_0, Seed: 1, NCtx: 4160}
 	if err := synth.Generate(cfg, path); err != nil {
 		b.Fatal(err)
 	}
-	for _, kv := range []KVCache{{}, {KVF16, KVF16}} {
+	for _, kv := range []KVCache{{}, {KVF16, KVF16}, {KVQ8_0, KVQ8_0}} {
 		b.Run(kv.String(), func(b *testing.B) {
 			m, err := Open(path, Options{Threads: 1, KVCache: kv, Numerics: GGML})
 			if err != nil {

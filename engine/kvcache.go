@@ -19,7 +19,7 @@ type KVType string
 const (
 	KVF32      KVType = "f32"       // float32, the default
 	KVF16      KVType = "f16"       // binary16, round to nearest even
-	KVQ8_0     KVType = "q8_0"      // ggml Q8_0 blocks of 32 along a position's K (or V) row, as llama.cpp stores them
+	KVQ8_0     KVType = "q8_0"      // ggml Q8_0 blocks of 32 along a position's K (or V) row, as llama.cpp stores them (head-major when a head is whole blocks)
 	KVInt8Asym KVType = "int8_asym" // per position and head: uint8 q, x = min + q·scale, scale = (max-min)/255 (keys only)
 	KVFP8E4M3  KVType = "fp8_e4m3"  // OCP FP8 E4M3 (max 448, no infinities), per element, saturating (values only)
 	KVFP8E5M2  KVType = "fp8_e5m2"  // OCP FP8 E5M2 (max 57344), per element, saturating (values only)
@@ -83,26 +83,30 @@ func (c KVCache) orF32() KVCache {
 // kvCodec stores one position's K or V row (NHeadKV heads of HeadDim
 // values) in a cache type.
 type kvCodec struct {
-	rowBytes int
-	// f16: the cache holds binary16 values head-major (as the f32 cache
-	// holds floats), which attention reads in place (ggml.ScoreRowsF16);
-	// otherwise one encoded row per cell, which attention decodes.
-	f16    bool
-	encode func(dst []byte, x []float32)
-	decode func(src []byte, y []float32)
+	rowBytes int // a position's row of all heads
+	// headBytes > 0: the cache holds each head's rows apart, head-major
+	// (head h's row for cell p at (h*capacity+p)*headBytes, as the f32
+	// cache holds floats), which attention reads in place: binary16
+	// (ggml.ScoreRowsF16), or with q8 Q8_0 blocks (ggml.ScoreRowsQ8_0).
+	// 0: one encoded row per cell, which attention decodes.
+	headBytes int
+	q8        bool
+	encode    func(dst []byte, x []float32)
+	decode    func(src []byte, y []float32)
 }
 
 // store writes one cell's row of heads×d values into a cache of capacity
-// cells: head-major halves for f16, else the encoded row at the cell.
+// cells: each head's encoded row in its place for a head-major cache, else
+// the encoded row at the cell.
 func (kc *kvCodec) store(cache []byte, capacity, cell, d int, row []float32) {
-	if !kc.f16 {
+	hb := kc.headBytes
+	if hb == 0 {
 		kc.encode(cache[cell*kc.rowBytes:(cell+1)*kc.rowBytes], row)
 		return
 	}
-	halves := u16View(cache)
 	for h := 0; h*d < len(row); h++ {
-		dst := (h*capacity + cell) * d
-		ggml.F32sToF16(halves[dst:dst+d], row[h*d:(h+1)*d])
+		dst := (h*capacity + cell) * hb
+		kc.encode(cache[dst:dst+hb], row[h*d:(h+1)*d])
 	}
 }
 
@@ -114,7 +118,7 @@ func newKVCodec(t KVType, heads, d int) (*kvCodec, error) {
 	case "", KVF32:
 		return nil, nil
 	case KVF16:
-		return &kvCodec{rowBytes: 2 * n, f16: hostLittleEndian,
+		kc := &kvCodec{rowBytes: 2 * n,
 			encode: func(dst []byte, x []float32) {
 				if hostLittleEndian {
 					ggml.F32sToF16(u16View(dst), x)
@@ -133,16 +137,28 @@ func newKVCodec(t KVType, heads, d int) (*kvCodec, error) {
 					y[i] = ggml.F16ToF32(binary.LittleEndian.Uint16(src[2*i:]))
 				}
 			},
-		}, nil
+		}
+		if hostLittleEndian { // the kernels read native halves
+			kc.headBytes = 2 * d
+		}
+		return kc, nil
 	case KVQ8_0:
 		rb, err := ggml.RowBytes(ggml.Q8_0, n)
 		if err != nil {
 			return nil, fmt.Errorf("q8_0: a position's row of %d values (%d heads × %d) is not whole blocks of 32", n, heads, d)
 		}
-		return &kvCodec{rowBytes: rb,
+		kc := &kvCodec{rowBytes: rb, q8: true,
 			encode: func(dst []byte, x []float32) { _ = ggml.QuantizeActivations(ggml.Q8_0, x, dst) },
 			decode: func(src []byte, y []float32) { _ = ggml.Dequantize(ggml.Q8_0, src, y) },
-		}, nil
+		}
+		// Blocks are quantized one by one, so when a head is whole blocks
+		// its blocks are the same encoded apart: keep them head-major and
+		// read them in place. Heads of fewer values share blocks: one row
+		// per cell, decoded.
+		if d%32 == 0 {
+			kc.headBytes = rb / heads
+		}
+		return kc, nil
 	case KVInt8Asym:
 		return &kvCodec{rowBytes: heads * (d + 8),
 			encode: func(dst []byte, x []float32) {

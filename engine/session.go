@@ -28,9 +28,10 @@ type Session struct {
 	// one row per cell.
 	swa *swaCells
 	// A quantized side (Model.kc, Model.vc) keeps its rows in kq or vq
-	// instead: an f16 side head-major as k and v (attention reads it in
-	// place), the others position-major, one codec row per position, which
-	// attention reads dequantized into kf or vf (head-major, as k and v).
+	// instead: an f16 side, and a q8_0 side whose heads are whole blocks,
+	// head-major as k and v (attention reads them in place), the others
+	// position-major, one codec row per position, which attention reads
+	// dequantized into kf or vf (head-major, as k and v).
 	kq, vq [][]byte
 	kf, vf []float32
 	// layerHook sees the residual stream after each layer (SetLayerHook).
@@ -280,9 +281,9 @@ func (s *Session) reserve(n int) {
 	}
 	growQ := func(old []byte, kc *kvCodec) []byte {
 		buf := make([]byte, capacity*kc.rowBytes)
-		if kc.f16 { // head-major
+		if hb := kc.headBytes; hb > 0 { // head-major
 			for h := range c.NHeadKV {
-				copy(buf[2*h*capacity*D:], old[2*h*s.capacity*D:2*(h*s.capacity+s.pos)*D])
+				copy(buf[h*capacity*hb:], old[h*s.capacity*hb:(h*s.capacity+s.pos)*hb])
 			}
 			return buf
 		}
@@ -315,8 +316,8 @@ func (s *Session) hasCache(il int) bool {
 }
 
 // storeKV writes T rows of K and V (position-major, kvDim floats each) into
-// layer il's cache, row t at cell cells[t]: head-major floats or halves, or
-// one codec row per cell for the other quantized sides.
+// layer il's cache, row t at cell cells[t]: head-major floats, halves or
+// Q8_0 blocks, or one codec row per cell for the other quantized sides.
 func (s *Session) storeKV(il int, cells []int, k, v []float32) {
 	c := s.m.Config
 	D, kvDim := c.HeadDim, c.NHeadKV*c.HeadDim
@@ -345,30 +346,39 @@ func (s *Session) storeKV(il int, cells []int, k, v []float32) {
 
 // kvRows are a layer's keys (or values) for attention, head-major, head
 // apart: float32 (the f32 cache itself, or a quantized side decoded into
-// the session's scratch) or an f16 side's binary16 rows in place.
+// the session's scratch), or in place an f16 side's binary16 rows or a
+// q8_0 side's rows of Q8_0 blocks (rb bytes each; head is in bytes then).
 type kvRows struct {
 	f32  []float32
 	f16  []uint16
+	q8   []byte
+	rb   int
 	head int
 }
 
 // scores sets p[j] = the dot product of q with the row of cell j of KV
 // head g, for j < len(p).
 func (r kvRows) scores(kern ggml.Kernels, g, D int, q, p []float32) {
-	if r.f16 != nil {
+	switch {
+	case r.f16 != nil:
 		ggml.ScoreRowsF16(kern, r.f16[g*r.head:g*r.head+len(p)*D], D, q, p)
-		return
+	case r.q8 != nil:
+		ggml.ScoreRowsQ8_0(kern, r.q8[g*r.head:g*r.head+len(p)*r.rb], r.rb, q, p)
+	default:
+		kern.ScoreRows(r.f32[g*r.head:g*r.head+len(p)*D], D, q, p)
 	}
-	kern.ScoreRows(r.f32[g*r.head:g*r.head+len(p)*D], D, q, p)
 }
 
 // weighted sets out = Σ_j p[j]·(the row of cell j of KV head g).
 func (r kvRows) weighted(kern ggml.Kernels, g, D int, p []float32, lanes int, out []float32) {
-	if r.f16 != nil {
+	switch {
+	case r.f16 != nil:
 		ggml.WeightedColumnsF16(kern, r.f16[g*r.head:g*r.head+len(p)*D], D, p, lanes, out)
-		return
+	case r.q8 != nil:
+		ggml.WeightedColumnsQ8_0(kern, r.q8[g*r.head:g*r.head+len(p)*r.rb], r.rb, p, lanes, out)
+	default:
+		kern.WeightedColumns(r.f32[g*r.head:g*r.head+len(p)*D], D, p, lanes, out)
 	}
-	kern.WeightedColumns(r.f32[g*r.head:g*r.head+len(p)*D], D, p, lanes, out)
 }
 
 // cached returns layer il's keys and values for cells [0, n).
@@ -377,13 +387,16 @@ func (s *Session) cached(il, n int) (k, v kvRows) {
 }
 
 // side is one side of layer il's cache for attention: the f32 cache, the
-// f16 halves in place, or the other formats decoded into *scratch.
+// f16 halves or q8_0 blocks in place, or the other formats decoded into
+// *scratch.
 func (s *Session) side(il, n int, f32 [][]float32, q [][]byte, kc *kvCodec, scratch *[]float32) kvRows {
 	D := s.m.Config.HeadDim
 	switch {
 	case f32 != nil:
 		return kvRows{f32: f32[il], head: s.layerCap(il) * D}
-	case kc.f16:
+	case kc.headBytes > 0 && kc.q8:
+		return kvRows{q8: q[il], rb: kc.headBytes, head: s.layerCap(il) * kc.headBytes}
+	case kc.headBytes > 0:
 		return kvRows{f16: u16View(q[il]), head: s.layerCap(il) * D}
 	}
 	*scratch = s.dequantize(*scratch, q[il], kc, n)

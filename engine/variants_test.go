@@ -46,23 +46,36 @@ func TestVariantDigests(t *testing.T) {
 		name string
 		cfg  synth.Config
 		kv   KVCache // f32 when zero
+		// single: the last positions decoded one token at a time (a
+		// decode step's attention: 64 lanes for the weighted values).
+		single int
 	}
 	for _, v := range []variant{
-		{"llama3-rope-freqs", synth.Config{Arch: "llama", RopeFreqs: true, RopeBase: 500000}, KVCache{}},
-		{"llama-biases-head32", synth.Config{Arch: "llama", Biases: true, HeadDim: 32}, KVCache{}},
-		{"llama-yarn", synth.Config{Arch: "llama", RopeScaling: "yarn", RopeFactor: 4, RopeOrigCtx: 128}, KVCache{}},
-		{"qwen2-linear", synth.Config{Arch: "qwen2", RopeScaling: "linear", RopeFactor: 2}, KVCache{}},
-		{"qwen3-biases", synth.Config{Arch: "qwen3", Biases: true, RopeBase: 1000000}, KVCache{}},
-		{"gemma2-window40", synth.Config{Arch: "gemma2", SlidingWindow: 40}, KVCache{}},
-		{"gemma3-window40", synth.Config{Arch: "gemma3", SlidingWindow: 40, RopeBaseSWA: 10000, RopeBase: 1000000}, KVCache{}},
-		{"phi3-longrope", synth.Config{Arch: "phi3", LongRope: true, RopeOrigCtx: 64}, KVCache{}},
-		{"minicpm-biases", synth.Config{Arch: "minicpm", Biases: true}, KVCache{}},
-		{"internlm2", synth.Config{Arch: "internlm2"}, KVCache{}},
-		{"glm4", synth.Config{Arch: "glm4"}, KVCache{}},
+		{"llama3-rope-freqs", synth.Config{Arch: "llama", RopeFreqs: true, RopeBase: 500000}, KVCache{}, 0},
+		{"llama-biases-head32", synth.Config{Arch: "llama", Biases: true, HeadDim: 32}, KVCache{}, 0},
+		{"llama-yarn", synth.Config{Arch: "llama", RopeScaling: "yarn", RopeFactor: 4, RopeOrigCtx: 128}, KVCache{}, 0},
+		{"qwen2-linear", synth.Config{Arch: "qwen2", RopeScaling: "linear", RopeFactor: 2}, KVCache{}, 0},
+		{"qwen3-biases", synth.Config{Arch: "qwen3", Biases: true, RopeBase: 1000000}, KVCache{}, 0},
+		{"gemma2-window40", synth.Config{Arch: "gemma2", SlidingWindow: 40}, KVCache{}, 0},
+		{"gemma3-window40", synth.Config{Arch: "gemma3", SlidingWindow: 40, RopeBaseSWA: 10000, RopeBase: 1000000}, KVCache{}, 0},
+		{"phi3-longrope", synth.Config{Arch: "phi3", LongRope: true, RopeOrigCtx: 64}, KVCache{}, 0},
+		{"minicpm-biases", synth.Config{Arch: "minicpm", Biases: true}, KVCache{}, 0},
+		{"internlm2", synth.Config{Arch: "internlm2"}, KVCache{}, 0},
+		{"glm4", synth.Config{Arch: "glm4"}, KVCache{}, 0},
 		// The f16 cache read in place by attention (GQA: 2 heads per KV
 		// head; a window's ring of cells).
-		{"llama-kv-f16", synth.Config{Arch: "llama"}, KVCache{Key: KVF16, Value: KVF16}},
-		{"gemma3-window40-kv-f16", synth.Config{Arch: "gemma3", SlidingWindow: 40, RopeBaseSWA: 10000, RopeBase: 1000000}, KVCache{Key: KVF16, Value: KVF16}},
+		{"llama-kv-f16", synth.Config{Arch: "llama"}, KVCache{Key: KVF16, Value: KVF16}, 0},
+		{"gemma3-window40-kv-f16", synth.Config{Arch: "gemma3", SlidingWindow: 40, RopeBaseSWA: 10000, RopeBase: 1000000}, KVCache{Key: KVF16, Value: KVF16}, 0},
+		// q8_0 caches (recorded when attention decoded them to float32
+		// at every step): heads of whole blocks (64: steps of 64; 96: a
+		// step and a run of 32; 32: the run alone), GQA, a window's ring
+		// of cells, an f32 side beside a q8_0 one, and heads of 16 that
+		// share a block.
+		{"llama-kv-q8_0-head64", synth.Config{Arch: "llama", HeadDim: 64}, KVCache{Key: KVQ8_0, Value: KVQ8_0}, 64},
+		{"gemma3-window40-kv-q8_0-head96", synth.Config{Arch: "gemma3", SlidingWindow: 40, RopeBaseSWA: 10000, RopeBase: 1000000, HeadDim: 96}, KVCache{Key: KVQ8_0, Value: KVQ8_0}, 64},
+		{"llama-kv-q8_0-f32-head32", synth.Config{Arch: "llama", HeadDim: 32}, KVCache{Key: KVQ8_0, Value: KVF32}, 64},
+		{"llama-kv-f32-q8_0-head32", synth.Config{Arch: "llama", HeadDim: 32}, KVCache{Key: KVF32, Value: KVQ8_0}, 64},
+		{"llama-kv-q8_0-head16", synth.Config{Arch: "llama"}, KVCache{Key: KVQ8_0, Value: KVQ8_0}, 64},
 	} {
 		cfg := v.cfg
 		cfg.NEmbd, cfg.NLayer, cfg.NHead, cfg.NHeadKV, cfg.NFF, cfg.NVocab = 64, 1, 4, 2, 128, 300
@@ -75,7 +88,7 @@ func TestVariantDigests(t *testing.T) {
 			name := v.name + "/" + num.String()
 			sums := map[int]string{}
 			for _, threads := range threadCounts() {
-				sums[threads] = logitsDigest(t, path, Options{Numerics: num, Threads: threads, KVCache: v.kv})
+				sums[threads] = logitsDigest(t, path, Options{Numerics: num, Threads: threads, KVCache: v.kv}, v.single)
 			}
 			if len(sums) > 1 && sums[1] != sums[2] {
 				t.Errorf("%s: 1 thread %s, 2 threads %s", name, sums[1], sums[2])
@@ -94,8 +107,9 @@ func TestVariantDigests(t *testing.T) {
 	}
 }
 
-// logitsDigest decodes 512 tokens in batches of 128 and hashes every row.
-func logitsDigest(t *testing.T, path string, opts Options) string {
+// logitsDigest decodes 512 tokens, the first 512-single in batches of at
+// most 128 and the rest one at a time, and hashes every row.
+func logitsDigest(t *testing.T, path string, opts Options, single int) string {
 	t.Helper()
 	m, err := Open(path, opts)
 	if err != nil {
@@ -105,8 +119,12 @@ func logitsDigest(t *testing.T, path string, opts Options) string {
 	s := m.NewSession(512)
 	h := sha256.New()
 	buf := make([]byte, 4)
-	tokens := make([]int32, 128)
-	for p := 0; p < 512; p += 128 {
+	for p := 0; p < 512; {
+		n := min(128, 512-single-p)
+		if n <= 0 {
+			n = 1
+		}
+		tokens := make([]int32, n)
 		for i := range tokens {
 			tokens[i] = int32(3 + (p+i)*7919%297)
 		}
@@ -120,6 +138,7 @@ func logitsDigest(t *testing.T, path string, opts Options) string {
 		if err != nil {
 			t.Fatal(err)
 		}
+		p += n
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }

@@ -243,6 +243,14 @@ func (avx512Kernels) weightedColumnsF16(v []uint16, stride int, p []float32, lan
 	weightedLanes(lanes, len(p), out, func(acc []float32) { laneFMAF16AVX512(acc, lanes, 0, v, stride, p, len(out)) })
 }
 
+func (avx512Kernels) scoreRowsQ8_0(k []byte, stride int, q []float32, out []float32) {
+	scoreRowsQ8_0AVX512(k, stride, q, out)
+}
+
+func (avx512Kernels) weightedColumnsQ8_0(v []byte, stride int, p []float32, lanes int, out []float32) {
+	weightedLanes(lanes, len(p), out, func(acc []float32) { laneFMAQ8_0AVX512(acc, lanes, 0, v, stride, p, len(out)) })
+}
+
 func (avx512Kernels) Softmax(p []float32, scale float32) {
 	if len(p) > 0 {
 		softmaxAVX512(p, scale)

@@ -7235,6 +7235,188 @@ done:
 	VZEROUPPER
 	RET
 
+// func scoreRowsQ8_0AVX512(k []byte, stride int, q []float32, out []float32)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL, F16C
+TEXT ·scoreRowsQ8_0AVX512(SB), NOSPLIT, $72-80
+	MOVQ k_base+0(FP), AX
+	MOVQ stride+24(FP), CX
+	MOVQ q_base+32(FP), DX
+	MOVQ q_len+40(FP), BX
+	MOVQ out_base+56(FP), SI
+	MOVQ out_len+64(FP), DI
+	MOVQ BX, R8
+	ANDQ $-64, R8
+
+row:
+	TESTQ  DI, DI
+	JZ     done
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	XORQ   R9, R9
+	MOVQ   AX, R10
+
+step:
+	CMPQ        R9, R8
+	JAE         reduce
+	VCVTPH2PS   (R10), X4
+	VMOVSS      X4, 64(SP)
+	VPMOVSXBD   2(R10), Z4
+	VCVTDQ2PS   Z4, Z4
+	VMULPS.BCST 64(SP), Z4, Z4
+	VFMADD231PS (DX)(R9*4), Z4, Z0
+	VPMOVSXBD   18(R10), Z4
+	VCVTDQ2PS   Z4, Z4
+	VMULPS.BCST 64(SP), Z4, Z4
+	VFMADD231PS 64(DX)(R9*4), Z4, Z1
+	VCVTPH2PS   34(R10), X4
+	VMOVSS      X4, 64(SP)
+	VPMOVSXBD   36(R10), Z4
+	VCVTDQ2PS   Z4, Z4
+	VMULPS.BCST 64(SP), Z4, Z4
+	VFMADD231PS 128(DX)(R9*4), Z4, Z2
+	VPMOVSXBD   52(R10), Z4
+	VCVTDQ2PS   Z4, Z4
+	VMULPS.BCST 64(SP), Z4, Z4
+	VFMADD231PS 192(DX)(R9*4), Z4, Z3
+	ADDQ        $0x00000040, R9
+	ADDQ        $0x00000044, R10
+	JMP         step
+
+reduce:
+	VADDPS        Z2, Z0, Z0
+	VADDPS        Z3, Z1, Z1
+	VADDPS        Z1, Z0, Z0
+	VEXTRACTF32X8 $0x01, Z0, Y1
+	VADDPS        Y0, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X0
+	VADDPS        X1, X0, X0
+	VSHUFPS       $0x0e, X0, X0, X1
+	VADDPS        X1, X0, X0
+	VSHUFPS       $0x01, X0, X0, X1
+	VADDPS        X1, X0, X0
+	CMPQ          R9, BX
+	JAE           store
+	VCVTPH2PS     (R10), X1
+	VMOVSS        X1, 64(SP)
+	VPMOVSXBD     2(R10), Z1
+	VCVTDQ2PS     Z1, Z1
+	VMULPS.BCST   64(SP), Z1, Z1
+	VMULPS        (DX)(R9*4), Z1, Z1
+	VMOVUPS       Z1, (SP)
+	VADDSS        (SP), X0, X0
+	VADDSS        4(SP), X0, X0
+	VADDSS        8(SP), X0, X0
+	VADDSS        12(SP), X0, X0
+	VADDSS        16(SP), X0, X0
+	VADDSS        20(SP), X0, X0
+	VADDSS        24(SP), X0, X0
+	VADDSS        28(SP), X0, X0
+	VADDSS        32(SP), X0, X0
+	VADDSS        36(SP), X0, X0
+	VADDSS        40(SP), X0, X0
+	VADDSS        44(SP), X0, X0
+	VADDSS        48(SP), X0, X0
+	VADDSS        52(SP), X0, X0
+	VADDSS        56(SP), X0, X0
+	VADDSS        60(SP), X0, X0
+	VPMOVSXBD     18(R10), Z1
+	VCVTDQ2PS     Z1, Z1
+	VMULPS.BCST   64(SP), Z1, Z1
+	VMULPS        64(DX)(R9*4), Z1, Z1
+	VMOVUPS       Z1, (SP)
+	VADDSS        (SP), X0, X0
+	VADDSS        4(SP), X0, X0
+	VADDSS        8(SP), X0, X0
+	VADDSS        12(SP), X0, X0
+	VADDSS        16(SP), X0, X0
+	VADDSS        20(SP), X0, X0
+	VADDSS        24(SP), X0, X0
+	VADDSS        28(SP), X0, X0
+	VADDSS        32(SP), X0, X0
+	VADDSS        36(SP), X0, X0
+	VADDSS        40(SP), X0, X0
+	VADDSS        44(SP), X0, X0
+	VADDSS        48(SP), X0, X0
+	VADDSS        52(SP), X0, X0
+	VADDSS        56(SP), X0, X0
+	VADDSS        60(SP), X0, X0
+
+store:
+	VMOVSS X0, (SI)
+	ADDQ   $0x00000004, SI
+	ADDQ   CX, AX
+	DECQ   DI
+	JMP    row
+
+done:
+	VZEROUPPER
+	RET
+
+// func laneFMAQ8_0AVX512(acc []float32, lanes int, j0 int, v []byte, stride int, p []float32, d int)
+// Requires: AVX, AVX512F, F16C
+TEXT ·laneFMAQ8_0AVX512(SB), NOSPLIT, $8-104
+	MOVQ acc_base+0(FP), AX
+	MOVQ lanes+24(FP), CX
+	MOVQ j0+32(FP), DX
+	MOVQ v_base+40(FP), BX
+	MOVQ stride+64(FP), SI
+	MOVQ p_base+72(FP), DI
+	MOVQ p_len+80(FP), R8
+	MOVQ d+96(FP), R9
+	MOVQ R9, R10
+	SHLQ $0x02, R10
+	SHRQ $0x05, R9
+
+row:
+	TESTQ        R8, R8
+	JZ           done
+	MOVQ         DX, R11
+	IMULQ        R10, R11
+	ADDQ         AX, R11
+	VBROADCASTSS (DI), Z0
+	MOVQ         BX, R12
+	MOVQ         R9, R13
+
+block:
+	TESTQ       R13, R13
+	JZ          next
+	VCVTPH2PS   (R12), X1
+	VMOVSS      X1, (SP)
+	VPMOVSXBD   2(R12), Z1
+	VCVTDQ2PS   Z1, Z1
+	VMULPS.BCST (SP), Z1, Z1
+	VMOVUPS     (R11), Z2
+	VFMADD231PS Z0, Z1, Z2
+	VMOVUPS     Z2, (R11)
+	VPMOVSXBD   18(R12), Z1
+	VCVTDQ2PS   Z1, Z1
+	VMULPS.BCST (SP), Z1, Z1
+	VMOVUPS     64(R11), Z2
+	VFMADD231PS Z0, Z1, Z2
+	VMOVUPS     Z2, 64(R11)
+	ADDQ        $0x00000022, R12
+	ADDQ        $0x00000080, R11
+	DECQ        R13
+	JMP         block
+
+next:
+	ADDQ SI, BX
+	ADDQ $0x00000004, DI
+	INCQ DX
+	CMPQ DX, CX
+	JB   lane_ok
+	XORQ DX, DX
+
+lane_ok:
+	DECQ R8
+	JMP  row
+
+done:
+	VZEROUPPER
+	RET
+
 // func reduceLanes64AVX512(acc []float32, d int, out []float32)
 // Requires: AVX, AVX512F
 TEXT ·reduceLanes64AVX512(SB), NOSPLIT, $0-56

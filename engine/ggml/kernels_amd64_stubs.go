@@ -95,6 +95,12 @@ func laneFMAAVX512(acc []float32, lanes int, j0 int, v []float32, stride int, p 
 func laneFMAF16AVX512(acc []float32, lanes int, j0 int, v []uint16, stride int, p []float32, d int)
 
 //go:noescape
+func scoreRowsQ8_0AVX512(k []byte, stride int, q []float32, out []float32)
+
+//go:noescape
+func laneFMAQ8_0AVX512(acc []float32, lanes int, j0 int, v []byte, stride int, p []float32, d int)
+
+//go:noescape
 func reduceLanes64AVX512(acc []float32, d int, out []float32)
 
 //go:noescape

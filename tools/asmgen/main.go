@@ -55,6 +55,8 @@ func genGGML() {
 	genScoreRows(true)
 	genLaneFMA(false)
 	genLaneFMA(true)
+	genScoreRowsQ8_0()
+	genLaneFMAQ8_0()
 	genReduceLanes(64)
 	genReduceLanes(16)
 	genSoftmax()
