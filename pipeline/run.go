@@ -330,6 +330,13 @@ func (r *runner) startBackends(ctx context.Context) error {
 // loadBackends loads the model in every started plugin, the reference
 // first; without a reference the candidates are skipped.
 func (r *runner) loadBackends(ctx context.Context) error {
+	// The host's rows are made while the plugins load, not in the passes.
+	var fill sync.WaitGroup
+	defer fill.Wait()
+	held := r.heldRows()
+	for _, rb := range r.liveBackends() {
+		fill.Go(func() { rb.rows.Fill(held, rb.nVocab) })
+	}
 	for _, rb := range r.backends() {
 		if r.ref != nil && rb != r.ref && !r.ref.ok() {
 			rb.status, rb.err = summary.StatusSkipped, errors.New("the reference backend could not run")
@@ -343,6 +350,23 @@ func (r *runner) loadBackends(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// heldRows is how many rows a backend holds at most in the passes: two
+// score chunks' when the host prefetches them (one when there is one), else
+// a call's buffer; and two more.
+func (r *runner) heldRows() int {
+	chunks := 0
+	for _, c := range r.scoreChunks() {
+		if r.mine(chunkUnit(c)) {
+			chunks++
+		}
+	}
+	ok, rows := r.prefetch()
+	if !ok || chunks == 0 {
+		return streamBuffer + 2
+	}
+	return max(streamBuffer, min(chunks, 2)*rows/2) + 2
 }
 
 // liveBackends are the backends still running, reference first.
