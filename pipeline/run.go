@@ -221,7 +221,7 @@ type runner struct {
 	problems    []string // run-level failures for the verdict (outputs not written)
 	interrupted bool
 	timing      summary.HostTiming
-	genFirst    *stream.Call // the first generate call, started by the score pass
+	genFirst    *genStep // the first generate step, started by the score pass
 	closeOnce   sync.Once
 }
 
@@ -391,7 +391,8 @@ func (r *runner) passes(ctx context.Context) {
 	if r.ref != nil && r.ref.ok() && ctx.Err() == nil {
 		r.generatePass(ctx)
 	}
-	r.genFirst.Abandon() // started for a generate pass that did not run
+	r.genFirst.abandon() // started for a generate pass that did not run
+	r.genFirst = nil
 	r.timing.PassesS = time.Since(start).Seconds()
 	if r.plan.Spec.Bench.Enabled && ctx.Err() == nil {
 		r.benchPass(ctx)
