@@ -510,6 +510,9 @@ func (r *runner) backendSummary(rb *runBackend) summary.BackendSummary {
 	bs.PluginSHA256 = rb.pluginSHA256
 	if rb.eval.Calls > 0 {
 		e := rb.eval
+		if c, ok := rb.be.(interface{ SharedRows() int64 }); ok {
+			e.SharedRows = c.SharedRows()
+		}
 		bs.Eval = &e
 	}
 	return bs

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -658,5 +659,53 @@ func TestLyingPlugins(t *testing.T) {
 				t.Errorf("liar processes left: %s", out)
 			}
 		})
+	}
+}
+
+// TestSharedRowsAreBitIdentical: a run whose plugins move their rows
+// through shared memory (the default, on Linux) and the same run with
+// EVALRUN_PLUGIN_SHM=off, every row in a gRPC message, return the same
+// logits, bit for bit (the digests of every backend's rows), on the score
+// and generate passes; the summary counts the rows each way.
+func TestSharedRowsAreBitIdentical(t *testing.T) {
+	spec := writeCase(t, `name: shm
+model: {path: ROOT/models/stories260K.gguf}
+datasets:
+  - {name: stories, path: ROOT/datasets/stories.jsonl, mode: score, n_ctx: 64, limit: 2}
+  - {name: openings, path: ROOT/datasets/openings.jsonl, mode: generate, max_new_tokens: 6, limit: 2}
+reference: {name: ref, plugin: cpu, threads: 1}
+backends:
+  - {name: npu, plugin: rknn, threads: 1, options: {driver: sim, type: fp16, cores: 3}}
+  - {name: ggml, plugin: cpu, threads: 1, options: {numerics: ggml}}
+bench: {enabled: false}
+`)
+	sums := map[string]*summary.Summary{}
+	for _, shm := range []string{"on", "off"} {
+		out := t.TempDir()
+		if r := evalrun(t, []string{"EVALRUN_PLUGIN_SHM=" + shm}, "run", spec, "--out", out, "--quiet"); r.code != 0 {
+			t.Fatalf("shm %s: exit %d\n%s", shm, r.code, r.stderr)
+		}
+		sums[shm] = readSummary(t, out)
+	}
+	on, off := sums["on"], sums["off"]
+	pairs := [][2]summary.BackendSummary{{on.Reference, off.Reference}}
+	for i := range on.Backends {
+		pairs = append(pairs, [2]summary.BackendSummary{on.Backends[i], off.Backends[i]})
+	}
+	for _, p := range pairs {
+		a, b := p[0], p[1]
+		if a.Digest == nil || b.Digest == nil || a.Eval == nil || b.Eval == nil {
+			t.Fatalf("%s: no digest or eval timing", a.Name)
+		}
+		if *a.Digest != *b.Digest || a.Digest.Rows == 0 {
+			t.Errorf("%s: logits through shared memory %+v, in messages %+v", a.Name, *a.Digest, *b.Digest)
+		}
+		want := a.Eval.Rows
+		if runtime.GOOS != "linux" {
+			want = 0
+		}
+		if a.Eval.SharedRows != int64(want) || b.Eval.SharedRows != 0 {
+			t.Errorf("%s: %d of %d rows through shared memory with it on, %d with it off; want %d and 0", a.Name, a.Eval.SharedRows, a.Eval.Rows, b.Eval.SharedRows, want)
+		}
 	}
 }

@@ -197,6 +197,10 @@ type EvalTiming struct {
 	CallS    float64 `json:"call_s"`    // from each request to its last row, as the host saw it
 	ComputeS float64 `json:"compute_s"` // computing inside the plugin (EvalChunk.compute_ns; 0 if not reported)
 	DecodeS  float64 `json:"decode_s"`  // the host decoding the rows
+	// SharedRows counts the rows that came through shared memory (the rest
+	// came in gRPC messages: EVALRUN_PLUGIN_SHM=off, a plugin that does not
+	// map the region, another OS).
+	SharedRows int64 `json:"shared_rows"`
 }
 
 // PluginInfo is what Describe returned after Load (some plugins only know
@@ -346,6 +350,7 @@ func (e *EvalTiming) Add(o *EvalTiming) {
 	e.CallS += o.CallS
 	e.ComputeS += o.ComputeS
 	e.DecodeS += o.DecodeS
+	e.SharedRows += o.SharedRows
 }
 
 // Add sums another's timings into t (a merge of shards).
