@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/evalrun/evalrun/backend/internal/backendpb"
+	"github.com/evalrun/evalrun/backend/internal/wirelie"
 )
 
 // NewGRPCServer registers b as the Backend service on s. Serve does this for
@@ -152,6 +153,9 @@ func (s *grpcServer) Eval(in *backendpb.EvalRequest, stream grpc.ServerStreaming
 		}
 		if l.Hidden != nil {
 			chunk.Hidden = wireFloats(&hidden, l.Hidden)
+		}
+		if wirelie.Chunk != nil {
+			wirelie.Chunk(chunk, s.rows.bytes())
 		}
 		err = stream.Send(chunk)
 		sending += time.Since(t)

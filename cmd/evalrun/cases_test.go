@@ -634,8 +634,19 @@ func TestLyingPlugins(t *testing.T) {
 		{"bench-hang", summary.StatusTimeout, "timed out after 3s", 3},
 		{"fork", summary.StatusOK, "", 0},
 		{"setsid", summary.StatusOK, "", 0},
+		// Rows in shared memory (Linux): a place or length other than the
+		// row's slot is refused, its value named; a plugin that writes
+		// where its region was crashes, alone.
+		{"shm-offset", summary.StatusFailed, "the plugin reports offset 16785408; row 1 of the call belongs at 6144", 3},
+		{"shm-slot", summary.StatusFailed, "the plugin reports offset 8192; row 1 of the call belongs at 6144", 3},
+		{"shm-length", summary.StatusFailed, "the plugin reports 16775168 bytes; want a whole number of float32 values, at most the slot's 2048", 3},
+		{"shm-both", summary.StatusFailed, "the chunk also carries its logits in the message", 3},
+		{"shm-unmapped", summary.StatusCrashed, "crashed during Eval", 3},
 	} {
 		t.Run(c.lie, func(t *testing.T) {
+			if strings.HasPrefix(c.lie, "shm-") && runtime.GOOS != "linux" {
+				t.Skip("rows move in shared memory on Linux only")
+			}
 			pidFile := filepath.Join(t.TempDir(), "pid")
 			out := t.TempDir()
 			s := start(t, []string{"TEST_EVALRUN_LIE=" + c.lie, "TEST_EVALRUN_PIDFILE=" + pidFile}, "run", specFile, "--out", out)
