@@ -387,6 +387,7 @@ func (r *runner) passes(ctx context.Context) {
 		return
 	}
 	start := time.Now()
+	cpu0, cpuOK := processCPU()
 	r.scorePass(ctx)
 	if r.ref != nil && r.ref.ok() && ctx.Err() == nil {
 		r.generatePass(ctx)
@@ -394,6 +395,10 @@ func (r *runner) passes(ctx context.Context) {
 	r.genFirst.abandon() // started for a generate pass that did not run
 	r.genFirst = nil
 	r.timing.PassesS = time.Since(start).Seconds()
+	if cpu1, ok := processCPU(); ok && cpuOK {
+		v := (cpu1 - cpu0).Seconds()
+		r.timing.HostCPUS = &v
+	}
 	if r.plan.Spec.Bench.Enabled && ctx.Err() == nil {
 		r.benchPass(ctx)
 	}

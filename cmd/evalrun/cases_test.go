@@ -699,6 +699,11 @@ bench: {enabled: false}
 		sums[shm] = readSummary(t, out)
 	}
 	on, off := sums["on"], sums["off"]
+	for _, s := range []*summary.Summary{on, off} {
+		if h := s.Host; h == nil || h.HostCPUS == nil || *h.HostCPUS <= 0 || *h.HostCPUS > 2*float64(runtime.NumCPU())*h.PassesS {
+			t.Errorf("host block %+v: want the host's CPU time in the passes", h)
+		}
+	}
 	pairs := [][2]summary.BackendSummary{{on.Reference, off.Reference}}
 	for i := range on.Backends {
 		pairs = append(pairs, [2]summary.BackendSummary{on.Backends[i], off.Backends[i]})

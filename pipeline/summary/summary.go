@@ -96,6 +96,13 @@ type HostTiming struct {
 	// report its compute time.
 	HostIPCS     *float64 `json:"host_ipc_s"`
 	HostIPCShare *float64 `json:"host_ipc_share"`
+	// HostCPUS is the host process's CPU time (user and system, every
+	// thread) during the passes: all of its work, on the critical path or
+	// not. Where the plugins' threads outnumber the cores, work the host
+	// does while they compute slows their compute and is counted in
+	// ComputeS, so HostIPCS is then a lower bound of the host's cost; this
+	// is the other bound. Null where it is not measured (not Unix).
+	HostCPUS *float64 `json:"host_cpu_s,omitempty"`
 }
 
 // RunInfo is the provenance of a run.
@@ -355,6 +362,15 @@ func (e *EvalTiming) Add(o *EvalTiming) {
 
 // Add sums another's timings into t (a merge of shards).
 func (t *HostTiming) Add(o *HostTiming) {
+	switch {
+	case *t == HostTiming{} && o.HostCPUS != nil:
+		v := *o.HostCPUS
+		t.HostCPUS = &v
+	case t.HostCPUS != nil && o.HostCPUS != nil:
+		*t.HostCPUS += *o.HostCPUS
+	default: // a part without it: not known for the whole
+		t.HostCPUS = nil
+	}
 	t.PassesS += o.PassesS
 	t.ComputeS += o.ComputeS
 	t.DecodeS += o.DecodeS
