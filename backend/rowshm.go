@@ -171,7 +171,8 @@ type rowLeases struct {
 	// of every lease, and the ones not lent out.
 	slotBytes, slots int64
 	free             []int
-	taken            atomic.Int64 // rows copied out of the region
+	retired          [rowsLeases]bool // leases never lent again (release)
+	taken            atomic.Int64     // rows copied out of the region
 }
 
 // enable turns the leases on for rows of nVocab values after the plugin's
@@ -192,7 +193,9 @@ func (l *rowLeases) enable(token []byte, nVocab int) {
 	l.slotBytes, l.slots = slot, min(rowsMaxSlots, rowsLeaseBytes/slot)
 	l.free = l.free[:0]
 	for i := range rowsLeases {
-		l.free = append(l.free, i)
+		if !l.retired[i] {
+			l.free = append(l.free, i)
+		}
 	}
 }
 
@@ -239,13 +242,16 @@ func (l *rowLeases) acquire() *rowLease {
 // on may still have a writer in the plugin, and a later call must not read
 // what it writes, so its lease is never lent again.
 func (x *rowLease) release(clean bool) {
-	if x == nil || !clean {
+	if x == nil {
 		return
 	}
 	l := x.owner
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.slots == x.slots && l.slotBytes == x.slotBytes {
+	switch {
+	case !clean:
+		l.retired[x.i] = true
+	case l.slots == x.slots && l.slotBytes == x.slotBytes:
 		l.free = append(l.free, x.i)
 	}
 }

@@ -144,4 +144,11 @@ func TestAbandonedCallsRetireTheirLeases(t *testing.T) {
 	if c.SharedRows() != before {
 		t.Errorf("%d rows through shared memory with no lease left", c.SharedRows()-before)
 	}
+	// A second Load lends no retired lease again.
+	if _, err := c.Load(context.Background(), backend.LoadRequest{ModelPath: "m", Options: map[string]any{"vocab": 1000}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := backend.FreeLeases(c); got != 0 {
+		t.Errorf("after Load again %d leases to lend, want 0", got)
+	}
 }
