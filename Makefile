@@ -98,6 +98,8 @@ fma-peak:
 ## fuzz: a short run of every fuzz target
 fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzParse -fuzztime=60s ./engine/gguf
+	$(GO) test -run='^$$' -fuzz='^FuzzRowChunk$$' -fuzztime=60s ./backend
+	$(GO) test -run='^$$' -fuzz='^FuzzSharedRowChunk$$' -fuzztime=60s ./backend
 
 ## oracle: the CPU plugin's ggml numerics against llama.cpp (make llamacpp first), every bundled variant
 oracle: build

@@ -5,29 +5,44 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
 
 	"github.com/evalrun/evalrun/backend/internal/backendpb"
+	"github.com/evalrun/evalrun/backend/internal/wirelie"
 )
 
 // NewGRPCServer registers b as the Backend service on s. Serve does this for
 // plugin mains; it is exported for tests and for embedding a backend in
 // another gRPC server.
-func NewGRPCServer(s *grpc.Server, b Backend) {
-	backendpb.RegisterBackendServer(s, &grpcServer{impl: b})
+func NewGRPCServer(s *grpc.Server, b Backend) { newGRPCServer(s, b, nil) }
+
+// newGRPCServer is NewGRPCServer with the shared rows region the host
+// handed the plugin (nil: none).
+func newGRPCServer(s *grpc.Server, b Backend, rows *rowRegion) {
+	backendpb.RegisterBackendServer(s, &grpcServer{impl: b, rows: rows})
 }
 
 // NewGRPCClient returns a Backend that calls the Backend service on conn.
-func NewGRPCClient(conn grpc.ClientConnInterface) Backend {
-	return &grpcClient{pb: backendpb.NewBackendClient(conn)}
+func NewGRPCClient(conn grpc.ClientConnInterface) Backend { return newGRPCClient(conn, nil) }
+
+// newGRPCClient is NewGRPCClient with the plugin's shared rows region (nil:
+// none), used once the plugin's Load shows it mapped it.
+func newGRPCClient(conn grpc.ClientConnInterface, rows *rowRegion) *grpcClient {
+	c := &grpcClient{pb: backendpb.NewBackendClient(conn)}
+	if rows != nil {
+		c.leases = &rowLeases{region: rows}
+	}
+	return c
 }
 
 // grpcServer adapts a Backend to the generated service interface.
 type grpcServer struct {
 	backendpb.UnimplementedBackendServer
 	impl Backend
+	rows *rowRegion // the host's shared rows region; nil: none
 }
 
 func (s *grpcServer) Describe(ctx context.Context, _ *backendpb.DescribeRequest) (*backendpb.DescribeResponse, error) {
@@ -95,6 +110,8 @@ func (s *grpcServer) Load(ctx context.Context, in *backendpb.LoadRequest) (*back
 		WarmupNs:    res.WarmupNS,
 		MemoryBytes: res.MemoryBytes,
 		Kernels:     res.Kernels,
+		// The host lends slots of the region in Eval calls from now on.
+		SharedRowsToken: s.rows.pluginToken(),
 	}
 	for _, p := range res.Plan {
 		out.Plan = append(out.Plan, &backendpb.PlanEntry{Op: p.Op, Device: p.Device, Shape: p.Shape, Reason: p.Reason})
@@ -115,17 +132,36 @@ func (s *grpcServer) Eval(in *backendpb.EvalRequest, stream grpc.ServerStreaming
 	var buf, hidden []byte // reused: Send serializes the message before it returns (so rows may be aliased too)
 	start := time.Now()
 	var sending time.Duration // encoding and sending rows: IPC, not compute
-	err := s.impl.Eval(stream.Context(), req, func(l Logits) error {
+	ctx := stream.Context()
+	w := newRowWriter(s.rows, in.SharedRows)
+	var returned atomic.Bool // a row emitted after Eval returned is refused, and never written
+	err := s.impl.Eval(ctx, req, func(l Logits) error {
+		if returned.Load() {
+			return errors.New("eval: row emitted after Eval returned")
+		}
 		t := time.Now()
 		compute := t.Sub(start) - sending
-		chunk := &backendpb.EvalChunk{Index: int64(l.Index), Pos: int64(l.Pos), Logits: wireFloats(&buf, l.Values), ComputeNs: compute.Nanoseconds()}
+		chunk := &backendpb.EvalChunk{Index: int64(l.Index), Pos: int64(l.Pos), ComputeNs: compute.Nanoseconds()}
+		off, n, shared, err := w.put(ctx, l.Values)
+		if err != nil {
+			return err
+		}
+		if shared {
+			chunk.SharedOffset, chunk.SharedBytes = off, n
+		} else {
+			chunk.Logits = wireFloats(&buf, l.Values)
+		}
 		if l.Hidden != nil {
 			chunk.Hidden = wireFloats(&hidden, l.Hidden)
 		}
-		err := stream.Send(chunk)
+		if wirelie.Chunk != nil {
+			wirelie.Chunk(chunk, s.rows.bytes())
+		}
+		err = stream.Send(chunk)
 		sending += time.Since(t)
 		return err
 	})
+	returned.Store(true)
 	return toStatus(err)
 }
 
@@ -183,7 +219,8 @@ func (s *grpcServer) Diagnostics(ctx context.Context, _ *backendpb.DiagnosticsRe
 
 // grpcClient implements Backend over the generated client.
 type grpcClient struct {
-	pb backendpb.BackendClient
+	pb     backendpb.BackendClient
+	leases *rowLeases // the plugin's shared rows; nil: none
 }
 
 func (c *grpcClient) Describe(ctx context.Context) (Info, error) {
@@ -250,6 +287,9 @@ func (c *grpcClient) Load(ctx context.Context, req LoadRequest) (LoadResult, err
 	for _, p := range r.Plan {
 		res.Plan = append(res.Plan, PlanEntry{Op: p.Op, Device: p.Device, Shape: p.Shape, Reason: p.Reason})
 	}
+	// Rows move through shared memory only when the plugin mapped the
+	// region the host made for it (it read back the host's token).
+	c.leases.enable(r.SharedRowsToken, res.Model.NVocab)
 	return res, nil
 }
 
@@ -263,12 +303,16 @@ func (c *grpcClient) EvalInto(ctx context.Context, req EvalRequest, buf func(n i
 	// Cancelling tells the plugin to stop when emit gives up early.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	lease := c.leases.acquire()
+	clean := false // the plugin's handler returned: the lease has no writer left
+	defer func() { lease.release(clean) }()
 	stream, err := c.pb.Eval(ctx, &backendpb.EvalRequest{
 		Session:    req.Session,
 		Pos:        int64(req.Pos),
 		Tokens:     req.Tokens,
 		LogitsFrom: int64(req.LogitsFrom),
 		HiddenRows: int64s(req.HiddenRows),
+		SharedRows: lease.request(),
 	}, grpc.ForceCodecV2(rowCodec{}))
 	if err != nil {
 		return fromStatus(err)
@@ -276,10 +320,11 @@ func (c *grpcClient) EvalInto(ctx context.Context, req EvalRequest, buf func(n i
 	if buf == nil {
 		buf = func(n int) []float32 { return make([]float32, n) }
 	}
-	chunk := rowChunk{buf: buf}
+	chunk := rowChunk{buf: buf, lease: lease}
 	for {
 		err := stream.RecvMsg(&chunk)
 		if errors.Is(err, io.EOF) {
+			clean = true
 			return nil
 		}
 		if err != nil {

@@ -100,6 +100,8 @@ type Client struct {
 	// the start checked it; nil otherwise.
 	lockedSum []byte
 
+	rows *rowRegion // the shared rows region; nil: none
+
 	killed   atomic.Bool
 	killOnce sync.Once
 	release  chan struct{} // frees the OS thread that started the plugin
@@ -115,6 +117,7 @@ func Launch(ctx context.Context, cfg LaunchConfig) (*Client, error) {
 	if cfg.Path == "" && cfg.Reattach == nil {
 		return nil, errors.New("launch plugin: no path given")
 	}
+	closeRowsFile := func() {}
 	logger := hclog.NewNullLogger()
 	if cfg.Logger != nil {
 		logger = slogBridge(cfg.Logger)
@@ -128,7 +131,8 @@ func Launch(ctx context.Context, cfg LaunchConfig) (*Client, error) {
 	if stderr == nil {
 		stderr = io.Discard
 	}
-	plugins := plugin.PluginSet{PluginName: &Plugin{}}
+	glue := &Plugin{}
+	plugins := plugin.PluginSet{PluginName: glue}
 	pcfg := &plugin.ClientConfig{
 		HandshakeConfig:  Handshake,
 		VersionedPlugins: map[int]plugin.PluginSet{ProtocolVersion: plugins},
@@ -165,6 +169,24 @@ func Launch(ctx context.Context, cfg LaunchConfig) (*Client, error) {
 		if pcfg.AutoMTLS, err = MTLSFromEnv(); err != nil {
 			return nil, fmt.Errorf("launch plugin: %w", err)
 		}
+		shared, err := SharedRowsFromEnv()
+		if err != nil {
+			return nil, fmt.Errorf("launch plugin: %w", err)
+		}
+		var rowsFile *os.File // the plugin's end of the region, closed once it started
+		closeRowsFile = sync.OnceFunc(func() {
+			if rowsFile != nil {
+				rowsFile.Close()
+			}
+		})
+		if shared {
+			// Without it (not Linux, or memfd refused) rows move in the
+			// messages, as they do for a plugin that does not map it.
+			if glue.rows, rowsFile, err = newHostRows(); err != nil && cfg.Logger != nil {
+				cfg.Logger.Debug("shared memory rows unavailable", "plugin", c.name, "error", err)
+			}
+			c.rows = glue.rows
+		}
 		pcfg.SkipHostEnv = true
 		// go-plugin creates a private socket directory for a RunnerFunc and
 		// removes it on Kill (the watchdog does if the host dies), so no
@@ -177,6 +199,7 @@ func Launch(ctx context.Context, cfg LaunchConfig) (*Client, error) {
 				if err := checkSum(cfg.Path, sum); err != nil {
 					// go-plugin removes socketDir only once a runner exists.
 					os.RemoveAll(socketDir)
+					closeRowsFile()
 					return nil, err
 				}
 				c.lockedSum = sum
@@ -186,7 +209,14 @@ func Launch(ctx context.Context, cfg LaunchConfig) (*Client, error) {
 			// last duplicate), then go-plugin's handshake variables.
 			cmd.Env = append(append(os.Environ(), cfg.Env...), spec.Env...)
 			cmd.Env = append(cmd.Env, fmt.Sprintf("%s=%d", HostPIDEnv, os.Getpid()))
+			if rowsFile != nil {
+				cmd.ExtraFiles = []*os.File{rowsFile} // fd 3
+				cmd.Env = append(cmd.Env, RowsFDEnv+"=3")
+			} else {
+				cmd.Env = append(cmd.Env, RowsFDEnv+"=") // none, whatever the host's environment says
+			}
 			c.proc = newProcess(cmd, socketDir)
+			c.proc.afterStart = closeRowsFile
 			return c.proc, nil
 		}
 	}
@@ -231,10 +261,12 @@ func Launch(ctx context.Context, cfg LaunchConfig) (*Client, error) {
 		// process that is still being started.
 		go func() {
 			<-result
+			closeRowsFile() // the start has settled: the host's copy of the descriptor is not needed
 			c.Kill()
 		}()
 		return nil, fmt.Errorf("launch plugin %s: %w", c.name, ctx.Err())
 	}
+	closeRowsFile() // the start has settled: the host's copy of the descriptor is not needed
 	if r.err != nil {
 		c.Kill()
 		return nil, fmt.Errorf("launch plugin %s: %w%s", c.name, r.err, c.tail.suffix())
@@ -249,6 +281,15 @@ func Launch(ctx context.Context, cfg LaunchConfig) (*Client, error) {
 		c.pid = c.proc.pid()
 	}
 	return c, nil
+}
+
+// SharedRows counts the logits rows that came through shared memory rather
+// than in gRPC messages (0: the plugin's rows all came in messages).
+func (c *Client) SharedRows() int64 {
+	if g, ok := c.backend.(*grpcClient); ok && g.leases != nil {
+		return g.leases.taken.Load()
+	}
+	return 0
 }
 
 // Pid is the plugin's process id.
@@ -324,6 +365,7 @@ func (c *Client) Kill() {
 		case <-done:
 		case <-time.After(killWait):
 		}
+		c.rows.close() // after any copy out of it (a stream still reading gets an error)
 		close(c.release)
 	})
 }

@@ -39,20 +39,21 @@ const LogLevelEnv = "EVALRUN_PLUGIN_LOG_LEVEL"
 type Plugin struct {
 	plugin.NetRPCUnsupportedPlugin
 	Impl Backend
+	rows *rowRegion // the shared rows region (either side); nil: none
 }
 
 var _ plugin.GRPCPlugin = (*Plugin)(nil)
 
 // GRPCServer registers Impl on the plugin's gRPC server.
 func (p *Plugin) GRPCServer(_ *plugin.GRPCBroker, s *grpc.Server) error {
-	NewGRPCServer(s, p.Impl)
+	newGRPCServer(s, p.Impl, p.rows)
 	return nil
 }
 
 // GRPCClient returns the host's Backend. ctx ends when the plugin process
 // exits, which is how the host notices a crash without polling.
 func (p *Plugin) GRPCClient(ctx context.Context, _ *plugin.GRPCBroker, c *grpc.ClientConn) (any, error) {
-	return &dispensed{Backend: NewGRPCClient(c), done: ctx.Done()}, nil
+	return &dispensed{Backend: newGRPCClient(c, p.rows), done: ctx.Done()}, nil
 }
 
 type dispensed struct {
@@ -111,9 +112,13 @@ func Serve(b Backend, opts ...ServeOption) {
 	if cfg.test == nil {
 		go watchParent(hostPID(), cfg.watchInterval, cfg.logger)
 	}
+	rows, err := pluginRows()
+	if err != nil { // rows then move in the messages
+		cfg.logger.Warn("shared memory rows unavailable", "error", err)
+	}
 	plugin.Serve(&plugin.ServeConfig{
 		HandshakeConfig:  Handshake,
-		VersionedPlugins: map[int]plugin.PluginSet{ProtocolVersion: {PluginName: &Plugin{Impl: b}}},
+		VersionedPlugins: map[int]plugin.PluginSet{ProtocolVersion: {PluginName: &Plugin{Impl: b, rows: rows}}},
 		GRPCServer: func(o []grpc.ServerOption) *grpc.Server {
 			return grpc.NewServer(append(o, grpc.MaxRecvMsgSize(MaxMessageSize), grpc.ForceServerCodecV2(chunkCodec{}), experimental.BufferPool(rowPool))...)
 		},

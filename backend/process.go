@@ -32,6 +32,7 @@ type process struct {
 	socketDir      string
 	stdout, stderr io.ReadCloser // set by Start
 	stopWatchdog   func()
+	afterStart     func() // nil: nothing to do once the plugin started
 	killOnce       sync.Once
 	killed         atomic.Bool // the host ended the plugin: its exit is no error
 }
@@ -50,7 +51,11 @@ func (p *process) Start(context.Context) error {
 		return err
 	}
 	becomeSubreaper()
-	if err := p.cmd.Start(); err != nil {
+	err = p.cmd.Start()
+	if p.afterStart != nil {
+		p.afterStart()
+	}
+	if err != nil {
 		return err
 	}
 	launched.Store(p.cmd.Process.Pid, true)

@@ -20,8 +20,10 @@ import (
 // copied once, from the HTTP/2 frames gRPC received straight into the
 // buffer the caller hands out (the generic codec would first gather the
 // frames into one buffer, 0.6 MB for a 152k vocabulary, from a pool that
-// clears 1 MB per row, and then copy the logits out of it). Its name is
-// "proto", so the plugin's server reads the call as any other.
+// clears 1 MB per row, and then copy the logits out of it). A row the
+// plugin wrote into the call's shared memory slot (rowshm.go) is copied
+// from there, once the place the chunk gives is checked to be that slot.
+// Its name is "proto", so the plugin's server reads the call as any other.
 type rowCodec struct{}
 
 func (rowCodec) Name() string { return proto.Name }
@@ -42,7 +44,7 @@ func (rowCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	return nil
 }
 
-// rowChunk receives one EvalChunk (proto field numbers 1-5).
+// rowChunk receives one EvalChunk (proto field numbers 1-7).
 type rowChunk struct {
 	buf                   func(n int) []float32
 	index, pos, computeNS int64
@@ -50,6 +52,7 @@ type rowChunk struct {
 	hidden                []float32 // field 5, freshly allocated (rare, small)
 	err                   error     // a malformed chunk, kept to report it as such
 	r                     mem.Reader
+	lease                 *rowLease // the call's shared memory slots; nil: none
 }
 
 // parse reads the message straight from gRPC's buffers (the frames it
@@ -57,6 +60,7 @@ type rowChunk struct {
 // whichever buffers they span.
 func (c *rowChunk) parse(data mem.BufferSlice) error {
 	c.index, c.pos, c.computeNS, c.values, c.hidden = 0, 0, 0, nil, nil
+	var sharedOff, sharedBytes int64 // fields 6 and 7: the row in shared memory
 	r := &c.r
 	r.Reset(data)
 	defer r.Close()
@@ -82,6 +86,10 @@ func (c *rowChunk) parse(data mem.BufferSlice) error {
 				c.pos = int64(v)
 			case 4:
 				c.computeNS = int64(v)
+			case 6:
+				sharedOff = int64(v)
+			case 7:
+				sharedBytes = int64(v)
 			}
 		case protowire.BytesType:
 			n, err := readVarint(r)
@@ -114,8 +122,35 @@ func (c *rowChunk) parse(data mem.BufferSlice) error {
 			return fmt.Errorf("eval chunk: field %d: unsupported wire type %d", num, typ)
 		}
 	}
+	if sharedOff != 0 || sharedBytes != 0 {
+		if err := c.takeShared(sharedOff, sharedBytes); err != nil {
+			return err
+		}
+	}
 	if c.values == nil {
 		c.values = c.buf(0)
+	}
+	if c.lease != nil && !c.lease.publish(c.lease.consumed+1) { // the row is the host's: its slot is free
+		return fmt.Errorf("eval chunk %d (pos %d): %w: the region is closed (the plugin was stopped)", c.index, c.pos, errSharedRow)
+	}
+	return nil
+}
+
+// takeShared copies the row a chunk placed in shared memory into the
+// caller's buffer, after checking that the host lent the call slots and
+// that the place is the next row's slot.
+func (c *rowChunk) takeShared(off, n int64) error {
+	var err error
+	switch {
+	case c.lease == nil:
+		err = fmt.Errorf("%w: the host lent this call no shared memory", errSharedRow)
+	case c.values != nil:
+		err = fmt.Errorf("%w: the chunk also carries its logits in the message", errSharedRow)
+	default:
+		c.values, err = c.lease.take(off, n, c.buf)
+	}
+	if err != nil {
+		return fmt.Errorf("eval chunk %d (pos %d): %w", c.index, c.pos, err)
 	}
 	return nil
 }

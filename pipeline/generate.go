@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -61,12 +62,12 @@ func (r *runner) genPrompts() []plan.Prompt {
 	return prompts
 }
 
-// startGenerate starts the first generate prompt's reference call, if
-// there is one, while the host still compares the score pass's last chunk;
+// startGenerate starts the first generate prompt's first step, if there
+// is one, while the host still compares the score pass's last chunk;
 // generateOne takes it up.
 func (r *runner) startGenerate(ctx context.Context) {
 	if ps := r.genPrompts(); len(ps) > 0 && r.ref != nil && r.ref.ok() {
-		r.genFirst = r.ref.startEval(ctx, refRequest(ps[0]), 1)
+		r.genFirst = r.startStep(ctx, promptUnit(ps[0]), refRequest(ps[0]), r.liveCands())
 	}
 }
 
@@ -82,9 +83,53 @@ func evalOne(ctx context.Context, rb *runBackend, req backend.EvalRequest) ([]fl
 	return row, s, err
 }
 
+// genStep is one step of a prompt's teacher forcing: the same request on
+// the reference and on the candidates, started together (one round).
+type genStep struct {
+	unit  string // the prompt's
+	ref   *stream.Call
+	cands map[*candidate]*stream.Call
+}
+
+func (r *runner) startStep(ctx context.Context, unit string, req backend.EvalRequest, cands []*candidate) *genStep {
+	g := &genStep{unit: unit, ref: r.ref.startEval(ctx, req, 1), cands: map[*candidate]*stream.Call{}}
+	for _, c := range cands {
+		g.cands[c] = c.rb.startEval(ctx, req, 1)
+	}
+	return g
+}
+
+// drop abandons c's call (nil: no step).
+func (g *genStep) drop(c *candidate) {
+	if g != nil {
+		g.cands[c].Abandon()
+		delete(g.cands, c)
+	}
+}
+
+// abandon stops every call of the step (nil: no step).
+func (g *genStep) abandon() {
+	if g == nil {
+		return
+	}
+	g.ref.Abandon()
+	for c := range g.cands {
+		g.drop(c)
+	}
+}
+
+// calls are the step's calls, for its round.
+func (g *genStep) calls() []*stream.Call {
+	out := []*stream.Call{g.ref}
+	for _, s := range g.cands {
+		out = append(out, s)
+	}
+	return out
+}
+
 // generateOne teacher-forces the candidates on the reference's greedy
-// tokens. The reference computes step k+1 while the candidates compute
-// step k and the host compares it: one round.
+// tokens: step k is the same request on every backend, one round, and
+// once its rows are in, step k+1 computes while the host compares them.
 func (r *runner) generateOne(ctx context.Context, p plan.Prompt) {
 	cands := r.liveCands()
 	per := make([]*verdict.Comparison, len(cands))
@@ -97,43 +142,63 @@ func (r *runner) generateOne(ctx context.Context, p plan.Prompt) {
 	defer r.unitDone(promptUnit(p), cands, per)
 	var ref metrics.RefRow
 	refTokens := make([]int32, 0, p.MaxNew)
-	req := refRequest(p)
-	refCall := r.genFirst // started during the score pass (the first prompt)
-	if r.genFirst = nil; refCall == nil {
-		refCall = r.ref.startEval(ctx, req, 1)
+	unit := promptUnit(p)
+	step := r.genFirst // started during the score pass (the first prompt)
+	if r.genFirst = nil; step == nil || step.unit != unit {
+		step.abandon()
+		step = r.startStep(ctx, unit, refRequest(p), cands)
 	}
-	var pending []*stream.Call // the candidates' calls booked with the reference's next one
-	for step := range p.MaxNew {
-		what := fmt.Sprintf("generate %s/%s step %d", p.Dataset, p.ID, step)
-		refRow, err := refCall.One()
-		r.round(append(pending, refCall)...)
+	for c := range step.cands { // one that stopped since the step started
+		if !slices.Contains(cands, c) {
+			step.drop(c)
+		}
+	}
+	for k := range p.MaxNew {
+		what := fmt.Sprintf("generate %s/%s step %d", p.Dataset, p.ID, k)
+		refRow, err := step.ref.One()
 		if err != nil {
+			r.round(step.calls()...)
+			step.abandon()
 			r.ref.fail(ctx, what, err)
 			return
 		}
+		rows := make([][]float32, len(cands))
+		for i, c := range cands {
+			s := step.cands[c]
+			if alive[i] = s != nil; !alive[i] {
+				continue
+			}
+			if rows[i], err = s.One(); err != nil {
+				c.rb.fail(ctx, what, err)
+				alive[i] = false
+			}
+		}
+		r.round(step.calls()...)
 		refDigest.Row(refRow)
 		next := sampling.Greedy(refRow)
 		refTokens = append(refTokens, next)
 		ref.Set(refRow)
-		nextReq := backend.EvalRequest{Session: "generate", Pos: -1, Tokens: []int32{next}}
-		if step+1 < p.MaxNew {
-			refCall = r.ref.startEval(ctx, nextReq, 1)
+		var following *genStep
+		if k+1 < p.MaxNew {
+			var live []*candidate
+			for i, c := range cands {
+				if alive[i] {
+					live = append(live, c)
+				}
+			}
+			following = r.startStep(ctx, unit, backend.EvalRequest{Session: "generate", Pos: -1, Tokens: []int32{next}}, live)
 		}
-		pending = make([]*stream.Call, len(cands))
-		var wg sync.WaitGroup
+		var wg sync.WaitGroup // the candidates compare at once, while every backend computes step k+1
 		for i, c := range cands {
 			if !alive[i] {
 				continue
 			}
 			wg.Go(func() {
-				row, s, err := evalOne(ctx, c.rb, req)
-				if pending[i] = s; err == nil { // compared at once, while the others compute
-					digests[i].Row(row)
-					t := time.Now()
-					err = per[i].AddLive(row, &ref, next, len(p.Tokens)-1+step)
-					r.compared(t)
-					c.rb.rows.Release(row)
-				}
+				digests[i].Row(rows[i])
+				t := time.Now()
+				err := per[i].AddLive(rows[i], &ref, next, len(p.Tokens)-1+k)
+				r.compared(t)
+				c.rb.rows.Release(rows[i])
 				if err != nil {
 					c.rb.fail(ctx, what, err)
 					alive[i] = false
@@ -141,10 +206,14 @@ func (r *runner) generateOne(ctx context.Context, p plan.Prompt) {
 			})
 		}
 		wg.Wait()
+		for i, c := range cands {
+			if !alive[i] {
+				following.drop(c)
+			}
+		}
 		r.ref.rows.Release(refRow)
-		req = nextReq
+		step = following
 	}
-	r.round(pending...)
 	// Every backend was fed the prompt and then the reference's tokens but
 	// the last.
 	for _, h := range append(digests, refDigest) {

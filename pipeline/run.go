@@ -221,7 +221,7 @@ type runner struct {
 	problems    []string // run-level failures for the verdict (outputs not written)
 	interrupted bool
 	timing      summary.HostTiming
-	genFirst    *stream.Call // the first generate call, started by the score pass
+	genFirst    *genStep // the first generate step, started by the score pass
 	closeOnce   sync.Once
 }
 
@@ -330,6 +330,13 @@ func (r *runner) startBackends(ctx context.Context) error {
 // loadBackends loads the model in every started plugin, the reference
 // first; without a reference the candidates are skipped.
 func (r *runner) loadBackends(ctx context.Context) error {
+	// The host's rows are made while the plugins load, not in the passes.
+	var fill sync.WaitGroup
+	defer fill.Wait()
+	held := r.heldRows()
+	for _, rb := range r.liveBackends() {
+		fill.Go(func() { rb.rows.Fill(held, rb.nVocab) })
+	}
 	for _, rb := range r.backends() {
 		if r.ref != nil && rb != r.ref && !r.ref.ok() {
 			rb.status, rb.err = summary.StatusSkipped, errors.New("the reference backend could not run")
@@ -343,6 +350,23 @@ func (r *runner) loadBackends(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// heldRows is how many rows a backend holds at most in the passes: two
+// score chunks' when the host prefetches them (one when there is one), else
+// a call's buffer; and two more.
+func (r *runner) heldRows() int {
+	chunks := 0
+	for _, c := range r.scoreChunks() {
+		if r.mine(chunkUnit(c)) {
+			chunks++
+		}
+	}
+	ok, rows := r.prefetch()
+	if !ok || chunks == 0 {
+		return streamBuffer + 2
+	}
+	return max(streamBuffer, min(chunks, 2)*rows/2) + 2
 }
 
 // liveBackends are the backends still running, reference first.
@@ -363,12 +387,18 @@ func (r *runner) passes(ctx context.Context) {
 		return
 	}
 	start := time.Now()
+	cpu0, cpuOK := processCPU()
 	r.scorePass(ctx)
 	if r.ref != nil && r.ref.ok() && ctx.Err() == nil {
 		r.generatePass(ctx)
 	}
-	r.genFirst.Abandon() // started for a generate pass that did not run
+	r.genFirst.abandon() // started for a generate pass that did not run
+	r.genFirst = nil
 	r.timing.PassesS = time.Since(start).Seconds()
+	if cpu1, ok := processCPU(); ok && cpuOK {
+		v := (cpu1 - cpu0).Seconds()
+		r.timing.HostCPUS = &v
+	}
 	if r.plan.Spec.Bench.Enabled && ctx.Err() == nil {
 		r.benchPass(ctx)
 	}
@@ -485,6 +515,9 @@ func (r *runner) backendSummary(rb *runBackend) summary.BackendSummary {
 	bs.PluginSHA256 = rb.pluginSHA256
 	if rb.eval.Calls > 0 {
 		e := rb.eval
+		if c, ok := rb.be.(interface{ SharedRows() int64 }); ok {
+			e.SharedRows = c.SharedRows()
+		}
 		bs.Eval = &e
 	}
 	return bs

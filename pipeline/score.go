@@ -64,7 +64,7 @@ func (r *runner) scorePass(ctx context.Context) {
 		if prefetch && i+1 < len(chunks) && cur.received() {
 			next = r.startChunk(ctx, chunks[i+1], prefetch)
 		} else if prefetch && i+1 == len(chunks) && cur.received() {
-			r.startGenerate(ctx) // the reference computes while the host compares
+			r.startGenerate(ctx) // every backend computes the first generate step while the host compares
 		}
 		r.scoreOne(ctx, ch, cur)
 		ph.done(len(ch.Input()))

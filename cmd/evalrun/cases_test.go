@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -633,8 +634,19 @@ func TestLyingPlugins(t *testing.T) {
 		{"bench-hang", summary.StatusTimeout, "timed out after 3s", 3},
 		{"fork", summary.StatusOK, "", 0},
 		{"setsid", summary.StatusOK, "", 0},
+		// Rows in shared memory (Linux): a place or length other than the
+		// row's slot is refused, its value named; a plugin that writes
+		// where its region was crashes, alone.
+		{"shm-offset", summary.StatusFailed, "the plugin reports offset 16785408; row 1 of the call belongs at 6144", 3},
+		{"shm-slot", summary.StatusFailed, "the plugin reports offset 8192; row 1 of the call belongs at 6144", 3},
+		{"shm-length", summary.StatusFailed, "the plugin reports 16775168 bytes; want a whole number of float32 values, at most the slot's 2048", 3},
+		{"shm-both", summary.StatusFailed, "the chunk also carries its logits in the message", 3},
+		{"shm-unmapped", summary.StatusCrashed, "crashed during Eval", 3},
 	} {
 		t.Run(c.lie, func(t *testing.T) {
+			if strings.HasPrefix(c.lie, "shm-") && runtime.GOOS != "linux" {
+				t.Skip("rows move in shared memory on Linux only")
+			}
 			pidFile := filepath.Join(t.TempDir(), "pid")
 			out := t.TempDir()
 			s := start(t, []string{"TEST_EVALRUN_LIE=" + c.lie, "TEST_EVALRUN_PIDFILE=" + pidFile}, "run", specFile, "--out", out)
@@ -658,5 +670,58 @@ func TestLyingPlugins(t *testing.T) {
 				t.Errorf("liar processes left: %s", out)
 			}
 		})
+	}
+}
+
+// TestSharedRowsAreBitIdentical: a run whose plugins move their rows
+// through shared memory (the default, on Linux) and the same run with
+// EVALRUN_PLUGIN_SHM=off, every row in a gRPC message, return the same
+// logits, bit for bit (the digests of every backend's rows), on the score
+// and generate passes; the summary counts the rows each way.
+func TestSharedRowsAreBitIdentical(t *testing.T) {
+	spec := writeCase(t, `name: shm
+model: {path: ROOT/models/stories260K.gguf}
+datasets:
+  - {name: stories, path: ROOT/datasets/stories.jsonl, mode: score, n_ctx: 64, limit: 2}
+  - {name: openings, path: ROOT/datasets/openings.jsonl, mode: generate, max_new_tokens: 6, limit: 2}
+reference: {name: ref, plugin: cpu, threads: 1}
+backends:
+  - {name: npu, plugin: rknn, threads: 1, options: {driver: sim, type: fp16, cores: 3}}
+  - {name: ggml, plugin: cpu, threads: 1, options: {numerics: ggml}}
+bench: {enabled: false}
+`)
+	sums := map[string]*summary.Summary{}
+	for _, shm := range []string{"on", "off"} {
+		out := t.TempDir()
+		if r := evalrun(t, []string{"EVALRUN_PLUGIN_SHM=" + shm}, "run", spec, "--out", out, "--quiet"); r.code != 0 {
+			t.Fatalf("shm %s: exit %d\n%s", shm, r.code, r.stderr)
+		}
+		sums[shm] = readSummary(t, out)
+	}
+	on, off := sums["on"], sums["off"]
+	for _, s := range []*summary.Summary{on, off} {
+		if h := s.Host; h == nil || h.HostCPUS == nil || *h.HostCPUS <= 0 || *h.HostCPUS > 2*float64(runtime.NumCPU())*h.PassesS {
+			t.Errorf("host block %+v: want the host's CPU time in the passes", h)
+		}
+	}
+	pairs := [][2]summary.BackendSummary{{on.Reference, off.Reference}}
+	for i := range on.Backends {
+		pairs = append(pairs, [2]summary.BackendSummary{on.Backends[i], off.Backends[i]})
+	}
+	for _, p := range pairs {
+		a, b := p[0], p[1]
+		if a.Digest == nil || b.Digest == nil || a.Eval == nil || b.Eval == nil {
+			t.Fatalf("%s: no digest or eval timing", a.Name)
+		}
+		if *a.Digest != *b.Digest || a.Digest.Rows == 0 {
+			t.Errorf("%s: logits through shared memory %+v, in messages %+v", a.Name, *a.Digest, *b.Digest)
+		}
+		want := a.Eval.Rows
+		if runtime.GOOS != "linux" {
+			want = 0
+		}
+		if a.Eval.SharedRows != int64(want) || b.Eval.SharedRows != 0 {
+			t.Errorf("%s: %d of %d rows through shared memory with it on, %d with it off; want %d and 0", a.Name, a.Eval.SharedRows, a.Eval.Rows, b.Eval.SharedRows, want)
+		}
 	}
 }

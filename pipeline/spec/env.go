@@ -21,7 +21,7 @@ const envPrefix = "EVALRUN"
 // outside this namespace).
 // Any other EVALRUN_ variable must name a key of the spec: a typo such as
 // EVALRUN_BENCH_REP is refused, not ignored.
-var OtherEnv = []string{"EVALRUN_PLUGIN", "EVALRUN_PLUGIN_MTLS", "EVALRUN_PLUGIN_HOST_PID", "EVALRUN_PLUGIN_LOG_LEVEL", "EVALRUN_LLAMACPP_LIB_DIR",
+var OtherEnv = []string{"EVALRUN_PLUGIN", "EVALRUN_PLUGIN_MTLS", "EVALRUN_PLUGIN_SHM", "EVALRUN_PLUGIN_ROWS_FD", "EVALRUN_PLUGIN_HOST_PID", "EVALRUN_PLUGIN_LOG_LEVEL", "EVALRUN_LLAMACPP_LIB_DIR",
 	"EVALRUN_LLAMACPP_LOG", "EVALRUN_LLAMACPP_BACKTRACE", "EVALRUN_LLAMACPP_FOREIGN_DIR", "EVALRUN_RKNNRT_FAKE",
 	"EVALRUN_SHARDS",  // the number of shards with JOB_COMPLETION_INDEX (package resultsdir)
 	"EVALRUN_KERNELS"} // the engine plugins' kernel set (ggml.KernelsEnv)

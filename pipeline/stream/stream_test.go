@@ -356,6 +356,24 @@ func TestPool(t *testing.T) {
 	p.Release(make([]float32, 1)) // the pool is full: dropped, not blocked
 }
 
+// TestPoolFill: Fill makes the rows up front, up to the pool's size and
+// no further; Take then allocates nothing.
+func TestPoolFill(t *testing.T) {
+	p := NewPool(5)
+	p.Take(2) // nothing released: the pool is empty
+	p.Fill(3, 4096)
+	if n := len(p.rows); n != 3 {
+		t.Fatalf("Fill(3) left %d rows", n)
+	}
+	p.Fill(9, 4096)
+	if n := len(p.rows); n != 5 {
+		t.Fatalf("Fill(9) on a pool of 5 left %d rows", n)
+	}
+	if allocs := testing.AllocsPerRun(1, func() { p.Release(p.Take(4096)) }); allocs != 0 {
+		t.Errorf("Take after Fill allocated %.0f times", allocs)
+	}
+}
+
 // TestCallRefusesRowsOutOfOrder: a row whose index is not the next one due (a duplicate,
 // one skipped, 2^30) ends the call with an error naming both, and the
 // backend is failed by its caller; in-order rows pass.

@@ -96,6 +96,13 @@ type HostTiming struct {
 	// report its compute time.
 	HostIPCS     *float64 `json:"host_ipc_s"`
 	HostIPCShare *float64 `json:"host_ipc_share"`
+	// HostCPUS is the host process's CPU time (user and system, every
+	// thread) during the passes: all of its work, on the critical path or
+	// not. Where the plugins' threads outnumber the cores, work the host
+	// does while they compute slows their compute and is counted in
+	// ComputeS, so HostIPCS is then a lower bound of the host's cost; this
+	// is the other bound. Null where it is not measured (not Unix).
+	HostCPUS *float64 `json:"host_cpu_s,omitempty"`
 }
 
 // RunInfo is the provenance of a run.
@@ -197,6 +204,10 @@ type EvalTiming struct {
 	CallS    float64 `json:"call_s"`    // from each request to its last row, as the host saw it
 	ComputeS float64 `json:"compute_s"` // computing inside the plugin (EvalChunk.compute_ns; 0 if not reported)
 	DecodeS  float64 `json:"decode_s"`  // the host decoding the rows
+	// SharedRows counts the rows that came through shared memory (the rest
+	// came in gRPC messages: EVALRUN_PLUGIN_SHM=off, a plugin that does not
+	// map the region, another OS).
+	SharedRows int64 `json:"shared_rows"`
 }
 
 // PluginInfo is what Describe returned after Load (some plugins only know
@@ -346,10 +357,20 @@ func (e *EvalTiming) Add(o *EvalTiming) {
 	e.CallS += o.CallS
 	e.ComputeS += o.ComputeS
 	e.DecodeS += o.DecodeS
+	e.SharedRows += o.SharedRows
 }
 
 // Add sums another's timings into t (a merge of shards).
 func (t *HostTiming) Add(o *HostTiming) {
+	switch {
+	case *t == HostTiming{} && o.HostCPUS != nil:
+		v := *o.HostCPUS
+		t.HostCPUS = &v
+	case t.HostCPUS != nil && o.HostCPUS != nil:
+		*t.HostCPUS += *o.HostCPUS
+	default: // a part without it: not known for the whole
+		t.HostCPUS = nil
+	}
 	t.PassesS += o.PassesS
 	t.ComputeS += o.ComputeS
 	t.DecodeS += o.DecodeS

@@ -14,10 +14,13 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/evalrun/evalrun/backend"
+	"github.com/evalrun/evalrun/backend/internal/backendpb"
+	"github.com/evalrun/evalrun/backend/internal/wirelie"
 	"github.com/evalrun/evalrun/plugins/enginebackend"
 )
 
@@ -36,14 +39,51 @@ func wait(d time.Duration) time.Duration {
 
 type liar struct {
 	*enginebackend.Backend
-	lie string
+	lie     string
+	shmRows int // rows sent through shared memory (one Eval at a time)
 }
 
 func main() {
 	log := backend.NewPluginLogger("liar")
 	be := enginebackend.New(enginebackend.Config{Name: "liar", Version: "test", Device: "cpu",
 		Options: enginebackend.NoOptions(), Logger: log})
-	backend.Serve(&liar{Backend: be, lie: os.Getenv("TEST_EVALRUN_LIE")}, backend.WithLogger(log))
+	l := &liar{Backend: be, lie: os.Getenv("TEST_EVALRUN_LIE")}
+	wirelie.Chunk = l.chunk
+	backend.Serve(l, backend.WithLogger(log))
+}
+
+// chunk bends the EvalChunk messages for the shm- lies, on the second row
+// of a call sent through shared memory (the host lent slots: its region
+// is shared):
+//   - shm-offset: the row's place reported past the end of the region;
+//   - shm-slot: the place of the next slot, inside the region;
+//   - shm-length: the rest of the region overwritten from the row's slot,
+//     and reported as the row's length;
+//   - shm-both: the row in the message too;
+//   - shm-unmapped: the region unmapped, so that writing the next row into
+//     it crashes the plugin.
+func (l *liar) chunk(c *backendpb.EvalChunk, region []byte) {
+	if c.SharedBytes == 0 || !strings.HasPrefix(l.lie, "shm-") {
+		return
+	}
+	if l.shmRows++; l.shmRows != 2 {
+		return
+	}
+	switch l.lie {
+	case "shm-offset":
+		c.SharedOffset = int64(len(region)) + 4096
+	case "shm-slot":
+		c.SharedOffset += c.SharedBytes
+	case "shm-length":
+		for i := c.SharedOffset + c.SharedBytes; i < int64(len(region)); i++ {
+			region[i] = 0xff
+		}
+		c.SharedBytes = int64(len(region)) - c.SharedOffset
+	case "shm-both":
+		c.Logits = region[c.SharedOffset : c.SharedOffset+c.SharedBytes]
+	case "shm-unmapped":
+		unmap(region)
+	}
 }
 
 // leaveChild starts a sleep the plugin never waits for, in its process

@@ -445,9 +445,14 @@ type LoadResponse struct {
 	MemoryBytes int64                  `protobuf:"varint,6,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
 	// The CPU kernel implementation the plugin's matmuls run, e.g. "avx512",
 	// "avx2", "generic", or a llama.cpp CPU variant ("zen4"). "" = not said.
-	Kernels       string `protobuf:"bytes,7,opt,name=kernels,proto3" json:"kernels,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Kernels string `protobuf:"bytes,7,opt,name=kernels,proto3" json:"kernels,omitempty"`
+	// The first 16 bytes of the shared memory region the host handed the
+	// plugin at start (the fd named by $EVALRUN_PLUGIN_ROWS_FD), read by the
+	// plugin: it mapped that region and can write rows into it (see
+	// SharedRows). Empty: the plugin has no such region or cannot use it.
+	SharedRowsToken []byte `protobuf:"bytes,8,opt,name=shared_rows_token,json=sharedRowsToken,proto3" json:"shared_rows_token,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *LoadResponse) Reset() {
@@ -529,6 +534,90 @@ func (x *LoadResponse) GetKernels() string {
 	return ""
 }
 
+func (x *LoadResponse) GetSharedRowsToken() []byte {
+	if x != nil {
+		return x.SharedRowsToken
+	}
+	return nil
+}
+
+// SharedRows lends an Eval call a ring of slots in the shared memory region
+// (offsets in bytes from the region's start). The plugin may write the j-th
+// row it sends (j = 0, 1, ... within the call) into slot j mod slots, at
+// offset + (j mod slots) * slot_bytes, and send only its place
+// (EvalChunk.shared_offset, shared_bytes), once the host has taken the
+// slot's previous row: the little-endian uint64 at consumed_offset counts
+// the rows of the call the host has taken (any row, in the message or not),
+// so slot j mod slots is free when it is at least j - slots + 1. A row that
+// does not fit a slot goes in the message.
+type SharedRows struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Offset         int64                  `protobuf:"varint,1,opt,name=offset,proto3" json:"offset,omitempty"`
+	SlotBytes      int64                  `protobuf:"varint,2,opt,name=slot_bytes,json=slotBytes,proto3" json:"slot_bytes,omitempty"`
+	Slots          int64                  `protobuf:"varint,3,opt,name=slots,proto3" json:"slots,omitempty"`
+	ConsumedOffset int64                  `protobuf:"varint,4,opt,name=consumed_offset,json=consumedOffset,proto3" json:"consumed_offset,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *SharedRows) Reset() {
+	*x = SharedRows{}
+	mi := &file_backend_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SharedRows) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SharedRows) ProtoMessage() {}
+
+func (x *SharedRows) ProtoReflect() protoreflect.Message {
+	mi := &file_backend_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SharedRows.ProtoReflect.Descriptor instead.
+func (*SharedRows) Descriptor() ([]byte, []int) {
+	return file_backend_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *SharedRows) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *SharedRows) GetSlotBytes() int64 {
+	if x != nil {
+		return x.SlotBytes
+	}
+	return 0
+}
+
+func (x *SharedRows) GetSlots() int64 {
+	if x != nil {
+		return x.Slots
+	}
+	return 0
+}
+
+func (x *SharedRows) GetConsumedOffset() int64 {
+	if x != nil {
+		return x.ConsumedOffset
+	}
+	return 0
+}
+
 type EvalRequest struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Session string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
@@ -541,14 +630,18 @@ type EvalRequest struct {
 	// Rows (indices into tokens, each >= logits_from) whose hidden states are
 	// sent with their logits (EvalChunk.hidden). Optional: a plugin that
 	// cannot ignores it and sends none.
-	HiddenRows    []int64 `protobuf:"varint,5,rep,packed,name=hidden_rows,json=hiddenRows,proto3" json:"hidden_rows,omitempty"`
+	HiddenRows []int64 `protobuf:"varint,5,rep,packed,name=hidden_rows,json=hiddenRows,proto3" json:"hidden_rows,omitempty"`
+	// Slots of shared memory the plugin may write the logits rows into
+	// instead of the message, when its Load answered shared_rows_token.
+	// Optional: a plugin may ignore it and send every row in the message.
+	SharedRows    *SharedRows `protobuf:"bytes,6,opt,name=shared_rows,json=sharedRows,proto3" json:"shared_rows,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *EvalRequest) Reset() {
 	*x = EvalRequest{}
-	mi := &file_backend_proto_msgTypes[7]
+	mi := &file_backend_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -560,7 +653,7 @@ func (x *EvalRequest) String() string {
 func (*EvalRequest) ProtoMessage() {}
 
 func (x *EvalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[7]
+	mi := &file_backend_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -573,7 +666,7 @@ func (x *EvalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvalRequest.ProtoReflect.Descriptor instead.
 func (*EvalRequest) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{7}
+	return file_backend_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *EvalRequest) GetSession() string {
@@ -611,6 +704,13 @@ func (x *EvalRequest) GetHiddenRows() []int64 {
 	return nil
 }
 
+func (x *EvalRequest) GetSharedRows() *SharedRows {
+	if x != nil {
+		return x.SharedRows
+	}
+	return nil
+}
+
 type EvalChunk struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Index int64                  `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"` // index into EvalRequest.tokens
@@ -622,14 +722,21 @@ type EvalChunk struct {
 	ComputeNs int64 `protobuf:"varint,4,opt,name=compute_ns,json=computeNs,proto3" json:"compute_ns,omitempty"`
 	// For a row listed in EvalRequest.hidden_rows: the residual stream after
 	// each layer, n_layer rows of n_embd little-endian float32 values.
-	Hidden        []byte `protobuf:"bytes,5,opt,name=hidden,proto3" json:"hidden,omitempty"`
+	Hidden []byte `protobuf:"bytes,5,opt,name=hidden,proto3" json:"hidden,omitempty"`
+	// The logits row written into the call's shared memory slot instead of
+	// the logits field: shared_bytes bytes (little-endian float32 values) at
+	// shared_offset from the region's start, which must be the slot of this
+	// row (EvalRequest.shared_rows). A chunk carries its row one way or the
+	// other, never both.
+	SharedOffset  int64 `protobuf:"varint,6,opt,name=shared_offset,json=sharedOffset,proto3" json:"shared_offset,omitempty"`
+	SharedBytes   int64 `protobuf:"varint,7,opt,name=shared_bytes,json=sharedBytes,proto3" json:"shared_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *EvalChunk) Reset() {
 	*x = EvalChunk{}
-	mi := &file_backend_proto_msgTypes[8]
+	mi := &file_backend_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -641,7 +748,7 @@ func (x *EvalChunk) String() string {
 func (*EvalChunk) ProtoMessage() {}
 
 func (x *EvalChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[8]
+	mi := &file_backend_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -654,7 +761,7 @@ func (x *EvalChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvalChunk.ProtoReflect.Descriptor instead.
 func (*EvalChunk) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{8}
+	return file_backend_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *EvalChunk) GetIndex() int64 {
@@ -692,6 +799,20 @@ func (x *EvalChunk) GetHidden() []byte {
 	return nil
 }
 
+func (x *EvalChunk) GetSharedOffset() int64 {
+	if x != nil {
+		return x.SharedOffset
+	}
+	return 0
+}
+
+func (x *EvalChunk) GetSharedBytes() int64 {
+	if x != nil {
+		return x.SharedBytes
+	}
+	return 0
+}
+
 type BenchRequest struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	NPrompt int64                  `protobuf:"varint,1,opt,name=n_prompt,json=nPrompt,proto3" json:"n_prompt,omitempty"`
@@ -710,7 +831,7 @@ type BenchRequest struct {
 
 func (x *BenchRequest) Reset() {
 	*x = BenchRequest{}
-	mi := &file_backend_proto_msgTypes[9]
+	mi := &file_backend_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -722,7 +843,7 @@ func (x *BenchRequest) String() string {
 func (*BenchRequest) ProtoMessage() {}
 
 func (x *BenchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[9]
+	mi := &file_backend_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -735,7 +856,7 @@ func (x *BenchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BenchRequest.ProtoReflect.Descriptor instead.
 func (*BenchRequest) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{9}
+	return file_backend_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *BenchRequest) GetNPrompt() int64 {
@@ -802,7 +923,7 @@ type BenchResponse struct {
 
 func (x *BenchResponse) Reset() {
 	*x = BenchResponse{}
-	mi := &file_backend_proto_msgTypes[10]
+	mi := &file_backend_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -814,7 +935,7 @@ func (x *BenchResponse) String() string {
 func (*BenchResponse) ProtoMessage() {}
 
 func (x *BenchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[10]
+	mi := &file_backend_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -827,7 +948,7 @@ func (x *BenchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BenchResponse.ProtoReflect.Descriptor instead.
 func (*BenchResponse) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{10}
+	return file_backend_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *BenchResponse) GetNPrompt() int64 {
@@ -873,7 +994,7 @@ type CloseRequest struct {
 
 func (x *CloseRequest) Reset() {
 	*x = CloseRequest{}
-	mi := &file_backend_proto_msgTypes[11]
+	mi := &file_backend_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -885,7 +1006,7 @@ func (x *CloseRequest) String() string {
 func (*CloseRequest) ProtoMessage() {}
 
 func (x *CloseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[11]
+	mi := &file_backend_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -898,7 +1019,7 @@ func (x *CloseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseRequest.ProtoReflect.Descriptor instead.
 func (*CloseRequest) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{11}
+	return file_backend_proto_rawDescGZIP(), []int{12}
 }
 
 type CloseResponse struct {
@@ -909,7 +1030,7 @@ type CloseResponse struct {
 
 func (x *CloseResponse) Reset() {
 	*x = CloseResponse{}
-	mi := &file_backend_proto_msgTypes[12]
+	mi := &file_backend_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -921,7 +1042,7 @@ func (x *CloseResponse) String() string {
 func (*CloseResponse) ProtoMessage() {}
 
 func (x *CloseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[12]
+	mi := &file_backend_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -934,7 +1055,7 @@ func (x *CloseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseResponse.ProtoReflect.Descriptor instead.
 func (*CloseResponse) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{12}
+	return file_backend_proto_rawDescGZIP(), []int{13}
 }
 
 type DiagnosticsRequest struct {
@@ -945,7 +1066,7 @@ type DiagnosticsRequest struct {
 
 func (x *DiagnosticsRequest) Reset() {
 	*x = DiagnosticsRequest{}
-	mi := &file_backend_proto_msgTypes[13]
+	mi := &file_backend_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -957,7 +1078,7 @@ func (x *DiagnosticsRequest) String() string {
 func (*DiagnosticsRequest) ProtoMessage() {}
 
 func (x *DiagnosticsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[13]
+	mi := &file_backend_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -970,7 +1091,7 @@ func (x *DiagnosticsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiagnosticsRequest.ProtoReflect.Descriptor instead.
 func (*DiagnosticsRequest) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{13}
+	return file_backend_proto_rawDescGZIP(), []int{14}
 }
 
 // OpError compares one offloaded op's device output with the CPU path's on
@@ -990,7 +1111,7 @@ type OpError struct {
 
 func (x *OpError) Reset() {
 	*x = OpError{}
-	mi := &file_backend_proto_msgTypes[14]
+	mi := &file_backend_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1002,7 +1123,7 @@ func (x *OpError) String() string {
 func (*OpError) ProtoMessage() {}
 
 func (x *OpError) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[14]
+	mi := &file_backend_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1015,7 +1136,7 @@ func (x *OpError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpError.ProtoReflect.Descriptor instead.
 func (*OpError) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{14}
+	return file_backend_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *OpError) GetOp() string {
@@ -1081,7 +1202,7 @@ type KernelUse struct {
 
 func (x *KernelUse) Reset() {
 	*x = KernelUse{}
-	mi := &file_backend_proto_msgTypes[15]
+	mi := &file_backend_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1093,7 +1214,7 @@ func (x *KernelUse) String() string {
 func (*KernelUse) ProtoMessage() {}
 
 func (x *KernelUse) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[15]
+	mi := &file_backend_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1106,7 +1227,7 @@ func (x *KernelUse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KernelUse.ProtoReflect.Descriptor instead.
 func (*KernelUse) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{15}
+	return file_backend_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *KernelUse) GetName() string {
@@ -1149,7 +1270,7 @@ type DiagnosticsResponse struct {
 
 func (x *DiagnosticsResponse) Reset() {
 	*x = DiagnosticsResponse{}
-	mi := &file_backend_proto_msgTypes[16]
+	mi := &file_backend_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1161,7 +1282,7 @@ func (x *DiagnosticsResponse) String() string {
 func (*DiagnosticsResponse) ProtoMessage() {}
 
 func (x *DiagnosticsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[16]
+	mi := &file_backend_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1174,7 +1295,7 @@ func (x *DiagnosticsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiagnosticsResponse.ProtoReflect.Descriptor instead.
 func (*DiagnosticsResponse) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{16}
+	return file_backend_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *DiagnosticsResponse) GetShadow() bool {
@@ -1240,7 +1361,7 @@ const file_backend_proto_rawDesc = "" +
 	"\x02op\x18\x01 \x01(\tR\x02op\x12\x16\n" +
 	"\x06device\x18\x02 \x01(\tR\x06device\x12\x14\n" +
 	"\x05shape\x18\x03 \x01(\tR\x05shape\x12\x16\n" +
-	"\x06reason\x18\x04 \x01(\tR\x06reason\"\x8c\x02\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"\xb8\x02\n" +
 	"\fLoadResponse\x123\n" +
 	"\x05model\x18\x01 \x01(\v2\x1d.evalrun.backend.v1.ModelInfoR\x05model\x121\n" +
 	"\x04plan\x18\x02 \x03(\v2\x1d.evalrun.backend.v1.PlanEntryR\x04plan\x12!\n" +
@@ -1248,7 +1369,15 @@ const file_backend_proto_rawDesc = "" +
 	"\aload_ns\x18\x04 \x01(\x03R\x06loadNs\x12\x1b\n" +
 	"\twarmup_ns\x18\x05 \x01(\x03R\bwarmupNs\x12!\n" +
 	"\fmemory_bytes\x18\x06 \x01(\x03R\vmemoryBytes\x12\x18\n" +
-	"\akernels\x18\a \x01(\tR\akernels\"\x93\x01\n" +
+	"\akernels\x18\a \x01(\tR\akernels\x12*\n" +
+	"\x11shared_rows_token\x18\b \x01(\fR\x0fsharedRowsToken\"\x82\x01\n" +
+	"\n" +
+	"SharedRows\x12\x16\n" +
+	"\x06offset\x18\x01 \x01(\x03R\x06offset\x12\x1d\n" +
+	"\n" +
+	"slot_bytes\x18\x02 \x01(\x03R\tslotBytes\x12\x14\n" +
+	"\x05slots\x18\x03 \x01(\x03R\x05slots\x12'\n" +
+	"\x0fconsumed_offset\x18\x04 \x01(\x03R\x0econsumedOffset\"\xd4\x01\n" +
 	"\vEvalRequest\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x10\n" +
 	"\x03pos\x18\x02 \x01(\x03R\x03pos\x12\x16\n" +
@@ -1256,14 +1385,18 @@ const file_backend_proto_rawDesc = "" +
 	"\vlogits_from\x18\x04 \x01(\x03R\n" +
 	"logitsFrom\x12\x1f\n" +
 	"\vhidden_rows\x18\x05 \x03(\x03R\n" +
-	"hiddenRows\"\x82\x01\n" +
+	"hiddenRows\x12?\n" +
+	"\vshared_rows\x18\x06 \x01(\v2\x1e.evalrun.backend.v1.SharedRowsR\n" +
+	"sharedRows\"\xca\x01\n" +
 	"\tEvalChunk\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x03R\x05index\x12\x10\n" +
 	"\x03pos\x18\x02 \x01(\x03R\x03pos\x12\x16\n" +
 	"\x06logits\x18\x03 \x01(\fR\x06logits\x12\x1d\n" +
 	"\n" +
 	"compute_ns\x18\x04 \x01(\x03R\tcomputeNs\x12\x16\n" +
-	"\x06hidden\x18\x05 \x01(\fR\x06hidden\"\xb0\x01\n" +
+	"\x06hidden\x18\x05 \x01(\fR\x06hidden\x12#\n" +
+	"\rshared_offset\x18\x06 \x01(\x03R\fsharedOffset\x12!\n" +
+	"\fshared_bytes\x18\a \x01(\x03R\vsharedBytes\"\xb0\x01\n" +
 	"\fBenchRequest\x12\x19\n" +
 	"\bn_prompt\x18\x01 \x01(\x03R\anPrompt\x12\x13\n" +
 	"\x05n_gen\x18\x02 \x01(\x03R\x04nGen\x12\x12\n" +
@@ -1323,7 +1456,7 @@ func file_backend_proto_rawDescGZIP() []byte {
 	return file_backend_proto_rawDescData
 }
 
-var file_backend_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_backend_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_backend_proto_goTypes = []any{
 	(*ValidateResponse)(nil),    // 0: evalrun.backend.v1.ValidateResponse
 	(*DescribeRequest)(nil),     // 1: evalrun.backend.v1.DescribeRequest
@@ -1332,41 +1465,43 @@ var file_backend_proto_goTypes = []any{
 	(*ModelInfo)(nil),           // 4: evalrun.backend.v1.ModelInfo
 	(*PlanEntry)(nil),           // 5: evalrun.backend.v1.PlanEntry
 	(*LoadResponse)(nil),        // 6: evalrun.backend.v1.LoadResponse
-	(*EvalRequest)(nil),         // 7: evalrun.backend.v1.EvalRequest
-	(*EvalChunk)(nil),           // 8: evalrun.backend.v1.EvalChunk
-	(*BenchRequest)(nil),        // 9: evalrun.backend.v1.BenchRequest
-	(*BenchResponse)(nil),       // 10: evalrun.backend.v1.BenchResponse
-	(*CloseRequest)(nil),        // 11: evalrun.backend.v1.CloseRequest
-	(*CloseResponse)(nil),       // 12: evalrun.backend.v1.CloseResponse
-	(*DiagnosticsRequest)(nil),  // 13: evalrun.backend.v1.DiagnosticsRequest
-	(*OpError)(nil),             // 14: evalrun.backend.v1.OpError
-	(*KernelUse)(nil),           // 15: evalrun.backend.v1.KernelUse
-	(*DiagnosticsResponse)(nil), // 16: evalrun.backend.v1.DiagnosticsResponse
+	(*SharedRows)(nil),          // 7: evalrun.backend.v1.SharedRows
+	(*EvalRequest)(nil),         // 8: evalrun.backend.v1.EvalRequest
+	(*EvalChunk)(nil),           // 9: evalrun.backend.v1.EvalChunk
+	(*BenchRequest)(nil),        // 10: evalrun.backend.v1.BenchRequest
+	(*BenchResponse)(nil),       // 11: evalrun.backend.v1.BenchResponse
+	(*CloseRequest)(nil),        // 12: evalrun.backend.v1.CloseRequest
+	(*CloseResponse)(nil),       // 13: evalrun.backend.v1.CloseResponse
+	(*DiagnosticsRequest)(nil),  // 14: evalrun.backend.v1.DiagnosticsRequest
+	(*OpError)(nil),             // 15: evalrun.backend.v1.OpError
+	(*KernelUse)(nil),           // 16: evalrun.backend.v1.KernelUse
+	(*DiagnosticsResponse)(nil), // 17: evalrun.backend.v1.DiagnosticsResponse
 }
 var file_backend_proto_depIdxs = []int32{
 	4,  // 0: evalrun.backend.v1.LoadResponse.model:type_name -> evalrun.backend.v1.ModelInfo
 	5,  // 1: evalrun.backend.v1.LoadResponse.plan:type_name -> evalrun.backend.v1.PlanEntry
-	14, // 2: evalrun.backend.v1.DiagnosticsResponse.ops:type_name -> evalrun.backend.v1.OpError
-	15, // 3: evalrun.backend.v1.DiagnosticsResponse.kernels:type_name -> evalrun.backend.v1.KernelUse
-	1,  // 4: evalrun.backend.v1.Backend.Describe:input_type -> evalrun.backend.v1.DescribeRequest
-	3,  // 5: evalrun.backend.v1.Backend.Load:input_type -> evalrun.backend.v1.LoadRequest
-	7,  // 6: evalrun.backend.v1.Backend.Eval:input_type -> evalrun.backend.v1.EvalRequest
-	9,  // 7: evalrun.backend.v1.Backend.Bench:input_type -> evalrun.backend.v1.BenchRequest
-	11, // 8: evalrun.backend.v1.Backend.Close:input_type -> evalrun.backend.v1.CloseRequest
-	3,  // 9: evalrun.backend.v1.Backend.Validate:input_type -> evalrun.backend.v1.LoadRequest
-	13, // 10: evalrun.backend.v1.Backend.Diagnostics:input_type -> evalrun.backend.v1.DiagnosticsRequest
-	2,  // 11: evalrun.backend.v1.Backend.Describe:output_type -> evalrun.backend.v1.DescribeResponse
-	6,  // 12: evalrun.backend.v1.Backend.Load:output_type -> evalrun.backend.v1.LoadResponse
-	8,  // 13: evalrun.backend.v1.Backend.Eval:output_type -> evalrun.backend.v1.EvalChunk
-	10, // 14: evalrun.backend.v1.Backend.Bench:output_type -> evalrun.backend.v1.BenchResponse
-	12, // 15: evalrun.backend.v1.Backend.Close:output_type -> evalrun.backend.v1.CloseResponse
-	0,  // 16: evalrun.backend.v1.Backend.Validate:output_type -> evalrun.backend.v1.ValidateResponse
-	16, // 17: evalrun.backend.v1.Backend.Diagnostics:output_type -> evalrun.backend.v1.DiagnosticsResponse
-	11, // [11:18] is the sub-list for method output_type
-	4,  // [4:11] is the sub-list for method input_type
-	4,  // [4:4] is the sub-list for extension type_name
-	4,  // [4:4] is the sub-list for extension extendee
-	0,  // [0:4] is the sub-list for field type_name
+	7,  // 2: evalrun.backend.v1.EvalRequest.shared_rows:type_name -> evalrun.backend.v1.SharedRows
+	15, // 3: evalrun.backend.v1.DiagnosticsResponse.ops:type_name -> evalrun.backend.v1.OpError
+	16, // 4: evalrun.backend.v1.DiagnosticsResponse.kernels:type_name -> evalrun.backend.v1.KernelUse
+	1,  // 5: evalrun.backend.v1.Backend.Describe:input_type -> evalrun.backend.v1.DescribeRequest
+	3,  // 6: evalrun.backend.v1.Backend.Load:input_type -> evalrun.backend.v1.LoadRequest
+	8,  // 7: evalrun.backend.v1.Backend.Eval:input_type -> evalrun.backend.v1.EvalRequest
+	10, // 8: evalrun.backend.v1.Backend.Bench:input_type -> evalrun.backend.v1.BenchRequest
+	12, // 9: evalrun.backend.v1.Backend.Close:input_type -> evalrun.backend.v1.CloseRequest
+	3,  // 10: evalrun.backend.v1.Backend.Validate:input_type -> evalrun.backend.v1.LoadRequest
+	14, // 11: evalrun.backend.v1.Backend.Diagnostics:input_type -> evalrun.backend.v1.DiagnosticsRequest
+	2,  // 12: evalrun.backend.v1.Backend.Describe:output_type -> evalrun.backend.v1.DescribeResponse
+	6,  // 13: evalrun.backend.v1.Backend.Load:output_type -> evalrun.backend.v1.LoadResponse
+	9,  // 14: evalrun.backend.v1.Backend.Eval:output_type -> evalrun.backend.v1.EvalChunk
+	11, // 15: evalrun.backend.v1.Backend.Bench:output_type -> evalrun.backend.v1.BenchResponse
+	13, // 16: evalrun.backend.v1.Backend.Close:output_type -> evalrun.backend.v1.CloseResponse
+	0,  // 17: evalrun.backend.v1.Backend.Validate:output_type -> evalrun.backend.v1.ValidateResponse
+	17, // 18: evalrun.backend.v1.Backend.Diagnostics:output_type -> evalrun.backend.v1.DiagnosticsResponse
+	12, // [12:19] is the sub-list for method output_type
+	5,  // [5:12] is the sub-list for method input_type
+	5,  // [5:5] is the sub-list for extension type_name
+	5,  // [5:5] is the sub-list for extension extendee
+	0,  // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_backend_proto_init() }
@@ -1380,7 +1515,7 @@ func file_backend_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_backend_proto_rawDesc), len(file_backend_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   17,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
