@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -143,13 +144,23 @@ func BenchmarkPrefillArch(b *testing.B) {
 
 // BenchmarkDecodeAtDepth: llama-bench's tg at depth 4096 (-d 4096 -n 1) on
 // the 768x12 Q8_0 file, with the f32, f16 and q8_0 caches, 1 thread:
-// attention over 4096 cells is most of a step.
-func BenchmarkDecodeAtDepth(b *testing.B) {
+// attention over 4096 cells is most of a step. cpu-ms/op is the process's
+// CPU time per token, which a shared machine's load moves less than the
+// wall time.
+func BenchmarkDecodeAtDepth(b *testing.B) { benchAtDepth(b, []int32{300}) }
+
+// BenchmarkPrefillAtDepth: pp512 @ d4096 as BenchmarkDecodeAtDepth (only
+// the last row's logits).
+func BenchmarkPrefillAtDepth(b *testing.B) { benchAtDepth(b, benchTokens(512)) }
+
+func benchAtDepth(b *testing.B, batch []int32) {
+	nCtx := 4096 + max(64, len(batch))
 	path := filepath.Join(b.TempDir(), "deep.gguf")
-	cfg := synth.Config{NEmbd: 768, NLayer: 12, NHead: 12, NFF: 2048, NVocab: 32000, Type: ggml.Q8_0, Seed: 1, NCtx: 4160}
+	cfg := synth.Config{NEmbd: 768, NLayer: 12, NHead: 12, NFF: 2048, NVocab: 32000, Type: ggml.Q8_0, Seed: 1, NCtx: nCtx}
 	if err := synth.Generate(cfg, path); err != nil {
 		b.Fatal(err)
 	}
+	last := func(i int) bool { return i == len(batch)-1 }
 	for _, kv := range []KVCache{{}, {KVF16, KVF16}, {KVQ8_0, KVQ8_0}} {
 		b.Run(kv.String(), func(b *testing.B) {
 			m, err := Open(path, Options{Threads: 1, KVCache: kv, Numerics: GGML})
@@ -157,17 +168,27 @@ func BenchmarkDecodeAtDepth(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer m.Close()
-			s := m.NewSession(4160)
+			s := m.NewSession(nCtx)
 			if err := s.Decode(benchTokens(4096), func(int) bool { return false }, noEmit); err != nil {
 				b.Fatal(err)
 			}
-			tok := []int32{300}
+			cpu0 := processCPU()
 			for b.Loop() {
 				s.Truncate(4096)
-				if err := s.Decode(tok, nil, noEmit); err != nil {
+				if err := s.Decode(batch, last, noEmit); err != nil {
 					b.Fatal(err)
 				}
 			}
+			b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N)/1e6, "cpu-ms/op")
 		})
 	}
+}
+
+// processCPU is the CPU time the process has used (user and system).
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
