@@ -5,6 +5,7 @@ import (
 	"context"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -84,7 +85,7 @@ func TestProgressETA(t *testing.T) {
 // backends (the one being benched while the bench runs), whose last state
 // is the pass's line; log lines written meanwhile print above it.
 func TestProgressBar(t *testing.T) {
-	var out bytes.Buffer
+	var out lockedBuffer // the bar draws from a goroutine of its own
 	pr := NewProgress(&out, ProgressBar)
 	pr.redraw = true
 	r := &runner{progress: pr}
@@ -93,7 +94,10 @@ func TestProgressBar(t *testing.T) {
 	ph := r.startPhase("score", "chunks", "tokens", 2, 200, []*runBackend{ref, cand})
 	ph.done(100)
 	pr.Write([]byte("a log line\n"))
-	time.Sleep(300 * time.Millisecond) // a refresh
+	// A refresh draws 1/2 (every 200 ms; a loaded machine may take longer).
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(out.String(), "1/2 chunks") && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
 	ph.done(100)
 	ph.finish(false)
 	got := out.String()
@@ -105,4 +109,22 @@ func TestProgressBar(t *testing.T) {
 	if l := ph.label(22); l != "score [ref (ref) +1]" {
 		t.Errorf("label on a narrow terminal: %q", l)
 	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for one writer and one reader.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
