@@ -57,7 +57,7 @@ test-avx2:
 	fi
 
 test-rknpu:
-	plugins/rknn/npu/rknnrt/testdata/run-fake-test.sh
+	plugins/rknn/npu/rknnrt/testdata/run-fake-test.sh -count=1
 
 ## test-darwin: everything, tests included, type-checks for macOS (a developer's laptop runs the CPU reference; Linux-only calls need build tags)
 test-darwin:

@@ -156,7 +156,10 @@ func TestCompareRuns(t *testing.T) {
 		}
 	}
 
-	r = evalrun(t, reps, "run", ggmlReferenceSpec(t), "--baseline", a, "--out", c)
+	// Without bench: the change checked here is in the logits (the speed
+	// verdicts were checked above, and their runs cost most of this test);
+	// what changed lists it first.
+	r = evalrun(t, append(reps, "EVALRUN_BENCH_ENABLED=false"), "run", ggmlReferenceSpec(t), "--baseline", a, "--out", c)
 	if r.code != 1 || !strings.Contains(r.stdout, "gate kld_mean_max_increase") {
 		t.Fatalf("ggml reference against the baseline: exit %d, want 1 (a relative gate)\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
@@ -169,7 +172,7 @@ func TestCompareRuns(t *testing.T) {
 	ac := filepath.Join(dir, "ac")
 	r = evalrun(t, nil, "compare", a, c, "--out", ac)
 	if !strings.Contains(r.stdout, "changed @ stories/chunk-1 pos 64") ||
-		!strings.Contains(r.stdout, "what changed (baseline -> new)\n  spec gates.kld_mean_max_increase: - -> 0\n  spec reference.options.numerics: exact -> ggml\n") {
+		!strings.Contains(r.stdout, "what changed (baseline -> new)\n  spec bench.enabled: true -> false\n  spec gates.kld_mean_max_increase: - -> 0\n  spec reference.options.numerics: exact -> ggml\n") {
 		t.Fatalf("compare a c: exit %d\n%s", r.code, r.stdout)
 	}
 	if cmp := readCompare(t, ac); r.code != cmp.Verdict.ExitCode || (r.code == 1) != (cmp.Verdict.Status == runcompare.VerdictRegression) {

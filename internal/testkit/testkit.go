@@ -4,9 +4,12 @@
 package testkit
 
 import (
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"os/exec"
@@ -30,16 +33,27 @@ func Path(rel ...string) string { return filepath.Join(append([]string{Root()}, 
 
 // Build compiles main packages (paths relative to the repository's root, as
 // "./plugins/cpu") into dir, under the given file names.
+//
+// The links are what costs (about 3 s of CPU and 60k page faults a binary),
+// and several test packages need the same binaries, so the binaries are
+// linked into a directory kept between runs (in the user's cache, one per
+// checkout), where go build relinks only what changed; each caller then
+// gets copies of its own, so a later build cannot touch a binary a test
+// still runs. A file lock serializes the packages go test runs at once.
 func Build(dir string, bins map[string]string) error {
-	// One go build for all: the links run in parallel and the packages
-	// load once. It names each binary after its package's directory, so
-	// it builds into a directory of its own and the names are given after.
-	stage, err := os.MkdirTemp(dir, "build-")
+	cache, err := binCache()
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(stage)
-	args := []string{"build", "-o", stage + string(filepath.Separator)}
+	unlock, err := lockFile(filepath.Join(cache, ".lock"))
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	// One go build for all: the links run in parallel and the packages
+	// load once. It names each binary after its package's directory, and
+	// the names are given after.
+	args := []string{"build", "-o", cache + string(filepath.Separator)}
 	bases := map[string]bool{}
 	for _, pkg := range bins {
 		if bases[filepath.Base(pkg)] {
@@ -54,11 +68,56 @@ func Build(dir string, bins map[string]string) error {
 		return fmt.Errorf("go build %s: %w", strings.Join(args[3:], " "), err)
 	}
 	for name, pkg := range bins {
-		if err := os.Rename(filepath.Join(stage, filepath.Base(pkg)), filepath.Join(dir, name)); err != nil {
+		if err := copyExecutable(filepath.Join(cache, filepath.Base(pkg)), filepath.Join(dir, name)); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// binCache is the directory Build links into: one per checkout (its
+// absolute path hashed), so worktrees do not relink each other's binaries.
+func binCache() (string, error) {
+	base, err := os.UserCacheDir()
+	if err != nil {
+		base = os.TempDir()
+	}
+	root, err := filepath.Abs(Root())
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256([]byte(root))
+	dir := filepath.Join(base, "evalrun-testbin", hex.EncodeToString(sum[:8]))
+	return dir, os.MkdirAll(dir, 0o755)
+}
+
+func lockFile(path string) (unlock func(), err error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("locking %s: %w", path, err)
+	}
+	return func() { f.Close() }, nil
+}
+
+func copyExecutable(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o755)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
 }
 
 // Main runs a package's tests with the binaries of bins built into a

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -17,6 +16,7 @@ import (
 	"github.com/evalrun/evalrun/engine/gguf"
 	"github.com/evalrun/evalrun/engine/synth"
 	"github.com/evalrun/evalrun/internal/exitcode"
+	"github.com/evalrun/evalrun/internal/testkit"
 	"github.com/evalrun/evalrun/pipeline"
 	"github.com/evalrun/evalrun/pipeline/plan"
 	"github.com/evalrun/evalrun/pipeline/report"
@@ -140,11 +140,7 @@ var (
 			return "", err
 		}
 		buildDir = dir
-		out, err := exec.Command("go", "build", "-o", filepath.Join(dir, "evalrun-plugin-llamacpp"), ".").CombinedOutput()
-		if err != nil {
-			return "", fmt.Errorf("go build: %v\n%s", err, out)
-		}
-		return dir, nil
+		return dir, testkit.Build(dir, map[string]string{"evalrun-plugin-llamacpp": "./plugins/llamacpp"})
 	})
 )
 
@@ -222,9 +218,8 @@ func writeDuplicateTokenModel(t *testing.T, src, dst string) {
 // model and the architecture (exit 2).
 func TestLlamaCppOnlySpecs(t *testing.T) {
 	libDir, pluginDir := buildPlugin(t)
-	out, err := exec.Command("go", "build", "-o", filepath.Join(pluginDir, "evalrun-plugin-cpu"), "../cpu").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build ../cpu: %v\n%s", err, out)
+	if err := testkit.Build(pluginDir, map[string]string{"evalrun-plugin-cpu": "./plugins/cpu"}); err != nil {
+		t.Fatal(err)
 	}
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {

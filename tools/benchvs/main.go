@@ -24,6 +24,7 @@ type record struct {
 	Threads int     `json:"n_threads"`
 	NPrompt int     `json:"n_prompt"`
 	NGen    int     `json:"n_gen"`
+	NDepth  int     `json:"n_depth"`
 	AvgTS   float64 `json:"avg_ts"`
 }
 
@@ -37,6 +38,9 @@ func (r record) key() key {
 	test := fmt.Sprintf("pp%d", r.NPrompt)
 	if r.NGen > 0 {
 		test = fmt.Sprintf("tg%d", r.NGen)
+	}
+	if r.NDepth > 0 {
+		test += fmt.Sprintf(" @ d%d", r.NDepth) // llama-bench's name
 	}
 	return key{filepath.Base(r.Model), r.Threads, test}
 }

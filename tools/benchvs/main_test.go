@@ -68,3 +68,31 @@ func TestReadRejectsBadLines(t *testing.T) {
 		}
 	}
 }
+
+// A test at depth is its own row, named as llama-bench names it: pp512 at
+// depth 4096 is not paired with pp512 at depth 0.
+func TestDepthIsPartOfTheTest(t *testing.T) {
+	llama := write(t, "llama.jsonl", `{"model_filename":"m.gguf","n_threads":2,"n_prompt":512,"n_gen":0,"n_depth":0,"avg_ts":400}
+{"model_filename":"m.gguf","n_threads":2,"n_prompt":512,"n_gen":0,"n_depth":4096,"avg_ts":100}
+`)
+	ev := write(t, "ggml.jsonl", `{"model_filename":"m.gguf","n_threads":2,"n_prompt":512,"n_gen":0,"n_depth":0,"avg_ts":400}
+{"model_filename":"m.gguf","n_threads":2,"n_prompt":512,"n_gen":0,"n_depth":4096,"avg_ts":150}
+`)
+	l, err := read(llama)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := read(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := table(&b, l, []column{{"ggml", e}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| m.gguf | 2 | pp512 | 400.0 | 400.0 | 1.00× |", "| m.gguf | 2 | pp512 @ d4096 | 100.0 | 150.0 | 1.50× |"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, b.String())
+		}
+	}
+}

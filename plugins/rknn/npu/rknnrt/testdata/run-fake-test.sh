@@ -6,8 +6,13 @@
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../../../.." && pwd)
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
+# The library goes to a directory kept between runs (one per checkout):
+# CGO_LDFLAGS names it and is part of go's build cache key, so a directory
+# of its own each time recompiled and relinked the cgo packages (20 s of
+# CPU for under a second of tests). make rebuilds the library when its
+# sources change.
+dir=${XDG_CACHE_HOME:-$HOME/.cache}/evalrun-fakerknnrt/$(printf %s "$root" | cksum | cut -d' ' -f1)/$(uname -m)
+mkdir -p "$dir"
 make -s -C "$here/fakerknnrt" OUT="$dir"
 cd "$root"
 EVALRUN_RKNNRT_FAKE=1 CGO_ENABLED=1 CGO_LDFLAGS="-L$dir" LD_LIBRARY_PATH="$dir" go test -tags rknpu "$@" ./plugins/rknn/npu/rknnrt/ ./plugins/rknn/offload/
