@@ -35,7 +35,7 @@ var noEmit = func(int, []float32) error { return nil }
 
 // BenchmarkPrefill: one Decode of 128 tokens, logits for the last one.
 func BenchmarkPrefill(b *testing.B) {
-	for _, typ := range []ggml.Type{ggml.F32, ggml.Q8_0} {
+	for _, typ := range []ggml.Type{ggml.F32, ggml.F16, ggml.Q8_0, ggml.Q4_0} {
 		path := benchModel(b, typ)
 		for _, threads := range []int{1, 2} {
 			for _, num := range []Numerics{Exact, GGML} {

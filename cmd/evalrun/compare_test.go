@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"unicode/utf8"
 
@@ -74,22 +75,18 @@ func ggmlReferenceSpec(t *testing.T) string {
 // kld_mean_max_increase: 0 fails the run with exit 1.
 func TestCompareRuns(t *testing.T) {
 	dir := t.TempDir()
-	a, b, c := filepath.Join(dir, "a"), filepath.Join(dir, "b"), filepath.Join(dir, "c")
-	// 90 repetitions, the fewest with which compare can call one of the 8
-	// tests significant (the shipped 300 make each run several times
-	// longer).
-	reps := []string{"EVALRUN_BENCH_REPS=90"}
-	for _, out := range []string{a, b} {
-		if r := evalrun(t, reps, "run", "configs/default.yaml", "--out", out); r.code != 0 {
-			t.Fatalf("run %s: exit %d\n%s\n%s", out, r.code, r.stdout, r.stderr)
-		}
+	a, _ := sharedDefaultRun(t)
+	b, c := filepath.Join(dir, "b"), filepath.Join(dir, "c")
+	reps := []string{"COLUMNS=", "EVALRUN_BENCH_REPS=" + sharedDefaultReps}
+	if r := evalrun(t, reps, "run", "configs/default.yaml", "--out", b); r.code != 0 {
+		t.Fatalf("run %s: exit %d\n%s\n%s", b, r.code, r.stdout, r.stderr)
 	}
-	before := listFiles(t, dir)
+	before := append(listFiles(t, a), listFiles(t, dir)...)
 	r := evalrun(t, nil, "compare", a, b)
 	if r.code != 0 || !strings.Contains(r.stdout, "bit-identical") || !strings.Contains(r.stdout, "what changed (baseline -> new)\n  nothing:") {
 		t.Fatalf("compare: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
-	if after := listFiles(t, dir); !slices.Equal(before, after) {
+	if after := append(listFiles(t, a), listFiles(t, dir)...); !slices.Equal(before, after) {
 		t.Fatalf("compare wrote into the runs: %v", slices.DeleteFunc(after, func(f string) bool { return slices.Contains(before, f) }))
 	}
 	// Two runs of one spec: no change, unless the machine made a test's
@@ -246,6 +243,36 @@ func TestBenchLabelsSimulatedSpeed(t *testing.T) {
 }
 
 // listFiles lists every file below dir.
+// sharedDefaultReps is the shared default run's bench repetitions: 90, the
+// fewest with which compare can call one of the 8 tests significant (the
+// shipped 300 make each run several times longer), and more than the 76
+// with which a p95 has its interval.
+const sharedDefaultReps = "90"
+
+var sharedDefault struct {
+	once sync.Once
+	dir  string
+	r    result
+	ok   bool
+}
+
+// sharedDefaultRun is one run of configs/default.yaml, as shipped but for
+// its bench repetitions, with no $COLUMNS, made once for the tests that
+// read it (TestCompareRuns compares another with it, TestRunTablesFitTheTerminal
+// reads its tables): the run costs a core for about 20 s.
+func sharedDefaultRun(t *testing.T) (dir string, r result) {
+	t.Helper()
+	sharedDefault.once.Do(func() {
+		sharedDefault.dir = filepath.Join(binDir, "shared-default-run")
+		sharedDefault.r = evalrun(t, []string{"COLUMNS=", "EVALRUN_BENCH_REPS=" + sharedDefaultReps}, "run", "configs/default.yaml", "--out", sharedDefault.dir)
+		sharedDefault.ok = true
+	})
+	if !sharedDefault.ok || sharedDefault.r.code != 0 {
+		t.Fatalf("the shared run of configs/default.yaml: exit %d\n%s\n%s", sharedDefault.r.code, sharedDefault.r.stdout, sharedDefault.r.stderr)
+	}
+	return sharedDefault.dir, sharedDefault.r
+}
+
 func listFiles(t *testing.T, dir string) []string {
 	t.Helper()
 	var out []string

@@ -3,10 +3,10 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -69,11 +69,12 @@ func TestRunReportsForGitHubActions(t *testing.T) {
 // is no terminal and $COLUMNS is unset, saying which columns it hid; --wide
 // prints every column.
 func TestRunTablesFitTheTerminal(t *testing.T) {
-	reps := fmt.Sprint(speedstat.MinRepsFastCI()) // the p95 with its interval: the widest rate cells
-	narrow := evalrun(t, []string{"COLUMNS=", "EVALRUN_BENCH_REPS=" + reps}, "run", "configs/default.yaml", "--out", t.TempDir())
-	if narrow.code != 0 {
-		t.Fatalf("exit %d\n%s\n%s", narrow.code, narrow.stdout, narrow.stderr)
+	// With at least MinRepsFastCI repetitions: the p95 with its interval,
+	// the widest rate cells.
+	if reps, _ := strconv.Atoi(sharedDefaultReps); reps < speedstat.MinRepsFastCI() {
+		t.Fatalf("the shared run's %d repetitions give no p95 interval (%d do)", reps, speedstat.MinRepsFastCI())
 	}
+	_, narrow := sharedDefaultRun(t)
 	for i, l := range strings.Split(narrow.stdout, "\n") {
 		if n := utf8.RuneCountInString(l); n > 120 {
 			t.Errorf("line %d is %d columns wide: %s", i+1, n, l)
