@@ -87,7 +87,7 @@ bench: build
 
 ## bench-vs-llamacpp: llama-bench and evalrun bench (exact, ggml) on the same files, interleaved,
 ## and the table of median per-round ratios (LLAMA_BENCH=path to llama-bench, else the llamacpp plugin's
-## libllama; MODELS, THREADS, ROUNDS, OUT optional)
+## libllama; MODELS, THREADS, ROUNDS, P, N, D, R, KV, FA, OUT optional: tools/bench-vs-llamacpp.sh)
 bench-vs-llamacpp: build
 	LLAMA_BENCH=$(LLAMA_BENCH) tools/bench-vs-llamacpp.sh
 
