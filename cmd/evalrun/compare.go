@@ -37,7 +37,8 @@ beside them gives the per-chunk digests) and prints:
 A regression is a backend that ran in the baseline and failed, crashed, timed
 out or is missing now; an accuracy statistic worse beyond its ± by at least
 --min-change of the baseline's value; or a test significantly slower by more
-than --max-slowdown (simulated devices' speed is not judged).
+than --max-slowdown, with the machine's shift removed and as measured
+(simulated devices' speed is not judged).
 Nothing is written into either run: --out DIR writes compare.md, compare.json
 and compare.html (the verdict and the changes first, then the new run's
 charts) into DIR.
@@ -82,7 +83,7 @@ Exit codes: 0 no change, or a change that is no regression; 1 a regression;
 	cmd.Flags().Float64Var(&minChange, "min-change", runcompare.DefaultMinChange,
 		"smallest relative change reported as significant (speed) and called a regression (accuracy beyond its ±)")
 	cmd.Flags().Float64Var(&maxSlowdown, "max-slowdown", runcompare.DefaultMaxSlowdown,
-		"largest significant slowdown (p95, the machine's change removed) that is not a regression")
+		"largest significant slowdown (p95, the machine's change removed, and as measured) that is not a regression")
 	cmd.Flags().BoolVar(&wide, "wide", false, "also print every accuracy statistic of every backend")
 	return cmd
 }

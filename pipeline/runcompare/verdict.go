@@ -40,13 +40,15 @@ type Verdict struct {
 //     errors in quadrature; any change for a statistic without one) and by
 //     at least MinChange of the baseline's value (any worsening from 0);
 //   - a test significantly slower (the p95 test after the machine's shift,
-//     Holm-adjusted, beyond MinChange) by more than maxSlowdown. A
-//     simulated device's speed is not judged, as its speed gates are not.
+//     Holm-adjusted, beyond MinChange) by more than maxSlowdown, both after
+//     the machine's shift and as measured. A simulated device's speed is
+//     not judged, as its speed gates are not.
 func (r *Result) Judge(maxSlowdown float64) {
 	r.MaxSlowdown = maxSlowdown
 	var reasons []string
 	changed := len(r.Changes) > 0
-	for _, b := range r.Backends {
+	for i := range r.Backends {
+		b := &r.Backends[i]
 		switch {
 		case b.Presence == "base only":
 			reasons = append(reasons, fmt.Sprintf("%s: in the baseline, not in the new run", b.Name))
@@ -75,11 +77,23 @@ func (r *Result) Judge(maxSlowdown float64) {
 			}
 			reasons = append(reasons, reason)
 		}
-		for _, s := range b.Speed {
+		for j := range b.Speed {
+			s := &b.Speed[j]
 			changed = changed || s.Significant()
-			if s.Verdict == speedstat.Slower && !s.Simulated && s.Delta != nil && -*s.Delta > maxSlowdown {
-				reasons = append(reasons, fmt.Sprintf("%s: %s %.1f%% slower (p95, the machine's change removed; p adj %.3g), beyond the %.0f%% allowed", b.Name, s.Test, -100**s.Delta, *s.PAdjusted, 100*maxSlowdown))
+			if s.Verdict != speedstat.Slower || s.Simulated || s.Delta == nil || -*s.Delta <= maxSlowdown {
+				continue
 			}
+			if s.DeltaRaw != nil && -*s.DeltaRaw <= maxSlowdown {
+				// Removing the machine's change can clear a slowdown, not
+				// push one beyond the limit alone: the backends of one run
+				// on a shared machine do not move together (two identical
+				// runs beside a CPU hog: cpu-ggml pp64 -4.7 % as measured,
+				// -15.4 % against the others' +12.7 %).
+				s.Note = fmt.Sprintf("%.1f%% slower once the machine's change is removed, %.1f%% as measured: within the %.0f%% allowed as measured, so no regression",
+					-100**s.Delta, -100**s.DeltaRaw, 100*maxSlowdown)
+				continue
+			}
+			reasons = append(reasons, fmt.Sprintf("%s: %s %.1f%% slower (p95, the machine's change removed; p adj %.3g), beyond the %.0f%% allowed", b.Name, s.Test, -100**s.Delta, *s.PAdjusted, 100*maxSlowdown))
 		}
 	}
 	switch {

@@ -35,19 +35,7 @@ func TestTableMedianOfPairedRatios(t *testing.T) {
 {"model_filename":"models/m.gguf","n_threads":1,"n_prompt":128,"n_gen":0,"avg_ts":60}
 {"model_filename":"models/m.gguf","n_threads":1,"n_prompt":0,"n_gen":64,"avg_ts":16}
 `)
-	l, err := read(llama)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := read(ev)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b bytes.Buffer
-	if err := table(&b, l, []column{{"exact", e}}); err != nil {
-		t.Fatal(err)
-	}
-	out := b.String()
+	out := tableOf(t, llama, "exact", ev)
 	// pp ratios 0.4, 0.5, 0.6 -> 0.50 (ratio of medians would be 40/100);
 	// tg ratios 0.9, 0.9, 0.8 -> 0.90.
 	for _, want := range []string{"| m.gguf | 1 | pp128 | 100.0 | 40.0 | 0.50× |", "| m.gguf | 1 | tg64 | 20.0 | 16.0 | 0.90× |"} {
@@ -78,21 +66,28 @@ func TestDepthIsPartOfTheTest(t *testing.T) {
 	ev := write(t, "ggml.jsonl", `{"model_filename":"m.gguf","n_threads":2,"n_prompt":512,"n_gen":0,"n_depth":0,"avg_ts":400}
 {"model_filename":"m.gguf","n_threads":2,"n_prompt":512,"n_gen":0,"n_depth":4096,"avg_ts":150}
 `)
-	l, err := read(llama)
+	out := tableOf(t, llama, "ggml", ev)
+	for _, want := range []string{"| m.gguf | 2 | pp512 | 400.0 | 400.0 | 1.00× |", "| m.gguf | 2 | pp512 @ d4096 | 100.0 | 150.0 | 1.50× |"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// tableOf is the table of one evalrun column against llama.cpp's records.
+func tableOf(t *testing.T, llamaPath, name, evalrunPath string) string {
+	t.Helper()
+	l, err := read(llamaPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := read(ev)
+	e, err := read(evalrunPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var b bytes.Buffer
-	if err := table(&b, l, []column{{"ggml", e}}); err != nil {
+	if err := table(&b, l, []column{{name, e}}); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"| m.gguf | 2 | pp512 | 400.0 | 400.0 | 1.00× |", "| m.gguf | 2 | pp512 @ d4096 | 100.0 | 150.0 | 1.50× |"} {
-		if !strings.Contains(b.String(), want) {
-			t.Errorf("table lacks %q:\n%s", want, b.String())
-		}
-	}
+	return b.String()
 }
