@@ -39,8 +39,9 @@ fi
 echo "arm64: cgo RKNN driver against the fake librknnrt, aarch64"
 # A directory kept between runs, as run-fake-test.sh's: CGO_LDFLAGS names
 # it, and a new one each time recompiled the cgo packages.
-dir=${XDG_CACHE_HOME:-$HOME/.cache}/evalrun-fakerknnrt/$(printf %s "$root" | cksum | cut -d' ' -f1)/aarch64-cross
-mkdir -p "$dir"
+sub=evalrun-fakerknnrt/$(printf %s "$root" | cksum | cut -d' ' -f1)/aarch64-cross
+dir=${XDG_CACHE_HOME:-${HOME:-/nonexistent}/.cache}/$sub
+mkdir -p "$dir" 2>/dev/null || { dir=${TMPDIR:-/tmp}/$sub; mkdir -p "$dir"; } # a read-only home
 make -s -C plugins/rknn/npu/rknnrt/testdata/fakerknnrt CC=aarch64-linux-gnu-gcc OUT="$dir"
 EVALRUN_RKNNRT_FAKE=1 GOARCH=arm64 CGO_ENABLED=1 CC=aarch64-linux-gnu-gcc CGO_LDFLAGS="-L$dir" \
 	LD_LIBRARY_PATH="$dir" $GO test -count=1 -tags rknpu -exec "$qemu" ./plugins/rknn/npu/rknnrt/ ./plugins/rknn/offload/

@@ -87,8 +87,13 @@ func binCache() (string, error) {
 		return "", err
 	}
 	sum := sha256.Sum256([]byte(root))
-	dir := filepath.Join(base, "evalrun-testbin", hex.EncodeToString(sum[:8]))
-	return dir, os.MkdirAll(dir, 0o755)
+	sub := filepath.Join("evalrun-testbin", hex.EncodeToString(sum[:8]))
+	dir := filepath.Join(base, sub)
+	if err := os.MkdirAll(dir, 0o755); err != nil { // a read-only home: the temp directory
+		dir = filepath.Join(os.TempDir(), sub)
+		return dir, os.MkdirAll(dir, 0o755)
+	}
+	return dir, nil
 }
 
 func lockFile(path string) (unlock func(), err error) {
