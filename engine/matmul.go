@@ -107,10 +107,14 @@ func (c *cpuMatMul) MatMulShared(ops []*MatMulOp, x []float32, outs [][]float32)
 		}
 	}()
 	rows, work, bytes := 0, 0, 0
+	var prepared []*ggml.GGMLActivations // the ops' converted activations so far
 	for i, op := range ops {
-		p, err := c.prepare(op, x, outs[i])
+		p, err := c.prepare(op, x, outs[i], prepared)
 		if err != nil {
 			return err
+		}
+		if p.acts != nil {
+			prepared = append(prepared, p.acts)
 		}
 		p.base = rows
 		parts = append(parts, p)
@@ -142,8 +146,9 @@ type matMulPart struct {
 }
 
 // prepare checks op against its weight and buffers and returns its part
-// (n = 0: nothing to compute).
-func (c *cpuMatMul) prepare(op *MatMulOp, x, out []float32) (matMulPart, error) {
+// (n = 0: nothing to compute). prepared are activations already converted
+// from the same x for the job's earlier ops.
+func (c *cpuMatMul) prepare(op *MatMulOp, x, out []float32, prepared []*ggml.GGMLActivations) (matMulPart, error) {
 	w := op.Weight
 	if w == nil {
 		return matMulPart{}, fmt.Errorf("matmul %s: no weight", op.Name)
@@ -165,7 +170,7 @@ func (c *cpuMatMul) prepare(op *MatMulOp, x, out []float32) (matMulPart, error) 
 		return matMulPart{}, nil
 	}
 	if c.numerics == GGML {
-		return c.prepareGGML(op, x, out)
+		return c.prepareGGML(op, x, out, prepared)
 	}
 	if !ggml.Supported(w.Type) {
 		return matMulPart{}, fmt.Errorf("matmul %s: weight %s: unsupported tensor type %s", op.Name, w.Name, w.Type)
@@ -183,20 +188,29 @@ func (c *cpuMatMul) prepare(op *MatMulOp, x, out []float32) (matMulPart, error) 
 
 // prepareGGML computes as ggml_compute_forward_mul_mat on an AVX-512 build:
 // the activations are converted once to the weight's vec_dot_type, then
-// every output uses the kernel llama.cpp picks (ggml.GGMLKernelFor).
-func (c *cpuMatMul) prepareGGML(op *MatMulOp, x, out []float32) (matMulPart, error) {
+// every output uses the kernel llama.cpp picks (ggml.GGMLKernelFor). Ops
+// of one job whose weights have the same type (Q, K and V; gate and up)
+// share one conversion: it depends on x and the type alone, and it is
+// serial work between the parallel ones.
+func (c *cpuMatMul) prepareGGML(op *MatMulOp, x, out []float32, prepared []*ggml.GGMLActivations) (matMulPart, error) {
 	w := op.Weight
 	K, N, T := op.K, op.N, op.T
+	kern := ggml.GGMLKernelFor(w.Type, T, K, N)
+	rb := w.RowBytes()
+	compute := func(a *ggml.GGMLActivations) func(lo, hi int) {
+		return func(lo, hi int) { c.kern.MatMulGGML(kern, w.Type, w.Data[lo*rb:hi*rb], hi-lo, a, out[lo:], N) }
+	}
+	for _, a := range prepared {
+		if a.Weight == w.Type && a.K == K && a.Rows == T {
+			return matMulPart{n: N, compute: compute(a)}, nil
+		}
+	}
 	a := c.acts.Get().(*ggml.GGMLActivations)
 	if err := c.kern.PrepareGGML(w.Type, x[:T*K], T, a); err != nil {
 		c.acts.Put(a)
 		return matMulPart{}, fmt.Errorf("matmul %s: activations for weight %s (%s): %w", op.Name, w.Name, w.Type, err)
 	}
-	kern := ggml.GGMLKernelFor(w.Type, T, K, N)
-	rb := w.RowBytes()
-	return matMulPart{n: N, acts: a, compute: func(lo, hi int) {
-		c.kern.MatMulGGML(kern, w.Type, w.Data[lo*rb:hi*rb], hi-lo, a, out[lo:], N)
-	}}, nil
+	return matMulPart{n: N, acts: a, compute: compute(a)}, nil
 }
 
 // hostLittleEndian reports whether float32 bytes in memory are in GGUF order.

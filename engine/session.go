@@ -541,36 +541,41 @@ func (f *forward) layer(il int, x []float32, outRows []int) ([]float32, error) {
 	lops := m.opsFor(il)
 
 	xn := f.s.buf.alloc(T * E)
-	for t := range T {
-		lops.RMSNorm(xn[t*E:(t+1)*E], x[t*E:(t+1)*E], l.attnNorm, c.RMSEps)
-	}
+	f.rows(lops, T, E, func(lo, hi int) {
+		for t := lo; t < hi; t++ {
+			lops.RMSNorm(xn[t*E:(t+1)*E], x[t*E:(t+1)*E], l.attnNorm, c.RMSEps)
+		}
+	})
 	q, k, v, err := f.qkv(l, &ops, xn, lops)
 	if err != nil {
 		return nil, err
-	}
-	if l.qNorm != nil {
-		D := c.HeadDim
-		for i := 0; i < len(q); i += D {
-			lops.RMSNorm(q[i:i+D], q[i:i+D], l.qNorm, c.RMSEps)
-		}
-		for i := 0; i < len(k); i += D {
-			lops.RMSNorm(k[i:i+D], k[i:i+D], l.kNorm, c.RMSEps)
-		}
 	}
 	swa := f.s.swa != nil && c.SWALayer(il)
 	rope, cells := f.rope, f.cells
 	if swa {
 		rope, cells = f.ropeSWA, f.swaCells
 	}
-	for t := range T {
-		cs := rope[t*c.RopeDim : (t+1)*c.RopeDim]
-		for h := range c.NHead {
-			lops.Rope(q[(t*c.NHead+h)*c.HeadDim:], cs, c.RopeDim, c.RopeNeox)
+	D := c.HeadDim
+	f.rows(lops, T, (c.NHead+c.NHeadKV)*D, func(lo, hi int) {
+		for t := lo; t < hi; t++ {
+			qt, kt := q[t*c.NHead*D:(t+1)*c.NHead*D], k[t*c.NHeadKV*D:(t+1)*c.NHeadKV*D]
+			if l.qNorm != nil {
+				for i := 0; i < len(qt); i += D {
+					lops.RMSNorm(qt[i:i+D], qt[i:i+D], l.qNorm, c.RMSEps)
+				}
+				for i := 0; i < len(kt); i += D {
+					lops.RMSNorm(kt[i:i+D], kt[i:i+D], l.kNorm, c.RMSEps)
+				}
+			}
+			cs := rope[t*c.RopeDim : (t+1)*c.RopeDim]
+			for h := range c.NHead {
+				lops.Rope(qt[h*D:], cs, c.RopeDim, c.RopeNeox)
+			}
+			for h := range c.NHeadKV {
+				lops.Rope(kt[h*D:], cs, c.RopeDim, c.RopeNeox)
+			}
 		}
-		for h := range c.NHeadKV {
-			lops.Rope(k[(t*c.NHeadKV+h)*c.HeadDim:], cs, c.RopeDim, c.RopeNeox)
-		}
-	}
+	})
 	if c.QScale != 0 {
 		scale(q, c.QScale) // ggml_scale of Qcur; the softmax scale is then 1
 	}
@@ -592,9 +597,11 @@ func (f *forward) layer(il int, x []float32, outRows []int) ([]float32, error) {
 	}
 	f.residual(x, ao, l.postAttnNorm, rows, lops) // ffn_inp
 	xn = xn[:rows*E]
-	for r := range rows {
-		lops.RMSNorm(xn[r*E:(r+1)*E], x[r*E:(r+1)*E], l.ffnNorm, c.RMSEps)
-	}
+	f.rows(lops, rows, E, func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			lops.RMSNorm(xn[r*E:(r+1)*E], x[r*E:(r+1)*E], l.ffnNorm, c.RMSEps)
+		}
+	})
 	act, err := f.ffnActivation(l, &ops, xn, rows, lops)
 	if err != nil {
 		return nil, err
@@ -614,16 +621,36 @@ func (f *forward) layer(il int, x []float32, outRows []int) ([]float32, error) {
 func (f *forward) residual(x, y, postNorm []float32, rows int, lops LayerOps) {
 	c := f.s.m.Config
 	E := c.NEmbd
-	for r := range rows {
-		yr := y[r*E : (r+1)*E]
-		if postNorm != nil {
-			lops.RMSNorm(yr, yr, postNorm, c.RMSEps)
+	f.rows(lops, rows, E, func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			yr := y[r*E : (r+1)*E]
+			if postNorm != nil {
+				lops.RMSNorm(yr, yr, postNorm, c.RMSEps)
+			}
+			if c.ResidualScale != 0 {
+				scale(yr, c.ResidualScale)
+			}
+			lops.Add(x[r*E:(r+1)*E], yr)
 		}
-		if c.ResidualScale != 0 {
-			scale(yr, c.ResidualScale)
-		}
-		lops.Add(x[r*E:(r+1)*E], yr)
+	})
+}
+
+// rowParallelMin is the least number of values (rows × width) a row-wise
+// op splits over the pool: below it the hand-over costs more than it saves.
+// A variable, so that the thread-count tests can put every op on the pool.
+var rowParallelMin = 1 << 14
+
+// rows runs fn over the rows [0, n) of a row-wise op (norms, RoPE,
+// residual adds), n rows of width values: for a batch on the CPU's ops
+// split over the pool, so prefill does not leave the other threads idle
+// between matmuls (every row is computed by one thread, as before). A
+// device's ops keep counters of their own and run in order.
+func (f *forward) rows(lops LayerOps, n, width int, fn func(lo, hi int)) {
+	if _, cpu := lops.(cpuOps); cpu && n > 1 && n*width >= rowParallelMin {
+		f.s.m.pool.Run(n, fn)
+		return
 	}
+	fn(0, n)
 }
 
 // ffnActivation runs the FFN's gate and up matmuls (or the fused one) and
@@ -767,17 +794,19 @@ type arena struct {
 	high  int // the most handed out at once since the last reset
 }
 
-// arenaMax bounds the block a session keeps between Decodes (floats, 4 MiB:
-// a decode step of a 1B model with a 128k vocabulary fits): a
-// large batch's buffers (all-row logits of a big vocabulary) are allocated
-// per call instead.
-const arenaMax = 1 << 20
+// arenaMax bounds the block a session keeps between Decodes (floats, 64
+// MiB: a 512-token batch of a 1B model's layer fits, so a prefill allocates
+// and clears nothing either; with 4 MiB a 128-token batch of a 768-wide
+// model spent 14 % of its time clearing fresh buffers and collecting
+// them). What does not fit (all-row logits of a big vocabulary, which
+// Decode allocates last) is allocated per call.
+const arenaMax = 1 << 24
 
 // reset starts a Decode: every buffer is free again, and the block grows to
 // what the last Decode held at most (up to arenaMax).
 func (a *arena) reset() {
-	if a.high > len(a.block) && a.high <= arenaMax {
-		a.block = make([]float32, a.high)
+	if want := min(a.high, arenaMax); want > len(a.block) {
+		a.block = make([]float32, want)
 	}
 	a.off, a.high = 0, 0
 }

@@ -25,10 +25,11 @@ const variantDigests = "testdata/variant-digests.txt"
 // engine computes (rope_freqs, biases, a head size of its own, YaRN, Qwen3's
 // Q/K norms, Gemma's windows, soft caps and GELU, Phi-3's fused matmuls and
 // long factors, MiniCPM's scales, GLM-4's partial RoPE) over 512 positions, in both numerics: the digest is the same
-// for 1 and 2 threads and for every kernel set (make test-avx2, and the
+// for 1 and 2 threads (every op on the pool) and for every kernel set (make test-avx2, and the
 // generic Go kernels on arm64 under qemu), and equal to the one recorded on
 // amd64, where TestArchitectures holds the same code to libllama.
 func TestVariantDigests(t *testing.T) {
+	everyOpOnThePool(t)
 	want := map[string]string{}
 	if f, err := os.Open(variantDigests); err == nil {
 		sc := bufio.NewScanner(f)
