@@ -28,6 +28,8 @@ type Options struct {
 	// order, and gemma's fp16 GELU table turns those last-bit differences
 	// into fp16 steps: a small KLD between the two (docs/design-notes.md).
 	SWAFull bool
+	// Weights is how Open brings the weights into memory (zero: auto).
+	Weights WeightsLoad
 }
 
 // Model is a loaded model of one of the architectures the engine computes
@@ -86,9 +88,10 @@ type layer struct {
 	opNames      [nLayerOps]string // llama.cpp's node names ("Qcur-3"), made once
 }
 
-// Open maps a GGUF file and loads the model from it. Close releases both.
+// Open maps or copies a GGUF file (opts.Weights) and loads the model from
+// it. Close releases both.
 func Open(path string, opts Options) (*Model, error) {
-	f, err := gguf.Open(path)
+	f, err := openWeights(path, opts.Weights)
 	if err != nil {
 		return nil, err
 	}

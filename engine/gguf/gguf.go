@@ -139,6 +139,7 @@ type File struct {
 
 	data    []byte
 	unmap   func() error
+	copied  bool // OpenCopy's memory, not a mapping of the file
 	kvIndex map[string]int
 	tIndex  map[string]int
 }
@@ -155,6 +156,10 @@ type FormatError struct {
 func (e *FormatError) Error() string {
 	return fmt.Sprintf("%s: %s at byte %d: %s", e.File, e.Field, e.Offset, e.Msg)
 }
+
+// Copied reports whether the tensor data is a copy in memory of the
+// process's own (OpenCopy) rather than a mapping of the file.
+func (f *File) Copied() bool { return f.copied }
 
 // Close releases the file mapping. Tensor data views are invalid afterwards;
 // metadata (KVs, tensor infos) stays usable.

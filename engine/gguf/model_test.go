@@ -7,7 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"testing"
+	"unsafe"
 
 	"github.com/evalrun/evalrun/engine/ggml"
 )
@@ -172,9 +174,53 @@ func TestOpenErrors(t *testing.T) {
 			f.Close()
 			t.Errorf("Open(%s) succeeded", path)
 		}
+		if f, err := OpenCopy(path); err == nil {
+			f.Close()
+			t.Errorf("OpenCopy(%s) succeeded", path)
+		}
 	}
 	if _, err := Open(empty); !isFormatError(err, "magic") {
 		t.Errorf("empty file: %v", err)
+	}
+	if _, err := OpenCopy(empty); !isFormatError(err, "magic") {
+		t.Errorf("empty file, copied: %v", err)
+	}
+}
+
+// TestOpenCopyReadsTheWholeFile: a copy has the mapping's metadata and
+// tensor bytes, starts on a huge-page boundary, and Close frees it.
+func TestOpenCopyReadsTheWholeFile(t *testing.T) {
+	path := modelPath("stories260K-q4_0.gguf")
+	mapped, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mapped.Close()
+	copied, err := OpenCopy(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mapped.Copied() || !copied.Copied() {
+		t.Fatalf("Copied(): mapped %v, copy %v", mapped.Copied(), copied.Copied())
+	}
+	if len(copied.Tensors) != len(mapped.Tensors) || len(copied.KVs) != len(mapped.KVs) {
+		t.Fatalf("copy has %d tensors and %d keys, the mapping %d and %d", len(copied.Tensors), len(copied.KVs), len(mapped.Tensors), len(mapped.KVs))
+	}
+	for i := range mapped.Tensors {
+		if !bytes.Equal(copied.TensorData(&copied.Tensors[i]), mapped.TensorData(&mapped.Tensors[i])) {
+			t.Fatalf("tensor %s differs in the copy", mapped.Tensors[i].Name)
+		}
+	}
+	if runtime.GOOS == "linux" {
+		if p := uintptr(unsafe.Pointer(unsafe.SliceData(copied.data))); p%(2<<20) != 0 {
+			t.Errorf("copy starts at %#x, not on a 2 MiB boundary", p)
+		}
+	}
+	if err := copied.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if copied.TensorData(&copied.Tensors[0]) != nil {
+		t.Error("TensorData after Close returned data")
 	}
 }
 

@@ -402,17 +402,19 @@ func TestEvictKeepsData(t *testing.T) {
 	if err := w.WriteFile(path); err != nil {
 		t.Fatal(err)
 	}
-	f, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	ti, _ := f.Tensor("t")
-	view := f.TensorData(ti)
-	f.Evict(view)
-	f.Evict(view[:10]) // less than a page: nothing to do
-	if !bytes.Equal(view, data) {
-		t.Fatal("data changed after Evict")
+	for _, open := range []func(string) (*File, error){Open, OpenCopy} {
+		f, err := open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ti, _ := f.Tensor("t")
+		view := f.TensorData(ti)
+		f.Evict(view)      // a copy's pages would be discarded, not read again
+		f.Evict(view[:10]) // less than a page: nothing to do
+		if !bytes.Equal(view, data) {
+			t.Fatalf("copied %v: data changed after Evict", f.Copied())
+		}
+		f.Close()
 	}
 }
 

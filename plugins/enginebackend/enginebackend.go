@@ -37,6 +37,10 @@ type Config struct {
 	Options OptionsParser
 	// Logger is the plugin's logger; nil is silent.
 	Logger hclog.Logger
+	// MapWeights: the plugin's device evicts the weights it has copied
+	// (gguf.File.Evict), which gives memory back only from a mapping, so
+	// the option weights: auto maps the file.
+	MapWeights bool
 }
 
 // EvalBatch is the most tokens one forward pass takes in Eval (llama.cpp's
@@ -115,6 +119,9 @@ func (b *Backend) parse(req backend.LoadRequest) (engine.Options, Attach, []stri
 		return none, nil, nil, backend.Errorf(backend.ErrInvalidArgument, "%v", err)
 	}
 	opts.Threads = req.Threads
+	if opts.Weights == engine.WeightsAuto && b.cfg.MapWeights {
+		opts.Weights = engine.WeightsMmap
+	}
 	return opts, attach, warnings, nil
 }
 
@@ -213,9 +220,17 @@ func (b *Backend) Load(ctx context.Context, req backend.LoadRequest) (backend.Lo
 		MemoryBytes: backend.ResidentBytes(),
 		Kernels:     m.Kernels().Name(),
 	}
-	b.cfg.Logger.Info("model loaded", "path", req.ModelPath, "numerics", opts.Numerics.String(), "kv_cache", opts.KVCache.String(), "threads", m.Threads(),
+	b.cfg.Logger.Info("model loaded", "path", req.ModelPath, "numerics", opts.Numerics.String(), "kv_cache", opts.KVCache.String(), "weights", weightsName(m), "threads", m.Threads(),
 		"n_ctx", b.nCtx, "plan", summary, "kernels", res.Kernels, "load_ms", loadNS/1e6, "warmup_ms", warmupNS/1e6)
 	return res, nil
+}
+
+// weightsName says how the model's weights came into memory.
+func weightsName(m *engine.Model) string {
+	if m.File().Copied() {
+		return "copy"
+	}
+	return "mmap"
 }
 
 // loadError keeps "file not found" recognizable across the plugin boundary.

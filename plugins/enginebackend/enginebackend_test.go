@@ -263,7 +263,8 @@ func TestBadRequests(t *testing.T) {
 		kind error
 		text string
 	}{
-		{backend.LoadRequest{ModelPath: model, Options: map[string]any{"numercs": "exact"}}, backend.ErrInvalidArgument, `unknown option "numercs" (valid options: kv_cache, numerics, swa_full)`},
+		{backend.LoadRequest{ModelPath: model, Options: map[string]any{"numercs": "exact"}}, backend.ErrInvalidArgument, `unknown option "numercs" (valid options: kv_cache, numerics, swa_full, weights)`},
+		{backend.LoadRequest{ModelPath: model, Options: map[string]any{"weights": "mlock"}}, backend.ErrInvalidArgument, `option "weights": "mlock" is not one of auto, mmap, copy`},
 		{backend.LoadRequest{ModelPath: model, Options: map[string]any{"kv_cache": map[string]any{"key": "fp8_e4m3"}}}, backend.ErrInvalidArgument, `option "kv_cache": key: "fp8_e4m3" unknown (want f32, f16, q8_0, int8_asym)`},
 		{backend.LoadRequest{ModelPath: model, Options: map[string]any{"kv_cache": map[string]any{"value": "int4"}}}, backend.ErrInvalidArgument, `option "kv_cache": value: "int4" unknown`},
 		{backend.LoadRequest{ModelPath: model, Options: map[string]any{"kv_cache": map[string]any{"keys": "f16"}}}, backend.ErrInvalidArgument, `unknown option "kv_cache.keys" (valid options in "kv_cache": key, value)`},
@@ -543,7 +544,7 @@ func TestDeviceAndPluginOptions(t *testing.T) {
 		opts map[string]any
 		text string
 	}{
-		{map[string]any{"core": 1}, `unknown option "core" (valid options: cores, kernels, kv_cache, numerics, swa_full)`},
+		{map[string]any{"core": 1}, `unknown option "core" (valid options: cores, kernels, kv_cache, numerics, swa_full, weights)`},
 		{map[string]any{"cores": "two"}, `option "cores": want an integer, got "two"`},
 		{map[string]any{"cores": 7}, `option "cores": 7, want 1..3`},
 		{map[string]any{"Secret": 7}, `unknown option "Secret"`},
@@ -721,6 +722,33 @@ func TestLoadReportsLlamaBenchSize(t *testing.T) {
 		_, res := load(t, Config{}, backend.LoadRequest{ModelPath: abs(t, filepath.Join("../../models", file))})
 		if m := res.Model; m.SizeBytes != size || m.NParams != 292800 {
 			t.Errorf("%s: %d bytes, %d parameters; llama-bench: %d, 292800", file, m.SizeBytes, m.NParams, size)
+		}
+	}
+}
+
+// TestWeightsOption: weights: auto maps the file in a plugin whose device
+// evicts offloaded weights (rknn), where a copy would keep them twice; the
+// option said outright is obeyed.
+func TestWeightsOption(t *testing.T) {
+	for _, c := range []struct {
+		mapWeights bool
+		option     any // nil: not given
+		want       engine.WeightsLoad
+	}{
+		{false, nil, engine.WeightsAuto},
+		{true, nil, engine.WeightsMmap},
+		{true, "auto", engine.WeightsMmap},
+		{true, "copy", engine.WeightsCopy},
+		{false, "mmap", engine.WeightsMmap},
+	} {
+		b := New(Config{Name: "t", MapWeights: c.mapWeights})
+		req := backend.LoadRequest{ModelPath: abs(t, modelF32)}
+		if c.option != nil {
+			req.Options = map[string]any{"weights": c.option}
+		}
+		opts, _, _, err := b.parse(req)
+		if err != nil || opts.Weights != c.want {
+			t.Errorf("MapWeights %v, weights %v: %v, %v; want %v", c.mapWeights, c.option, opts.Weights, err, c.want)
 		}
 	}
 }

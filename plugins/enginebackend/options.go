@@ -116,6 +116,8 @@ type engineOptions struct {
 	// cache llama-perplexity and llama-server use); true: libllama's
 	// default context's full-size cache.
 	SWAFull bool `json:"swa_full"`
+	// Weights: auto (the default), mmap or copy (engine.WeightsLoad).
+	Weights *string `json:"weights"`
 }
 
 // engine checks the values; errors name the option.
@@ -127,6 +129,13 @@ func (e *engineOptions) engine() (engine.Options, error) {
 			return o, backend.Errorf(backend.ErrInvalidArgument, "option \"numerics\": %v", err)
 		}
 		o.Numerics = n
+	}
+	if e.Weights != nil {
+		w, err := engine.ParseWeightsLoad(*e.Weights)
+		if err != nil {
+			return o, backend.Errorf(backend.ErrInvalidArgument, "option \"weights\": %v", err)
+		}
+		o.Weights = w
 	}
 	if kv := e.KVCache; kv != nil {
 		o.KVCache = engine.KVCache{Key: engine.KVType(strings.ToLower(kv.Key)), Value: engine.KVType(strings.ToLower(kv.Value))}

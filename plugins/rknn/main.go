@@ -67,6 +67,7 @@ func main() {
 		Capabilities: []string{"eval", "bench", "sessions"},
 		Options:      enginebackend.DeviceOptions(attach),
 		Logger:       log,
+		MapWeights:   true, // attach evicts the offloaded weights
 	}), backend.WithLogger(log))
 }
 
