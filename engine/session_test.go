@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -33,12 +34,19 @@ func TestThreadCountDoesNotChangeLogits(t *testing.T) {
 				ref = got
 				continue
 			}
-			for i := range got {
-				for j := range got[i] {
-					if math.Float32bits(got[i][j]) != math.Float32bits(ref[i][j]) {
-						t.Fatalf("%s/%s: threads %d: row %d logit %d = %v, with 1 thread %v", c.variant, c.numerics, threads, i, j, got[i][j], ref[i][j])
-					}
-				}
+			requireSameBits(t, fmt.Sprintf("%s/%s: threads %d", c.variant, c.numerics, threads), "with 1 thread", got, ref)
+		}
+	}
+}
+
+// requireSameBits stops the test at the first logit of got whose bits
+// differ from ref's (what: the run, refName: the reference run).
+func requireSameBits(t *testing.T, what, refName string, got, ref [][]float32) {
+	t.Helper()
+	for i := range got {
+		for j := range got[i] {
+			if math.Float32bits(got[i][j]) != math.Float32bits(ref[i][j]) {
+				t.Fatalf("%s: row %d logit %d = %v, %s %v", what, i, j, got[i][j], refName, ref[i][j])
 			}
 		}
 	}

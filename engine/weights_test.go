@@ -1,9 +1,6 @@
 package engine
 
-import (
-	"math"
-	"testing"
-)
+import "testing"
 
 // TestWeightsLoadGivesTheSameLogits: a copy of the file and its mapping
 // are the same bytes, so the same logits, and Open does what it is told.
@@ -27,13 +24,7 @@ func TestWeightsLoadGivesTheSameLogits(t *testing.T) {
 			ref = got
 			continue
 		}
-		for i := range got {
-			for j := range got[i] {
-				if math.Float32bits(got[i][j]) != math.Float32bits(ref[i][j]) {
-					t.Fatalf("weights %s: row %d logit %d = %v, mapped %v", w, i, j, got[i][j], ref[i][j])
-				}
-			}
-		}
+		requireSameBits(t, "weights "+w.String(), "mapped", got, ref)
 	}
 }
 
