@@ -224,10 +224,9 @@ func weightedLanes(lanes, rows int, out []float32, fma func(acc []float32)) {
 	if lanes == 64 {
 		// The generic order pads p to 64 with zeros: fma(0, 0, acc) adds
 		// +0 to the lanes past the last row, which turns a -0 into +0.
-		if r := rows % 64; r != 0 {
-			for i := r * d; i < len(acc); i++ {
-				acc[i] += 0
-			}
+		// With fewer than 64 rows those lanes are the cleared +0 still.
+		if r := rows % 64; r != 0 && rows > 64 {
+			addZeroAVX512(acc[r*d:])
 		}
 		reduceLanes64AVX512(acc, d, out)
 	} else {

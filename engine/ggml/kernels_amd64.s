@@ -7607,6 +7607,35 @@ done:
 	VZEROUPPER
 	RET
 
+// func addZeroAVX512(x []float32)
+// Requires: AVX, AVX512F
+TEXT ·addZeroAVX512(SB), NOSPLIT, $0-24
+	MOVQ   x_base+0(FP), AX
+	MOVQ   x_len+8(FP), CX
+	VPXORD Z0, Z0, Z0
+
+step:
+	CMPQ    CX, $0x00000010
+	JB      tail
+	VADDPS  (AX), Z0, Z1
+	VMOVUPS Z1, (AX)
+	ADDQ    $0x00000040, AX
+	SUBQ    $0x00000010, CX
+	JMP     step
+
+tail:
+	TESTQ     CX, CX
+	JZ        done
+	LEAQ      tailMasks<>+0(SB), DX
+	KMOVW     (DX)(CX*8), K1
+	VMOVUPS.Z (AX), K1, Z1
+	VADDPS    Z1, Z0, Z1
+	VMOVUPS   Z1, K1, (AX)
+
+done:
+	VZEROUPPER
+	RET
+
 // func reduceLanes16AVX512(acc []float32, d int, out []float32)
 // Requires: AVX, AVX512F
 TEXT ·reduceLanes16AVX512(SB), NOSPLIT, $0-56
@@ -8556,8 +8585,26 @@ DATA q4x8LaneOf<>+56(SB)/4, $0x0000000b
 DATA q4x8LaneOf<>+60(SB)/4, $0x0000000f
 GLOBL q4x8LaneOf<>(SB), RODATA|NOPTR, $64
 
+DATA q4x8NibbleShift<>+0(SB)/4, $0x00000000
+DATA q4x8NibbleShift<>+4(SB)/4, $0x00000000
+DATA q4x8NibbleShift<>+8(SB)/4, $0x00000000
+DATA q4x8NibbleShift<>+12(SB)/4, $0x00000000
+DATA q4x8NibbleShift<>+16(SB)/4, $0x00040004
+DATA q4x8NibbleShift<>+20(SB)/4, $0x00040004
+DATA q4x8NibbleShift<>+24(SB)/4, $0x00040004
+DATA q4x8NibbleShift<>+28(SB)/4, $0x00040004
+DATA q4x8NibbleShift<>+32(SB)/4, $0x00000000
+DATA q4x8NibbleShift<>+36(SB)/4, $0x00000000
+DATA q4x8NibbleShift<>+40(SB)/4, $0x00000000
+DATA q4x8NibbleShift<>+44(SB)/4, $0x00000000
+DATA q4x8NibbleShift<>+48(SB)/4, $0x00040004
+DATA q4x8NibbleShift<>+52(SB)/4, $0x00040004
+DATA q4x8NibbleShift<>+56(SB)/4, $0x00040004
+DATA q4x8NibbleShift<>+60(SB)/4, $0x00040004
+GLOBL q4x8NibbleShift<>(SB), RODATA|NOPTR, $64
+
 // func vecDotQ4_0x8RowsAVX512(w []byte, rowBytes int, y []byte, out []float32)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, MMX+
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VNNI, MMX+
 TEXT ·vecDotQ4_0x8RowsAVX512(SB), NOSPLIT, $0-80
 	MOVQ         w_base+0(FP), AX
 	MOVQ         rowBytes+24(FP), CX
@@ -8579,10 +8626,13 @@ group:
 	SHLQ         $0x05, R11
 	ADDQ         AX, R11
 	VPBROADCASTD dword0<>+0(SB), Z1
-	VPBROADCASTD dword0<>+0(SB), Z19
+	VPBROADCASTD dword0<>+0(SB), Z4
 	MOVQ         y_base+32(FP), R12
 	MOVQ         y_len+40(FP), R13
-	VPBROADCASTD nib08<>+0(SB), Z20
+	VPBROADCASTD nib08<>+0(SB), Z5
+	VMOVDQU32    q4x8NibbleShift<>+0(SB), Z6
+	MOVL         $0x0000ff00, R14
+	KMOVW        R14, K1
 
 block:
 	CMPQ            R13, $0x00000022
@@ -8593,122 +8643,92 @@ block:
 	PREFETCHT0      192(R11)
 	PREFETCHT0      256(R11)
 	ADDQ            $0x00000120, R11
-	VBROADCASTI64X4 2(R12), Z21
-	VPBROADCASTD    dword0<>+0(SB), Z22
-	VPDPBUSD        Z21, Z20, Z22
-	VMOVDQU8        2(DI), X2
-	VINSERTI32X4    $0x01, 2(DI)(CX*1), Y2, Y2
-	VPANDD.BCST     nib0F<>+0(SB), Y2, Y3
-	VPSRLW          $0x04, Y2, Y5
-	VPANDD.BCST     nib0F<>+0(SB), Y5, Y5
-	VINSERTI64X4    $0x01, Y5, Z3, Z3
-	VSHUFI64X2      $0xd8, Z3, Z3, Z3
-	VPBROADCASTD    dword0<>+0(SB), Z23
-	VPDPBUSD        Z21, Z3, Z23
-	VPSUBD          Z22, Z23, Z23
-	VMOVDQU8        2(DI)(CX*2), X4
-	VINSERTI32X4    $0x01, 2(DI)(SI*1), Y4, Y4
-	VPANDD.BCST     nib0F<>+0(SB), Y4, Y5
-	VPSRLW          $0x04, Y4, Y3
-	VPANDD.BCST     nib0F<>+0(SB), Y3, Y3
-	VINSERTI64X4    $0x01, Y3, Z5, Z5
-	VSHUFI64X2      $0xd8, Z5, Z5, Z5
-	VPBROADCASTD    dword0<>+0(SB), Z24
-	VPDPBUSD        Z21, Z5, Z24
-	VPSUBD          Z22, Z24, Z24
-	VMOVDQU8        2(R8), X6
-	VINSERTI32X4    $0x01, 2(R8)(CX*1), Y6, Y6
-	VPANDD.BCST     nib0F<>+0(SB), Y6, Y7
-	VPSRLW          $0x04, Y6, Y3
-	VPANDD.BCST     nib0F<>+0(SB), Y3, Y3
-	VINSERTI64X4    $0x01, Y3, Z7, Z7
-	VSHUFI64X2      $0xd8, Z7, Z7, Z7
-	VPBROADCASTD    dword0<>+0(SB), Z25
-	VPDPBUSD        Z21, Z7, Z25
-	VPSUBD          Z22, Z25, Z25
-	VMOVDQU8        2(R8)(CX*2), X8
-	VINSERTI32X4    $0x01, 2(R8)(SI*1), Y8, Y8
-	VPANDD.BCST     nib0F<>+0(SB), Y8, Y9
-	VPSRLW          $0x04, Y8, Y3
-	VPANDD.BCST     nib0F<>+0(SB), Y3, Y3
-	VINSERTI64X4    $0x01, Y3, Z9, Z9
-	VSHUFI64X2      $0xd8, Z9, Z9, Z9
-	VPBROADCASTD    dword0<>+0(SB), Z26
-	VPDPBUSD        Z21, Z9, Z26
-	VPSUBD          Z22, Z26, Z26
-	VMOVDQU8        2(R9), X10
-	VINSERTI32X4    $0x01, 2(R9)(CX*1), Y10, Y10
-	VPANDD.BCST     nib0F<>+0(SB), Y10, Y11
-	VPSRLW          $0x04, Y10, Y3
-	VPANDD.BCST     nib0F<>+0(SB), Y3, Y3
-	VINSERTI64X4    $0x01, Y3, Z11, Z11
-	VSHUFI64X2      $0xd8, Z11, Z11, Z11
-	VPBROADCASTD    dword0<>+0(SB), Z27
-	VPDPBUSD        Z21, Z11, Z27
-	VPSUBD          Z22, Z27, Z27
-	VMOVDQU8        2(R9)(CX*2), X12
-	VINSERTI32X4    $0x01, 2(R9)(SI*1), Y12, Y12
-	VPANDD.BCST     nib0F<>+0(SB), Y12, Y13
-	VPSRLW          $0x04, Y12, Y3
-	VPANDD.BCST     nib0F<>+0(SB), Y3, Y3
-	VINSERTI64X4    $0x01, Y3, Z13, Z13
-	VSHUFI64X2      $0xd8, Z13, Z13, Z13
-	VPBROADCASTD    dword0<>+0(SB), Z28
-	VPDPBUSD        Z21, Z13, Z28
-	VPSUBD          Z22, Z28, Z28
-	VMOVDQU8        2(R10), X14
-	VINSERTI32X4    $0x01, 2(R10)(CX*1), Y14, Y14
-	VPANDD.BCST     nib0F<>+0(SB), Y14, Y15
-	VPSRLW          $0x04, Y14, Y3
-	VPANDD.BCST     nib0F<>+0(SB), Y3, Y3
-	VINSERTI64X4    $0x01, Y3, Z15, Z15
-	VSHUFI64X2      $0xd8, Z15, Z15, Z15
-	VPBROADCASTD    dword0<>+0(SB), Z29
-	VPDPBUSD        Z21, Z15, Z29
-	VPSUBD          Z22, Z29, Z29
-	VMOVDQU8        2(R10)(CX*2), X16
-	VINSERTI32X4    $0x01, 2(R10)(SI*1), Y16, Y16
-	VPANDD.BCST     nib0F<>+0(SB), Y16, Y17
-	VPSRLW          $0x04, Y16, Y3
-	VPANDD.BCST     nib0F<>+0(SB), Y3, Y3
-	VINSERTI64X4    $0x01, Y3, Z17, Z17
-	VSHUFI64X2      $0xd8, Z17, Z17, Z17
-	VPBROADCASTD    dword0<>+0(SB), Z30
-	VPDPBUSD        Z21, Z17, Z30
-	VPSUBD          Z22, Z30, Z30
-	VSHUFI32X4      $0x88, Z24, Z23, Z21
-	VSHUFI32X4      $0xdd, Z24, Z23, Z22
-	VPADDD          Z22, Z21, Z21
-	VSHUFI32X4      $0x88, Z26, Z25, Z22
-	VSHUFI32X4      $0xdd, Z26, Z25, Z23
-	VPADDD          Z23, Z22, Z22
-	VSHUFI32X4      $0x88, Z28, Z27, Z23
-	VSHUFI32X4      $0xdd, Z28, Z27, Z24
-	VPADDD          Z24, Z23, Z23
-	VSHUFI32X4      $0x88, Z30, Z29, Z24
-	VSHUFI32X4      $0xdd, Z30, Z29, Z25
-	VPADDD          Z25, Z24, Z24
-	VSHUFPS         $0x44, Z22, Z21, Z25
-	VSHUFPS         $0xee, Z22, Z21, Z21
-	VPADDD          Z21, Z25, Z25
-	VSHUFPS         $0x44, Z24, Z23, Z21
-	VSHUFPS         $0xee, Z24, Z23, Z22
-	VPADDD          Z22, Z21, Z21
-	VSHUFPS         $0x88, Z21, Z25, Z22
-	VSHUFPS         $0xdd, Z21, Z25, Z21
-	VPADDD          Z21, Z22, Z22
-	VCVTDQ2PS       Z22, Z22
-	VPADDD          Z19, Z0, Z21
-	KXNORW          K1, K1, K1
-	VPXORD          Z18, Z18, Z18
-	VPGATHERDD      (AX)(Z21*1), K1, Z18
-	VPMOVDW         Z18, Y3
-	VCVTPH2PS       Y3, Z21
-	VPBROADCASTW    (R12), Y3
-	VCVTPH2PS       Y3, Z23
-	VMULPS          Z23, Z21, Z21
-	VFMADD231PS     Z21, Z22, Z1
-	VPADDD.BCST     dword18<>+0(SB), Z19, Z19
+	VBROADCASTI64X4 2(R12), Z7
+	VPBROADCASTD    dword0<>+0(SB), Z8
+	VPDPBUSD        Z7, Z5, Z8
+	VPXORD          Z2, Z2, Z2
+	VPSUBD          Z8, Z2, Z2
+	VBROADCASTI32X4 2(DI), Z8
+	VBROADCASTI32X4 2(DI)(CX*1), K1, Z8
+	VPSRLVW         Z6, Z8, Z8
+	VPANDD.BCST     nib0F<>+0(SB), Z8, Z8
+	VMOVDQA64       Z2, Z9
+	VPDPBUSD        Z7, Z8, Z9
+	VBROADCASTI32X4 2(DI)(CX*2), Z8
+	VBROADCASTI32X4 2(DI)(SI*1), K1, Z8
+	VPSRLVW         Z6, Z8, Z8
+	VPANDD.BCST     nib0F<>+0(SB), Z8, Z8
+	VMOVDQA64       Z2, Z10
+	VPDPBUSD        Z7, Z8, Z10
+	VBROADCASTI32X4 2(R8), Z8
+	VBROADCASTI32X4 2(R8)(CX*1), K1, Z8
+	VPSRLVW         Z6, Z8, Z8
+	VPANDD.BCST     nib0F<>+0(SB), Z8, Z8
+	VMOVDQA64       Z2, Z11
+	VPDPBUSD        Z7, Z8, Z11
+	VBROADCASTI32X4 2(R8)(CX*2), Z8
+	VBROADCASTI32X4 2(R8)(SI*1), K1, Z8
+	VPSRLVW         Z6, Z8, Z8
+	VPANDD.BCST     nib0F<>+0(SB), Z8, Z8
+	VMOVDQA64       Z2, Z12
+	VPDPBUSD        Z7, Z8, Z12
+	VBROADCASTI32X4 2(R9), Z8
+	VBROADCASTI32X4 2(R9)(CX*1), K1, Z8
+	VPSRLVW         Z6, Z8, Z8
+	VPANDD.BCST     nib0F<>+0(SB), Z8, Z8
+	VMOVDQA64       Z2, Z13
+	VPDPBUSD        Z7, Z8, Z13
+	VBROADCASTI32X4 2(R9)(CX*2), Z8
+	VBROADCASTI32X4 2(R9)(SI*1), K1, Z8
+	VPSRLVW         Z6, Z8, Z8
+	VPANDD.BCST     nib0F<>+0(SB), Z8, Z8
+	VMOVDQA64       Z2, Z14
+	VPDPBUSD        Z7, Z8, Z14
+	VBROADCASTI32X4 2(R10), Z8
+	VBROADCASTI32X4 2(R10)(CX*1), K1, Z8
+	VPSRLVW         Z6, Z8, Z8
+	VPANDD.BCST     nib0F<>+0(SB), Z8, Z8
+	VMOVDQA64       Z2, Z15
+	VPDPBUSD        Z7, Z8, Z15
+	VBROADCASTI32X4 2(R10)(CX*2), Z8
+	VBROADCASTI32X4 2(R10)(SI*1), K1, Z8
+	VPSRLVW         Z6, Z8, Z8
+	VPANDD.BCST     nib0F<>+0(SB), Z8, Z8
+	VMOVDQA64       Z2, Z16
+	VPDPBUSD        Z7, Z8, Z16
+	VSHUFI32X4      $0x88, Z10, Z9, Z7
+	VSHUFI32X4      $0xdd, Z10, Z9, Z8
+	VPADDD          Z8, Z7, Z7
+	VSHUFI32X4      $0x88, Z12, Z11, Z8
+	VSHUFI32X4      $0xdd, Z12, Z11, Z9
+	VPADDD          Z9, Z8, Z8
+	VSHUFI32X4      $0x88, Z14, Z13, Z9
+	VSHUFI32X4      $0xdd, Z14, Z13, Z10
+	VPADDD          Z10, Z9, Z9
+	VSHUFI32X4      $0x88, Z16, Z15, Z10
+	VSHUFI32X4      $0xdd, Z16, Z15, Z11
+	VPADDD          Z11, Z10, Z10
+	VSHUFPS         $0x44, Z8, Z7, Z11
+	VSHUFPS         $0xee, Z8, Z7, Z7
+	VPADDD          Z7, Z11, Z11
+	VSHUFPS         $0x44, Z10, Z9, Z7
+	VSHUFPS         $0xee, Z10, Z9, Z8
+	VPADDD          Z8, Z7, Z7
+	VSHUFPS         $0x88, Z7, Z11, Z8
+	VSHUFPS         $0xdd, Z7, Z11, Z7
+	VPADDD          Z7, Z8, Z8
+	VCVTDQ2PS       Z8, Z8
+	VPADDD          Z4, Z0, Z7
+	KXNORW          K2, K2, K2
+	VPXORD          Z3, Z3, Z3
+	VPGATHERDD      (AX)(Z7*1), K2, Z3
+	VPMOVDW         Z3, Y7
+	VCVTPH2PS       Y7, Z7
+	VPBROADCASTW    (R12), Y9
+	VCVTPH2PS       Y9, Z9
+	VMULPS          Z9, Z7, Z7
+	VFMADD231PS     Z7, Z8, Z1
+	VPADDD.BCST     dword18<>+0(SB), Z4, Z4
 	ADDQ            $0x00000012, DI
 	ADDQ            $0x00000012, R8
 	ADDQ            $0x00000012, R9
@@ -8718,8 +8738,8 @@ block:
 	JMP             block
 
 reduce:
-	VMOVDQU32 q4x8LaneOf<>+0(SB), Z19
-	VPERMPS   Z1, Z19, Z1
+	VMOVDQU32 q4x8LaneOf<>+0(SB), Z4
+	VPERMPS   Z1, Z4, Z1
 	VMOVUPS   Z1, (DX)
 	MOVQ      CX, DI
 	SHLQ      $0x04, DI

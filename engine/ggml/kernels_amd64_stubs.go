@@ -104,6 +104,9 @@ func laneFMAQ8_0AVX512(acc []float32, lanes int, j0 int, v []byte, stride int, p
 func reduceLanes64AVX512(acc []float32, d int, out []float32)
 
 //go:noescape
+func addZeroAVX512(x []float32)
+
+//go:noescape
 func reduceLanes16AVX512(acc []float32, d int, out []float32)
 
 //go:noescape

@@ -359,6 +359,15 @@ func genVecDotQ4_0x8Rows() {
 	}
 	rowOfM := u32s("q4x8RowOf", rowOf)
 	laneOfM := u32s("q4x8LaneOf", laneOf)
+	// Word shift counts: 0 in the 128-bit blocks of low nibbles (0, 2),
+	// 4 in those of high nibbles (1, 3).
+	shifts := make([]uint32, 16)
+	for i := range shifts {
+		if i/4%2 == 1 {
+			shifts[i] = 4<<16 | 4
+		}
+	}
+	shiftM := u32s("q4x8NibbleShift", shifts)
 
 	TEXT("vecDotQ4_0x8RowsAVX512", NOSPLIT, "func(w []byte, rowBytes int, y []byte, out []float32)")
 	Pragma("noescape")
@@ -391,6 +400,12 @@ func genVecDotQ4_0x8Rows() {
 	nb := Load(Param("y").Len(), GP64())
 	c08 := ZMM()
 	VPBROADCASTD(nib08, c08)
+	shift := ZMM()
+	VMOVDQU32(shiftM, shift)
+	kHi := K() // the dwords of blocks 2 and 3
+	hiBlocks := GP32()
+	MOVL(U32(0xFF00), hiBlocks)
+	KMOVW(hiBlocks, kHi)
 	Label("block")
 	CMPQ(nb, U32(34))
 	JB(LabelRef("reduce"))
@@ -402,20 +417,23 @@ func genVecDotQ4_0x8Rows() {
 	VBROADCASTI64X4(Mem{Base: yp, Disp: 2}, yq)
 	corr := zeroZMM()
 	VPDPBUSD(yq, c08, corr) // 8·Σy per lane
+	negCorr := ZMM()
+	VPXORD(negCorr, negCorr, negCorr)
+	VPSUBD(corr, negCorr, negCorr)
 	parts := make([]tracked, 8)
 	for p := range parts {
-		raw := YMM()
-		VMOVDQU8(row(2*p).Offset(2), raw.AsX())
-		VINSERTI32X4(U8(1), row(2*p+1).Offset(2), raw, raw)
-		lo, hi := ZMM(), YMM()
-		VPANDD_BCST(nib0F, raw, lo.AsY())
-		VPSRLW(U8(4), raw, hi)
-		VPANDD_BCST(nib0F, hi, hi)
-		VINSERTI64X4(U8(1), hi, lo, lo)  // [a.lo b.lo a.hi b.hi]
-		VSHUFI64X2(U8(0xD8), lo, lo, lo) // [a.lo a.hi b.lo b.hi]
-		s := zeroZMM()
-		VPDPBUSD(yq, lo, s)
-		VPSUBD(corr, s, s)
+		// [a a b b] by two broadcast loads (no shuffle: the 512-bit
+		// shuffles were the loop's bottleneck), then [a.lo a.hi b.lo
+		// b.hi] by a shift per block.
+		nib := ZMM()
+		VBROADCASTI32X4(row(2*p).Offset(2), nib)
+		VBROADCASTI32X4(row(2*p+1).Offset(2), kHi, nib)
+		VPSRLVW(shift, nib, nib)
+		VPANDD_BCST(nib0F, nib, nib)
+		// Σ x·(y+...) - 8·Σy, in int32 (wrapping: any order is exact).
+		s := ZMM()
+		VMOVDQA64(negCorr, s)
+		VPDPBUSD(yq, nib, s)
 		parts[p] = tracked{v: s, l: in[p].l}
 	}
 	sum := reduceInt(parts, 8, true)[0].v

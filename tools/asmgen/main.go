@@ -58,6 +58,7 @@ func genGGML() {
 	genScoreRowsQ8_0()
 	genLaneFMAQ8_0()
 	genReduceLanes(64)
+	genAddZero()
 	genReduceLanes(16)
 	genSoftmax()
 	genSwiglu()

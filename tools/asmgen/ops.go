@@ -637,3 +637,37 @@ func genRope() {
 	VZEROUPPER()
 	RET()
 }
+
+// genAddZero: x[i] += 0 for every i (a -0 becomes +0, as the generic
+// code's zero padding of a partial 64-row chunk makes it), 16 lanes a step.
+func genAddZero() {
+	TEXT("addZeroAVX512", NOSPLIT, "func(x []float32)")
+	Pragma("noescape")
+	p := Load(Param("x").Base(), GP64())
+	n := Load(Param("x").Len(), GP64())
+	zero := ZMM()
+	VPXORD(zero, zero, zero)
+	Label("step")
+	CMPQ(n, U32(16))
+	JB(LabelRef("tail"))
+	v := ZMM()
+	VADDPS(Mem{Base: p}, zero, v)
+	VMOVUPS(v, Mem{Base: p})
+	ADDQ(U32(64), p)
+	SUBQ(U32(16), n)
+	JMP(LabelRef("step"))
+	Label("tail")
+	TESTQ(n, n)
+	JZ(LabelRef("done"))
+	masks := GP64()
+	LEAQ(tailMasks, masks)
+	k := K()
+	KMOVW(Mem{Base: masks, Index: n, Scale: 8}, k)
+	t := ZMM()
+	VMOVUPS_Z(Mem{Base: p}, k, t)
+	VADDPS(t, zero, t)
+	VMOVUPS(t, k, Mem{Base: p})
+	Label("done")
+	VZEROUPPER()
+	RET()
+}
