@@ -356,16 +356,17 @@ type kvRows struct {
 	head int
 }
 
-// scores sets p[j] = the dot product of q with the row of cell j of KV
-// head g, for j < len(p).
-func (r kvRows) scores(kern ggml.Kernels, g, D int, q, p []float32) {
+// scores sets p[j] = the dot product of q with the row of cell lo+j of KV
+// head g, for j < len(p) (every cell's dot is computed alone, so a range
+// gives the bits the whole row gives).
+func (r kvRows) scores(kern ggml.Kernels, g, D, lo int, q, p []float32) {
 	switch {
 	case r.f16 != nil:
-		ggml.ScoreRowsF16(kern, r.f16[g*r.head:g*r.head+len(p)*D], D, q, p)
+		ggml.ScoreRowsF16(kern, r.f16[g*r.head+lo*D:g*r.head+(lo+len(p))*D], D, q, p)
 	case r.q8 != nil:
-		ggml.ScoreRowsQ8_0(kern, r.q8[g*r.head:g*r.head+len(p)*r.rb], r.rb, q, p)
+		ggml.ScoreRowsQ8_0(kern, r.q8[g*r.head+lo*r.rb:g*r.head+(lo+len(p))*r.rb], r.rb, q, p)
 	default:
-		kern.ScoreRows(r.f32[g*r.head:g*r.head+len(p)*D], D, q, p)
+		kern.ScoreRows(r.f32[g*r.head+lo*D:g*r.head+(lo+len(p))*D], D, q, p)
 	}
 }
 
@@ -726,25 +727,33 @@ func (f *forward) attention(il int, q []float32, lops LayerOps, swa bool) []floa
 	}
 	kern := f.s.m.kern
 	negInf := float32(math.Inf(-1))
+	var runs [][]cellRun
+	if swa {
+		runs = f.visibleRuns(n0)
+	}
 	work := func(lo, hi int) {
 		for h := lo; h < hi; h++ {
 			p := scores[h*n0 : (h+1)*n0]
 			g := h / group
 			for t := range T {
-				n := f.pos0 + t + 1 // causal: positions 0..pos0+t
-				if swa {
-					n = n0
-				}
 				qh := q[(t*c.NHead+h)*D : (t*c.NHead+h+1)*D]
-				K.scores(kern, g, D, qh, p[:n])
-				if c.AttnSoftcap != 0 {
-					ggml.SoftCap(p[:n], c.AttnSoftcap)
-				}
-				if swa {
-					pos := int32(f.pos0 + t)
-					for j := range n {
-						if !f.s.swa.visible(j, pos) {
-							p[j] = negInf
+				n := f.pos0 + t + 1 // causal: positions 0..pos0+t
+				if !swa {
+					K.scores(kern, g, D, 0, qh, p[:n])
+					if c.AttnSoftcap != 0 {
+						ggml.SoftCap(p[:n], c.AttnSoftcap)
+					}
+				} else {
+					// Every cell, the masked ones -inf as the KQ mask makes
+					// them; only the row's window is computed.
+					n = n0
+					for j := range p[:n] {
+						p[j] = negInf
+					}
+					for _, r := range runs[t] {
+						K.scores(kern, g, D, r.lo, qh, p[r.lo:r.hi])
+						if c.AttnSoftcap != 0 {
+							ggml.SoftCap(p[r.lo:r.hi], c.AttnSoftcap)
 						}
 					}
 				}
@@ -761,6 +770,33 @@ func (f *forward) attention(il int, q []float32, lops LayerOps, swa bool) []floa
 		f.s.m.pool.Run(c.NHead, work)
 	}
 	return out
+}
+
+// cellRun is a range [lo, hi) of cache cells.
+type cellRun struct{ lo, hi int }
+
+// visibleRuns returns, for every row t of the batch, the runs of cells
+// [0, n) of a sliding-window layer's cache that the row's position attends
+// to (its window, in cell order): one run, or two where the ring wraps.
+func (f *forward) visibleRuns(n int) [][]cellRun {
+	rows := make([][]cellRun, f.T)
+	for t := range f.T {
+		pos := int32(f.pos0 + t)
+		var runs []cellRun
+		for j := 0; j < n; {
+			if !f.s.swa.visible(j, pos) {
+				j++
+				continue
+			}
+			lo := j
+			for j < n && f.s.swa.visible(j, pos) {
+				j++
+			}
+			runs = append(runs, cellRun{lo, j})
+		}
+		rows[t] = runs
+	}
+	return rows
 }
 
 // addBias adds b to every row of x (ggml's broadcasting ADD); nil adds

@@ -91,6 +91,10 @@ func SoftCap(x []float32, cap float32) {
 func GegluF32(dst, gate, up []float32) {
 	up = up[:len(gate)]
 	dst = dst[:len(gate)]
+	if gegluF32Fast != nil {
+		gegluF32Fast(dst, gate, up)
+		return
+	}
 	var buf [256]float32
 	for lo := 0; lo < len(gate); lo += len(buf) {
 		g := gate[lo:min(lo+len(buf), len(gate))]

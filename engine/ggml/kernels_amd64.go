@@ -47,6 +47,11 @@ var (
 // tanhFast is TanhInPlace's kernel (cmath.Tanhf, 16 lanes at a time).
 var tanhFast = avx512Only(tanhfAVX512)
 
+// gegluF32Fast is GegluF32's kernel: the whole GELU and product 16 lanes at
+// a time (the scalar loops around TanhInPlace were a tenth of an exact
+// Gemma prefill).
+var gegluF32Fast = avx512Only(gegluF32AVX512)
+
 func avx512Only[F any](f F) F {
 	if hasAVX512() {
 		return f

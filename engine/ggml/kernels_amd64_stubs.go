@@ -216,3 +216,6 @@ func quantizeSymAVX512(x []float32, scale float32, lim int32, q []int8)
 
 //go:noescape
 func tanhfAVX512(x []float32)
+
+//go:noescape
+func gegluF32AVX512(dst []float32, gate []float32, up []float32)

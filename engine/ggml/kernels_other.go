@@ -12,4 +12,5 @@ var (
 	absMaxBitsFast  func(x []float32) uint32
 	quantizeSymFast func(x []float32, scale float32, lim int32, q []int8)
 	tanhFast        func(x []float32)
+	gegluF32Fast    func(dst, gate, up []float32)
 )

@@ -66,4 +66,5 @@ func genGGML() {
 	genGGMLNumerics()
 	genTanhConstants()
 	genTanh()
+	genGegluF32()
 }

@@ -334,3 +334,64 @@ func expm1Block(x VecVirtual) VecVirtual {
 	VADDPS(x, x, kn, res)
 	return res
 }
+
+// genGegluF32: ggml.GegluF32 16 lanes at a time: dst = gelu(gate)·up with
+// GELU in f32, gelu(x) = (0.5x)·(1 + tanh((√(2/π)x)·fma(0.044715x, x, 1))),
+// every operation rounded where the Go code rounds (tanh as tanhBlock).
+func genGegluF32() {
+	c := GLOBL("geluF32Const", RODATA|NOPTR)
+	for i, v := range []float32{0.044715, 0.79788456080286535587989211986876, 0.5, 1} {
+		DATA(4*i, U32(math.Float32bits(v)))
+	}
+	TEXT("gegluF32AVX512", NOSPLIT, "func(dst, gate, up []float32)")
+	Pragma("noescape")
+	dp := Load(Param("dst").Base(), GP64())
+	gp := Load(Param("gate").Base(), GP64())
+	up := Load(Param("up").Base(), GP64())
+	n := Load(Param("gate").Len(), GP64())
+	full := GP64()
+	MOVQ(n, full)
+	ANDQ(I32(-16), full)
+	rem := GP64()
+	MOVQ(n, rem)
+	ANDQ(U32(15), rem)
+	i := GP64()
+	XORQ(i, i)
+	// block computes the 16 outputs of x (and up's u) into a new register.
+	block := func(x, u Op) VecVirtual {
+		a := ZMM()
+		VMULPS_BCST(c.Offset(0), x, a)       // 0.044715x
+		VFMADD213PS_BCST(c.Offset(12), x, a) // fma(0.044715x, x, 1)
+		s := ZMM()
+		VMULPS_BCST(c.Offset(4), x, s) // √(2/π)x
+		VMULPS(a, s, s)
+		t := tanhBlock(s)
+		h := ZMM()
+		VMULPS_BCST(c.Offset(8), x, h)  // 0.5x
+		VADDPS_BCST(c.Offset(12), t, t) // 1 + tanh
+		VMULPS(t, h, h)
+		VMULPS(u, h, h)
+		return h
+	}
+	Label("loop")
+	CMPQ(i, full)
+	JAE(LabelRef("tail"))
+	x := ZMM()
+	VMOVUPS(Mem{Base: gp, Index: i, Scale: 4}, x)
+	r := block(x, Mem{Base: up, Index: i, Scale: 4})
+	VMOVUPS(r, Mem{Base: dp, Index: i, Scale: 4})
+	ADDQ(U32(16), i)
+	JMP(LabelRef("loop"))
+	Label("tail")
+	TESTQ(rem, rem)
+	JZ(LabelRef("done"))
+	kt := tailMask(rem)
+	xt, ut := ZMM(), ZMM()
+	VMOVUPS_Z(Mem{Base: gp, Index: i, Scale: 4}, kt, xt)
+	VMOVUPS_Z(Mem{Base: up, Index: i, Scale: 4}, kt, ut)
+	rt := block(xt, ut)
+	VMOVUPS(rt, kt, Mem{Base: dp, Index: i, Scale: 4})
+	Label("done")
+	VZEROUPPER()
+	RET()
+}
