@@ -1,7 +1,6 @@
 package backend_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -32,25 +30,7 @@ func writeFile(path string, mode os.FileMode) error {
 	return os.WriteFile(path, []byte("#!/bin/sh\n"), mode)
 }
 
-// syncBuffer is a goroutine-safe sink for plugin stderr.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func launch(t *testing.T, stderr *syncBuffer) *backend.Client {
+func launch(t *testing.T, stderr *testkit.SyncBuffer) *backend.Client {
 	t.Helper()
 	cfg := backend.LaunchConfig{Path: testPlugin, StartTimeout: 20 * time.Second}
 	if stderr != nil {
@@ -68,7 +48,7 @@ func launch(t *testing.T, stderr *syncBuffer) *backend.Client {
 }
 
 func TestPluginPrintingDuringLoadStillWorks(t *testing.T) {
-	var stderr syncBuffer
+	var stderr testkit.SyncBuffer
 	c := launch(t, &stderr)
 	ctx := context.Background()
 	if c.Pid() <= 0 || c.Pid() == os.Getpid() {

@@ -195,7 +195,7 @@ func TestPluginTreeEndsWhenTheHostIsKilled(t *testing.T) {
 // dies by itself is still go-plugin's "plugin process exited" at error level.
 func TestOnlyAnUnexpectedExitIsLoggedAsAnError(t *testing.T) {
 	logged := func(session string) string {
-		var log syncBuffer
+		var log testkit.SyncBuffer
 		c, err := backend.Launch(context.Background(), backend.LaunchConfig{Path: testPlugin, StartTimeout: 20 * time.Second,
 			Logger: slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 		if err != nil {

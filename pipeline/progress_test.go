@@ -5,10 +5,10 @@ import (
 	"context"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/evalrun/evalrun/internal/testkit"
 	"github.com/evalrun/evalrun/pipeline/spec"
 )
 
@@ -85,7 +85,7 @@ func TestProgressETA(t *testing.T) {
 // backends (the one being benched while the bench runs), whose last state
 // is the pass's line; log lines written meanwhile print above it.
 func TestProgressBar(t *testing.T) {
-	var out lockedBuffer // the bar draws from a goroutine of its own
+	var out testkit.SyncBuffer // the bar draws from a goroutine of its own
 	pr := NewProgress(&out, ProgressBar)
 	pr.redraw = true
 	r := &runner{progress: pr}
@@ -109,22 +109,4 @@ func TestProgressBar(t *testing.T) {
 	if l := ph.label(22); l != "score [ref (ref) +1]" {
 		t.Errorf("label on a narrow terminal: %q", l)
 	}
-}
-
-// lockedBuffer is a bytes.Buffer safe for one writer and one reader.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

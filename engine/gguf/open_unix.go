@@ -66,7 +66,7 @@ const hugePage = 2 << 20
 // OpenCopy reads the file into memory of the process's own, backed by
 // transparent huge pages where the OS offers them, and parses it: weights
 // streamed from 2 MiB pages cost a page walk per 2 MiB instead of per 4 KiB
-// (measured: single-thread decode of a 768-wide F32 model 17 % faster than
+// (measured: single-thread decode of a 768-wide F32 model 16 % faster than
 // from the mapped file, docs/performance.md). It costs a copy at load and
 // memory of its own (the file's page cache is not shared with other
 // processes' mappings). Close the File to free it; Evict leaves it alone.
