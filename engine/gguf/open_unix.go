@@ -85,7 +85,7 @@ func OpenCopy(path string) (*File, error) {
 	}
 	off := int(-uintptr(unsafe.Pointer(&raw[0])) & (hugePage - 1))
 	data := raw[off : off+int(size)]
-	_ = unix.Madvise(raw[off:off+n], unix.MADV_HUGEPAGE) // a hint: EINVAL without THP
+	adviseHugePages(raw[off : off+n])
 	if _, err := io.ReadFull(io.NewSectionReader(fd, 0, size), data); err != nil {
 		unix.Munmap(raw)
 		return nil, fmt.Errorf("%s: read: %w", path, err)
