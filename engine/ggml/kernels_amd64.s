@@ -12032,145 +12032,146 @@ loop:
 	CMPQ             DI, SI
 	JAE              tail
 	VMOVUPS          (CX)(DI*4), Z0
-	VMULPS.BCST      geluF32Const<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST geluF32Const<>+12(SB), Z0, Z1
-	VMULPS.BCST      geluF32Const<>+4(SB), Z0, Z2
-	VMULPS           Z1, Z2, Z2
-	VPANDD.BCST      tanhConst<>+0(SB), Z2, Z1
-	VPANDD.BCST      tanhConst<>+4(SB), Z2, Z3
-	VMULPS.BCST      tanhConst<>+48(SB), Z1, Z4
-	VPCMPD.BCST      $0x01, tanhConst<>+24(SB), Z1, K1
-	VPXORD.BCST      tanhConst<>+4(SB), Z4, K1, Z4
-	VPANDD.BCST      tanhConst<>+0(SB), Z4, Z5
-	VPANDD.BCST      tanhConst<>+4(SB), Z4, Z6
-	VPORD.BCST       tanhConst<>+56(SB), Z6, Z7
-	VMULPS.BCST      tanhConst<>+92(SB), Z4, Z8
-	VADDPS           Z7, Z8, Z8
-	VCVTTPS2DQ       Z8, Z7
-	VCVTDQ2PS        Z7, Z8
-	VMULPS.BCST      tanhConst<>+84(SB), Z8, Z9
-	VSUBPS           Z9, Z4, Z9
-	VMULPS.BCST      tanhConst<>+88(SB), Z8, Z8
-	VPCMPD.BCST      $0x01, tanhConst<>+40(SB), Z5, K1
-	VPORD.BCST       tanhConst<>+84(SB), Z6, Z10
-	VSUBPS           Z10, Z4, K1, Z9
-	VPORD.BCST       tanhConst<>+88(SB), Z6, K1, Z8
-	VPSRAD           $0x1f, Z4, Z10
-	VPORD.BCST       tanhConst<>+116(SB), Z10, K1, Z7
-	VPCMPD.BCST      $0x06, tanhConst<>+36(SB), Z5, K1
-	VMOVDQA32.Z      Z7, K1, Z7
-	VMOVAPS          Z4, Z6
-	VSUBPS           Z8, Z9, K1, Z6
-	VSUBPS           Z6, Z9, Z10
-	VSUBPS           Z8, Z10, Z10
-	VMULPS.BCST      tanhConst<>+56(SB), Z6, Z8
-	VMULPS           Z8, Z6, Z9
-	VMULPS.BCST      tanhConst<>+112(SB), Z9, Z11
-	VADDPS.BCST      tanhConst<>+108(SB), Z11, Z11
-	VMULPS           Z11, Z9, Z11
-	VADDPS.BCST      tanhConst<>+104(SB), Z11, Z11
-	VMULPS           Z11, Z9, Z11
-	VADDPS.BCST      tanhConst<>+100(SB), Z11, Z11
-	VMULPS           Z11, Z9, Z11
-	VADDPS.BCST      tanhConst<>+96(SB), Z11, Z11
-	VMULPS           Z11, Z9, Z11
-	VADDPS.BCST      tanhConst<>+24(SB), Z11, Z11
-	VMULPS           Z8, Z11, Z8
-	VPBROADCASTD     tanhConst<>+60(SB), Z12
-	VSUBPS           Z8, Z12, Z8
-	VSUBPS           Z8, Z11, Z11
-	VMULPS           Z8, Z6, Z8
-	VPBROADCASTD     tanhConst<>+64(SB), Z12
-	VSUBPS           Z8, Z12, Z8
-	VDIVPS           Z8, Z11, Z11
-	VMULPS           Z11, Z9, Z8
-	VMULPS           Z8, Z6, Z11
+	VMOVUPS          (DX)(DI*4), Z1
+	VMULPS.BCST      geluF32Const<>+0(SB), Z0, Z2
+	VFMADD213PS.BCST geluF32Const<>+12(SB), Z0, Z2
+	VMULPS.BCST      geluF32Const<>+4(SB), Z0, Z3
+	VMULPS           Z2, Z3, Z3
+	VPANDD.BCST      tanhConst<>+0(SB), Z3, Z2
+	VPANDD.BCST      tanhConst<>+4(SB), Z3, Z4
+	VMULPS.BCST      tanhConst<>+48(SB), Z2, Z5
+	VPCMPD.BCST      $0x01, tanhConst<>+24(SB), Z2, K1
+	VPXORD.BCST      tanhConst<>+4(SB), Z5, K1, Z5
+	VPANDD.BCST      tanhConst<>+0(SB), Z5, Z6
+	VPANDD.BCST      tanhConst<>+4(SB), Z5, Z7
+	VPORD.BCST       tanhConst<>+56(SB), Z7, Z8
+	VMULPS.BCST      tanhConst<>+92(SB), Z5, Z9
+	VADDPS           Z8, Z9, Z9
+	VCVTTPS2DQ       Z9, Z8
+	VCVTDQ2PS        Z8, Z9
+	VMULPS.BCST      tanhConst<>+84(SB), Z9, Z10
+	VSUBPS           Z10, Z5, Z10
+	VMULPS.BCST      tanhConst<>+88(SB), Z9, Z9
+	VPCMPD.BCST      $0x01, tanhConst<>+40(SB), Z6, K1
+	VPORD.BCST       tanhConst<>+84(SB), Z7, Z11
+	VSUBPS           Z11, Z5, K1, Z10
+	VPORD.BCST       tanhConst<>+88(SB), Z7, K1, Z9
+	VPSRAD           $0x1f, Z5, Z11
+	VPORD.BCST       tanhConst<>+116(SB), Z11, K1, Z8
+	VPCMPD.BCST      $0x06, tanhConst<>+36(SB), Z6, K1
+	VMOVDQA32.Z      Z8, K1, Z8
+	VMOVAPS          Z5, Z7
+	VSUBPS           Z9, Z10, K1, Z7
+	VSUBPS           Z7, Z10, Z11
 	VSUBPS           Z9, Z11, Z11
-	VSUBPS           Z11, Z6, Z11
-	VSUBPS           Z10, Z8, Z8
-	VMULPS           Z8, Z6, Z8
-	VSUBPS           Z10, Z8, Z8
-	VSUBPS           Z9, Z8, Z8
-	VSUBPS           Z8, Z6, Z9
-	VSUBPS           Z6, Z8, Z10
-	VPSLLD           $0x17, Z7, Z12
-	VMULPS.BCST      tanhConst<>+56(SB), Z9, Z13
-	VPCMPD.BCST      $0x00, tanhConst<>+120(SB), Z7, K1
-	VSUBPS.BCST      tanhConst<>+56(SB), Z13, K1, Z11
-	VMULPS.BCST      tanhConst<>+48(SB), Z9, Z13
-	VADDPS.BCST      tanhConst<>+24(SB), Z13, Z13
-	VPCMPD.BCST      $0x00, tanhConst<>+116(SB), Z7, K1
-	VMOVAPS          Z13, K1, Z11
-	VADDPS.BCST      tanhConst<>+56(SB), Z6, Z9
-	VSUBPS           Z9, Z8, Z9
-	VMULPS.BCST      tanhConst<>+52(SB), Z9, Z9
-	VCMPPS.BCST      $0x11, tanhConst<>+68(SB), Z6, K2
+	VMULPS.BCST      tanhConst<>+56(SB), Z7, Z9
+	VMULPS           Z9, Z7, Z10
+	VMULPS.BCST      tanhConst<>+112(SB), Z10, Z12
+	VADDPS.BCST      tanhConst<>+108(SB), Z12, Z12
+	VMULPS           Z12, Z10, Z12
+	VADDPS.BCST      tanhConst<>+104(SB), Z12, Z12
+	VMULPS           Z12, Z10, Z12
+	VADDPS.BCST      tanhConst<>+100(SB), Z12, Z12
+	VMULPS           Z12, Z10, Z12
+	VADDPS.BCST      tanhConst<>+96(SB), Z12, Z12
+	VMULPS           Z12, Z10, Z12
+	VADDPS.BCST      tanhConst<>+24(SB), Z12, Z12
+	VMULPS           Z9, Z12, Z9
+	VPBROADCASTD     tanhConst<>+60(SB), Z13
+	VSUBPS           Z9, Z13, Z9
+	VSUBPS           Z9, Z12, Z12
+	VMULPS           Z9, Z7, Z9
+	VPBROADCASTD     tanhConst<>+64(SB), Z13
+	VSUBPS           Z9, Z13, Z9
+	VDIVPS           Z9, Z12, Z12
+	VMULPS           Z12, Z10, Z9
+	VMULPS           Z9, Z7, Z12
+	VSUBPS           Z10, Z12, Z12
+	VSUBPS           Z12, Z7, Z12
+	VSUBPS           Z11, Z9, Z9
+	VMULPS           Z9, Z7, Z9
+	VSUBPS           Z11, Z9, Z9
+	VSUBPS           Z10, Z9, Z9
+	VSUBPS           Z9, Z7, Z10
+	VSUBPS           Z7, Z9, Z11
+	VPSLLD           $0x17, Z8, Z13
+	VMULPS.BCST      tanhConst<>+56(SB), Z10, Z14
+	VPCMPD.BCST      $0x00, tanhConst<>+120(SB), Z8, K1
+	VSUBPS.BCST      tanhConst<>+56(SB), Z14, K1, Z12
+	VMULPS.BCST      tanhConst<>+48(SB), Z10, Z14
+	VADDPS.BCST      tanhConst<>+24(SB), Z14, Z14
+	VPCMPD.BCST      $0x00, tanhConst<>+116(SB), Z8, K1
+	VMOVAPS          Z14, K1, Z12
+	VADDPS.BCST      tanhConst<>+56(SB), Z7, Z10
+	VSUBPS           Z10, Z9, Z10
+	VMULPS.BCST      tanhConst<>+52(SB), Z10, Z10
+	VCMPPS.BCST      $0x11, tanhConst<>+68(SB), Z7, K2
 	KANDW            K1, K2, K2
-	VMOVAPS          Z9, K2, Z11
-	VPBROADCASTD     tanhConst<>+24(SB), Z9
-	VSUBPS           Z10, Z9, Z13
-	VPADDD           Z12, Z13, Z13
-	VSUBPS           Z9, Z13, Z13
-	VPCMPD.BCST      $0x02, tanhConst<>+124(SB), Z7, K1
-	VPCMPD.BCST      $0x06, tanhConst<>+136(SB), Z7, K2
+	VMOVAPS          Z10, K2, Z12
+	VPBROADCASTD     tanhConst<>+24(SB), Z10
+	VSUBPS           Z11, Z10, Z14
+	VPADDD           Z13, Z14, Z14
+	VSUBPS           Z10, Z14, Z14
+	VPCMPD.BCST      $0x02, tanhConst<>+124(SB), Z8, K1
+	VPCMPD.BCST      $0x06, tanhConst<>+136(SB), Z8, K2
 	KORW             K2, K1, K1
-	VMOVAPS          Z13, K1, Z11
-	VPBROADCASTD     tanhConst<>+144(SB), Z13
-	VPSRLVD          Z7, Z13, Z13
-	VPSUBD           Z13, Z9, Z13
-	VSUBPS           Z10, Z13, Z13
-	VPADDD           Z12, Z13, Z13
-	VPCMPD.BCST      $0x05, tanhConst<>+128(SB), Z7, K1
-	VPCMPD.BCST      $0x01, tanhConst<>+132(SB), Z7, K2
+	VMOVAPS          Z14, K1, Z12
+	VPBROADCASTD     tanhConst<>+144(SB), Z14
+	VPSRLVD          Z8, Z14, Z14
+	VPSUBD           Z14, Z10, Z14
+	VSUBPS           Z11, Z14, Z14
+	VPADDD           Z13, Z14, Z14
+	VPCMPD.BCST      $0x05, tanhConst<>+128(SB), Z8, K1
+	VPCMPD.BCST      $0x01, tanhConst<>+132(SB), Z8, K2
 	KANDW            K1, K2, K2
-	VMOVAPS          Z13, K2, Z11
-	VPBROADCASTD     tanhConst<>+140(SB), Z10
-	VPSUBD           Z7, Z10, Z10
-	VPSLLD           $0x17, Z10, Z10
-	VADDPS           Z10, Z8, Z10
-	VSUBPS           Z10, Z6, Z10
-	VADDPS           Z9, Z10, Z10
-	VPADDD           Z12, Z10, Z10
-	VPCMPD.BCST      $0x05, tanhConst<>+132(SB), Z7, K1
-	VPCMPD.BCST      $0x02, tanhConst<>+136(SB), Z7, K2
+	VMOVAPS          Z14, K2, Z12
+	VPBROADCASTD     tanhConst<>+140(SB), Z11
+	VPSUBD           Z8, Z11, Z11
+	VPSLLD           $0x17, Z11, Z11
+	VADDPS           Z11, Z9, Z11
+	VSUBPS           Z11, Z7, Z11
+	VADDPS           Z10, Z11, Z11
+	VPADDD           Z13, Z11, Z11
+	VPCMPD.BCST      $0x05, tanhConst<>+132(SB), Z8, K1
+	VPCMPD.BCST      $0x02, tanhConst<>+136(SB), Z8, K2
 	KANDW            K1, K2, K2
-	VMOVAPS          Z10, K2, Z11
-	VPCMPD.BCST      $0x01, tanhConst<>+44(SB), Z5, K1
-	VMOVAPS          Z4, K1, Z11
-	VPCMPD.BCST      $0x05, tanhConst<>+28(SB), Z5, K1
-	VPCMPD.BCST      $0x02, tanhConst<>+12(SB), Z5, K1, K1
-	VPMOVD2M         Z4, K2
+	VMOVAPS          Z11, K2, Z12
+	VPCMPD.BCST      $0x01, tanhConst<>+44(SB), Z6, K1
+	VMOVAPS          Z5, K1, Z12
+	VPCMPD.BCST      $0x05, tanhConst<>+28(SB), Z6, K1
+	VPCMPD.BCST      $0x02, tanhConst<>+12(SB), Z6, K1, K1
+	VPMOVD2M         Z5, K2
 	KANDW            K2, K1, K1
-	VBROADCASTSS     tanhConst<>+72(SB), K1, Z11
-	VPCMPD.BCST      $0x05, tanhConst<>+32(SB), Z5, K1
-	VCMPPS.BCST      $0x1e, tanhConst<>+80(SB), Z4, K1, K1
-	VBROADCASTSS     tanhConst<>+76(SB), K1, Z11
-	VPCMPD.BCST      $0x06, tanhConst<>+12(SB), Z5, K1
-	VADDPS           Z4, Z4, K1, Z11
-	VADDPS.BCST      tanhConst<>+48(SB), Z11, Z4
-	VPBROADCASTD     tanhConst<>+24(SB), Z5
-	VPBROADCASTD     tanhConst<>+48(SB), Z6
-	VPCMPD.BCST      $0x01, tanhConst<>+24(SB), Z1, K1
-	VPXORD.BCST      tanhConst<>+4(SB), Z11, K1, Z6
-	VDIVPS           Z4, Z6, Z6
-	VPCMPD.BCST      $0x05, tanhConst<>+24(SB), Z1, K1
-	VSUBPS           Z6, Z5, K1, Z6
-	VPCMPD.BCST      $0x05, tanhConst<>+16(SB), Z1, K1
-	VMOVAPS          Z5, K1, Z6
-	VPXORD           Z3, Z6, Z6
-	VPCMPD.BCST      $0x01, tanhConst<>+20(SB), Z1, K1
-	VADDPS           Z5, Z2, Z4
-	VMULPS           Z4, Z2, K1, Z6
-	VPTESTNMD        Z1, Z1, K1
-	VMOVAPS          Z2, K1, Z6
-	VPCMPD.BCST      $0x05, tanhConst<>+12(SB), Z1, K1
-	VPORD            Z3, Z5, K1, Z6
-	VPCMPD.BCST      $0x06, tanhConst<>+12(SB), Z1, K1
-	VPORD.BCST       tanhConst<>+8(SB), Z2, K1, Z6
+	VBROADCASTSS     tanhConst<>+72(SB), K1, Z12
+	VPCMPD.BCST      $0x05, tanhConst<>+32(SB), Z6, K1
+	VCMPPS.BCST      $0x1e, tanhConst<>+80(SB), Z5, K1, K1
+	VBROADCASTSS     tanhConst<>+76(SB), K1, Z12
+	VPCMPD.BCST      $0x06, tanhConst<>+12(SB), Z6, K1
+	VADDPS           Z5, Z5, K1, Z12
+	VADDPS.BCST      tanhConst<>+48(SB), Z12, Z5
+	VPBROADCASTD     tanhConst<>+24(SB), Z6
+	VPBROADCASTD     tanhConst<>+48(SB), Z7
+	VPCMPD.BCST      $0x01, tanhConst<>+24(SB), Z2, K1
+	VPXORD.BCST      tanhConst<>+4(SB), Z12, K1, Z7
+	VDIVPS           Z5, Z7, Z7
+	VPCMPD.BCST      $0x05, tanhConst<>+24(SB), Z2, K1
+	VSUBPS           Z7, Z6, K1, Z7
+	VPCMPD.BCST      $0x05, tanhConst<>+16(SB), Z2, K1
+	VMOVAPS          Z6, K1, Z7
+	VPXORD           Z4, Z7, Z7
+	VPCMPD.BCST      $0x01, tanhConst<>+20(SB), Z2, K1
+	VADDPS           Z6, Z3, Z5
+	VMULPS           Z5, Z3, K1, Z7
+	VPTESTNMD        Z2, Z2, K1
+	VMOVAPS          Z3, K1, Z7
+	VPCMPD.BCST      $0x05, tanhConst<>+12(SB), Z2, K1
+	VPORD            Z4, Z6, K1, Z7
+	VPCMPD.BCST      $0x06, tanhConst<>+12(SB), Z2, K1
+	VPORD.BCST       tanhConst<>+8(SB), Z3, K1, Z7
 	VMULPS.BCST      geluF32Const<>+8(SB), Z0, Z0
-	VADDPS.BCST      geluF32Const<>+12(SB), Z6, Z6
-	VMULPS           Z6, Z0, Z0
-	VMULPS           (DX)(DI*4), Z0, Z0
+	VADDPS.BCST      geluF32Const<>+12(SB), Z7, Z7
+	VMULPS           Z7, Z0, Z0
+	VMULPS           Z1, Z0, Z0
 	VMOVUPS          Z0, (AX)(DI*4)
 	ADDQ             $0x00000010, DI
 	JMP              loop

@@ -102,6 +102,19 @@ func genTanh() {
 	Pragma("noescape")
 	p := Load(Param("x").Base(), GP64())
 	n := Load(Param("x").Len(), GP64())
+	forEach16(n, func(i Register, k Op) {
+		at := Mem{Base: p, Index: i, Scale: 4}
+		r := tanhBlock(load16(at, k))
+		store16(r, k, at)
+	})
+	VZEROUPPER()
+	RET()
+}
+
+// forEach16 runs step over n float32 elements: step(i, nil) for every whole
+// chunk of 16 starting at element i, then, if n%16 != 0, step(i, k) for the
+// rest with k the mask of its lanes.
+func forEach16(n Register, step func(i Register, k Op)) {
 	full := GP64()
 	MOVQ(n, full)
 	ANDQ(I32(-16), full)
@@ -113,23 +126,35 @@ func genTanh() {
 	Label("loop")
 	CMPQ(i, full)
 	JAE(LabelRef("tail"))
-	v := ZMM()
-	VMOVUPS(Mem{Base: p, Index: i, Scale: 4}, v)
-	r := tanhBlock(v)
-	VMOVUPS(r, Mem{Base: p, Index: i, Scale: 4})
+	step(i, nil)
 	ADDQ(U32(16), i)
 	JMP(LabelRef("loop"))
 	Label("tail")
 	TESTQ(rem, rem)
 	JZ(LabelRef("done"))
-	kt := tailMask(rem)
-	vt := ZMM()
-	VMOVUPS_Z(Mem{Base: p, Index: i, Scale: 4}, kt, vt)
-	rt := tanhBlock(vt)
-	VMOVUPS(rt, kt, Mem{Base: p, Index: i, Scale: 4})
+	step(i, tailMask(rem))
 	Label("done")
-	VZEROUPPER()
-	RET()
+}
+
+// load16 loads 16 floats at m into a new register, the lanes of mask k only
+// (the others zero) when k is not nil.
+func load16(m Mem, k Op) VecVirtual {
+	v := ZMM()
+	if k == nil {
+		VMOVUPS(m, v)
+	} else {
+		VMOVUPS_Z(m, k, v)
+	}
+	return v
+}
+
+// store16 stores v's 16 lanes at m, those of mask k only when k is not nil.
+func store16(v VecVirtual, k Op, m Mem) {
+	if k == nil {
+		VMOVUPS(v, m)
+	} else {
+		VMOVUPS(v, k, m)
+	}
 }
 
 // tanhBlock computes Tanhf of the 16 lanes of v into a new register.
@@ -349,16 +374,9 @@ func genGegluF32() {
 	gp := Load(Param("gate").Base(), GP64())
 	up := Load(Param("up").Base(), GP64())
 	n := Load(Param("gate").Len(), GP64())
-	full := GP64()
-	MOVQ(n, full)
-	ANDQ(I32(-16), full)
-	rem := GP64()
-	MOVQ(n, rem)
-	ANDQ(U32(15), rem)
-	i := GP64()
-	XORQ(i, i)
-	// block computes the 16 outputs of x (and up's u) into a new register.
-	block := func(x, u Op) VecVirtual {
+	forEach16(n, func(i Register, k Op) {
+		x := load16(Mem{Base: gp, Index: i, Scale: 4}, k)
+		u := load16(Mem{Base: up, Index: i, Scale: 4}, k)
 		a := ZMM()
 		VMULPS_BCST(c.Offset(0), x, a)       // 0.044715x
 		VFMADD213PS_BCST(c.Offset(12), x, a) // fma(0.044715x, x, 1)
@@ -371,27 +389,8 @@ func genGegluF32() {
 		VADDPS_BCST(c.Offset(12), t, t) // 1 + tanh
 		VMULPS(t, h, h)
 		VMULPS(u, h, h)
-		return h
-	}
-	Label("loop")
-	CMPQ(i, full)
-	JAE(LabelRef("tail"))
-	x := ZMM()
-	VMOVUPS(Mem{Base: gp, Index: i, Scale: 4}, x)
-	r := block(x, Mem{Base: up, Index: i, Scale: 4})
-	VMOVUPS(r, Mem{Base: dp, Index: i, Scale: 4})
-	ADDQ(U32(16), i)
-	JMP(LabelRef("loop"))
-	Label("tail")
-	TESTQ(rem, rem)
-	JZ(LabelRef("done"))
-	kt := tailMask(rem)
-	xt, ut := ZMM(), ZMM()
-	VMOVUPS_Z(Mem{Base: gp, Index: i, Scale: 4}, kt, xt)
-	VMOVUPS_Z(Mem{Base: up, Index: i, Scale: 4}, kt, ut)
-	rt := block(xt, ut)
-	VMOVUPS(rt, kt, Mem{Base: dp, Index: i, Scale: 4})
-	Label("done")
+		store16(h, k, Mem{Base: dp, Index: i, Scale: 4})
+	})
 	VZEROUPPER()
 	RET()
 }
