@@ -7613,24 +7613,28 @@ TEXT ·addZeroAVX512(SB), NOSPLIT, $0-24
 	MOVQ   x_base+0(FP), AX
 	MOVQ   x_len+8(FP), CX
 	VPXORD Z0, Z0, Z0
+	MOVQ   CX, DX
+	ANDQ   $-16, DX
+	ANDQ   $0x0000000f, CX
+	XORQ   BX, BX
 
-step:
-	CMPQ    CX, $0x00000010
-	JB      tail
-	VADDPS  (AX), Z0, Z1
-	VMOVUPS Z1, (AX)
-	ADDQ    $0x00000040, AX
-	SUBQ    $0x00000010, CX
-	JMP     step
+loop:
+	CMPQ    BX, DX
+	JAE     tail
+	VMOVUPS (AX)(BX*4), Z1
+	VADDPS  Z1, Z0, Z1
+	VMOVUPS Z1, (AX)(BX*4)
+	ADDQ    $0x00000010, BX
+	JMP     loop
 
 tail:
 	TESTQ     CX, CX
 	JZ        done
 	LEAQ      tailMasks<>+0(SB), DX
 	KMOVW     (DX)(CX*8), K1
-	VMOVUPS.Z (AX), K1, Z1
+	VMOVUPS.Z (AX)(BX*4), K1, Z1
 	VADDPS    Z1, Z0, Z1
-	VMOVUPS   Z1, K1, (AX)
+	VMOVUPS   Z1, K1, (AX)(BX*4)
 
 done:
 	VZEROUPPER
