@@ -21,6 +21,25 @@ type LayerOps interface {
 	Geglu(dst, gate, up []float32)
 }
 
+// rowsNormer is LayerOps that norm several rows in one call (the CPU's).
+type rowsNormer interface {
+	// RMSNormRows is RMSNorm of every row of x (rows of len(w) values).
+	RMSNormRows(dst, x, w []float32, eps float32)
+}
+
+// normRows is lops.RMSNorm of every row of x (rows of len(w) values) into
+// dst's, in one call where lops takes rows together.
+func normRows(lops LayerOps, dst, x, w []float32, eps float32) {
+	if r, ok := lops.(rowsNormer); ok {
+		r.RMSNormRows(dst, x, w, eps)
+		return
+	}
+	n := len(w)
+	for i := 0; i < len(x); i += n {
+		lops.RMSNorm(dst[i:i+n], x[i:i+n], w, eps)
+	}
+}
+
 // LayerDevice is a matmul (attached with UseMatMul) that also runs the other
 // ops of some layers: LayerOps(il) returns its ops for layer il, nil where
 // the CPU's run.
@@ -36,6 +55,7 @@ type cpuOps struct {
 }
 
 func (cpuOps) RMSNorm(dst, x, w []float32, eps float32)     { rmsNorm(dst, x, w, eps) }
+func (cpuOps) RMSNormRows(dst, x, w []float32, eps float32) { rmsNormRows(dst, x, w, eps) }
 func (c cpuOps) Rope(x, cs []float32, nDims int, neox bool) { c.kern.Rope(x, cs, nDims, neox) }
 func (cpuOps) Add(dst, src []float32)                       { addTo(dst, src) }
 func (c cpuOps) Softmax(p []float32, scale float32)         { c.kern.Softmax(p, scale) }

@@ -18,8 +18,45 @@ func rmsNorm(dst, x, w []float32, eps float32) {
 	for _, v := range x {
 		sum += float64(v * v)
 	}
-	mean := float32(sum / float64(len(x)))
-	scale := float32(1) / float32(math.Sqrt(float64(mean+eps)))
+	scaleRow(dst, x, w, rmsScale(sum, len(x), eps))
+}
+
+// rmsNormRows is rmsNorm of every row of x (rows of len(w) values) into
+// dst's (dst may be x). Each row's sum of squares is a chain of dependent
+// float64 adds, so four rows are summed together, each in its own order:
+// the same bits as rmsNorm, about four times the throughput.
+func rmsNormRows(dst, x, w []float32, eps float32) {
+	n := len(w)
+	rows := len(x) / n
+	r := 0
+	for ; r+4 <= rows; r += 4 {
+		x0, x1, x2, x3 := x[r*n:(r+1)*n], x[(r+1)*n:(r+2)*n], x[(r+2)*n:(r+3)*n], x[(r+3)*n:(r+4)*n]
+		var s0, s1, s2, s3 float64
+		for i := range x0 {
+			a, b, c, d := x0[i], x1[i], x2[i], x3[i]
+			s0 += float64(a * a)
+			s1 += float64(b * b)
+			s2 += float64(c * c)
+			s3 += float64(d * d)
+		}
+		for q, sum := range [4]float64{s0, s1, s2, s3} {
+			scaleRow(dst[(r+q)*n:(r+q+1)*n], x[(r+q)*n:(r+q+1)*n], w, rmsScale(sum, n, eps))
+		}
+	}
+	for ; r < rows; r++ {
+		rmsNorm(dst[r*n:(r+1)*n], x[r*n:(r+1)*n], w, eps)
+	}
+}
+
+// rmsScale is rmsNorm's 1/sqrt(mean+eps) of a row of n values whose
+// squares sum to sum.
+func rmsScale(sum float64, n int, eps float32) float32 {
+	mean := float32(sum / float64(n))
+	return float32(1) / float32(math.Sqrt(float64(mean+eps)))
+}
+
+// scaleRow writes x·scale·w to dst, rounded after each product.
+func scaleRow(dst, x, w []float32, scale float32) {
 	for i, v := range x {
 		y := v * scale
 		dst[i] = y * w[i]

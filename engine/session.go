@@ -543,9 +543,7 @@ func (f *forward) layer(il int, x []float32, outRows []int) ([]float32, error) {
 
 	xn := f.s.buf.alloc(T * E)
 	f.rows(lops, T, E, func(lo, hi int) {
-		for t := lo; t < hi; t++ {
-			lops.RMSNorm(xn[t*E:(t+1)*E], x[t*E:(t+1)*E], l.attnNorm, c.RMSEps)
-		}
+		normRows(lops, xn[lo*E:hi*E], x[lo*E:hi*E], l.attnNorm, c.RMSEps)
 	})
 	q, k, v, err := f.qkv(l, &ops, xn, lops)
 	if err != nil {
@@ -560,13 +558,9 @@ func (f *forward) layer(il int, x []float32, outRows []int) ([]float32, error) {
 	f.rows(lops, T, (c.NHead+c.NHeadKV)*D, func(lo, hi int) {
 		for t := lo; t < hi; t++ {
 			qt, kt := q[t*c.NHead*D:(t+1)*c.NHead*D], k[t*c.NHeadKV*D:(t+1)*c.NHeadKV*D]
-			if l.qNorm != nil {
-				for i := 0; i < len(qt); i += D {
-					lops.RMSNorm(qt[i:i+D], qt[i:i+D], l.qNorm, c.RMSEps)
-				}
-				for i := 0; i < len(kt); i += D {
-					lops.RMSNorm(kt[i:i+D], kt[i:i+D], l.kNorm, c.RMSEps)
-				}
+			if l.qNorm != nil { // per head: rows of D
+				normRows(lops, qt, qt, l.qNorm, c.RMSEps)
+				normRows(lops, kt, kt, l.kNorm, c.RMSEps)
 			}
 			cs := rope[t*c.RopeDim : (t+1)*c.RopeDim]
 			for h := range c.NHead {
@@ -599,9 +593,7 @@ func (f *forward) layer(il int, x []float32, outRows []int) ([]float32, error) {
 	f.residual(x, ao, l.postAttnNorm, rows, lops) // ffn_inp
 	xn = xn[:rows*E]
 	f.rows(lops, rows, E, func(lo, hi int) {
-		for r := lo; r < hi; r++ {
-			lops.RMSNorm(xn[r*E:(r+1)*E], x[r*E:(r+1)*E], l.ffnNorm, c.RMSEps)
-		}
+		normRows(lops, xn[lo*E:hi*E], x[lo*E:hi*E], l.ffnNorm, c.RMSEps)
 	})
 	act, err := f.ffnActivation(l, &ops, xn, rows, lops)
 	if err != nil {
@@ -623,11 +615,11 @@ func (f *forward) residual(x, y, postNorm []float32, rows int, lops LayerOps) {
 	c := f.s.m.Config
 	E := c.NEmbd
 	f.rows(lops, rows, E, func(lo, hi int) {
+		if postNorm != nil {
+			normRows(lops, y[lo*E:hi*E], y[lo*E:hi*E], postNorm, c.RMSEps)
+		}
 		for r := lo; r < hi; r++ {
 			yr := y[r*E : (r+1)*E]
-			if postNorm != nil {
-				lops.RMSNorm(yr, yr, postNorm, c.RMSEps)
-			}
 			if c.ResidualScale != 0 {
 				scale(yr, c.ResidualScale)
 			}
