@@ -50,11 +50,19 @@ func Geglu(dst, gate, up []float32) {
 		g := gate[lo:min(lo+len(half), len(gate))]
 		h := half[:len(g)]
 		F32sToF16(h, g)
-		for i, v := range h {
-			h[i] = t[v]
+		done := 0
+		if gegluTableFast != nil {
+			// The table read, selection and product of whole chunks of
+			// 16 in one pass (gelu of every fp16 value as float32).
+			done = len(g) &^ 15
+			gegluTableFast(dst[lo:lo+done], g[:done], up[lo:lo+done], h[:done], geluTableF32())
 		}
-		F16sToF32(gelu[:len(g)], h)
-		for i, x := range g {
+		for i := done; i < len(h); i++ {
+			h[i] = t[h[i]]
+		}
+		F16sToF32(gelu[done:len(g)], h[done:])
+		for i := done; i < len(g); i++ {
+			x := g[i]
 			switch {
 			case x <= -geluTableMax:
 				dst[lo+i] = 0
@@ -66,6 +74,14 @@ func Geglu(dst, gate, up []float32) {
 		}
 	}
 }
+
+// geluTableF32 is geluTable's values as float32 (F16sToF32's bits, as
+// Geglu's scalar path converts them), for gegluTableFast's gather.
+var geluTableF32 = sync.OnceValue(func() *[1 << 16]float32 {
+	var f [1 << 16]float32
+	F16sToF32(f[:], geluTable()[:])
+	return &f
+})
 
 // SoftCap is gemma's soft cap as llama.cpp's graph computes it: ggml_scale
 // by 1/cap, TANH, ggml_scale by cap, element by element (the tanh over a

@@ -12331,3 +12331,41 @@ tail:
 done:
 	VZEROUPPER
 	RET
+
+DATA gegluTableConst<>+0(SB)/4, $0xc1200000
+DATA gegluTableConst<>+4(SB)/4, $0x41200000
+GLOBL gegluTableConst<>(SB), RODATA|NOPTR, $8
+
+// func gegluTableAVX512(dst []float32, gate []float32, up []float32, half []uint16, table *[65536]float32)
+// Requires: AVX, AVX512F
+TEXT ·gegluTableAVX512(SB), NOSPLIT, $0-104
+	MOVQ   dst_base+0(FP), AX
+	MOVQ   gate_base+24(FP), CX
+	MOVQ   up_base+48(FP), DX
+	MOVQ   half_base+72(FP), BX
+	MOVQ   table+96(FP), SI
+	MOVQ   gate_len+32(FP), DI
+	VPXORD Z0, Z0, Z0
+	XORQ   R8, R8
+
+loop:
+	CMPQ        R8, DI
+	JAE         done
+	VMOVUPS     (CX)(R8*4), Z1
+	VMOVUPS     (DX)(R8*4), Z2
+	VPMOVZXWD   (BX)(R8*2), Z3
+	KXNORW      K1, K1, K1
+	VPXORD      Z4, Z4, Z4
+	VPGATHERDD  (SI)(Z3*4), K1, Z4
+	VMULPS      Z2, Z4, Z4
+	VCMPPS.BCST $0x02, gegluTableConst<>+0(SB), Z1, K2
+	VCMPPS.BCST $0x0d, gegluTableConst<>+4(SB), Z1, K3
+	VMOVAPS     Z0, K2, Z4
+	VMULPS      Z2, Z1, K3, Z4
+	VMOVUPS     Z4, (AX)(R8*4)
+	ADDQ        $0x00000010, R8
+	JMP         loop
+
+done:
+	VZEROUPPER
+	RET

@@ -219,3 +219,6 @@ func tanhfAVX512(x []float32)
 
 //go:noescape
 func gegluF32AVX512(dst []float32, gate []float32, up []float32)
+
+//go:noescape
+func gegluTableAVX512(dst []float32, gate []float32, up []float32, half []uint16, table *[65536]float32)

@@ -13,4 +13,5 @@ var (
 	quantizeSymFast func(x []float32, scale float32, lim int32, q []int8)
 	tanhFast        func(x []float32)
 	gegluF32Fast    func(dst, gate, up []float32)
+	gegluTableFast  func(dst, gate, up []float32, half []uint16, table *[1 << 16]float32)
 )

@@ -67,4 +67,5 @@ func genGGML() {
 	genTanhConstants()
 	genTanh()
 	genGegluF32()
+	genGegluTable()
 }

@@ -394,3 +394,51 @@ func genGegluF32() {
 	VZEROUPPER()
 	RET()
 }
+
+// genGegluTable: ggml.Geglu's table part 16 lanes at a time, for gates
+// already rounded to binary16 (half): out = table[half]·up, 0 where the
+// gate is ≤ -10 and gate·up where it is ≥ 10 (ggml's GGML_GELU_FP16 path);
+// table holds the fp16 GELU table's values as float32. len(gate) must be a
+// multiple of 16.
+func genGegluTable() {
+	c := GLOBL("gegluTableConst", RODATA|NOPTR)
+	DATA(0, U32(math.Float32bits(-10)))
+	DATA(4, U32(math.Float32bits(10)))
+	TEXT("gegluTableAVX512", NOSPLIT, "func(dst, gate, up []float32, half []uint16, table *[1 << 16]float32)")
+	Pragma("noescape")
+	dp := Load(Param("dst").Base(), GP64())
+	gp := Load(Param("gate").Base(), GP64())
+	up := Load(Param("up").Base(), GP64())
+	hp := Load(Param("half").Base(), GP64())
+	tab := Load(Param("table"), GP64())
+	n := Load(Param("gate").Len(), GP64())
+	zero := ZMM()
+	VPXORD(zero, zero, zero)
+	i := GP64()
+	XORQ(i, i)
+	Label("loop")
+	CMPQ(i, n)
+	JAE(LabelRef("done"))
+	x, u := ZMM(), ZMM()
+	VMOVUPS(Mem{Base: gp, Index: i, Scale: 4}, x)
+	VMOVUPS(Mem{Base: up, Index: i, Scale: 4}, u)
+	idx := ZMM()
+	VPMOVZXWD(Mem{Base: hp, Index: i, Scale: 2}, idx)
+	all := K()
+	KXNORW(all, all, all)
+	g := ZMM()
+	VPXORD(g, g, g)
+	VPGATHERDD(Mem{Base: tab, Index: idx, Scale: 4}, all, g)
+	VMULPS(u, g, g) // gelu·up
+	low, high := K(), K()
+	VCMPPS_BCST(U8(2), c.Offset(0), x, low)   // x <= -10
+	VCMPPS_BCST(U8(13), c.Offset(4), x, high) // x >= 10
+	VMOVAPS(zero, low, g)
+	VMULPS(u, x, high, g) // x·up
+	VMOVUPS(g, Mem{Base: dp, Index: i, Scale: 4})
+	ADDQ(U32(16), i)
+	JMP(LabelRef("loop"))
+	Label("done")
+	VZEROUPPER()
+	RET()
+}
