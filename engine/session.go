@@ -433,7 +433,11 @@ type forward struct {
 	// this batch's positions in their cache.
 	ropeSWA  []float32
 	swaCells []int
-	cells    []int // the cells of the other layers: pos0..pos0+T-1
+	// swaRuns: each row's window in the sliding-window cache
+	// (visibleRuns), made by the batch's first such layer: every one reads
+	// the same cells.
+	swaRuns [][]cellRun
+	cells   []int // the cells of the other layers: pos0..pos0+T-1
 }
 
 // seqCells returns the cells pos0..pos0+T-1 of the layers without a window
@@ -679,13 +683,7 @@ func (f *forward) ffnActivation(l *layer, ops *[nLayerOps]MatMulOp, xn []float32
 			}
 		}
 	}
-	// Rows are independent: the CPU's ops split them over the pool (a
-	// device's ops keep counters of their own and run in order).
-	if _, cpu := lops.(cpuOps); cpu && rows > 1 {
-		f.s.m.pool.Run(rows, activate)
-	} else {
-		activate(0, rows)
-	}
+	f.rows(lops, rows, F, activate)
 	return gate, nil
 }
 
@@ -719,10 +717,10 @@ func (f *forward) attention(il int, q []float32, lops LayerOps, swa bool) []floa
 	}
 	kern := f.s.m.kern
 	negInf := float32(math.Inf(-1))
-	var runs [][]cellRun
-	if swa {
-		runs = f.visibleRuns(n0)
+	if swa && f.swaRuns == nil {
+		f.swaRuns = f.visibleRuns(n0)
 	}
+	runs := f.swaRuns
 	work := func(lo, hi int) {
 		for h := lo; h < hi; h++ {
 			p := scores[h*n0 : (h+1)*n0]

@@ -51,6 +51,6 @@ for v in "${variants[@]}"; do
       echo "oracle-archs: $name $t: not bit-identical (above)" >&2
       exit 1
     fi
-    echo "$name $t: $(grep -m2 -E '^\| cpu-(ggml|exact)' "$OUT/$name-$t.txt" | awk -F'|' '{gsub(/ +/," "); printf "%s KLD%s max|Δ|%s; ", $2, $5, $11}')"
+    echo "$name $t: $(grep -m2 -E '^\| cpu-(ggml|exact)' "$OUT/$name-$t.txt" | awk -F'|' '{gsub(/ +/," "); printf "%s KLD%s same top%s%s; ", $2, $4, $5, $7}')"
   done
 done
